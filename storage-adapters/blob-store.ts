@@ -1,0 +1,24 @@
+/**
+ * The driver contract every storage adapter implements. Adapters hold opaque
+ * bytes under string keys; they know nothing of KV blocks.
+ *
+ * Keys are `[0-9a-z._-]` strings (kvtier uses 32 hex chars). `list(prefix)`
+ * matches on the key string.
+ */
+export interface BlobStore {
+  /** Adapter kind, e.g. `fs` or `s3`. */
+  readonly kind: string;
+  /** Human-readable location (directory, bucket/prefix) for logs. */
+  readonly location: string;
+  /** Atomic: a concurrent reader sees the old value, the new one, or none — never a partial one. */
+  put(key: string, bytes: Uint8Array): Promise<void>;
+  /** The stored bytes, or null when the key does not exist. */
+  get(key: string): Promise<Uint8Array | null>;
+  /** Batched existence check, same order as `keys`. Must not be one sequential round trip per key. */
+  has(keys: readonly string[]): Promise<boolean[]>;
+  /** Deletes what exists; missing keys are not an error. */
+  delete(keys: readonly string[]): Promise<void>;
+  /** Every key starting with `prefix`, in no particular order. */
+  list(prefix?: string): AsyncIterable<string>;
+  close(): Promise<void>;
+}
