@@ -1,0 +1,174 @@
+// The llama forward pass on the device, composed from the kernels. The op
+// sequence is the one of the CPU twin ref/llama-forward-ref.cc.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "cuda-backend-internal.h"
+
+namespace {
+
+#define KVT_TRY(expr, what)                                      \
+  do {                                                           \
+    const kvt_cuda_status st_ = kvt_check(ctx, (expr), (what));  \
+    if (st_ != KVT_CUDA_OK) return st_;                          \
+  } while (0)
+
+template <typename T>
+cudaError_t grow(T*& p, size_t count) {
+  cudaFree(p);
+  p = nullptr;
+  return cudaMalloc(&p, count * sizeof(T));
+}
+
+kvt_cuda_status ensure_scratch(kvt_cuda_model* m, int t, int n_blocks, int pos0) {
+  kvt_cuda_ctx* ctx = m->ctx;
+  kvt_forward_scratch& s = m->scratch;
+  const kvt_llama_config& c = m->cfg;
+  if (t > s.capacity_t) {
+    cudaStreamSynchronize(ctx->compute);
+    const size_t d = c.d_model, qd = (size_t)c.n_head * c.head_dim,
+                 kvd = (size_t)c.n_kv_head * c.head_dim;
+    KVT_TRY(grow(s.x, t * d), "allocate activations");
+    KVT_TRY(grow(s.h, t * d), "allocate activations");
+    KVT_TRY(grow(s.q, t * qd), "allocate activations");
+    KVT_TRY(grow(s.k, t * kvd), "allocate activations");
+    KVT_TRY(grow(s.v, t * kvd), "allocate activations");
+    KVT_TRY(grow(s.att, t * qd), "allocate activations");
+    KVT_TRY(grow(s.gate, (size_t)t * c.d_ffn), "allocate activations");
+    KVT_TRY(grow(s.up, (size_t)t * c.d_ffn), "allocate activations");
+    KVT_TRY(grow(s.logits, (size_t)t * c.n_vocab), "allocate logits");
+    KVT_TRY(grow(s.tokens, (size_t)t), "allocate tokens");
+    KVT_TRY(grow(s.greedy, (size_t)t), "allocate tokens");
+    s.capacity_t = t;
+  }
+  if (n_blocks > s.capacity_blocks) {
+    cudaStreamSynchronize(ctx->compute);
+    KVT_TRY(grow(s.block_table, (size_t)n_blocks), "allocate block table");
+    s.capacity_blocks = n_blocks;
+  }
+  const size_t ints = (size_t)s.capacity_t + s.capacity_blocks;
+  if (ints > s.host_staging_ints) {
+    cudaStreamSynchronize(ctx->compute);
+    if (s.host_staging) cudaFreeHost(s.host_staging);
+    s.host_staging = nullptr;
+    KVT_TRY(cudaMallocHost(&s.host_staging, ints * sizeof(int32_t)), "pin staging");
+    s.host_staging_ints = ints;
+  }
+  const size_t ws = kvt::attention_workspace_bytes(t, c.n_head, c.n_kv_head, c.head_dim, pos0,
+                                                   ctx->sm_count);
+  if (ws > s.attn_ws_bytes) {
+    cudaStreamSynchronize(ctx->compute);
+    cudaFree(s.attn_ws);
+    s.attn_ws = nullptr;
+    KVT_TRY(cudaMalloc(&s.attn_ws, ws), "allocate attention workspace");
+    s.attn_ws_bytes = ws;
+  }
+  return KVT_CUDA_OK;
+}
+
+}  // namespace
+
+kvt_cuda_status kvt_llama_forward(kvt_cuda_model* m, const int32_t* tokens, int t, int pos0,
+                                  const int32_t* block_table, int n_blocks, float* logits,
+                                  int32_t* greedy, int all_logits) {
+  kvt_cuda_ctx* ctx = m->ctx;
+  const kvt_llama_config& c = m->cfg;
+  if (t <= 0 || pos0 < 0)
+    return kvt_fail(ctx, KVT_CUDA_ERR_INVALID, "forward needs t > 0 tokens and pos0 >= 0");
+  if ((pos0 + t + KVT_PAGE_TOKENS - 1) / KVT_PAGE_TOKENS > n_blocks)
+    return kvt_fail(ctx, KVT_CUDA_ERR_INVALID,
+                    "block table has " + std::to_string(n_blocks) + " pages but positions up to " +
+                        std::to_string(pos0 + t) + " need " +
+                        std::to_string((pos0 + t + KVT_PAGE_TOKENS - 1) / KVT_PAGE_TOKENS));
+  for (int i = 0; i < n_blocks; ++i)
+    if (block_table[i] < 0 || block_table[i] >= ctx->kv_pages)
+      return kvt_fail(ctx, KVT_CUDA_ERR_INVALID, "block table names page " +
+                                                     std::to_string(block_table[i]) + " outside the pool");
+  for (int i = 0; i < t; ++i)
+    if (tokens[i] < 0 || tokens[i] >= c.n_vocab)
+      return kvt_fail(ctx, KVT_CUDA_ERR_INVALID, "token id " + std::to_string(tokens[i]) +
+                                                     " outside the vocabulary of " +
+                                                     std::to_string(c.n_vocab));
+  if (m->tok_embd < 0 || m->output_norm < 0 || m->output < 0)
+    return kvt_fail(ctx, KVT_CUDA_ERR_INVALID,
+                    "bind token_embd, output_norm and output weights before forward");
+  for (int l = 0; l < c.n_layer; ++l) {
+    const kvt_model_layer& L = m->layers[l];
+    const int32_t ids[] = {L.attn_norm, L.ffn_norm, L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down};
+    for (int32_t id : ids)
+      if (id < 0)
+        return kvt_fail(ctx, KVT_CUDA_ERR_INVALID,
+                        "layer " + std::to_string(l) + " has unbound weights (blk." +
+                            std::to_string(l) + ".*): bind every tensor before forward");
+  }
+  kvt_cuda_status st = ensure_scratch(m, t, n_blocks, pos0);
+  if (st != KVT_CUDA_OK) return st;
+
+  kvt_forward_scratch& s = m->scratch;
+  cudaStream_t cs = ctx->compute;
+  // Staging is reused by the next call; forward ends with a stream sync.
+  std::copy(tokens, tokens + t, s.host_staging);
+  std::copy(block_table, block_table + n_blocks, s.host_staging + t);
+  KVT_TRY(cudaMemcpyAsync(s.tokens, s.host_staging, t * sizeof(int32_t), cudaMemcpyHostToDevice, cs),
+          "copy tokens");
+  KVT_TRY(cudaMemcpyAsync(s.block_table, s.host_staging + t, n_blocks * sizeof(int32_t),
+                          cudaMemcpyHostToDevice, cs),
+          "copy block table");
+
+  const auto W = [&](int32_t id) -> const kvt::DeviceWeight& { return ctx->weights[id]; };
+  const auto vec = [&](int32_t id) { return static_cast<const float*>(ctx->weights[id].data); };
+  kvt::PagedKv kv;
+  kv.pages = static_cast<__half*>(ctx->kv_pool.ptr);
+  kv.page_elems = ctx->page_bytes / sizeof(__half);
+  kv.block_table = s.block_table;
+  kv.n_blocks = n_blocks;
+  kv.n_layers = c.n_layer;
+  kv.n_kv_heads = c.n_kv_head;
+  kv.head_dim = c.head_dim;
+  const float scale = 1.0f / std::sqrt((float)c.head_dim);
+  const size_t ffn = (size_t)t * c.d_ffn;
+
+  KVT_TRY(kvt::launch_embed(s.x, W(m->tok_embd), s.tokens, t, cs), "embed");
+  for (int l = 0; l < c.n_layer; ++l) {
+    const kvt_model_layer& L = m->layers[l];
+    KVT_TRY(kvt::launch_rmsnorm(s.h, s.x, vec(L.attn_norm), t, c.d_model, c.rms_eps, cs), "attn_norm");
+    KVT_TRY(kvt::launch_matmul(s.q, s.h, W(L.wq), t, false, cs), "attn_q");
+    KVT_TRY(kvt::launch_matmul(s.k, s.h, W(L.wk), t, false, cs), "attn_k");
+    KVT_TRY(kvt::launch_matmul(s.v, s.h, W(L.wv), t, false, cs), "attn_v");
+    KVT_TRY(kvt::launch_rope(s.q, s.k, t, c.n_head, c.n_kv_head, c.head_dim, pos0, c.rope_base,
+                             c.rope_mode, cs),
+            "rope");
+    KVT_TRY(kvt::launch_kv_write(kv, s.k, s.v, l, t, pos0, cs), "kv write");
+    // Cached blocks of this layer may still be crossing PCIe: wait for this
+    // layer's slice of the last import only (no-op when nothing was imported).
+    KVT_TRY(cudaStreamWaitEvent(cs, ctx->import_done[l], 0), "wait for KV import");
+    KVT_TRY(kvt::launch_attention(s.att, s.q, kv, l, t, c.n_head, pos0, scale, s.attn_ws,
+                                  s.attn_ws_bytes, ctx->sm_count, cs),
+            "attention");
+    KVT_TRY(kvt::launch_matmul(s.x, s.att, W(L.wo), t, true, cs), "attn_output (+residual)");
+    KVT_TRY(kvt::launch_rmsnorm(s.h, s.x, vec(L.ffn_norm), t, c.d_model, c.rms_eps, cs), "ffn_norm");
+    KVT_TRY(kvt::launch_matmul(s.gate, s.h, W(L.w_gate), t, false, cs), "ffn_gate");
+    KVT_TRY(kvt::launch_matmul(s.up, s.h, W(L.w_up), t, false, cs), "ffn_up");
+    KVT_TRY(kvt::launch_swiglu(s.gate, s.gate, s.up, ffn, cs), "swiglu");
+    KVT_TRY(kvt::launch_matmul(s.x, s.gate, W(L.w_down), t, true, cs), "ffn_down (+residual)");
+  }
+  const int rows = all_logits ? t : 1;
+  const float* last = s.x + (size_t)(t - rows) * c.d_model;
+  if (logits || greedy) {
+    KVT_TRY(kvt::launch_rmsnorm(s.h, last, vec(m->output_norm), rows, c.d_model, c.rms_eps, cs),
+            "output_norm");
+    KVT_TRY(kvt::launch_matmul(s.logits, s.h, W(m->output), rows, false, cs), "output");
+    if (greedy) {
+      KVT_TRY(kvt::launch_argmax(s.greedy, s.logits, rows, c.n_vocab, cs), "argmax");
+      KVT_TRY(cudaMemcpyAsync(greedy, s.greedy, rows * sizeof(int32_t), cudaMemcpyDeviceToHost, cs),
+              "copy greedy tokens");
+    }
+    if (logits)
+      KVT_TRY(cudaMemcpyAsync(logits, s.logits, (size_t)rows * c.n_vocab * sizeof(float),
+                              cudaMemcpyDeviceToHost, cs),
+              "copy logits");
+  }
+  KVT_TRY(cudaStreamSynchronize(cs), "forward");
+  return KVT_CUDA_OK;
+}
