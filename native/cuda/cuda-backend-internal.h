@@ -46,9 +46,11 @@ struct kvt_forward_scratch {
   size_t attn_ws_bytes = 0;
   float *x = nullptr, *h = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *att = nullptr,
         *gate = nullptr, *up = nullptr, *logits = nullptr;
-  int32_t *tokens = nullptr, *block_table = nullptr, *greedy = nullptr;
+  int32_t *tokens = nullptr, *block_table = nullptr;
   void* attn_ws = nullptr;
-  int32_t* host_staging = nullptr;  // pinned: tokens then block table
+  // Mapped pinned host memory: tokens, then block table, then the greedy
+  // tokens the argmax kernel writes straight back (no DMA on the hot path).
+  int32_t* host_staging = nullptr;
   size_t host_staging_ints = 0;
 };
 

@@ -12,6 +12,7 @@ namespace {
 
 constexpr size_t kArenaChunk = 256ull << 20;  // weight arena grows in 256 MiB chunks
 constexpr size_t kAlign = 256;
+constexpr int kExportRunPages = 8;
 
 void copy_str(char* dst, size_t len, const std::string& s) {
   if (!dst || len == 0) return;
@@ -362,8 +363,10 @@ kvt_cuda_status kvt_cuda_kv_export(kvt_cuda_ctx* ctx, const int32_t* page_ids, i
   const char* pool = static_cast<const char*>(ctx->kv_pool.ptr);
   char* dst = static_cast<char*>(host_dst);
   for (int i = 0; i < n;) {
+    // Bounded copies (≤ kExportRunPages pages) so other D2H traffic can
+    // interleave between them instead of queueing behind one huge copy.
     int run = 1;
-    while (i + run < n && page_ids[i + run] == page_ids[i] + run) ++run;
+    while (i + run < n && run < kExportRunPages && page_ids[i + run] == page_ids[i] + run) ++run;
     st = kvt_check(ctx,
                    cudaMemcpy2DAsync(dst + (size_t)i * dst_stride, dst_stride,
                                      pool + (size_t)page_ids[i] * ctx->page_bytes, ctx->page_bytes,

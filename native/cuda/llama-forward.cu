@@ -39,7 +39,6 @@ kvt_cuda_status ensure_scratch(kvt_cuda_model* m, int t, int n_blocks, int pos0)
     KVT_TRY(grow(s.up, (size_t)t * c.d_ffn), "allocate activations");
     KVT_TRY(grow(s.logits, (size_t)t * c.n_vocab), "allocate logits");
     KVT_TRY(grow(s.tokens, (size_t)t), "allocate tokens");
-    KVT_TRY(grow(s.greedy, (size_t)t), "allocate tokens");
     s.capacity_t = t;
   }
   if (n_blocks > s.capacity_blocks) {
@@ -47,12 +46,14 @@ kvt_cuda_status ensure_scratch(kvt_cuda_model* m, int t, int n_blocks, int pos0)
     KVT_TRY(grow(s.block_table, (size_t)n_blocks), "allocate block table");
     s.capacity_blocks = n_blocks;
   }
-  const size_t ints = (size_t)s.capacity_t + s.capacity_blocks;
+  const size_t ints = 2 * (size_t)s.capacity_t + s.capacity_blocks;
   if (ints > s.host_staging_ints) {
     cudaStreamSynchronize(ctx->compute);
     if (s.host_staging) cudaFreeHost(s.host_staging);
     s.host_staging = nullptr;
-    KVT_TRY(cudaMallocHost(&s.host_staging, ints * sizeof(int32_t)), "pin staging");
+    KVT_TRY(cudaHostAlloc(reinterpret_cast<void**>(&s.host_staging), ints * sizeof(int32_t),
+                          cudaHostAllocMapped),
+            "pin staging");
     s.host_staging_ints = ints;
   }
   const size_t ws = kvt::attention_workspace_bytes(t, c.n_head, c.n_kv_head, c.head_dim, pos0,
@@ -108,13 +109,19 @@ kvt_cuda_status kvt_llama_forward(kvt_cuda_model* m, const int32_t* tokens, int 
   kvt_forward_scratch& s = m->scratch;
   cudaStream_t cs = ctx->compute;
   // Staging is reused by the next call; forward ends with a stream sync.
-  std::copy(tokens, tokens + t, s.host_staging);
-  std::copy(block_table, block_table + n_blocks, s.host_staging + t);
-  KVT_TRY(cudaMemcpyAsync(s.tokens, s.host_staging, t * sizeof(int32_t), cudaMemcpyHostToDevice, cs),
-          "copy tokens");
-  KVT_TRY(cudaMemcpyAsync(s.block_table, s.host_staging + t, n_blocks * sizeof(int32_t),
-                          cudaMemcpyHostToDevice, cs),
-          "copy block table");
+  // The SMs pull tokens and block table from mapped memory: a bulk KV import
+  // occupying the H2D copy engine cannot delay the start of this forward.
+  int32_t* host_tokens = s.host_staging;
+  int32_t* host_table = s.host_staging + s.capacity_t;
+  int32_t* host_greedy = s.host_staging + s.capacity_t + s.capacity_blocks;
+  std::copy(tokens, tokens + t, host_tokens);
+  std::copy(block_table, block_table + n_blocks, host_table);
+  int32_t *dev_tokens = nullptr, *dev_table = nullptr, *dev_greedy = nullptr;
+  KVT_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_tokens), host_tokens, 0), "map staging");
+  KVT_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_table), host_table, 0), "map staging");
+  KVT_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_greedy), host_greedy, 0), "map staging");
+  KVT_TRY(kvt::launch_copy_i32(s.tokens, dev_tokens, t, cs), "copy tokens");
+  KVT_TRY(kvt::launch_copy_i32(s.block_table, dev_table, n_blocks, cs), "copy block table");
 
   const auto W = [&](int32_t id) -> const kvt::DeviceWeight& { return ctx->weights[id]; };
   const auto vec = [&](int32_t id) { return static_cast<const float*>(ctx->weights[id].data); };
@@ -159,16 +166,15 @@ kvt_cuda_status kvt_llama_forward(kvt_cuda_model* m, const int32_t* tokens, int 
     KVT_TRY(kvt::launch_rmsnorm(s.h, last, vec(m->output_norm), rows, c.d_model, c.rms_eps, cs),
             "output_norm");
     KVT_TRY(kvt::launch_matmul(s.logits, s.h, W(m->output), rows, false, cs), "output");
-    if (greedy) {
-      KVT_TRY(kvt::launch_argmax(s.greedy, s.logits, rows, c.n_vocab, cs), "argmax");
-      KVT_TRY(cudaMemcpyAsync(greedy, s.greedy, rows * sizeof(int32_t), cudaMemcpyDeviceToHost, cs),
-              "copy greedy tokens");
-    }
+    // Greedy tokens go straight to mapped host memory (no D2H copy to queue
+    // behind a KV export).
+    if (greedy) KVT_TRY(kvt::launch_argmax(dev_greedy, s.logits, rows, c.n_vocab, cs), "argmax");
     if (logits)
       KVT_TRY(cudaMemcpyAsync(logits, s.logits, (size_t)rows * c.n_vocab * sizeof(float),
                               cudaMemcpyDeviceToHost, cs),
               "copy logits");
   }
   KVT_TRY(cudaStreamSynchronize(cs), "forward");
+  if (greedy) std::copy(host_greedy, host_greedy + rows, greedy);
   return KVT_CUDA_OK;
 }

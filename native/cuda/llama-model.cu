@@ -26,7 +26,6 @@ void kvt_scratch_free(kvt_forward_scratch& s) {
   for (float* p : fs) cudaFree(p);
   cudaFree(s.tokens);
   cudaFree(s.block_table);
-  cudaFree(s.greedy);
   cudaFree(s.attn_ws);
   if (s.host_staging) cudaFreeHost(s.host_staging);
   s = kvt_forward_scratch{};

@@ -61,6 +61,9 @@ cudaError_t launch_attention(float* out, const float* q, const PagedKv& kv, int 
                              int n_head, int pos0, float scale, void* workspace,
                              size_t workspace_bytes, int n_sm, cudaStream_t stream);
 
+// dst[n] = src[n] (src may be mapped pinned host memory); no copy engine involved.
+cudaError_t launch_copy_i32(int32_t* dst, const int32_t* src, int n, cudaStream_t stream);
+
 // Fills a weight's storage with deterministic uniform values in [-scale, scale]
 // (Q8_0: quants uniform, scales = scale/127). For device-side benchmark models.
 cudaError_t launch_fill_random(const DeviceWeight& w, uint64_t seed, float scale,
