@@ -37,6 +37,11 @@ struct kvt_cuda_ctx {
   cudaEvent_t compute_mark = nullptr;    // recorded at export time on the compute stream
   std::map<uint64_t, cudaEvent_t> export_tickets;
   uint64_t next_ticket = 1;
+
+  // Op-level device buffers (cuda-ops.cu); a freed slot keeps ptr == nullptr.
+  std::vector<kvt_device_block> buffers;
+  void* attn_ws = nullptr;  // split-K workspace of op-level attention
+  size_t attn_ws_bytes = 0;
 };
 
 // Per-model activation scratch, grown to the largest batch seen.

@@ -164,6 +164,8 @@ void kvt_cuda_destroy(kvt_cuda_ctx* ctx) {
   cudaDeviceSynchronize();
   for (auto& c : ctx->weight_chunks) cudaFree(c.ptr);
   if (ctx->kv_pool.ptr) cudaFree(ctx->kv_pool.ptr);
+  for (auto& b : ctx->buffers) cudaFree(b.ptr);
+  cudaFree(ctx->attn_ws);
   for (cudaEvent_t ev : ctx->import_done) cudaEventDestroy(ev);
   for (auto& kv : ctx->export_tickets) cudaEventDestroy(kv.second);
   if (ctx->compute_mark) cudaEventDestroy(ctx->compute_mark);

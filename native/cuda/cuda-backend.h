@@ -125,6 +125,40 @@ kvt_cuda_status kvt_cuda_forward(kvt_cuda_model* model, const int32_t* tokens, i
                                  const int32_t* block_table, int n_blocks, float* logits,
                                  int32_t* greedy, int all_logits);
 
+/* ---- op level: device buffers and single kernels ----------------------
+ * For an engine that drives the graph itself. Buffers hold f32 activations
+ * (int32 for tokens, block tables, argmax output); every op is enqueued on
+ * the compute stream and checks that its buffers are large enough.
+ * Shapes as in kernels/kernels.cuh. */
+kvt_cuda_status kvt_cuda_buffer_alloc(kvt_cuda_ctx* ctx, size_t bytes, int32_t* id_out);
+kvt_cuda_status kvt_cuda_buffer_free(kvt_cuda_ctx* ctx, int32_t id);
+/* Synchronous with respect to the compute stream. */
+kvt_cuda_status kvt_cuda_buffer_write(kvt_cuda_ctx* ctx, int32_t id, size_t offset,
+                                      const void* src, size_t bytes);
+kvt_cuda_status kvt_cuda_buffer_read(kvt_cuda_ctx* ctx, int32_t id, size_t offset, void* dst,
+                                     size_t bytes);
+size_t kvt_cuda_buffer_bytes(const kvt_cuda_ctx* ctx, int32_t id); /* 0 for an unknown id */
+
+kvt_cuda_status kvt_cuda_op_matmul(kvt_cuda_ctx* ctx, int32_t y, int32_t x, int32_t weight, int m,
+                                   int accumulate);
+kvt_cuda_status kvt_cuda_op_rmsnorm(kvt_cuda_ctx* ctx, int32_t y, int32_t x, int32_t weight, int t,
+                                    float eps);
+kvt_cuda_status kvt_cuda_op_rope(kvt_cuda_ctx* ctx, int32_t q, int32_t k, int t, int n_head,
+                                 int n_kv, int head_dim, int pos0, float base, int mode);
+kvt_cuda_status kvt_cuda_op_swiglu(kvt_cuda_ctx* ctx, int32_t out, int32_t gate, int32_t up,
+                                   size_t n);
+kvt_cuda_status kvt_cuda_op_add(kvt_cuda_ctx* ctx, int32_t x, int32_t y, size_t n);
+kvt_cuda_status kvt_cuda_op_embed(kvt_cuda_ctx* ctx, int32_t out, int32_t table_weight,
+                                  int32_t tokens, int t);
+kvt_cuda_status kvt_cuda_op_softmax(kvt_cuda_ctx* ctx, int32_t x, int rows, int n);
+kvt_cuda_status kvt_cuda_op_argmax(kvt_cuda_ctx* ctx, int32_t out, int32_t x, int rows, int n);
+/* KV ops on the context's page pool; block_table: an int32 buffer of n_blocks page ids. */
+kvt_cuda_status kvt_cuda_op_kv_write(kvt_cuda_ctx* ctx, int32_t block_table, int n_blocks,
+                                     int32_t k, int32_t v, int layer, int t, int pos0);
+kvt_cuda_status kvt_cuda_op_attention(kvt_cuda_ctx* ctx, int32_t out, int32_t q,
+                                      int32_t block_table, int n_blocks, int layer, int t,
+                                      int n_head, int pos0, float scale);
+
 #ifdef __cplusplus
 }
 #endif

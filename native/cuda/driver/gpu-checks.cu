@@ -413,6 +413,67 @@ void check_gguf_model(Report& rep, int device, const std::string& path) {
   kvt_cuda_destroy(ctx);
 }
 
+// The op-level C API (buffers + single ops) against the reference ops, with
+// the context's own KV pool (3 layers, 2 kv heads, head_dim 64).
+void check_op_api(Report& rep, kvt_cuda_ctx* ctx) {
+  Rng rng(81);
+  const int t = 70, d = 256, n_head = 4, n_kv = 2, hd = 64, vocab = 100, layer = 2;
+  const HostWeight table = random_weight(KVT_F16, vocab, d, rng, 1.f);
+  const HostWeight wq = random_weight(KVT_Q8_0, n_head * hd, d, rng, 0.1f);
+  const HostWeight wk = random_weight(KVT_Q8_0, n_kv * hd, d, rng, 0.1f);
+  std::vector<float> gain(d);
+  fill_uniform(gain, rng, 1.f);
+  std::vector<int32_t> toks(t), pages = {7, 3};
+  for (auto& x : toks) x = (int32_t)(rng.next() % vocab);
+  int32_t w_table, w_q, w_k, w_gain, b_tok, b_x, b_h, b_q, b_k, b_pages, b_out;
+  bool ok = kvt_cuda_weight_upload(ctx, table.type, vocab, d, table.raw.data(), &w_table) == KVT_CUDA_OK &&
+            kvt_cuda_weight_upload(ctx, wq.type, wq.rows, d, wq.raw.data(), &w_q) == KVT_CUDA_OK &&
+            kvt_cuda_weight_upload(ctx, wk.type, wk.rows, d, wk.raw.data(), &w_k) == KVT_CUDA_OK &&
+            kvt_cuda_weight_upload(ctx, KVT_F32, 1, d, gain.data(), &w_gain) == KVT_CUDA_OK &&
+            kvt_cuda_buffer_alloc(ctx, t * 4, &b_tok) == KVT_CUDA_OK &&
+            kvt_cuda_buffer_alloc(ctx, (size_t)t * d * 4, &b_x) == KVT_CUDA_OK &&
+            kvt_cuda_buffer_alloc(ctx, (size_t)t * d * 4, &b_h) == KVT_CUDA_OK &&
+            kvt_cuda_buffer_alloc(ctx, (size_t)t * n_head * hd * 4, &b_q) == KVT_CUDA_OK &&
+            kvt_cuda_buffer_alloc(ctx, (size_t)t * n_kv * hd * 4, &b_k) == KVT_CUDA_OK &&
+            kvt_cuda_buffer_alloc(ctx, pages.size() * 4, &b_pages) == KVT_CUDA_OK &&
+            kvt_cuda_buffer_alloc(ctx, (size_t)t * n_head * hd * 4, &b_out) == KVT_CUDA_OK &&
+            kvt_cuda_buffer_write(ctx, b_tok, 0, toks.data(), t * 4) == KVT_CUDA_OK &&
+            kvt_cuda_buffer_write(ctx, b_pages, 0, pages.data(), pages.size() * 4) == KVT_CUDA_OK &&
+            kvt_cuda_op_embed(ctx, b_x, w_table, b_tok, t) == KVT_CUDA_OK &&
+            kvt_cuda_op_rmsnorm(ctx, b_h, b_x, w_gain, t, 1e-5f) == KVT_CUDA_OK &&
+            kvt_cuda_op_matmul(ctx, b_q, b_h, w_q, t, 0) == KVT_CUDA_OK &&
+            kvt_cuda_op_matmul(ctx, b_k, b_h, w_k, t, 0) == KVT_CUDA_OK &&
+            kvt_cuda_op_rope(ctx, b_q, b_k, t, n_head, n_kv, hd, 0, 10000.f, KVT_ROPE_NEOX) == KVT_CUDA_OK &&
+            kvt_cuda_op_kv_write(ctx, b_pages, 2, b_k, b_k, layer, t, 0) == KVT_CUDA_OK &&
+            kvt_cuda_op_attention(ctx, b_out, b_q, b_pages, 2, layer, t, n_head, 0, 0.125f) == KVT_CUDA_OK;
+  if (!ok) {
+    rep.expect_true("gpu/op api pipeline", false, kvt_cuda_last_error(ctx));
+    return;
+  }
+  std::vector<float> out((size_t)t * n_head * hd);
+  kvt_cuda_buffer_read(ctx, b_out, 0, out.data(), out.size() * 4);
+  std::vector<float> x((size_t)t * d), h(x.size()), q(out.size()), k((size_t)t * n_kv * hd), ref(out.size());
+  kvt_ref::embed(x.data(), table, toks.data(), t);
+  kvt_ref::rmsnorm(h.data(), x.data(), gain.data(), t, d, 1e-5f);
+  kvt_ref::matmul(q.data(), h.data(), wq, t, false);
+  kvt_ref::matmul(k.data(), h.data(), wk, t, false);
+  kvt_ref::rope(q.data(), k.data(), t, n_head, n_kv, hd, 0, 10000.f, KVT_ROPE_NEOX);
+  const size_t page_elems = kvt_cuda_kv_page_bytes(ctx) / 2;
+  std::vector<uint16_t> host_pages(page_elems * 8, 0);
+  kvt_ref::HostPagedKv kv{host_pages.data(), page_elems, pages.data(), 2, 3, n_kv, hd};
+  kvt_ref::kv_write(kv, k.data(), k.data(), layer, t, 0);
+  kvt_ref::attention(ref.data(), q.data(), kv, layer, t, n_head, 0, 0.125f);
+  rep.expect_le("gpu/op api: embed→rmsnorm→q8 matmul→rope→kv_write→attention", rel_err(out.data(), ref.data(), ref.size()),
+                5e-3, "chained ops; f16 K/V rounding may flip between sides");
+  const int32_t bad_tok = vocab + 5;
+  kvt_cuda_buffer_write(ctx, b_tok, 0, &bad_tok, 4);
+  rep.expect_true("gpu/op api: out-of-range token rejected",
+                  kvt_cuda_op_embed(ctx, b_x, w_table, b_tok, t) == KVT_CUDA_ERR_INVALID, kvt_cuda_last_error(ctx));
+  rep.expect_true("gpu/op api: undersized buffer rejected",
+                  kvt_cuda_op_matmul(ctx, b_tok, b_h, w_q, t, 0) == KVT_CUDA_ERR_INVALID, kvt_cuda_last_error(ctx));
+  for (int32_t b : {b_tok, b_x, b_h, b_q, b_k, b_pages, b_out}) kvt_cuda_buffer_free(ctx, b);
+}
+
 }  // namespace
 
 void run_gpu_checks(Report& rep, kvt_cuda_ctx* ctx, const std::string& gguf_path) {
@@ -429,6 +490,7 @@ void run_gpu_checks(Report& rep, kvt_cuda_ctx* ctx, const std::string& gguf_path
     return;
   }
   check_errors(rep, ctx);
+  check_op_api(rep, ctx);
   const kvt_ref::HostLlama f16 = random_llama(c, KVT_F16, 101);
   check_llama(rep, ctx, f16, "gpu/llama f16 rope-normal", 150, 12);
   check_llama(rep, ctx, random_llama(c, KVT_Q8_0, 102), "gpu/llama q8_0", 150, 12);
