@@ -109,6 +109,7 @@ kvt_cuda_status kvt_cuda_kv_page_read(kvt_cuda_ctx* ctx, int32_t page, void* hos
 kvt_cuda_status kvt_cuda_model_create(kvt_cuda_ctx* ctx, const kvt_llama_config* cfg,
                                       kvt_cuda_model** out);
 void kvt_cuda_model_destroy(kvt_cuda_model* model);
+void kvt_cuda_model_config(const kvt_cuda_model* model, kvt_llama_config* out);
 /* Binds a weight to a GGUF tensor name: token_embd.weight, output_norm.weight,
  * output.weight, blk.N.{attn_norm,attn_q,attn_k,attn_v,attn_output,ffn_norm,
  * ffn_gate,ffn_up,ffn_down}.weight. Shapes are checked here. */

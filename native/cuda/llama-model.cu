@@ -68,6 +68,8 @@ void kvt_cuda_model_destroy(kvt_cuda_model* model) {
   delete model;
 }
 
+void kvt_cuda_model_config(const kvt_cuda_model* model, kvt_llama_config* out) { *out = model->cfg; }
+
 kvt_cuda_status kvt_cuda_model_bind(kvt_cuda_model* model, const char* tensor_name,
                                     int32_t weight_id) {
   kvt_cuda_ctx* ctx = model->ctx;
