@@ -1,0 +1,436 @@
+import { randomBytes } from 'node:crypto';
+import { promises as fsp, constants as fsConstants } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { join, resolve } from 'node:path';
+
+import type { BlobStore } from './blob-store.ts';
+import { boundedMap } from './bounded-map.ts';
+import {
+  StorageBadConfigError,
+  StorageClosedError,
+  StorageDeniedError,
+  StorageError,
+  StorageIoError,
+  StorageUnreachableError,
+} from './errors.ts';
+import { assertValidKey, assertValidPrefix } from './keys.ts';
+
+export interface FsBlobStoreOptions {
+  /** Root directory; created on first write (or by `FsBlobStore.open`). */
+  dir: string;
+  /**
+   * fdatasync each block before the rename and fsync its directory after.
+   * Default false — see "Durability" on FsBlobStore.
+   */
+  fsync?: boolean;
+  /** Most file operations in flight for one `has`/`delete` call. Default 64. */
+  concurrency?: number;
+}
+
+/**
+ * Blob store on a directory of a (possibly shared) POSIX filesystem: 3FS FUSE,
+ * CephFS, NFS, Lustre or a local disk.
+ *
+ * Layout — two levels of two-character shards taken from the key itself, so
+ * `list(prefix)` only walks the shards that can hold the prefix:
+ *
+ * ```
+ * <dir>/3f/a9/3fa9c0…e1                      a block (key 3fa9c0…e1)
+ * <dir>/3f/a9/3fa9c0…e1~<host>.<pid>.<tag>.<n>   a write in progress
+ * <dir>/a_/__/a                              short keys pad with "_"; "." maps to "_"
+ * ```
+ *
+ * Atomicity: a put writes the whole value to a temp file in the block's own
+ * directory (same filesystem, so the rename cannot become a copy) and renames
+ * it over the final name. POSIX rename is atomic, so a reader opens either the
+ * old inode or the new one, each complete; the fd it holds stays valid even if
+ * the name is replaced mid-read. `~` is outside the key alphabet, so temp
+ * files never collide with keys and `list` skips them.
+ *
+ * Many writers, many machines: temp names carry host, pid, a random
+ * per-process tag and a counter, and are created with O_EXCL, so two writers
+ * never share a temp file. No locks: concurrent puts of one key each rename a
+ * whole file and the last rename wins. Shard directories are created on demand
+ * with `mkdir -p` semantics and never removed, so a racing `mkdir` (EEXIST)
+ * or a racing delete (ENOENT) is expected and tolerated.
+ *
+ * Durability: by default a put does not fsync — the same as a plain
+ * `fs.writeFile`. The store is a cache: a block lost or cut short by a power
+ * failure fails kvtier's header/checksum verification and costs a miss, never
+ * a wrong answer, and on 3FS/CephFS the data is already replicated when
+ * `close` returns. Pass `fsync: true` where a crash-consistent local cache is
+ * worth the latency.
+ *
+ * Crashed writers can leave temp files behind; `removeStaleTempFiles` sweeps
+ * them (kvtier's GC calls it).
+ */
+export class FsBlobStore implements BlobStore {
+  readonly kind = 'fs';
+  readonly location: string;
+  readonly dir: string;
+  private readonly fsync: boolean;
+  private readonly concurrency: number;
+  private closed = false;
+  private readonly inFlight = new Set<Promise<unknown>>();
+
+  constructor(options: FsBlobStoreOptions) {
+    if (typeof options?.dir !== 'string' || options.dir.length === 0) {
+      throw new StorageBadConfigError('dir', 'FsBlobStore needs a directory: new FsBlobStore({ dir: "/mnt/3fs/kv" })');
+    }
+    const concurrency = options.concurrency ?? 64;
+    if (!Number.isInteger(concurrency) || concurrency < 1) {
+      throw new StorageBadConfigError('concurrency', `concurrency must be a positive integer, got ${concurrency}`);
+    }
+    this.dir = resolve(options.dir);
+    this.location = this.dir;
+    this.fsync = options.fsync ?? false;
+    this.concurrency = concurrency;
+  }
+
+  /** Like the constructor, but creates the directory now and fails early if it is unusable. */
+  static async open(options: FsBlobStoreOptions): Promise<FsBlobStore> {
+    const store = new FsBlobStore(options);
+    try {
+      try {
+        await fsp.mkdir(store.dir, { recursive: true });
+      } catch (error) {
+        if (errnoOf(error) !== 'EEXIST') throw error; // exists as something else: the stat below says what
+      }
+      const stat = await fsp.stat(store.dir);
+      if (!stat.isDirectory()) {
+        throw new StorageBadConfigError('dir', `${store.dir} exists and is not a directory; point the fs store at a directory`);
+      }
+    } catch (error) {
+      throw toStorageError(error, 'open', store.dir);
+    }
+    return store;
+  }
+
+  /** Where `key` lives: `<dir>/<s0>/<s1>/<key>`. */
+  pathOf(key: string): string {
+    assertValidKey(key);
+    return join(this.dir, shardSegment(key, 0), shardSegment(key, 1), key);
+  }
+
+  put(key: string, bytes: Uint8Array): Promise<void> {
+    return this.track(() => this.putNow(key, bytes));
+  }
+
+  get(key: string): Promise<Uint8Array | null> {
+    return this.track(() => this.getNow(key));
+  }
+
+  has(keys: readonly string[]): Promise<boolean[]> {
+    return this.track(async () => {
+      const paths = keys.map((key) => this.pathOf(key));
+      return boundedMap(paths, this.concurrency, async (path) => {
+        try {
+          await fsp.access(path, fsConstants.F_OK);
+          return true;
+        } catch (error) {
+          if (errnoOf(error) === 'ENOENT') return false;
+          throw toStorageError(error, 'has', path);
+        }
+      });
+    });
+  }
+
+  delete(keys: readonly string[]): Promise<void> {
+    return this.track(async () => {
+      const paths = keys.map((key) => this.pathOf(key));
+      await boundedMap(paths, this.concurrency, async (path) => {
+        try {
+          await fsp.unlink(path);
+        } catch (error) {
+          if (errnoOf(error) === 'ENOENT') return;
+          throw toStorageError(error, 'delete', path);
+        }
+      });
+    });
+  }
+
+  async *list(prefix = ''): AsyncIterable<string> {
+    assertValidPrefix(prefix);
+    this.assertOpen();
+    for (const level0 of await this.shardsMatching(this.dir, prefix.slice(0, 2))) {
+      const dir0 = join(this.dir, level0);
+      for (const level1 of await this.shardsMatching(dir0, prefix.slice(2, 4))) {
+        const dir1 = join(dir0, level1);
+        for (const name of await this.readdirOrEmpty(dir1)) {
+          if (name.startsWith(prefix) && !name.includes(TEMP_MARK)) yield name;
+        }
+      }
+    }
+  }
+
+  /**
+   * Deletes temp files older than `olderThanMs` (left by writers that died
+   * between create and rename). Young ones may belong to a put in progress on
+   * another machine, so they stay. Returns how many were removed.
+   */
+  removeStaleTempFiles(olderThanMs = 60 * 60 * 1000): Promise<number> {
+    return this.track(async () => {
+      const cutoff = Date.now() - olderThanMs;
+      let removed = 0;
+      for (const level0 of await this.shardsMatching(this.dir, '')) {
+        const dir0 = join(this.dir, level0);
+        for (const level1 of await this.shardsMatching(dir0, '')) {
+          const dir1 = join(dir0, level1);
+          for (const name of await this.readdirOrEmpty(dir1)) {
+            if (!name.includes(TEMP_MARK)) continue;
+            const path = join(dir1, name);
+            try {
+              const stat = await fsp.lstat(path);
+              if (stat.mtimeMs >= cutoff) continue;
+              await fsp.unlink(path);
+              removed++;
+            } catch (error) {
+              if (errnoOf(error) === 'ENOENT') continue; // renamed or swept by someone else meanwhile
+              throw toStorageError(error, 'removeStaleTempFiles', path);
+            }
+          }
+        }
+      }
+      return removed;
+    });
+  }
+
+  /** Waits for operations in flight, then refuses new ones. Idempotent. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.allSettled([...this.inFlight]);
+  }
+
+  private async putNow(key: string, bytes: Uint8Array): Promise<void> {
+    const finalPath = this.pathOf(key);
+    const shardDir = join(finalPath, '..');
+    // ENOENT can come from a missing shard directory (first write there) or,
+    // on a shared mount, from another node's cleanup racing ours; retry a few
+    // times with the directory re-created.
+    for (let attempt = 0; ; attempt++) {
+      const tempPath = `${finalPath}${nextTempSuffix()}`;
+      try {
+        await this.writeTemp(tempPath, bytes);
+      } catch (error) {
+        if (errnoOf(error) === 'ENOENT' && attempt < 3) {
+          await this.mkdirShard(shardDir);
+          continue;
+        }
+        if (errnoOf(error) === 'EEXIST' && attempt < 3) continue; // a recycled pid on another host; next counter
+        throw toStorageError(error, 'put', tempPath);
+      }
+      try {
+        await fsp.rename(tempPath, finalPath);
+      } catch (error) {
+        await this.removeTempAfterFailure(tempPath, error);
+        if (errnoOf(error) === 'ENOENT' && attempt < 3) {
+          await this.mkdirShard(shardDir);
+          continue;
+        }
+        throw toStorageError(error, 'put', finalPath);
+      }
+      if (this.fsync) await this.fsyncDir(shardDir);
+      return;
+    }
+  }
+
+  /** One open, one write (looping only on a short write), optional fdatasync, close. */
+  private async writeTemp(tempPath: string, bytes: Uint8Array): Promise<void> {
+    const handle = await fsp.open(tempPath, 'wx');
+    let failure: unknown;
+    try {
+      let offset = 0;
+      while (offset < bytes.byteLength) {
+        const { bytesWritten } = await handle.write(bytes, offset, bytes.byteLength - offset, offset);
+        offset += bytesWritten;
+      }
+      if (this.fsync) await handle.datasync();
+    } catch (error) {
+      failure = error;
+    }
+    try {
+      // close reports deferred write errors on NFS-like mounts, so it counts.
+      await handle.close();
+    } catch (error) {
+      failure ??= error;
+    }
+    if (failure !== undefined) {
+      await this.removeTempAfterFailure(tempPath, failure);
+      throw failure;
+    }
+  }
+
+  /** Best effort: the original failure is what the caller sees; a failed cleanup is attached to it. */
+  private async removeTempAfterFailure(tempPath: string, failure: unknown): Promise<void> {
+    try {
+      await fsp.unlink(tempPath);
+    } catch (cleanupError) {
+      if (errnoOf(cleanupError) !== 'ENOENT' && failure instanceof Error) {
+        (failure as Error & { tempCleanupError?: unknown }).tempCleanupError = cleanupError;
+      }
+    }
+  }
+
+  private async getNow(key: string): Promise<Uint8Array | null> {
+    const path = this.pathOf(key);
+    let handle: FileHandle;
+    try {
+      handle = await fsp.open(path, 'r');
+    } catch (error) {
+      if (errnoOf(error) === 'ENOENT') return null;
+      throw toStorageError(error, 'get', path);
+    }
+    let failure: unknown;
+    let bytes: Uint8Array | undefined;
+    try {
+      bytes = await readWhole(handle, path);
+    } catch (error) {
+      failure = error;
+    }
+    try {
+      await handle.close();
+    } catch (error) {
+      failure ??= error;
+    }
+    if (failure !== undefined) throw toStorageError(failure, 'get', path);
+    return bytes!;
+  }
+
+  private async mkdirShard(shardDir: string): Promise<void> {
+    try {
+      await fsp.mkdir(shardDir, { recursive: true });
+    } catch (error) {
+      if (errnoOf(error) === 'EEXIST') return;
+      throw toStorageError(error, 'put', shardDir);
+    }
+  }
+
+  private async fsyncDir(dir: string): Promise<void> {
+    let handle: FileHandle | undefined;
+    try {
+      handle = await fsp.open(dir, 'r');
+      await handle.sync();
+    } catch (error) {
+      throw toStorageError(error, 'put (fsync directory)', dir);
+    } finally {
+      await handle?.close();
+    }
+  }
+
+  /** Two-character shard directories under `dir` that can hold keys starting with `keyPart`. */
+  private async shardsMatching(dir: string, keyPart: string): Promise<string[]> {
+    if (keyPart.length === 2) return [mapShardChars(keyPart)];
+    const names = await this.readdirOrEmpty(dir);
+    const lead = mapShardChars(keyPart);
+    return names.filter((name) => name.length === 2 && name.startsWith(lead));
+  }
+
+  private async readdirOrEmpty(dir: string): Promise<string[]> {
+    this.assertOpen();
+    try {
+      return await fsp.readdir(dir);
+    } catch (error) {
+      const errno = errnoOf(error);
+      if (errno === 'ENOENT') return []; // shard (or root) not written yet
+      throw toStorageError(error, 'list', dir);
+    }
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new StorageClosedError(this.location);
+  }
+
+  private track<T>(operation: () => Promise<T>): Promise<T> {
+    if (this.closed) return Promise.reject(new StorageClosedError(this.location));
+    let promise: Promise<T>;
+    try {
+      promise = operation();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    this.inFlight.add(promise);
+    const forget = () => this.inFlight.delete(promise);
+    promise.then(forget, forget);
+    return promise;
+  }
+}
+
+/** Temp names are `<key>~<host>.<pid>.<tag>.<counter>`; `~` is outside the key alphabet. */
+const TEMP_MARK = '~';
+const processTag = `${hostname().replace(/[^A-Za-z0-9-]/g, '-').slice(0, 32)}.${process.pid}.${randomBytes(4).toString('hex')}`;
+let tempCounter = 0;
+function nextTempSuffix(): string {
+  tempCounter = (tempCounter + 1) % Number.MAX_SAFE_INTEGER;
+  return `${TEMP_MARK}${processTag}.${tempCounter}`;
+}
+
+/** Shard `level` of `key`: two characters, "_"-padded, "." mapped to "_" (so never "." or ".."). */
+function shardSegment(key: string, level: number): string {
+  return mapShardChars(key.slice(level * 2, level * 2 + 2).padEnd(2, '_'));
+}
+
+function mapShardChars(part: string): string {
+  return part.replaceAll('.', '_');
+}
+
+/**
+ * Reads a file of known size straight into a right-sized buffer: one fstat,
+ * one read for the common case, no intermediate chunks or concatenation. The
+ * buffer gets its own ArrayBuffer (not Node's shared pool), so callers may
+ * view it as other typed arrays.
+ */
+async function readWhole(handle: FileHandle, path: string): Promise<Uint8Array> {
+  const { size } = await handle.stat();
+  const buffer = Buffer.allocUnsafeSlow(size);
+  let offset = 0;
+  while (offset < size) {
+    const { bytesRead } = await handle.read(buffer, offset, size - offset, offset);
+    if (bytesRead === 0) break;
+    offset += bytesRead;
+  }
+  if (offset !== size) {
+    // Blocks are immutable once renamed into place; a shrinking file means
+    // someone outside the store truncated it.
+    throw new StorageIoError(`short read of ${path}: ${offset} of ${size} bytes; the file was modified outside the store`);
+  }
+  return new Uint8Array(buffer.buffer, buffer.byteOffset, size);
+}
+
+function errnoOf(error: unknown): string | undefined {
+  return typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string'
+    ? error.code
+    : undefined;
+}
+
+const DENIED = new Set(['EACCES', 'EPERM', 'EROFS']);
+const UNREACHABLE = new Set(['ENOTCONN', 'EHOSTDOWN', 'EHOSTUNREACH', 'ETIMEDOUT', 'ENODEV', 'ESHUTDOWN', 'ECONNABORTED']);
+
+/** errno → typed storage error with the operation, path and what to check. */
+function toStorageError(error: unknown, operation: string, path: string): StorageError {
+  if (error instanceof StorageError) return error;
+  const errno = errnoOf(error) ?? 'unknown';
+  if (DENIED.has(errno)) {
+    return new StorageDeniedError(
+      `fs ${operation} ${path}: ${errno} — the directory is not writable by this process (uid ${process.getuid?.()}) or the mount is read-only`,
+      { cause: error },
+    );
+  }
+  if (UNREACHABLE.has(errno)) {
+    return new StorageUnreachableError(`fs ${operation} ${path}: ${errno} — the shared mount is gone or not responding; check the FUSE/NFS mount`, {
+      cause: error,
+    });
+  }
+  if (errno === 'ENOSPC' || errno === 'EDQUOT') {
+    return new StorageIoError(`fs ${operation} ${path}: ${errno} — the filesystem or quota is full; run GC or lower the capacity quota`, {
+      cause: error,
+    });
+  }
+  if (errno === 'ENOTDIR') {
+    return new StorageIoError(`fs ${operation} ${path}: ENOTDIR — a component of the store path is a file; the store directory is damaged or misconfigured`, {
+      cause: error,
+    });
+  }
+  const detail = error instanceof Error ? error.message : String(error);
+  return new StorageIoError(`fs ${operation} ${path}: ${detail}`, { cause: error });
+}

@@ -1,0 +1,5 @@
+export type { BlobStore } from './blob-store.ts';
+export * from './errors.ts';
+export { MAX_KEY_LENGTH, assertValidKey, assertValidPrefix } from './keys.ts';
+export { FsBlobStore, type FsBlobStoreOptions } from './fs-blob-store.ts';
+export { openBlobStore, parseBlobStoreUrl, type BlobStoreSpec, type OpenBlobStoreOptions } from './open-blob-store.ts';
