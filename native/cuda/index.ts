@@ -1,0 +1,20 @@
+// The CUDA backend of kvtier's engine core (optional: the addon exists only
+// where nvcc was found at install time).
+export { CudaBackendError, type CudaErrorCode } from './errors.ts';
+export {
+  cudaAddonPath,
+  cudaAvailability,
+  resolveDevice,
+  type CudaAddon,
+  type CudaAvailability,
+  type DeviceKind,
+  type DeviceSetting,
+} from './cuda-addon.ts';
+export {
+  CudaContext,
+  CudaDtype,
+  CudaModel,
+  RopeMode,
+  type CudaLlamaConfig,
+  type KvPoolShape,
+} from './cuda-context.ts';
