@@ -41,6 +41,19 @@ __device__ inline void load8(float (&wv)[8], const DeviceWeight& w, int n, int k
   }
 }
 
+// acc[m] += Σ_j wv[j] * x[m][k + j] for the eight weights at k.
+template <int MR>
+__device__ inline void accumulate_rows(float (&acc)[MR], const float (&wv)[8],
+                                       const float* __restrict__ x, int K, int k) {
+#pragma unroll
+  for (int m = 0; m < MR; ++m) {
+    const float4* xp = reinterpret_cast<const float4*>(x + (size_t)m * K + k);
+    const float4 a = __ldg(xp), b = __ldg(xp + 1);
+    acc[m] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x +
+              wv[5] * b.y + wv[6] * b.z + wv[7] * b.w;
+  }
+}
+
 // Y[MR,N] (=|+=) X[MR,K] · W[N,K]^T
 //   x: f32 [MR][K]; w: [N][K]; y: f32 [MR][N]; grid ceil(N/4), block 128; K % 8 == 0.
 template <int WTYPE, int MR>
@@ -54,16 +67,21 @@ __global__ void __launch_bounds__(kWarps * 32)
   float acc[MR];
 #pragma unroll
   for (int m = 0; m < MR; ++m) acc[m] = 0.f;
-  for (int k = lane * 8; k < K; k += 32 * 8) {
+  // Four 16-byte weight loads in flight per lane before any math: a decode
+  // GEMV is bound by bytes in flight, not by FMAs.
+  constexpr int kStep = 32 * 8;
+  int k = lane * 8;
+  for (; k + 3 * kStep < K; k += 4 * kStep) {
+    float wv[4][8];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) load8<WTYPE>(wv[u], w, n, k + u * kStep);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) accumulate_rows<MR>(acc, wv[u], x, K, k + u * kStep);
+  }
+  for (; k < K; k += kStep) {
     float wv[8];
     load8<WTYPE>(wv, w, n, k);
-#pragma unroll
-    for (int m = 0; m < MR; ++m) {
-      const float4* xp = reinterpret_cast<const float4*>(x + (size_t)m * K + k);
-      const float4 a = __ldg(xp), b = __ldg(xp + 1);
-      acc[m] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x +
-                wv[5] * b.y + wv[6] * b.z + wv[7] * b.w;
-    }
+    accumulate_rows<MR>(acc, wv, x, K, k);
   }
 #pragma unroll
   for (int m = 0; m < MR; ++m) {
