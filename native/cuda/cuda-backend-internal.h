@@ -27,7 +27,7 @@ struct kvt_cuda_ctx {
   std::vector<kvt_device_block> weight_chunks;
   size_t chunk_used = 0;
   size_t weight_bytes = 0;
-  std::vector<kvt::DeviceWeight> weights;
+  std::vector<kvt_cuda::DeviceWeight> weights;
 
   // KV page pool.
   kvt_device_block kv_pool;

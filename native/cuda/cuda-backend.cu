@@ -68,7 +68,7 @@ kvt_cuda_status check_weight_shape(kvt_cuda_ctx* ctx, int dtype, int rows, int c
 }
 
 kvt_cuda_status new_weight(kvt_cuda_ctx* ctx, int dtype, int rows, int cols,
-                           kvt::DeviceWeight* out) {
+                           kvt_cuda::DeviceWeight* out) {
   const size_t n = (size_t)rows * cols;
   void* data = arena_alloc(ctx, n * elem_bytes(dtype));
   if (!data) return KVT_CUDA_ERR_OOM;
@@ -215,13 +215,13 @@ kvt_cuda_status kvt_cuda_weight_upload(kvt_cuda_ctx* ctx, int dtype, int rows, i
                                        const void* host, int32_t* id_out) {
   kvt_cuda_status st = check_weight_shape(ctx, dtype, rows, cols);
   if (st != KVT_CUDA_OK) return st;
-  kvt::DeviceWeight w;
+  kvt_cuda::DeviceWeight w;
   if ((st = new_weight(ctx, dtype, rows, cols, &w)) != KVT_CUDA_OK) return st;
   const size_t n = (size_t)rows * cols;
   if (dtype == KVT_Q8_0) {
     std::vector<int8_t> qs(n);
     std::vector<uint16_t> scales(n / 32);
-    kvt::q8_0_repack(qs.data(), scales.data(), static_cast<const kvt_block_q8_0*>(host), rows, cols);
+    kvt_cuda::q8_0_repack(qs.data(), scales.data(), static_cast<const kvt_block_q8_0*>(host), rows, cols);
     st = kvt_check(ctx, cudaMemcpy(const_cast<void*>(w.data), qs.data(), n, cudaMemcpyHostToDevice),
                    "upload Q8_0 weight");
     if (st == KVT_CUDA_OK)
@@ -243,9 +243,9 @@ kvt_cuda_status kvt_cuda_weight_random(kvt_cuda_ctx* ctx, int dtype, int rows, i
                                        uint64_t seed, float scale, int32_t* id_out) {
   kvt_cuda_status st = check_weight_shape(ctx, dtype, rows, cols);
   if (st != KVT_CUDA_OK) return st;
-  kvt::DeviceWeight w;
+  kvt_cuda::DeviceWeight w;
   if ((st = new_weight(ctx, dtype, rows, cols, &w)) != KVT_CUDA_OK) return st;
-  st = kvt_check(ctx, kvt::launch_fill_random(w, seed, scale, ctx->compute), "fill random weight");
+  st = kvt_check(ctx, kvt_cuda::launch_fill_random(w, seed, scale, ctx->compute), "fill random weight");
   if (st == KVT_CUDA_OK) st = kvt_check(ctx, cudaStreamSynchronize(ctx->compute), "fill random weight");
   if (st != KVT_CUDA_OK) return st;
   *id_out = (int32_t)ctx->weights.size();
@@ -256,9 +256,9 @@ kvt_cuda_status kvt_cuda_weight_random(kvt_cuda_ctx* ctx, int dtype, int rows, i
 kvt_cuda_status kvt_cuda_weight_const(kvt_cuda_ctx* ctx, int n, float value, int32_t* id_out) {
   kvt_cuda_status st = check_weight_shape(ctx, KVT_F32, 1, n);
   if (st != KVT_CUDA_OK) return st;
-  kvt::DeviceWeight w;
+  kvt_cuda::DeviceWeight w;
   if ((st = new_weight(ctx, KVT_F32, 1, n, &w)) != KVT_CUDA_OK) return st;
-  st = kvt_check(ctx, kvt::launch_fill_f32(static_cast<float*>(const_cast<void*>(w.data)), n, value,
+  st = kvt_check(ctx, kvt_cuda::launch_fill_f32(static_cast<float*>(const_cast<void*>(w.data)), n, value,
                                            ctx->compute),
                  "fill constant weight");
   if (st == KVT_CUDA_OK) st = kvt_check(ctx, cudaStreamSynchronize(ctx->compute), "fill constant");

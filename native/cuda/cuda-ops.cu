@@ -16,7 +16,7 @@ kvt_cuda_status need(kvt_cuda_ctx* ctx, int32_t id, size_t bytes, const char* ro
   return KVT_CUDA_OK;
 }
 
-kvt_cuda_status weight(kvt_cuda_ctx* ctx, int32_t id, const kvt::DeviceWeight** out) {
+kvt_cuda_status weight(kvt_cuda_ctx* ctx, int32_t id, const kvt_cuda::DeviceWeight** out) {
   if (id < 0 || id >= (int32_t)ctx->weights.size())
     return kvt_fail(ctx, KVT_CUDA_ERR_INVALID, "unknown weight id");
   *out = &ctx->weights[id];
@@ -28,8 +28,8 @@ kvt_cuda_status weight(kvt_cuda_ctx* ctx, int32_t id, const kvt::DeviceWeight** 
   if (kvt_cuda_status st_ = need(ctx, id, bytes, role, &var##_raw)) return st_; \
   auto* var = static_cast<float*>(var##_raw)
 
-kvt::PagedKv paged(kvt_cuda_ctx* ctx, const int32_t* table, int n_blocks) {
-  kvt::PagedKv kv;
+kvt_cuda::PagedKv paged(kvt_cuda_ctx* ctx, const int32_t* table, int n_blocks) {
+  kvt_cuda::PagedKv kv;
   kv.pages = static_cast<__half*>(ctx->kv_pool.ptr);
   kv.page_elems = ctx->page_bytes / sizeof(__half);
   kv.block_table = table;
@@ -98,24 +98,24 @@ kvt_cuda_status kvt_cuda_buffer_read(kvt_cuda_ctx* ctx, int32_t id, size_t offse
 
 kvt_cuda_status kvt_cuda_op_matmul(kvt_cuda_ctx* ctx, int32_t y, int32_t x, int32_t w, int m,
                                    int accumulate) {
-  const kvt::DeviceWeight* dw = nullptr;
+  const kvt_cuda::DeviceWeight* dw = nullptr;
   if (kvt_cuda_status st = weight(ctx, w, &dw)) return st;
   if (m <= 0) return kvt_fail(ctx, KVT_CUDA_ERR_INVALID, "matmul needs m > 0");
   KVT_NEED(y, (size_t)m * dw->rows * 4, "matmul output", dy);
   KVT_NEED(x, (size_t)m * dw->cols * 4, "matmul input", dx);
-  return kvt_check(ctx, kvt::launch_matmul(dy, dx, *dw, m, accumulate != 0, ctx->compute), "matmul");
+  return kvt_check(ctx, kvt_cuda::launch_matmul(dy, dx, *dw, m, accumulate != 0, ctx->compute), "matmul");
 }
 
 kvt_cuda_status kvt_cuda_op_rmsnorm(kvt_cuda_ctx* ctx, int32_t y, int32_t x, int32_t w, int t,
                                     float eps) {
-  const kvt::DeviceWeight* dw = nullptr;
+  const kvt_cuda::DeviceWeight* dw = nullptr;
   if (kvt_cuda_status st = weight(ctx, w, &dw)) return st;
   if (dw->type != KVT_F32 || dw->rows != 1)
     return kvt_fail(ctx, KVT_CUDA_ERR_INVALID, "rmsnorm gain must be an F32 [1][d] weight");
   const int d = dw->cols;
   KVT_NEED(y, (size_t)t * d * 4, "rmsnorm output", dy);
   KVT_NEED(x, (size_t)t * d * 4, "rmsnorm input", dx);
-  return kvt_check(ctx, kvt::launch_rmsnorm(dy, dx, static_cast<const float*>(dw->data), t, d, eps, ctx->compute),
+  return kvt_check(ctx, kvt_cuda::launch_rmsnorm(dy, dx, static_cast<const float*>(dw->data), t, d, eps, ctx->compute),
                    "rmsnorm");
 }
 
@@ -123,24 +123,24 @@ kvt_cuda_status kvt_cuda_op_rope(kvt_cuda_ctx* ctx, int32_t q, int32_t k, int t,
                                  int n_kv, int hd, int pos0, float base, int mode) {
   KVT_NEED(q, (size_t)t * n_head * hd * 4, "rope q", dq);
   KVT_NEED(k, (size_t)t * n_kv * hd * 4, "rope k", dk);
-  return kvt_check(ctx, kvt::launch_rope(dq, dk, t, n_head, n_kv, hd, pos0, base, mode, ctx->compute), "rope");
+  return kvt_check(ctx, kvt_cuda::launch_rope(dq, dk, t, n_head, n_kv, hd, pos0, base, mode, ctx->compute), "rope");
 }
 
 kvt_cuda_status kvt_cuda_op_swiglu(kvt_cuda_ctx* ctx, int32_t out, int32_t gate, int32_t up, size_t n) {
   KVT_NEED(out, n * 4, "swiglu output", dout);
   KVT_NEED(gate, n * 4, "swiglu gate", dg);
   KVT_NEED(up, n * 4, "swiglu up", du);
-  return kvt_check(ctx, kvt::launch_swiglu(dout, dg, du, n, ctx->compute), "swiglu");
+  return kvt_check(ctx, kvt_cuda::launch_swiglu(dout, dg, du, n, ctx->compute), "swiglu");
 }
 
 kvt_cuda_status kvt_cuda_op_add(kvt_cuda_ctx* ctx, int32_t x, int32_t y, size_t n) {
   KVT_NEED(x, n * 4, "add x", dx);
   KVT_NEED(y, n * 4, "add y", dy);
-  return kvt_check(ctx, kvt::launch_add(dx, dy, n, ctx->compute), "add");
+  return kvt_check(ctx, kvt_cuda::launch_add(dx, dy, n, ctx->compute), "add");
 }
 
 kvt_cuda_status kvt_cuda_op_embed(kvt_cuda_ctx* ctx, int32_t out, int32_t table, int32_t tokens, int t) {
-  const kvt::DeviceWeight* dw = nullptr;
+  const kvt_cuda::DeviceWeight* dw = nullptr;
   if (kvt_cuda_status st = weight(ctx, table, &dw)) return st;
   KVT_NEED(out, (size_t)t * dw->cols * 4, "embed output", dout);
   KVT_NEED(tokens, (size_t)t * 4, "embed tokens", dtok);
@@ -151,19 +151,19 @@ kvt_cuda_status kvt_cuda_op_embed(kvt_cuda_ctx* ctx, int32_t out, int32_t table,
     if (id < 0 || id >= dw->rows)
       return kvt_fail(ctx, KVT_CUDA_ERR_INVALID, "token id " + std::to_string(id) + " outside the table of " +
                                                      std::to_string(dw->rows) + " rows");
-  return kvt_check(ctx, kvt::launch_embed(dout, *dw, reinterpret_cast<const int32_t*>(dtok), t, ctx->compute),
+  return kvt_check(ctx, kvt_cuda::launch_embed(dout, *dw, reinterpret_cast<const int32_t*>(dtok), t, ctx->compute),
                    "embed");
 }
 
 kvt_cuda_status kvt_cuda_op_softmax(kvt_cuda_ctx* ctx, int32_t x, int rows, int n) {
   KVT_NEED(x, (size_t)rows * n * 4, "softmax", dx);
-  return kvt_check(ctx, kvt::launch_softmax(dx, rows, n, ctx->compute), "softmax");
+  return kvt_check(ctx, kvt_cuda::launch_softmax(dx, rows, n, ctx->compute), "softmax");
 }
 
 kvt_cuda_status kvt_cuda_op_argmax(kvt_cuda_ctx* ctx, int32_t out, int32_t x, int rows, int n) {
   KVT_NEED(out, (size_t)rows * 4, "argmax output", dout);
   KVT_NEED(x, (size_t)rows * n * 4, "argmax input", dx);
-  return kvt_check(ctx, kvt::launch_argmax(reinterpret_cast<int32_t*>(dout), dx, rows, n, ctx->compute), "argmax");
+  return kvt_check(ctx, kvt_cuda::launch_argmax(reinterpret_cast<int32_t*>(dout), dx, rows, n, ctx->compute), "argmax");
 }
 
 static kvt_cuda_status check_table(kvt_cuda_ctx* ctx, int32_t table, int n_blocks, const int32_t** out) {
@@ -186,7 +186,7 @@ kvt_cuda_status kvt_cuda_op_kv_write(kvt_cuda_ctx* ctx, int32_t table, int n_blo
   KVT_NEED(k, bytes, "kv_write k", dk);
   KVT_NEED(v, bytes, "kv_write v", dv);
   if (layer < 0 || layer >= ctx->kv_layers) return kvt_fail(ctx, KVT_CUDA_ERR_INVALID, "layer outside the pool");
-  return kvt_check(ctx, kvt::launch_kv_write(paged(ctx, dt, n_blocks), dk, dv, layer, t, pos0, ctx->compute),
+  return kvt_check(ctx, kvt_cuda::launch_kv_write(paged(ctx, dt, n_blocks), dk, dv, layer, t, pos0, ctx->compute),
                    "kv_write");
 }
 
@@ -197,7 +197,7 @@ kvt_cuda_status kvt_cuda_op_attention(kvt_cuda_ctx* ctx, int32_t out, int32_t q,
   const size_t bytes = (size_t)t * n_head * ctx->kv_head_dim * 4;
   KVT_NEED(out, bytes, "attention output", dout);
   KVT_NEED(q, bytes, "attention q", dq);
-  const size_t ws = kvt::attention_workspace_bytes(t, n_head, ctx->kv_heads, ctx->kv_head_dim, pos0, ctx->sm_count);
+  const size_t ws = kvt_cuda::attention_workspace_bytes(t, n_head, ctx->kv_heads, ctx->kv_head_dim, pos0, ctx->sm_count);
   if (ws > ctx->attn_ws_bytes) {
     cudaStreamSynchronize(ctx->compute);
     cudaFree(ctx->attn_ws);
@@ -212,7 +212,7 @@ kvt_cuda_status kvt_cuda_op_attention(kvt_cuda_ctx* ctx, int32_t out, int32_t q,
       return st;
   }
   return kvt_check(ctx,
-                   kvt::launch_attention(dout, dq, paged(ctx, dt, n_blocks), layer, t, n_head, pos0, scale,
+                   kvt_cuda::launch_attention(dout, dq, paged(ctx, dt, n_blocks), layer, t, n_head, pos0, scale,
                                          ctx->attn_ws, ctx->attn_ws_bytes, ctx->sm_count, ctx->compute),
                    "attention");
 }

@@ -56,7 +56,7 @@ kvt_cuda_status ensure_scratch(kvt_cuda_model* m, int t, int n_blocks, int pos0)
             "pin staging");
     s.host_staging_ints = ints;
   }
-  const size_t ws = kvt::attention_workspace_bytes(t, c.n_head, c.n_kv_head, c.head_dim, pos0,
+  const size_t ws = kvt_cuda::attention_workspace_bytes(t, c.n_head, c.n_kv_head, c.head_dim, pos0,
                                                    ctx->sm_count);
   if (ws > s.attn_ws_bytes) {
     cudaStreamSynchronize(ctx->compute);
@@ -120,12 +120,12 @@ kvt_cuda_status kvt_llama_forward(kvt_cuda_model* m, const int32_t* tokens, int 
   KVT_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_tokens), host_tokens, 0), "map staging");
   KVT_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_table), host_table, 0), "map staging");
   KVT_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_greedy), host_greedy, 0), "map staging");
-  KVT_TRY(kvt::launch_copy_i32(s.tokens, dev_tokens, t, cs), "copy tokens");
-  KVT_TRY(kvt::launch_copy_i32(s.block_table, dev_table, n_blocks, cs), "copy block table");
+  KVT_TRY(kvt_cuda::launch_copy_i32(s.tokens, dev_tokens, t, cs), "copy tokens");
+  KVT_TRY(kvt_cuda::launch_copy_i32(s.block_table, dev_table, n_blocks, cs), "copy block table");
 
-  const auto W = [&](int32_t id) -> const kvt::DeviceWeight& { return ctx->weights[id]; };
+  const auto W = [&](int32_t id) -> const kvt_cuda::DeviceWeight& { return ctx->weights[id]; };
   const auto vec = [&](int32_t id) { return static_cast<const float*>(ctx->weights[id].data); };
-  kvt::PagedKv kv;
+  kvt_cuda::PagedKv kv;
   kv.pages = static_cast<__half*>(ctx->kv_pool.ptr);
   kv.page_elems = ctx->page_bytes / sizeof(__half);
   kv.block_table = s.block_table;
@@ -136,39 +136,39 @@ kvt_cuda_status kvt_llama_forward(kvt_cuda_model* m, const int32_t* tokens, int 
   const float scale = 1.0f / std::sqrt((float)c.head_dim);
   const size_t ffn = (size_t)t * c.d_ffn;
 
-  KVT_TRY(kvt::launch_embed(s.x, W(m->tok_embd), s.tokens, t, cs), "embed");
+  KVT_TRY(kvt_cuda::launch_embed(s.x, W(m->tok_embd), s.tokens, t, cs), "embed");
   for (int l = 0; l < c.n_layer; ++l) {
     const kvt_model_layer& L = m->layers[l];
-    KVT_TRY(kvt::launch_rmsnorm(s.h, s.x, vec(L.attn_norm), t, c.d_model, c.rms_eps, cs), "attn_norm");
-    KVT_TRY(kvt::launch_matmul(s.q, s.h, W(L.wq), t, false, cs), "attn_q");
-    KVT_TRY(kvt::launch_matmul(s.k, s.h, W(L.wk), t, false, cs), "attn_k");
-    KVT_TRY(kvt::launch_matmul(s.v, s.h, W(L.wv), t, false, cs), "attn_v");
-    KVT_TRY(kvt::launch_rope(s.q, s.k, t, c.n_head, c.n_kv_head, c.head_dim, pos0, c.rope_base,
+    KVT_TRY(kvt_cuda::launch_rmsnorm(s.h, s.x, vec(L.attn_norm), t, c.d_model, c.rms_eps, cs), "attn_norm");
+    KVT_TRY(kvt_cuda::launch_matmul(s.q, s.h, W(L.wq), t, false, cs), "attn_q");
+    KVT_TRY(kvt_cuda::launch_matmul(s.k, s.h, W(L.wk), t, false, cs), "attn_k");
+    KVT_TRY(kvt_cuda::launch_matmul(s.v, s.h, W(L.wv), t, false, cs), "attn_v");
+    KVT_TRY(kvt_cuda::launch_rope(s.q, s.k, t, c.n_head, c.n_kv_head, c.head_dim, pos0, c.rope_base,
                              c.rope_mode, cs),
             "rope");
-    KVT_TRY(kvt::launch_kv_write(kv, s.k, s.v, l, t, pos0, cs), "kv write");
+    KVT_TRY(kvt_cuda::launch_kv_write(kv, s.k, s.v, l, t, pos0, cs), "kv write");
     // Cached blocks of this layer may still be crossing PCIe: wait for this
     // layer's slice of the last import only (no-op when nothing was imported).
     KVT_TRY(cudaStreamWaitEvent(cs, ctx->import_done[l], 0), "wait for KV import");
-    KVT_TRY(kvt::launch_attention(s.att, s.q, kv, l, t, c.n_head, pos0, scale, s.attn_ws,
+    KVT_TRY(kvt_cuda::launch_attention(s.att, s.q, kv, l, t, c.n_head, pos0, scale, s.attn_ws,
                                   s.attn_ws_bytes, ctx->sm_count, cs),
             "attention");
-    KVT_TRY(kvt::launch_matmul(s.x, s.att, W(L.wo), t, true, cs), "attn_output (+residual)");
-    KVT_TRY(kvt::launch_rmsnorm(s.h, s.x, vec(L.ffn_norm), t, c.d_model, c.rms_eps, cs), "ffn_norm");
-    KVT_TRY(kvt::launch_matmul(s.gate, s.h, W(L.w_gate), t, false, cs), "ffn_gate");
-    KVT_TRY(kvt::launch_matmul(s.up, s.h, W(L.w_up), t, false, cs), "ffn_up");
-    KVT_TRY(kvt::launch_swiglu(s.gate, s.gate, s.up, ffn, cs), "swiglu");
-    KVT_TRY(kvt::launch_matmul(s.x, s.gate, W(L.w_down), t, true, cs), "ffn_down (+residual)");
+    KVT_TRY(kvt_cuda::launch_matmul(s.x, s.att, W(L.wo), t, true, cs), "attn_output (+residual)");
+    KVT_TRY(kvt_cuda::launch_rmsnorm(s.h, s.x, vec(L.ffn_norm), t, c.d_model, c.rms_eps, cs), "ffn_norm");
+    KVT_TRY(kvt_cuda::launch_matmul(s.gate, s.h, W(L.w_gate), t, false, cs), "ffn_gate");
+    KVT_TRY(kvt_cuda::launch_matmul(s.up, s.h, W(L.w_up), t, false, cs), "ffn_up");
+    KVT_TRY(kvt_cuda::launch_swiglu(s.gate, s.gate, s.up, ffn, cs), "swiglu");
+    KVT_TRY(kvt_cuda::launch_matmul(s.x, s.gate, W(L.w_down), t, true, cs), "ffn_down (+residual)");
   }
   const int rows = all_logits ? t : 1;
   const float* last = s.x + (size_t)(t - rows) * c.d_model;
   if (logits || greedy) {
-    KVT_TRY(kvt::launch_rmsnorm(s.h, last, vec(m->output_norm), rows, c.d_model, c.rms_eps, cs),
+    KVT_TRY(kvt_cuda::launch_rmsnorm(s.h, last, vec(m->output_norm), rows, c.d_model, c.rms_eps, cs),
             "output_norm");
-    KVT_TRY(kvt::launch_matmul(s.logits, s.h, W(m->output), rows, false, cs), "output");
+    KVT_TRY(kvt_cuda::launch_matmul(s.logits, s.h, W(m->output), rows, false, cs), "output");
     // Greedy tokens go straight to mapped host memory (no D2H copy to queue
     // behind a KV export).
-    if (greedy) KVT_TRY(kvt::launch_argmax(dev_greedy, s.logits, rows, c.n_vocab, cs), "argmax");
+    if (greedy) KVT_TRY(kvt_cuda::launch_argmax(dev_greedy, s.logits, rows, c.n_vocab, cs), "argmax");
     if (logits)
       KVT_TRY(cudaMemcpyAsync(logits, s.logits, (size_t)rows * c.n_vocab * sizeof(float),
                               cudaMemcpyDeviceToHost, cs),

@@ -7,7 +7,7 @@
 
 namespace {
 
-kvt_cuda_status check_shape(kvt_cuda_ctx* ctx, const std::string& name, const kvt::DeviceWeight& w,
+kvt_cuda_status check_shape(kvt_cuda_ctx* ctx, const std::string& name, const kvt_cuda::DeviceWeight& w,
                             int rows, int cols, bool vector) {
   if (vector && w.type != KVT_F32)
     return kvt_fail(ctx, KVT_CUDA_ERR_INVALID, name + " must be an F32 vector");
@@ -76,7 +76,7 @@ kvt_cuda_status kvt_cuda_model_bind(kvt_cuda_model* model, const char* tensor_na
   const std::string name(tensor_name);
   if (weight_id < 0 || weight_id >= (int32_t)ctx->weights.size())
     return kvt_fail(ctx, KVT_CUDA_ERR_INVALID, "unknown weight id for " + name);
-  const kvt::DeviceWeight& w = ctx->weights[weight_id];
+  const kvt_cuda::DeviceWeight& w = ctx->weights[weight_id];
   const kvt_llama_config& c = model->cfg;
   const int d = c.d_model, qd = c.n_head * c.head_dim, kvd = c.n_kv_head * c.head_dim;
   if (name == "token_embd.weight") {

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-namespace kvt {
+namespace kvt_cuda {
 
 void q8_0_repack(int8_t* qs, uint16_t* scales, const kvt_block_q8_0* blocks, int rows, int cols) {
   const size_t n_blocks = (size_t)rows * cols / 32;
@@ -14,4 +14,4 @@ void q8_0_repack(int8_t* qs, uint16_t* scales, const kvt_block_q8_0* blocks, int
   }
 }
 
-}  // namespace kvt
+}  // namespace kvt_cuda

@@ -44,7 +44,7 @@ void check_q8_repack(Report& rep) {
   HostWeight w = random_weight(KVT_Q8_0, 5, 96, rng, 0.3f);
   std::vector<int8_t> qs(5 * 96);
   std::vector<uint16_t> sc(5 * 3);
-  kvt::q8_0_repack(qs.data(), sc.data(), reinterpret_cast<const kvt_block_q8_0*>(w.raw.data()), 5, 96);
+  kvt_cuda::q8_0_repack(qs.data(), sc.data(), reinterpret_cast<const kvt_block_q8_0*>(w.raw.data()), 5, 96);
   int bad = 0;
   for (int n = 0; n < 5; ++n)
     for (int k = 0; k < 96; ++k)

@@ -50,11 +50,11 @@ bool launched(Report& rep, const std::string& name, cudaError_t e) {
   return e == cudaSuccess;
 }
 
-const kvt::DeviceWeight& upload(Report& rep, kvt_cuda_ctx* ctx, const HostWeight& w) {
+const kvt_cuda::DeviceWeight& upload(Report& rep, kvt_cuda_ctx* ctx, const HostWeight& w) {
   int32_t id = -1;
   if (kvt_cuda_weight_upload(ctx, w.type, w.rows, w.cols, w.raw.data(), &id) != KVT_CUDA_OK) {
     rep.expect_true("weight upload", false, kvt_cuda_last_error(ctx));
-    static kvt::DeviceWeight none{};
+    static kvt_cuda::DeviceWeight none{};
     return none;
   }
   return ctx->weights[id];
@@ -73,14 +73,14 @@ void check_matmul(Report& rep, kvt_cuda_ctx* ctx) {
         std::vector<float> x((size_t)s.m * s.k), y0((size_t)s.m * s.n);
         fill_uniform(x, rng, 1.f);
         fill_uniform(y0, rng, 1.f);
-        const kvt::DeviceWeight& dw = upload(rep, ctx, w);
+        const kvt_cuda::DeviceWeight& dw = upload(rep, ctx, w);
         DevBuf<float> dx(x), dy(y0);
         const std::string name = "gpu/matmul " + name_of(type) + " M" + std::to_string(s.m) + " N" +
                                  std::to_string(s.n) + " K" + std::to_string(s.k) + (acc ? " +=" : "");
-        if (!launched(rep, name, kvt::launch_matmul(dy.p, dx.p, dw, s.m, acc, 0))) continue;
+        if (!launched(rep, name, kvt_cuda::launch_matmul(dy.p, dx.p, dw, s.m, acc, 0))) continue;
         std::vector<float> ref = y0;
         kvt_ref::matmul(ref.data(), x.data(), w, s.m, acc);
-        const bool tensor_cores = s.m > kvt::kGemvMaxM && type != KVT_F32;
+        const bool tensor_cores = s.m > kvt_cuda::kGemvMaxM && type != KVT_F32;
         rep.expect_le(name, rel_err(dy.down().data(), ref.data(), ref.size()), tensor_cores ? 1e-3 : 1e-5,
                       tensor_cores ? "wmma gemm" : "gemv");
       }
@@ -94,7 +94,7 @@ void check_small_ops(Report& rep) {
     fill_uniform(x, rng, 2.f);
     fill_uniform(w, rng, 1.f);
     DevBuf<float> dx(x), dw(w), dy(x.size());
-    if (launched(rep, "gpu/rmsnorm", kvt::launch_rmsnorm(dy.p, dx.p, dw.p, t, d, 1e-5f, 0))) {
+    if (launched(rep, "gpu/rmsnorm", kvt_cuda::launch_rmsnorm(dy.p, dx.p, dw.p, t, d, 1e-5f, 0))) {
       std::vector<float> ref(x.size());
       kvt_ref::rmsnorm(ref.data(), x.data(), w.data(), t, d, 1e-5f);
       rep.expect_le("gpu/rmsnorm T5 d1000", rel_err(dy.down().data(), ref.data(), ref.size()), 1e-5);
@@ -108,7 +108,7 @@ void check_small_ops(Report& rep) {
       fill_uniform(k, rng, 1.f);
       DevBuf<float> dq(q), dk(k);
       const std::string name = std::string("gpu/rope ") + (mode ? "neox" : "normal") + " hd" + std::to_string(hd);
-      if (!launched(rep, name, kvt::launch_rope(dq.p, dk.p, t, nh, nkv, hd, pos0, 10000.f, mode, 0))) continue;
+      if (!launched(rep, name, kvt_cuda::launch_rope(dq.p, dk.p, t, nh, nkv, hd, pos0, 10000.f, mode, 0))) continue;
       kvt_ref::rope(q.data(), k.data(), t, nh, nkv, hd, pos0, 10000.f, mode);
       rep.expect_le(name + " q", rel_err(dq.down().data(), q.data(), q.size()), 1e-5);
       rep.expect_le(name + " k", rel_err(dk.down().data(), k.data(), k.size()), 1e-5);
@@ -119,12 +119,12 @@ void check_small_ops(Report& rep) {
     fill_uniform(g, rng, 6.f);
     fill_uniform(u, rng, 1.f);
     DevBuf<float> dg(g), du(u), dout(n);
-    if (launched(rep, "gpu/swiglu", kvt::launch_swiglu(dout.p, dg.p, du.p, n, 0))) {
+    if (launched(rep, "gpu/swiglu", kvt_cuda::launch_swiglu(dout.p, dg.p, du.p, n, 0))) {
       std::vector<float> ref(n);
       kvt_ref::swiglu(ref.data(), g.data(), u.data(), n);
       rep.expect_le("gpu/swiglu n10007", rel_err(dout.down().data(), ref.data(), n), 1e-6);
     }
-    if (launched(rep, "gpu/add", kvt::launch_add(dg.p, du.p, n, 0))) {
+    if (launched(rep, "gpu/add", kvt_cuda::launch_add(dg.p, du.p, n, 0))) {
       kvt_ref::add(g.data(), u.data(), n);
       rep.expect_le("gpu/add n10007", rel_err(dg.down().data(), g.data(), n), 0.0);
     }
@@ -137,12 +137,12 @@ void check_small_ops(Report& rep) {
     x[2 * n + 2000] = 50.f;  // a tie: the lowest index wins
     DevBuf<float> dx(x);
     DevBuf<int32_t> di(rows);
-    if (launched(rep, "gpu/argmax", kvt::launch_argmax(di.p, dx.p, rows, n, 0))) {
+    if (launched(rep, "gpu/argmax", kvt_cuda::launch_argmax(di.p, dx.p, rows, n, 0))) {
       std::vector<int32_t> ref(rows);
       kvt_ref::argmax(ref.data(), x.data(), rows, n);
       rep.expect_true("gpu/argmax rows4 n3000 (tie → lowest)", di.down() == ref);
     }
-    if (launched(rep, "gpu/softmax", kvt::launch_softmax(dx.p, rows, n, 0))) {
+    if (launched(rep, "gpu/softmax", kvt_cuda::launch_softmax(dx.p, rows, n, 0))) {
       kvt_ref::softmax(x.data(), rows, n);
       rep.expect_le("gpu/softmax rows4 n3000", rel_err(dx.down().data(), x.data(), x.size()), 1e-5);
     }
@@ -155,11 +155,11 @@ void check_embed(Report& rep, kvt_cuda_ctx* ctx) {
     const int vocab = 50, d = 96, t = 6;
     const HostWeight w = random_weight(type, vocab, d, rng, 1.f);
     std::vector<int32_t> toks = {0, 49, 7, 7, 23, 1};
-    const kvt::DeviceWeight& dw = upload(rep, ctx, w);
+    const kvt_cuda::DeviceWeight& dw = upload(rep, ctx, w);
     DevBuf<int32_t> dt(toks);
     DevBuf<float> dout((size_t)t * d);
     const std::string name = "gpu/embed " + name_of(type);
-    if (!launched(rep, name, kvt::launch_embed(dout.p, dw, dt.p, t, 0))) continue;
+    if (!launched(rep, name, kvt_cuda::launch_embed(dout.p, dw, dt.p, t, 0))) continue;
     std::vector<float> ref((size_t)t * d);
     kvt_ref::embed(ref.data(), w, toks.data(), t);
     rep.expect_le(name, rel_err(dout.down().data(), ref.data(), ref.size()), 0.0);
@@ -193,18 +193,18 @@ void check_attention(Report& rep, kvt_cuda_ctx* ctx) {
     cudaMemset(dpages.p, 0, host_pages.size() * 2);
     DevBuf<int32_t> dtable(table);
     DevBuf<float> dk(k), dv(v), dq(q), dout(q.size());
-    kvt::PagedKv kv{reinterpret_cast<__half*>(dpages.p), page_elems, dtable.p, n_blocks, layers, c.n_kv, c.hd};
+    kvt_cuda::PagedKv kv{reinterpret_cast<__half*>(dpages.p), page_elems, dtable.p, n_blocks, layers, c.n_kv, c.hd};
     const std::string tag = " hd" + std::to_string(c.hd) + " H" + std::to_string(c.n_head) + "/" +
                             std::to_string(c.n_kv) + " T" + std::to_string(c.t) + " pos0 " +
                             std::to_string(c.pos0);
-    if (!launched(rep, "gpu/kv_write" + tag, kvt::launch_kv_write(kv, dk.p, dv.p, layer, P, 0, 0))) continue;
+    if (!launched(rep, "gpu/kv_write" + tag, kvt_cuda::launch_kv_write(kv, dk.p, dv.p, layer, P, 0, 0))) continue;
     rep.expect_true("gpu/kv_write bit-exact" + tag, dpages.down() == host_pages);
 
-    const size_t ws_bytes = kvt::attention_workspace_bytes(c.t, c.n_head, c.n_kv, c.hd, c.pos0, ctx->sm_count);
+    const size_t ws_bytes = kvt_cuda::attention_workspace_bytes(c.t, c.n_head, c.n_kv, c.hd, c.pos0, ctx->sm_count);
     DevBuf<uint8_t> ws(ws_bytes);
     const float scale = 1.f / std::sqrt((float)c.hd);
     if (!launched(rep, "gpu/attention" + tag,
-                  kvt::launch_attention(dout.p, dq.p, kv, layer, c.t, c.n_head, c.pos0, scale, ws.p,
+                  kvt_cuda::launch_attention(dout.p, dq.p, kv, layer, c.t, c.n_head, c.pos0, scale, ws.p,
                                         ws_bytes, ctx->sm_count, 0)))
       continue;
     std::vector<float> ref(q.size());

@@ -1,7 +1,7 @@
 // Residual add.
 #include "kernels.cuh"
 
-namespace kvt {
+namespace kvt_cuda {
 namespace {
 
 // x[n] += y[n]
@@ -20,4 +20,4 @@ cudaError_t launch_add(float* x, const float* y, size_t n, cudaStream_t stream) 
   return cudaGetLastError();
 }
 
-}  // namespace kvt
+}  // namespace kvt_cuda

@@ -1,7 +1,7 @@
 // Greedy pick on device, so decode copies back 4 bytes instead of the logits.
 #include "kernels.cuh"
 
-namespace kvt {
+namespace kvt_cuda {
 namespace {
 
 // out[rows] = argmax_j x[row, j] (lowest j on ties); grid rows, block 256.
@@ -40,4 +40,4 @@ cudaError_t launch_argmax(int32_t* out, const float* x, int rows, int n, cudaStr
   return cudaGetLastError();
 }
 
-}  // namespace kvt
+}  // namespace kvt_cuda

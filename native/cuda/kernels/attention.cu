@@ -14,7 +14,7 @@
 //   [l*HD/32, (l+1)*HD/32) for the P·V update.
 #include "kernels.cuh"
 
-namespace kvt {
+namespace kvt_cuda {
 namespace {
 
 constexpr int kRows = 64;
@@ -253,4 +253,4 @@ cudaError_t launch_attention(float* out, const float* q, const PagedKv& kv, int 
   }
 }
 
-}  // namespace kvt
+}  // namespace kvt_cuda

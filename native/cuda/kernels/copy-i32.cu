@@ -3,7 +3,7 @@
 // it never queues behind a bulk KV import/export on the DMA engines.
 #include "kernels.cuh"
 
-namespace kvt {
+namespace kvt_cuda {
 namespace {
 
 // dst[n] = src[n]; src may be mapped host memory. grid-stride, block 256.
@@ -20,4 +20,4 @@ cudaError_t launch_copy_i32(int32_t* dst, const int32_t* src, int n, cudaStream_
   return cudaGetLastError();
 }
 
-}  // namespace kvt
+}  // namespace kvt_cuda

@@ -1,7 +1,7 @@
 // Token embedding gather.
 #include "kernels.cuh"
 
-namespace kvt {
+namespace kvt_cuda {
 namespace {
 
 // out[T,d] = float(table[tokens[t]][:]); table [n_vocab][d] of F32|F16|BF16|Q8_0 planes.
@@ -35,4 +35,4 @@ cudaError_t launch_embed(float* out, const DeviceWeight& table, const int32_t* t
   return cudaGetLastError();
 }
 
-}  // namespace kvt
+}  // namespace kvt_cuda

@@ -2,7 +2,7 @@
 // (a 1B model's weights are generated in place instead of crossing PCIe).
 #include "kernels.cuh"
 
-namespace kvt {
+namespace kvt_cuda {
 namespace {
 
 __device__ inline uint64_t mix64(uint64_t z) {  // splitmix64 finaliser
@@ -54,4 +54,4 @@ cudaError_t launch_fill_f32(float* x, size_t n, float value, cudaStream_t stream
   return cudaGetLastError();
 }
 
-}  // namespace kvt
+}  // namespace kvt_cuda

@@ -2,7 +2,7 @@
 #include <mma.h>
 #include "kernels.cuh"
 
-namespace kvt {
+namespace kvt_cuda {
 namespace {
 
 using namespace nvcuda;
@@ -188,4 +188,4 @@ cudaError_t launch_gemm(float* y, const float* x, const DeviceWeight& w, int m, 
   return cudaGetLastError();
 }
 
-}  // namespace kvt
+}  // namespace kvt_cuda

@@ -4,7 +4,7 @@
 // 16-byte loads and keeps all M activation rows in registers.
 #include "kernels.cuh"
 
-namespace kvt {
+namespace kvt_cuda {
 namespace {
 
 constexpr int kWarps = 4;  // rows of W per block (one warp per output feature)
@@ -141,4 +141,4 @@ cudaError_t launch_matmul(float* y, const float* x, const DeviceWeight& w, int m
   return launch_gemm(y, x, w, m, accumulate, stream);
 }
 
-}  // namespace kvt
+}  // namespace kvt_cuda

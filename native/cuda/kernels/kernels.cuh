@@ -4,7 +4,7 @@
 #pragma once
 #include "kvt-cuda-common.cuh"
 
-namespace kvt {
+namespace kvt_cuda {
 
 // Decode-sized batches (M ≤ this) go to the bandwidth-bound GEMV kernel; larger
 // ones to the tensor-core GEMM.
@@ -71,4 +71,4 @@ cudaError_t launch_fill_random(const DeviceWeight& w, uint64_t seed, float scale
 // Fills an f32 vector with `value`.
 cudaError_t launch_fill_f32(float* x, size_t n, float value, cudaStream_t stream);
 
-}  // namespace kvt
+}  // namespace kvt_cuda

@@ -1,7 +1,7 @@
 // Appends freshly computed K/V rows to the paged KV pool (as f16).
 #include "kernels.cuh"
 
-namespace kvt {
+namespace kvt_cuda {
 namespace {
 
 // k,v f32 [T,n_kv,hd] → pages[block_table[p/64]][layer][K|V][kv_head][p%64][hd], p = pos0+t.
@@ -29,4 +29,4 @@ cudaError_t launch_kv_write(const PagedKv& kv, const float* k, const float* v, i
   return cudaGetLastError();
 }
 
-}  // namespace kvt
+}  // namespace kvt_cuda

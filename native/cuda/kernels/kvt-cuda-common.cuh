@@ -16,7 +16,7 @@
 
 #include "../kvt-cuda-types.h"
 
-namespace kvt {
+namespace kvt_cuda {
 
 // Tokens per KV page (= kvtier block size B). The page layout above and the
 // attention kernel's chunking both depend on it.
@@ -93,4 +93,4 @@ __device__ inline float bf16_bits_to_float(uint16_t b) {
   return __uint_as_float((uint32_t)b << 16);
 }
 
-}  // namespace kvt
+}  // namespace kvt_cuda

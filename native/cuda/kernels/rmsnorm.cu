@@ -1,7 +1,7 @@
 // RMSNorm (llama): normalise each row by its root mean square, then scale.
 #include "kernels.cuh"
 
-namespace kvt {
+namespace kvt_cuda {
 namespace {
 
 // y[T,d] = x[T,d] * rsqrt(mean_j(x[t,j]^2) + eps) * w[d]
@@ -27,4 +27,4 @@ cudaError_t launch_rmsnorm(float* y, const float* x, const float* w, int t, int 
   return cudaGetLastError();
 }
 
-}  // namespace kvt
+}  // namespace kvt_cuda

@@ -1,7 +1,7 @@
 // Rotary position embedding, in place on the query and key rows.
 #include "kernels.cuh"
 
-namespace kvt {
+namespace kvt_cuda {
 namespace {
 
 // q[T,n_head,hd], k[T,n_kv,hd] rotated in place; token t at position pos0+t.
@@ -34,4 +34,4 @@ cudaError_t launch_rope(float* q, float* k, int t, int n_head, int n_kv, int hd,
   return cudaGetLastError();
 }
 
-}  // namespace kvt
+}  // namespace kvt_cuda

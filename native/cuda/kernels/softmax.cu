@@ -1,7 +1,7 @@
 // Numerically stable row softmax (sampling temperature is applied by the caller).
 #include "kernels.cuh"
 
-namespace kvt {
+namespace kvt_cuda {
 namespace {
 
 // x[rows,n] ← exp(x - max_row) / sum_row;  grid rows, block 256.
@@ -30,4 +30,4 @@ cudaError_t launch_softmax(float* x, int rows, int n, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-}  // namespace kvt
+}  // namespace kvt_cuda

@@ -1,7 +1,7 @@
 // SwiGLU gate of the llama feed-forward block.
 #include "kernels.cuh"
 
-namespace kvt {
+namespace kvt_cuda {
 namespace {
 
 // out[n] = gate[n] / (1 + exp(-gate[n])) * up[n]; out may alias gate.
@@ -24,4 +24,4 @@ cudaError_t launch_swiglu(float* out, const float* gate, const float* up, size_t
   return cudaGetLastError();
 }
 
-}  // namespace kvt
+}  // namespace kvt_cuda

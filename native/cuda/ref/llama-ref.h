@@ -1,5 +1,5 @@
 // A llama-family model held in host memory, and the reference forward pass
-// built from the reference ops (the CPU twin of kvt::llama_forward).
+// built from the reference ops (the CPU twin of kvt_cuda::llama_forward).
 #pragma once
 #include <vector>
 
