@@ -304,8 +304,12 @@ void check_llama(Report& rep, kvt_cuda_ctx* ctx, const kvt_ref::HostLlama& m, co
   if (!ok) return;
   double margin;
   const Greedy r = ref_generate(m, prompt, n_decode, &margin);
+  // The GEMM rounds its input rows to f16 (bf16 for BF16 weights) on both
+  // sides, but the rows themselves differ by accumulated f32 noise, so a
+  // rounding can flip: bf16's 8-bit mantissa flips far more often.
+  const double tol = m.tok_embd.type == KVT_BF16 ? 3e-2 : 1e-2;
   rep.expect_le(tag + " prefill logits vs CPU reference",
-                rel_err(g.first_logits.data(), r.first_logits.data(), r.first_logits.size()), 1e-2);
+                rel_err(g.first_logits.data(), r.first_logits.data(), r.first_logits.size()), tol);
   int same = 0;
   while (same < n_decode && g.tokens[same] == r.tokens[same]) ++same;
   rep.expect_true(tag + " greedy tokens == CPU reference", same == n_decode,

@@ -1,5 +1,5 @@
 // A llama-family model held in host memory, and the reference forward pass
-// built from the reference ops (the CPU twin of kvt_cuda::llama_forward).
+// built from the reference ops (the CPU twin of the device forward in llama-forward.cu).
 #pragma once
 #include <vector>
 
