@@ -1,7 +1,8 @@
-// Bandwidth-bound matrix-vector product for decode-sized batches.
-// At M ≤ 8 a linear layer is a stream over the weights; tensor cores would pad
-// M to 16 and gain nothing, so this kernel reads each weight byte once with
-// 16-byte loads and keeps all M activation rows in registers.
+// CUDA-core matrix-vector product (M ≤ 8): the linear layer of F32 weights
+// (which have no tensor-core path), and a plain f32 twin for the others.
+// Reads each weight byte once with 16-byte loads and keeps all M activation
+// rows in registers; each element's sum order is fixed (lane-strided k, then
+// a butterfly), so it does not depend on M either.
 #include "kernels.cuh"
 
 namespace kvt_cuda {
@@ -127,18 +128,18 @@ cudaError_t launch_gemv(float* y, const float* x, const DeviceWeight& w, int m, 
 
 cudaError_t launch_matmul(float* y, const float* x, const DeviceWeight& w, int m, bool accumulate,
                           cudaStream_t stream) {
-  // F32 weights (rare: small heads in some GGUFs) only have the CUDA-core path.
-  if (m <= kGemvMaxM) return launch_gemv(y, x, w, m, accumulate, stream);
-  if (w.type == KVT_F32) {
-    for (int m0 = 0; m0 < m; m0 += kGemvMaxM) {
-      const int mm = m - m0 < kGemvMaxM ? m - m0 : kGemvMaxM;
-      const cudaError_t e = launch_gemv(y + (size_t)m0 * w.rows, x + (size_t)m0 * w.cols, w, mm,
-                                        accumulate, stream);
-      if (e != cudaSuccess) return e;
-    }
-    return cudaSuccess;
+  if (m <= 0) return cudaErrorInvalidValue;
+  if (w.type != KVT_F32) {
+    return m <= kSkinnyMaxM ? launch_gemm_skinny(y, x, w, m, accumulate, stream)
+                            : launch_gemm(y, x, w, m, accumulate, stream);
   }
-  return launch_gemm(y, x, w, m, accumulate, stream);
+  for (int m0 = 0; m0 < m; m0 += kGemvMaxM) {
+    const int mm = m - m0 < kGemvMaxM ? m - m0 : kGemvMaxM;
+    const cudaError_t e = launch_gemv(y + (size_t)m0 * w.rows, x + (size_t)m0 * w.cols, w, mm,
+                                      accumulate, stream);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace kvt_cuda

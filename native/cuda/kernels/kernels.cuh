@@ -6,19 +6,23 @@
 
 namespace kvt_cuda {
 
-// Decode-sized batches (M ≤ this) go to the bandwidth-bound GEMV kernel; larger
-// ones to the tensor-core GEMM.
-constexpr int kGemvMaxM = 8;
-
 // Y[M,N] (=|+=) X[M,K] · W[N,K]^T — tensor cores (WMMA 16x16x16, f32 accumulate).
 // X is rounded to f16 (bf16 for BF16 weights) when staged; Q8_0 weights are
-// dequantised to f16 tiles. Requires K % 32 == 0.
+// dequantised to f16 tiles. Requires K % 32 == 0. 64x64 block tiles.
 cudaError_t launch_gemm(float* y, const float* x, const DeviceWeight& w, int m, bool accumulate,
                         cudaStream_t stream);
-// Same contract for M ≤ kGemvMaxM, f32 math on CUDA cores (X not rounded).
+// The same contract and bit-identical results for M ≤ kSkinnyMaxM (decode):
+// 16(m) x 16(n) warp tiles so small batches still spread over the SMs.
+constexpr int kSkinnyMaxM = 16;
+cudaError_t launch_gemm_skinny(float* y, const float* x, const DeviceWeight& w, int m,
+                               bool accumulate, cudaStream_t stream);
+// CUDA-core GEMV (M ≤ kGemvMaxM), f32 math, X not rounded; the path of F32 weights.
+constexpr int kGemvMaxM = 8;
 cudaError_t launch_gemv(float* y, const float* x, const DeviceWeight& w, int m, bool accumulate,
                         cudaStream_t stream);
-// Picks gemv or gemm by M.
+// The linear-layer entry point. An output element's value never depends on M:
+// F16/BF16/Q8_0 always take the tensor-core chain (skinny or tiled kernel,
+// which agree bit for bit), F32 always the GEMV chain.
 cudaError_t launch_matmul(float* y, const float* x, const DeviceWeight& w, int m, bool accumulate,
                           cudaStream_t stream);
 

@@ -44,7 +44,7 @@ void gemv(float* y, const float* x, const HostWeight& w, int m, bool accumulate)
 }
 
 void matmul(float* y, const float* x, const HostWeight& w, int m, bool accumulate) {
-  if (m <= 8 || w.type == KVT_F32) gemv(y, x, w, m, accumulate);
+  if (w.type == KVT_F32) gemv(y, x, w, m, accumulate);
   else gemm(y, x, w, m, accumulate);
 }
 

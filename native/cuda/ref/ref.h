@@ -35,11 +35,12 @@ struct HostPagedKv {
 };
 size_t page_offset(int n_kv_heads, int head_dim, int layer, int kv, int kv_head, int pos_in_page);
 
-// Twin of launch_gemm: X rounded to f16 (bf16 for BF16 W), Q8_0 dequantised to f16.
+// Twin of launch_gemm and launch_gemm_skinny: X rounded to f16 (bf16 for BF16 W),
+// Q8_0 dequantised to f16.
 void gemm(float* y, const float* x, const HostWeight& w, int m, bool accumulate);
 // Twin of launch_gemv: exact f32 operands.
 void gemv(float* y, const float* x, const HostWeight& w, int m, bool accumulate);
-// Twin of launch_matmul: the same M threshold picks gemv or gemm.
+// Twin of launch_matmul: F32 weights → gemv, all others → gemm, for every M.
 void matmul(float* y, const float* x, const HostWeight& w, int m, bool accumulate);
 
 void rmsnorm(float* y, const float* x, const float* w, int t, int d, float eps);
