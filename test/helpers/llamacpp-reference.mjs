@@ -1,0 +1,162 @@
+#!/usr/bin/env node
+/**
+ * llama.cpp reference runner (node-llama-cpp 3.21.1, CPU prebuilt binary).
+ *
+ * A plain node script, spawned as its own process by test/helpers/llamacpp.ts:
+ * node-llama-cpp's binary self-test forks `process.execArgv`, which breaks
+ * inside vitest workers and under `node -e`, so it must never be imported.
+ *
+ *   stdin : one JSON request
+ *     { op: 'tokenize', modelPath, text }                       → { tokens }
+ *     { op: 'logits',   modelPath, tokens, threads?, kvType? }   → { logprobs, vocab }
+ *     { op: 'greedy',   modelPath, tokens, nPredict, threads?, kvType? }
+ *                                                               → { tokens, margins }
+ *     { op: 'bench',    modelPath, tokens, nPredict, threads?, kvType? }
+ *                                                               → { prefillTps, decodeTps, prefillMs, decodeMs, threads }
+ *   stdout: one JSON answer ({ error } with a non-zero exit on failure)
+ *
+ * Logits: node-llama-cpp exposes the next-token distribution only as
+ * probabilities (softmax of the raw logits, computed in f32 from the full
+ * vocab when the sampler is greedy, i.e. temperature 0, no penalties). We
+ * return log(p) = logit − logsumexp(logits): the raw logits up to one additive
+ * constant per position, which is what a comparison needs. Tokens whose f32
+ * probability underflows to 0 come back as null.
+ *
+ * kvType: 'f32' | 'f16' (default 'f16', llama.cpp's own default). Flash
+ * attention is off so the KV cache type is honoured as given on CPU.
+ */
+import { getLlama, LlamaLogLevel } from 'node-llama-cpp';
+
+async function readStdin() {
+  const chunks = [];
+  for await (const c of process.stdin) chunks.push(c);
+  return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+}
+
+function kvGgmlType(kvType) {
+  if (kvType === undefined || kvType === 'f16') return 'F16';
+  if (kvType === 'f32') return 'F32';
+  throw new Error(`kvType must be 'f16' or 'f32', got ${JSON.stringify(kvType)}`);
+}
+
+async function openContext(llama, req, nTokens) {
+  const model = await llama.loadModel({ modelPath: req.modelPath, gpuLayers: 0 });
+  const kv = kvGgmlType(req.kvType);
+  const want = Math.max(nTokens + 8, 64);
+  const context = await model.createContext({
+    contextSize: want,
+    // One batch holds the whole prompt: llama.cpp then runs it as one ubatch
+    // series of batched GEMMs, as our engine does.
+    batchSize: Math.max(nTokens, 1),
+    threads: { ideal: req.threads ?? 1, min: req.threads ?? 1 },
+    flashAttention: false,
+    experimentalKvCacheKeyType: kv,
+    experimentalKvCacheValueType: kv,
+    sequences: 1,
+  });
+  return { model, context, sequence: context.getSequence() };
+}
+
+const GREEDY = { temperature: 0 };
+
+/** Evaluates `tokens` and returns the next-token result of the last one. */
+async function evalLast(sequence, tokens, want) {
+  const input = tokens.map((t, i) =>
+    i === tokens.length - 1 ? [t, { generateNext: { ...want, options: GREEDY } }] : t,
+  );
+  const out = await sequence.controlledEvaluate(input);
+  const last = out[tokens.length - 1];
+  if (!last) throw new Error('llama.cpp returned no output for the last token');
+  return last.next;
+}
+
+function logprobsOf(probabilities, vocab) {
+  const lp = new Array(vocab).fill(null);
+  for (const [tok, p] of probabilities) if (p > 0) lp[tok] = Math.log(p);
+  return lp;
+}
+
+/** Gap between the two most likely tokens in log-prob units (= raw logit gap). */
+function topMargin(probabilities) {
+  const it = probabilities.values();
+  const a = it.next().value ?? 0;
+  const b = it.next().value ?? 0;
+  return a > 0 && b > 0 ? Math.log(a) - Math.log(b) : Infinity;
+}
+
+async function main() {
+  const req = await readStdin();
+  const llama = await getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error, maxThreads: 0 });
+  try {
+    if (req.op === 'tokenize') {
+      const model = await llama.loadModel({ modelPath: req.modelPath, gpuLayers: 0 });
+      const tokens = model.tokenize(req.text, false);
+      await model.dispose();
+      return { tokens: Array.from(tokens) };
+    }
+    const tokens = req.tokens;
+    if (!Array.isArray(tokens) || tokens.length === 0) throw new Error('tokens must be a non-empty array');
+    const nPredict = req.nPredict ?? 0;
+    const { model, context, sequence } = await openContext(llama, req, tokens.length + nPredict);
+    try {
+      if (req.op === 'logits') {
+        const next = await evalLast(sequence, tokens, { probabilities: true });
+        const n = vocabSizeOf(model);
+        return { logprobs: logprobsOf(next.probabilities, n), vocab: n };
+      }
+      if (req.op === 'greedy') {
+        const out = [];
+        const margins = [];
+        let next = await evalLast(sequence, tokens, { token: true, probabilities: true });
+        for (let i = 0; i < nPredict; i++) {
+          if (next.token == null) throw new Error(`no token at step ${i}`);
+          out.push(next.token);
+          margins.push(topMargin(next.probabilities));
+          if (i + 1 < nPredict) next = await evalLast(sequence, [next.token], { token: true, probabilities: true });
+        }
+        return { tokens: out, margins };
+      }
+      if (req.op === 'bench') {
+        const t0 = performance.now();
+        let next = await evalLast(sequence, tokens, { token: true });
+        const t1 = performance.now();
+        for (let i = 0; i < nPredict; i++) {
+          if (next.token == null) throw new Error(`no token at step ${i}`);
+          next = await evalLast(sequence, [next.token], { token: true });
+        }
+        const t2 = performance.now();
+        return {
+          prefillMs: t1 - t0,
+          decodeMs: t2 - t1,
+          prefillTps: tokens.length / ((t1 - t0) / 1000),
+          decodeTps: nPredict / ((t2 - t1) / 1000),
+          threads: req.threads ?? 1,
+        };
+      }
+      throw new Error(`unknown op ${JSON.stringify(req.op)}`);
+    } finally {
+      await context.dispose();
+      await model.dispose();
+    }
+  } finally {
+    await llama.dispose();
+  }
+}
+
+function vocabSizeOf(model) {
+  // GGUF tokenizer.ggml.tokens length; node-llama-cpp reports it via fileInfo.
+  const arr = model.fileInfo?.metadata?.tokenizer?.ggml?.tokens;
+  if (Array.isArray(arr)) return arr.length;
+  throw new Error('cannot read the vocab size from the model metadata');
+}
+
+main().then(
+  (res) => {
+    process.stdout.write(JSON.stringify(res));
+    process.exit(0);
+  },
+  (err) => {
+    process.stdout.write(JSON.stringify({ error: String(err?.stack ?? err) }));
+    process.exit(1);
+  },
+);
