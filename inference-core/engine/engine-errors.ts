@@ -1,0 +1,22 @@
+/** Stable codes of the engine's typed errors (KVT_ERR_ENGINE_*). */
+export type EngineErrorCode =
+  | 'KVT_ERR_ENGINE_POOL_EXHAUSTED'
+  | 'KVT_ERR_ENGINE_CONTEXT_OVERFLOW'
+  | 'KVT_ERR_ENGINE_BAD_TOKEN'
+  | 'KVT_ERR_ENGINE_BAD_BLOCK'
+  | 'KVT_ERR_ENGINE_SEQUENCE_FREED'
+  | 'KVT_ERR_ENGINE_SEQUENCE_STATE'
+  | 'KVT_ERR_ENGINE_BAD_ARGUMENT'
+  | 'KVT_ERR_ENGINE_UNSUPPORTED_MODEL'
+  | 'KVT_ERR_ENGINE_SAMPLING_OPTIONS';
+
+/** An engine error; `code` is stable, the message says what to do. */
+export class EngineError extends Error {
+  constructor(
+    readonly code: EngineErrorCode,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'EngineError';
+  }
+}

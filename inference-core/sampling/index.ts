@@ -1,0 +1,1 @@
+export { Sampler, Prng, argmax, type SamplingOptions } from './sampler.ts';

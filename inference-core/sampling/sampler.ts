@@ -1,0 +1,214 @@
+/**
+ * Token sampler: greedy, or temperature → top-k → top-p → draw from a seeded
+ * PRNG, with optional repetition penalty and stop tokens.
+ *
+ * Order of the pipeline (the one llama.cpp and HF transformers use):
+ *
+ *   logits ─► repetition penalty (over the last `repeatLastN` tokens)
+ *          ─► temperature 0 ? argmax (first index wins ties)
+ *          ─► ÷ temperature ─► top-k ─► softmax ─► top-p (nucleus) ─► draw
+ *
+ * Determinism: the same seed, logits and history give the same token on
+ * every machine (xoshiro128** in 32-bit integer arithmetic, no Math.random).
+ */
+import { EngineError } from '../engine/engine-errors.ts';
+
+export interface SamplingOptions {
+  /** 0 (default) = greedy. */
+  temperature?: number;
+  /** Keep the k most likely tokens (0 or undefined = all). */
+  topK?: number;
+  /** Keep the smallest set whose probability reaches p (1 or undefined = all). */
+  topP?: number;
+  /** PRNG seed (default 0). */
+  seed?: number;
+  /** Token ids that end generation (e.g. EOS, EOT). */
+  stopTokens?: readonly number[];
+  /** > 1 discourages tokens seen in the last `repeatLastN` tokens (default 1 = off). */
+  repetitionPenalty?: number;
+  /** Window of the repetition penalty (default 64). */
+  repeatLastN?: number;
+}
+
+/** xoshiro128**: small, fast, 32-bit state words; uniform floats in [0, 1). */
+export class Prng {
+  private s0: number;
+  private s1: number;
+  private s2: number;
+  private s3: number;
+
+  constructor(seed: number) {
+    // splitmix32 expands the seed so nearby seeds give unrelated streams.
+    let x = seed >>> 0;
+    const next = (): number => {
+      x = (x + 0x9e3779b9) >>> 0;
+      let z = x;
+      z = Math.imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0;
+      z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0;
+      return (z ^ (z >>> 16)) >>> 0;
+    };
+    this.s0 = next();
+    this.s1 = next();
+    this.s2 = next();
+    this.s3 = next();
+    if ((this.s0 | this.s1 | this.s2 | this.s3) === 0) this.s0 = 1;
+  }
+
+  nextU32(): number {
+    const result = Math.imul(rotl(Math.imul(this.s1, 5) >>> 0, 7), 9) >>> 0;
+    const t = (this.s1 << 9) >>> 0;
+    this.s2 = (this.s2 ^ this.s0) >>> 0;
+    this.s3 = (this.s3 ^ this.s1) >>> 0;
+    this.s1 = (this.s1 ^ this.s2) >>> 0;
+    this.s0 = (this.s0 ^ this.s3) >>> 0;
+    this.s2 = (this.s2 ^ t) >>> 0;
+    this.s3 = rotl(this.s3, 11);
+    return result;
+  }
+
+  /** Uniform in [0, 1) with 32 bits of resolution. */
+  nextFloat(): number {
+    return this.nextU32() / 4294967296;
+  }
+}
+
+function rotl(x: number, k: number): number {
+  return ((x << k) | (x >>> (32 - k))) >>> 0;
+}
+
+/** Index of the largest value; the first one wins ties (as llama.cpp's greedy sampler). */
+export function argmax(logits: Float32Array): number {
+  let best = 0;
+  let bestValue = logits[0];
+  for (let i = 1; i < logits.length; i++) {
+    if (logits[i] > bestValue) {
+      bestValue = logits[i];
+      best = i;
+    }
+  }
+  return best;
+}
+
+function checkOptions(o: SamplingOptions): void {
+  const bad = (what: string): never => {
+    throw new EngineError('KVT_ERR_ENGINE_SAMPLING_OPTIONS', `${what}; fix the sampling options of the request`);
+  };
+  const t = o.temperature ?? 0;
+  if (!Number.isFinite(t) || t < 0) bad(`temperature must be a finite number ≥ 0, got ${o.temperature}`);
+  if (o.topK !== undefined && (!Number.isInteger(o.topK) || o.topK < 0)) bad(`topK must be an integer ≥ 0, got ${o.topK}`);
+  if (o.topP !== undefined && (!Number.isFinite(o.topP) || o.topP <= 0 || o.topP > 1)) bad(`topP must be in (0, 1], got ${o.topP}`);
+  if (o.seed !== undefined && !Number.isInteger(o.seed)) bad(`seed must be an integer, got ${o.seed}`);
+  const rp = o.repetitionPenalty ?? 1;
+  if (!Number.isFinite(rp) || rp <= 0) bad(`repetitionPenalty must be > 0, got ${o.repetitionPenalty}`);
+  const n = o.repeatLastN ?? 64;
+  if (!Number.isInteger(n) || n < 0) bad(`repeatLastN must be an integer ≥ 0, got ${o.repeatLastN}`);
+  for (const s of o.stopTokens ?? []) if (!Number.isInteger(s) || s < 0) bad(`stop token ids must be integers ≥ 0, got ${s}`);
+}
+
+/**
+ * One sampler per generation (it owns the PRNG stream and the recent-token
+ * window). Not shared between sequences.
+ */
+export class Sampler {
+  readonly temperature: number;
+  readonly topK: number;
+  readonly topP: number;
+  readonly repetitionPenalty: number;
+  readonly repeatLastN: number;
+  private readonly stop: ReadonlySet<number>;
+  private readonly prng: Prng;
+  private readonly recent: number[] = [];
+  // Scratch reused across calls (vocab-sized), so a decode step allocates nothing.
+  private scratch: Float32Array | null = null;
+  private order: Int32Array | null = null;
+
+  constructor(options: SamplingOptions = {}) {
+    checkOptions(options);
+    this.temperature = options.temperature ?? 0;
+    this.topK = options.topK ?? 0;
+    this.topP = options.topP ?? 1;
+    this.repetitionPenalty = options.repetitionPenalty ?? 1;
+    this.repeatLastN = options.repeatLastN ?? 64;
+    this.stop = new Set(options.stopTokens ?? []);
+    this.prng = new Prng(options.seed ?? 0);
+  }
+
+  isStop(token: number): boolean {
+    return this.stop.has(token);
+  }
+
+  /** Records a token of the context (prompt or generated) for the repetition penalty. */
+  accept(token: number): void {
+    if (this.repeatLastN === 0 || this.repetitionPenalty === 1) return;
+    this.recent.push(token);
+    if (this.recent.length > this.repeatLastN) this.recent.shift();
+  }
+
+  /** Picks the next token from `logits` (not modified) and records it. */
+  sample(logits: Float32Array): number {
+    const token = this.pick(logits);
+    this.accept(token);
+    return token;
+  }
+
+  private pick(logits: Float32Array): number {
+    const vocab = logits.length;
+    if (vocab === 0) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'cannot sample from empty logits');
+    let x = logits;
+    if (this.repetitionPenalty !== 1 && this.recent.length > 0) {
+      x = this.scratchOf(vocab);
+      x.set(logits);
+      // llama.cpp's rule: shrink positive logits, push negative ones further down.
+      for (const t of new Set(this.recent)) {
+        if (t < vocab) x[t] = x[t] > 0 ? x[t] / this.repetitionPenalty : x[t] * this.repetitionPenalty;
+      }
+    }
+    if (this.temperature === 0) return argmax(x);
+
+    // Candidates sorted by logit, descending (ties: lower id first).
+    const order = this.orderOf(vocab);
+    for (let i = 0; i < vocab; i++) order[i] = i;
+    const k = this.topK > 0 && this.topK < vocab ? this.topK : vocab;
+    const src = x;
+    const sorted = order.sort((a, b) => src[b] - src[a] || a - b);
+    const n0 = k;
+    const maxLogit = src[sorted[0]];
+    const probs = new Float64Array(n0);
+    let sum = 0;
+    for (let i = 0; i < n0; i++) {
+      const p = Math.exp((src[sorted[i]] - maxLogit) / this.temperature);
+      probs[i] = p;
+      sum += p;
+    }
+    let n = n0;
+    if (this.topP < 1) {
+      let cum = 0;
+      for (let i = 0; i < n0; i++) {
+        cum += probs[i] / sum;
+        if (cum >= this.topP) {
+          n = i + 1;
+          break;
+        }
+      }
+    }
+    let kept = 0;
+    for (let i = 0; i < n; i++) kept += probs[i];
+    const r = this.prng.nextFloat() * kept;
+    let acc = 0;
+    for (let i = 0; i < n; i++) {
+      acc += probs[i];
+      if (r < acc) return sorted[i];
+    }
+    return sorted[n - 1];
+  }
+
+  private scratchOf(n: number): Float32Array {
+    if (!this.scratch || this.scratch.length !== n) this.scratch = new Float32Array(n);
+    return this.scratch;
+  }
+
+  private orderOf(n: number): Int32Array {
+    if (!this.order || this.order.length !== n) this.order = new Int32Array(n);
+    return this.order;
+  }
+}
