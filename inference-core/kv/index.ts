@@ -1,0 +1,1 @@
+export { KvPool, PageAllocator, kvLayoutOf, TOKENS_PER_BLOCK, type KvLayout } from './kv-pool.ts';
