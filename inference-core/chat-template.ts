@@ -1,0 +1,140 @@
+/**
+ * Chat templates: renders `tokenizer.chat_template` (Jinja) with
+ * @huggingface/jinja, the same engine Hugging Face uses, so real models'
+ * templates work as their authors wrote them.
+ *
+ * CHATML_TEMPLATE is what the synthetic models ship. It is prefix-stable:
+ *
+ *   render(msgs, gen=true) + reply + "<|im_end|>"   is a prefix of
+ *   render(msgs + [{assistant, reply}] + next, …)
+ *
+ * including assistant turns that are tool calls (rendered exactly as the
+ * model would write them after "<|im_start|>assistant\n") and tool results,
+ * so a multi-turn conversation or an agent loop re-uses every earlier block
+ * of its KV cache.
+ */
+import { Template } from '@huggingface/jinja';
+import type { GgufFile } from './gguf/index.ts';
+
+export interface ToolCall {
+  id?: string;
+  type?: 'function';
+  function: { name: string; arguments: string | Record<string, unknown> };
+}
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  content: string | null | Array<{ type: 'text'; text: string }>;
+  tool_calls?: ToolCall[];
+  tool_call_id?: string;
+  name?: string;
+}
+
+export interface ToolSpec {
+  type: 'function';
+  function: { name: string; description?: string; parameters?: Record<string, unknown> };
+}
+
+export interface RenderOptions {
+  messages: ChatMessage[];
+  tools?: ToolSpec[];
+  addGenerationPrompt?: boolean;
+  /** Extra template variables (e.g. enable_thinking). */
+  extra?: Record<string, unknown>;
+}
+
+export class ChatTemplateError extends Error {
+  override readonly name = 'ChatTemplateError';
+  constructor(
+    readonly code: 'KVT_ERR_TEMPLATE_MISSING' | 'KVT_ERR_TEMPLATE_PARSE' | 'KVT_ERR_TEMPLATE_RENDER',
+    message: string,
+  ) {
+    super(`${code}: ${message}`);
+  }
+}
+
+export const CHATML_END_OF_TURN = '<|im_end|>';
+
+export const CHATML_TEMPLATE = [
+  "{%- if tools %}",
+  "{{- '<|im_start|>system\\n' }}",
+  "{%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}",
+  "{{- '# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>' }}",
+  "{%- for tool in tools %}{{- '\\n' }}{{- tool | tojson }}{%- endfor %}",
+  "{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\\n</tool_call><|im_end|>\\n' }}",
+  "{%- elif messages[0].role == 'system' %}",
+  "{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}",
+  "{%- endif %}",
+  "{%- for message in messages %}",
+  "{%- if message.role == 'system' and loop.first %}",
+  "{%- elif message.role == 'assistant' %}",
+  "{{- '<|im_start|>assistant\\n' }}",
+  "{%- if message.content %}{{- message.content }}{%- endif %}",
+  "{%- if message.tool_calls %}",
+  "{%- for tool_call in message.tool_calls %}",
+  "{%- if tool_call.function is defined %}{%- set tool_call = tool_call.function %}{%- endif %}",
+  "{%- if message.content or not loop.first %}{{- '\\n' }}{%- endif %}",
+  "{{- '<tool_call>\\n{\"name\": \"' + tool_call.name + '\", \"arguments\": ' }}",
+  "{%- if tool_call.arguments is string %}{{- tool_call.arguments }}{%- else %}{{- tool_call.arguments | tojson }}{%- endif %}",
+  "{{- '}\\n</tool_call>' }}",
+  "{%- endfor %}",
+  "{%- endif %}",
+  "{{- '<|im_end|>\\n' }}",
+  "{%- elif message.role == 'tool' %}",
+  "{{- '<|im_start|>tool\\n<tool_response>\\n' + message.content + '\\n</tool_response><|im_end|>\\n' }}",
+  "{%- else %}",
+  "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}",
+  "{%- endif %}",
+  "{%- endfor %}",
+  "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}",
+].join('');
+
+function flattenContent(m: ChatMessage): ChatMessage {
+  if (Array.isArray(m.content)) return { ...m, content: m.content.map((p) => p.text).join('') };
+  return m;
+}
+
+export class ChatTemplate {
+  private readonly template: Template;
+
+  constructor(
+    readonly source: string,
+    readonly specialTokens: { bosToken?: string; eosToken?: string } = {},
+  ) {
+    try {
+      this.template = new Template(source);
+    } catch (err) {
+      throw new ChatTemplateError('KVT_ERR_TEMPLATE_PARSE', `chat template does not parse: ${(err as Error).message}`);
+    }
+  }
+
+  /** The template from tokenizer.chat_template, with bos/eos token texts from the vocabulary. */
+  static fromGguf(gguf: GgufFile): ChatTemplate {
+    const source = gguf.optString('tokenizer.chat_template');
+    if (source === undefined) {
+      throw new ChatTemplateError('KVT_ERR_TEMPLATE_MISSING', `${gguf.path}: no tokenizer.chat_template; use the completions API or pass a template`);
+    }
+    const tokens = gguf.optStringArray('tokenizer.ggml.tokens');
+    const bos = gguf.optU32('tokenizer.ggml.bos_token_id');
+    const eos = gguf.optU32('tokenizer.ggml.eos_token_id');
+    return new ChatTemplate(source, {
+      bosToken: tokens && bos !== undefined ? tokens[bos] : undefined,
+      eosToken: tokens && eos !== undefined ? tokens[eos] : undefined,
+    });
+  }
+
+  render(options: RenderOptions): string {
+    try {
+      return this.template.render({
+        messages: options.messages.map(flattenContent),
+        tools: options.tools && options.tools.length > 0 ? options.tools : undefined,
+        add_generation_prompt: options.addGenerationPrompt ?? false,
+        bos_token: this.specialTokens.bosToken ?? '',
+        eos_token: this.specialTokens.eosToken ?? '',
+        ...options.extra,
+      });
+    } catch (err) {
+      throw new ChatTemplateError('KVT_ERR_TEMPLATE_RENDER', `chat template failed to render: ${(err as Error).message}`);
+    }
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * GGML tensor types as GGUF tensor infos carry them. Only the four types the
+ * engine computes with are "supported"; the others are recognised by id so a
+ * file using them is rejected with its type named instead of a vague
+ * "unknown type".
+ */
+export enum GgmlType {
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
+  Q8_0 = 8,
+  Q8_1 = 9,
+  Q2_K = 10,
+  Q3_K = 11,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  Q8_K = 15,
+  IQ2_XXS = 16,
+  IQ2_XS = 17,
+  IQ3_XXS = 18,
+  IQ1_S = 19,
+  IQ4_NL = 20,
+  IQ3_S = 21,
+  IQ2_S = 22,
+  IQ4_XS = 23,
+  I8 = 24,
+  I16 = 25,
+  I32 = 26,
+  I64 = 27,
+  F64 = 28,
+  IQ1_M = 29,
+  BF16 = 30,
+  TQ1_0 = 34,
+  TQ2_0 = 35,
+  MXFP4 = 39,
+}
+
+/** Elements per block and bytes per block of the supported types. */
+export const SUPPORTED_GGML_TYPES: ReadonlyMap<GgmlType, { blockElems: number; blockBytes: number }> = new Map([
+  [GgmlType.F32, { blockElems: 1, blockBytes: 4 }],
+  [GgmlType.F16, { blockElems: 1, blockBytes: 2 }],
+  [GgmlType.BF16, { blockElems: 1, blockBytes: 2 }],
+  // Q8_0: one f16 scale + 32 int8 quants per block of 32 elements.
+  [GgmlType.Q8_0, { blockElems: 32, blockBytes: 34 }],
+]);
+
+export const Q8_0_BLOCK = 32;
+
+export function ggmlTypeName(type: number): string {
+  const name = (GgmlType as unknown as Record<number, string | undefined>)[type];
+  return name ?? `unknown(${type})`;
+}
+
+export function isKnownGgmlType(type: number): boolean {
+  return (GgmlType as unknown as Record<number, string | undefined>)[type] !== undefined;
+}
+
+/** Bytes a row-major tensor of `elements` elements of `type` occupies; throws for unsupported types. */
+export function ggmlTensorBytes(type: GgmlType, elements: number): number {
+  const info = SUPPORTED_GGML_TYPES.get(type);
+  if (!info) throw new Error(`ggml type ${ggmlTypeName(type)} has no size here`);
+  if (elements % info.blockElems !== 0) {
+    throw new Error(`${elements} elements is not a multiple of the ${ggmlTypeName(type)} block of ${info.blockElems}`);
+  }
+  return (elements / info.blockElems) * info.blockBytes;
+}

@@ -1,0 +1,406 @@
+/**
+ * GGUF reader (versions 2 and 3, little-endian).
+ *
+ * File layout:
+ *
+ *   magic "GGUF" | u32 version | u64 n_tensors | u64 n_kv
+ *   n_kv × { string key, u32 value_type, value }
+ *   n_tensors × { string name, u32 n_dims, n_dims × u64 ne (ne0 first), u32 ggml_type, u64 offset }
+ *   padding to general.alignment (default 32)
+ *   tensor data: each tensor at data_start + offset, offsets aligned
+ *
+ * The whole file lives in one ArrayBuffer (filled with positioned reads, one
+ * copy from the page cache); tensor `data` are views into it, never copies, so
+ * consumers may wrap them as Float32Array/Uint16Array without paying again.
+ */
+import * as fs from 'node:fs';
+import { GgufError } from './gguf-errors.ts';
+import { GgmlType, SUPPORTED_GGML_TYPES, ggmlTypeName, isKnownGgmlType } from './ggml-type.ts';
+import { GgufValueType, type GgufArrayValue, type GgufValue } from './gguf-value.ts';
+
+export const GGUF_MAGIC = 0x46554747; // "GGUF" read as u32 LE
+export const GGUF_DEFAULT_ALIGNMENT = 32;
+
+export interface GgufTensor {
+  readonly name: string;
+  readonly type: GgmlType;
+  /** ne0 first, as GGUF stores it: dims[0] is the contiguous (row) length. */
+  readonly dims: number[];
+  readonly elements: number;
+  readonly byteLength: number;
+  /** Offset of the tensor's bytes from the start of the file. */
+  readonly fileOffset: number;
+  /** View into the loaded file; no copy. */
+  readonly data: Uint8Array;
+}
+
+export interface GgufFile {
+  readonly path: string;
+  readonly version: number;
+  readonly alignment: number;
+  /** Offset of the first tensor byte in the file. */
+  readonly dataOffset: number;
+  readonly fileSize: number;
+  readonly metadata: Map<string, GgufValue>;
+  readonly tensors: Map<string, GgufTensor>;
+
+  has(key: string): boolean;
+  getU32(key: string): number;
+  getI32(key: string): number;
+  getF32(key: string): number;
+  getBool(key: string): boolean;
+  getString(key: string): string;
+  getStringArray(key: string): string[];
+  getF32Array(key: string): Float32Array;
+  getI32Array(key: string): Int32Array;
+  /** Same as the getters above but `undefined` when the key is absent (a present key of the wrong type still throws). */
+  optU32(key: string): number | undefined;
+  optF32(key: string): number | undefined;
+  optBool(key: string): boolean | undefined;
+  optString(key: string): string | undefined;
+  optStringArray(key: string): string[] | undefined;
+  optF32Array(key: string): Float32Array | undefined;
+  optI32Array(key: string): Int32Array | undefined;
+  /** The tensor or a typed KVT_ERR_GGUF_MISSING_TENSOR error. */
+  tensor(name: string): GgufTensor;
+  /** Releases the file buffer; tensor views must not be used afterwards. */
+  close(): void;
+}
+
+export interface ReadGgufOptions {
+  /**
+   * Reject tensors of types the engine cannot compute (default true). Set
+   * false to inspect any GGUF (the tensors of unsupported types then have an
+   * empty `data`).
+   */
+  rejectUnsupportedTypes?: boolean;
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: false });
+
+class Cursor {
+  pos = 0;
+  readonly view: DataView;
+  constructor(
+    readonly bytes: Uint8Array,
+    readonly file: string,
+  ) {
+    this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+  need(n: number, field: string): void {
+    if (this.pos + n > this.bytes.byteLength) {
+      throw new GgufError(
+        'KVT_ERR_GGUF_TRUNCATED',
+        this.file,
+        field,
+        `file ends at byte ${this.bytes.byteLength} while reading ${n} bytes at ${this.pos}; the file is truncated — re-download or regenerate it`,
+      );
+    }
+  }
+  u8(f: string): number { this.need(1, f); return this.view.getUint8(this.pos++); }
+  i8(f: string): number { this.need(1, f); return this.view.getInt8(this.pos++); }
+  u16(f: string): number { this.need(2, f); const v = this.view.getUint16(this.pos, true); this.pos += 2; return v; }
+  i16(f: string): number { this.need(2, f); const v = this.view.getInt16(this.pos, true); this.pos += 2; return v; }
+  u32(f: string): number { this.need(4, f); const v = this.view.getUint32(this.pos, true); this.pos += 4; return v; }
+  i32(f: string): number { this.need(4, f); const v = this.view.getInt32(this.pos, true); this.pos += 4; return v; }
+  f32(f: string): number { this.need(4, f); const v = this.view.getFloat32(this.pos, true); this.pos += 4; return v; }
+  f64(f: string): number { this.need(8, f); const v = this.view.getFloat64(this.pos, true); this.pos += 8; return v; }
+  u64(f: string): bigint { this.need(8, f); const v = this.view.getBigUint64(this.pos, true); this.pos += 8; return v; }
+  i64(f: string): bigint { this.need(8, f); const v = this.view.getBigInt64(this.pos, true); this.pos += 8; return v; }
+  /** A u64 that must fit a JS number (counts, lengths, offsets). */
+  size(f: string): number {
+    const v = this.u64(f);
+    if (v > BigInt(Number.MAX_SAFE_INTEGER)) {
+      throw new GgufError('KVT_ERR_GGUF_TRUNCATED', this.file, f, `size ${v} is beyond any real file; the file is corrupt`);
+    }
+    return Number(v);
+  }
+  str(f: string): string {
+    const len = this.size(f);
+    this.need(len, f);
+    const s = utf8.decode(this.bytes.subarray(this.pos, this.pos + len));
+    this.pos += len;
+    return s;
+  }
+  /** Copies `count` little-endian elements into a fresh typed array (metadata arrays are small next to weights). */
+  typed<T>(ctor: { new (buf: ArrayBuffer): T; BYTES_PER_ELEMENT: number }, count: number, f: string): T {
+    const n = count * ctor.BYTES_PER_ELEMENT;
+    this.need(n, f);
+    const copy = this.bytes.slice(this.pos, this.pos + n);
+    this.pos += n;
+    return new ctor(copy.buffer);
+  }
+}
+
+function readValue(c: Cursor, type: number, field: string): GgufValue {
+  switch (type) {
+    case GgufValueType.UINT8: return { type: 'u8', value: c.u8(field) };
+    case GgufValueType.INT8: return { type: 'i8', value: c.i8(field) };
+    case GgufValueType.UINT16: return { type: 'u16', value: c.u16(field) };
+    case GgufValueType.INT16: return { type: 'i16', value: c.i16(field) };
+    case GgufValueType.UINT32: return { type: 'u32', value: c.u32(field) };
+    case GgufValueType.INT32: return { type: 'i32', value: c.i32(field) };
+    case GgufValueType.FLOAT32: return { type: 'f32', value: c.f32(field) };
+    case GgufValueType.BOOL: {
+      const b = c.u8(field);
+      if (b > 1) throw new GgufError('KVT_ERR_GGUF_BAD_VALUE_TYPE', c.file, field, `bool byte is ${b}, expected 0 or 1; the file is corrupt`);
+      return { type: 'bool', value: b === 1 };
+    }
+    case GgufValueType.STRING: return { type: 'string', value: c.str(field) };
+    case GgufValueType.UINT64: return { type: 'u64', value: c.u64(field) };
+    case GgufValueType.INT64: return { type: 'i64', value: c.i64(field) };
+    case GgufValueType.FLOAT64: return { type: 'f64', value: c.f64(field) };
+    case GgufValueType.ARRAY: return readArray(c, field);
+    default:
+      throw new GgufError('KVT_ERR_GGUF_BAD_VALUE_TYPE', c.file, field, `unknown metadata value type ${type}; the file is corrupt or from a newer GGUF version`);
+  }
+}
+
+function readArray(c: Cursor, field: string): GgufArrayValue {
+  const itemType = c.u32(field);
+  const count = c.size(field);
+  switch (itemType) {
+    case GgufValueType.UINT8: return { type: 'array', itemType: 'u8', value: c.typed(Uint8Array, count, field) };
+    case GgufValueType.INT8: return { type: 'array', itemType: 'i8', value: c.typed(Int8Array, count, field) };
+    case GgufValueType.UINT16: return { type: 'array', itemType: 'u16', value: c.typed(Uint16Array, count, field) };
+    case GgufValueType.INT16: return { type: 'array', itemType: 'i16', value: c.typed(Int16Array, count, field) };
+    case GgufValueType.UINT32: return { type: 'array', itemType: 'u32', value: c.typed(Uint32Array, count, field) };
+    case GgufValueType.INT32: return { type: 'array', itemType: 'i32', value: c.typed(Int32Array, count, field) };
+    case GgufValueType.FLOAT32: return { type: 'array', itemType: 'f32', value: c.typed(Float32Array, count, field) };
+    case GgufValueType.FLOAT64: return { type: 'array', itemType: 'f64', value: c.typed(Float64Array, count, field) };
+    case GgufValueType.UINT64: return { type: 'array', itemType: 'u64', value: c.typed(BigUint64Array, count, field) };
+    case GgufValueType.INT64: return { type: 'array', itemType: 'i64', value: c.typed(BigInt64Array, count, field) };
+    case GgufValueType.BOOL: {
+      c.need(count, field);
+      const out: boolean[] = new Array(count);
+      for (let i = 0; i < count; i++) out[i] = c.bytes[c.pos + i] !== 0;
+      c.pos += count;
+      return { type: 'array', itemType: 'bool', value: out };
+    }
+    case GgufValueType.STRING: {
+      // Each string needs at least its 8-byte length: reject absurd counts before allocating.
+      c.need(count * 8, field);
+      const out: string[] = new Array(count);
+      for (let i = 0; i < count; i++) out[i] = c.str(field);
+      return { type: 'array', itemType: 'string', value: out };
+    }
+    case GgufValueType.ARRAY: {
+      c.need(count * 12, field);
+      const out: GgufArrayValue[] = new Array(count);
+      for (let i = 0; i < count; i++) out[i] = readArray(c, field);
+      return { type: 'array', itemType: 'array', value: out };
+    }
+    default:
+      throw new GgufError('KVT_ERR_GGUF_BAD_VALUE_TYPE', c.file, field, `unknown array item type ${itemType}; the file is corrupt or from a newer GGUF version`);
+  }
+}
+
+/** Reads the whole file into one ArrayBuffer with positioned reads (no intermediate copies). */
+function loadFile(path: string): Uint8Array {
+  let fd: number;
+  try {
+    fd = fs.openSync(path, 'r');
+  } catch (err) {
+    throw new GgufError('KVT_ERR_GGUF_IO', path, 'file', `cannot open: ${(err as Error).message}; check the model path`);
+  }
+  try {
+    const size = fs.fstatSync(fd).size;
+    const bytes = new Uint8Array(new ArrayBuffer(size));
+    const CHUNK = 1 << 30;
+    let done = 0;
+    while (done < size) {
+      const n = fs.readSync(fd, bytes, done, Math.min(CHUNK, size - done), done);
+      if (n === 0) throw new GgufError('KVT_ERR_GGUF_IO', path, 'file', `short read at byte ${done} of ${size}; the file changed while reading`);
+      done += n;
+    }
+    return bytes;
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+export function readGguf(path: string, options: ReadGgufOptions = {}): GgufFile {
+  return parseGguf(loadFile(path), path, options);
+}
+
+/** Parses a GGUF image already in memory (`bytes` must start at the file's first byte). */
+export function parseGguf(bytes: Uint8Array, path: string, options: ReadGgufOptions = {}): GgufFile {
+  const rejectUnsupported = options.rejectUnsupportedTypes ?? true;
+  const c = new Cursor(bytes, path);
+  const magic = c.u32('header.magic');
+  if (magic !== GGUF_MAGIC) {
+    throw new GgufError('KVT_ERR_GGUF_BAD_MAGIC', path, 'header.magic', `expected "GGUF", found 0x${magic.toString(16).padStart(8, '0')}; this is not a GGUF file`);
+  }
+  const version = c.u32('header.version');
+  if (version !== 2 && version !== 3) {
+    const hint = version === 1 ? 'GGUF v1 is obsolete; reconvert with a current llama.cpp' : version > 0xffff ? 'this looks like a big-endian file; only little-endian GGUF is supported' : 'only versions 2 and 3 are supported';
+    throw new GgufError('KVT_ERR_GGUF_UNSUPPORTED_VERSION', path, 'header.version', `version ${version}: ${hint}`);
+  }
+  const nTensors = c.size('header.n_tensors');
+  const nKv = c.size('header.n_kv');
+
+  const metadata = new Map<string, GgufValue>();
+  for (let i = 0; i < nKv; i++) {
+    const key = c.str(`metadata[${i}].key`);
+    const type = c.u32(key);
+    metadata.set(key, readValue(c, type, key));
+  }
+
+  let alignment = GGUF_DEFAULT_ALIGNMENT;
+  const alignValue = metadata.get('general.alignment');
+  if (alignValue !== undefined) {
+    if (alignValue.type !== 'u32' || alignValue.value === 0 || (alignValue.value & (alignValue.value - 1)) !== 0) {
+      throw new GgufError('KVT_ERR_GGUF_METADATA_TYPE', path, 'general.alignment', `must be a u32 power of two, found ${describe(alignValue)}`);
+    }
+    alignment = alignValue.value;
+  }
+
+  interface RawInfo { name: string; dims: number[]; type: number; offset: number }
+  const infos: RawInfo[] = [];
+  for (let i = 0; i < nTensors; i++) {
+    const name = c.str(`tensor[${i}].name`);
+    const nDims = c.u32(`tensor ${name}.n_dims`);
+    if (nDims > 8) throw new GgufError('KVT_ERR_GGUF_BAD_TENSOR', path, `tensor ${name}.n_dims`, `${nDims} dims (at most 8); the file is corrupt`);
+    const dims: number[] = [];
+    for (let d = 0; d < nDims; d++) dims.push(c.size(`tensor ${name}.ne[${d}]`));
+    const type = c.u32(`tensor ${name}.type`);
+    const offset = c.size(`tensor ${name}.offset`);
+    infos.push({ name, dims, type, offset });
+  }
+  const dataOffset = alignUp(c.pos, alignment);
+
+  const tensors = new Map<string, GgufTensor>();
+  for (const info of infos) {
+    const field = `tensor ${info.name}`;
+    if (!isKnownGgmlType(info.type)) {
+      throw new GgufError('KVT_ERR_GGUF_UNKNOWN_TENSOR_TYPE', path, `${field}.type`, `ggml type id ${info.type} is unknown; the file is corrupt or needs a newer reader`);
+    }
+    if (tensors.has(info.name)) throw new GgufError('KVT_ERR_GGUF_BAD_TENSOR', path, field, 'duplicate tensor name; the file is corrupt');
+    if (info.offset % alignment !== 0) {
+      throw new GgufError('KVT_ERR_GGUF_BAD_TENSOR', path, `${field}.offset`, `offset ${info.offset} is not aligned to ${alignment}; the file is corrupt`);
+    }
+    const elements = info.dims.reduce((a, b) => a * b, 1);
+    const sizeInfo = SUPPORTED_GGML_TYPES.get(info.type as GgmlType);
+    if (!sizeInfo) {
+      if (rejectUnsupported) {
+        throw new GgufError(
+          'KVT_ERR_GGUF_UNSUPPORTED_TENSOR_TYPE',
+          path,
+          `${field}.type`,
+          `type ${ggmlTypeName(info.type)} is not supported (F32, F16, BF16, Q8_0 are); requantize the model, e.g. llama-quantize --allow-requantize in.gguf out.gguf Q8_0`,
+        );
+      }
+      tensors.set(info.name, { name: info.name, type: info.type as GgmlType, dims: info.dims, elements, byteLength: 0, fileOffset: dataOffset + info.offset, data: new Uint8Array(0) });
+      continue;
+    }
+    if ((info.dims[0] ?? 1) % sizeInfo.blockElems !== 0) {
+      throw new GgufError('KVT_ERR_GGUF_BAD_TENSOR', path, `${field}.ne[0]`, `row length ${info.dims[0]} is not a multiple of the ${ggmlTypeName(info.type)} block (${sizeInfo.blockElems})`);
+    }
+    const byteLength = (elements / sizeInfo.blockElems) * sizeInfo.blockBytes;
+    const start = dataOffset + info.offset;
+    if (start + byteLength > bytes.byteLength) {
+      throw new GgufError(
+        'KVT_ERR_GGUF_TENSOR_OUT_OF_BOUNDS',
+        path,
+        field,
+        `data [${start}, ${start + byteLength}) runs past the end of the file (${bytes.byteLength} bytes); the file is truncated — re-download or regenerate it`,
+      );
+    }
+    tensors.set(info.name, {
+      name: info.name,
+      type: info.type as GgmlType,
+      dims: info.dims,
+      elements,
+      byteLength,
+      fileOffset: start,
+      data: bytes.subarray(start, start + byteLength),
+    });
+  }
+
+  return new LoadedGguf(path, version, alignment, dataOffset, bytes.byteLength, metadata, tensors);
+}
+
+function alignUp(n: number, a: number): number {
+  return Math.ceil(n / a) * a;
+}
+
+function describe(v: GgufValue): string {
+  return v.type === 'array' ? `array of ${v.itemType}` : v.type;
+}
+
+const INTEGER_TYPES = new Set(['u8', 'i8', 'u16', 'i16', 'u32', 'i32', 'u64', 'i64']);
+
+class LoadedGguf implements GgufFile {
+  constructor(
+    readonly path: string,
+    readonly version: number,
+    readonly alignment: number,
+    readonly dataOffset: number,
+    readonly fileSize: number,
+    readonly metadata: Map<string, GgufValue>,
+    readonly tensors: Map<string, GgufTensor>,
+  ) {}
+
+  has(key: string): boolean {
+    return this.metadata.has(key);
+  }
+
+  private missing(key: string, want: string): never {
+    throw new GgufError('KVT_ERR_GGUF_MISSING_METADATA', this.path, key, `required ${want} metadata key is missing; the file was not converted for this architecture or is incomplete`);
+  }
+  private mistyped(key: string, want: string, v: GgufValue): never {
+    throw new GgufError('KVT_ERR_GGUF_METADATA_TYPE', this.path, key, `expected ${want}, found ${describe(v)}`);
+  }
+
+  private uint(key: string, required: boolean, max: number, want: string): number | undefined {
+    const v = this.metadata.get(key);
+    if (v === undefined) return required ? this.missing(key, want) : undefined;
+    // Converters disagree on integer widths (u32 vs u64 vs i32); accept any integer that fits.
+    if (!INTEGER_TYPES.has(v.type)) this.mistyped(key, want, v);
+    const n = typeof v.value === 'bigint' ? Number(v.value) : (v.value as number);
+    if (!Number.isInteger(n) || n < (want === 'i32' ? -0x80000000 : 0) || n > max) this.mistyped(key, want, v);
+    return n;
+  }
+
+  getU32(key: string): number { return this.uint(key, true, 0xffffffff, 'u32')!; }
+  optU32(key: string): number | undefined { return this.uint(key, false, 0xffffffff, 'u32'); }
+  getI32(key: string): number { return this.uint(key, true, 0x7fffffff, 'i32')!; }
+
+  private float(key: string, required: boolean): number | undefined {
+    const v = this.metadata.get(key);
+    if (v === undefined) return required ? this.missing(key, 'f32') : undefined;
+    if (v.type !== 'f32' && v.type !== 'f64') this.mistyped(key, 'f32', v);
+    return v.value as number;
+  }
+  getF32(key: string): number { return this.float(key, true)!; }
+  optF32(key: string): number | undefined { return this.float(key, false); }
+
+  private typed<T>(key: string, required: boolean, type: GgufValue['type'], itemType?: string): T | undefined {
+    const v = this.metadata.get(key);
+    const want = itemType ? `array of ${itemType}` : type;
+    if (v === undefined) return required ? this.missing(key, want) : undefined;
+    if (v.type !== type || (itemType !== undefined && (v as GgufArrayValue).itemType !== itemType)) this.mistyped(key, want, v);
+    return v.value as T;
+  }
+  getBool(key: string): boolean { return this.typed<boolean>(key, true, 'bool')!; }
+  optBool(key: string): boolean | undefined { return this.typed<boolean>(key, false, 'bool'); }
+  getString(key: string): string { return this.typed<string>(key, true, 'string')!; }
+  optString(key: string): string | undefined { return this.typed<string>(key, false, 'string'); }
+  getStringArray(key: string): string[] { return this.typed<string[]>(key, true, 'array', 'string')!; }
+  optStringArray(key: string): string[] | undefined { return this.typed<string[]>(key, false, 'array', 'string'); }
+  getF32Array(key: string): Float32Array { return this.typed<Float32Array>(key, true, 'array', 'f32')!; }
+  optF32Array(key: string): Float32Array | undefined { return this.typed<Float32Array>(key, false, 'array', 'f32'); }
+  getI32Array(key: string): Int32Array { return this.typed<Int32Array>(key, true, 'array', 'i32')!; }
+  optI32Array(key: string): Int32Array | undefined { return this.typed<Int32Array>(key, false, 'array', 'i32'); }
+
+  tensor(name: string): GgufTensor {
+    const t = this.tensors.get(name);
+    if (!t) throw new GgufError('KVT_ERR_GGUF_MISSING_TENSOR', this.path, `tensor ${name}`, 'required tensor is missing; the file is incomplete or for another architecture');
+    return t;
+  }
+
+  close(): void {
+    // The buffer is garbage collected once the tensor views are dropped; clearing the maps drops ours.
+    this.tensors.clear();
+  }
+}

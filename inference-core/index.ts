@@ -1,0 +1,6 @@
+// Model files: GGUF, tokenizers, chat templates, synthetic models, config, fingerprint.
+export * from './gguf/index.ts';
+export * from './tokenizer/index.ts';
+export { ChatTemplate, ChatTemplateError, CHATML_TEMPLATE, CHATML_END_OF_TURN, type ChatMessage, type ToolCall, type ToolSpec, type RenderOptions } from './chat-template.ts';
+export * from './synthetic/index.ts';
+export { modelConfigFromGguf, modelTensorNames, type ModelConfig, type ModelArch, type ModelTensorNames, type LayerTensorNames } from './model-config.ts';

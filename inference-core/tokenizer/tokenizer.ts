@@ -1,0 +1,303 @@
+/**
+ * Tokenizer built from GGUF metadata, matching llama.cpp's llama-vocab.cpp
+ * token for token:
+ *
+ *   text ──(special-token partition: longest special first)──► fragments
+ *        raw fragment ──► gpt2: pre-tokenizer regexes → byte-level BPE per word
+ *                      └► llama: ' ' → '▁' (+ leading '▁' after BOS/special) → SPM merges
+ *        special fragment ──► its id
+ *   addSpecial: BOS in front when tokenizer.ggml.add_bos_token, EOS behind when add_eos_token.
+ *
+ * Which tokens count as specials: CONTROL, USER_DEFINED and UNKNOWN types.
+ * With parseSpecial false only USER_DEFINED ones are matched (as llama.cpp).
+ */
+import type { GgufFile } from '../gguf/index.ts';
+import { BpeModel } from './bpe-model.ts';
+import { byteDecode } from './byte-unicode.ts';
+import { IncrementalDetokenizer } from './incremental-detokenizer.ts';
+import { isPreTokenizerName, preTokenize, type PreTokenizerName } from './pre-tokenizer.ts';
+import { SpmModel } from './spm-model.ts';
+import { TokenizerError } from './tokenizer-errors.ts';
+
+/** llama.cpp token types (tokenizer.ggml.token_type). */
+export enum TokenType {
+  UNDEFINED = 0,
+  NORMAL = 1,
+  UNKNOWN = 2,
+  CONTROL = 3,
+  USER_DEFINED = 4,
+  UNUSED = 5,
+  BYTE = 6,
+}
+
+export type TokenizerModelName = 'gpt2' | 'llama';
+
+export interface EncodeOptions {
+  /** Add BOS/EOS as the vocabulary asks (tokenizer.ggml.add_bos_token / add_eos_token). Default true. */
+  addSpecial?: boolean;
+  /** Match control tokens written in the text (e.g. "<|im_start|>") as single specials. Default false. */
+  parseSpecial?: boolean;
+}
+
+export interface DecodeOptions {
+  /** Render control tokens' text (default false: they decode to nothing). */
+  renderSpecial?: boolean;
+  /** SPM: drop the space the tokenizer put in front of the text (default false). */
+  stripLeadingSpace?: boolean;
+}
+
+export interface TokenizerSpec {
+  model: TokenizerModelName;
+  pre?: PreTokenizerName;
+  tokens: string[];
+  tokenTypes?: Int32Array;
+  scores?: Float32Array;
+  merges?: string[];
+  bosId?: number;
+  eosId?: number;
+  eotId?: number;
+  padId?: number;
+  unkId?: number;
+  addBos?: boolean;
+  addEos?: boolean;
+  addSpacePrefix?: boolean;
+}
+
+const EOG_TEXTS = new Set(['<|eot_id|>', '<|im_end|>', '<|end|>', '<end_of_turn>', '<|endoftext|>', '<|eom_id|>', '<EOT>', '</s>']);
+const utf8 = new TextEncoder();
+
+export class Tokenizer {
+  readonly model: TokenizerModelName;
+  readonly pre: PreTokenizerName | undefined;
+  readonly vocabSize: number;
+  readonly bosId: number | undefined;
+  readonly eosId: number | undefined;
+  readonly eotId: number | undefined;
+  readonly padId: number | undefined;
+  readonly unkId: number | undefined;
+  readonly addBos: boolean;
+  readonly addEos: boolean;
+  readonly addSpacePrefix: boolean;
+  /** Ids that end generation: EOS, EOT and the usual end-of-turn control tokens. */
+  readonly eogIds: ReadonlySet<number>;
+
+  private readonly tokens: string[];
+  private readonly types: Int32Array;
+  private readonly tokenToId = new Map<string, number>();
+  /** Specials to partition on, longest text first (ties: lower id first). */
+  private readonly specials: Array<{ id: number; text: string; type: TokenType }>;
+  private readonly bpe: BpeModel | undefined;
+  private readonly spm: SpmModel | undefined;
+  private readonly pieceCache: Array<Uint8Array | undefined>;
+
+  constructor(spec: TokenizerSpec) {
+    this.model = spec.model;
+    this.tokens = spec.tokens;
+    this.vocabSize = spec.tokens.length;
+    this.types = spec.tokenTypes ?? new Int32Array(this.vocabSize).fill(TokenType.NORMAL);
+    if (this.types.length !== this.vocabSize) {
+      throw new TokenizerError('KVT_ERR_TOKENIZER_BAD_VOCAB', `token_type has ${this.types.length} entries for ${this.vocabSize} tokens`);
+    }
+    for (let i = 0; i < this.tokens.length; i++) this.tokenToId.set(this.tokens[i], i);
+    const checkId = (name: string, id: number | undefined) => {
+      if (id !== undefined && (id < 0 || id >= this.vocabSize)) {
+        throw new TokenizerError('KVT_ERR_TOKENIZER_BAD_VOCAB', `${name} id ${id} is outside the vocabulary of ${this.vocabSize}`);
+      }
+      return id;
+    };
+    this.bosId = checkId('bos', spec.bosId);
+    this.eosId = checkId('eos', spec.eosId);
+    this.eotId = checkId('eot', spec.eotId);
+    this.padId = checkId('pad', spec.padId);
+    this.unkId = checkId('unk', spec.unkId);
+    this.pieceCache = new Array(this.vocabSize);
+
+    const eog = new Set<number>();
+    if (this.eosId !== undefined) eog.add(this.eosId);
+    if (this.eotId !== undefined) eog.add(this.eotId);
+    for (let i = 0; i < this.vocabSize; i++) {
+      if (this.types[i] === TokenType.CONTROL && EOG_TEXTS.has(this.tokens[i])) eog.add(i);
+    }
+    this.eogIds = eog;
+
+    this.specials = [];
+    for (let i = 0; i < this.vocabSize; i++) {
+      const t = this.types[i];
+      if ((t === TokenType.CONTROL || t === TokenType.USER_DEFINED || t === TokenType.UNKNOWN) && this.tokens[i].length > 0) {
+        this.specials.push({ id: i, text: this.tokens[i], type: t });
+      }
+    }
+    // llama.cpp sorts by byte length, descending.
+    this.specials.sort((a, b) => utf8.encode(b.text).length - utf8.encode(a.text).length || a.id - b.id);
+
+    if (spec.model === 'gpt2') {
+      if (!spec.pre) throw new TokenizerError('KVT_ERR_TOKENIZER_UNSUPPORTED_PRE', 'a gpt2 (byte-level BPE) vocabulary needs tokenizer.ggml.pre');
+      if (!spec.merges) throw new TokenizerError('KVT_ERR_TOKENIZER_BAD_VOCAB', 'a gpt2 (byte-level BPE) vocabulary needs tokenizer.ggml.merges');
+      this.pre = spec.pre;
+      this.addBos = spec.addBos ?? spec.pre === 'llama-bpe';
+      this.addEos = spec.addEos ?? false;
+      this.addSpacePrefix = false;
+      this.bpe = new BpeModel(this.tokenToId, spec.merges, spec.pre === 'llama-bpe');
+    } else {
+      this.pre = undefined;
+      this.addBos = spec.addBos ?? true;
+      this.addEos = spec.addEos ?? false;
+      this.addSpacePrefix = spec.addSpacePrefix ?? true;
+      const scores = spec.scores ?? new Float32Array(this.vocabSize);
+      const byteTokens = new Int32Array(256).fill(-1);
+      for (let b = 0; b < 256; b++) {
+        const id = this.tokenToId.get(`<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`);
+        if (id !== undefined) byteTokens[b] = id;
+      }
+      this.spm = new SpmModel(this.tokenToId, scores, byteTokens, this.unkId);
+    }
+  }
+
+  static fromGguf(gguf: GgufFile): Tokenizer {
+    const model = gguf.getString('tokenizer.ggml.model');
+    if (model !== 'gpt2' && model !== 'llama') {
+      throw new TokenizerError('KVT_ERR_TOKENIZER_UNSUPPORTED_MODEL', `${gguf.path}: tokenizer.ggml.model "${model}" is not supported (gpt2 and llama are)`);
+    }
+    let pre: PreTokenizerName | undefined;
+    if (model === 'gpt2') {
+      const name = gguf.optString('tokenizer.ggml.pre') ?? 'default';
+      const aliases: Record<string, PreTokenizerName> = { 'llama-bpe': 'llama-bpe', llama3: 'llama-bpe', 'llama-v3': 'llama-bpe', qwen2: 'qwen2', 'deepseek-v3': 'deepseek-v3' };
+      pre = aliases[name];
+      if (!pre || !isPreTokenizerName(pre)) {
+        throw new TokenizerError('KVT_ERR_TOKENIZER_UNSUPPORTED_PRE', `${gguf.path}: tokenizer.ggml.pre "${name}" is not supported (llama-bpe, qwen2, deepseek-v3 are)`);
+      }
+    }
+    const opt = (k: string) => gguf.optU32(`tokenizer.ggml.${k}`);
+    return new Tokenizer({
+      model,
+      pre,
+      tokens: gguf.getStringArray('tokenizer.ggml.tokens'),
+      tokenTypes: gguf.optI32Array('tokenizer.ggml.token_type'),
+      scores: gguf.optF32Array('tokenizer.ggml.scores'),
+      merges: gguf.optStringArray('tokenizer.ggml.merges'),
+      bosId: opt('bos_token_id'),
+      eosId: opt('eos_token_id'),
+      eotId: opt('eot_token_id'),
+      padId: opt('padding_token_id'),
+      unkId: opt('unknown_token_id'),
+      addBos: gguf.optBool('tokenizer.ggml.add_bos_token'),
+      addEos: gguf.optBool('tokenizer.ggml.add_eos_token'),
+      addSpacePrefix: gguf.optBool('tokenizer.ggml.add_space_prefix'),
+    });
+  }
+
+  encode(text: string, options: EncodeOptions = {}): Uint32Array {
+    const addSpecial = options.addSpecial ?? true;
+    const parseSpecial = options.parseSpecial ?? false;
+    const out: number[] = [];
+    if (addSpecial && this.addBos) {
+      if (this.bosId === undefined) throw new TokenizerError('KVT_ERR_TOKENIZER_NO_BOS', 'the vocabulary asks for a BOS token but has no tokenizer.ggml.bos_token_id');
+      out.push(this.bosId);
+    }
+    const fragments = this.partition(text, parseSpecial);
+    let prevSpecial = true;
+    for (const f of fragments) {
+      if (typeof f === 'number') {
+        out.push(f);
+        prevSpecial = true;
+        continue;
+      }
+      if (this.bpe) {
+        for (const word of preTokenize(f, this.pre!)) this.bpe.encodeWord(word, out);
+      } else {
+        const prefixed = this.addSpacePrefix && prevSpecial ? ' ' + f : f;
+        this.spm!.encode(prefixed.replace(/ /g, '\u2581'), out);
+      }
+      prevSpecial = false;
+    }
+    if (addSpecial && this.addEos && this.eosId !== undefined) out.push(this.eosId);
+    return Uint32Array.from(out);
+  }
+
+  /** llama.cpp's tokenizer_st_partition: for each special (longest first), split every raw fragment at its occurrences. */
+  private partition(text: string, parseSpecial: boolean): Array<string | number> {
+    let fragments: Array<string | number> = [text];
+    for (const sp of this.specials) {
+      if (!parseSpecial && sp.type !== TokenType.USER_DEFINED) continue;
+      let changed = false;
+      const next: Array<string | number> = [];
+      for (const f of fragments) {
+        if (typeof f === 'number' || f.indexOf(sp.text) < 0) {
+          next.push(f);
+          continue;
+        }
+        changed = true;
+        let pos = 0;
+        for (let at = f.indexOf(sp.text); at >= 0; at = f.indexOf(sp.text, pos)) {
+          if (at > pos) next.push(f.slice(pos, at));
+          next.push(sp.id);
+          pos = at + sp.text.length;
+        }
+        if (pos < f.length) next.push(f.slice(pos));
+      }
+      if (changed) fragments = next;
+    }
+    return fragments.filter((f) => typeof f === 'number' || f.length > 0);
+  }
+
+  private checkId(id: number): void {
+    if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) {
+      throw new TokenizerError('KVT_ERR_TOKENIZER_BAD_TOKEN_ID', `token id ${id} is outside the vocabulary of ${this.vocabSize}`);
+    }
+  }
+
+  /** The vocabulary string of a token, as stored (byte-level or '▁'-escaped). */
+  tokenText(id: number): string {
+    this.checkId(id);
+    return this.tokens[id];
+  }
+
+  tokenType(id: number): TokenType {
+    this.checkId(id);
+    return this.types[id];
+  }
+
+  tokenId(text: string): number | undefined {
+    return this.tokenToId.get(text);
+  }
+
+  isSpecial(id: number): boolean {
+    const t = this.tokenType(id);
+    return t === TokenType.CONTROL || t === TokenType.UNKNOWN;
+  }
+
+  isEog(id: number): boolean {
+    return this.eogIds.has(id);
+  }
+
+  /** The bytes a token contributes to decoded text (llama_token_to_piece). May be a partial UTF-8 sequence. */
+  tokenToPiece(id: number, options: { renderSpecial?: boolean } = {}): Uint8Array {
+    this.checkId(id);
+    const type = this.types[id];
+    if (type === TokenType.CONTROL || type === TokenType.UNKNOWN) {
+      return options.renderSpecial ? utf8.encode(this.tokens[id]) : new Uint8Array(0);
+    }
+    let piece = this.pieceCache[id];
+    if (piece === undefined) {
+      const text = this.tokens[id];
+      if (type === TokenType.USER_DEFINED) piece = utf8.encode(text);
+      else if (this.model === 'gpt2') piece = byteDecode(text);
+      else if (type === TokenType.BYTE) piece = Uint8Array.of(parseInt(text.slice(3, 5), 16));
+      else piece = utf8.encode(text.replace(/\u2581/g, ' '));
+      this.pieceCache[id] = piece;
+    }
+    return piece;
+  }
+
+  decode(ids: ArrayLike<number>, options: DecodeOptions = {}): string {
+    const d = this.createDetokenizer(options);
+    let s = '';
+    for (let i = 0; i < ids.length; i++) s += d.push(ids[i]);
+    return s + d.flush();
+  }
+
+  /** Streaming decoder: emits text as soon as it is complete UTF-8, never a U+FFFD for a split character. */
+  createDetokenizer(options: DecodeOptions = {}): IncrementalDetokenizer {
+    return new IncrementalDetokenizer(this, options);
+  }
+}
