@@ -4,10 +4,13 @@ import { fileURLToPath } from 'node:url';
 import type { BlobStore } from './blob-store.ts';
 import { StorageBadUrlError } from './errors.ts';
 import { FsBlobStore, type FsBlobStoreOptions } from './fs-blob-store.ts';
+import { S3BlobStore, type S3BlobStoreOptions } from './s3-blob-store.ts';
 
 export interface OpenBlobStoreOptions {
   /** Defaults for the fs adapter; options in the URL win. */
   fs?: Partial<Omit<FsBlobStoreOptions, 'dir'>>;
+  /** Defaults for the s3 adapter (timeouts, retries, credentials); options in the URL win. */
+  s3?: Partial<S3BlobStoreOptions>;
 }
 
 /**
@@ -15,15 +18,22 @@ export interface OpenBlobStoreOptions {
  *
  * - `fs:<dir>[?fsync=true&concurrency=64]`, `file:///abs/dir`, or a plain path
  *   (`./data/blocks`, `/mnt/3fs/kv`; taken literally, no options).
+ * - `s3://bucket[/prefix][?endpoint=http://127.0.0.1:7480&region=us-east-1
+ *   &forcePathStyle=true&createBucket=true&concurrency=32
+ *   &accessKeyId=…&secretAccessKey=…]` — credentials default to
+ *   AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
  *
  * Anything else is a StorageBadUrlError whose `field` names the wrong part.
  */
 export async function openBlobStore(url: string, options: OpenBlobStoreOptions = {}): Promise<BlobStore> {
   const spec = parseBlobStoreUrl(url);
+  if (spec.kind === 's3') return S3BlobStore.open({ ...options.s3, ...spec.options });
   return FsBlobStore.open({ ...options.fs, ...spec.options });
 }
 
-export type BlobStoreSpec = { kind: 'fs'; options: FsBlobStoreOptions };
+export type BlobStoreSpec =
+  | { kind: 'fs'; options: FsBlobStoreOptions }
+  | { kind: 's3'; options: S3BlobStoreOptions };
 
 /** Parses without touching the backend (for config validation and `kvtier config check`). */
 export function parseBlobStoreUrl(url: string): BlobStoreSpec {
@@ -35,6 +45,7 @@ export function parseBlobStoreUrl(url: string): BlobStoreSpec {
     return { kind: 'fs', options: { dir: resolve(url) } };
   }
   if (scheme === 'fs') return parseFsUrl(url);
+  if (scheme === 's3') return parseS3Url(url);
   if (scheme === 'file') {
     try {
       return { kind: 'fs', options: { dir: fileURLToPath(url) } };
@@ -58,6 +69,78 @@ function parseFsUrl(url: string): BlobStoreSpec {
     else throw new StorageBadUrlError(name, `unknown fs option "${name}" in ${url}; known: fsync, concurrency`);
   }
   return { kind: 'fs', options };
+}
+
+function parseS3Url(url: string): BlobStoreSpec {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new StorageBadUrlError('url', `cannot parse ${redact(url)}; use s3://bucket/prefix?endpoint=http://host:port`);
+  }
+  const bucket = parsed.hostname;
+  if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) {
+    throw new StorageBadUrlError('bucket', `bucket "${bucket}" in ${redact(url)} is not a valid S3 bucket name (3–63 of [a-z0-9.-])`);
+  }
+  if (parsed.port !== '' || parsed.username !== '' || parsed.password !== '') {
+    throw new StorageBadUrlError('bucket', `${redact(url)}: s3://<bucket>/… takes a bucket name, not host:port or user:pass; put the host in ?endpoint=`);
+  }
+  const prefix = decodeURIComponent(parsed.pathname.replace(/^\/+/, ''));
+  if (prefix.split('/').some((part, i, parts) => part === '' && i !== parts.length - 1) || /[\\]/.test(prefix)) {
+    throw new StorageBadUrlError('prefix', `prefix "${prefix}" in ${redact(url)} has empty segments; use s3://bucket/some/prefix`);
+  }
+  const options: S3BlobStoreOptions = { bucket, ...(prefix ? { prefix } : {}) };
+  let accessKeyId: string | undefined;
+  let secretAccessKey: string | undefined;
+  for (const [name, value] of parsed.searchParams) {
+    switch (name) {
+      case 'endpoint': {
+        let endpoint: URL;
+        try {
+          endpoint = new URL(value);
+        } catch {
+          throw new StorageBadUrlError('endpoint', `endpoint=${value} is not a URL; use endpoint=http://127.0.0.1:7480`);
+        }
+        if (endpoint.protocol !== 'http:' && endpoint.protocol !== 'https:') {
+          throw new StorageBadUrlError('endpoint', `endpoint=${value} must start with http:// or https://`);
+        }
+        options.endpoint = value;
+        break;
+      }
+      case 'region':
+        if (!/^[a-z0-9-]+$/.test(value)) throw new StorageBadUrlError('region', `region=${value} is not a region name like us-east-1`);
+        options.region = value;
+        break;
+      case 'forcePathStyle':
+        options.forcePathStyle = parseBoolean(name, value);
+        break;
+      case 'createBucket':
+        options.createBucket = parseBoolean(name, value);
+        break;
+      case 'concurrency':
+        options.concurrency = parsePositiveInt(name, value);
+        break;
+      case 'accessKeyId':
+        accessKeyId = value;
+        break;
+      case 'secretAccessKey':
+        secretAccessKey = value;
+        break;
+      default:
+        throw new StorageBadUrlError(
+          name,
+          `unknown s3 option "${name}" in ${redact(url)}; known: endpoint, region, forcePathStyle, createBucket, concurrency, accessKeyId, secretAccessKey`,
+        );
+    }
+  }
+  if ((accessKeyId === undefined) !== (secretAccessKey === undefined)) {
+    throw new StorageBadUrlError(
+      accessKeyId === undefined ? 'accessKeyId' : 'secretAccessKey',
+      `${redact(url)} gives only one of accessKeyId / secretAccessKey; give both, or neither to use AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY`,
+    );
+  }
+  if (accessKeyId !== undefined && secretAccessKey !== undefined) options.credentials = { accessKeyId, secretAccessKey };
+  return { kind: 's3', options };
 }
 
 export function parseBoolean(field: string, value: string): boolean {

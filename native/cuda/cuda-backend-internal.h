@@ -42,6 +42,8 @@ struct kvt_cuda_ctx {
   std::vector<kvt_device_block> buffers;
   void* attn_ws = nullptr;  // split-K workspace of op-level attention
   size_t attn_ws_bytes = 0;
+  int32_t* meta = nullptr;  // device copy of per-op host metadata (stream-ordered reuse)
+  size_t meta_ints = 0;
 };
 
 // Per-model activation scratch, grown to the largest batch seen.
@@ -51,9 +53,9 @@ struct kvt_forward_scratch {
   size_t attn_ws_bytes = 0;
   float *x = nullptr, *h = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *att = nullptr,
         *gate = nullptr, *up = nullptr, *logits = nullptr;
-  int32_t *tokens = nullptr, *block_table = nullptr;
+  int32_t *tokens = nullptr, *positions = nullptr, *block_table = nullptr;
   void* attn_ws = nullptr;
-  // Mapped pinned host memory: tokens, then block table, then the greedy
+  // Mapped pinned host memory: tokens, positions, block table, then the greedy
   // tokens the argmax kernel writes straight back (no DMA on the hot path).
   int32_t* host_staging = nullptr;
   size_t host_staging_ints = 0;

@@ -166,6 +166,7 @@ void kvt_cuda_destroy(kvt_cuda_ctx* ctx) {
   if (ctx->kv_pool.ptr) cudaFree(ctx->kv_pool.ptr);
   for (auto& b : ctx->buffers) cudaFree(b.ptr);
   cudaFree(ctx->attn_ws);
+  cudaFree(ctx->meta);
   for (cudaEvent_t ev : ctx->import_done) cudaEventDestroy(ev);
   for (auto& kv : ctx->export_tickets) cudaEventDestroy(kv.second);
   if (ctx->compute_mark) cudaEventDestroy(ctx->compute_mark);
@@ -302,6 +303,18 @@ kvt_cuda_status kvt_cuda_kv_pool_create(kvt_cuda_ctx* ctx, int n_layers, int n_k
     if (st != KVT_CUDA_OK) return st;
   }
   return KVT_CUDA_OK;
+}
+
+kvt_cuda_status kvt_cuda_kv_pool_free(kvt_cuda_ctx* ctx) {
+  if (!ctx->kv_pool.ptr) return KVT_CUDA_OK;
+  kvt_cuda_status st = kvt_cuda_synchronize(ctx);
+  cudaFree(ctx->kv_pool.ptr);
+  for (cudaEvent_t ev : ctx->import_done) cudaEventDestroy(ev);
+  ctx->import_done.clear();
+  ctx->kv_pool = {};
+  ctx->kv_layers = ctx->kv_heads = ctx->kv_head_dim = ctx->kv_pages = 0;
+  ctx->page_bytes = 0;
+  return st;
 }
 
 size_t kvt_cuda_kv_page_bytes(const kvt_cuda_ctx* ctx) { return ctx->page_bytes; }

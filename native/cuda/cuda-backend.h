@@ -127,38 +127,61 @@ kvt_cuda_status kvt_cuda_forward(kvt_cuda_model* model, const int32_t* tokens, i
                                  int32_t* greedy, int all_logits);
 
 /* ---- op level: device buffers and single kernels ----------------------
- * For an engine that drives the graph itself. Buffers hold f32 activations
- * (int32 for tokens, block tables, argmax output); every op is enqueued on
- * the compute stream and checks that its buffers are large enough.
+ * For an engine that drives the graph itself (native/backend.ts). Buffers
+ * hold f32 activations (int32 for argmax output); ops address them through
+ * views (buffer, offset, length in 4-byte elements), are enqueued on the
+ * compute stream, and check every view against what the op touches. Small
+ * host metadata (tokens, positions, block tables) is uploaded per call.
  * Shapes as in kernels/kernels.cuh. */
+typedef struct kvt_cuda_view {
+  int32_t buffer;
+  uint64_t offset; /* elements */
+  uint64_t length; /* elements */
+} kvt_cuda_view;
+
+/* Zero-filled. */
 kvt_cuda_status kvt_cuda_buffer_alloc(kvt_cuda_ctx* ctx, size_t bytes, int32_t* id_out);
 kvt_cuda_status kvt_cuda_buffer_free(kvt_cuda_ctx* ctx, int32_t id);
-/* Synchronous with respect to the compute stream. */
-kvt_cuda_status kvt_cuda_buffer_write(kvt_cuda_ctx* ctx, int32_t id, size_t offset,
+/* Synchronous with respect to the compute stream (a read waits for pending ops). */
+kvt_cuda_status kvt_cuda_buffer_write(kvt_cuda_ctx* ctx, int32_t id, size_t offset_bytes,
                                       const void* src, size_t bytes);
-kvt_cuda_status kvt_cuda_buffer_read(kvt_cuda_ctx* ctx, int32_t id, size_t offset, void* dst,
-                                     size_t bytes);
+kvt_cuda_status kvt_cuda_buffer_read(kvt_cuda_ctx* ctx, int32_t id, size_t offset_bytes,
+                                     void* dst, size_t bytes);
 size_t kvt_cuda_buffer_bytes(const kvt_cuda_ctx* ctx, int32_t id); /* 0 for an unknown id */
 
-kvt_cuda_status kvt_cuda_op_matmul(kvt_cuda_ctx* ctx, int32_t y, int32_t x, int32_t weight, int m,
-                                   int accumulate);
-kvt_cuda_status kvt_cuda_op_rmsnorm(kvt_cuda_ctx* ctx, int32_t y, int32_t x, int32_t weight, int t,
-                                    float eps);
-kvt_cuda_status kvt_cuda_op_rope(kvt_cuda_ctx* ctx, int32_t q, int32_t k, int t, int n_head,
-                                 int n_kv, int head_dim, int pos0, float base, int mode);
-kvt_cuda_status kvt_cuda_op_swiglu(kvt_cuda_ctx* ctx, int32_t out, int32_t gate, int32_t up,
-                                   size_t n);
-kvt_cuda_status kvt_cuda_op_add(kvt_cuda_ctx* ctx, int32_t x, int32_t y, size_t n);
-kvt_cuda_status kvt_cuda_op_embed(kvt_cuda_ctx* ctx, int32_t out, int32_t table_weight,
-                                  int32_t tokens, int t);
-kvt_cuda_status kvt_cuda_op_softmax(kvt_cuda_ctx* ctx, int32_t x, int rows, int n);
-kvt_cuda_status kvt_cuda_op_argmax(kvt_cuda_ctx* ctx, int32_t out, int32_t x, int rows, int n);
-/* KV ops on the context's page pool; block_table: an int32 buffer of n_blocks page ids. */
-kvt_cuda_status kvt_cuda_op_kv_write(kvt_cuda_ctx* ctx, int32_t block_table, int n_blocks,
-                                     int32_t k, int32_t v, int layer, int t, int pos0);
-kvt_cuda_status kvt_cuda_op_attention(kvt_cuda_ctx* ctx, int32_t out, int32_t q,
-                                      int32_t block_table, int n_blocks, int layer, int t,
-                                      int n_head, int pos0, float scale);
+/* y[m][w.rows] (=|+=) x[m][w.cols] · wᵀ */
+kvt_cuda_status kvt_cuda_op_matmul(kvt_cuda_ctx* ctx, kvt_cuda_view y, kvt_cuda_view x,
+                                   int32_t weight, int m, int accumulate);
+/* y[rows][d] = x · rsqrt(mean(x²)+eps) · gain   (gain: F32 [1][d] weight) */
+kvt_cuda_status kvt_cuda_op_rmsnorm(kvt_cuda_ctx* ctx, kvt_cuda_view y, kvt_cuda_view x,
+                                    int32_t gain, int rows, float eps);
+/* In place on x[rows][heads][head_dim]; positions[rows] (host); rot = rotated dims. */
+kvt_cuda_status kvt_cuda_op_rope(kvt_cuda_ctx* ctx, kvt_cuda_view x, const int32_t* positions,
+                                 int rows, int heads, int head_dim, int rot, float base, int mode);
+kvt_cuda_status kvt_cuda_op_swiglu(kvt_cuda_ctx* ctx, kvt_cuda_view out, kvt_cuda_view gate,
+                                   kvt_cuda_view up, size_t n);
+kvt_cuda_status kvt_cuda_op_add(kvt_cuda_ctx* ctx, kvt_cuda_view out, kvt_cuda_view a,
+                                kvt_cuda_view b, size_t n);
+/* out[t][table.cols] = rows tokens[0..t) (host) of the table weight. */
+kvt_cuda_status kvt_cuda_op_embed(kvt_cuda_ctx* ctx, kvt_cuda_view out, int32_t table,
+                                  const int32_t* tokens, int t);
+kvt_cuda_status kvt_cuda_op_softmax(kvt_cuda_ctx* ctx, kvt_cuda_view x, int rows, int n);
+kvt_cuda_status kvt_cuda_op_argmax(kvt_cuda_ctx* ctx, kvt_cuda_view out, kvt_cuda_view x,
+                                   int rows, int n);
+/* K/V rows k,v [n][kv_heads][head_dim] → the pool's pages at positions
+ * [pos0, pos0+n) of the sequence with block_table (host, n_blocks pages). */
+kvt_cuda_status kvt_cuda_op_kv_write(kvt_cuda_ctx* ctx, int layer, const int32_t* block_table,
+                                     int n_blocks, int pos0, int n, kvt_cuda_view k,
+                                     kvt_cuda_view v);
+/* Causal GQA attention of n_segments query runs, rows in segment order:
+ * segment s has queries[s] queries at positions pos0[s].., and block table
+ * tables[table_start(s) .. + table_lens[s]) (host arrays, tables concatenated). */
+kvt_cuda_status kvt_cuda_op_attention(kvt_cuda_ctx* ctx, kvt_cuda_view out, kvt_cuda_view q,
+                                      int layer, int heads, float scale, int n_segments,
+                                      const int32_t* tables, const int32_t* table_lens,
+                                      const int32_t* pos0, const int32_t* queries);
+/* Releases the KV pool (waits for every stream); a new one may be created. */
+kvt_cuda_status kvt_cuda_kv_pool_free(kvt_cuda_ctx* ctx);
 
 #ifdef __cplusplus
 }

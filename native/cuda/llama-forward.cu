@@ -39,6 +39,7 @@ kvt_cuda_status ensure_scratch(kvt_cuda_model* m, int t, int n_blocks, int pos0)
     KVT_TRY(grow(s.up, (size_t)t * c.d_ffn), "allocate activations");
     KVT_TRY(grow(s.logits, (size_t)t * c.n_vocab), "allocate logits");
     KVT_TRY(grow(s.tokens, (size_t)t), "allocate tokens");
+    KVT_TRY(grow(s.positions, (size_t)t), "allocate positions");
     s.capacity_t = t;
   }
   if (n_blocks > s.capacity_blocks) {
@@ -46,7 +47,7 @@ kvt_cuda_status ensure_scratch(kvt_cuda_model* m, int t, int n_blocks, int pos0)
     KVT_TRY(grow(s.block_table, (size_t)n_blocks), "allocate block table");
     s.capacity_blocks = n_blocks;
   }
-  const size_t ints = 2 * (size_t)s.capacity_t + s.capacity_blocks;
+  const size_t ints = 3 * (size_t)s.capacity_t + s.capacity_blocks;
   if (ints > s.host_staging_ints) {
     cudaStreamSynchronize(ctx->compute);
     if (s.host_staging) cudaFreeHost(s.host_staging);
@@ -112,15 +113,19 @@ kvt_cuda_status kvt_llama_forward(kvt_cuda_model* m, const int32_t* tokens, int 
   // The SMs pull tokens and block table from mapped memory: a bulk KV import
   // occupying the H2D copy engine cannot delay the start of this forward.
   int32_t* host_tokens = s.host_staging;
-  int32_t* host_table = s.host_staging + s.capacity_t;
-  int32_t* host_greedy = s.host_staging + s.capacity_t + s.capacity_blocks;
+  int32_t* host_positions = host_tokens + s.capacity_t;
+  int32_t* host_table = host_positions + s.capacity_t;
+  int32_t* host_greedy = host_table + s.capacity_blocks;
   std::copy(tokens, tokens + t, host_tokens);
+  for (int i = 0; i < t; ++i) host_positions[i] = pos0 + i;
   std::copy(block_table, block_table + n_blocks, host_table);
-  int32_t *dev_tokens = nullptr, *dev_table = nullptr, *dev_greedy = nullptr;
+  int32_t *dev_tokens = nullptr, *dev_positions = nullptr, *dev_table = nullptr, *dev_greedy = nullptr;
   KVT_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_tokens), host_tokens, 0), "map staging");
+  KVT_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_positions), host_positions, 0), "map staging");
   KVT_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_table), host_table, 0), "map staging");
   KVT_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_greedy), host_greedy, 0), "map staging");
   KVT_TRY(kvt_cuda::launch_copy_i32(s.tokens, dev_tokens, t, cs), "copy tokens");
+  KVT_TRY(kvt_cuda::launch_copy_i32(s.positions, dev_positions, t, cs), "copy positions");
   KVT_TRY(kvt_cuda::launch_copy_i32(s.block_table, dev_table, n_blocks, cs), "copy block table");
 
   const auto W = [&](int32_t id) -> const kvt_cuda::DeviceWeight& { return ctx->weights[id]; };
@@ -143,9 +148,12 @@ kvt_cuda_status kvt_llama_forward(kvt_cuda_model* m, const int32_t* tokens, int 
     KVT_TRY(kvt_cuda::launch_matmul(s.q, s.h, W(L.wq), t, false, cs), "attn_q");
     KVT_TRY(kvt_cuda::launch_matmul(s.k, s.h, W(L.wk), t, false, cs), "attn_k");
     KVT_TRY(kvt_cuda::launch_matmul(s.v, s.h, W(L.wv), t, false, cs), "attn_v");
-    KVT_TRY(kvt_cuda::launch_rope(s.q, s.k, t, c.n_head, c.n_kv_head, c.head_dim, pos0, c.rope_base,
-                             c.rope_mode, cs),
-            "rope");
+    KVT_TRY(kvt_cuda::launch_rope(s.q, s.positions, t, c.n_head, c.head_dim, c.head_dim, c.rope_base,
+                                  c.rope_mode, cs),
+            "rope q");
+    KVT_TRY(kvt_cuda::launch_rope(s.k, s.positions, t, c.n_kv_head, c.head_dim, c.head_dim, c.rope_base,
+                                  c.rope_mode, cs),
+            "rope k");
     KVT_TRY(kvt_cuda::launch_kv_write(kv, s.k, s.v, l, t, pos0, cs), "kv write");
     // Cached blocks of this layer may still be crossing PCIe: wait for this
     // layer's slice of the last import only (no-op when nothing was imported).

@@ -25,6 +25,7 @@ void kvt_scratch_free(kvt_forward_scratch& s) {
   float* fs[] = {s.x, s.h, s.q, s.k, s.v, s.att, s.gate, s.up, s.logits};
   for (float* p : fs) cudaFree(p);
   cudaFree(s.tokens);
+  cudaFree(s.positions);
   cudaFree(s.block_table);
   cudaFree(s.attn_ws);
   if (s.host_staging) cudaFreeHost(s.host_staging);

@@ -131,18 +131,20 @@ void check_small_ops(Report& rep) {
     }
   }
   for (int hd : {64, 128})
-    for (int mode : {KVT_ROPE_NORMAL, KVT_ROPE_NEOX}) {  // rope
-      const int t = 7, nh = 4, nkv = 2, pos0 = 5000;
-      std::vector<float> q((size_t)t * nh * hd), k((size_t)t * nkv * hd);
-      fill_uniform(q, rng, 1.f);
-      fill_uniform(k, rng, 1.f);
-      DevBuf<float> dq(q), dk(k);
-      const std::string name = std::string("gpu/rope ") + (mode ? "neox" : "normal") + " hd" + std::to_string(hd);
-      if (!launched(rep, name, kvt_cuda::launch_rope(dq.p, dk.p, t, nh, nkv, hd, pos0, 10000.f, mode, 0))) continue;
-      kvt_ref::rope(q.data(), k.data(), t, nh, nkv, hd, pos0, 10000.f, mode);
-      rep.expect_le(name + " q", rel_err(dq.down().data(), q.data(), q.size()), 1e-5);
-      rep.expect_le(name + " k", rel_err(dk.down().data(), k.data(), k.size()), 1e-5);
-    }
+    for (int mode : {KVT_ROPE_NORMAL, KVT_ROPE_NEOX})
+      for (int rot : {hd, hd / 2}) {  // rope, full and partial rotary
+        const int rows = 7, heads = 4;
+        std::vector<float> x((size_t)rows * heads * hd);
+        fill_uniform(x, rng, 1.f);
+        std::vector<int32_t> pos = {0, 1, 63, 64, 5000, 31999, 7};
+        DevBuf<float> dx(x);
+        DevBuf<int32_t> dpos(pos);
+        const std::string name = std::string("gpu/rope ") + (mode ? "neox" : "normal") + " hd" + std::to_string(hd) +
+                                 " rot" + std::to_string(rot);
+        if (!launched(rep, name, kvt_cuda::launch_rope(dx.p, dpos.p, rows, heads, hd, rot, 10000.f, mode, 0))) continue;
+        kvt_ref::rope(x.data(), pos.data(), rows, heads, hd, rot, 10000.f, mode);
+        rep.expect_le(name, rel_err(dx.down().data(), x.data(), x.size()), 1e-5);
+      }
   {  // swiglu + add
     const size_t n = 10007;
     std::vector<float> g(n), u(n);
@@ -154,8 +156,8 @@ void check_small_ops(Report& rep) {
       kvt_ref::swiglu(ref.data(), g.data(), u.data(), n);
       rep.expect_le("gpu/swiglu n10007", rel_err(dout.down().data(), ref.data(), n), 1e-6);
     }
-    if (launched(rep, "gpu/add", kvt_cuda::launch_add(dg.p, du.p, n, 0))) {
-      kvt_ref::add(g.data(), u.data(), n);
+    if (launched(rep, "gpu/add", kvt_cuda::launch_add(dg.p, dg.p, du.p, n, 0))) {
+      kvt_ref::add(g.data(), g.data(), u.data(), n);
       rep.expect_le("gpu/add n10007", rel_err(dg.down().data(), g.data(), n), 0.0);
     }
   }
@@ -459,53 +461,74 @@ void check_op_api(Report& rep, kvt_cuda_ctx* ctx) {
   fill_uniform(gain, rng, 1.f);
   std::vector<int32_t> toks(t), pages = {7, 3};
   for (auto& x : toks) x = (int32_t)(rng.next() % vocab);
-  int32_t w_table, w_q, w_k, w_gain, b_tok, b_x, b_h, b_q, b_k, b_pages, b_out;
+  int32_t w_table, w_q, w_k, w_gain, b_x, b_h, b_qk, b_out;
+  std::vector<int32_t> positions(t);
+  std::iota(positions.begin(), positions.end(), 0);
+  auto V = [](int32_t b, uint64_t off, uint64_t len) { return kvt_cuda_view{b, off, len}; };
+  const uint64_t qn = (uint64_t)t * n_head * hd, kn = (uint64_t)t * n_kv * hd, xn = (uint64_t)t * d;
+  const int32_t seg_len = 2, seg_pos0 = 0, seg_q = t;
   bool ok = kvt_cuda_weight_upload(ctx, table.type, vocab, d, table.raw.data(), &w_table) == KVT_CUDA_OK &&
             kvt_cuda_weight_upload(ctx, wq.type, wq.rows, d, wq.raw.data(), &w_q) == KVT_CUDA_OK &&
             kvt_cuda_weight_upload(ctx, wk.type, wk.rows, d, wk.raw.data(), &w_k) == KVT_CUDA_OK &&
             kvt_cuda_weight_upload(ctx, KVT_F32, 1, d, gain.data(), &w_gain) == KVT_CUDA_OK &&
-            kvt_cuda_buffer_alloc(ctx, t * 4, &b_tok) == KVT_CUDA_OK &&
-            kvt_cuda_buffer_alloc(ctx, (size_t)t * d * 4, &b_x) == KVT_CUDA_OK &&
-            kvt_cuda_buffer_alloc(ctx, (size_t)t * d * 4, &b_h) == KVT_CUDA_OK &&
-            kvt_cuda_buffer_alloc(ctx, (size_t)t * n_head * hd * 4, &b_q) == KVT_CUDA_OK &&
-            kvt_cuda_buffer_alloc(ctx, (size_t)t * n_kv * hd * 4, &b_k) == KVT_CUDA_OK &&
-            kvt_cuda_buffer_alloc(ctx, pages.size() * 4, &b_pages) == KVT_CUDA_OK &&
-            kvt_cuda_buffer_alloc(ctx, (size_t)t * n_head * hd * 4, &b_out) == KVT_CUDA_OK &&
-            kvt_cuda_buffer_write(ctx, b_tok, 0, toks.data(), t * 4) == KVT_CUDA_OK &&
-            kvt_cuda_buffer_write(ctx, b_pages, 0, pages.data(), pages.size() * 4) == KVT_CUDA_OK &&
-            kvt_cuda_op_embed(ctx, b_x, w_table, b_tok, t) == KVT_CUDA_OK &&
-            kvt_cuda_op_rmsnorm(ctx, b_h, b_x, w_gain, t, 1e-5f) == KVT_CUDA_OK &&
-            kvt_cuda_op_matmul(ctx, b_q, b_h, w_q, t, 0) == KVT_CUDA_OK &&
-            kvt_cuda_op_matmul(ctx, b_k, b_h, w_k, t, 0) == KVT_CUDA_OK &&
-            kvt_cuda_op_rope(ctx, b_q, b_k, t, n_head, n_kv, hd, 0, 10000.f, KVT_ROPE_NEOX) == KVT_CUDA_OK &&
-            kvt_cuda_op_kv_write(ctx, b_pages, 2, b_k, b_k, layer, t, 0) == KVT_CUDA_OK &&
-            kvt_cuda_op_attention(ctx, b_out, b_q, b_pages, 2, layer, t, n_head, 0, 0.125f) == KVT_CUDA_OK;
+            kvt_cuda_buffer_alloc(ctx, xn * 4, &b_x) == KVT_CUDA_OK &&
+            kvt_cuda_buffer_alloc(ctx, xn * 4, &b_h) == KVT_CUDA_OK &&
+            kvt_cuda_buffer_alloc(ctx, (qn + kn) * 4, &b_qk) == KVT_CUDA_OK &&  // q and k: views of one buffer
+            kvt_cuda_buffer_alloc(ctx, qn * 4, &b_out) == KVT_CUDA_OK &&
+            kvt_cuda_op_embed(ctx, V(b_x, 0, xn), w_table, toks.data(), t) == KVT_CUDA_OK &&
+            kvt_cuda_op_rmsnorm(ctx, V(b_h, 0, xn), V(b_x, 0, xn), w_gain, t, 1e-5f) == KVT_CUDA_OK &&
+            kvt_cuda_op_matmul(ctx, V(b_qk, 0, qn), V(b_h, 0, xn), w_q, t, 0) == KVT_CUDA_OK &&
+            kvt_cuda_op_matmul(ctx, V(b_qk, qn, kn), V(b_h, 0, xn), w_k, t, 0) == KVT_CUDA_OK &&
+            kvt_cuda_op_rope(ctx, V(b_qk, 0, qn), positions.data(), t, n_head, hd, hd, 10000.f, KVT_ROPE_NEOX) == KVT_CUDA_OK &&
+            kvt_cuda_op_rope(ctx, V(b_qk, qn, kn), positions.data(), t, n_kv, hd, hd, 10000.f, KVT_ROPE_NEOX) == KVT_CUDA_OK &&
+            kvt_cuda_op_kv_write(ctx, layer, pages.data(), 2, 0, t, V(b_qk, qn, kn), V(b_qk, qn, kn)) == KVT_CUDA_OK &&
+            kvt_cuda_op_attention(ctx, V(b_out, 0, qn), V(b_qk, 0, qn), layer, n_head, 0.125f, 1, pages.data(), &seg_len,
+                                  &seg_pos0, &seg_q) == KVT_CUDA_OK;
   if (!ok) {
     rep.expect_true("gpu/op api pipeline", false, kvt_cuda_last_error(ctx));
     return;
   }
-  std::vector<float> out((size_t)t * n_head * hd);
+  std::vector<float> out(qn);
   kvt_cuda_buffer_read(ctx, b_out, 0, out.data(), out.size() * 4);
-  std::vector<float> x((size_t)t * d), h(x.size()), q(out.size()), k((size_t)t * n_kv * hd), ref(out.size());
+  std::vector<float> x(xn), h(xn), q(qn), k(kn), ref(qn);
   kvt_ref::embed(x.data(), table, toks.data(), t);
   kvt_ref::rmsnorm(h.data(), x.data(), gain.data(), t, d, 1e-5f);
   kvt_ref::matmul(q.data(), h.data(), wq, t, false);
   kvt_ref::matmul(k.data(), h.data(), wk, t, false);
-  kvt_ref::rope(q.data(), k.data(), t, n_head, n_kv, hd, 0, 10000.f, KVT_ROPE_NEOX);
+  kvt_ref::rope(q.data(), positions.data(), t, n_head, hd, hd, 10000.f, KVT_ROPE_NEOX);
+  kvt_ref::rope(k.data(), positions.data(), t, n_kv, hd, hd, 10000.f, KVT_ROPE_NEOX);
   const size_t page_elems = kvt_cuda_kv_page_bytes(ctx) / 2;
   std::vector<uint16_t> host_pages(page_elems * 8, 0);
   kvt_ref::HostPagedKv kv{host_pages.data(), page_elems, pages.data(), 2, 3, n_kv, hd};
   kvt_ref::kv_write(kv, k.data(), k.data(), layer, t, 0);
   kvt_ref::attention(ref.data(), q.data(), kv, layer, t, n_head, 0, 0.125f);
-  rep.expect_le("gpu/op api: embed→rmsnorm→q8 matmul→rope→kv_write→attention", rel_err(out.data(), ref.data(), ref.size()),
-                5e-3, "chained ops; f16 K/V rounding may flip between sides");
+  rep.expect_le("gpu/op api: embed→rmsnorm→q8 matmul→rope→kv_write→attention (views)",
+                rel_err(out.data(), ref.data(), ref.size()), 5e-3, "chained ops; f16 K/V rounding may flip between sides");
+  // Batched decode: a two-segment call equals the two single-segment calls.
+  const int32_t tabs[] = {7, 3, 7}, lens[] = {2, 1}, p0s[] = {69, 10}, q1[] = {1, 1};
+  const uint64_t row = (uint64_t)n_head * hd;
+  ok = kvt_cuda_op_attention(ctx, V(b_out, 0, 2 * row), V(b_qk, 0, 2 * row), layer, n_head, 0.125f, 2, tabs, lens,
+                             p0s, q1) == KVT_CUDA_OK;
+  std::vector<float> two(2 * row), one(row);
+  kvt_cuda_buffer_read(ctx, b_out, 0, two.data(), two.size() * 4);
+  int mism = 0;
+  for (int sgi = 0; sgi < 2 && ok; ++sgi) {
+    ok = kvt_cuda_op_attention(ctx, V(b_out, 0, row), V(b_qk, sgi * row, row), layer, n_head, 0.125f, 1,
+                               sgi == 0 ? tabs : tabs + 2, &lens[sgi], &p0s[sgi], &q1[sgi]) == KVT_CUDA_OK;
+    kvt_cuda_buffer_read(ctx, b_out, 0, one.data(), one.size() * 4);
+    mism += std::memcmp(one.data(), two.data() + sgi * row, row * 4) != 0;
+  }
+  rep.expect_true("gpu/op api: two-segment attention == per-segment calls", ok && mism == 0, kvt_cuda_last_error(ctx));
   const int32_t bad_tok = vocab + 5;
-  kvt_cuda_buffer_write(ctx, b_tok, 0, &bad_tok, 4);
   rep.expect_true("gpu/op api: out-of-range token rejected",
-                  kvt_cuda_op_embed(ctx, b_x, w_table, b_tok, t) == KVT_CUDA_ERR_INVALID, kvt_cuda_last_error(ctx));
-  rep.expect_true("gpu/op api: undersized buffer rejected",
-                  kvt_cuda_op_matmul(ctx, b_tok, b_h, w_q, t, 0) == KVT_CUDA_ERR_INVALID, kvt_cuda_last_error(ctx));
-  for (int32_t b : {b_tok, b_x, b_h, b_q, b_k, b_pages, b_out}) kvt_cuda_buffer_free(ctx, b);
+                  kvt_cuda_op_embed(ctx, V(b_x, 0, xn), w_table, &bad_tok, 1) == KVT_CUDA_ERR_INVALID,
+                  kvt_cuda_last_error(ctx));
+  rep.expect_true("gpu/op api: undersized view rejected",
+                  kvt_cuda_op_matmul(ctx, V(b_qk, qn, kn), V(b_h, 0, xn), w_q, t, 0) == KVT_CUDA_ERR_INVALID,
+                  kvt_cuda_last_error(ctx));
+  rep.expect_true("gpu/op api: view past its buffer rejected",
+                  kvt_cuda_op_softmax(ctx, V(b_out, qn - 1, 2), 1, 2) == KVT_CUDA_ERR_INVALID, kvt_cuda_last_error(ctx));
+  for (int32_t b : {b_x, b_h, b_qk, b_out}) kvt_cuda_buffer_free(ctx, b);
 }
 
 // A row's attention output must not depend on T, the tile it lands in, or

@@ -4,19 +4,19 @@
 namespace kvt_cuda {
 namespace {
 
-// x[n] += y[n]
-__global__ void add_kernel(float* x, const float* __restrict__ y, size_t n) {
+// out[n] = a[n] + b[n]  (out may alias a or b)
+__global__ void add_kernel(float* out, const float* a, const float* b, size_t n) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
        i += (size_t)gridDim.x * blockDim.x)
-    x[i] += y[i];
+    out[i] = a[i] + b[i];
 }
 
 }  // namespace
 
-cudaError_t launch_add(float* x, const float* y, size_t n, cudaStream_t stream) {
+cudaError_t launch_add(float* out, const float* a, const float* b, size_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   const size_t blocks = (n + 255) / 256;
-  add_kernel<<<(unsigned)(blocks < 65535 ? blocks : 65535), 256, 0, stream>>>(x, y, n);
+  add_kernel<<<(unsigned)(blocks < 65535 ? blocks : 65535), 256, 0, stream>>>(out, a, b, n);
   return cudaGetLastError();
 }
 

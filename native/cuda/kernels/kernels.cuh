@@ -30,16 +30,17 @@ cudaError_t launch_matmul(float* y, const float* x, const DeviceWeight& w, int m
 cudaError_t launch_rmsnorm(float* y, const float* x, const float* w, int t, int d, float eps,
                            cudaStream_t stream);
 
-// In place: q[T,n_head,hd], k[T,n_kv,hd], token t at position pos0 + t.
-cudaError_t launch_rope(float* q, float* k, int t, int n_head, int n_kv, int hd, int pos0,
+// In place on x[rows,heads,hd]; row r at position positions[r] (device);
+// the first `rot` dims of each head rotate (rot = hd unless partial rotary).
+cudaError_t launch_rope(float* x, const int32_t* positions, int rows, int heads, int hd, int rot,
                         float base, int mode, cudaStream_t stream);
 
 // out[n] = silu(gate[n]) * up[n]   (out may alias gate)
 cudaError_t launch_swiglu(float* out, const float* gate, const float* up, size_t n,
                           cudaStream_t stream);
 
-// x[n] += y[n]
-cudaError_t launch_add(float* x, const float* y, size_t n, cudaStream_t stream);
+// out[n] = a[n] + b[n]  (out may alias a or b)
+cudaError_t launch_add(float* out, const float* a, const float* b, size_t n, cudaStream_t stream);
 
 // out[T,d] = table[tokens[t]] as f32; table is a DeviceWeight [n_vocab][d].
 cudaError_t launch_embed(float* out, const DeviceWeight& table, const int32_t* tokens, int t,

@@ -368,26 +368,83 @@ Napi::Value BufferRead(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
-#define OP(name, call)                                         \
-  Napi::Value name(const Napi::CallbackInfo& info) {           \
-    kvt_cuda_ctx* ctx = ctx_of(info, 0);                       \
-    if (ctx) failed(info.Env(), ctx, call);                    \
-    return info.Env().Undefined();                             \
+// A view argument: [bufferId, offsetElems, lengthElems].
+kvt_cuda_view view_of(const Napi::CallbackInfo& info, size_t i) {
+  kvt_cuda_view v{-1, 0, 0};
+  if (!info[i].IsArray()) return v;  // buffer -1: the op reports an unknown buffer
+  Napi::Array a = info[i].As<Napi::Array>();
+  v.buffer = a.Get(0u).As<Napi::Number>().Int32Value();
+  v.offset = (uint64_t)a.Get(1u).As<Napi::Number>().DoubleValue();
+  v.length = (uint64_t)a.Get(2u).As<Napi::Number>().DoubleValue();
+  return v;
+}
+
+const int32_t* i32s(const Napi::CallbackInfo& info, size_t i, size_t* n) {
+  const int32_t* p = nullptr;
+  *n = 0;
+  if (!int32s_of(info.Env(), info[i], &p, n, "metadata")) return nullptr;
+  return p;
+}
+
+#define OP(name, nargs, usage, ...)                                  \
+  Napi::Value name(const Napi::CallbackInfo& info) {                 \
+    if (bad_args(info, nargs, usage)) return info.Env().Undefined(); \
+    kvt_cuda_ctx* ctx = ctx_of(info, 0);                             \
+    if (ctx) { __VA_ARGS__; }                                        \
+    return info.Env().Undefined();                                   \
   }
-OP(OpMatmul, kvt_cuda_op_matmul(ctx, i32(info, 1), i32(info, 2), i32(info, 3), i32(info, 4), i32(info, 5)))
-OP(OpRmsnorm, kvt_cuda_op_rmsnorm(ctx, i32(info, 1), i32(info, 2), i32(info, 3), i32(info, 4), (float)num(info, 5)))
-OP(OpRope, kvt_cuda_op_rope(ctx, i32(info, 1), i32(info, 2), i32(info, 3), i32(info, 4), i32(info, 5), i32(info, 6),
-                            i32(info, 7), (float)num(info, 8), i32(info, 9)))
-OP(OpSwiglu, kvt_cuda_op_swiglu(ctx, i32(info, 1), i32(info, 2), i32(info, 3), (size_t)num(info, 4)))
-OP(OpAdd, kvt_cuda_op_add(ctx, i32(info, 1), i32(info, 2), (size_t)num(info, 3)))
-OP(OpEmbed, kvt_cuda_op_embed(ctx, i32(info, 1), i32(info, 2), i32(info, 3), i32(info, 4)))
-OP(OpSoftmax, kvt_cuda_op_softmax(ctx, i32(info, 1), i32(info, 2), i32(info, 3)))
-OP(OpArgmax, kvt_cuda_op_argmax(ctx, i32(info, 1), i32(info, 2), i32(info, 3), i32(info, 4)))
-OP(OpKvWrite, kvt_cuda_op_kv_write(ctx, i32(info, 1), i32(info, 2), i32(info, 3), i32(info, 4), i32(info, 5),
-                                   i32(info, 6), i32(info, 7)))
-OP(OpAttention, kvt_cuda_op_attention(ctx, i32(info, 1), i32(info, 2), i32(info, 3), i32(info, 4), i32(info, 5),
-                                      i32(info, 6), i32(info, 7), i32(info, 8), (float)num(info, 9)))
-OP(Synchronize, kvt_cuda_synchronize(ctx))
+OP(OpMatmul, 6, "opMatmul(ctx, y, x, weight, m, accumulate)",
+   failed(info.Env(), ctx, kvt_cuda_op_matmul(ctx, view_of(info, 1), view_of(info, 2), i32(info, 3), i32(info, 4), i32(info, 5))))
+OP(OpRmsnorm, 6, "opRmsnorm(ctx, y, x, gain, rows, eps)",
+   failed(info.Env(), ctx, kvt_cuda_op_rmsnorm(ctx, view_of(info, 1), view_of(info, 2), i32(info, 3), i32(info, 4), (float)num(info, 5))))
+OP(OpRope, 9, "opRope(ctx, x, positions, rows, heads, headDim, rot, base, mode)", {
+  size_t n;
+  const int32_t* pos = i32s(info, 2, &n);
+  if (pos && n < (size_t)i32(info, 3)) throw_error(info.Env(), "KVT_ERR_NATIVE_CUDA_INVALID", "positions shorter than rows");
+  else if (pos)
+    failed(info.Env(), ctx, kvt_cuda_op_rope(ctx, view_of(info, 1), pos, i32(info, 3), i32(info, 4), i32(info, 5),
+                                             i32(info, 6), (float)num(info, 7), i32(info, 8)));
+})
+OP(OpSwiglu, 5, "opSwiglu(ctx, out, gate, up, n)",
+   failed(info.Env(), ctx, kvt_cuda_op_swiglu(ctx, view_of(info, 1), view_of(info, 2), view_of(info, 3), (size_t)num(info, 4))))
+OP(OpAdd, 5, "opAdd(ctx, out, a, b, n)",
+   failed(info.Env(), ctx, kvt_cuda_op_add(ctx, view_of(info, 1), view_of(info, 2), view_of(info, 3), (size_t)num(info, 4))))
+OP(OpEmbed, 4, "opEmbed(ctx, out, tableWeight, tokens)", {
+  size_t n;
+  const int32_t* tok = i32s(info, 3, &n);
+  if (tok) failed(info.Env(), ctx, kvt_cuda_op_embed(ctx, view_of(info, 1), i32(info, 2), tok, (int)n));
+})
+OP(OpSoftmax, 4, "opSoftmax(ctx, x, rows, n)",
+   failed(info.Env(), ctx, kvt_cuda_op_softmax(ctx, view_of(info, 1), i32(info, 2), i32(info, 3))))
+OP(OpArgmax, 5, "opArgmax(ctx, out, x, rows, n)",
+   failed(info.Env(), ctx, kvt_cuda_op_argmax(ctx, view_of(info, 1), view_of(info, 2), i32(info, 3), i32(info, 4))))
+OP(OpKvWrite, 7, "opKvWrite(ctx, layer, blockTable, pos0, n, k, v)", {
+  size_t nb;
+  const int32_t* table = i32s(info, 2, &nb);
+  if (table)
+    failed(info.Env(), ctx, kvt_cuda_op_kv_write(ctx, i32(info, 1), table, (int)nb, i32(info, 3), i32(info, 4),
+                                                 view_of(info, 5), view_of(info, 6)));
+})
+// opAttention(ctx, out, q, layer, heads, scale, tables, tableLens, pos0, queries)
+OP(OpAttention, 10, "opAttention(ctx, out, q, layer, heads, scale, tables, tableLens, pos0, queries)", {
+  size_t nt, nl, np, nq;
+  const int32_t* tables = i32s(info, 6, &nt);
+  const int32_t* lens = tables ? i32s(info, 7, &nl) : nullptr;
+  const int32_t* p0 = lens ? i32s(info, 8, &np) : nullptr;
+  const int32_t* qs = p0 ? i32s(info, 9, &nq) : nullptr;
+  if (qs) {
+    size_t total = 0;
+    for (size_t i = 0; i < nl; ++i) total += (size_t)(lens[i] > 0 ? lens[i] : 0);
+    if (nl != np || nl != nq || total != nt)
+      throw_error(info.Env(), "KVT_ERR_NATIVE_CUDA_INVALID",
+                  "attention segments: tableLens, pos0 and queries must have one entry per segment and tables sum(tableLens) entries");
+    else
+      failed(info.Env(), ctx, kvt_cuda_op_attention(ctx, view_of(info, 1), view_of(info, 2), i32(info, 3), i32(info, 4),
+                                                    (float)num(info, 5), (int)nl, tables, lens, p0, qs));
+  }
+})
+OP(Synchronize, 1, "synchronize(ctx)", failed(info.Env(), ctx, kvt_cuda_synchronize(ctx)))
+OP(KvPoolFree, 1, "kvPoolFree(ctx)", failed(info.Env(), ctx, kvt_cuda_kv_pool_free(ctx)))
 #undef OP
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
@@ -404,6 +461,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
       {"opMatmul", OpMatmul}, {"opRmsnorm", OpRmsnorm}, {"opRope", OpRope}, {"opSwiglu", OpSwiglu},
       {"opAdd", OpAdd}, {"opEmbed", OpEmbed}, {"opSoftmax", OpSoftmax}, {"opArgmax", OpArgmax},
       {"opKvWrite", OpKvWrite}, {"opAttention", OpAttention}, {"synchronize", Synchronize},
+      {"kvPoolFree", KvPoolFree},
   };
   for (const auto& f : fns) exports.Set(f.name, Napi::Function::New(env, f.fn, f.name));
   return exports;

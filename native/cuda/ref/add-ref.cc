@@ -2,9 +2,9 @@
 
 namespace kvt_ref {
 
-// x[n] += y[n]
-void add(float* x, const float* y, size_t n) {
-  for (size_t i = 0; i < n; ++i) x[i] += y[i];
+// out[n] = a[n] + b[n]
+void add(float* out, const float* a, const float* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
 }  // namespace kvt_ref

@@ -22,6 +22,8 @@ void llama_forward(float* logits, const HostLlama& m, const HostPagedKv& kv,
   std::vector<float> x((size_t)t * d), h((size_t)t * d), q((size_t)t * qd), k((size_t)t * kvd),
       v((size_t)t * kvd), att((size_t)t * qd), g((size_t)t * c.d_ffn), u((size_t)t * c.d_ffn);
   embed(x.data(), m.tok_embd, tokens, t);
+  std::vector<int32_t> positions(t);
+  for (int i = 0; i < t; ++i) positions[i] = pos0 + i;
   const float scale = 1.0f / std::sqrt((float)hd);
   for (int l = 0; l < c.n_layer; ++l) {
     const HostLlamaLayer& L = m.layers[l];
@@ -29,7 +31,8 @@ void llama_forward(float* logits, const HostLlama& m, const HostPagedKv& kv,
     matmul(q.data(), h.data(), L.wq, t, false);
     matmul(k.data(), h.data(), L.wk, t, false);
     matmul(v.data(), h.data(), L.wv, t, false);
-    rope(q.data(), k.data(), t, c.n_head, c.n_kv_head, hd, pos0, c.rope_base, c.rope_mode);
+    rope(q.data(), positions.data(), t, c.n_head, hd, hd, c.rope_base, c.rope_mode);
+    rope(k.data(), positions.data(), t, c.n_kv_head, hd, hd, c.rope_base, c.rope_mode);
     kv_write(kv, k.data(), v.data(), l, t, pos0);
     attention(att.data(), q.data(), kv, l, t, c.n_head, pos0, scale);
     matmul(x.data(), att.data(), L.wo, t, true);

@@ -44,9 +44,9 @@ void gemv(float* y, const float* x, const HostWeight& w, int m, bool accumulate)
 void matmul(float* y, const float* x, const HostWeight& w, int m, bool accumulate);
 
 void rmsnorm(float* y, const float* x, const float* w, int t, int d, float eps);
-void rope(float* q, float* k, int t, int n_head, int n_kv, int hd, int pos0, float base, int mode);
+void rope(float* x, const int32_t* positions, int rows, int heads, int hd, int rot, float base, int mode);
 void swiglu(float* out, const float* gate, const float* up, size_t n);
-void add(float* x, const float* y, size_t n);
+void add(float* out, const float* a, const float* b, size_t n);
 void embed(float* out, const HostWeight& table, const int32_t* tokens, int t);
 void softmax(float* x, int rows, int n);
 void argmax(int32_t* out, const float* x, int rows, int n);
