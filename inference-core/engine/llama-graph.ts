@@ -1,0 +1,245 @@
+/**
+ * The llama-family forward pass (architectures `llama` — Llama 2/3, Mistral —
+ * and `qwen2` — QKV bias, NeoX rope) over the native Backend's ops.
+ *
+ * One call runs a set of rows (tokens) through every layer:
+ *
+ *   x = embed(tokens)                                         [n][dim]
+ *   per layer:
+ *     h = rmsNorm(x)·attn_norm
+ *     q,k,v = h·Wqᵀ (+bq), h·Wkᵀ (+bk), h·Wvᵀ (+bv)            batched GEMMs over all n rows
+ *     rope(q), rope(k) at each row's position
+ *     kvWrite(k, v) into each sequence's pages
+ *     a = paged causal GQA attention(q) per segment
+ *     x += a·Woᵀ
+ *     h = rmsNorm(x)·ffn_norm
+ *     x += (silu(h·Wgateᵀ) ⊙ h·Wupᵀ)·Wdownᵀ
+ *   logits = rmsNorm(x[row])·output_norm · Woutᵀ   only for the rows asked for
+ *
+ * Rows are grouped into segments (one per sequence: a prefill chunk is one
+ * segment of many rows, a batched decode step is one segment of one row per
+ * sequence), so a decode batch is one GEMM over all sequences' rows.
+ *
+ * Scratch activations are allocated once for `maxRows` rows and reused by
+ * every call; the graph holds no per-call allocations besides small host
+ * metadata and the returned logits.
+ */
+import type { AttentionSegment, Backend, KvPoolHandle, RopeMode, TensorHandle, WeightHandle } from '../../native/index.ts';
+import { EngineError } from './engine-errors.ts';
+
+export type LlamaArchitecture = 'llama' | 'qwen2';
+
+/** What the graph needs to know about the model (derived from the GGUF's config). */
+export interface GraphConfig {
+  architecture: LlamaArchitecture;
+  vocabSize: number;
+  dim: number;
+  layers: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  ffDim: number;
+  rmsEps: number;
+  ropeFreqBase: number;
+  ropeMode: RopeMode;
+  ropeDims: number;
+}
+
+export interface LayerWeights {
+  attnNorm: WeightHandle;
+  wq: WeightHandle;
+  wk: WeightHandle;
+  wv: WeightHandle;
+  /** qwen2: biases tiled BIAS_TILE_ROWS times, so one add covers a tile of rows. */
+  bq?: TensorHandle;
+  bk?: TensorHandle;
+  bv?: TensorHandle;
+  wo: WeightHandle;
+  ffnNorm: WeightHandle;
+  wGate: WeightHandle;
+  wUp: WeightHandle;
+  wDown: WeightHandle;
+}
+
+export interface ModelWeights {
+  tokenEmbd: WeightHandle;
+  layers: LayerWeights[];
+  outputNorm: WeightHandle;
+  /** The LM head; the embedding table itself when the model ties them. */
+  output: WeightHandle;
+}
+
+/** Rows of a bias add per backend call (the backend has no broadcast add). */
+export const BIAS_TILE_ROWS = 64;
+
+/** One sequence's rows in a forward call. */
+export interface RowSegment extends AttentionSegment {
+  /** Sequence pages; must already cover pos0 + queries tokens. */
+  blockTable: Int32Array;
+}
+
+interface Scratch {
+  rows: number;
+  x: TensorHandle;
+  h: TensorHandle;
+  q: TensorHandle;
+  k: TensorHandle;
+  v: TensorHandle;
+  attn: TensorHandle;
+  proj: TensorHandle;
+  gate: TensorHandle;
+  up: TensorHandle;
+  normLast: TensorHandle;
+  logits: TensorHandle;
+}
+
+export class LlamaGraph {
+  private readonly scratch: Scratch;
+  private readonly scale: number;
+  private readonly qDim: number;
+  private readonly kvDim: number;
+
+  constructor(
+    private readonly backend: Backend,
+    readonly config: GraphConfig,
+    private readonly weights: ModelWeights,
+    /** Largest number of rows one forward call may carry (prefill chunk, decode batch). */
+    readonly maxRows: number,
+    /** Largest number of rows whose logits one call may return. */
+    readonly maxLogitRows: number,
+  ) {
+    const c = config;
+    this.qDim = c.heads * c.headDim;
+    this.kvDim = c.kvHeads * c.headDim;
+    this.scale = 1 / Math.sqrt(c.headDim);
+    const b = backend;
+    this.scratch = {
+      rows: maxRows,
+      x: b.alloc(maxRows * c.dim),
+      h: b.alloc(maxRows * c.dim),
+      q: b.alloc(maxRows * this.qDim),
+      k: b.alloc(maxRows * this.kvDim),
+      v: b.alloc(maxRows * this.kvDim),
+      attn: b.alloc(maxRows * this.qDim),
+      proj: b.alloc(maxRows * c.dim),
+      gate: b.alloc(maxRows * c.ffDim),
+      up: b.alloc(maxRows * c.ffDim),
+      normLast: b.alloc(maxLogitRows * c.dim),
+      logits: b.alloc(maxLogitRows * c.vocabSize),
+    };
+  }
+
+  /**
+   * Runs `tokens` (rows in segment order) through the model, writing their K/V
+   * into the pages of `pool`, and returns logits for `logitRows` (row indices,
+   * ascending) as one Float32Array [logitRows.length][vocab].
+   */
+  forward(
+    pool: KvPoolHandle,
+    tokens: Int32Array,
+    positions: Int32Array,
+    segments: RowSegment[],
+    logitRows: Int32Array,
+  ): Float32Array {
+    const b = this.backend;
+    const c = this.config;
+    const s = this.scratch;
+    const n = tokens.length;
+    if (n === 0 || n > s.rows || positions.length !== n) {
+      throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `forward carries 1..${s.rows} rows with one position each, got ${n}/${positions.length}`);
+    }
+    if (logitRows.length > this.maxLogitRows) {
+      throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `at most ${this.maxLogitRows} logit rows per call, got ${logitRows.length}`);
+    }
+    const v = (t: TensorHandle, rows: number, width: number) => b.view(t, 0, rows * width);
+    const x = v(s.x, n, c.dim);
+    const h = v(s.h, n, c.dim);
+    const q = v(s.q, n, this.qDim);
+    const k = v(s.k, n, this.kvDim);
+    const vv = v(s.v, n, this.kvDim);
+    const attn = v(s.attn, n, this.qDim);
+    const proj = v(s.proj, n, c.dim);
+    const gate = v(s.gate, n, c.ffDim);
+    const up = v(s.up, n, c.ffDim);
+    const rope = { mode: c.ropeMode, freqBase: c.ropeFreqBase, rotDims: c.ropeDims };
+    // Row offsets of each segment's K/V within k/vv.
+    const segRow0 = new Int32Array(segments.length);
+    {
+      let r = 0;
+      for (let i = 0; i < segments.length; i++) {
+        segRow0[i] = r;
+        r += segments[i].queries;
+      }
+      if (r !== n) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `segments cover ${r} rows, the call has ${n}`);
+    }
+
+    b.embed(x, this.weights.tokenEmbd, tokens);
+    for (let l = 0; l < c.layers; l++) {
+      const w = this.weights.layers[l];
+      b.rmsNorm(h, x, w.attnNorm, n, c.dim, c.rmsEps);
+      b.matmul(q, h, w.wq, n);
+      b.matmul(k, h, w.wk, n);
+      b.matmul(vv, h, w.wv, n);
+      if (w.bq) this.addBias(q, w.bq, n, this.qDim);
+      if (w.bk) this.addBias(k, w.bk, n, this.kvDim);
+      if (w.bv) this.addBias(vv, w.bv, n, this.kvDim);
+      b.rope(q, positions, n, c.heads, c.headDim, rope);
+      b.rope(k, positions, n, c.kvHeads, c.headDim, rope);
+      for (let i = 0; i < segments.length; i++) {
+        const seg = segments[i];
+        const off = segRow0[i] * this.kvDim;
+        const len = seg.queries * this.kvDim;
+        b.kvWrite(pool, l, seg.blockTable, seg.pos0, seg.queries, b.view(s.k, off, len), b.view(s.v, off, len));
+      }
+      b.attention(attn, q, pool, l, c.heads, this.scale, segments);
+      b.matmul(proj, attn, w.wo, n);
+      b.add(x, x, proj, n * c.dim);
+      b.rmsNorm(h, x, w.ffnNorm, n, c.dim, c.rmsEps);
+      b.matmul(gate, h, w.wGate, n);
+      b.matmul(up, h, w.wUp, n);
+      b.swiglu(gate, gate, up, n * c.ffDim);
+      b.matmul(proj, gate, w.wDown, n);
+      b.add(x, x, proj, n * c.dim);
+    }
+
+    const m = logitRows.length;
+    if (m === 0) return new Float32Array(0);
+    const normed = b.view(s.normLast, 0, m * c.dim);
+    const logits = b.view(s.logits, 0, m * c.vocabSize);
+    if (isRange(logitRows, n)) {
+      const first = logitRows[0];
+      b.rmsNorm(normed, b.view(s.x, first * c.dim, m * c.dim), this.weights.outputNorm, m, c.dim, c.rmsEps);
+    } else {
+      for (let i = 0; i < m; i++) {
+        const r = logitRows[i];
+        if (r < 0 || r >= n) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `logit row ${r} outside 0..${n - 1}`);
+        b.rmsNorm(b.view(s.normLast, i * c.dim, c.dim), b.view(s.x, r * c.dim, c.dim), this.weights.outputNorm, 1, c.dim, c.rmsEps);
+      }
+    }
+    b.matmul(logits, normed, this.weights.output, m);
+    return b.read(logits);
+  }
+
+  private addBias(t: TensorHandle, tiledBias: TensorHandle, rows: number, width: number): void {
+    const b = this.backend;
+    for (let r = 0; r < rows; r += BIAS_TILE_ROWS) {
+      const cnt = Math.min(BIAS_TILE_ROWS, rows - r);
+      const part = b.view(t, r * width, cnt * width);
+      b.add(part, part, b.view(tiledBias, 0, cnt * width), cnt * width);
+    }
+  }
+
+  /** Frees the scratch activations (weights and pool belong to the engine). */
+  destroy(): void {
+    const s = this.scratch;
+    for (const t of [s.x, s.h, s.q, s.k, s.v, s.attn, s.proj, s.gate, s.up, s.normLast, s.logits]) this.backend.free(t);
+  }
+}
+
+/** True when rows are first, first+1, …, a contiguous ascending run inside [0, n). */
+function isRange(rows: Int32Array, n: number): boolean {
+  const first = rows[0];
+  if (first < 0 || first + rows.length > n) return false;
+  for (let i = 1; i < rows.length; i++) if (rows[i] !== first + i) return false;
+  return true;
+}

@@ -1,0 +1,103 @@
+/**
+ * loadEngine: model spec → ready Engine.
+ *
+ *   'synthetic:tiny' | 'synthetic:small'   generated (once) under <dataDir>/models/
+ *   '/path/to/model.gguf'                  any llama / qwen2 GGUF (f32, f16, bf16, q8_0 weights)
+ *
+ * The GGUF is read once, weights are uploaded (packed) into the backend, and
+ * the file buffer is released: the engine keeps only backend memory.
+ */
+import * as fs from 'node:fs';
+import type { Backend, KvDType } from '../../native/index.ts';
+import { createBackend } from '../../native/index.ts';
+import { readGguf } from '../gguf/index.ts';
+import { modelConfigFromGguf, type ModelConfig } from '../model-config.ts';
+import { modelFingerprint } from '../fingerprint.ts';
+import { ensureSyntheticModel, type SyntheticName, type SyntheticWeightType } from '../synthetic/index.ts';
+import { Tokenizer } from '../tokenizer/index.ts';
+import { kvLayoutOf } from '../kv/kv-pool.ts';
+import { Engine, DEFAULT_MAX_BATCH, DEFAULT_PREFILL_CHUNK } from './engine.ts';
+import { EngineError } from './engine-errors.ts';
+import { graphConfigFrom, uploadModelWeights } from './model-weights.ts';
+
+export interface LoadEngineOptions {
+  /** Where synthetic models are generated (<dataDir>/models/). Required for 'synthetic:*'. */
+  dataDir?: string;
+  /** Native compute threads (default: the backend's default, all cores). */
+  threads?: number;
+  /** KV cache dtype (default 'f16'). Part of the fingerprint: blocks of another dtype never hit. */
+  kvDtype?: KvDType;
+  /** KV pool byte budget (default 256 MiB). */
+  poolBytes?: number;
+  /** Weight type of a synthetic model (default 'f16'). */
+  weightType?: SyntheticWeightType;
+  /** Synthetic model architecture (default 'llama'). */
+  arch?: 'llama' | 'qwen2';
+  /** Prefill chunk rows (default 512). */
+  prefillChunk?: number;
+  /** Most sequences per decodeBatch forward (default 64). */
+  maxBatch?: number;
+  /** Use this backend instead of creating one (tests, a shared CUDA context). */
+  backend?: Backend;
+}
+
+export const DEFAULT_POOL_BYTES = 256 * 2 ** 20;
+
+export type LoadedEngine = Engine<Tokenizer, ModelConfig> & { readonly modelPath: string };
+
+/** Resolves a model spec to a GGUF path, generating a synthetic model if needed. */
+export function resolveModelPath(spec: string, options: LoadEngineOptions = {}): string {
+  if (spec.startsWith('synthetic:')) {
+    const name = spec.slice('synthetic:'.length);
+    if (name !== 'tiny' && name !== 'small' && name !== '1b') {
+      throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `unknown synthetic model "${spec}"; use synthetic:tiny, synthetic:small or synthetic:1b`);
+    }
+    if (!options.dataDir) {
+      throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `${spec} needs options.dataDir (where the generated GGUF is kept)`);
+    }
+    return ensureSyntheticModel(name as SyntheticName, {
+      dataDir: options.dataDir,
+      weightType: options.weightType ?? 'f16',
+      arch: options.arch ?? 'llama',
+    });
+  }
+  if (!fs.existsSync(spec)) {
+    throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `model file ${spec} does not exist; pass a GGUF path or synthetic:small`);
+  }
+  return spec;
+}
+
+export async function loadEngine(spec: string, options: LoadEngineOptions = {}): Promise<LoadedEngine> {
+  const modelPath = resolveModelPath(spec, options);
+  const kvDtype = options.kvDtype ?? 'f16';
+  if (kvDtype !== 'f16' && kvDtype !== 'f32') {
+    throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `kvDtype must be 'f16' or 'f32', got ${String(kvDtype)}`);
+  }
+  const gguf = readGguf(modelPath);
+  const backend = options.backend ?? createBackend({ threads: options.threads });
+  try {
+    const config = modelConfigFromGguf(gguf);
+    const graphConfig = graphConfigFrom(gguf, config);
+    const tokenizer = Tokenizer.fromGguf(gguf);
+    const kvLayout = kvLayoutOf(config.nLayers, config.nKvHeads, config.headDim, kvDtype);
+    const fingerprint = await modelFingerprint(gguf, { kvDtype });
+    const uploaded = uploadModelWeights(backend, gguf, graphConfig);
+    const engine = new Engine<Tokenizer, ModelConfig>({
+      backend,
+      graphConfig,
+      weights: uploaded.weights,
+      ownedTensors: uploaded.tensors,
+      kvLayout,
+      poolBytes: options.poolBytes ?? DEFAULT_POOL_BYTES,
+      contextLength: config.ctxLen,
+      fingerprint,
+      tokenizer,
+      config,
+      prefillChunk: options.prefillChunk ?? DEFAULT_PREFILL_CHUNK,
+      maxBatch: options.maxBatch ?? DEFAULT_MAX_BATCH,
+    });
+    return Object.assign(engine, { modelPath });
+  } finally {
+    gguf.close();
+  }
+}

@@ -1,0 +1,131 @@
+/**
+ * GGUF → GraphConfig and backend weight handles for the llama family.
+ *
+ * Tensor names are llama.cpp's: token_embd, blk.N.{attn_norm, attn_q, attn_k,
+ * attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down}, output_norm,
+ * output (absent when the LM head is tied to token_embd), and for qwen2 the
+ * blk.N.attn_{q,k,v}.bias vectors. GGUF dims are ne0-first: a matrix
+ * [ne0 = cols][ne1 = rows] is row-major [rows][cols], the layout matmul takes.
+ */
+import type { Backend, TensorHandle, WeightDType, WeightHandle } from '../../native/index.ts';
+import type { GgufFile, GgufTensor } from '../gguf/index.ts';
+import { GgmlType, f16ToF32, bf16ToF32 } from '../gguf/index.ts';
+import { EngineError } from './engine-errors.ts';
+import type { ModelConfig } from '../model-config.ts';
+import { BIAS_TILE_ROWS, type GraphConfig, type LayerWeights, type ModelWeights } from './llama-graph.ts';
+
+function unsupported(msg: string): never {
+  throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', msg);
+}
+
+/**
+ * The graph's hyper-parameters from the model config, after the checks for
+ * what the graph does not compute yet (rope scaling, rope frequency factors).
+ */
+export function graphConfigFrom(g: GgufFile, cfg: ModelConfig): GraphConfig {
+  const a = cfg.arch;
+  const valueDim = g.optU32(`${a}.attention.value_length`) ?? cfg.headDim;
+  if (valueDim !== cfg.headDim) unsupported(`${g.path}: value head dim ${valueDim} differs from key head dim ${cfg.headDim}; not supported`);
+  const scaling = g.optString(`${a}.rope.scaling.type`);
+  if (scaling !== undefined && scaling !== 'none') unsupported(`${g.path}: rope scaling "${scaling}" is not supported yet; use a model without it`);
+  if (g.tensors.has('rope_freqs.weight')) unsupported(`${g.path}: per-dimension rope frequency factors (Llama 3.1 style) are not supported yet`);
+  return {
+    architecture: a,
+    vocabSize: g.tensor('token_embd.weight').dims[1],
+    dim: cfg.dModel,
+    layers: cfg.nLayers,
+    heads: cfg.nHeads,
+    kvHeads: cfg.nKvHeads,
+    headDim: cfg.headDim,
+    ffDim: cfg.ffnDim,
+    rmsEps: cfg.rmsEps,
+    ropeFreqBase: cfg.ropeTheta,
+    ropeMode: cfg.ropeType,
+    ropeDims: cfg.ropeDims,
+  };
+}
+
+const WEIGHT_DTYPE: Partial<Record<GgmlType, WeightDType>> = {
+  [GgmlType.F32]: 'f32',
+  [GgmlType.F16]: 'f16',
+  [GgmlType.BF16]: 'bf16',
+  [GgmlType.Q8_0]: 'q8_0',
+};
+
+function expectDims(t: GgufTensor, dims: number[]): void {
+  if (t.dims.length !== dims.length || t.dims.some((d, i) => d !== dims[i])) {
+    unsupported(`tensor ${t.name} has dims [${t.dims}] but the config implies [${dims}]; the GGUF is inconsistent`);
+  }
+}
+
+/** A 1-D tensor as f32 values (norm gains and biases are usually f32 already). */
+function vectorF32(t: GgufTensor): Float32Array {
+  const n = t.elements;
+  if (t.type === GgmlType.F32) {
+    return new Float32Array(t.data.buffer, t.data.byteOffset, n).slice();
+  }
+  if (t.type === GgmlType.F16) return f16ToF32(new Uint16Array(t.data.buffer.slice(t.data.byteOffset, t.data.byteOffset + n * 2)));
+  if (t.type === GgmlType.BF16) return bf16ToF32(new Uint16Array(t.data.buffer.slice(t.data.byteOffset, t.data.byteOffset + n * 2)));
+  return unsupported(`vector tensor ${t.name} has type ${t.type}; expected f32, f16 or bf16`);
+}
+
+export interface UploadedWeights {
+  weights: ModelWeights;
+  /** Bias tensors (to free with the engine). */
+  tensors: TensorHandle[];
+}
+
+/** Uploads every tensor the graph uses; the GGUF file may be closed afterwards. */
+export function uploadModelWeights(backend: Backend, g: GgufFile, c: GraphConfig): UploadedWeights {
+  const qDim = c.heads * c.headDim;
+  const kvDim = c.kvHeads * c.headDim;
+  const tensors: TensorHandle[] = [];
+  const matrix = (name: string, cols: number, rows: number): WeightHandle => {
+    const t = g.tensor(name);
+    expectDims(t, [cols, rows]);
+    const dtype = WEIGHT_DTYPE[t.type];
+    if (!dtype) unsupported(`tensor ${name} has GGML type ${t.type}; the engine computes f32, f16, bf16 and q8_0 weights`);
+    return backend.uploadWeight(dtype, rows, cols, t.data);
+  };
+  const gain = (name: string, n: number): WeightHandle => {
+    const t = g.tensor(name);
+    expectDims(t, [n]);
+    const v = vectorF32(t);
+    return backend.uploadWeight('f32', 1, n, new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
+  };
+  const bias = (name: string, n: number): TensorHandle | undefined => {
+    const t = g.tensors.get(name);
+    if (!t) return undefined;
+    expectDims(t, [n]);
+    const v = vectorF32(t);
+    const tiled = new Float32Array(BIAS_TILE_ROWS * n);
+    for (let r = 0; r < BIAS_TILE_ROWS; r++) tiled.set(v, r * n);
+    const h = backend.alloc(tiled.length);
+    backend.write(h, tiled);
+    tensors.push(h);
+    return h;
+  };
+
+  const tokenEmbd = matrix('token_embd.weight', c.dim, c.vocabSize);
+  const layers: LayerWeights[] = [];
+  for (let l = 0; l < c.layers; l++) {
+    const p = `blk.${l}.`;
+    layers.push({
+      attnNorm: gain(p + 'attn_norm.weight', c.dim),
+      wq: matrix(p + 'attn_q.weight', c.dim, qDim),
+      wk: matrix(p + 'attn_k.weight', c.dim, kvDim),
+      wv: matrix(p + 'attn_v.weight', c.dim, kvDim),
+      bq: bias(p + 'attn_q.bias', qDim),
+      bk: bias(p + 'attn_k.bias', kvDim),
+      bv: bias(p + 'attn_v.bias', kvDim),
+      wo: matrix(p + 'attn_output.weight', qDim, c.dim),
+      ffnNorm: gain(p + 'ffn_norm.weight', c.dim),
+      wGate: matrix(p + 'ffn_gate.weight', c.dim, c.ffDim),
+      wUp: matrix(p + 'ffn_up.weight', c.dim, c.ffDim),
+      wDown: matrix(p + 'ffn_down.weight', c.ffDim, c.dim),
+    });
+  }
+  const outputNorm = gain('output_norm.weight', c.dim);
+  const output = g.tensors.has('output.weight') ? matrix('output.weight', c.dim, c.vocabSize) : tokenEmbd;
+  return { weights: { tokenEmbd, layers, outputNorm, output }, tensors };
+}
