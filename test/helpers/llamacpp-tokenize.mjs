@@ -4,8 +4,11 @@
  * its own process (node-llama-cpp's binary self-test forks process.execArgv,
  * which breaks inside vitest workers).
  *
- *   stdin : { modelPath, items: [{ text, parseSpecial }] }
- *   stdout: { tokens: number[][], metadataKeys: string[] } or { error }
+ *   stdin : { modelPath, items: [{ text, parseSpecial }], vocabOnly? (default true) }
+ *   stdout: { tokens: number[][], trainContextSize, vocabOnly } or { error }
+ *
+ * With vocabOnly false the whole model (weights included) is loaded, which
+ * proves llama.cpp accepts every tensor of the file.
  *
  * Tokenization is llama.cpp's common_tokenize(vocab, text, add_special=false,
  * parse_special).
@@ -22,10 +25,10 @@ async function main() {
   const req = await readStdin();
   const llama = await getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error });
   try {
-    const model = await llama.loadModel({ modelPath: req.modelPath, gpuLayers: 0, vocabOnly: true });
+    const model = await llama.loadModel({ modelPath: req.modelPath, gpuLayers: 0, vocabOnly: req.vocabOnly !== false });
     try {
       const tokens = req.items.map((it) => Array.from(model.tokenize(it.text, it.parseSpecial === true)));
-      return { tokens, trainContextSize: model.trainContextSize };
+      return { tokens, trainContextSize: model.trainContextSize, vocabOnly: req.vocabOnly !== false };
     } finally {
       await model.dispose();
     }
