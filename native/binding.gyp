@@ -1,12 +1,79 @@
+# kvtier's native compute core.
+#
+# The kernels in src/ops/*.cc marked "per ISA" are compiled three times, once
+# per static library below, each with its own -m flags and its own namespace
+# (KVT_ISA_NS); src/dispatch.cc picks one at run time. Everything else is
+# compiled once, without ISA flags, so it runs on any x86-64 CPU.
+#
+# -ffp-contract=off: the compiler must not fuse a*b+c on its own; kernels
+# spell every fma, which is what keeps scalar/AVX2/AVX-512 bit-identical.
+#
+# native/cuda adds its own conditional section (owned by the CUDA engineer).
 {
+  "variables": {
+    "kvt_common_cflags": ["-std=c++17", "-O3", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-Wall", "-Wno-unused-function"],
+    "kvt_isa_sources": [
+      "src/ops/matmul.cc",
+      "src/ops/rmsnorm.cc",
+      "src/ops/softmax.cc",
+      "src/ops/swiglu.cc",
+      "src/ops/add.cc",
+      "src/ops/attention.cc",
+      "src/ops/table.cc"
+    ]
+  },
+  "target_defaults": {
+    "cflags_cc": ["<@(kvt_common_cflags)"],
+    "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-O2", "-O0"],
+    "cflags!": ["-O2"],
+    "conditions": [["target_arch=='x64'", {"defines": ["KVT_HAVE_X86"]}]]
+  },
   "targets": [
     {
+      "target_name": "kvt_isa_scalar",
+      "type": "static_library",
+      "sources": ["<@(kvt_isa_sources)"],
+      "defines": ["KVT_ISA_NS=isa_scalar", "KVT_ISA_TABLE=kernels_scalar", "KVT_ISA_LABEL=\"scalar\""]
+    },
+    {
+      "target_name": "kvt_isa_avx2",
+      "type": "static_library",
+      "sources": ["<@(kvt_isa_sources)"],
+      "defines": ["KVT_ISA_NS=isa_avx2", "KVT_ISA_TABLE=kernels_avx2", "KVT_ISA_LABEL=\"avx2\""],
+      "cflags_cc": ["-mavx2", "-mfma", "-mf16c"]
+    },
+    {
+      "target_name": "kvt_isa_avx512",
+      "type": "static_library",
+      "sources": ["<@(kvt_isa_sources)"],
+      "defines": ["KVT_ISA_NS=isa_avx512", "KVT_ISA_TABLE=kernels_avx512", "KVT_ISA_LABEL=\"avx512\""],
+      "cflags_cc": ["-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni", "-Wno-maybe-uninitialized", "-Wno-uninitialized"]
+    },
+    {
       "target_name": "kvtier_native",
-      "sources": ["src/addon.cc"],
+      "dependencies": ["kvt_isa_scalar", "kvt_isa_avx2", "kvt_isa_avx512"],
+      "sources": [
+        "src/addon.cc",
+        "src/dispatch.cc",
+        "src/thread-pool.cc",
+        "src/memory.cc",
+        "src/ops/matmul-pack.cc",
+        "src/ops/matmul-ref.cc",
+        "src/ops/rmsnorm-ref.cc",
+        "src/ops/softmax-ref.cc",
+        "src/ops/swiglu-ref.cc",
+        "src/ops/add-ref.cc",
+        "src/ops/attention-ref.cc",
+        "src/ops/rope.cc",
+        "src/ops/rope-ref.cc",
+        "src/ops/embed.cc",
+        "src/ops/embed-ref.cc",
+        "src/ops/kv-write.cc",
+        "src/ops/kv-write-ref.cc"
+      ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
       "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS"],
-      "cflags_cc": ["-std=c++17", "-O3"],
-      "cflags_cc!": ["-fno-exceptions", "-fno-rtti"]
+      "libraries": ["-lpthread"]
     }
   ]
 }

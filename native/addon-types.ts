@@ -1,0 +1,47 @@
+/**
+ * The raw N-API surface of kvtier_native.node (src/addon.cc). Argument
+ * order mirrors the C++ kernels: outputs first. Prefer the typed wrappers in
+ * kernels.ts or the Backend; these are exported for tests and benchmarks.
+ * Weight dtypes are GGML type ids (0 F32, 1 F16, 8 Q8_0, 30 BF16); KV dtypes 0 F32, 1 F16.
+ */
+export type Bytes = ArrayBuffer | ArrayBufferView;
+
+export interface NativeAddon {
+  readonly abiVersion: number;
+  info(): { abiVersion: number; isa: string; isasAvailable: string[]; threads: number };
+  setIsa(name: string): void;
+  setThreads(n: number): number;
+  handoffNs(iterations: number): number;
+  allocAligned(bytes: number): ArrayBuffer;
+  mmapFile(path: string): ArrayBuffer;
+  unmapFile(buffer: ArrayBuffer): boolean;
+  packedWeightBytes(dtype: number, rows: number, cols: number): number;
+  packWeight(dtype: number, rows: number, cols: number, gguf: Bytes): ArrayBuffer;
+  matmul(out: Float32Array, x: Float32Array, packed: Bytes, dtype: number, rows: number, cols: number, m: number): void;
+  matmulRef(out: Float32Array, x: Float32Array, gguf: Bytes, dtype: number, rows: number, cols: number, m: number): void;
+  rmsNorm(out: Float32Array, x: Float32Array, gain: Float32Array, rows: number, dim: number, eps: number): void;
+  rmsNormRef(out: Float32Array, x: Float32Array, gain: Float32Array, rows: number, dim: number, eps: number): void;
+  softmax(x: Float32Array, rows: number, cols: number): void;
+  softmaxRef(x: Float32Array, rows: number, cols: number): void;
+  swiglu(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;
+  swigluRef(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;
+  add(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void;
+  addRef(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void;
+  rope(x: Float32Array, positions: Int32Array, rows: number, heads: number, headDim: number, rotDims: number,
+    mode: number, freqBase: number): void;
+  ropeRef(x: Float32Array, positions: Int32Array, rows: number, heads: number, headDim: number, rotDims: number,
+    mode: number, freqBase: number): void;
+  embed(out: Float32Array, table: Bytes, dtype: number, rows: number, cols: number, tokens: Int32Array): void;
+  embedRef(out: Float32Array, table: Bytes, dtype: number, rows: number, cols: number, tokens: Int32Array): void;
+  kvWrite(pages: Bytes, layers: number, kvHeads: number, headDim: number, kvDtype: number, layer: number,
+    blockTable: Int32Array, pos0: number, n: number, k: Float32Array, v: Float32Array): void;
+  kvWriteRef(pages: Bytes, layers: number, kvHeads: number, headDim: number, kvDtype: number, layer: number,
+    blockTable: Int32Array, pos0: number, n: number, k: Float32Array, v: Float32Array): void;
+  /** tables: all block tables back to back; segments: [tableOffset, tableLength, pos0, queries] per segment. */
+  attention(out: Float32Array, q: Float32Array, pages: Bytes, layers: number, kvHeads: number, headDim: number,
+    kvDtype: number, layer: number, heads: number, scale: number, tables: Int32Array, segments: Int32Array): void;
+  attentionRef(out: Float32Array, q: Float32Array, pages: Bytes, layers: number, kvHeads: number, headDim: number,
+    kvDtype: number, layer: number, heads: number, scale: number, tables: Int32Array, segments: Int32Array): void;
+  dequantize(dst: Float32Array, src: Bytes, dtype: number, count: number): void;
+  quantize(dst: Bytes, src: Float32Array, dtype: number, count: number): void;
+}

@@ -1,0 +1,305 @@
+/**
+ * The CPU implementation of the Backend seam (backend.ts). Handles wrap
+ * plain (64-byte aligned, native-allocated) ArrayBuffers; ops run
+ * synchronously on the addon's thread pool when called, so read/sync never wait.
+ *
+ * Weights: uploadWeight keeps a reference to the caller's GGUF bytes (no
+ * copy — typically a view into mmapFile()) for embed and norm gains, and packs
+ * the matrix into the kernels' 16-row panel layout on first matmul (so an
+ * embedding-only table is never packed). Keep the GGUF mapping alive as long
+ * as the weights are in use.
+ */
+import type { NativeAddon } from './addon-types.ts';
+import {
+  GGML_TYPE, NativeError, PAGE_TOKENS,
+  type AttentionSegment, type Backend, type BackendInfo, type KvDType, type KvPoolHandle, type KvPoolSpec,
+  type RopeOptions, type TensorHandle, type WeightDType, type WeightHandle,
+} from './backend.ts';
+import { loadAddon, wrapNativeError } from './load-addon.ts';
+
+export class CpuTensor implements TensorHandle {
+  readonly kind = 'tensor' as const;
+  constructor(public data: Float32Array) {}
+  get length(): number {
+    return this.data.length;
+  }
+}
+
+export class CpuWeight implements WeightHandle {
+  readonly kind = 'weight' as const;
+  packed: ArrayBuffer | null = null;
+  private gainCache: Float32Array | null = null;
+  constructor(
+    readonly dtype: WeightDType,
+    readonly rows: number,
+    readonly cols: number,
+    public gguf: Uint8Array,
+  ) {}
+  get ggmlType(): number {
+    return GGML_TYPE[this.dtype];
+  }
+  /** The weight as f32 values (norm gains: [1][dim]). */
+  asF32(addon: NativeAddon): Float32Array {
+    if (!this.gainCache) {
+      const n = this.rows * this.cols;
+      if (this.dtype === 'f32' && this.gguf.byteOffset % 4 === 0) {
+        this.gainCache = new Float32Array(this.gguf.buffer, this.gguf.byteOffset, n);
+      } else {
+        this.gainCache = new Float32Array(n);
+        addon.dequantize(this.gainCache, this.gguf, this.ggmlType, n);
+      }
+    }
+    return this.gainCache;
+  }
+}
+
+export class CpuKvPool implements KvPoolHandle {
+  readonly kind = 'kvpool' as const;
+  constructor(
+    readonly layers: number,
+    readonly kvHeads: number,
+    readonly headDim: number,
+    readonly pages: number,
+    readonly dtype: KvDType,
+    readonly pageBytes: number,
+    public bytes: Uint8Array,
+  ) {}
+  get kvType(): number {
+    return this.dtype === 'f32' ? 0 : 1;
+  }
+}
+
+const ROW_BYTES: Record<WeightDType, (cols: number) => number> = {
+  f32: (c) => c * 4,
+  f16: (c) => c * 2,
+  bf16: (c) => c * 2,
+  q8_0: (c) => (c / 32) * 34,
+};
+
+function shapeError(msg: string): never {
+  throw new NativeError('KVT_ERR_NATIVE_SHAPE', msg);
+}
+
+function checkInt(name: string, v: number, min = 0): void {
+  if (!Number.isInteger(v) || v < min) shapeError(`${name} must be an integer >= ${min}, got ${v}`);
+}
+
+export class CpuBackend implements Backend {
+  readonly name = 'cpu' as const;
+  readonly addon: NativeAddon;
+
+  constructor(addon: NativeAddon = loadAddon()) {
+    this.addon = addon;
+  }
+
+  info(): BackendInfo {
+    const i = this.addon.info();
+    return { name: 'cpu', isa: i.isa, isasAvailable: i.isasAvailable, threads: i.threads };
+  }
+
+  // ---- memory ----------------------------------------------------------------
+
+  alloc(length: number): TensorHandle {
+    checkInt('alloc length', length);
+    return new CpuTensor(new Float32Array(this.call(() => this.addon.allocAligned(length * 4)), 0, length));
+  }
+
+  view(t: TensorHandle, offset: number, length: number): TensorHandle {
+    const d = this.tensor(t, 'view');
+    checkInt('view offset', offset);
+    checkInt('view length', length);
+    if (offset + length > d.length) shapeError(`view [${offset}, ${offset + length}) exceeds tensor length ${d.length}`);
+    return new CpuTensor(d.subarray(offset, offset + length));
+  }
+
+  write(dst: TensorHandle, src: Float32Array, offset = 0): void {
+    const d = this.tensor(dst, 'write');
+    if (offset < 0 || offset + src.length > d.length) shapeError(`write of ${src.length} at ${offset} exceeds tensor length ${d.length}`);
+    d.set(src, offset);
+  }
+
+  read(src: TensorHandle, into?: Float32Array): Float32Array {
+    const d = this.tensor(src, 'read');
+    if (!into) return d.slice();
+    if (into.length < d.length) shapeError(`read: destination holds ${into.length} floats, tensor has ${d.length}`);
+    into.set(d);
+    return into;
+  }
+
+  uploadWeight(dtype: WeightDType, rows: number, cols: number, bytes: Uint8Array): WeightHandle {
+    if (!(dtype in GGML_TYPE)) throw new NativeError('KVT_ERR_NATIVE_DTYPE', `weight dtype ${dtype}: use f32, f16, bf16 or q8_0`);
+    checkInt('weight rows', rows, 1);
+    checkInt('weight cols', cols, 1);
+    if (dtype === 'q8_0' && cols % 32 !== 0) shapeError(`q8_0 weight needs cols % 32 == 0, got ${cols}`);
+    const want = ROW_BYTES[dtype](cols) * rows;
+    if (bytes.byteLength < want) shapeError(`weight [${rows}][${cols}] ${dtype} needs ${want} bytes, got ${bytes.byteLength}`);
+    return new CpuWeight(dtype, rows, cols, bytes.subarray(0, want));
+  }
+
+  createKvPool(spec: KvPoolSpec): KvPoolHandle {
+    const dtype = spec.dtype ?? 'f16';
+    if (dtype !== 'f16' && dtype !== 'f32') throw new NativeError('KVT_ERR_NATIVE_DTYPE', `kv dtype ${dtype}: use f16 or f32`);
+    checkInt('layers', spec.layers, 1);
+    checkInt('kvHeads', spec.kvHeads, 1);
+    checkInt('headDim', spec.headDim, 1);
+    checkInt('pages', spec.pages, 1);
+    if (spec.headDim > 256) shapeError(`headDim ${spec.headDim} > 256 is not supported`);
+    const pageBytes = spec.layers * 2 * spec.kvHeads * PAGE_TOKENS * spec.headDim * (dtype === 'f32' ? 4 : 2);
+    const buf = this.call(() => this.addon.allocAligned(pageBytes * spec.pages));
+    return new CpuKvPool(spec.layers, spec.kvHeads, spec.headDim, spec.pages, dtype, pageBytes, new Uint8Array(buf));
+  }
+
+  copyIntoPage(pool: KvPoolHandle, page: number, src: Uint8Array): void {
+    const p = this.pool(pool);
+    this.checkPage(p, page);
+    if (src.byteLength !== p.pageBytes) shapeError(`copyIntoPage: block payload is ${src.byteLength} bytes, a page is ${p.pageBytes}`);
+    p.bytes.set(src, page * p.pageBytes);
+  }
+
+  copyFromPage(pool: KvPoolHandle, page: number, into?: Uint8Array): Uint8Array {
+    const p = this.pool(pool);
+    this.checkPage(p, page);
+    const view = p.bytes.subarray(page * p.pageBytes, (page + 1) * p.pageBytes);
+    if (!into) return view.slice();
+    if (into.byteLength < p.pageBytes) shapeError(`copyFromPage: destination holds ${into.byteLength} bytes, a page is ${p.pageBytes}`);
+    into.set(view);
+    return into;
+  }
+
+  /** CPU only: the page's bytes in place (no copy). Valid until the pool is freed. */
+  pageView(pool: KvPoolHandle, page: number): Uint8Array {
+    const p = this.pool(pool);
+    this.checkPage(p, page);
+    return p.bytes.subarray(page * p.pageBytes, (page + 1) * p.pageBytes);
+  }
+
+  free(h: TensorHandle | WeightHandle | KvPoolHandle): void {
+    // Native memory goes back when the ArrayBuffer is collected; dropping the
+    // references here makes that happen at the next GC and turns use-after-free into an error.
+    if (h instanceof CpuTensor) h.data = new Float32Array(0);
+    else if (h instanceof CpuWeight) {
+      h.packed = null;
+      h.gguf = new Uint8Array(0);
+    } else if (h instanceof CpuKvPool) h.bytes = new Uint8Array(0);
+  }
+
+  // ---- ops ---------------------------------------------------------------------
+
+  matmul(out: TensorHandle, x: TensorHandle, w: WeightHandle, m: number): void {
+    const wt = this.weight(w);
+    checkInt('m', m);
+    const o = this.tensor(out, 'matmul out');
+    const xd = this.tensor(x, 'matmul x');
+    if (xd.length < m * wt.cols) shapeError(`matmul: x has ${xd.length} floats, needs m*cols = ${m}*${wt.cols}`);
+    if (o.length < m * wt.rows) shapeError(`matmul: out has ${o.length} floats, needs m*rows = ${m}*${wt.rows}`);
+    if (!wt.packed) wt.packed = this.call(() => this.addon.packWeight(wt.ggmlType, wt.rows, wt.cols, wt.gguf));
+    const packed = wt.packed;
+    this.call(() => this.addon.matmul(o, xd, packed, wt.ggmlType, wt.rows, wt.cols, m));
+  }
+
+  rmsNorm(out: TensorHandle, x: TensorHandle, gain: WeightHandle, rows: number, dim: number, eps: number): void {
+    const g = this.weight(gain);
+    if (g.rows * g.cols !== dim) shapeError(`rmsNorm: gain has ${g.rows * g.cols} values, dim is ${dim}`);
+    const gv = g.asF32(this.addon);
+    const o = this.tensor(out, 'rmsNorm out');
+    const xd = this.tensor(x, 'rmsNorm x');
+    this.call(() => this.addon.rmsNorm(o, xd, gv, rows, dim, eps));
+  }
+
+  rope(x: TensorHandle, positions: Int32Array, rows: number, heads: number, headDim: number, opts: RopeOptions): void {
+    const xd = this.tensor(x, 'rope x');
+    const mode = opts.mode === 'neox' ? 2 : opts.mode === 'normal' ? 0 : shapeError(`rope mode ${opts.mode}: use normal or neox`);
+    this.call(() => this.addon.rope(xd, positions, rows, heads, headDim, opts.rotDims ?? headDim, mode, opts.freqBase));
+  }
+
+  softmax(x: TensorHandle, rows: number, cols: number): void {
+    const xd = this.tensor(x, 'softmax x');
+    this.call(() => this.addon.softmax(xd, rows, cols));
+  }
+
+  swiglu(out: TensorHandle, gate: TensorHandle, up: TensorHandle, n: number): void {
+    const o = this.tensor(out, 'swiglu out');
+    const g = this.tensor(gate, 'swiglu gate');
+    const u = this.tensor(up, 'swiglu up');
+    this.call(() => this.addon.swiglu(o, g, u, n));
+  }
+
+  add(out: TensorHandle, a: TensorHandle, b: TensorHandle, n: number): void {
+    const o = this.tensor(out, 'add out');
+    const ad = this.tensor(a, 'add a');
+    const bd = this.tensor(b, 'add b');
+    this.call(() => this.addon.add(o, ad, bd, n));
+  }
+
+  embed(out: TensorHandle, table: WeightHandle, tokens: Int32Array): void {
+    const t = this.weight(table);
+    const o = this.tensor(out, 'embed out');
+    this.call(() => this.addon.embed(o, t.gguf, t.ggmlType, t.rows, t.cols, tokens));
+  }
+
+  kvWrite(pool: KvPoolHandle, layer: number, blockTable: Int32Array, pos0: number, n: number,
+    k: TensorHandle, v: TensorHandle): void {
+    const p = this.pool(pool);
+    const kd = this.tensor(k, 'kvWrite k');
+    const vd = this.tensor(v, 'kvWrite v');
+    this.call(() => this.addon.kvWrite(p.bytes, p.layers, p.kvHeads, p.headDim, p.kvType, layer, blockTable, pos0, n, kd, vd));
+  }
+
+  attention(out: TensorHandle, q: TensorHandle, pool: KvPoolHandle, layer: number, heads: number,
+    scale: number, segments: AttentionSegment[]): void {
+    const p = this.pool(pool);
+    const o = this.tensor(out, 'attention out');
+    const qd = this.tensor(q, 'attention q');
+    const { tables, segs } = packSegments(segments);
+    this.call(() => this.addon.attention(o, qd, p.bytes, p.layers, p.kvHeads, p.headDim, p.kvType, layer, heads, scale, tables, segs));
+  }
+
+  sync(): void {}
+
+  // ---- helpers -------------------------------------------------------------------
+
+  private call<T>(fn: () => T): T {
+    try {
+      return fn();
+    } catch (e) {
+      wrapNativeError(e);
+    }
+  }
+
+  private tensor(t: TensorHandle, what: string): Float32Array {
+    if (!(t instanceof CpuTensor)) throw new NativeError('KVT_ERR_NATIVE_HANDLE', `${what}: not a tensor of the cpu backend`);
+    return t.data;
+  }
+
+  private weight(w: WeightHandle): CpuWeight {
+    if (!(w instanceof CpuWeight)) throw new NativeError('KVT_ERR_NATIVE_HANDLE', 'not a weight of the cpu backend');
+    return w;
+  }
+
+  private pool(p: KvPoolHandle): CpuKvPool {
+    if (!(p instanceof CpuKvPool)) throw new NativeError('KVT_ERR_NATIVE_HANDLE', 'not a KV pool of the cpu backend');
+    return p;
+  }
+
+  private checkPage(p: CpuKvPool, page: number): void {
+    if (!Number.isInteger(page) || page < 0 || page >= p.pages) shapeError(`page ${page} out of range [0, ${p.pages})`);
+  }
+}
+
+/** Flattens segments for the addon: tables back to back + [offset, length, pos0, queries] each. */
+export function packSegments(segments: AttentionSegment[]): { tables: Int32Array; segs: Int32Array } {
+  let total = 0;
+  for (const s of segments) total += s.blockTable.length;
+  const tables = new Int32Array(total);
+  const segs = new Int32Array(segments.length * 4);
+  let off = 0;
+  segments.forEach((s, i) => {
+    tables.set(s.blockTable, off);
+    segs[i * 4] = off;
+    segs[i * 4 + 1] = s.blockTable.length;
+    segs[i * 4 + 2] = s.pos0;
+    segs[i * 4 + 3] = s.queries;
+    off += s.blockTable.length;
+  });
+  return { tables, segs };
+}

@@ -1,0 +1,98 @@
+/**
+ * kvtier's compute core. Pick a backend with `createBackend()`
+ * (KVTIER_DEVICE=auto|cpu|cuda; auto = cuda when a CUDA backend is
+ * registered and sees a GPU, else cpu), then run ops on its handles.
+ * See backend.ts for the seam and the KV page layout.
+ */
+import type { NativeAddon } from './addon-types.ts';
+import { NativeError, type Backend, type BackendInfo } from './backend.ts';
+import { CpuBackend } from './cpu-backend.ts';
+import { loadAddon, wrapNativeError } from './load-addon.ts';
+
+export * from './backend.ts';
+export { CpuBackend, CpuKvPool, CpuTensor, CpuWeight, packSegments } from './cpu-backend.ts';
+export type { NativeAddon } from './addon-types.ts';
+export { ADDON_PATH } from './load-addon.ts';
+
+/** A backend another module (native/cuda) makes available; see registerBackend. */
+export interface BackendFactory {
+  /** null when usable, else why not (no device, not built). */
+  unavailableReason(): string | null;
+  create(): Backend;
+}
+
+const factories = new Map<string, BackendFactory>();
+
+/** Called by a device backend's module on import (e.g. native/cuda registers 'cuda'). */
+export function registerBackend(name: 'cuda', factory: BackendFactory): void {
+  factories.set(name, factory);
+}
+
+export type DeviceChoice = 'auto' | 'cpu' | 'cuda';
+
+let defaultCpu: CpuBackend | null = null;
+
+export function createBackend(device: DeviceChoice = (process.env.KVTIER_DEVICE as DeviceChoice) || 'auto'): Backend {
+  if (device !== 'auto' && device !== 'cpu' && device !== 'cuda') {
+    throw new NativeError('KVT_ERR_NATIVE_DEVICE', `KVTIER_DEVICE=${device}: use auto, cpu or cuda`);
+  }
+  if (device === 'cuda' || device === 'auto') {
+    const cuda = factories.get('cuda');
+    const why = cuda ? cuda.unavailableReason() : 'the CUDA backend is not built into this install';
+    if (cuda && why === null) return cuda.create();
+    if (device === 'cuda') throw new NativeError('KVT_ERR_NATIVE_NO_CUDA', `KVTIER_DEVICE=cuda but ${why}; use KVTIER_DEVICE=cpu`);
+  }
+  defaultCpu ??= new CpuBackend();
+  return defaultCpu;
+}
+
+/** The raw addon (tests, benchmarks, reference kernels). */
+export function nativeAddon(): NativeAddon {
+  return loadAddon();
+}
+
+/** ISA in use, ISAs available and thread count of the CPU kernels. */
+export function backendInfo(): BackendInfo {
+  return new CpuBackend(loadAddon()).info();
+}
+
+/** Switches the CPU kernels' ISA at run time (tests); throws KVT_ERR_NATIVE_ISA when unsupported. */
+export function setIsa(isa: 'scalar' | 'avx2' | 'avx512'): void {
+  try {
+    loadAddon().setIsa(isa);
+  } catch (e) {
+    wrapNativeError(e);
+  }
+}
+
+/** Resizes the CPU thread pool (n <= 0: default = KVTIER_NATIVE_THREADS or all cores). Returns the new size. */
+export function setThreads(n: number): number {
+  return loadAddon().setThreads(n);
+}
+
+/**
+ * Maps a file read-only without copying it: the ArrayBuffer views the page
+ * cache. Unmapped when collected, or now with unmapFile (views then read as
+ * detached/empty). Throws KVT_ERR_NATIVE_MMAP with the OS reason.
+ */
+export function mmapFile(path: string): ArrayBuffer {
+  try {
+    return loadAddon().mmapFile(path);
+  } catch (e) {
+    wrapNativeError(e);
+  }
+}
+
+/** Unmaps a buffer from mmapFile now; false if it was not mapped (or already unmapped). */
+export function unmapFile(buffer: ArrayBuffer): boolean {
+  return loadAddon().unmapFile(buffer);
+}
+
+/** Zero-filled native buffer, 64-byte aligned (page aligned from 1 MiB), freed on GC. */
+export function allocAligned(bytes: number): ArrayBuffer {
+  try {
+    return loadAddon().allocAligned(bytes);
+  } catch (e) {
+    wrapNativeError(e);
+  }
+}
