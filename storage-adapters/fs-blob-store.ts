@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 
 import type { BlobStore } from './blob-store.ts';
+import { readWholeFile, writeNewFile } from './fs-fd-io.ts';
 import { boundedMap } from './bounded-map.ts';
 import {
   StorageBadConfigError,
@@ -211,7 +212,7 @@ export class FsBlobStore implements BlobStore {
     for (let attempt = 0; ; attempt++) {
       const tempPath = `${finalPath}${nextTempSuffix()}`;
       try {
-        await this.writeTemp(tempPath, bytes);
+        await writeNewFile(tempPath, bytes, this.fsync);
       } catch (error) {
         if (errnoOf(error) === 'ENOENT' && attempt < 3) {
           await this.mkdirShard(shardDir);
@@ -235,32 +236,6 @@ export class FsBlobStore implements BlobStore {
     }
   }
 
-  /** One open, one write (looping only on a short write), optional fdatasync, close. */
-  private async writeTemp(tempPath: string, bytes: Uint8Array): Promise<void> {
-    const handle = await fsp.open(tempPath, 'wx');
-    let failure: unknown;
-    try {
-      let offset = 0;
-      while (offset < bytes.byteLength) {
-        const { bytesWritten } = await handle.write(bytes, offset, bytes.byteLength - offset, offset);
-        offset += bytesWritten;
-      }
-      if (this.fsync) await handle.datasync();
-    } catch (error) {
-      failure = error;
-    }
-    try {
-      // close reports deferred write errors on NFS-like mounts, so it counts.
-      await handle.close();
-    } catch (error) {
-      failure ??= error;
-    }
-    if (failure !== undefined) {
-      await this.removeTempAfterFailure(tempPath, failure);
-      throw failure;
-    }
-  }
-
   /** Best effort: the original failure is what the caller sees; a failed cleanup is attached to it. */
   private async removeTempAfterFailure(tempPath: string, failure: unknown): Promise<void> {
     try {
@@ -274,27 +249,11 @@ export class FsBlobStore implements BlobStore {
 
   private async getNow(key: string): Promise<Uint8Array | null> {
     const path = this.pathOf(key);
-    let handle: FileHandle;
     try {
-      handle = await fsp.open(path, 'r');
+      return await readWholeFile(path);
     } catch (error) {
-      if (errnoOf(error) === 'ENOENT') return null;
       throw toStorageError(error, 'get', path);
     }
-    let failure: unknown;
-    let bytes: Uint8Array | undefined;
-    try {
-      bytes = await readWhole(handle, path);
-    } catch (error) {
-      failure = error;
-    }
-    try {
-      await handle.close();
-    } catch (error) {
-      failure ??= error;
-    }
-    if (failure !== undefined) throw toStorageError(failure, 'get', path);
-    return bytes!;
   }
 
   private async mkdirShard(shardDir: string): Promise<void> {
@@ -374,29 +333,6 @@ function mapShardChars(part: string): string {
   return part.replaceAll('.', '_');
 }
 
-/**
- * Reads a file of known size straight into a right-sized buffer: one fstat,
- * one read for the common case, no intermediate chunks or concatenation. The
- * buffer gets its own ArrayBuffer (not Node's shared pool), so callers may
- * view it as other typed arrays.
- */
-async function readWhole(handle: FileHandle, path: string): Promise<Uint8Array> {
-  const { size } = await handle.stat();
-  const buffer = Buffer.allocUnsafeSlow(size);
-  let offset = 0;
-  while (offset < size) {
-    const { bytesRead } = await handle.read(buffer, offset, size - offset, offset);
-    if (bytesRead === 0) break;
-    offset += bytesRead;
-  }
-  if (offset !== size) {
-    // Blocks are immutable once renamed into place; a shrinking file means
-    // someone outside the store truncated it.
-    throw new StorageIoError(`short read of ${path}: ${offset} of ${size} bytes; the file was modified outside the store`);
-  }
-  return new Uint8Array(buffer.buffer, buffer.byteOffset, size);
-}
-
 function errnoOf(error: unknown): string | undefined {
   return typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string'
     ? error.code
@@ -425,6 +361,9 @@ function toStorageError(error: unknown, operation: string, path: string): Storag
     return new StorageIoError(`fs ${operation} ${path}: ${errno} — the filesystem or quota is full; run GC or lower the capacity quota`, {
       cause: error,
     });
+  }
+  if (errno === 'ESHORTREAD') {
+    return new StorageIoError(`fs ${operation} ${path}: ${(error as Error).message}`, { cause: error });
   }
   if (errno === 'ENOTDIR') {
     return new StorageIoError(`fs ${operation} ${path}: ENOTDIR — a component of the store path is a file; the store directory is damaged or misconfigured`, {

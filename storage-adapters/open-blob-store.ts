@@ -85,7 +85,7 @@ function parseS3Url(url: string): BlobStoreSpec {
   if (parsed.port !== '' || parsed.username !== '' || parsed.password !== '') {
     throw new StorageBadUrlError('bucket', `${redact(url)}: s3://<bucket>/… takes a bucket name, not host:port or user:pass; put the host in ?endpoint=`);
   }
-  const prefix = decodeURIComponent(parsed.pathname.replace(/^\/+/, ''));
+  const prefix = decodeURIComponent(parsed.pathname.replace(/^\//, ''));
   if (prefix.split('/').some((part, i, parts) => part === '' && i !== parts.length - 1) || /[\\]/.test(prefix)) {
     throw new StorageBadUrlError('prefix', `prefix "${prefix}" in ${redact(url)} has empty segments; use s3://bucket/some/prefix`);
   }

@@ -1,0 +1,93 @@
+/**
+ * The two file operations the fs store's hot path needs, written on the
+ * callback fs API: one promise per call and no FileHandle objects (the
+ * promise API allocates and tracks one per open, which measurably slows
+ * MiB-sized reads on a busy box). Errors are the raw errno errors; the store
+ * maps them to typed storage errors.
+ */
+import fs from 'node:fs';
+
+/**
+ * open → fstat → read into a buffer of exactly the file's size → close.
+ * ENOENT at open resolves null. The buffer has its own ArrayBuffer (not
+ * Node's shared pool), so callers may view it as other typed arrays.
+ */
+export function readWholeFile(path: string): Promise<Uint8Array | null> {
+  return new Promise((resolve, reject) => {
+    fs.open(path, 'r', (openError, fd) => {
+      if (openError) {
+        if (openError.code === 'ENOENT') resolve(null);
+        else reject(openError);
+        return;
+      }
+      const finish = (error: unknown, bytes?: Uint8Array) => {
+        fs.close(fd, (closeError) => {
+          if (error ?? closeError) reject(error ?? closeError);
+          else resolve(bytes!);
+        });
+      };
+      fs.fstat(fd, (statError, stat) => {
+        if (statError) return finish(statError);
+        const size = stat.size;
+        const buffer = Buffer.allocUnsafeSlow(size);
+        const bytes = new Uint8Array(buffer.buffer, buffer.byteOffset, size);
+        if (size === 0) return finish(undefined, bytes);
+        let offset = 0;
+        const readMore = () => {
+          fs.read(fd, buffer, offset, size - offset, offset, (readError, bytesRead) => {
+            if (readError) return finish(readError);
+            offset += bytesRead;
+            if (offset === size) return finish(undefined, bytes);
+            if (bytesRead === 0) {
+              // Blocks are immutable once renamed into place; a shrinking
+              // file means someone outside the store truncated it.
+              return finish(Object.assign(new Error(`short read: ${offset} of ${size} bytes; the file was modified outside the store`), { code: 'ESHORTREAD' }));
+            }
+            readMore();
+          });
+        };
+        readMore();
+      });
+    });
+  });
+}
+
+/**
+ * Creates `path` exclusively (O_EXCL: never someone else's file), writes all
+ * of `bytes`, optionally fdatasyncs, and closes. A failed write unlinks the
+ * file; a close error counts (NFS-like mounts report deferred write errors
+ * there).
+ */
+export function writeNewFile(path: string, bytes: Uint8Array, sync: boolean): Promise<void> {
+  return new Promise((resolve, reject) => {
+    fs.open(path, 'wx', 0o666, (openError, fd) => {
+      if (openError) return reject(openError);
+      const finish = (error: unknown) => {
+        fs.close(fd, (closeError) => {
+          const failure = error ?? closeError;
+          if (!failure) return resolve();
+          fs.unlink(path, (unlinkError) => {
+            if (unlinkError && unlinkError.code !== 'ENOENT' && failure instanceof Error) {
+              (failure as Error & { tempCleanupError?: unknown }).tempCleanupError = unlinkError;
+            }
+            reject(failure);
+          });
+        });
+      };
+      let offset = 0;
+      const writeMore = () => {
+        if (offset >= bytes.byteLength) {
+          if (sync) fs.fdatasync(fd, finish);
+          else finish(null);
+          return;
+        }
+        fs.write(fd, bytes, offset, bytes.byteLength - offset, offset, (writeError, written) => {
+          if (writeError) return finish(writeError);
+          offset += written;
+          writeMore();
+        });
+      };
+      writeMore();
+    });
+  });
+}
