@@ -90,12 +90,76 @@ function report(): string {
   return `Report ${y}-${m}-${d}: ${int(10, 99999)} ${pick(units)} processed, ${int(0, 500)} errors, p99 latency ${int(1, 400)}.${int(0, 9)} ms, cost $${int(1, 9999)}.${String(int(0, 99)).padStart(2, '0')}.`;
 }
 
+const lexicon = (
+  'account action address agent alarm album angle animal answer apple area argument arrow article artist ' +
+  'audio author autumn avenue balance ball band bank barrel basket battery beach bean bear bell bench berry ' +
+  'bird blade blanket block board boat body bone book border bottle bottom branch bread brick brush bucket ' +
+  'buffer builder button cabin cable cake camera campus candle canvas capital captain carbon card carpet cart ' +
+  'castle cattle ceiling cell center chain chair chalk channel chapter charge chart cheese cherry chicken ' +
+  'circle city claim class client clock cloud coach coast coffee collar colour column comment company compass ' +
+  'config copper corner cotton counter county course cousin cover cradle credit crew crowd crystal culture ' +
+  'cursor curtain cushion customer cycle dance danger daughter deadline decimal degree delay delta desert ' +
+  'device diamond diary digest dinner doctor domain dragon drawer dream driver engine entry envelope error ' +
+  'event export fabric factor family farmer feather feature fence field figure filter finger flag flame ' +
+  'flower folder forest format fossil frame friend fruit galaxy garage garden gate glass glove grain graph ' +
+  'grass handle harbor header health heart helmet hammer history honey horizon hotel house index island ' +
+  'jacket jungle kernel kettle key kingdom kitchen ladder lake lamp language layer leader lemon lesson letter ' +
+  'level library limit line lion listener lobby locker logger machine magnet manager marble market matrix ' +
+  'meadow member memory message metal method mirror module moment monitor mountain mouse museum needle ' +
+  'number ocean office option orange orbit order owner packet paddle palace panel paper parser pattern ' +
+  'pencil pepper person picture pillow pilot planet player pocket poem pointer policy portal potato powder ' +
+  'printer prism profile project queue rabbit record region report rhythm ribbon river rocket router ' +
+  'saddle sample scale scanner schema season sensor session shadow shelf signal silver sketch socket ' +
+  'soldier source spider spring square stable station stream street string student summer sunset ' +
+  'surface switch symbol system table target teacher template tenant thread ticket tiger timer token ' +
+  'tower tractor trader trail tunnel update user valley vector velvet village violin volume wagon ' +
+  'wallet water window winter wizard worker yard zebra'
+).split(' ');
+const verbsLex = 'get set make build load save find parse read write send fetch create delete update check compute render handle open close start stop reset merge split sort count scan resolve encode decode apply'.split(' ');
+
+const suffixes = ['', '', 's', 'er', 'ing', 'ed', 'less', 'ness', 'ful', 'ish'];
+function identifier(): string {
+  const a = pick(lexicon) + pick(suffixes);
+  const b = pick(lexicon);
+  switch (int(0, 4)) {
+    case 0: return `${pick(verbsLex)}${cap(a)}${cap(b)}`;
+    case 1: return `${a}_${b}`;
+    case 2: return `${cap(a)}${cap(b)}`;
+    case 3: return `${pick(verbsLex)}_${a}_${b}`;
+    default: return `${a.toUpperCase()}_${b.toUpperCase()}`;
+  }
+}
+
+function codeBlock(): string {
+  const fn = identifier();
+  const x = identifier();
+  const y = identifier();
+  const lines = [
+    `function ${fn}(${x}, ${y}) {`,
+    `  const ${identifier()} = ${x}.${pick(verbsLex)}(${int(0, 64)});`,
+    `  if (${y} > ${int(1, 999)}) return ${x};`,
+    `  // ${cap(pick(verbsLex))} the ${pick(lexicon)} before the ${pick(lexicon)}.`,
+    `  return ${y}.${identifier()}(${x});`,
+    '}',
+  ];
+  return lines.join('\n');
+}
+
+function glossary(): string {
+  const out: string[] = [];
+  for (let i = 0; i < int(4, 8); i++) {
+    const w = pick(lexicon);
+    out.push(`${cap(w)}${pick(suffixes)}: a ${pick(adjectives)} ${pick(lexicon)}${pick(suffixes)} near the ${pick(lexicon)}, unlike the ${pick(lexicon)} or the ${pick(lexicon)}.`);
+  }
+  return out.join('\n');
+}
+
 const parts: string[] = [];
 let size = 0;
-const target = 300_000;
+const target = 520_000;
 while (size < target) {
-  const kind = int(0, 9);
-  const text = kind < 4 ? paragraph() : kind < 6 ? dialogue() : kind < 7 ? toolExchange() : kind < 8 ? list() : report();
+  const kind = int(0, 11);
+  const text = kind < 3 ? paragraph() : kind < 5 ? dialogue() : kind < 6 ? toolExchange() : kind < 7 ? list() : kind < 8 ? report() : kind < 10 ? codeBlock() : glossary();
   parts.push(text);
   size += text.length + 2;
 }
