@@ -40,6 +40,8 @@ export interface EngineParts<Tok, Cfg> {
   config: Cfg;
   prefillChunk?: number;
   maxBatch?: number;
+  /** Runs after destroy() freed everything (e.g. closes the GGUF the weights view). */
+  onDestroy?: () => void;
 }
 
 export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
@@ -57,6 +59,7 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
   private readonly graph: LlamaGraph;
   private readonly weights: ModelWeights;
   private readonly owned: EngineParts<Tok, Cfg>['ownedTensors'];
+  private readonly onDestroy: (() => void) | undefined;
   private readonly live = new Set<Sequence>();
   private nextId = 1;
   private destroyed = false;
@@ -74,6 +77,7 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
     this.maxBatch = parts.maxBatch ?? DEFAULT_MAX_BATCH;
     this.weights = parts.weights;
     this.owned = parts.ownedTensors;
+    this.onDestroy = parts.onDestroy;
     this.pool = new KvPool(this.backend, parts.kvLayout, parts.poolBytes);
     this.graph = new LlamaGraph(this.backend, parts.graphConfig, parts.weights, Math.max(this.prefillChunk, this.maxBatch), this.maxBatch);
   }
@@ -185,6 +189,7 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
     for (const l of w.layers) for (const h of [l.attnNorm, l.wq, l.wk, l.wv, l.wo, l.ffnNorm, l.wGate, l.wUp, l.wDown]) free(h);
     for (const h of this.owned) free(h);
     this.destroyed = true;
+    this.onDestroy?.();
   }
 
   private checkAlive(): void {

@@ -4,12 +4,16 @@
  *   'synthetic:tiny' | 'synthetic:small'   generated (once) under <dataDir>/models/
  *   '/path/to/model.gguf'                  any llama / qwen2 GGUF (f32, f16, bf16, q8_0 weights)
  *
- * The GGUF is read once, weights are uploaded (packed) into the backend, and
- * the file buffer is released: the engine keeps only backend memory.
+ * The GGUF is read once into memory; the CPU backend's weight handles view
+ * its bytes (packing each matrix into the kernels' layout on first use), so
+ * the file buffer lives as long as the engine and is released by destroy().
+ *
+ * Threads: the native CPU kernels share one process-wide thread pool;
+ * `threads` resizes it (last loadEngine wins).
  */
 import * as fs from 'node:fs';
 import type { Backend, KvDType } from '../../native/index.ts';
-import { createBackend } from '../../native/index.ts';
+import { createBackend, setThreads } from '../../native/index.ts';
 import { readGguf } from '../gguf/index.ts';
 import { modelConfigFromGguf, type ModelConfig } from '../model-config.ts';
 import { modelFingerprint } from '../fingerprint.ts';
@@ -74,8 +78,9 @@ export async function loadEngine(spec: string, options: LoadEngineOptions = {}):
     throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `kvDtype must be 'f16' or 'f32', got ${String(kvDtype)}`);
   }
   const gguf = readGguf(modelPath);
-  const backend = options.backend ?? createBackend({ threads: options.threads });
   try {
+    if (options.threads !== undefined) setThreads(options.threads);
+    const backend = options.backend ?? createBackend();
     const config = modelConfigFromGguf(gguf);
     const graphConfig = graphConfigFrom(gguf, config);
     const tokenizer = Tokenizer.fromGguf(gguf);
@@ -95,9 +100,11 @@ export async function loadEngine(spec: string, options: LoadEngineOptions = {}):
       config,
       prefillChunk: options.prefillChunk ?? DEFAULT_PREFILL_CHUNK,
       maxBatch: options.maxBatch ?? DEFAULT_MAX_BATCH,
+      onDestroy: () => gguf.close(),
     });
     return Object.assign(engine, { modelPath });
-  } finally {
+  } catch (err) {
     gguf.close();
+    throw err;
   }
 }

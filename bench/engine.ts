@@ -1,0 +1,142 @@
+/**
+ * Engine benchmark: our engine vs llama.cpp (node-llama-cpp's CPU build, same
+ * GGUF file, same prompt) on synthetic:small in F16 and Q8_0 weights.
+ *
+ *   <w>_prefill_tps / <w>_llamacpp_prefill_tps   prompt of PREFILL_TOKENS random tokens
+ *   <w>_decode_tps  / <w>_llamacpp_decode_tps    DECODE_TOKENS greedy steps after the prompt
+ *   <w>_*_threads                               the thread count (1 or 2) that was best
+ *   <w>_prefill_ratio, <w>_decode_ratio          ours / llama.cpp (targets ≥ 0.5 and ≥ 0.7)
+ *   import_ms vs prefill_ms                      63 cached blocks (4032 tokens) imported as
+ *                                                memory copies vs prefilled (target ≤ 0.02)
+ *
+ * Both sides use f16 KV. Each configuration is measured after a warm-up run.
+ * Progress goes to stderr; the result object is what bench/main.ts prints.
+ */
+import * as os from 'node:os';
+import { loadEngine, resolveModelPath, type LoadedEngine } from '../inference-core/engine/index.ts';
+import { llamaBench } from '../test/helpers/llamacpp.ts';
+
+const PREFILL_TOKENS = 2048;
+const DECODE_TOKENS = 128;
+const IMPORT_BLOCKS = 63;
+const THREAD_CHOICES = [1, 2].filter((t) => t <= Math.max(1, os.availableParallelism()));
+
+function say(line: string): void {
+  process.stderr.write(`bench engine: ${line}\n`);
+}
+
+function promptOf(n: number, vocab: number, seed: number): number[] {
+  let s = seed >>> 0 || 1;
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    s ^= s << 13;
+    s >>>= 0;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    s >>>= 0;
+    out.push(s % vocab);
+  }
+  return out;
+}
+
+function argmax(a: Float32Array): number {
+  let b = 0;
+  for (let i = 1; i < a.length; i++) if (a[i] > a[b]) b = i;
+  return b;
+}
+
+interface Measured {
+  prefillTps: number;
+  decodeTps: number;
+  prefillMs: number;
+}
+
+function measureOurs(engine: LoadedEngine, prompt: number[]): Measured {
+  const seq = engine.createSequence();
+  const t0 = performance.now();
+  let logits = seq.prefill(prompt);
+  const t1 = performance.now();
+  for (let i = 0; i < DECODE_TOKENS; i++) logits = seq.decode(argmax(logits));
+  const t2 = performance.now();
+  seq.free();
+  return { prefillMs: t1 - t0, prefillTps: prompt.length / ((t1 - t0) / 1000), decodeTps: DECODE_TOKENS / ((t2 - t1) / 1000) };
+}
+
+export async function run(): Promise<Record<string, number | string>> {
+  const dataDir = process.env.KVTIER_DATA_DIR ?? 'data';
+  const result: Record<string, number | string> = {};
+  const poolBytes = 512 * 2 ** 20;
+  for (const weightType of ['f16', 'q8_0'] as const) {
+    const modelPath = resolveModelPath('synthetic:small', { dataDir, weightType });
+    let ours = { prefill: 0, prefillThreads: 0, decode: 0, decodeThreads: 0 };
+    let vocab = 0;
+    for (const threads of THREAD_CHOICES) {
+      const engine = await loadEngine(modelPath, { threads, kvDtype: 'f16', poolBytes });
+      vocab = engine.vocabSize;
+      const prompt = promptOf(PREFILL_TOKENS, vocab, 7);
+      measureOurs(engine, prompt.slice(0, 256)); // warm-up: page in weights, size scratch
+      const m = measureOurs(engine, prompt);
+      say(`ours ${weightType} threads=${threads}: prefill ${m.prefillTps.toFixed(1)} tok/s, decode ${m.decodeTps.toFixed(2)} tok/s`);
+      if (m.prefillTps > ours.prefill) ours = { ...ours, prefill: m.prefillTps, prefillThreads: threads };
+      if (m.decodeTps > ours.decode) ours = { ...ours, decode: m.decodeTps, decodeThreads: threads };
+      engine.destroy();
+    }
+    const ref = { prefill: 0, prefillThreads: 0, decode: 0, decodeThreads: 0 };
+    const prompt = promptOf(PREFILL_TOKENS, vocab, 7);
+    for (const threads of THREAD_CHOICES) {
+      await llamaBench({ modelPath, tokens: prompt.slice(0, 256), nPredict: 8, threads, kvType: 'f16' }); // warm-up
+      const m = await llamaBench({ modelPath, tokens: prompt, nPredict: DECODE_TOKENS, threads, kvType: 'f16' });
+      say(`llama.cpp ${weightType} threads=${threads}: prefill ${m.prefillTps.toFixed(1)} tok/s, decode ${m.decodeTps.toFixed(2)} tok/s`);
+      if (m.prefillTps > ref.prefill) Object.assign(ref, { prefill: m.prefillTps, prefillThreads: threads });
+      if (m.decodeTps > ref.decode) Object.assign(ref, { decode: m.decodeTps, decodeThreads: threads });
+    }
+    const w = weightType;
+    result[`${w}_prefill_tps`] = round(ours.prefill);
+    result[`${w}_decode_tps`] = round(ours.decode);
+    result[`${w}_llamacpp_prefill_tps`] = round(ref.prefill);
+    result[`${w}_llamacpp_decode_tps`] = round(ref.decode);
+    result[`${w}_prefill_threads`] = ours.prefillThreads;
+    result[`${w}_decode_threads`] = ours.decodeThreads;
+    result[`${w}_llamacpp_prefill_threads`] = ref.prefillThreads;
+    result[`${w}_llamacpp_decode_threads`] = ref.decodeThreads;
+    result[`${w}_prefill_ratio`] = round(ours.prefill / ref.prefill, 3);
+    result[`${w}_decode_ratio`] = round(ours.decode / ref.decode, 3);
+  }
+
+  // Import vs prefill of the same 4032 tokens (63 blocks), f16 weights and KV.
+  {
+    const threads = Number(result['f16_prefill_threads']) || 1;
+    const engine = await loadEngine('synthetic:small', { dataDir, weightType: 'f16', threads, kvDtype: 'f16', poolBytes });
+    const n = IMPORT_BLOCKS * 64;
+    const prompt = promptOf(n, engine.vocabSize, 11);
+    const src = engine.createSequence();
+    const t0 = performance.now();
+    src.prefill(prompt);
+    const prefillMs = performance.now() - t0;
+    const blocks = src.exportBlocks(0, IMPORT_BLOCKS);
+    src.free();
+    let importMs = Infinity;
+    for (let rep = 0; rep < 5; rep++) {
+      const dst = engine.createSequence();
+      const t1 = performance.now();
+      dst.importBlocks(blocks);
+      importMs = Math.min(importMs, performance.now() - t1);
+      dst.free();
+    }
+    say(`import ${IMPORT_BLOCKS} blocks: ${importMs.toFixed(2)} ms vs prefill ${prefillMs.toFixed(0)} ms`);
+    result.import_blocks = IMPORT_BLOCKS;
+    result.import_bytes = IMPORT_BLOCKS * engine.kvLayout.blockBytes;
+    result.import_ms = round(importMs, 3);
+    result.prefill_ms = round(prefillMs, 1);
+    result.import_over_prefill = round(importMs / prefillMs, 5);
+    engine.destroy();
+  }
+  result.prefill_tokens = PREFILL_TOKENS;
+  result.decode_tokens = DECODE_TOKENS;
+  return result;
+}
+
+function round(x: number, digits = 2): number {
+  const k = 10 ** digits;
+  return Math.round(x * k) / k;
+}
