@@ -13,6 +13,9 @@ import { fileURLToPath } from 'node:url';
 
 import { CudaBackendError } from './errors.ts';
 
+/** [bufferId, offset, length] in 4-byte elements. */
+export type CudaView = [number, number, number];
+
 /** The raw functions of the addon (see napi/cuda-addon.cc). Handles are opaque. */
 export interface CudaAddon {
   abiVersion: number;
@@ -42,26 +45,27 @@ export interface CudaAddon {
   ): { greedy: Int32Array; logits?: Float32Array };
   bufferAlloc(ctx: unknown, bytes: number): number;
   bufferFree(ctx: unknown, id: number): void;
-  bufferWrite(ctx: unknown, id: number, offset: number, data: ArrayBufferView): void;
-  bufferRead(ctx: unknown, id: number, offset: number, data: ArrayBufferView): void;
-  opMatmul(ctx: unknown, y: number, x: number, weight: number, m: number, accumulate: number): void;
-  opRmsnorm(ctx: unknown, y: number, x: number, weight: number, t: number, eps: number): void;
+  bufferWrite(ctx: unknown, id: number, offsetBytes: number, data: ArrayBufferView): void;
+  bufferRead(ctx: unknown, id: number, offsetBytes: number, data: ArrayBufferView): void;
+  opMatmul(ctx: unknown, y: CudaView, x: CudaView, weight: number, m: number, accumulate: number): void;
+  opRmsnorm(ctx: unknown, y: CudaView, x: CudaView, gain: number, rows: number, eps: number): void;
   opRope(
-    ctx: unknown, q: number, k: number, t: number, nHead: number, nKv: number, headDim: number,
-    pos0: number, base: number, mode: number,
+    ctx: unknown, x: CudaView, positions: Int32Array, rows: number, heads: number, headDim: number,
+    rot: number, base: number, mode: number,
   ): void;
-  opSwiglu(ctx: unknown, out: number, gate: number, up: number, n: number): void;
-  opAdd(ctx: unknown, x: number, y: number, n: number): void;
-  opEmbed(ctx: unknown, out: number, tableWeight: number, tokens: number, t: number): void;
-  opSoftmax(ctx: unknown, x: number, rows: number, n: number): void;
-  opArgmax(ctx: unknown, out: number, x: number, rows: number, n: number): void;
+  opSwiglu(ctx: unknown, out: CudaView, gate: CudaView, up: CudaView, n: number): void;
+  opAdd(ctx: unknown, out: CudaView, a: CudaView, b: CudaView, n: number): void;
+  opEmbed(ctx: unknown, out: CudaView, tableWeight: number, tokens: Int32Array): void;
+  opSoftmax(ctx: unknown, x: CudaView, rows: number, n: number): void;
+  opArgmax(ctx: unknown, out: CudaView, x: CudaView, rows: number, n: number): void;
   opKvWrite(
-    ctx: unknown, blockTable: number, nBlocks: number, k: number, v: number, layer: number, t: number, pos0: number,
+    ctx: unknown, layer: number, blockTable: Int32Array, pos0: number, n: number, k: CudaView, v: CudaView,
   ): void;
   opAttention(
-    ctx: unknown, out: number, q: number, blockTable: number, nBlocks: number, layer: number, t: number,
-    nHead: number, pos0: number, scale: number,
+    ctx: unknown, out: CudaView, q: CudaView, layer: number, heads: number, scale: number,
+    tables: Int32Array, tableLens: Int32Array, pos0: Int32Array, queries: Int32Array,
   ): void;
+  kvPoolFree(ctx: unknown): void;
   synchronize(ctx: unknown): void;
 }
 

@@ -8,7 +8,7 @@
  * so it overlaps), `exportBlocks` moves pages device→host on the export
  * stream without stalling later decode steps.
  */
-import { type CudaAddon, cudaAvailability } from './cuda-addon.ts';
+import { type CudaAddon, type CudaView, cudaAvailability } from './cuda-addon.ts';
 import { CudaBackendError, callAddon } from './errors.ts';
 
 /** GGML type ids accepted for weights. */
@@ -157,54 +157,64 @@ export class CudaContext {
     return model;
   }
 
-  // ---- op level: f32/int32 device buffers and single kernels ----
+  // ---- op level: f32/int32 device buffers and single kernels on views ----
+  /** A zero-filled device buffer of `bytes`. */
   buffer(bytes: number): number {
     return this.call('allocate buffer', (a, h) => a.bufferAlloc(h, bytes));
   }
   freeBuffer(id: number): void {
     this.call('free buffer', (a, h) => a.bufferFree(h, id));
   }
-  write(id: number, data: ArrayBufferView, offset = 0): void {
-    this.call('write buffer', (a, h) => a.bufferWrite(h, id, offset, data));
+  write(id: number, data: ArrayBufferView, offsetBytes = 0): void {
+    this.call('write buffer', (a, h) => a.bufferWrite(h, id, offsetBytes, data));
   }
-  read<T extends ArrayBufferView>(id: number, into: T, offset = 0): T {
-    this.call('read buffer', (a, h) => a.bufferRead(h, id, offset, into));
+  /** Waits for the ops enqueued so far. */
+  read<T extends ArrayBufferView>(id: number, into: T, offsetBytes = 0): T {
+    this.call('read buffer', (a, h) => a.bufferRead(h, id, offsetBytes, into));
     return into;
   }
-  matmul(y: number, x: number, weight: number, m: number, accumulate = false): void {
+  matmul(y: CudaView, x: CudaView, weight: number, m: number, accumulate = false): void {
     this.call('matmul', (a, h) => a.opMatmul(h, y, x, weight, m, accumulate ? 1 : 0));
   }
-  rmsnorm(y: number, x: number, weight: number, t: number, eps: number): void {
-    this.call('rmsnorm', (a, h) => a.opRmsnorm(h, y, x, weight, t, eps));
+  rmsnorm(y: CudaView, x: CudaView, gain: number, rows: number, eps: number): void {
+    this.call('rmsnorm', (a, h) => a.opRmsnorm(h, y, x, gain, rows, eps));
   }
-  rope(q: number, k: number, t: number, nHead: number, nKv: number, headDim: number, pos0: number,
+  rope(x: CudaView, positions: Int32Array, rows: number, heads: number, headDim: number, rot: number,
     base: number, mode: number): void {
-    this.call('rope', (a, h) => a.opRope(h, q, k, t, nHead, nKv, headDim, pos0, base, mode));
+    this.call('rope', (a, h) => a.opRope(h, x, positions, rows, heads, headDim, rot, base, mode));
   }
-  swiglu(out: number, gate: number, up: number, n: number): void {
+  swiglu(out: CudaView, gate: CudaView, up: CudaView, n: number): void {
     this.call('swiglu', (a, h) => a.opSwiglu(h, out, gate, up, n));
   }
-  add(x: number, y: number, n: number): void {
-    this.call('add', (a, h) => a.opAdd(h, x, y, n));
+  add(out: CudaView, x: CudaView, y: CudaView, n: number): void {
+    this.call('add', (a, h) => a.opAdd(h, out, x, y, n));
   }
-  embed(out: number, tableWeight: number, tokens: number, t: number): void {
-    this.call('embed', (a, h) => a.opEmbed(h, out, tableWeight, tokens, t));
+  embed(out: CudaView, tableWeight: number, tokens: Int32Array): void {
+    this.call('embed', (a, h) => a.opEmbed(h, out, tableWeight, tokens));
   }
-  softmax(x: number, rows: number, n: number): void {
+  softmax(x: CudaView, rows: number, n: number): void {
     this.call('softmax', (a, h) => a.opSoftmax(h, x, rows, n));
   }
-  argmax(out: number, x: number, rows: number, n: number): void {
+  argmax(out: CudaView, x: CudaView, rows: number, n: number): void {
     this.call('argmax', (a, h) => a.opArgmax(h, out, x, rows, n));
   }
-  kvWrite(blockTable: number, nBlocks: number, k: number, v: number, layer: number, t: number, pos0: number): void {
-    this.call('kv write', (a, h) => a.opKvWrite(h, blockTable, nBlocks, k, v, layer, t, pos0));
+  kvWrite(layer: number, blockTable: Int32Array, pos0: number, n: number, k: CudaView, v: CudaView): void {
+    this.call('kv write', (a, h) => a.opKvWrite(h, layer, blockTable, pos0, n, k, v));
   }
-  attention(out: number, q: number, blockTable: number, nBlocks: number, layer: number, t: number,
-    nHead: number, pos0: number, scale: number): void {
-    this.call('attention', (a, h) => a.opAttention(h, out, q, blockTable, nBlocks, layer, t, nHead, pos0, scale));
+  attention(out: CudaView, q: CudaView, layer: number, heads: number, scale: number, tables: Int32Array,
+    tableLens: Int32Array, pos0: Int32Array, queries: Int32Array): void {
+    this.call('attention', (a, h) => a.opAttention(h, out, q, layer, heads, scale, tables, tableLens, pos0, queries));
+  }
+  freeKvPool(): void {
+    this.call('free KV pool', (a, h) => a.kvPoolFree(h));
+    this.#pageBytes = 0;
   }
   synchronize(): void {
     this.call('synchronize', (a, h) => a.synchronize(h));
+  }
+  /** Waits for and releases export `ticket` (blocking). */
+  awaitExport(ticket: number): void {
+    this.call('export KV blocks', (a, h) => a.kvExportWait(h, ticket));
   }
 
   close(): void {

@@ -3,6 +3,8 @@
  * to do. Errors raised inside the addon arrive with codes
  * KVT_ERR_NATIVE_CUDA_{NO_DEVICE,INVALID,OOM,UNSUPPORTED,RUNTIME}.
  */
+import { NativeError } from '../backend.ts';
+
 export type CudaErrorCode =
   | 'KVT_ERR_NATIVE_CUDA_UNAVAILABLE'
   | 'KVT_ERR_NATIVE_DEVICE_INVALID'
@@ -12,12 +14,13 @@ export type CudaErrorCode =
   | 'KVT_ERR_NATIVE_CUDA_UNSUPPORTED'
   | 'KVT_ERR_NATIVE_CUDA_RUNTIME';
 
-export class CudaBackendError extends Error {
-  readonly code: CudaErrorCode;
+/** A NativeError (native/backend.ts) raised by the CUDA backend. */
+export class CudaBackendError extends NativeError {
+  declare readonly code: CudaErrorCode;
   constructor(code: CudaErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
+    super(code, message);
     this.name = 'CudaBackendError';
-    this.code = code;
+    if (options?.cause !== undefined) (this as { cause?: unknown }).cause = options.cause;
   }
 }
 

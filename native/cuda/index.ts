@@ -7,6 +7,7 @@ export {
   resolveDevice,
   type CudaAddon,
   type CudaAvailability,
+  type CudaView,
   type DeviceKind,
   type DeviceSetting,
 } from './cuda-addon.ts';
@@ -18,3 +19,4 @@ export {
   type CudaLlamaConfig,
   type KvPoolShape,
 } from './cuda-context.ts';
+export { CudaBackend, createCudaBackend } from './cuda-backend.ts';

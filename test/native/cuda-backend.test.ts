@@ -4,6 +4,7 @@ import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 
 import {
+  CudaBackend,
   CudaBackendError,
   CudaContext,
   CudaDtype,
@@ -13,6 +14,16 @@ import {
   resolveDevice,
   type CudaAvailability,
 } from '../../native/cuda/index.ts';
+
+/** Deterministic uniform [-scale, scale) values. */
+function lcg(seed: number): (n: number, scale: number) => Float32Array {
+  let state = seed >>> 0;
+  return (n, scale) =>
+    Float32Array.from({ length: n }, () => {
+      state = (state * 1103515245 + 12345) >>> 0;
+      return ((state / 2 ** 32) * 2 - 1) * scale;
+    });
+}
 
 const none: CudaAvailability = { addon: null, devices: 0, reason: 'the CUDA addon is not built (test)' };
 
@@ -70,19 +81,14 @@ describe('kvtier_cuda addon', () => {
     expect(() => CudaContext.open()).toThrow(expect.objectContaining({ code: 'KVT_ERR_NATIVE_CUDA_UNAVAILABLE' }));
   });
 
-  it.skipIf(!gpu)(`forward, export → import and suffix prefill agree; op-level matmul matches${gpuSkip}`, async () => {
+  it.skipIf(!gpu)(`CudaModel: export → import + suffix prefill equals the full prefill${gpuSkip}`, async () => {
     const ctx = CudaContext.open();
     try {
       const cfg = { nVocab: 64, dModel: 64, nLayer: 2, nHead: 2, nKvHead: 1, headDim: 64, dFfn: 128,
         rmsEps: 1e-5, ropeBase: 10000, ropeMode: RopeMode.NORMAL };
       const pageBytes = ctx.createKvPool({ layers: cfg.nLayer, kvHeads: cfg.nKvHead, headDim: cfg.headDim, pages: 8 });
       expect(pageBytes).toBe(2 * cfg.nLayer * cfg.nKvHead * 64 * cfg.headDim * 2);
-      let seed = 12345;
-      const rand = (n: number, scale: number) =>
-        Float32Array.from({ length: n }, () => {
-          seed = (seed * 1103515245 + 12345) >>> 0;
-          return ((seed / 2 ** 32) * 2 - 1) * scale;
-        });
+      const rand = lcg(12345);
       const model = ctx.createModel(cfg);
       const w = (name: string, rows: number, cols: number, scale: number) =>
         model.bind(name, ctx.uploadWeight(CudaDtype.F32, rows, cols, rand(rows * cols, scale)));
@@ -105,35 +111,54 @@ describe('kvtier_cuda addon', () => {
       const tokens = Int32Array.from({ length: 150 }, (_, i) => (i * 7 + 3) % cfg.nVocab);
       const full = model.forward(tokens, 0, Int32Array.of(0, 1, 2), 'last');
       const staging = ctx.pinned(2 * pageBytes);
-      const ticket = ctx.exportBlocks(Int32Array.of(0, 1), staging);
-      await ctx.exportDone(ticket);
+      await ctx.exportDone(ctx.exportBlocks(Int32Array.of(0, 1), staging));
       ctx.importBlocks(Int32Array.of(5, 6), staging);
       const suffix = model.forward(tokens.subarray(128), 128, Int32Array.of(5, 6, 7), 'last');
       ctx.awaitImport();
       expect(suffix.greedy[0]).toBe(full.greedy[0]);
-      const a = full.logits!, b = suffix.logits!;
-      let err = 0, scale = 0;
-      for (let i = 0; i < a.length; i++) {
-        err = Math.max(err, Math.abs(a[i] - b[i]));
-        scale = Math.max(scale, Math.abs(a[i]));
-      }
-      expect(err / scale).toBeLessThan(1e-4);
+      expect(Buffer.from(suffix.logits!.buffer).equals(Buffer.from(full.logits!.buffer))).toBe(true);
+    } finally {
+      ctx.close();
+    }
+  }, 120_000);
 
+  it.skipIf(!gpu)(`CudaBackend implements the Backend seam: ops, views, pages, typed shape errors${gpuSkip}`, () => {
+    const be = CudaBackend.open();
+    try {
+      expect(be.info().name).toBe('cuda');
+      const rand = lcg(7);
       const x = rand(3 * 64, 1), wm = rand(5 * 64, 1);
-      const wid = ctx.uploadWeight(CudaDtype.F32, 5, 64, wm);
-      const bx = ctx.buffer(x.byteLength), by = ctx.buffer(3 * 5 * 4);
-      ctx.write(bx, x);
-      ctx.matmul(by, bx, wid, 3);
-      const y = ctx.read(by, new Float32Array(15));
+      const w = be.uploadWeight('f32', 5, 64, new Uint8Array(wm.buffer));
+      const big = be.alloc(3 * 64 + 15 + 8);
+      const tx = be.view(big, 0, 3 * 64), ty = be.view(big, 3 * 64 + 8, 15);
+      be.write(tx, x);
+      be.matmul(ty, tx, w, 3);
+      const y = be.read(ty);
       for (let m = 0; m < 3; m++)
         for (let n = 0; n < 5; n++) {
           let s = 0;
           for (let k = 0; k < 64; k++) s += x[m * 64 + k] * wm[n * 64 + k];
           expect(Math.abs(y[m * 5 + n] - s)).toBeLessThan(1e-4);
         }
-      expect(() => ctx.matmul(by, bx, wid, 4)).toThrow(expect.objectContaining({ code: 'KVT_ERR_NATIVE_CUDA_INVALID' }));
+      expect(() => be.matmul(ty, tx, w, 4)).toThrow(expect.objectContaining({ code: 'KVT_ERR_NATIVE_SHAPE' }));
+      // KV: write 70 tokens, export page 0, import it into page 3, attention over either table is bit-equal.
+      const pool = be.createKvPool({ layers: 1, kvHeads: 1, headDim: 64, pages: 4 });
+      const kv = be.alloc(70 * 64);
+      be.write(kv, rand(70 * 64, 1));
+      be.kvWrite(pool, 0, Int32Array.of(0, 1), 0, 70, kv, kv);
+      be.copyIntoPage(pool, 3, be.copyFromPage(pool, 0));
+      const q = be.alloc(2 * 64);
+      be.write(q, rand(2 * 64, 2));
+      const out = be.alloc(2 * 64);
+      be.attention(out, q, pool, 0, 2, 0.125, [{ blockTable: Int32Array.of(0, 1), pos0: 69, queries: 1 }]);
+      const a = be.read(out).slice(0, 128);
+      be.attention(out, q, pool, 0, 2, 0.125, [{ blockTable: Int32Array.of(3, 1), pos0: 69, queries: 1 }]);
+      expect(Buffer.from(be.read(out).buffer).equals(Buffer.from(a.buffer))).toBe(true);
+      expect(() => be.createKvPool({ layers: 1, kvHeads: 1, headDim: 64, pages: 1, dtype: 'f32' })).toThrow(
+        expect.objectContaining({ code: 'KVT_ERR_NATIVE_CUDA_UNSUPPORTED' }),
+      );
     } finally {
-      ctx.close();
+      be.close();
     }
   }, 120_000);
 });
