@@ -1,0 +1,223 @@
+import type { XXHashAPI } from 'xxhash-wasm';
+
+import { BlockError } from './errors.ts';
+import { bytesToHex } from './hex.ts';
+import { assertValidLayout, KV_DTYPES, payloadBytesFor, type KvDtype, type KvLayout } from './kv-layout.ts';
+import { BLOCK_FORMAT_VERSION, KEY_BYTES } from './prefix-hasher.ts';
+import { loadXxhash } from './xxhash-runtime.ts';
+
+/**
+ * Block file, format version 1. All integers little-endian.
+ *
+ * ```
+ * off  size  field
+ *   0     4  magic "KVTB"
+ *   4     2  format version (1)
+ *   6     2  fixed header bytes (104)
+ *   8     4  token count
+ *  12     4  tokens offset    = align4(104 + fingerprint bytes)
+ *  16     4  payload offset   = align64(tokens offset + 4 × token count)
+ *  20     4  fingerprint bytes
+ *  24    16  key
+ *  40    16  parent key
+ *  56    16  layout: layers, kvHeads, headDim, tokensPerBlock (u32 each)
+ *  72     1  dtype (0 f32, 1 f16, 2 bf16, 3 q8_0), then 7 zero bytes
+ *  80     8  payload length
+ *  88     8  xxh64(payload, seed 0)
+ *  96     8  xxh64(bytes [0, payload offset) with this field zeroed)
+ * 104     …  model fingerprint (utf8), zero pad, tokens (u32), zero pad
+ *  payload offset: KV payload, exactly as the engine exported it
+ * ```
+ *
+ * The payload starts on a 64-byte boundary so the engine can view it (as
+ * f32/f16 rows, or for DMA) without a copy. The meta checksum covers the
+ * header, fingerprint, tokens and padding; the payload checksum the payload.
+ * The file ends exactly at payload offset + payload length: a longer or
+ * shorter file is rejected.
+ */
+export const BLOCK_MAGIC = 0x4254564b; // "KVTB" read as u32 LE
+export const FIXED_HEADER_BYTES = 104;
+export const PAYLOAD_ALIGNMENT = 64;
+const MAX_TOKENS_PER_BLOCK = 1 << 20;
+const MAX_FINGERPRINT_BYTES = 4096;
+
+export interface BlockToEncode {
+  key: Uint8Array;
+  parentKey: Uint8Array;
+  modelFingerprint: string;
+  /** The block's tokens; a view into the prompt is fine (copied once). */
+  tokens: Uint32Array;
+  layout: KvLayout;
+  /** The KV payload as the engine exported it; its length must match the layout. */
+  payload: Uint8Array;
+}
+
+/** A verified block. `tokens` and `payload` are views into `bytes` (no copy). */
+export interface DecodedBlock {
+  key: string;
+  parentKey: string;
+  keyBytes: Uint8Array;
+  parentKeyBytes: Uint8Array;
+  modelFingerprint: string;
+  formatVersion: number;
+  tokens: Uint32Array;
+  layout: KvLayout;
+  payload: Uint8Array;
+  /** The whole encoded file. */
+  bytes: Uint8Array;
+}
+
+export class BlockCodec {
+  private constructor(private readonly xxh: XXHashAPI) {}
+
+  static async create(): Promise<BlockCodec> {
+    return new BlockCodec((await loadXxhash()).api);
+  }
+
+  /** Header + tokens + payload in one buffer; the payload is copied exactly once. */
+  encode(block: BlockToEncode): Uint8Array {
+    const { key, parentKey, tokens, layout, payload } = block;
+    assertValidLayout(layout);
+    if (!(key instanceof Uint8Array) || key.length !== KEY_BYTES || !(parentKey instanceof Uint8Array) || parentKey.length !== KEY_BYTES) {
+      throw new BlockError('KVT_ERR_BLOCK_MALFORMED', `key and parentKey must be ${KEY_BYTES}-byte Uint8Arrays`);
+    }
+    if (!(tokens instanceof Uint32Array) || tokens.length === 0 || tokens.length > layout.tokensPerBlock) {
+      throw new BlockError(
+        'KVT_ERR_BLOCK_MALFORMED',
+        `a block holds 1..${layout.tokensPerBlock} tokens as a Uint32Array, got ${tokens?.length ?? typeof tokens}`,
+      );
+    }
+    if (!(payload instanceof Uint8Array)) throw new BlockError('KVT_ERR_BLOCK_PAYLOAD_SIZE', 'payload must be a Uint8Array');
+    const expected = payloadBytesFor(layout, tokens.length);
+    if (payload.byteLength !== expected) {
+      throw new BlockError(
+        'KVT_ERR_BLOCK_PAYLOAD_SIZE',
+        `payload is ${payload.byteLength} bytes but ${tokens.length} tokens of layout ${describeLayout(layout)} need ${expected}; export per layer K then V, each [kvHead][token][headDim]`,
+      );
+    }
+    const fingerprint = new TextEncoder().encode(block.modelFingerprint);
+    if (fingerprint.length === 0 || fingerprint.length > MAX_FINGERPRINT_BYTES) {
+      throw new BlockError('KVT_ERR_BLOCK_MALFORMED', `model fingerprint must be 1..${MAX_FINGERPRINT_BYTES} bytes of utf8`);
+    }
+    const tokensOffset = align(FIXED_HEADER_BYTES + fingerprint.length, 4);
+    const payloadOffset = align(tokensOffset + tokens.length * 4, PAYLOAD_ALIGNMENT);
+    // Own ArrayBuffer, zero-filled (padding is covered by the checksum).
+    const bytes = new Uint8Array(payloadOffset + payload.byteLength);
+    const view = new DataView(bytes.buffer);
+    view.setUint32(0, BLOCK_MAGIC, true);
+    view.setUint16(4, BLOCK_FORMAT_VERSION, true);
+    view.setUint16(6, FIXED_HEADER_BYTES, true);
+    view.setUint32(8, tokens.length, true);
+    view.setUint32(12, tokensOffset, true);
+    view.setUint32(16, payloadOffset, true);
+    view.setUint32(20, fingerprint.length, true);
+    bytes.set(key, 24);
+    bytes.set(parentKey, 40);
+    view.setUint32(56, layout.layers, true);
+    view.setUint32(60, layout.kvHeads, true);
+    view.setUint32(64, layout.headDim, true);
+    view.setUint32(68, layout.tokensPerBlock, true);
+    view.setUint8(72, KV_DTYPES.indexOf(layout.dtype));
+    view.setBigUint64(80, BigInt(payload.byteLength), true);
+    bytes.set(fingerprint, FIXED_HEADER_BYTES);
+    bytes.set(new Uint8Array(tokens.buffer, tokens.byteOffset, tokens.length * 4), tokensOffset);
+    bytes.set(payload, payloadOffset);
+    view.setBigUint64(88, this.xxh.h64Raw(bytes.subarray(payloadOffset), 0n), true);
+    view.setBigUint64(96, this.xxh.h64Raw(bytes.subarray(0, payloadOffset), 0n), true);
+    return bytes;
+  }
+
+  /**
+   * Parses and checks a block file. Anything malformed, truncated,
+   * bit-flipped or of another format version throws a BlockError; on success
+   * every field has been checked against both checksums.
+   */
+  decode(bytes: Uint8Array): DecodedBlock {
+    if (!(bytes instanceof Uint8Array)) throw new BlockError('KVT_ERR_BLOCK_MALFORMED', 'a block must be a Uint8Array');
+    if (bytes.byteLength < 8) throw new BlockError('KVT_ERR_BLOCK_TRUNCATED', `block file is ${bytes.byteLength} bytes, shorter than its magic and version`);
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    if (view.getUint32(0, true) !== BLOCK_MAGIC) throw new BlockError('KVT_ERR_BLOCK_BAD_MAGIC', 'not a kvtier block file (magic "KVTB" missing)');
+    const version = view.getUint16(4, true);
+    if (version !== BLOCK_FORMAT_VERSION) {
+      throw new BlockError(
+        'KVT_ERR_BLOCK_VERSION',
+        `block format version ${version}; this build reads version ${BLOCK_FORMAT_VERSION} only (namespaces include the version, so this is a stale or foreign file)`,
+      );
+    }
+    if (bytes.byteLength < FIXED_HEADER_BYTES) {
+      throw new BlockError('KVT_ERR_BLOCK_TRUNCATED', `block file is ${bytes.byteLength} bytes, shorter than its ${FIXED_HEADER_BYTES}-byte header`);
+    }
+    const malformed = (what: string): never => {
+      throw new BlockError('KVT_ERR_BLOCK_MALFORMED', `malformed block header: ${what}`);
+    };
+    if (view.getUint16(6, true) !== FIXED_HEADER_BYTES) malformed('fixed header size');
+    const tokenCount = view.getUint32(8, true);
+    const tokensOffset = view.getUint32(12, true);
+    const payloadOffset = view.getUint32(16, true);
+    const fingerprintBytes = view.getUint32(20, true);
+    if (tokenCount === 0 || tokenCount > MAX_TOKENS_PER_BLOCK) malformed(`token count ${tokenCount}`);
+    if (fingerprintBytes === 0 || fingerprintBytes > MAX_FINGERPRINT_BYTES) malformed(`fingerprint length ${fingerprintBytes}`);
+    if (tokensOffset !== align(FIXED_HEADER_BYTES + fingerprintBytes, 4)) malformed('tokens offset');
+    if (payloadOffset !== align(tokensOffset + tokenCount * 4, PAYLOAD_ALIGNMENT)) malformed('payload offset');
+    const payloadLength64 = view.getBigUint64(80, true);
+    if (payloadLength64 > BigInt(Number.MAX_SAFE_INTEGER)) malformed('payload length');
+    const payloadLength = Number(payloadLength64);
+    const total = payloadOffset + payloadLength;
+    if (bytes.byteLength < total) {
+      throw new BlockError('KVT_ERR_BLOCK_TRUNCATED', `block file is ${bytes.byteLength} bytes, its header says ${total}; it was cut short`);
+    }
+    if (bytes.byteLength > total) malformed(`file is ${bytes.byteLength} bytes but its header says ${total}`);
+    const meta = bytes.slice(0, payloadOffset); // small; zero the checksum field on the copy
+    meta.fill(0, 96, 104);
+    if (this.xxh.h64Raw(meta, 0n) !== view.getBigUint64(96, true)) {
+      throw new BlockError('KVT_ERR_BLOCK_HEADER_CHECKSUM', 'block header/tokens checksum mismatch: the file is corrupt');
+    }
+    const payload = bytes.subarray(payloadOffset, total);
+    if (this.xxh.h64Raw(payload, 0n) !== view.getBigUint64(88, true)) {
+      throw new BlockError('KVT_ERR_BLOCK_PAYLOAD_CHECKSUM', 'block payload checksum mismatch: the file is corrupt');
+    }
+    const dtypeCode = view.getUint8(72);
+    if (dtypeCode >= KV_DTYPES.length) malformed(`dtype code ${dtypeCode}`);
+    const layout: KvLayout = {
+      layers: view.getUint32(56, true),
+      kvHeads: view.getUint32(60, true),
+      headDim: view.getUint32(64, true),
+      tokensPerBlock: view.getUint32(68, true),
+      dtype: KV_DTYPES[dtypeCode] as KvDtype,
+    };
+    try {
+      assertValidLayout(layout);
+    } catch (error) {
+      malformed((error as Error).message);
+    }
+    if (tokenCount > layout.tokensPerBlock) malformed(`token count ${tokenCount} exceeds tokensPerBlock ${layout.tokensPerBlock}`);
+    if (payloadLength !== payloadBytesFor(layout, tokenCount)) malformed(`payload length ${payloadLength} does not match the layout`);
+    const absoluteTokens = bytes.byteOffset + tokensOffset;
+    const tokens =
+      absoluteTokens % 4 === 0
+        ? new Uint32Array(bytes.buffer, absoluteTokens, tokenCount)
+        : new Uint32Array(bytes.slice(tokensOffset, tokensOffset + tokenCount * 4).buffer);
+    const keyBytes = bytes.subarray(24, 40);
+    const parentKeyBytes = bytes.subarray(40, 56);
+    return {
+      key: bytesToHex(keyBytes),
+      parentKey: bytesToHex(parentKeyBytes),
+      keyBytes,
+      parentKeyBytes,
+      modelFingerprint: new TextDecoder('utf-8', { fatal: false }).decode(bytes.subarray(FIXED_HEADER_BYTES, FIXED_HEADER_BYTES + fingerprintBytes)),
+      formatVersion: version,
+      tokens,
+      layout,
+      payload,
+      bytes,
+    };
+  }
+}
+
+function align(value: number, to: number): number {
+  return Math.ceil(value / to) * to;
+}
+
+function describeLayout(layout: KvLayout): string {
+  return `{layers ${layout.layers}, kvHeads ${layout.kvHeads}, headDim ${layout.headDim}, ${layout.dtype}}`;
+}

@@ -1,0 +1,414 @@
+import { mkdirSync } from 'node:fs';
+
+import { open as openLmdb, type Database, type RootDatabase } from 'lmdb';
+
+import { KvTierError } from './errors.ts';
+import { bytesToHex } from './hex.ts';
+import { hexToKeyBytes, KEY_BYTES } from './prefix-hasher.ts';
+import type { QuotaScope, RetentionPolicy } from './retention-policy.ts';
+
+/** One block as this node's index knows it. Times are ms since the epoch. */
+export interface IndexEntry {
+  key: string;
+  /** Encoded size on storage; 0 for a block adopted from storage and not read yet. */
+  sizeBytes: number;
+  trafficClass: string;
+  tenant: string;
+  createdAt: number;
+  lastUseAt: number;
+  /** lastUseAt + the class TTL when it was last written or used. */
+  expiresAt: number;
+  hits: number;
+  /** Block number in its prompt (0 = first block). Deeper blocks are evicted first among equals. */
+  depth: number;
+}
+
+export interface IndexWrite {
+  keyBytes: Uint8Array;
+  sizeBytes: number;
+  trafficClass: string;
+  tenant: string;
+  depth: number;
+}
+
+export const PROBE_ABSENT = -1;
+export const PROBE_EXPIRED = -2;
+
+/**
+ * This node's LMDB view of the block store: metadata, last use, expiry.
+ *
+ * ```
+ * entries   key16                                     → record (below)
+ * byExpiry  u64be expiresAt ‖ key16                   → ∅      (GC: expired first)
+ * byUse     scope ‖ 0x00 ‖ u64be lastUse ‖ u32be ~depth ‖ key16 → ∅ (GC: LRU per scope)
+ * meta      "bytes|<scope>", "count|<scope>", "policyVersion" → number
+ *
+ * scope: "g" (all), "c:<class>", "t:<tenant>" — each entry has one byUse row per scope.
+ * record: f64 expiresAt, f64 lastUse, f64 created, f64 size, u32 hits, u32 depth,
+ *         u16 classLen, u16 tenantLen, class utf8, tenant utf8   (little-endian)
+ * ```
+ *
+ * Invariant: every entry has exactly one byExpiry row and three byUse rows
+ * matching its record, and the meta counters equal the sums over entries.
+ * Every write below keeps it inside one LMDB transaction, so a crash or a
+ * concurrent process never sees a half-moved entry. Reads (probe, iteration)
+ * are lock-free snapshots.
+ *
+ * `~depth` (0xffffffff − depth) orders deeper blocks of the same last use
+ * first, so LRU eviction trims prompts from their tail and keeps the cached
+ * prefix contiguous.
+ */
+export class BlockIndex {
+  private constructor(
+    private readonly env: RootDatabase,
+    private readonly entries: Database<Uint8Array, Uint8Array>,
+    private readonly byExpiry: Database<Uint8Array, Uint8Array>,
+    private readonly byUse: Database<Uint8Array, Uint8Array>,
+    private readonly meta: Database<number, string>,
+    readonly path: string,
+  ) {}
+
+  static open(options: { path: string }): BlockIndex {
+    let env: RootDatabase;
+    try {
+      mkdirSync(options.path, { recursive: true });
+      // noSync: the index is a cache of what storage holds; after a power
+      // loss LMDB stays consistent and at worst forgets recent entries, which
+      // lookups re-adopt from storage.
+      env = openLmdb({ path: options.path, noSync: true, maxDbs: 8 });
+    } catch (error) {
+      throw new KvTierError('KVT_ERR_INDEX_OPEN', `cannot open the LMDB index at ${options.path}: ${(error as Error).message}; check the data dir is writable`, {
+        cause: error,
+      });
+    }
+    const binary = { keyEncoding: 'binary', encoding: 'binary' } as const;
+    return new BlockIndex(
+      env,
+      env.openDB<Uint8Array, Uint8Array>({ name: 'entries', ...binary }),
+      env.openDB<Uint8Array, Uint8Array>({ name: 'byExpiry', ...binary }),
+      env.openDB<Uint8Array, Uint8Array>({ name: 'byUse', ...binary }),
+      env.openDB<number, string>({ name: 'meta' }),
+      options.path,
+    );
+  }
+
+  /**
+   * Hot path of lookup: PROBE_ABSENT, PROBE_EXPIRED (under the current
+   * policy, whatever expiry was stored), or the entry's last use. When
+   * `expiry` is given and the entry is live, expiry[0] receives its expiry
+   * under `policy`.
+   */
+  probe(keyBytes: Uint8Array, now: number, policy: RetentionPolicy, expiry?: Float64Array): number {
+    const record = this.entries.getBinaryFast(keyBytes);
+    if (record === undefined) return PROBE_ABSENT;
+    const lastUse = record.readDoubleLE(8);
+    if (expiry === undefined && now - lastUse < policy.minTtlMs) return lastUse;
+    const { trafficClass, tenant } = decodeNames(record);
+    const expiresAt = lastUse + policy.ttlMs(trafficClass, tenant);
+    if (expiresAt <= now) return PROBE_EXPIRED;
+    if (expiry !== undefined) expiry[0] = expiresAt;
+    return lastUse;
+  }
+
+  get(key: string | Uint8Array): IndexEntry | undefined {
+    const keyBytes = typeof key === 'string' ? hexToKeyBytes(key) : key;
+    const record = this.entries.getBinary(keyBytes);
+    return record === undefined ? undefined : decodeRecord(keyBytes, record);
+  }
+
+  /** Inserts or refreshes entries after their blocks were put on storage. */
+  recordWrites(writes: readonly IndexWrite[], now: number, policy: RetentionPolicy): Promise<void> {
+    return this.entries.transaction(() => {
+      for (const write of writes) {
+        const existing = this.readEntry(write.keyBytes);
+        const next: IndexEntry = {
+          key: bytesToHex(write.keyBytes),
+          sizeBytes: write.sizeBytes,
+          trafficClass: existing?.trafficClass ?? write.trafficClass,
+          tenant: existing?.tenant ?? write.tenant,
+          createdAt: existing?.createdAt ?? now,
+          lastUseAt: now,
+          expiresAt: 0,
+          hits: existing?.hits ?? 0,
+          depth: write.depth,
+        };
+        next.expiresAt = now + policy.ttlMs(next.trafficClass, next.tenant);
+        this.replace(write.keyBytes, existing, next);
+      }
+    });
+  }
+
+  /** Adds blocks found on storage but unknown here (written by another node). Size is learnt on first load. */
+  adopt(writes: readonly Omit<IndexWrite, 'sizeBytes'>[], now: number, policy: RetentionPolicy): Promise<number> {
+    return this.entries.transaction(() => {
+      let added = 0;
+      for (const write of writes) {
+        if (this.entries.getBinaryFast(write.keyBytes) !== undefined) continue;
+        const entry: IndexEntry = {
+          key: bytesToHex(write.keyBytes),
+          sizeBytes: 0,
+          trafficClass: write.trafficClass,
+          tenant: write.tenant,
+          createdAt: now,
+          lastUseAt: now,
+          expiresAt: now + policy.ttlMs(write.trafficClass, write.tenant),
+          hits: 0,
+          depth: write.depth,
+        };
+        this.replace(write.keyBytes, undefined, entry);
+        added++;
+      }
+      return added;
+    });
+  }
+
+  /** A hit: last use = now, hits + 1, expiry slides. Missing keys are skipped. */
+  touch(keys: readonly Uint8Array[], now: number, policy: RetentionPolicy): Promise<void> {
+    return this.entries.transaction(() => {
+      for (const keyBytes of keys) {
+        const existing = this.readEntry(keyBytes);
+        if (existing === undefined) continue;
+        const lastUseAt = Math.max(existing.lastUseAt, now);
+        this.replace(keyBytes, existing, {
+          ...existing,
+          lastUseAt,
+          hits: existing.hits + 1,
+          expiresAt: lastUseAt + policy.ttlMs(existing.trafficClass, existing.tenant),
+        });
+      }
+    });
+  }
+
+  /** Records the real size of blocks read from storage (adopted entries start at 0). */
+  noteSizes(sizes: readonly { keyBytes: Uint8Array; sizeBytes: number }[]): Promise<void> {
+    return this.entries.transaction(() => {
+      for (const { keyBytes, sizeBytes } of sizes) {
+        const existing = this.readEntry(keyBytes);
+        if (existing === undefined || existing.sizeBytes === sizeBytes) continue;
+        this.replace(keyBytes, existing, { ...existing, sizeBytes });
+      }
+    });
+  }
+
+  /** Removes entries; returns the removed ones (for reports). */
+  remove(keys: readonly Uint8Array[]): Promise<IndexEntry[]> {
+    return this.entries.transaction(() => {
+      const removed: IndexEntry[] = [];
+      for (const keyBytes of keys) {
+        const existing = this.readEntry(keyBytes);
+        if (existing === undefined) continue;
+        this.replace(keyBytes, existing, undefined);
+        removed.push(existing);
+      }
+      return removed;
+    });
+  }
+
+  /**
+   * Recomputes every entry's expiry under `policy` (after a TTL change) and
+   * records the policy version. A full scan, run by GC only when the version
+   * moved.
+   */
+  async reapplyPolicy(policy: RetentionPolicy): Promise<number> {
+    let changed = 0;
+    const batch: Buffer[] = [];
+    const flush = async () => {
+      const keys = batch.splice(0);
+      changed += await this.entries.transaction(() => {
+        let n = 0;
+        for (const keyBytes of keys) {
+          const existing = this.readEntry(keyBytes);
+          if (existing === undefined) continue;
+          const expiresAt = existing.lastUseAt + policy.ttlMs(existing.trafficClass, existing.tenant);
+          if (expiresAt === existing.expiresAt) continue;
+          this.replace(keyBytes, existing, { ...existing, expiresAt });
+          n++;
+        }
+        return n;
+      });
+    };
+    for (const key of this.entries.getKeys({ snapshot: false })) {
+      batch.push(Buffer.from(key));
+      if (batch.length >= 1024) await flush();
+    }
+    await flush();
+    await this.meta.put('policyVersion', policy.version);
+    return changed;
+  }
+
+  appliedPolicyVersion(): number | undefined {
+    return this.meta.get('policyVersion');
+  }
+
+  /** Keys whose stored expiry is ≤ `now`, oldest first, after `after` (an opaque cursor from the previous batch). */
+  expiredBatch(now: number, limit: number, after?: Buffer): { keys: Buffer[]; cursor: Buffer | undefined } {
+    const end = Buffer.alloc(8 + KEY_BYTES, 0xff);
+    writeU64BE(end, 0, Math.floor(now));
+    const keys: Buffer[] = [];
+    let cursor: Buffer | undefined;
+    for (const row of this.byExpiry.getKeys({ start: after === undefined ? Buffer.alloc(0) : successor(after), end, limit, snapshot: false })) {
+      const rowKey = Buffer.from(row);
+      keys.push(rowKey.subarray(8));
+      cursor = rowKey;
+    }
+    return { keys, cursor };
+  }
+
+  /** Least recently used keys of `scope`, oldest (and deepest) first, after `after`. */
+  oldestBatch(scope: QuotaScope, limit: number, after?: Buffer): { keys: Buffer[]; cursor: Buffer | undefined } {
+    const tag = Buffer.from(`${scopeTag(scope)}\0`);
+    const start = after === undefined ? tag : successor(after);
+    const end = Buffer.from(`${scopeTag(scope)}\x01`);
+    const keys: Buffer[] = [];
+    let cursor: Buffer | undefined;
+    for (const row of this.byUse.getKeys({ start, end, limit, snapshot: false })) {
+      const rowKey = Buffer.from(row);
+      keys.push(rowKey.subarray(rowKey.length - KEY_BYTES));
+      cursor = rowKey;
+    }
+    return { keys, cursor };
+  }
+
+  bytesIn(scope: QuotaScope): number {
+    return this.meta.get(`bytes|${scopeTag(scope)}`) ?? 0;
+  }
+
+  countIn(scope: QuotaScope): number {
+    return this.meta.get(`count|${scopeTag(scope)}`) ?? 0;
+  }
+
+  /** Bytes and blocks per scope tag ("g", "c:chat", "t:acme"), from the counters. */
+  usage(): { bytes: Record<string, number>; blocks: Record<string, number> } {
+    const bytes: Record<string, number> = {};
+    const blocks: Record<string, number> = {};
+    for (const { key, value } of this.meta.getRange({ snapshot: false })) {
+      const name = String(key);
+      if (name.startsWith('bytes|') && value !== 0) bytes[name.slice(6)] = value;
+      else if (name.startsWith('count|') && value !== 0) blocks[name.slice(6)] = value;
+    }
+    return { bytes, blocks };
+  }
+
+  /** Every entry (admin views, tests); a full scan. */
+  *allEntries(): Generator<IndexEntry> {
+    for (const { key, value } of this.entries.getRange({ snapshot: false })) yield decodeRecord(key, Buffer.from(value));
+  }
+
+  async close(): Promise<void> {
+    await this.env.close();
+  }
+
+  private readEntry(keyBytes: Uint8Array): IndexEntry | undefined {
+    const record = this.entries.getBinary(keyBytes);
+    return record === undefined ? undefined : decodeRecord(keyBytes, record);
+  }
+
+  /** Moves one entry from `before` to `after` (either may be absent) with its secondary rows and counters. Inside a transaction only. */
+  private replace(keyBytes: Uint8Array, before: IndexEntry | undefined, after: IndexEntry | undefined): void {
+    if (before !== undefined) {
+      this.byExpiry.remove(expiryRow(before.expiresAt, keyBytes));
+      for (const scope of scopesOf(before)) {
+        this.byUse.remove(useRow(scope, before.lastUseAt, before.depth, keyBytes));
+        this.addCounter(`bytes|${scope}`, -before.sizeBytes);
+        this.addCounter(`count|${scope}`, -1);
+      }
+    }
+    if (after === undefined) {
+      this.entries.remove(keyBytes);
+      return;
+    }
+    this.entries.put(keyBytes, encodeRecord(after));
+    this.byExpiry.put(expiryRow(after.expiresAt, keyBytes), EMPTY);
+    for (const scope of scopesOf(after)) {
+      this.byUse.put(useRow(scope, after.lastUseAt, after.depth, keyBytes), EMPTY);
+      this.addCounter(`bytes|${scope}`, after.sizeBytes);
+      this.addCounter(`count|${scope}`, 1);
+    }
+  }
+
+  private addCounter(name: string, delta: number): void {
+    if (delta === 0) return;
+    this.meta.put(name, (this.meta.get(name) ?? 0) + delta);
+  }
+}
+
+const EMPTY = new Uint8Array(0);
+
+export function scopeTag(scope: QuotaScope): string {
+  return scope.kind === 'global' ? 'g' : scope.kind === 'class' ? `c:${scope.name}` : `t:${scope.name}`;
+}
+
+function scopesOf(entry: IndexEntry): string[] {
+  return ['g', `c:${entry.trafficClass}`, `t:${entry.tenant}`];
+}
+
+function expiryRow(expiresAt: number, keyBytes: Uint8Array): Buffer {
+  const row = Buffer.allocUnsafe(8 + KEY_BYTES);
+  writeU64BE(row, 0, expiresAt);
+  row.set(keyBytes, 8);
+  return row;
+}
+
+function useRow(scope: string, lastUse: number, depth: number, keyBytes: Uint8Array): Buffer {
+  const tag = Buffer.from(`${scope}\0`);
+  const row = Buffer.allocUnsafe(tag.length + 12 + KEY_BYTES);
+  tag.copy(row, 0);
+  writeU64BE(row, tag.length, lastUse);
+  row.writeUInt32BE(0xffffffff - Math.min(depth, 0xffffffff), tag.length + 8);
+  row.set(keyBytes, tag.length + 12);
+  return row;
+}
+
+/** Non-negative integer ms as 8 sortable bytes. */
+function writeU64BE(target: Buffer, offset: number, value: number): void {
+  const ms = Math.max(0, Math.floor(value));
+  target.writeUInt32BE(Math.floor(ms / 2 ** 32), offset);
+  target.writeUInt32BE(ms % 2 ** 32, offset + 4);
+}
+
+/** The smallest key greater than `key` (for exclusive cursors). */
+function successor(key: Buffer): Buffer {
+  return Buffer.concat([key, Buffer.from([0])]);
+}
+
+function encodeRecord(entry: IndexEntry): Buffer {
+  const trafficClass = Buffer.from(entry.trafficClass);
+  const tenant = Buffer.from(entry.tenant);
+  const record = Buffer.allocUnsafe(44 + trafficClass.length + tenant.length);
+  record.writeDoubleLE(entry.expiresAt, 0);
+  record.writeDoubleLE(entry.lastUseAt, 8);
+  record.writeDoubleLE(entry.createdAt, 16);
+  record.writeDoubleLE(entry.sizeBytes, 24);
+  record.writeUInt32LE(Math.min(entry.hits, 0xffffffff), 32);
+  record.writeUInt32LE(entry.depth, 36);
+  record.writeUInt16LE(trafficClass.length, 40);
+  record.writeUInt16LE(tenant.length, 42);
+  trafficClass.copy(record, 44);
+  tenant.copy(record, 44 + trafficClass.length);
+  return record;
+}
+
+function decodeNames(record: Buffer): { trafficClass: string; tenant: string } {
+  if (record.length < 44) throw new KvTierError('KVT_ERR_INDEX_BAD_VALUE', 'index record shorter than 44 bytes; delete the index dir to rebuild it from storage');
+  const classLength = record.readUInt16LE(40);
+  const tenantLength = record.readUInt16LE(42);
+  return {
+    trafficClass: record.toString('utf8', 44, 44 + classLength),
+    tenant: record.toString('utf8', 44 + classLength, 44 + classLength + tenantLength),
+  };
+}
+
+function decodeRecord(keyBytes: Uint8Array, record: Buffer): IndexEntry {
+  const { trafficClass, tenant } = decodeNames(record);
+  return {
+    key: bytesToHex(keyBytes),
+    expiresAt: record.readDoubleLE(0),
+    lastUseAt: record.readDoubleLE(8),
+    createdAt: record.readDoubleLE(16),
+    sizeBytes: record.readDoubleLE(24),
+    hits: record.readUInt32LE(32),
+    depth: record.readUInt32LE(36),
+    trafficClass,
+    tenant,
+  };
+}

@@ -1,0 +1,55 @@
+import type { DecodedBlock } from './block-codec.ts';
+
+/**
+ * In-RAM LRU of verified blocks, bounded by bytes (the encoded size, which is
+ * what each entry pins). A Map iterates in insertion order, so re-inserting
+ * on a hit makes the first entry the least recently used: O(1) get, put and
+ * evict.
+ */
+export class HotBlockCache {
+  private readonly entries = new Map<string, DecodedBlock>();
+  private bytes = 0;
+
+  constructor(readonly budgetBytes: number) {}
+
+  get(key: string): DecodedBlock | undefined {
+    const block = this.entries.get(key);
+    if (block === undefined) return undefined;
+    this.entries.delete(key);
+    this.entries.set(key, block);
+    return block;
+  }
+
+  put(block: DecodedBlock): void {
+    const size = block.bytes.byteLength;
+    if (size > this.budgetBytes) return;
+    this.delete(block.key);
+    this.entries.set(block.key, block);
+    this.bytes += size;
+    for (const [key, oldest] of this.entries) {
+      if (this.bytes <= this.budgetBytes) break;
+      this.entries.delete(key);
+      this.bytes -= oldest.bytes.byteLength;
+    }
+  }
+
+  delete(key: string): void {
+    const block = this.entries.get(key);
+    if (block === undefined) return;
+    this.entries.delete(key);
+    this.bytes -= block.bytes.byteLength;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  get usedBytes(): number {
+    return this.bytes;
+  }
+
+  clear(): void {
+    this.entries.clear();
+    this.bytes = 0;
+  }
+}

@@ -1,0 +1,57 @@
+/**
+ * kvtier's block store: prefix hashing, block codec, LMDB index, retention,
+ * GC and the `KvTier` facade. Import from here only.
+ */
+export {
+  KvTier,
+  LookupResult,
+  type KvNamespace,
+  type KvTierOptions,
+  type KvTierStats,
+  type LoadedBlock,
+  type LoadedBlocks,
+  type RequestScope,
+  type StoreReceipt,
+  type StoreRequest,
+} from './kv-tier.ts';
+export {
+  BLOCK_FORMAT_VERSION,
+  DEFAULT_BLOCK_TOKENS,
+  KEY_BYTES,
+  PrefixChain,
+  PrefixHasher,
+  hexToKeyBytes,
+  isKeyHex,
+  type Hash128,
+  type NamespaceSpec,
+  type PrefixHasherOptions,
+} from './prefix-hasher.ts';
+export { BlockCodec, BLOCK_MAGIC, FIXED_HEADER_BYTES, PAYLOAD_ALIGNMENT, type BlockToEncode, type DecodedBlock } from './block-codec.ts';
+export { KV_DTYPES, assertValidLayout, kvBytesPerToken, payloadBytesFor, sameLayout, type KvDtype, type KvLayout } from './kv-layout.ts';
+export { BlockIndex, PROBE_ABSENT, PROBE_EXPIRED, scopeTag, type IndexEntry, type IndexWrite } from './block-index.ts';
+export {
+  DAY_MS,
+  HOUR_MS,
+  RetentionPolicy,
+  defaultPolicyDoc,
+  validatePolicyDoc,
+  type QuotaScope,
+  type RetentionClassSpec,
+  type RetentionPolicyDoc,
+  type TenantOverride,
+} from './retention-policy.ts';
+export { LmdbPolicyStore, RedisPolicyStore, type PolicyChange, type PolicyStore, type RedisPolicyStoreOptions } from './policy-store.ts';
+export { runGc, type GcDeps, type GcOptions, type GcProgress, type GcReason, type GcReport, type GcTally } from './gc.ts';
+export { HotBlockCache } from './hot-block-cache.ts';
+export { WriteBehindQueue, type OfferOutcome, type WriteJob } from './write-behind-queue.ts';
+export { ManualClock, systemClock, type Clock } from './clock.ts';
+export { stderrLogger, type KvTierLogger } from './logger.ts';
+export {
+  BlockError,
+  KvTierConfigError,
+  KvTierError,
+  PolicyError,
+  errorCodeOf,
+  type BlockErrorCode,
+  type KvTierErrorCode,
+} from './errors.ts';

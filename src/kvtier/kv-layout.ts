@@ -1,0 +1,64 @@
+import { BlockError } from './errors.ts';
+
+export type KvDtype = 'f32' | 'f16' | 'bf16' | 'q8_0';
+export const KV_DTYPES: readonly KvDtype[] = ['f32', 'f16', 'bf16', 'q8_0'];
+
+/**
+ * Shape of one block's KV payload, as the engine exports and imports it:
+ *
+ * ```
+ * for layer in 0..layers:  K[kvHead][token][headDim], then V[kvHead][token][headDim]
+ * ```
+ *
+ * `q8_0` rows are ggml blocks of 32 values: an f16 scale then 32 int8 (34 bytes).
+ */
+export interface KvLayout {
+  layers: number;
+  kvHeads: number;
+  headDim: number;
+  dtype: KvDtype;
+  tokensPerBlock: number;
+}
+
+/** Bytes of KV for one token: 2 (K and V) × layers × kvHeads × bytes of one headDim row. */
+export function kvBytesPerToken(layout: KvLayout): number {
+  return 2 * layout.layers * layout.kvHeads * rowBytes(layout);
+}
+
+export function payloadBytesFor(layout: KvLayout, tokenCount: number): number {
+  return kvBytesPerToken(layout) * tokenCount;
+}
+
+function rowBytes(layout: KvLayout): number {
+  switch (layout.dtype) {
+    case 'f32':
+      return layout.headDim * 4;
+    case 'f16':
+    case 'bf16':
+      return layout.headDim * 2;
+    case 'q8_0':
+      return (layout.headDim / 32) * 34;
+  }
+}
+
+const U16 = 0xffff;
+
+/** Throws KVT_ERR_BLOCK_BAD_LAYOUT unless every field is in range. */
+export function assertValidLayout(layout: KvLayout): void {
+  const bad = (what: string) => {
+    throw new BlockError('KVT_ERR_BLOCK_BAD_LAYOUT', `invalid KV layout: ${what} (got ${JSON.stringify(layout)})`);
+  };
+  if (typeof layout !== 'object' || layout === null) bad('layout must be an object {layers, kvHeads, headDim, dtype, tokensPerBlock}');
+  for (const field of ['layers', 'kvHeads', 'headDim', 'tokensPerBlock'] as const) {
+    const value = layout[field];
+    if (!Number.isInteger(value) || value < 1 || value > U16 * 16) bad(`${field} must be a positive integer`);
+  }
+  if (!KV_DTYPES.includes(layout.dtype)) bad(`dtype must be one of ${KV_DTYPES.join(', ')}`);
+  if (layout.dtype === 'q8_0' && layout.headDim % 32 !== 0) bad('q8_0 needs headDim to be a multiple of 32');
+}
+
+export function sameLayout(a: KvLayout, b: KvLayout): boolean {
+  return (
+    a.layers === b.layers && a.kvHeads === b.kvHeads && a.headDim === b.headDim && a.dtype === b.dtype && a.tokensPerBlock === b.tokensPerBlock
+  );
+}

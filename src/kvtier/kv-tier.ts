@@ -1,0 +1,750 @@
+import { join } from 'node:path';
+
+import type { BlobStore } from '../../storage-adapters/index.ts';
+
+import { BlockCodec, type DecodedBlock } from './block-codec.ts';
+import { BlockIndex, PROBE_ABSENT, PROBE_EXPIRED } from './block-index.ts';
+import { systemClock, type Clock } from './clock.ts';
+import { BlockError, errorCodeOf, KvTierConfigError, KvTierError } from './errors.ts';
+import { runGc, type GcOptions, type GcReport, type GcTally } from './gc.ts';
+import { HotBlockCache } from './hot-block-cache.ts';
+import { LiveEntryCache } from './live-entry-cache.ts';
+import { assertValidLayout, payloadBytesFor, type KvLayout } from './kv-layout.ts';
+import { stderrLogger, type KvTierLogger } from './logger.ts';
+import { LmdbPolicyStore, type PolicyStore } from './policy-store.ts';
+import { BLOCK_FORMAT_VERSION, PrefixHasher, type Hash128, type NamespaceSpec, type PrefixChain } from './prefix-hasher.ts';
+import { assertTenantName, type RetentionPolicy } from './retention-policy.ts';
+import { WriteBehindQueue } from './write-behind-queue.ts';
+
+const MIB = 1024 * 1024;
+
+export interface KvTierOptions {
+  /** This node's own directory: LMDB index at `<dataDir>/index`, and the embedded policy at `<dataDir>/policy` unless `policyStore` is given. */
+  dataDir: string;
+  /** Where blocks live (shared by every node). KvTier does not close it. */
+  store: BlobStore;
+  /** Tokens per block; default 64. Every node sharing a store must agree. */
+  blockTokens?: number;
+  /** Byte budget of the in-RAM LRU of verified blocks; default 256 MiB, 0 disables. */
+  hotCacheBytes?: number;
+  /** Most bytes of pending block writes held in memory; beyond it new blocks are dropped (and counted). Default 256 MiB. */
+  writeBehindMaxBytes?: number;
+  /** Block writes in flight; default 4. */
+  writeConcurrency?: number;
+  /** Block reads in flight per load; default 8. */
+  readConcurrency?: number;
+  clock?: Clock;
+  /** Shared retention policy; default an LmdbPolicyStore at `<dataDir>/policy` (closed by `close()`). */
+  policyStore?: PolicyStore;
+  logger?: KvTierLogger;
+  /** A hit within this many ms of the block's last use does not rewrite its index entry. Default 60 s. */
+  touchIntervalMs?: number;
+  /** Keys in the first `store.has` window for blocks the local index lacks; later windows grow ×4. Default 8. */
+  probeWindow?: number;
+  /** Run GC on a timer (embedded mode); off by default (the GC worker calls `gc()`). */
+  gcIntervalMs?: number;
+  /** Keys remembered as live in front of the LMDB index (see LiveEntryCache); default 262144, 0 disables. */
+  liveCacheEntries?: number;
+  /** Tests only: replace the 128-bit hash to force collisions. */
+  hash128?: Hash128;
+}
+
+/** A namespace handle: pass it to lookup and store. */
+export interface KvNamespace {
+  /** 32 hex characters. */
+  readonly key: string;
+  readonly keyBytes: Uint8Array;
+  readonly modelFingerprint: string;
+  readonly tenantSalt: string;
+  readonly formatVersion: number;
+}
+
+export interface RequestScope {
+  tenant: string;
+  /** A class of the retention policy, e.g. `agent` or `chat`. */
+  trafficClass: string;
+}
+
+/**
+ * The longest run of cached full blocks from the start of a prompt. Pass it
+ * to `load`; its `chain` can be passed to `store` to skip re-hashing.
+ */
+export class LookupResult {
+  constructor(
+    readonly namespace: KvNamespace,
+    readonly tokens: Uint32Array,
+    readonly scope: RequestScope,
+    readonly chain: PrefixChain,
+    /** Cached blocks from block 0. */
+    readonly hitBlocks: number,
+    /** Of the hits, blocks this node's index lacked and found on storage (written by other nodes). */
+    readonly adoptedBlocks: number,
+  ) {}
+
+  get blockTokens(): number {
+    return this.chain.blockTokens;
+  }
+
+  /** Full blocks in the prompt. */
+  get totalBlocks(): number {
+    return this.chain.blockCount;
+  }
+
+  get hitTokens(): number {
+    return this.hitBlocks * this.chain.blockTokens;
+  }
+
+  /** Keys of the hit blocks, in order. */
+  get keys(): string[] {
+    const keys = new Array<string>(this.hitBlocks);
+    for (let i = 0; i < this.hitBlocks; i++) keys[i] = this.chain.keyHex(i);
+    return keys;
+  }
+}
+
+export interface LoadedBlock {
+  key: string;
+  parentKey: string;
+  /** Block number in the prompt. */
+  index: number;
+  tokens: Uint32Array;
+  /** KV exactly as the engine exported it: per layer K then V, each [kvHead][token][headDim]. 64-byte aligned view. */
+  payload: Uint8Array;
+  layout: KvLayout;
+}
+
+export interface LoadedBlocks {
+  /** A contiguous prefix of the lookup's hits; shorter when a block failed verification or could not be read. */
+  blocks: LoadedBlock[];
+  tokenCount: number;
+  /** Why loading stopped before the lookup's last hit, if it did. */
+  stoppedAt?: { block: number; code: string };
+}
+
+export interface StoreRequest extends RequestScope {
+  namespace: KvNamespace;
+  tokens: Uint32Array;
+  /** First block to store (usually `lookup.hitBlocks`). Default 0. */
+  fromBlock?: number;
+  /**
+   * One payload per block from `fromBlock`, copied before `store` returns
+   * (the caller may reuse its buffers) — or a callback that produces block
+   * i's payload when the writer gets to it (then `toBlock` bounds the range).
+   */
+  payloads: readonly Uint8Array[] | ((blockIndex: number) => Uint8Array | Promise<Uint8Array>);
+  /** Exclusive end block for the callback form; default every full block. */
+  toBlock?: number;
+  layout: KvLayout;
+  /** The lookup's chain for these tokens, to skip re-hashing. */
+  chain?: PrefixChain;
+}
+
+export interface StoreReceipt {
+  queued: number;
+  /** Already stored or already being written. */
+  duplicate: number;
+  /** Refused because the write-behind budget was full. */
+  dropped: number;
+}
+
+export interface KvTierStats {
+  lookups: number;
+  hitBlocks: number;
+  missBlocks: number;
+  hitTokens: number;
+  missTokens: number;
+  adoptedBlocks: number;
+  loads: number;
+  loadedBlocks: number;
+  /** Hits that failed verification or could not be read at load (each cut the load short). */
+  loadFailedBlocks: number;
+  hotCacheHits: number;
+  bytesRead: number;
+  bytesWritten: number;
+  blocksWritten: number;
+  writeBehind: { queuedBlocks: number; queuedBytes: number; duplicateBlocks: number; droppedBlocks: number; droppedBytes: number };
+  hotCache: { blocks: number; bytes: number; budgetBytes: number };
+  gc: { runs: number; expired: GcTally; evicted: GcTally };
+  /** Errors by stable code (storage faults, corrupt blocks, collisions, index faults). */
+  errors: Record<string, number>;
+}
+
+/** Verification failures that mean the stored file itself is bad (deleted); the others are collisions (kept for their owner). */
+const CORRUPT_CODES = new Set<string>([
+  'KVT_ERR_BLOCK_TRUNCATED',
+  'KVT_ERR_BLOCK_BAD_MAGIC',
+  'KVT_ERR_BLOCK_VERSION',
+  'KVT_ERR_BLOCK_HEADER_CHECKSUM',
+  'KVT_ERR_BLOCK_PAYLOAD_CHECKSUM',
+  'KVT_ERR_BLOCK_MALFORMED',
+  'KVT_ERR_BLOCK_KEY_MISMATCH',
+]);
+
+/**
+ * The KV block tier: prefix hashing, verified block load, write-behind store,
+ * retention and GC, over any BlobStore.
+ *
+ * ```
+ * lookup(ns, tokens) ──hash──▶ key_0 … key_n ──local LMDB index──▶ hits
+ *                                    └─ keys the index lacks ──store.has (windowed)──▶ adopted hits
+ * load(lookup) ──hot LRU / store.get──▶ decode + verify (key, parent, tokens, fingerprint, checksums)
+ * store(blocks) ──encode──▶ write-behind queue ──store.put──▶ index
+ * ```
+ *
+ * Storage and index faults never throw from lookup/load/store: they count in
+ * `stats().errors` and cost a miss. Bad arguments throw typed errors.
+ */
+export class KvTier {
+  readonly policy: PolicyStore;
+  /** The blob store blocks live in (owned by the caller). */
+  readonly blobStore: BlobStore;
+  readonly blockTokens: number;
+  private readonly counters: KvTierStats;
+  private readonly hotCache: HotBlockCache;
+  private readonly liveEntries: LiveEntryCache;
+  private readonly writes: WriteBehindQueue;
+  private readonly background = new Set<Promise<unknown>>();
+  private readonly lastLoggedAt = new Map<string, number>();
+  private gcRunning: Promise<GcReport> | undefined;
+  private gcTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  private constructor(
+    private readonly options: KvTierOptions,
+    private readonly hasher: PrefixHasher,
+    private readonly codec: BlockCodec,
+    private readonly index: BlockIndex,
+    policy: PolicyStore,
+    private readonly ownsPolicy: boolean,
+    private readonly clock: Clock,
+    private readonly logger: KvTierLogger,
+  ) {
+    this.policy = policy;
+    this.blobStore = options.store;
+    this.blockTokens = hasher.blockTokens;
+    this.hotCache = new HotBlockCache(options.hotCacheBytes ?? 256 * MIB);
+    this.liveEntries = new LiveEntryCache(index, options.liveCacheEntries ?? 262_144);
+    this.writes = new WriteBehindQueue(options.writeBehindMaxBytes ?? 256 * MIB, options.writeConcurrency ?? 4, (error) =>
+      this.noteError(error, 'write-behind job threw'),
+    );
+    this.counters = {
+      lookups: 0,
+      hitBlocks: 0,
+      missBlocks: 0,
+      hitTokens: 0,
+      missTokens: 0,
+      adoptedBlocks: 0,
+      loads: 0,
+      loadedBlocks: 0,
+      loadFailedBlocks: 0,
+      hotCacheHits: 0,
+      bytesRead: 0,
+      bytesWritten: 0,
+      blocksWritten: 0,
+      writeBehind: { queuedBlocks: 0, queuedBytes: 0, duplicateBlocks: 0, droppedBlocks: 0, droppedBytes: 0 },
+      hotCache: { blocks: 0, bytes: 0, budgetBytes: this.hotCache.budgetBytes },
+      gc: { runs: 0, expired: { blocks: 0, bytes: 0 }, evicted: { blocks: 0, bytes: 0 } },
+      errors: {},
+    };
+    if (options.gcIntervalMs !== undefined) {
+      this.gcTimer = setInterval(() => {
+        this.gc().catch((error: unknown) => this.noteError(error, 'timed GC failed'));
+      }, options.gcIntervalMs);
+      this.gcTimer.unref();
+    }
+  }
+
+  /** Opens the index (and the embedded policy store unless one is given). */
+  static async open(options: KvTierOptions): Promise<KvTier> {
+    if (typeof options?.dataDir !== 'string' || options.dataDir === '') {
+      throw new KvTierConfigError('dataDir', 'KvTier.open needs dataDir (this node\'s index directory), e.g. ./data');
+    }
+    if (options.store === undefined || typeof options.store.get !== 'function') {
+      throw new KvTierConfigError('store', 'KvTier.open needs a BlobStore: await openBlobStore(process.env.KVTIER_STORAGE ?? "fs:./data/blocks")');
+    }
+    for (const field of ['hotCacheBytes', 'writeBehindMaxBytes', 'touchIntervalMs', 'liveCacheEntries'] as const) {
+      const value = options[field];
+      if (value !== undefined && (!Number.isFinite(value) || value < 0)) throw new KvTierConfigError(field, `${field} must be a number ≥ 0, got ${value}`);
+    }
+    for (const field of ['writeConcurrency', 'readConcurrency', 'probeWindow', 'gcIntervalMs'] as const) {
+      const value = options[field];
+      if (value !== undefined && (!Number.isInteger(value) || value < 1)) throw new KvTierConfigError(field, `${field} must be a positive integer, got ${value}`);
+    }
+    const hasher = await PrefixHasher.create({ blockTokens: options.blockTokens, hash128: options.hash128 });
+    const codec = await BlockCodec.create();
+    const clock = options.clock ?? systemClock;
+    const logger = options.logger ?? stderrLogger;
+    const index = BlockIndex.open({ path: join(options.dataDir, 'index') });
+    let policy = options.policyStore;
+    const ownsPolicy = policy === undefined;
+    try {
+      policy ??= await LmdbPolicyStore.open({ path: join(options.dataDir, 'policy'), clock, logger });
+    } catch (error) {
+      await index.close();
+      throw error;
+    }
+    return new KvTier(options, hasher, codec, index, policy, ownsPolicy, clock, logger);
+  }
+
+  /** A namespace: model fingerprint + tenant salt + block format version. */
+  namespace(spec: NamespaceSpec): KvNamespace {
+    const keyBytes = this.hasher.namespaceKeyBytes(spec);
+    return Object.freeze({
+      key: Buffer.from(keyBytes).toString('hex'),
+      keyBytes,
+      modelFingerprint: spec.modelFingerprint,
+      tenantSalt: spec.tenantSalt,
+      formatVersion: spec.formatVersion ?? BLOCK_FORMAT_VERSION,
+    });
+  }
+
+  /**
+   * Longest run of cached full blocks from the start of `tokens`. Never
+   * throws for storage or index faults (they count as errors and end the
+   * run); throws KvTierConfigError / PolicyError for bad arguments.
+   */
+  async lookup(namespace: KvNamespace, tokens: Uint32Array, scope: RequestScope): Promise<LookupResult> {
+    this.assertOpen();
+    const policy = this.policy.current();
+    this.assertScope(scope, policy);
+    const chain = this.hasher.chain(namespace.keyBytes, tokens);
+    const now = this.clock.now();
+    const touchIntervalMs = this.options.touchIntervalMs ?? 60_000;
+    const blockCount = chain.blockCount;
+    let hits = 0;
+    let stop = PROBE_ABSENT;
+    const stale: number[] = [];
+    try {
+      for (; hits < blockCount; hits++) {
+        const lastUse = this.liveEntries.probe(chain.keyHex(hits), chain.keyBytes(hits), now, policy);
+        if (lastUse < 0) {
+          stop = lastUse;
+          break;
+        }
+        if (now - lastUse >= touchIntervalMs) stale.push(hits);
+      }
+    } catch (error) {
+      this.noteError(error, 'index probe failed; treating the rest as a miss');
+      stop = PROBE_EXPIRED; // do not go around a broken index to storage
+    }
+    let adopted = 0;
+    // An expired local entry ends the run: its blob may still be on storage
+    // until GC runs, and must not be served.
+    if (hits < blockCount && stop === PROBE_ABSENT) {
+      adopted = await this.probeStorage(chain, hits, scope, now, policy);
+      hits += adopted;
+    }
+    if (stale.length > 0) {
+      this.track(
+        this.index.touch(
+          stale.map((i) => chain.keyBytes(i).slice()),
+          now,
+          policy,
+        ),
+        'index touch failed',
+      );
+      for (const i of stale) this.liveEntries.renewed(chain.keyHex(i), now);
+    }
+    const c = this.counters;
+    c.lookups++;
+    c.hitBlocks += hits;
+    c.missBlocks += blockCount - hits;
+    c.hitTokens += hits * chain.blockTokens;
+    c.missTokens += tokens.length - hits * chain.blockTokens;
+    c.adoptedBlocks += adopted;
+    return new LookupResult(namespace, tokens, { tenant: scope.tenant, trafficClass: scope.trafficClass }, chain, hits, adopted);
+  }
+
+  /**
+   * Reads and verifies the lookup's hits (hot cache first). Every block is
+   * checked: its key, parent key, tokens, model fingerprint, layout and
+   * checksums. The first failure ends the result there (a contiguous prefix
+   * is still returned): a corrupt file is deleted, a hash collision is left
+   * for the prefix that owns it, a storage fault is counted. Never throws.
+   */
+  async load(lookup: LookupResult): Promise<LoadedBlocks> {
+    this.assertOpen();
+    this.counters.loads++;
+    const { chain, hitBlocks } = lookup;
+    const concurrency = this.options.readConcurrency ?? 8;
+    const blocks: LoadedBlock[] = [];
+    const sizes: { keyBytes: Uint8Array; sizeBytes: number }[] = [];
+    let stoppedAt: LoadedBlocks['stoppedAt'];
+    outer: for (let start = 0; start < hitBlocks; start += concurrency) {
+      const end = Math.min(hitBlocks, start + concurrency);
+      const window: Promise<LoadedBlock | { failed: string }>[] = [];
+      for (let i = start; i < end; i++) window.push(this.loadOne(lookup, i, sizes));
+      const results = await Promise.all(window);
+      for (let j = 0; j < results.length; j++) {
+        const result = results[j];
+        if ('failed' in result) {
+          stoppedAt = { block: start + j, code: result.failed };
+          this.counters.loadFailedBlocks += hitBlocks - (start + j);
+          break outer;
+        }
+        blocks.push(result);
+      }
+    }
+    if (sizes.length > 0) this.track(this.index.noteSizes(sizes), 'index size update failed');
+    this.counters.loadedBlocks += blocks.length;
+    const loaded: LoadedBlocks = { blocks, tokenCount: blocks.length * chain.blockTokens };
+    if (stoppedAt !== undefined) loaded.stoppedAt = stoppedAt;
+    return loaded;
+  }
+
+  /**
+   * Queues new full blocks for writing and returns at once. Memory is
+   * bounded by `writeBehindMaxBytes`: a block that does not fit is dropped
+   * and counted, never waited for. Keys already stored or in flight are
+   * skipped. Throws only for bad arguments (checked before anything is queued).
+   */
+  store(request: StoreRequest): StoreReceipt {
+    this.assertOpen();
+    const policy = this.policy.current();
+    this.assertScope(request, policy);
+    const { namespace, tokens, layout } = request;
+    try {
+      assertValidLayout(layout);
+    } catch (error) {
+      throw new KvTierConfigError('layout', (error as Error).message, 'KVT_ERR_KVTIER_BAD_REQUEST');
+    }
+    if (layout.tokensPerBlock !== this.blockTokens) {
+      throw new KvTierConfigError('layout', `layout.tokensPerBlock is ${layout.tokensPerBlock} but this tier cuts blocks of ${this.blockTokens} tokens`, 'KVT_ERR_KVTIER_BAD_REQUEST');
+    }
+    if (!(tokens instanceof Uint32Array)) throw new KvTierConfigError('tokens', 'tokens must be a Uint32Array', 'KVT_ERR_KVTIER_BAD_REQUEST');
+    const fullBlocks = Math.floor(tokens.length / this.blockTokens);
+    const fromBlock = request.fromBlock ?? 0;
+    const payloads = request.payloads;
+    const toBlock = typeof payloads === 'function' ? Math.min(request.toBlock ?? fullBlocks, fullBlocks) : fromBlock + payloads.length;
+    if (!Number.isInteger(fromBlock) || fromBlock < 0 || toBlock > fullBlocks || toBlock < fromBlock) {
+      throw new KvTierConfigError(
+        'fromBlock',
+        `blocks ${fromBlock}..${toBlock} are not within the ${fullBlocks} full blocks of ${tokens.length} tokens (only full blocks are stored)`,
+        'KVT_ERR_KVTIER_BAD_REQUEST',
+      );
+    }
+    const payloadBytes = payloadBytesFor(layout, this.blockTokens);
+    if (typeof payloads !== 'function') {
+      payloads.forEach((payload, i) => {
+        if (!(payload instanceof Uint8Array) || payload.byteLength !== payloadBytes) {
+          throw new KvTierConfigError(
+            'payloads',
+            `payload ${i} (block ${fromBlock + i}) is ${payload?.byteLength} bytes; layout needs ${payloadBytes} per block (per layer K then V, [kvHead][token][headDim])`,
+            'KVT_ERR_KVTIER_BAD_REQUEST',
+          );
+        }
+      });
+    }
+    const chain =
+      request.chain !== undefined && request.chain.blockCount >= toBlock && request.chain.blockTokens === this.blockTokens
+        ? request.chain
+        : this.hasher.chain(namespace.keyBytes, tokens, toBlock);
+    const receipt: StoreReceipt = { queued: 0, duplicate: 0, dropped: 0 };
+    const now = this.clock.now();
+    const estimate = payloadBytes + 1024 + namespace.modelFingerprint.length;
+    for (let i = fromBlock; i < toBlock; i++) {
+      const key = chain.keyHex(i);
+      if (this.writes.has(key) || this.isStoredLive(key, chain.keyBytes(i), now, policy)) {
+        receipt.duplicate++;
+        continue;
+      }
+      if (!this.writes.fits(estimate)) {
+        receipt.dropped++;
+        this.counters.writeBehind.droppedBlocks++;
+        this.counters.writeBehind.droppedBytes += payloadBytes;
+        continue;
+      }
+      const blockTokens = tokens.subarray(i * this.blockTokens, (i + 1) * this.blockTokens);
+      const encodeWith = (payload: Uint8Array) =>
+        this.codec.encode({ key: chain.keyBytes(i), parentKey: chain.parentKeyBytes(i), modelFingerprint: namespace.modelFingerprint, tokens: blockTokens, layout, payload });
+      let run: () => Promise<void>;
+      if (typeof payloads === 'function') {
+        // The callback form reads the caller's tokens later: keep our own copy of this block's.
+        const ownTokens = blockTokens.slice();
+        const keyBytes = chain.keyBytes(i).slice();
+        const parentKeyBytes = chain.parentKeyBytes(i).slice();
+        run = async () => {
+          let bytes: Uint8Array;
+          try {
+            const payload = await payloads(i);
+            bytes = this.codec.encode({ key: keyBytes, parentKey: parentKeyBytes, modelFingerprint: namespace.modelFingerprint, tokens: ownTokens, layout, payload });
+          } catch (error) {
+            this.noteError(error, `payload callback for block ${i} failed; block not stored`);
+            return;
+          }
+          await this.writeBlock(key, keyBytes, bytes, i, request);
+        };
+      } else {
+        const bytes = encodeWith(payloads[i - fromBlock]);
+        const keyBytes = chain.keyBytes(i).slice();
+        run = () => this.writeBlock(key, keyBytes, bytes, i, request);
+      }
+      const outcome = this.writes.offer({ key, bytes: estimate, run });
+      if (outcome === 'queued') {
+        receipt.queued++;
+        this.counters.writeBehind.queuedBlocks++;
+      } else if (outcome === 'duplicate') receipt.duplicate++;
+      else {
+        receipt.dropped++;
+        this.counters.writeBehind.droppedBlocks++;
+        this.counters.writeBehind.droppedBytes += payloadBytes;
+      }
+    }
+    this.counters.writeBehind.duplicateBlocks += receipt.duplicate;
+    return receipt;
+  }
+
+  /** Waits until every queued write and index update has finished. */
+  async flush(): Promise<void> {
+    await this.writes.drain();
+    while (this.background.size > 0) await Promise.allSettled([...this.background]);
+  }
+
+  /** Counters since open, plus the current queue and cache sizes. */
+  stats(): KvTierStats {
+    const snapshot = structuredClone(this.counters);
+    snapshot.writeBehind.queuedBytes = this.writes.queuedBytes;
+    snapshot.hotCache = { blocks: this.hotCache.size, bytes: this.hotCache.usedBytes, budgetBytes: this.hotCache.budgetBytes };
+    return snapshot;
+  }
+
+  /** Blocks and bytes this node's index holds, by scope tag ("g", "c:chat", "t:acme"). */
+  usage(): { bytes: Record<string, number>; blocks: Record<string, number> } {
+    return this.index.usage();
+  }
+
+  /** Runs GC under the current policy (one run at a time; a second call joins the first). */
+  gc(options: GcOptions = {}): Promise<GcReport> {
+    this.assertOpen();
+    if (this.gcRunning !== undefined) return this.gcRunning;
+    const run = runGc(
+      {
+        index: this.index,
+        store: this.blobStore,
+        policy: this.policy.current(),
+        clock: this.clock,
+        onRemoved: (keys) => {
+          for (const key of keys) {
+            this.hotCache.delete(key);
+            this.liveEntries.forget(key);
+          }
+        },
+      },
+      options,
+    ).then((report) => {
+      const gc = this.counters.gc;
+      gc.runs++;
+      if (!report.dryRun) {
+        for (const reason of ['expired', 'evicted'] as const) {
+          gc[reason].blocks += report.removed[reason].blocks;
+          gc[reason].bytes += report.removed[reason].bytes;
+        }
+      }
+      for (const error of report.errors) this.noteError(error, 'GC: ' + error.message);
+      return report;
+    });
+    this.gcRunning = run;
+    const clear = () => {
+      this.gcRunning = undefined;
+    };
+    run.then(clear, clear);
+    return run;
+  }
+
+  /** Flushes pending writes, then closes the index (and the policy store it opened). The BlobStore stays open. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    if (this.gcTimer !== undefined) clearInterval(this.gcTimer);
+    await this.flush();
+    await this.gcRunning?.catch(() => undefined);
+    this.closed = true;
+    this.hotCache.clear();
+    this.liveEntries.clear();
+    if (this.ownsPolicy) await this.policy.close();
+    await this.index.close();
+  }
+
+  // ── internals ──────────────────────────────────────────────────────────
+
+  /** Windowed `has` over the keys the index lacks: 8, 32, 128, … keys per round trip. Returns how many contiguous blocks exist. */
+  private async probeStorage(chain: PrefixChain, from: number, scope: RequestScope, now: number, policy: RetentionPolicy): Promise<number> {
+    let window = this.options.probeWindow ?? 8;
+    let position = from;
+    const found: { keyBytes: Uint8Array; trafficClass: string; tenant: string; depth: number }[] = [];
+    while (position < chain.blockCount) {
+      const end = Math.min(chain.blockCount, position + window);
+      const keys: string[] = [];
+      for (let i = position; i < end; i++) keys.push(chain.keyHex(i));
+      let present: boolean[];
+      try {
+        present = await this.blobStore.has(keys);
+      } catch (error) {
+        this.noteError(error, 'storage has() failed; treating the rest as a miss');
+        break;
+      }
+      let run = 0;
+      while (run < present.length && present[run]) run++;
+      for (let i = position; i < position + run; i++) {
+        found.push({ keyBytes: chain.keyBytes(i).slice(), trafficClass: scope.trafficClass, tenant: scope.tenant, depth: i });
+      }
+      position += run;
+      if (run < present.length) break;
+      window *= 4;
+    }
+    if (found.length > 0) this.track(this.index.adopt(found, now, policy), 'index adopt failed');
+    return found.length;
+  }
+
+  private async loadOne(lookup: LookupResult, i: number, sizes: { keyBytes: Uint8Array; sizeBytes: number }[]): Promise<LoadedBlock | { failed: string }> {
+    const key = lookup.chain.keyHex(i);
+    const cached = this.hotCache.get(key);
+    if (cached !== undefined) {
+      const problem = this.verify(cached, lookup, i);
+      if (problem === undefined) {
+        this.counters.hotCacheHits++;
+        return toLoaded(cached, i);
+      }
+      this.hotCache.delete(key);
+    }
+    let bytes: Uint8Array | null;
+    try {
+      bytes = await this.blobStore.get(key);
+    } catch (error) {
+      this.noteError(error, 'storage get() failed; the load ends at this block');
+      return { failed: errorCodeOf(error) };
+    }
+    if (bytes === null) {
+      // Deleted by another node's GC (or by hand): forget it here too.
+      this.noteError(new BlockError('KVT_ERR_BLOCK_MISSING', `block ${key} is in the index but not on storage`), 'block vanished from storage');
+      this.liveEntries.forget(key);
+      this.track(this.index.remove([lookup.chain.keyBytes(i).slice()]), 'index remove failed');
+      return { failed: 'KVT_ERR_BLOCK_MISSING' };
+    }
+    this.counters.bytesRead += bytes.byteLength;
+    let block: DecodedBlock;
+    try {
+      block = this.codec.decode(bytes);
+    } catch (error) {
+      this.discardCorrupt(key, lookup.chain.keyBytes(i), error);
+      return { failed: errorCodeOf(error) };
+    }
+    const problem = this.verify(block, lookup, i);
+    if (problem !== undefined) {
+      if (CORRUPT_CODES.has(problem.code)) this.discardCorrupt(key, lookup.chain.keyBytes(i), problem);
+      else this.noteError(problem, 'block does not belong to this prefix (hash collision); treated as a miss');
+      return { failed: problem.code };
+    }
+    sizes.push({ keyBytes: lookup.chain.keyBytes(i).slice(), sizeBytes: bytes.byteLength });
+    this.hotCache.put(block);
+    return toLoaded(block, i);
+  }
+
+  /** Checks a decoded block against the prefix it is meant to continue. */
+  private verify(block: DecodedBlock, lookup: LookupResult, i: number): BlockError | undefined {
+    const { chain, tokens, namespace } = lookup;
+    if (block.key !== chain.keyHex(i)) return new BlockError('KVT_ERR_BLOCK_KEY_MISMATCH', `file for ${chain.keyHex(i)} holds block ${block.key}`);
+    if (block.parentKey !== chain.parentKeyHex(i)) {
+      return new BlockError('KVT_ERR_BLOCK_PARENT_MISMATCH', `block ${block.key} continues ${block.parentKey}, not ${chain.parentKeyHex(i)}`);
+    }
+    if (block.modelFingerprint !== namespace.modelFingerprint) {
+      return new BlockError('KVT_ERR_BLOCK_FINGERPRINT_MISMATCH', `block ${block.key} was made by model ${block.modelFingerprint}`);
+    }
+    const B = chain.blockTokens;
+    if (block.tokens.length !== B || block.layout.tokensPerBlock !== B) {
+      return new BlockError('KVT_ERR_BLOCK_LAYOUT_MISMATCH', `block ${block.key} holds ${block.tokens.length} tokens, expected ${B}`);
+    }
+    const offset = i * B;
+    for (let t = 0; t < B; t++) {
+      if (block.tokens[t] !== tokens[offset + t]) return new BlockError('KVT_ERR_BLOCK_TOKEN_MISMATCH', `block ${block.key} holds other tokens (hash collision)`);
+    }
+    return undefined;
+  }
+
+  private discardCorrupt(key: string, keyBytes: Uint8Array, error: unknown): void {
+    this.noteError(error, 'corrupt block deleted; treated as a miss');
+    this.hotCache.delete(key);
+    this.liveEntries.forget(key);
+    const ownKey = keyBytes.slice();
+    this.track(
+      (async () => {
+        await this.blobStore.delete([key]);
+        await this.index.remove([ownKey]);
+      })(),
+      'deleting a corrupt block failed',
+    );
+  }
+
+  private async writeBlock(key: string, keyBytes: Uint8Array, bytes: Uint8Array, depth: number, request: StoreRequest): Promise<void> {
+    try {
+      await this.blobStore.put(key, bytes);
+    } catch (error) {
+      this.noteError(error, 'block write failed; block not stored');
+      return;
+    }
+    this.counters.bytesWritten += bytes.byteLength;
+    this.counters.blocksWritten++;
+    try {
+      await this.index.recordWrites(
+        [{ keyBytes, sizeBytes: bytes.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth }],
+        this.clock.now(),
+        this.policy.current(),
+      );
+      this.liveEntries.forget(key);
+    } catch (error) {
+      // The blob is on storage; a later lookup adopts it.
+      this.noteError(error, 'index update after a block write failed');
+    }
+    if (this.hotCache.budgetBytes > 0) {
+      try {
+        this.hotCache.put(this.codec.decode(bytes));
+      } catch (error) {
+        this.noteError(error, 'a block we just encoded does not decode');
+      }
+    }
+  }
+
+  private isStoredLive(key: string, keyBytes: Uint8Array, now: number, policy: RetentionPolicy): boolean {
+    try {
+      return this.liveEntries.probe(key, keyBytes, now, policy) >= 0;
+    } catch (error) {
+      this.noteError(error, 'index probe failed');
+      return false;
+    }
+  }
+
+  private assertScope(scope: RequestScope, policy: RetentionPolicy): void {
+    try {
+      assertTenantName(scope?.tenant);
+    } catch (error) {
+      throw new KvTierConfigError('tenant', (error as Error).message, 'KVT_ERR_KVTIER_BAD_REQUEST');
+    }
+    policy.assertClass(scope.trafficClass);
+  }
+
+  private track(promise: Promise<unknown>, what: string): void {
+    const tracked = promise.catch((error: unknown) => this.noteError(error, what));
+    this.background.add(tracked);
+    void tracked.finally(() => this.background.delete(tracked));
+  }
+
+  /** Counts by code; logs the first of each code per 10 s (a dead store would otherwise log per block). */
+  private noteError(error: unknown, what: string): void {
+    const code = errorCodeOf(error);
+    this.counters.errors[code] = (this.counters.errors[code] ?? 0) + 1;
+    const now = Date.now();
+    if (now - (this.lastLoggedAt.get(code) ?? -Infinity) >= 10_000) {
+      this.lastLoggedAt.set(code, now);
+      this.logger.warn({ code, err: (error as Error)?.message ?? String(error), count: this.counters.errors[code] }, what);
+    }
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new KvTierError('KVT_ERR_KVTIER_CLOSED', 'this KvTier is closed; open a new one with KvTier.open');
+  }
+}
+
+function toLoaded(block: DecodedBlock, index: number): LoadedBlock {
+  return { key: block.key, parentKey: block.parentKey, index, tokens: block.tokens, payload: block.payload, layout: block.layout };
+}
+
+

@@ -1,0 +1,89 @@
+/** One pending block write. `bytes` is what it holds in memory until it finishes. */
+export interface WriteJob {
+  key: string;
+  bytes: number;
+  run: () => Promise<void>;
+}
+
+export type OfferOutcome = 'queued' | 'duplicate' | 'dropped';
+
+/**
+ * Bounded write-behind: `offer` never waits. A job is refused ('dropped')
+ * when its bytes would push the queued + in-flight total over `maxBytes`, and
+ * ('duplicate') when the same key is already queued or being written. Jobs
+ * run FIFO with at most `concurrency` in flight. `run` must not throw (the
+ * caller counts its own failures); a throw is caught and reported to
+ * `onUnexpected`.
+ */
+export class WriteBehindQueue {
+  private readonly pending: WriteJob[] = [];
+  private pendingHead = 0;
+  private readonly keys = new Set<string>();
+  private inFlight = 0;
+  private heldBytes = 0;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(
+    private readonly maxBytes: number,
+    private readonly concurrency: number,
+    private readonly onUnexpected: (error: unknown) => void,
+  ) {}
+
+  has(key: string): boolean {
+    return this.keys.has(key);
+  }
+
+  /** Whether a job of `bytes` would fit now. */
+  fits(bytes: number): boolean {
+    return this.heldBytes + bytes <= this.maxBytes;
+  }
+
+  offer(job: WriteJob): OfferOutcome {
+    if (this.keys.has(job.key)) return 'duplicate';
+    if (!this.fits(job.bytes)) return 'dropped';
+    this.keys.add(job.key);
+    this.heldBytes += job.bytes;
+    this.pending.push(job);
+    this.pump();
+    return 'queued';
+  }
+
+  /** Resolves once nothing is queued or in flight. */
+  drain(): Promise<void> {
+    if (this.isIdle()) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  get queuedJobs(): number {
+    return this.pending.length - this.pendingHead + this.inFlight;
+  }
+
+  get queuedBytes(): number {
+    return this.heldBytes;
+  }
+
+  private isIdle(): boolean {
+    return this.inFlight === 0 && this.pendingHead === this.pending.length;
+  }
+
+  private pump(): void {
+    while (this.inFlight < this.concurrency && this.pendingHead < this.pending.length) {
+      const job = this.pending[this.pendingHead++];
+      if (this.pendingHead > 1024 && this.pendingHead * 2 > this.pending.length) {
+        this.pending.splice(0, this.pendingHead);
+        this.pendingHead = 0;
+      }
+      this.inFlight++;
+      void job
+        .run()
+        .catch(this.onUnexpected)
+        .finally(() => {
+          this.inFlight--;
+          this.heldBytes -= job.bytes;
+          this.keys.delete(job.key);
+          this.pump();
+          if (this.isIdle()) for (const resolve of this.idleWaiters.splice(0)) resolve();
+        });
+    }
+  }
+}
