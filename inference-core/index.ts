@@ -5,3 +5,21 @@ export { ChatTemplate, ChatTemplateError, CHATML_TEMPLATE, CHATML_END_OF_TURN, t
 export * from './synthetic/index.ts';
 export { modelConfigFromGguf, modelTensorNames, type ModelConfig, type ModelArch, type ModelTensorNames, type LayerTensorNames } from './model-config.ts';
 export { modelFingerprint, weightsHash, fingerprintSidecarPath, FINGERPRINT_VERSION, type FingerprintOptions, type FingerprintKvDtype } from './fingerprint.ts';
+
+// Runtime: engine, sequences, paged KV pool, sampler.
+export {
+  loadEngine,
+  resolveModelPath,
+  Engine,
+  Sequence,
+  EngineError,
+  DEFAULT_POOL_BYTES,
+  DEFAULT_PREFILL_CHUNK,
+  DEFAULT_MAX_BATCH,
+  type LoadEngineOptions,
+  type LoadedEngine,
+  type EngineErrorCode,
+  type GraphConfig,
+} from './engine/index.ts';
+export { KvPool, PageAllocator, kvLayoutOf, TOKENS_PER_BLOCK, type KvLayout } from './kv/index.ts';
+export { Sampler, Prng, argmax, type SamplingOptions } from './sampling/index.ts';
