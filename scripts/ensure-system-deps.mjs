@@ -7,7 +7,14 @@ import { execFileSync, spawnSync } from 'node:child_process';
 /** command on PATH → Debian packages that provide it (and what it needs beside it). */
 const required = [
   { command: 'redis-server', packages: ['redis-server'] },
-  { command: 'radosgw', packages: ['radosgw', 'ceph-mon', 'ceph-osd', 'ceph-common'] },
+  // test/helpers/ceph-s3.ts runs each of these to start its loopback cluster
+  { command: 'radosgw', packages: ['radosgw'] },
+  { command: 'ceph-mon', packages: ['ceph-mon'] },
+  { command: 'ceph-osd', packages: ['ceph-osd'] },
+  { command: 'monmaptool', packages: ['ceph-base'] },
+  { command: 'ceph-authtool', packages: ['ceph-common'] },
+  { command: 'radosgw-admin', packages: ['ceph-common'] },
+  { command: 'ceph', packages: ['ceph-common'] },
   { command: 'chromium', packages: ['chromium'] },
 ];
 
@@ -15,7 +22,7 @@ function onPath(command) {
   return spawnSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' }).status === 0;
 }
 
-const missing = required.filter((r) => !onPath(r.command)).flatMap((r) => r.packages);
+const missing = [...new Set(required.filter((r) => !onPath(r.command)).flatMap((r) => r.packages))];
 if (missing.length === 0) process.exit(0);
 
 const install = `apt-get update && apt-get install -y --no-install-recommends ${missing.join(' ')}`;

@@ -18,7 +18,7 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { promises as fsp } from 'node:fs';
+import { promises as fsp, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -46,6 +46,7 @@ export interface StartCephS3Options {
 }
 
 const live = new Set<ChildProcess>();
+const liveDirs = new Set<string>();
 let exitHookInstalled = false;
 
 export async function startCephS3(options: StartCephS3Options = {}): Promise<CephS3> {
@@ -53,6 +54,7 @@ export async function startCephS3(options: StartCephS3Options = {}): Promise<Cep
   const log = options.log ?? (() => undefined);
   const deadline = Date.now() + timeoutMs;
   const dir = await fsp.mkdtemp(join(tmpdir(), 'kvtier-ceph-'));
+  liveDirs.add(dir);
   const daemons: ChildProcess[] = [];
   let stopped = false;
 
@@ -61,6 +63,7 @@ export async function startCephS3(options: StartCephS3Options = {}): Promise<Cep
     stopped = true;
     await Promise.all(daemons.map((daemon) => terminate(daemon)));
     await fsp.rm(dir, { recursive: true, force: true });
+    liveDirs.delete(dir);
   };
 
   try {
@@ -163,7 +166,16 @@ mon warn on pool no redundancy = false
 paxos propose interval = 0.1
 osd max object name len = 460
 osd max object namespace len = 64
-debug ms = 0
+# quiet and lean: this cluster lives on loopback for one test file
+debug ms = 0/0
+debug rgw = 0/0
+debug osd = 0/0
+debug memstore = 0/0
+debug objclass = 0/0
+debug auth = 0/0
+ms crc data = false
+rgw enable ops log = false
+rgw enable usage log = false
 [client.rgw.a]
 rgw frontends = beast endpoint=127.0.0.1:${o.rgwPort}
 rgw data = ${d}/rgw
@@ -194,6 +206,7 @@ function installExitHook(): void {
   exitHookInstalled = true;
   process.once('exit', () => {
     for (const child of live) child.kill('SIGKILL');
+    for (const dir of liveDirs) rmSync(dir, { recursive: true, force: true });
   });
 }
 
