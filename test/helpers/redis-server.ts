@@ -1,0 +1,90 @@
+/**
+ * A real redis-server on 127.0.0.1 for tests: a free port, no persistence.
+ *
+ *   const redis = await startRedis();   // redis.url = redis://127.0.0.1:<port>
+ *   …
+ *   await redis.stop();
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer, Socket } from 'node:net';
+
+export interface RedisServer {
+  url: string;
+  port: number;
+  stop(): Promise<void>;
+}
+
+export async function startRedis(options: { startTimeoutMs?: number } = {}): Promise<RedisServer> {
+  const port = await freePort();
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const spawnError = new Promise<never>((_, reject) => {
+    child.once('error', (error) =>
+      reject(new Error(`cannot start redis-server (${error.message}); install it: apt-get install redis-server`)),
+    );
+    child.once('exit', (code) => reject(new Error(`redis-server exited with ${code} before answering PING:\n${output}`)));
+  });
+  const deadline = Date.now() + (options.startTimeoutMs ?? 10_000);
+  try {
+    await Promise.race([waitForPong(port, deadline), spawnError]);
+  } catch (error) {
+    child.kill('SIGKILL');
+    throw error;
+  }
+  spawnError.catch(() => undefined);
+  return { url: `redis://127.0.0.1:${port}`, port, stop: () => stopChild(child) };
+}
+
+async function waitForPong(port: number, deadline: number): Promise<void> {
+  for (;;) {
+    if (await ping(port)) return;
+    if (Date.now() > deadline) throw new Error(`redis-server on port ${port} did not answer PING in time`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+function ping(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = new Socket();
+    let answer = '';
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(500, () => done(false));
+    socket.once('error', () => done(false));
+    socket.on('data', (chunk) => {
+      answer += chunk.toString();
+      if (answer.includes('\r\n')) done(answer.startsWith('+PONG'));
+    });
+    socket.connect(port, '127.0.0.1', () => socket.write('PING\r\n'));
+  });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}
