@@ -1,0 +1,158 @@
+/**
+ * Server and worker configuration: environment variables, overridden by CLI
+ * flags of the same names (`--port 9000`, `--kvtier-model m.gguf`, `--model`).
+ * Every value is checked here, so a bad one stops the process at start with a
+ * KVT_ERR_CONFIG_INVALID that names the variable, never at the first request.
+ */
+import { resolve } from 'node:path';
+import { availableParallelism } from 'node:os';
+
+import { KvtError } from './errors.ts';
+
+export interface Config {
+  host: string;
+  port: number;
+  dataDir: string;
+  /** `fs:<dir>` or `s3://bucket/prefix?endpoint=…`. */
+  storage: string;
+  redisUrl: string | null;
+  model: string;
+  apiKeysFile: string | null;
+  adminToken: string | null;
+  threads: number;
+  /** Tokens per cached block (DESIGN: B = 64). */
+  blockTokens: number;
+  hotCacheBytes: number;
+  /** Requests waiting (not yet running) before new ones get 429. */
+  maxQueueDepth: number;
+  /** Sequences a worker decodes together. */
+  maxBatch: number;
+  /** A request that has not finished by then ends with KVT_ERR_WORKER_TIMEOUT. */
+  requestTimeoutMs: number;
+  /** BullMQ: a job no worker picks up within this long fails the request with 503. */
+  queueWaitTimeoutMs: number;
+  /** BullMQ lock duration: a worker that stops renewing it (killed) loses the job to another worker. */
+  jobLockMs: number;
+  /** Jobs a `kvtier worker` process runs at once (they share one engine batch). */
+  workerConcurrency: number;
+  logLevel: string;
+}
+
+/** name of the env variable → [config key, parse]. Flags are the kebab-case of the name, with or without `kvtier-`. */
+const FIELDS: Array<{ env: string; key: keyof Config; parse: (raw: string, env: string) => unknown }> = [
+  { env: 'HOST', key: 'host', parse: (v) => v },
+  { env: 'PORT', key: 'port', parse: (v, e) => intIn(v, e, 0, 65535) },
+  { env: 'KVTIER_DATA_DIR', key: 'dataDir', parse: (v) => resolve(v) },
+  { env: 'KVTIER_STORAGE', key: 'storage', parse: (v) => v },
+  { env: 'REDIS_URL', key: 'redisUrl', parse: (v, e) => redisUrl(v, e) },
+  { env: 'KVTIER_MODEL', key: 'model', parse: (v) => v },
+  { env: 'KVTIER_API_KEYS', key: 'apiKeysFile', parse: (v) => resolve(v) },
+  { env: 'KVTIER_ADMIN_TOKEN', key: 'adminToken', parse: (v) => v },
+  { env: 'KVTIER_THREADS', key: 'threads', parse: (v, e) => intIn(v, e, 1, 1024) },
+  { env: 'KVTIER_BLOCK_TOKENS', key: 'blockTokens', parse: (v, e) => intIn(v, e, 1, 65536) },
+  { env: 'KVTIER_HOT_CACHE_BYTES', key: 'hotCacheBytes', parse: (v, e) => intIn(v, e, 0, Number.MAX_SAFE_INTEGER) },
+  { env: 'KVTIER_MAX_QUEUE', key: 'maxQueueDepth', parse: (v, e) => intIn(v, e, 0, 1_000_000) },
+  { env: 'KVTIER_MAX_BATCH', key: 'maxBatch', parse: (v, e) => intIn(v, e, 1, 1024) },
+  { env: 'KVTIER_REQUEST_TIMEOUT_MS', key: 'requestTimeoutMs', parse: (v, e) => intIn(v, e, 100, 86_400_000) },
+  { env: 'KVTIER_QUEUE_WAIT_TIMEOUT_MS', key: 'queueWaitTimeoutMs', parse: (v, e) => intIn(v, e, 100, 86_400_000) },
+  { env: 'KVTIER_JOB_LOCK_MS', key: 'jobLockMs', parse: (v, e) => intIn(v, e, 500, 3_600_000) },
+  { env: 'KVTIER_WORKER_CONCURRENCY', key: 'workerConcurrency', parse: (v, e) => intIn(v, e, 1, 1024) },
+  { env: 'KVTIER_LOG_LEVEL', key: 'logLevel', parse: (v, e) => oneOf(v, e, ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) },
+];
+
+export function defaultConfig(): Config {
+  const dataDir = resolve('./data');
+  return {
+    host: '127.0.0.1',
+    port: 8080,
+    dataDir,
+    storage: '',
+    redisUrl: null,
+    model: 'synthetic:small',
+    apiKeysFile: null,
+    adminToken: null,
+    threads: Math.max(1, availableParallelism()),
+    blockTokens: 64,
+    hotCacheBytes: 512 * 1024 * 1024,
+    maxQueueDepth: 64,
+    maxBatch: 8,
+    requestTimeoutMs: 300_000,
+    queueWaitTimeoutMs: 60_000,
+    jobLockMs: 10_000,
+    workerConcurrency: 4,
+    logLevel: 'info',
+  };
+}
+
+/**
+ * env, then flags, then `overrides` (tests). `storage` defaults to
+ * `fs:<dataDir>/blocks` once the data dir is known.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly string[] = [], overrides: Partial<Config> = {}): Config {
+  const config = defaultConfig();
+  const set = (field: (typeof FIELDS)[number], raw: string, source: string): void => {
+    (config as unknown as Record<string, unknown>)[field.key] = field.parse(raw, source);
+  };
+  for (const field of FIELDS) {
+    const raw = env[field.env];
+    if (raw !== undefined && raw !== '') set(field, raw, field.env);
+  }
+  const flags = parseFlags(argv);
+  for (const [flag, raw] of flags) {
+    const field = FIELDS.find((f) => flagNames(f.env).includes(flag));
+    if (!field) {
+      throw new KvtError('KVT_ERR_CONFIG_INVALID', `unknown flag --${flag}; known: ${FIELDS.map((f) => '--' + flagNames(f.env)[0]).join(' ')}`, { param: flag });
+    }
+    set(field, raw, `--${flag}`);
+  }
+  Object.assign(config, overrides);
+  if (config.storage === '') config.storage = `fs:${resolve(config.dataDir, 'blocks')}`;
+  return config;
+}
+
+/** `KVTIER_DATA_DIR` → [`data-dir`, `kvtier-data-dir`]; `PORT` → [`port`]. */
+function flagNames(envName: string): string[] {
+  const kebab = envName.toLowerCase().replace(/_/g, '-');
+  return kebab.startsWith('kvtier-') ? [kebab.slice('kvtier-'.length), kebab] : [kebab];
+}
+
+function parseFlags(argv: readonly string[]): Array<[string, string]> {
+  const out: Array<[string, string]> = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (!arg.startsWith('--')) throw new KvtError('KVT_ERR_CONFIG_INVALID', `unexpected argument "${arg}"; flags look like --port 8080`, { param: arg });
+    const eq = arg.indexOf('=');
+    if (eq !== -1) {
+      out.push([arg.slice(2, eq), arg.slice(eq + 1)]);
+      continue;
+    }
+    const value = argv[i + 1];
+    if (value === undefined || value.startsWith('--')) throw new KvtError('KVT_ERR_CONFIG_INVALID', `flag ${arg} needs a value`, { param: arg.slice(2) });
+    out.push([arg.slice(2), value]);
+    i++;
+  }
+  return out;
+}
+
+function intIn(raw: string, source: string, min: number, max: number): number {
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new KvtError('KVT_ERR_CONFIG_INVALID', `${source}=${raw} is not an integer in [${min}, ${max}]`, { param: source });
+  }
+  return value;
+}
+
+function oneOf(raw: string, source: string, allowed: string[]): string {
+  if (!allowed.includes(raw)) throw new KvtError('KVT_ERR_CONFIG_INVALID', `${source}=${raw}: use one of ${allowed.join(', ')}`, { param: source });
+  return raw;
+}
+
+function redisUrl(raw: string, source: string): string {
+  try {
+    const url = new URL(raw);
+    if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new Error('scheme');
+  } catch {
+    throw new KvtError('KVT_ERR_CONFIG_INVALID', `${source}=${raw} is not a redis URL; use redis://host:6379[/db]`, { param: source });
+  }
+  return raw;
+}

@@ -1,0 +1,155 @@
+/**
+ * Anthropic Messages API ⇄ the recipe's transcript, responses and SSE events.
+ *
+ * Content blocks map onto the HF transcript as:
+ *   system (string | text blocks)      → one system message
+ *   user text blocks                   → a user message
+ *   user tool_result blocks            → one tool message each (before the user text)
+ *   assistant text + tool_use blocks   → an assistant message with tool_calls
+ */
+import { KvtError } from '../errors.ts';
+import { argumentsAsObject } from './tool-calls.ts';
+import type { ChatInput, SamplingLimits } from './openai-format.ts';
+import type { CacheUsage, ChatMessage, FinishReason, SamplingRequest, ToolCall, ToolSpec } from './types.ts';
+import { anthropicUsage } from './usage.ts';
+
+type TextBlock = { type: 'text'; text: string };
+type ToolUseBlock = { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> };
+type ToolResultBlock = { type: 'tool_result'; tool_use_id: string; content?: string | TextBlock[]; is_error?: boolean };
+type ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock | { type: string };
+
+export interface AnthropicRequestBody {
+  model: string;
+  max_tokens: number;
+  messages: Array<{ role: 'user' | 'assistant'; content: string | ContentBlock[] }>;
+  system?: string | TextBlock[];
+  tools?: Array<{ name: string; description?: string; input_schema: Record<string, unknown> }>;
+  tool_choice?: { type: string };
+  temperature?: number;
+  top_p?: number;
+  top_k?: number;
+  stop_sequences?: string[];
+  stream?: boolean;
+  metadata?: Record<string, unknown>;
+  kvtier_class?: string;
+}
+
+export function chatInputFromAnthropic(body: AnthropicRequestBody): ChatInput {
+  const messages: ChatMessage[] = [];
+  let agentic = false;
+  if (body.system !== undefined) {
+    const system = typeof body.system === 'string' ? body.system : body.system.map((block, i) => textOf(block, `system[${i}]`)).join('');
+    if (system !== '') messages.push({ role: 'system', content: system });
+  }
+  body.messages.forEach((message, index) => {
+    const at = `messages[${index}]`;
+    if (typeof message.content === 'string') {
+      messages.push({ role: message.role, content: message.content });
+      return;
+    }
+    if (message.role === 'user') {
+      const texts: string[] = [];
+      message.content.forEach((block, b) => {
+        if (block.type === 'text') texts.push(textOf(block, `${at}.content[${b}]`));
+        else if (block.type === 'tool_result') {
+          agentic = true;
+          const result = block as ToolResultBlock;
+          const content = result.content === undefined ? '' : typeof result.content === 'string' ? result.content : result.content.map((t, i) => textOf(t, `${at}.content[${b}].content[${i}]`)).join('');
+          messages.push({ role: 'tool', content: result.is_error ? `Error: ${content}` : content, tool_call_id: result.tool_use_id });
+        } else throw unsupportedBlock(block.type, `${at}.content[${b}].type`);
+      });
+      if (texts.length > 0) messages.push({ role: 'user', content: texts.join('') });
+      return;
+    }
+    const texts: string[] = [];
+    const toolCalls: ToolCall[] = [];
+    message.content.forEach((block, b) => {
+      if (block.type === 'text') texts.push(textOf(block, `${at}.content[${b}]`));
+      else if (block.type === 'tool_use') {
+        agentic = true;
+        const use = block as ToolUseBlock;
+        toolCalls.push({ id: use.id, type: 'function', function: { name: use.name, arguments: use.input ?? {} } });
+      } else throw unsupportedBlock(block.type, `${at}.content[${b}].type`);
+    });
+    const out: ChatMessage = { role: 'assistant', content: texts.join('') };
+    if (toolCalls.length > 0) out.tool_calls = toolCalls;
+    messages.push(out);
+  });
+  const wantsNoTools = body.tool_choice?.type === 'none';
+  const tools =
+    body.tools && body.tools.length > 0 && !wantsNoTools
+      ? body.tools.map((tool): ToolSpec => ({ type: 'function', function: { name: tool.name, description: tool.description, parameters: tool.input_schema } }))
+      : undefined;
+  if (body.tools && body.tools.length > 0) agentic = true;
+  return { messages, tools, agentic };
+}
+
+function textOf(block: ContentBlock, at: string): string {
+  if (block.type !== 'text' || typeof (block as TextBlock).text !== 'string') throw unsupportedBlock(block.type, `${at}.type`);
+  return (block as TextBlock).text;
+}
+
+function unsupportedBlock(type: string, param: string): KvtError {
+  return new KvtError('KVT_ERR_REQUEST_INVALID', `${param} "${type}" is not supported here: use text, tool_use (assistant) or tool_result (user) blocks`, { param });
+}
+
+export function samplingFromAnthropic(body: AnthropicRequestBody, _limits: SamplingLimits): SamplingRequest {
+  return {
+    maxTokens: body.max_tokens,
+    temperature: body.temperature ?? 1,
+    topP: body.top_p ?? 1,
+    topK: body.top_k ?? 0,
+    seed: 0,
+    stopStrings: (body.stop_sequences ?? []).filter((s) => s !== ''),
+  };
+}
+
+export type AnthropicStopReason = 'end_turn' | 'max_tokens' | 'stop_sequence' | 'tool_use';
+
+export function anthropicStopReason(reason: FinishReason, stopSequence: string | null): AnthropicStopReason {
+  if (reason === 'tool_calls') return 'tool_use';
+  if (reason === 'length') return 'max_tokens';
+  return stopSequence !== null ? 'stop_sequence' : 'end_turn';
+}
+
+export interface AnthropicReply {
+  id: string;
+  model: string;
+  content: string;
+  toolCalls: ToolCall[];
+  finishReason: FinishReason;
+  stopSequence: string | null;
+  usage: CacheUsage;
+}
+
+export function anthropicContentBlocks(content: string, toolCalls: ToolCall[]): Array<Record<string, unknown>> {
+  const blocks: Array<Record<string, unknown>> = [];
+  if (content !== '' || toolCalls.length === 0) blocks.push({ type: 'text', text: content });
+  for (const call of toolCalls) blocks.push({ type: 'tool_use', id: toolUseId(call), name: call.function.name, input: argumentsAsObject(call) });
+  return blocks;
+}
+
+/** Anthropic ids look like `toolu_…`; an id we made (`call_…`) is re-prefixed, a client's own id is kept. */
+export function toolUseId(call: ToolCall): string {
+  return call.id.startsWith('call_') ? `toolu_${call.id.slice('call_'.length)}` : call.id;
+}
+
+export function anthropicResponse(reply: AnthropicReply): Record<string, unknown> {
+  return {
+    id: reply.id,
+    type: 'message',
+    role: 'assistant',
+    model: reply.model,
+    content: anthropicContentBlocks(reply.content, reply.toolCalls),
+    stop_reason: anthropicStopReason(reply.finishReason, reply.stopSequence),
+    stop_sequence: reply.stopSequence,
+    usage: anthropicUsage(reply.usage),
+  };
+}
+
+export function anthropicMessageStart(id: string, model: string, usage: CacheUsage): Record<string, unknown> {
+  return {
+    type: 'message_start',
+    message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: anthropicUsage(usage) },
+  };
+}

@@ -1,0 +1,53 @@
+/**
+ * The PromptCodec of a GGUF model: inference-core's tokenizer and chat
+ * template, read from the file's metadata (no weights are loaded, so the API
+ * process can tokenize while the engine runs in a worker).
+ */
+import { ChatTemplate, readGguf, Tokenizer, type ChatMessage as CoreChatMessage } from '../../inference-core/index.ts';
+import type { ChatMessage, PromptCodec, ToolSpec } from './types.ts';
+
+export function promptCodecFromGgufFile(path: string): PromptCodec {
+  const gguf = readGguf(path, { rejectUnsupportedTypes: false });
+  try {
+    const tokenizer = Tokenizer.fromGguf(gguf);
+    let template: ChatTemplate | null = null;
+    try {
+      template = ChatTemplate.fromGguf(gguf);
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'KVT_ERR_TEMPLATE_MISSING') throw error;
+    }
+    return promptCodecFrom(tokenizer, template);
+  } finally {
+    gguf.close();
+  }
+}
+
+export function promptCodecFrom(tokenizer: Tokenizer, template: ChatTemplate | null): PromptCodec {
+  const bosTokenId = tokenizer.addBos && tokenizer.bosId !== undefined ? tokenizer.bosId : null;
+  return {
+    encode: (text) => Array.from(tokenizer.encode(text, { addSpecial: false, parseSpecial: true })),
+    decode: (ids) => tokenizer.decode(ids),
+    createDetokenizer: () => tokenizer.createDetokenizer(),
+    renderChat(messages: readonly ChatMessage[], options: { tools?: readonly ToolSpec[]; addGenerationPrompt: boolean }): string {
+      if (!template) {
+        throw Object.assign(new Error('this model has no chat template (tokenizer.chat_template); use /v1/completions'), { code: 'KVT_ERR_TEMPLATE_MISSING' });
+      }
+      // An empty transcript may not render in every template (messages[0] is read); it is then the empty text.
+      if (messages.length === 0 && !options.addGenerationPrompt) {
+        try {
+          return template.render({ messages: [], tools: options.tools ? [...options.tools] : undefined, addGenerationPrompt: false });
+        } catch {
+          return '';
+        }
+      }
+      return template.render({
+        messages: messages as CoreChatMessage[],
+        tools: options.tools ? [...options.tools] : undefined,
+        addGenerationPrompt: options.addGenerationPrompt,
+      });
+    },
+    stopTokenIds: [...tokenizer.eogIds],
+    bosTokenId,
+    bosText: bosTokenId === null ? null : tokenizer.tokenText(bosTokenId),
+  };
+}

@@ -1,0 +1,214 @@
+/**
+ * OpenAI chat completions / completions ⇄ the recipe's transcript and the
+ * response shapes (plain and streamed chunks). Structural validation is the
+ * route's JSON schema; what a schema cannot say (content part kinds, a tool
+ * result without an id) is checked here and named by its field.
+ */
+import { KvtError } from '../errors.ts';
+import { argumentsAsJson, argumentsFromJson } from './tool-calls.ts';
+import type { ChatMessage, FinishReason, SamplingRequest, ToolCall, ToolSpec } from './types.ts';
+import { openAiUsage } from './usage.ts';
+import type { CacheUsage } from './types.ts';
+
+type OpenAiContent = string | null | undefined | Array<{ type: string; text?: string }>;
+
+export interface OpenAiChatRequestBody {
+  model: string;
+  messages: Array<{
+    role: string;
+    content?: OpenAiContent;
+    name?: string;
+    tool_calls?: Array<{ id: string; type?: string; function: { name: string; arguments: string } }>;
+    tool_call_id?: string;
+  }>;
+  tools?: Array<{ type: string; function: { name: string; description?: string; parameters?: Record<string, unknown> } }>;
+  tool_choice?: unknown;
+  max_tokens?: number | null;
+  max_completion_tokens?: number | null;
+  temperature?: number | null;
+  top_p?: number | null;
+  top_k?: number | null;
+  seed?: number | null;
+  stop?: string | string[] | null;
+  n?: number | null;
+  stream?: boolean | null;
+  stream_options?: { include_usage?: boolean } | null;
+  kvtier_class?: string;
+  user?: string;
+}
+
+export interface OpenAiCompletionRequestBody {
+  model: string;
+  prompt: string | number[] | string[];
+  max_tokens?: number | null;
+  temperature?: number | null;
+  top_p?: number | null;
+  top_k?: number | null;
+  seed?: number | null;
+  stop?: string | string[] | null;
+  n?: number | null;
+  echo?: boolean | null;
+  stream?: boolean | null;
+  stream_options?: { include_usage?: boolean } | null;
+  kvtier_class?: string;
+}
+
+export interface ChatInput {
+  messages: ChatMessage[];
+  tools: ToolSpec[] | undefined;
+  /** Whether the request carries tools or tool results (→ traffic class `agent`). */
+  agentic: boolean;
+}
+
+export function chatInputFromOpenAi(body: OpenAiChatRequestBody): ChatInput {
+  let agentic = false;
+  const messages: ChatMessage[] = body.messages.map((message, index) => {
+    const at = `messages[${index}]`;
+    const content = flattenContent(message.content, `${at}.content`);
+    switch (message.role) {
+      case 'system':
+      case 'developer':
+        return { role: 'system', content };
+      case 'user':
+        return { role: 'user', content };
+      case 'assistant': {
+        const out: ChatMessage = { role: 'assistant', content };
+        if (message.tool_calls && message.tool_calls.length > 0) {
+          agentic = true;
+          out.tool_calls = message.tool_calls.map(
+            (call): ToolCall => ({ id: call.id, type: 'function', function: { name: call.function.name, arguments: argumentsFromJson(call.function.arguments) } }),
+          );
+        }
+        return out;
+      }
+      case 'tool': {
+        agentic = true;
+        if (typeof message.tool_call_id !== 'string' || message.tool_call_id === '') {
+          throw new KvtError('KVT_ERR_REQUEST_INVALID', `${at}.tool_call_id is required for role "tool": name the tool call this result answers`, { param: `${at}.tool_call_id` });
+        }
+        const out: ChatMessage = { role: 'tool', content, tool_call_id: message.tool_call_id };
+        if (message.name) out.name = message.name;
+        return out;
+      }
+      default:
+        throw new KvtError('KVT_ERR_REQUEST_INVALID', `${at}.role "${message.role}" is not one of system, developer, user, assistant, tool`, { param: `${at}.role` });
+    }
+  });
+  const wantsNoTools = body.tool_choice === 'none';
+  const tools = body.tools && body.tools.length > 0 && !wantsNoTools ? body.tools.map((tool): ToolSpec => ({ type: 'function', function: { ...tool.function } })) : undefined;
+  if (body.tools && body.tools.length > 0) agentic = true;
+  return { messages, tools, agentic };
+}
+
+function flattenContent(content: OpenAiContent, at: string): string {
+  if (content === null || content === undefined) return '';
+  if (typeof content === 'string') return content;
+  return content
+    .map((part, index) => {
+      if (part.type !== 'text' || typeof part.text !== 'string') {
+        throw new KvtError('KVT_ERR_REQUEST_INVALID', `${at}[${index}].type "${part.type}" is not supported: this server takes text parts only`, { param: `${at}[${index}].type` });
+      }
+      return part.text;
+    })
+    .join('');
+}
+
+export interface SamplingLimits {
+  defaultMaxTokens: number;
+}
+
+export function samplingFromOpenAi(body: OpenAiChatRequestBody | OpenAiCompletionRequestBody, limits: SamplingLimits): SamplingRequest {
+  if (body.n !== undefined && body.n !== null && body.n !== 1) {
+    throw new KvtError('KVT_ERR_REQUEST_INVALID', `n=${body.n} is not supported: this server returns one choice (n=1)`, { param: 'n' });
+  }
+  const maxTokens = ('max_completion_tokens' in body ? body.max_completion_tokens : undefined) ?? body.max_tokens ?? limits.defaultMaxTokens;
+  const stop = body.stop === null || body.stop === undefined ? [] : typeof body.stop === 'string' ? [body.stop] : body.stop;
+  return {
+    maxTokens,
+    temperature: body.temperature ?? 1,
+    topP: body.top_p ?? 1,
+    topK: body.top_k ?? 0,
+    seed: body.seed ?? 0,
+    stopStrings: stop.filter((s) => s !== ''),
+  };
+}
+
+export function openAiFinishReason(reason: FinishReason): 'stop' | 'length' | 'tool_calls' {
+  return reason;
+}
+
+export interface ChatReply {
+  id: string;
+  created: number;
+  model: string;
+  content: string;
+  toolCalls: ToolCall[];
+  finishReason: FinishReason;
+  usage: CacheUsage;
+  systemFingerprint: string;
+}
+
+export function openAiChatResponse(reply: ChatReply): Record<string, unknown> {
+  const message: Record<string, unknown> = { role: 'assistant', content: reply.toolCalls.length > 0 && reply.content === '' ? null : reply.content, refusal: null };
+  if (reply.toolCalls.length > 0) message.tool_calls = reply.toolCalls.map(openAiToolCall);
+  return {
+    id: reply.id,
+    object: 'chat.completion',
+    created: reply.created,
+    model: reply.model,
+    system_fingerprint: reply.systemFingerprint,
+    choices: [{ index: 0, message, logprobs: null, finish_reason: reply.finishReason }],
+    usage: openAiUsage(reply.usage),
+  };
+}
+
+export function openAiToolCall(call: ToolCall, index?: number): Record<string, unknown> {
+  const out: Record<string, unknown> = { id: call.id, type: 'function', function: { name: call.function.name, arguments: argumentsAsJson(call) } };
+  if (index !== undefined) out.index = index;
+  return out;
+}
+
+export interface ChunkBase {
+  id: string;
+  created: number;
+  model: string;
+  systemFingerprint: string;
+}
+
+export function openAiChatChunk(base: ChunkBase, delta: Record<string, unknown>, finishReason: FinishReason | null): Record<string, unknown> {
+  return {
+    id: base.id,
+    object: 'chat.completion.chunk',
+    created: base.created,
+    model: base.model,
+    system_fingerprint: base.systemFingerprint,
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+  };
+}
+
+export function openAiUsageChunk(base: ChunkBase, usage: CacheUsage, object: 'chat.completion.chunk' | 'text_completion'): Record<string, unknown> {
+  return { id: base.id, object, created: base.created, model: base.model, system_fingerprint: base.systemFingerprint, choices: [], usage: openAiUsage(usage) };
+}
+
+export function openAiCompletionResponse(base: ChunkBase, text: string, finishReason: FinishReason, usage: CacheUsage): Record<string, unknown> {
+  return {
+    id: base.id,
+    object: 'text_completion',
+    created: base.created,
+    model: base.model,
+    system_fingerprint: base.systemFingerprint,
+    choices: [{ index: 0, text, logprobs: null, finish_reason: finishReason === 'tool_calls' ? 'stop' : finishReason }],
+    usage: openAiUsage(usage),
+  };
+}
+
+export function openAiCompletionChunk(base: ChunkBase, text: string, finishReason: FinishReason | null): Record<string, unknown> {
+  return {
+    id: base.id,
+    object: 'text_completion',
+    created: base.created,
+    model: base.model,
+    system_fingerprint: base.systemFingerprint,
+    choices: [{ index: 0, text, logprobs: null, finish_reason: finishReason }],
+  };
+}

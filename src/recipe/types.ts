@@ -1,0 +1,73 @@
+/**
+ * The recipe's own shapes: one chat transcript format that both APIs (OpenAI
+ * chat completions, Anthropic messages) are turned into before the model's
+ * chat template renders it. It is the HF chat-template convention, so a GGUF
+ * model's own template (tokenizer.chat_template) can render it unchanged.
+ */
+
+export type ChatRole = 'system' | 'user' | 'assistant' | 'tool';
+
+export interface ToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: Record<string, unknown> | string };
+}
+
+export interface ChatMessage {
+  role: ChatRole;
+  content: string;
+  tool_calls?: ToolCall[];
+  /** role 'tool': the call this result answers. */
+  tool_call_id?: string;
+  /** role 'tool': the tool's name, when the client gave it. */
+  name?: string;
+}
+
+export interface ToolSpec {
+  type: 'function';
+  function: { name: string; description?: string; parameters?: Record<string, unknown> };
+}
+
+/**
+ * What the recipe needs from the model: a tokenizer and its chat template.
+ * inference-core's engine tokenizer + template provide it (see
+ * `promptCodecFromEngine`).
+ */
+export interface PromptCodec {
+  /** Text → ids; special-token text (e.g. `<|im_end|>`) becomes the special id. No BOS is added. */
+  encode(text: string): number[];
+  decode(ids: readonly number[]): string;
+  /** Streaming detokenizer: text as soon as it is complete UTF-8; control tokens decode to nothing. */
+  createDetokenizer(): { push(id: number): string; flush(): string };
+  /** The model's chat template over `messages`. */
+  renderChat(messages: readonly ChatMessage[], options: { tools?: readonly ToolSpec[]; addGenerationPrompt: boolean }): string;
+  /** Ids that end a reply (EOS, end of turn). */
+  readonly stopTokenIds: readonly number[];
+  /** The BOS id the model expects first, or null. Prepended once unless the template emits it. */
+  readonly bosTokenId: number | null;
+  readonly bosText: string | null;
+}
+
+/** Sampling fields shared by every API, already validated. */
+export interface SamplingRequest {
+  maxTokens: number;
+  temperature: number;
+  topP: number;
+  topK: number;
+  seed: number;
+  stopStrings: string[];
+}
+
+export type FinishReason = 'stop' | 'length' | 'tool_calls';
+
+/** What the cache did for one request, in tokens. */
+export interface CacheUsage {
+  promptTokens: number;
+  /** Prompt tokens whose KV came from the cache (whole blocks). */
+  cachedTokens: number;
+  /** Prompt tokens prefilled by this request. */
+  computedTokens: number;
+  /** Prompt tokens newly written to the cache by this request (whole blocks; Anthropic's cache_creation_input_tokens). */
+  storedPromptTokens: number;
+  completionTokens: number;
+}

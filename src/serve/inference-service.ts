@@ -1,0 +1,224 @@
+/**
+ * One generation, API-agnostic: prompt tokens in, an async stream of
+ * `start` (cache usage known) → `text`* → `end` out. The routes shape these
+ * into OpenAI or Anthropic responses.
+ *
+ * Here live the request limits (context, max_tokens), the request timeout,
+ * detokenizing, stop strings, tool-call splitting, the reply memory (so the
+ * next turn re-uses the sampled ids) and the per-request metrics.
+ */
+import { randomUUID } from 'node:crypto';
+
+import { KvtError } from '../errors.ts';
+import { StopStringMatcher, ToolCallStreamSplitter, type CacheUsage, type FinishReason, type PromptCodec, type ReplyMemory, type SamplingRequest, type ToolCall } from '../recipe/index.ts';
+import type { JobEvent, JobRunner, PrefillJob } from '../workers/index.ts';
+import type { TenantIdentity } from './auth.ts';
+import type { ServeMetrics } from './metrics.ts';
+
+export interface GenerateRequest {
+  route: string;
+  tokens: number[];
+  sampling: SamplingRequest;
+  identity: TenantIdentity;
+  trafficClass: string;
+  parseToolCalls: boolean;
+  /** Request field that holds the prompt, for error messages. */
+  promptParam: string;
+}
+
+export type GenerateEvent =
+  | { type: 'start'; usage: CacheUsage }
+  | { type: 'text'; text: string }
+  | { type: 'end'; content: string; toolCalls: ToolCall[]; finishReason: FinishReason; stopSequence: string | null; usage: CacheUsage; workerMs: number; queueMs: number };
+
+export interface InferenceServiceOptions {
+  codec: PromptCodec;
+  runner: JobRunner;
+  memory: ReplyMemory;
+  metrics: ServeMetrics;
+  modelId: string;
+  contextLength: number;
+  requestTimeoutMs: number;
+}
+
+export class InferenceService {
+  constructor(private readonly options: InferenceServiceOptions) {}
+
+  /** Throws the 4xx of a request that cannot run (before anything is queued). */
+  check(request: GenerateRequest): void {
+    const { contextLength } = this.options;
+    if (request.tokens.length === 0) throw new KvtError('KVT_ERR_REQUEST_EMPTY_PROMPT', `${request.promptParam} renders to no tokens`, { param: request.promptParam });
+    if (request.tokens.length >= contextLength) {
+      throw new KvtError('KVT_ERR_REQUEST_CONTEXT_OVERFLOW', `${request.promptParam} is ${request.tokens.length} tokens; the context length is ${contextLength}`, { param: request.promptParam });
+    }
+    if (request.tokens.length + request.sampling.maxTokens > contextLength) {
+      throw new KvtError(
+        'KVT_ERR_REQUEST_MAX_TOKENS',
+        `max_tokens ${request.sampling.maxTokens} + prompt ${request.tokens.length} tokens exceeds the context length ${contextLength}; use max_tokens ≤ ${contextLength - request.tokens.length}`,
+        { param: 'max_tokens' },
+      );
+    }
+  }
+
+  async *generate(request: GenerateRequest, clientSignal: AbortSignal): AsyncGenerator<GenerateEvent> {
+    this.check(request);
+    const { codec, runner, metrics } = this.options;
+    const acceptedAt = performance.now();
+    const job: PrefillJob = {
+      id: randomUUID(),
+      model: this.options.modelId,
+      tenant: request.identity.tenant,
+      tenantSalt: request.identity.saltHex,
+      trafficClass: request.trafficClass,
+      tokens: request.tokens,
+      sampling: {
+        maxTokens: request.sampling.maxTokens,
+        temperature: request.sampling.temperature,
+        topP: request.sampling.topP,
+        topK: request.sampling.topK,
+        seed: request.sampling.seed,
+        stopTokenIds: [...codec.stopTokenIds],
+      },
+      submittedAt: Date.now(),
+    };
+    const jobAbort = new AbortController();
+    const onClientAbort = () => jobAbort.abort(new KvtError('KVT_ERR_INTERNAL', 'client went away'));
+    clientSignal.addEventListener('abort', onClientAbort, { once: true });
+    const timer = setTimeout(
+      () => jobAbort.abort(new KvtError('KVT_ERR_WORKER_TIMEOUT', `the request did not finish within ${this.options.requestTimeoutMs} ms`)),
+      this.options.requestTimeoutMs,
+    );
+    const events = new AsyncQueue<JobEvent>();
+    const finished = runner.run(job, (event) => events.push(event), jobAbort.signal).then(
+      () => events.end(),
+      (error: unknown) => events.fail(error),
+    );
+    const stopIds = new Set(codec.stopTokenIds);
+    const detokenizer = codec.createDetokenizer();
+    const stops = new StopStringMatcher(request.sampling.stopStrings);
+    const splitter = new ToolCallStreamSplitter(request.parseToolCalls);
+    const replyIds: number[] = [];
+    let rawText = '';
+    let usage: CacheUsage = { promptTokens: request.tokens.length, cachedTokens: 0, computedTokens: request.tokens.length, storedPromptTokens: 0, completionTokens: 0 };
+    let firstTokenAt: number | null = null;
+    let stopSequence: string | null = null;
+    let done: Extract<JobEvent, { type: 'done' }> | null = null;
+    let queueMs = 0;
+    try {
+      for await (const event of events) {
+        if (event.type === 'error') throw new KvtError(event.code, event.message);
+        if (event.type === 'prefilled') {
+          usage = { ...usage, cachedTokens: event.cachedTokens, computedTokens: event.promptTokens - event.cachedTokens, storedPromptTokens: event.storedPromptTokens };
+          queueMs = event.queueMs;
+          if (event.storageError) metrics.storageFaults.inc({ phase: 'lookup' });
+          yield { type: 'start', usage };
+          continue;
+        }
+        if (event.type === 'tokens') {
+          if (firstTokenAt === null) {
+            firstTokenAt = performance.now();
+            metrics.ttft.observe({ route: request.route }, (firstTokenAt - acceptedAt) / 1000);
+          }
+          if (stopSequence !== null) continue;
+          for (const id of event.ids) {
+            usage.completionTokens++;
+            if (stopIds.has(id)) continue;
+            replyIds.push(id);
+            const piece = detokenizer.push(id);
+            if (piece === '') continue;
+            const { text, stopped } = stops.push(piece);
+            rawText += text;
+            const safe = splitter.push(text);
+            if (safe !== '') yield { type: 'text', text: safe };
+            if (stopped !== null) {
+              stopSequence = stopped;
+              jobAbort.abort(new KvtError('KVT_ERR_INTERNAL', 'stop sequence reached'));
+              break;
+            }
+          }
+          continue;
+        }
+        done = event;
+      }
+      await finished;
+    } catch (error) {
+      if (stopSequence === null) {
+        const code = (error as { code?: string }).code ?? 'KVT_ERR_INTERNAL';
+        metrics.errors.inc({ code });
+        throw error;
+      }
+    } finally {
+      clearTimeout(timer);
+      clientSignal.removeEventListener('abort', onClientAbort);
+      if (!jobAbort.signal.aborted && done === null) jobAbort.abort(new KvtError('KVT_ERR_INTERNAL', 'consumer stopped'));
+    }
+    if (stopSequence === null) {
+      const tail = stops.push(detokenizer.flush()).text + stops.flush();
+      rawText += tail;
+      const safe = splitter.push(tail);
+      if (safe !== '') yield { type: 'text', text: safe };
+    }
+    const rest = splitter.finish();
+    if (rest.content !== '') yield { type: 'text', text: rest.content };
+    // The next turn sends this reply back: remember its exact ids (only when they decode to exactly what we return).
+    if (stopSequence === null && replyIds.length > 0 && rawText !== '' && codec.decode(replyIds) === rawText) {
+      this.options.memory.remember(request.identity.scope, rawText, replyIds);
+    }
+    const finishReason: FinishReason = rest.toolCalls.length > 0 ? 'tool_calls' : done?.finishReason === 'length' && stopSequence === null ? 'length' : 'stop';
+    metrics.countPrompt(usage.promptTokens, usage.cachedTokens);
+    metrics.prefillTokens.inc(usage.computedTokens);
+    metrics.decodeTokens.inc(Math.max(0, usage.completionTokens - 1));
+    const workerMs = done?.workerMs ?? 0;
+    metrics.workerMs.observe(workerMs / 1000);
+    if (firstTokenAt !== null && usage.completionTokens > 1) {
+      metrics.timePerOutputToken.observe({ route: request.route }, (performance.now() - firstTokenAt) / 1000 / (usage.completionTokens - 1));
+    }
+    const content = rest.toolCalls.length > 0 ? splitterContent(rawText) : rawText;
+    yield { type: 'end', content, toolCalls: rest.toolCalls, finishReason, stopSequence, usage, workerMs, queueMs };
+  }
+}
+
+/** The content before the first tool call (what the splitter streamed). */
+function splitterContent(rawText: string): string {
+  const at = rawText.indexOf('<tool_call>');
+  return (at === -1 ? rawText : rawText.slice(0, at)).replace(/\s+$/, '');
+}
+
+/** A push-based async iterable: the runner's callbacks in, `for await` out. */
+export class AsyncQueue<T> implements AsyncIterable<T> {
+  private readonly items: T[] = [];
+  private waiter: (() => void) | null = null;
+  private ended = false;
+  private error: unknown = null;
+  private failed = false;
+
+  push(item: T): void {
+    this.items.push(item);
+    this.wake();
+  }
+  end(): void {
+    this.ended = true;
+    this.wake();
+  }
+  fail(error: unknown): void {
+    this.failed = true;
+    this.error = error;
+    this.wake();
+  }
+  private wake(): void {
+    const waiter = this.waiter;
+    this.waiter = null;
+    waiter?.();
+  }
+  async *[Symbol.asyncIterator](): AsyncIterator<T> {
+    for (;;) {
+      if (this.items.length > 0) {
+        yield this.items.shift()!;
+        continue;
+      }
+      if (this.failed) throw this.error;
+      if (this.ended) return;
+      await new Promise<void>((resolve) => (this.waiter = resolve));
+    }
+  }
+}

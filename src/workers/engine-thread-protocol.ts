@@ -1,0 +1,32 @@
+/** Messages between an engine thread and its owner (see engine-thread.ts). */
+import type { AdminCall } from './job-runner.ts';
+import type { JobEvent, PrefillJob } from './job.ts';
+
+export interface EngineThreadInit {
+  model: string;
+  dataDir: string;
+  storage: string;
+  redisUrl: string | null;
+  threads: number;
+  blockTokens: number;
+  hotCacheBytes: number;
+  maxBatch: number;
+  poolBytes?: number;
+  /** Embedded mode: GC on a timer in the thread. */
+  gcIntervalMs?: number;
+}
+
+export type ToEngineThread =
+  | { type: 'submit'; job: PrefillJob }
+  | { type: 'cancel'; jobId: string }
+  | { type: 'admin'; requestId: number; call: AdminCall }
+  | { type: 'close' };
+
+export type FromEngineThread =
+  | { type: 'ready'; fingerprint: string; contextLength: number; modelPath: string; cacheProblem?: string }
+  | { type: 'event'; jobId: string; event: JobEvent }
+  | { type: 'adminResult'; requestId: number; ok: true; result: unknown }
+  | { type: 'adminResult'; requestId: number; ok: false; error: { code: string; message: string } }
+  | { type: 'log'; level: 'info' | 'warn' | 'error'; message: string }
+  | { type: 'fatal'; error: { code: string; message: string } }
+  | { type: 'closed' };

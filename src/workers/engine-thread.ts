@@ -1,0 +1,92 @@
+/**
+ * worker_threads entry: the thread that owns the engine and the cache tier.
+ * The engine's calls are CPU-heavy and synchronous; running them here keeps
+ * the owner's event loop (HTTP, or BullMQ lock renewal) responsive while
+ * tokens stream.
+ *
+ *   owner ─ init ─▶ thread   loads the model, opens storage + KvTier ─▶ ready {fingerprint, contextLength, …}
+ *   owner ─ submit/cancel ─▶ thread ─ event {jobId, JobEvent} ─▶ owner
+ *   owner ─ admin {requestId, call} ─▶ thread ─ adminResult ─▶ owner
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+
+// inference-core/index.ts does not re-export the engine and sampler yet: their folder indexes are used.
+import { loadEngine } from '../../inference-core/engine/index.ts';
+import { Sampler } from '../../inference-core/sampling/index.ts';
+import { openBlobStore, type BlobStore } from '../../storage-adapters/index.ts';
+import { KvTier, RedisPolicyStore, type PolicyStore } from '../kvtier/index.ts';
+import { KvTierCache } from './cache-adapter.ts';
+import type { EngineThreadInit, FromEngineThread, ToEngineThread } from './engine-thread-protocol.ts';
+import { PrefillScheduler } from './prefill-scheduler.ts';
+import type { EngineModel } from './ports.ts';
+import { adminCall } from './tier-admin.ts';
+
+const port = parentPort;
+if (!port) throw new Error('engine-thread.ts runs as a worker thread (new Worker(...)), not as a script');
+
+const send = (message: FromEngineThread): void => port.postMessage(message);
+
+async function main(init: EngineThreadInit): Promise<void> {
+  const engine = await loadEngine(init.model, { dataDir: init.dataDir, threads: init.threads, poolBytes: init.poolBytes });
+  let tier: KvTier | null = null;
+  let blobStore: BlobStore | null = null;
+  let policyStore: PolicyStore | undefined;
+  let cacheProblem: string | undefined;
+  try {
+    blobStore = await openBlobStore(init.storage);
+    policyStore = init.redisUrl ? await RedisPolicyStore.open({ url: init.redisUrl }) : undefined;
+    tier = await KvTier.open({ dataDir: init.dataDir, store: blobStore, blockTokens: init.blockTokens, hotCacheBytes: init.hotCacheBytes, policyStore, gcIntervalMs: init.gcIntervalMs });
+  } catch (error) {
+    // A cache that cannot open must not stop serving: every request is then a (correct) full prefill.
+    cacheProblem = `${(error as { code?: string }).code ?? 'KVT_ERR_INTERNAL'}: ${(error as Error).message}`;
+    send({ type: 'log', level: 'error', message: `cache tier unavailable, serving without it: ${cacheProblem}` });
+  }
+  const cache = tier ? await KvTierCache.create(tier, engine.kvLayout) : null;
+  const model: EngineModel = {
+    fingerprint: engine.fingerprint,
+    contextLength: engine.contextLength,
+    createSequence: () => engine.createSequence(),
+    decodeBatch: (sequences, tokens) => engine.decodeBatch(sequences as Parameters<typeof engine.decodeBatch>[0], tokens),
+  };
+  const storageFaults: Record<string, number> = {};
+  const scheduler = new PrefillScheduler({
+    engine: model,
+    cache,
+    blockTokens: init.blockTokens,
+    maxBatch: init.maxBatch,
+    emit: (jobId, event) => send({ type: 'event', jobId, event }),
+    createSampler: (job) => {
+      const sampler = new Sampler({ temperature: job.sampling.temperature, topK: job.sampling.topK, topP: job.sampling.topP, seed: job.sampling.seed, stopTokens: job.sampling.stopTokenIds });
+      return { sample: (logits) => sampler.sample(logits) };
+    },
+    onStorageError: (phase, error) => {
+      storageFaults[phase] = (storageFaults[phase] ?? 0) + 1;
+      send({ type: 'log', level: 'warn', message: `storage ${phase} fault (degraded to a miss): ${(error as Error).message}` });
+    },
+  });
+  port!.on('message', (message: ToEngineThread) => {
+    if (message.type === 'submit') scheduler.submit(message.job);
+    else if (message.type === 'cancel') scheduler.cancel(message.jobId);
+    else if (message.type === 'admin') {
+      adminCall(tier, message.call, { scheduler: scheduler.depth, storageFaults, cacheProblem })
+        .then((result) => send({ type: 'adminResult', requestId: message.requestId, ok: true, result }))
+        .catch((error: unknown) =>
+          send({ type: 'adminResult', requestId: message.requestId, ok: false, error: { code: (error as { code?: string }).code ?? 'KVT_ERR_INTERNAL', message: (error as Error).message } }),
+        );
+    } else if (message.type === 'close') {
+      void (async () => {
+        await scheduler.close();
+        await tier?.close();
+        await policyStore?.close();
+        await blobStore?.close();
+        engine.destroy();
+        send({ type: 'closed' });
+      })();
+    }
+  });
+  send({ type: 'ready', fingerprint: engine.fingerprint, contextLength: engine.contextLength, modelPath: engine.modelPath, cacheProblem });
+}
+
+main(workerData as EngineThreadInit).catch((error: unknown) => {
+  send({ type: 'fatal', error: { code: (error as { code?: string }).code ?? 'KVT_ERR_INTERNAL', message: (error as Error).message } });
+});

@@ -1,0 +1,7 @@
+export type { PrefillJob, JobEvent, JobSampling, JobStats } from './job.ts';
+export type { JobRunner, RunnerStatus, AdminCall } from './job-runner.ts';
+export type { EngineThreadInit } from './engine-thread-protocol.ts';
+export { EngineHost, type EngineInfo, type EngineLog } from './engine-host.ts';
+export { InprocRunner } from './inproc-runner.ts';
+export { PrefillScheduler, type SchedulerOptions } from './prefill-scheduler.ts';
+export { adminCall } from './tier-admin.ts';

@@ -1,0 +1,68 @@
+/**
+ * The prefill job: what the API process sends a worker (in-process thread or
+ * a `kvtier worker` over BullMQ), and the events the worker streams back.
+ *
+ *   API ──job──▶ worker:  prefilled → tokens* → done      (or error at any point)
+ *
+ * Token ids travel, not text: the API process owns detokenizing, stop strings
+ * and the response shapes, so workers stay format-agnostic.
+ */
+
+export interface JobSampling {
+  maxTokens: number;
+  temperature: number;
+  topP: number;
+  topK: number;
+  seed: number;
+  stopTokenIds: number[];
+}
+
+export interface PrefillJob {
+  id: string;
+  /** The served model id; a worker serving another model fails the job. */
+  model: string;
+  tenant: string;
+  /** Hex salt of the tenant's namespace (derived by the API from its secret; workers never see the secret). */
+  tenantSalt: string;
+  trafficClass: string;
+  tokens: number[];
+  sampling: JobSampling;
+  /** Epoch ms when the API accepted the request (queue time = start − this). */
+  submittedAt: number;
+}
+
+export type JobEvent =
+  | {
+      type: 'prefilled';
+      promptTokens: number;
+      cachedTokens: number;
+      /** Whole prompt blocks this job handed to the cache (write-behind). */
+      storedPromptTokens: number;
+      queueMs: number;
+      lookupMs: number;
+      loadMs: number;
+      prefillMs: number;
+      /** A storage fault during lookup/load that was degraded to a miss. */
+      storageError?: string;
+    }
+  | { type: 'tokens'; ids: number[] }
+  | {
+      type: 'done';
+      finishReason: 'stop' | 'length' | 'cancelled';
+      completionTokens: number;
+      /** Worker time from taking the job to its last token (lookup, load, prefill, decode). */
+      workerMs: number;
+      decodeTokens: number;
+      prefillTokens: number;
+    }
+  | { type: 'error'; code: string; message: string };
+
+export interface JobStats {
+  promptTokens: number;
+  cachedTokens: number;
+  storedPromptTokens: number;
+  completionTokens: number;
+  finishReason: 'stop' | 'length' | 'cancelled';
+  workerMs: number;
+  queueMs: number;
+}

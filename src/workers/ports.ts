@@ -1,0 +1,50 @@
+/**
+ * What the prefill scheduler needs from the engine and the cache tier, in the
+ * scheduler's own terms. `engine-adapter.ts` and `cache-adapter.ts` fit
+ * inference-core's engine and src/kvtier's KvTier to these, so the scheduler
+ * reads as the algorithm it is.
+ */
+
+export interface EngineSequence {
+  /** Cached blocks, in order from block 0; the sequence's KV then covers blocks × blockTokens tokens. */
+  importBlocks(payloads: readonly Uint8Array[]): void;
+  /** Appends `tokens` to the KV; logits of the last one. */
+  prefill(tokens: readonly number[]): Float32Array;
+  decode(token: number): Float32Array;
+  /** Payloads of blocks [fromBlock, toBlock) of this sequence's KV. */
+  exportBlocks(fromBlock: number, toBlock: number): Uint8Array[];
+  free(): void;
+}
+
+export interface EngineModel {
+  readonly fingerprint: string;
+  readonly contextLength: number;
+  createSequence(): EngineSequence;
+  /** One decode step for several sequences at once; logits per sequence, same order. */
+  decodeBatch(sequences: readonly EngineSequence[], tokens: readonly number[]): Float32Array[];
+}
+
+export interface TokenSampler {
+  /** Next token from `logits`; `history` is every token of the sequence so far (for repetition penalty). */
+  sample(logits: Float32Array, history: readonly number[]): number;
+}
+
+export interface CacheHit {
+  /** Whole blocks found, from block 0. */
+  readonly blocks: number;
+}
+
+export interface CacheTier {
+  namespace(modelFingerprint: string, tenantSaltHex: string): unknown;
+  lookup(namespace: unknown, tokens: readonly number[], context: { tenant: string; trafficClass: string }, maxBlocks: number): Promise<CacheHit>;
+  /** Verified payloads of the first blocks of `hit` (at most maxBlocks; fewer when one fails verification). */
+  load(hit: CacheHit, maxBlocks: number): Promise<{ payloads: Uint8Array[] }>;
+  store(request: {
+    namespace: unknown;
+    tokens: readonly number[];
+    fromBlock: number;
+    payloads: readonly Uint8Array[];
+    tenant: string;
+    trafficClass: string;
+  }): Promise<void>;
+}

@@ -1,0 +1,42 @@
+/**
+ * The cache tier's admin operations (GET /admin/stats, GET/PUT /admin/policy,
+ * POST /admin/gc), run wherever the tier is open: the engine thread in
+ * embedded mode, the API process's own tier handle in BullMQ mode.
+ */
+import { validatePolicyDoc, type KvTier, type RetentionPolicyDoc } from '../kvtier/index.ts';
+import { KvtError } from '../errors.ts';
+import type { AdminCall } from './job-runner.ts';
+
+export async function adminCall(tier: KvTier | null, call: AdminCall, extra: Record<string, unknown> = {}): Promise<unknown> {
+  if (!tier) {
+    if (call.op === 'stats') return { cache: null, ...extra };
+    throw new KvtError('KVT_ERR_STORAGE_UNREACHABLE', `the cache tier is not open${extra.cacheProblem ? `: ${String(extra.cacheProblem)}` : ''}`);
+  }
+  switch (call.op) {
+    case 'stats':
+      return { cache: tier.stats(), usage: tier.usage(), blockTokens: tier.blockTokens, storage: { kind: tier.blobStore.kind, location: tier.blobStore.location }, policyStore: tier.policy.kind, ...extra };
+    case 'getPolicy':
+      return tier.policy.current().doc;
+    case 'setPolicy': {
+      const patch = call.policy as Partial<RetentionPolicyDoc>;
+      const next = await tier.policy.update((doc) => {
+        const merged: RetentionPolicyDoc = {
+          ...doc,
+          ...(patch.defaultClass !== undefined ? { defaultClass: patch.defaultClass } : {}),
+          ...(patch.classes !== undefined ? { classes: { ...doc.classes, ...patch.classes } } : {}),
+          ...(patch.tenants !== undefined ? { tenants: { ...doc.tenants, ...patch.tenants } } : {}),
+        };
+        if ('quotaBytes' in patch) {
+          if (patch.quotaBytes === null || patch.quotaBytes === undefined) delete merged.quotaBytes;
+          else merged.quotaBytes = patch.quotaBytes;
+        }
+        return validatePolicyDoc(merged);
+      });
+      return next.doc;
+    }
+    case 'gc':
+      return tier.gc();
+    default:
+      throw new KvtError('KVT_ERR_REQUEST_INVALID', `unknown admin op ${String((call as { op: unknown }).op)}`);
+  }
+}
