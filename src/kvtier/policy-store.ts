@@ -192,6 +192,15 @@ export class RedisPolicyStore extends PolicyStoreBase {
       new Redis(url, { lazyConnect: true, connectTimeout: options.connectTimeoutMs ?? 5000, maxRetriesPerRequest: 3, enableAutoPipelining: false });
     const redis = connect();
     const subscriber = connect();
+    // ioredis reconnects by itself; without a listener its errors would be
+    // unhandled events. Before open succeeds the failure is thrown instead.
+    let opened = false;
+    const logger = options.logger ?? stderrLogger;
+    for (const connection of [redis, subscriber]) {
+      connection.on('error', (error: Error) => {
+        if (opened) logger.warn({ code: 'KVT_ERR_POLICY_UNREACHABLE', err: error.message }, 'Redis connection for the retention policy failed; retrying');
+      });
+    }
     try {
       await redis.connect();
       await subscriber.connect();
@@ -207,6 +216,7 @@ export class RedisPolicyStore extends PolicyStoreBase {
       });
       await subscriber.subscribe(channel);
       store.startPolling(options.refreshMs ?? 1000);
+      opened = true;
       return store;
     } catch (error) {
       redis.disconnect();
