@@ -83,8 +83,18 @@ void ThreadPool::worker_main(int tid) {
     }
     seen = gen_.load(std::memory_order_acquire);
     if (stop_.load()) return;
+    // join the current job only while it is open
+    uint32_t st = job_state_.load(std::memory_order_acquire);
+    bool joined = false;
+    while (!(st & kClosed)) {
+      if (job_state_.compare_exchange_weak(st, st + 1, std::memory_order_acq_rel)) {
+        joined = true;
+        break;
+      }
+    }
+    if (!joined) continue;
     job_fn_(job_ctx_, tid, n_threads_);
-    done_.fetch_add(1, std::memory_order_acq_rel);
+    job_state_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -94,17 +104,20 @@ void ThreadPool::run(JobFn fn, void* ctx) {
     return;
   }
   std::lock_guard<std::mutex> lock(run_mutex_);
+  // no worker is inside a job here (state is kClosed | 0), so fn/ctx can change
   job_fn_ = fn;
   job_ctx_ = ctx;
-  done_.store(0, std::memory_order_relaxed);
+  job_state_.store(0, std::memory_order_release);
   gen_.fetch_add(1);  // seq_cst: ordered before the sleepers_ load below
   if (sleepers_.load() > 0) futex_wake_all(&gen_);
   fn(ctx, 0, n_threads_);
+  uint32_t st = job_state_.fetch_or(kClosed, std::memory_order_acq_rel);
   int polls = 0;
-  while (done_.load(std::memory_order_acquire) < n_threads_ - 1) {
+  while ((st & ~kClosed) != 0) {
     KVT_PAUSE();
-    // a worker that was descheduled (2 shared cores) gets the core back sooner
+    // a joined worker that got descheduled (2 shared cores) gets the core back sooner
     if (++polls > 4096) std::this_thread::yield();
+    st = job_state_.load(std::memory_order_acquire);
   }
 }
 

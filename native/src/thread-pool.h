@@ -1,12 +1,16 @@
-// Persistent worker pool with a low-latency hand-off.
+// Persistent worker pool with a low-latency, late-tolerant hand-off.
 //
 //   caller ── job, gen++ ──► workers spin on `gen` for spin_us, then sleep on
-//     │                      a futex; each runs job(tid) and bumps `done`.
-//     └── runs job(0) itself, then spins until done == n-1.
+//     │                      a futex; a worker that sees the job *joins* it
+//     │                      (only while it is open) and claims chunks of work.
+//     └── runs the job itself, closes it, waits only for workers that joined.
 //
 // A decode step issues ~100 small ops, so a hand-off must cost microseconds,
-// not a scheduler tick: workers keep spinning between ops of one step and
-// only go to sleep after spin_us of silence.
+// not a scheduler tick. On 2 shared cores a worker is often descheduled; with
+// dynamic chunks and join-while-open the caller then simply does all the work
+// instead of waiting for the worker to be scheduled again. Which thread
+// computes a chunk never changes the result: kernels compute each output
+// element whole, in one fixed order.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -27,7 +31,9 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
-  // Runs fn(ctx, tid, n) on every thread (tid 0 = the caller); returns when all are done.
+  // Runs fn(ctx, tid, n) on the caller (tid 0) and on every worker that wakes
+  // before the caller is done; returns when all of those are done. fn must
+  // therefore split work dynamically (see parallel_for).
   void run(JobFn fn, void* ctx);
 
  private:
@@ -39,7 +45,9 @@ class ThreadPool {
   std::mutex run_mutex_;  // one job at a time (calls from several JS threads queue here)
   alignas(64) std::atomic<uint32_t> gen_{0};
   alignas(64) std::atomic<int> sleepers_{0};
-  alignas(64) std::atomic<int> done_{0};
+  // kClosed bit | number of workers inside the current job
+  static constexpr uint32_t kClosed = 0x80000000u;
+  alignas(64) std::atomic<uint32_t> job_state_{kClosed};
   JobFn job_fn_ = nullptr;
   void* job_ctx_ = nullptr;
   std::atomic<bool> stop_{false};
@@ -50,56 +58,64 @@ ThreadPool& global_pool();
 void set_global_threads(int n);  // recreate with n threads (n <= 0: default)
 int default_thread_count();
 
-// Static contiguous split of [0, n) over the pool: f(begin, end).
-// Each index goes to exactly one thread and the split depends only on n and
-// the thread count; kernels still make every output independent of it.
+// Splits [0, n) into chunks of at least min_chunk indices claimed from a
+// shared counter: f(begin, end) runs once per chunk, on whichever thread
+// claims it. Kernels make every output independent of that choice.
 template <typename F>
-void parallel_for(ThreadPool& pool, size_t n, F&& f, size_t min_per_thread = 1) {
+void parallel_for(ThreadPool& pool, size_t n, F&& f, size_t min_chunk = 1) {
+  if (n == 0) return;
   int t = pool.size();
-  if (t <= 1 || n <= min_per_thread) {
-    if (n) f((size_t)0, n);
+  if (t <= 1 || n <= min_chunk) {
+    f((size_t)0, n);
     return;
   }
-  size_t max_t = (n + min_per_thread - 1) / min_per_thread;
-  int used = (int)((size_t)t < max_t ? (size_t)t : max_t);
+  // ~4 chunks per thread: balance without much counter traffic
+  size_t chunk = (n + (size_t)t * 4 - 1) / ((size_t)t * 4);
+  if (chunk < min_chunk) chunk = min_chunk;
   struct Ctx {
     F* f;
-    size_t n;
-    int used;
-  } ctx{&f, n, used};
+    size_t n, chunk;
+    alignas(64) std::atomic<size_t> next;
+  } ctx;
+  ctx.f = &f;
+  ctx.n = n;
+  ctx.chunk = chunk;
+  ctx.next.store(0, std::memory_order_relaxed);
   pool.run(
-      [](void* c, int tid, int) {
+      [](void* c, int, int) {
         Ctx* x = static_cast<Ctx*>(c);
-        if (tid >= x->used) return;
-        size_t b = x->n * (size_t)tid / (size_t)x->used;
-        size_t e = x->n * (size_t)(tid + 1) / (size_t)x->used;
-        if (b < e) (*x->f)(b, e);
+        for (;;) {
+          size_t b = x->next.fetch_add(x->chunk, std::memory_order_relaxed);
+          if (b >= x->n) return;
+          size_t e = b + x->chunk < x->n ? b + x->chunk : x->n;
+          (*x->f)(b, e);
+        }
       },
       &ctx);
 }
 
-// Dynamic split in chunks of `chunk` indices claimed from a shared counter:
-// for uneven work (causal attention). f(begin, end).
+// Fixed chunk size (uneven work such as causal attention).
 template <typename F>
 void parallel_for_dynamic(ThreadPool& pool, size_t n, size_t chunk, F&& f) {
+  if (n == 0) return;
   if (pool.size() <= 1 || n <= chunk) {
-    if (n) f((size_t)0, n);
+    f((size_t)0, n);
     return;
   }
   struct Ctx {
     F* f;
     size_t n, chunk;
-    std::atomic<size_t> next;
+    alignas(64) std::atomic<size_t> next;
   } ctx;
   ctx.f = &f;
   ctx.n = n;
   ctx.chunk = chunk;
-  ctx.next.store(0);
+  ctx.next.store(0, std::memory_order_relaxed);
   pool.run(
       [](void* c, int, int) {
         Ctx* x = static_cast<Ctx*>(c);
         for (;;) {
-          size_t b = x->next.fetch_add(x->chunk);
+          size_t b = x->next.fetch_add(x->chunk, std::memory_order_relaxed);
           if (b >= x->n) return;
           size_t e = b + x->chunk < x->n ? b + x->chunk : x->n;
           (*x->f)(b, e);

@@ -1,0 +1,88 @@
+// Micro-benchmark of the CPU kernels at the shapes of a ~90M llama
+// (d=768, ffn 2048, 4 kv heads × 64, vocab 8192): GFLOP/s of GEMM (prefill,
+// M=256) and GEMV (decode, M=1, also GB/s of weight streaming) per weight
+// dtype, attention over paged KV, and the thread-pool hand-off latency.
+// Progress goes to stderr; run() returns one flat record.
+import { CpuBackend, GGML_TYPE, nativeAddon, PAGE_TOKENS, type WeightDType } from '../native/index.ts';
+import { CpuTensor } from '../native/cpu-backend.ts';
+
+const addon = nativeAddon();
+
+function rand(n: number, seed: number): Float32Array {
+  let s = seed >>> 0;
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    out[i] = s / 2147483648 - 1;
+  }
+  return out;
+}
+
+function rowBytes(dtype: WeightDType, cols: number): number {
+  return dtype === 'f32' ? cols * 4 : dtype === 'q8_0' ? (cols / 32) * 34 : cols * 2;
+}
+
+/** Median seconds per call over `reps` calls after a warm-up, at least `minSec` in total. */
+function time(fn: () => void, minSec = 0.3): number {
+  fn();
+  const samples: number[] = [];
+  const start = performance.now();
+  while (samples.length < 5 || (performance.now() - start) / 1000 < minSec) {
+    const t0 = performance.now();
+    fn();
+    samples.push((performance.now() - t0) / 1000);
+    if (samples.length > 2000) break;
+  }
+  samples.sort((a, b) => a - b);
+  return samples[Math.floor(samples.length / 2)];
+}
+
+export async function run(): Promise<Record<string, number | string>> {
+  const out: Record<string, number | string> = {};
+  const info = addon.info();
+  out.isa = info.isa;
+  out.threads = info.threads;
+  const dtypes: WeightDType[] = ['f32', 'f16', 'bf16', 'q8_0'];
+  const shapes: [string, number, number][] = [['ffn_up', 2048, 768], ['ffn_down', 768, 2048], ['output', 8192, 768]];
+  for (const dtype of dtypes) {
+    const t = GGML_TYPE[dtype];
+    for (const [name, n, k] of shapes) {
+      const src = rand(n * k, n + k);
+      const bytes = new Uint8Array(rowBytes(dtype, k) * n);
+      addon.quantize(bytes, src, t, n * k);
+      const packed = addon.packWeight(t, n, k, bytes);
+      for (const m of [1, 256]) {
+        const x = rand(m * k, m);
+        const o = new Float32Array(m * n);
+        const sec = time(() => addon.matmul(o, x, packed, t, n, k, m));
+        const gflops = (2 * m * n * k) / sec / 1e9;
+        const key = `${m === 1 ? 'gemv' : 'gemm'}_${dtype}_${name}`;
+        out[`${key}_gflops`] = Number(gflops.toFixed(2));
+        if (m === 1) out[`${key}_gbps`] = Number((bytes.length / sec / 1e9).toFixed(2));
+        process.stderr.write(`${key}: ${gflops.toFixed(2)} GFLOP/s\n`);
+      }
+    }
+  }
+  // attention: 12 heads / 4 kv heads × 64, one layer
+  const backend = new CpuBackend(addon);
+  const [heads, kvHeads, D, T] = [12, 4, 64, 512];
+  const pool = backend.createKvPool({ layers: 1, kvHeads, headDim: D, pages: T / PAGE_TOKENS });
+  const table = Int32Array.from({ length: T / PAGE_TOKENS }, (_, i) => i);
+  const kv = new CpuTensor(rand(T * kvHeads * D, 1));
+  backend.kvWrite(pool, 0, table, 0, T, kv, kv);
+  const q = new CpuTensor(rand(T * heads * D, 2));
+  const o = new CpuTensor(new Float32Array(T * heads * D));
+  const prefill = time(() => backend.attention(o, q, pool, 0, heads, 0.125, [{ blockTable: table, pos0: 0, queries: T }]));
+  out.attention_prefill512_ms = Number((prefill * 1000).toFixed(3));
+  const q1 = new CpuTensor(rand(heads * D, 3));
+  const o1 = new CpuTensor(new Float32Array(heads * D));
+  const decode = time(() => backend.attention(o1, q1, pool, 0, heads, 0.125, [{ blockTable: table, pos0: T - 1, queries: 1 }]));
+  out.attention_decode_ctx512_us = Number((decode * 1e6).toFixed(2));
+  out.handoff_ns = Number(addon.handoffNs(20000).toFixed(0));
+  process.stderr.write(`attention prefill 512: ${out.attention_prefill512_ms} ms, decode: ${out.attention_decode_ctx512_us} us, handoff ${out.handoff_ns} ns\n`);
+  return out;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  run().then((r) => console.log(JSON.stringify(r)));
+}
