@@ -317,7 +317,7 @@ export class FsBlobStore implements BlobStore {
 
 /** Temp names are `<key>~<host>.<pid>.<tag>.<counter>`; `~` is outside the key alphabet. */
 const TEMP_MARK = '~';
-const processTag = `${hostname().replace(/[^A-Za-z0-9-]/g, '-').slice(0, 32)}.${process.pid}.${randomBytes(4).toString('hex')}`;
+const processTag = `${hostname().replace(/[^A-Za-z0-9-]/g, '-').slice(0, 24)}.${process.pid}.${randomBytes(4).toString('hex')}`;
 let tempCounter = 0;
 function nextTempSuffix(): string {
   tempCounter = (tempCounter + 1) % Number.MAX_SAFE_INTEGER;

@@ -1,11 +1,11 @@
 import { StorageBadKeyError } from './errors.ts';
 
 /**
- * Longest key any adapter accepts. The fs adapter appends a temp suffix of
- * about 50 characters to a key to form a file name, and most filesystems cap
- * a name at 255 bytes.
+ * Longest key any adapter accepts. The fs adapter appends a temp suffix of at
+ * most 59 characters (`~host24.pid.tag8.counter`) to a key to form a file
+ * name, and most filesystems cap a name at 255 bytes.
  */
-export const MAX_KEY_LENGTH = 200;
+export const MAX_KEY_LENGTH = 180;
 
 const KEY_PATTERN = /^[0-9a-z._-]+$/;
 const PREFIX_PATTERN = /^[0-9a-z._-]*$/;

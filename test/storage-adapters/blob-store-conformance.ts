@@ -12,7 +12,7 @@ import { createHash, randomBytes } from 'node:crypto';
 
 import { afterEach, describe, expect, it } from 'vitest';
 
-import type { BlobStore } from '../../storage-adapters/index.ts';
+import { MAX_KEY_LENGTH, type BlobStore } from '../../storage-adapters/index.ts';
 
 export interface ConformanceNamespace {
   /** Opens a store on this namespace; every call sees the same data. */
@@ -183,10 +183,14 @@ export function runBlobStoreConformance(
 
     it('rejects keys outside the alphabet with KVT_ERR_STORAGE_BAD_KEY', async () => {
       const store = await freshStore();
-      for (const key of ['', '.', '..', '../x', 'a/b', 'Upper', 'sp ace', 'x'.repeat(201)]) {
+      for (const key of ['', '.', '..', '../x', 'a/b', 'Upper', 'sp ace', 'x'.repeat(MAX_KEY_LENGTH + 1)]) {
         await expect(store.put(key, Uint8Array.of(1)), key).rejects.toMatchObject({ code: 'KVT_ERR_STORAGE_BAD_KEY' });
         await expect(store.get(key), key).rejects.toMatchObject({ code: 'KVT_ERR_STORAGE_BAD_KEY' });
       }
+      const longest = 'k'.repeat(MAX_KEY_LENGTH);
+      await store.put(longest, Uint8Array.of(7));
+      expectSameBytes(await store.get(longest), Uint8Array.of(7));
+      expect(await collect(store.list('kkk'))).toEqual([longest]);
       await expect(store.has(['ok', 'B'])).rejects.toMatchObject({ code: 'KVT_ERR_STORAGE_BAD_KEY' });
       await expect(collect(store.list('A'))).rejects.toMatchObject({ code: 'KVT_ERR_STORAGE_BAD_KEY' });
     });
