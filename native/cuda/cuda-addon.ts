@@ -114,8 +114,8 @@ export function cudaAvailability(addonPath: string = cudaAddonPath): CudaAvailab
 
 /**
  * Resolves KVTIER_DEVICE (or an explicit setting) to the backend to use.
- * Throws KVT_ERR_NATIVE_DEVICE_INVALID for an unknown value and
- * KVT_ERR_NATIVE_CUDA_UNAVAILABLE when cuda is required but unusable.
+ * Throws KVT_ERR_NATIVE_DEVICE for an unknown value and
+ * KVT_ERR_NATIVE_NO_CUDA when cuda is required but unusable.
  */
 export function resolveDevice(
   setting: string | undefined = process.env.KVTIER_DEVICE,
@@ -124,7 +124,7 @@ export function resolveDevice(
   const value = (setting ?? 'auto').trim().toLowerCase() || 'auto';
   if (value !== 'auto' && value !== 'cpu' && value !== 'cuda') {
     throw new CudaBackendError(
-      'KVT_ERR_NATIVE_DEVICE_INVALID',
+      'KVT_ERR_NATIVE_DEVICE',
       `KVTIER_DEVICE=${setting} is not a device: use auto, cpu or cuda`,
     );
   }
@@ -133,7 +133,7 @@ export function resolveDevice(
   if (a.addon && a.devices > 0) return { device: 'cuda', reason: '' };
   if (value === 'cuda') {
     throw new CudaBackendError(
-      'KVT_ERR_NATIVE_CUDA_UNAVAILABLE',
+      'KVT_ERR_NATIVE_NO_CUDA',
       `KVTIER_DEVICE=cuda but CUDA is not usable: ${a.reason}. Use KVTIER_DEVICE=auto or cpu to run on the CPU.`,
     );
   }

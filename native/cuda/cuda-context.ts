@@ -90,7 +90,7 @@ export class CudaContext {
   /** Opens device `device`; KVT_ERR_NATIVE_CUDA_UNAVAILABLE says why when it cannot. */
   static open(device = 0, availability = cudaAvailability()): CudaContext {
     if (!availability.addon || availability.devices === 0) {
-      throw new CudaBackendError('KVT_ERR_NATIVE_CUDA_UNAVAILABLE', `CUDA is not usable: ${availability.reason}`);
+      throw new CudaBackendError('KVT_ERR_NATIVE_NO_CUDA', `CUDA is not usable: ${availability.reason}`);
     }
     const addon = availability.addon;
     return new CudaContext(addon, callAddon('open CUDA device', () => addon.createContext(device)));

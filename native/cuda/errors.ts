@@ -6,8 +6,8 @@
 import { NativeError } from '../backend.ts';
 
 export type CudaErrorCode =
-  | 'KVT_ERR_NATIVE_CUDA_UNAVAILABLE'
-  | 'KVT_ERR_NATIVE_DEVICE_INVALID'
+  | 'KVT_ERR_NATIVE_NO_CUDA'
+  | 'KVT_ERR_NATIVE_DEVICE'
   | 'KVT_ERR_NATIVE_CUDA_NO_DEVICE'
   | 'KVT_ERR_NATIVE_CUDA_INVALID'
   | 'KVT_ERR_NATIVE_CUDA_OOM'

@@ -55,13 +55,13 @@ describe('resolveDevice (KVTIER_DEVICE)', () => {
       expect.unreachable();
     } catch (err) {
       expect(err).toBeInstanceOf(CudaBackendError);
-      expect((err as CudaBackendError).code).toBe('KVT_ERR_NATIVE_CUDA_UNAVAILABLE');
+      expect((err as CudaBackendError).code).toBe('KVT_ERR_NATIVE_NO_CUDA');
       expect((err as Error).message).toContain(none.reason);
     }
   });
 
-  it('an unknown device is KVT_ERR_NATIVE_DEVICE_INVALID', () => {
-    expect(() => resolveDevice('gpu', () => none)).toThrow(expect.objectContaining({ code: 'KVT_ERR_NATIVE_DEVICE_INVALID' }));
+  it('an unknown device is KVT_ERR_NATIVE_DEVICE', () => {
+    expect(() => resolveDevice('gpu', () => none)).toThrow(expect.objectContaining({ code: 'KVT_ERR_NATIVE_DEVICE' }));
   });
 });
 
@@ -78,7 +78,7 @@ describe('kvtier_cuda addon', () => {
     expect(availability.reason).toMatch(/no usable CUDA device: .+/);
     expect(resolveDevice('auto').device).toBe('cpu');
     expect(() => resolveDevice('cuda')).toThrow(/KVTIER_DEVICE=cuda but CUDA is not usable: no usable CUDA device/);
-    expect(() => CudaContext.open()).toThrow(expect.objectContaining({ code: 'KVT_ERR_NATIVE_CUDA_UNAVAILABLE' }));
+    expect(() => CudaContext.open()).toThrow(expect.objectContaining({ code: 'KVT_ERR_NATIVE_NO_CUDA' }));
   });
 
   it.skipIf(!gpu)(`CudaModel: export → import + suffix prefill equals the full prefill${gpuSkip}`, async () => {
@@ -161,4 +161,25 @@ describe('kvtier_cuda addon', () => {
       be.close();
     }
   }, 120_000);
+});
+
+describe('native/cuda/register.ts with createBackend (KVTIER_DEVICE)', () => {
+  const cpuBuilt = existsSync(new URL('../../native/build/Release/kvtier_native.node', import.meta.url));
+  const cpuSkip = cpuBuilt ? '' : ' [skipped: the CPU addon native/build/Release/kvtier_native.node is not built]';
+
+  it.skipIf(!cpuBuilt || gpu)(`cuda without a usable GPU: typed error with the CUDA reason; auto → cpu${cpuSkip}${gpu ? ' [skipped: a GPU is present]' : ''}`, async () => {
+    await import('../../native/cuda/register.ts');
+    const { createBackend } = await import('../../native/index.ts');
+    expect(() => createBackend('cuda')).toThrow(expect.objectContaining({ code: 'KVT_ERR_NATIVE_NO_CUDA' }));
+    expect(() => createBackend('cuda')).toThrow(availability.reason);
+    expect(createBackend('auto').name).toBe('cpu');
+  });
+
+  it.skipIf(!cpuBuilt || !gpu)(`auto picks the registered CUDA backend${gpuSkip}`, async () => {
+    await import('../../native/cuda/register.ts');
+    const { createBackend } = await import('../../native/index.ts');
+    const be = createBackend('auto');
+    expect(be.name).toBe('cuda');
+    (be as CudaBackend).close();
+  });
 });
