@@ -398,6 +398,41 @@ export function runKvTierSuite(name: string, makeFixture: () => Promise<StoreFix
       expect(tier.usage().blocks.g ?? 0).toBe(0);
     });
 
+    it("an index entry whose blob is gone (another node's GC, a crash mid-GC) reads as a miss and is cleaned", async () => {
+      const tier = await openTier('node-a', { hotCacheBytes: 0 });
+      const tokens = tokensOf(64 * 3, 26);
+      storeAll(tier, tokens, 26);
+      await tier.flush();
+      const hit = await tier.lookup(nsOf(tier), tokens, scope);
+      await store.delete([hit.keys[1]]);
+      const loaded = await tier.load(hit);
+      expect(loaded.blocks).toHaveLength(1);
+      expect(loaded.stoppedAt?.code).toBe('KVT_ERR_BLOCK_MISSING');
+      await tier.flush();
+      expect(tier.usage().blocks.g).toBe(2);
+      expect((await tier.lookup(nsOf(tier), tokens, scope)).hitBlocks).toBe(1);
+    });
+
+    it('GC dry run reports evictions without changing anything', async () => {
+      const tier = await openTier();
+      storeAll(tier, tokensOf(64 * 4, 27), 27);
+      await tier.flush();
+      const total = tier.usage().bytes.g;
+      await tier.policy.update((doc) => {
+        doc.quotaBytes = Math.floor(total / 2);
+      });
+      const dry = await tier.gc({ dryRun: true });
+      expect(dry.dryRun).toBe(true);
+      expect(dry.removed.evicted.blocks).toBe(2);
+      expect(dry.remaining.bytes).toBeLessThanOrEqual(total / 2);
+      expect(tier.usage().bytes.g).toBe(total);
+      let listed = 0;
+      for await (const _ of store.list()) listed++;
+      expect(listed).toBe(4);
+      const real = await tier.gc();
+      expect(real.removed.evicted).toEqual(dry.removed.evicted);
+    });
+
     it('rejects bad arguments with typed errors', async () => {
       const tier = await openTier();
       const tokens = tokensOf(64, 25);
