@@ -9,11 +9,15 @@
  *   padding to general.alignment (default 32)
  *   tensor data: each tensor at data_start + offset, offsets aligned
  *
- * The whole file lives in one ArrayBuffer (filled with positioned reads, one
- * copy from the page cache); tensor `data` are views into it, never copies, so
+ * The whole file is one ArrayBuffer: a read-only mmap of the file (native
+ * mmapFile: no copy, pages load on first touch and are shared with the page
+ * cache), or, where the native addon is not built, one buffer filled with
+ * positioned reads. Tensor `data` are views into it, never copies, so
  * consumers may wrap them as Float32Array/Uint16Array without paying again.
+ * Mapped views are read-only memory: never write into them.
  */
 import * as fs from 'node:fs';
+import { NativeError, mmapFile, unmapFile } from '../../native/index.ts';
 import { GgufError } from './gguf-errors.ts';
 import { GgmlType, SUPPORTED_GGML_TYPES, ggmlTypeName, isKnownGgmlType } from './ggml-type.ts';
 import { GgufValueType, type GgufArrayValue, type GgufValue } from './gguf-value.ts';
@@ -68,6 +72,8 @@ export interface GgufFile {
 }
 
 export interface ReadGgufOptions {
+  /** Map the file instead of reading it (default true; falls back to reading when the native addon is not built). */
+  mmap?: boolean;
   /**
    * Reject tensors of types the engine cannot compute (default true). Set
    * false to inspect any GGUF (the tensors of unsupported types then have an
@@ -195,6 +201,32 @@ function readArray(c: Cursor, field: string): GgufArrayValue {
   }
 }
 
+let warnedNoMmap = false;
+
+/** Maps the file (or reads it, see loadFile); `mapped` says whether close() must unmap. */
+function openFile(path: string, useMmap: boolean): { bytes: Uint8Array; mapped: boolean } {
+  try {
+    fs.accessSync(path, fs.constants.R_OK);
+  } catch (err) {
+    throw new GgufError('KVT_ERR_GGUF_IO', path, 'file', `cannot open: ${(err as Error).message}; check the model path`);
+  }
+  if (useMmap) {
+    try {
+      return { bytes: new Uint8Array(mmapFile(path)), mapped: true };
+    } catch (err) {
+      const code = err instanceof NativeError ? err.code : '';
+      if (code !== 'KVT_ERR_NATIVE_NOT_BUILT' && code !== 'KVT_ERR_NATIVE_STALE_BUILD') {
+        throw new GgufError('KVT_ERR_GGUF_IO', path, 'file', `cannot map: ${(err as Error).message}`);
+      }
+      if (!warnedNoMmap) {
+        warnedNoMmap = true;
+        process.stderr.write(`kvtier: ${code}: reading GGUF files into memory instead of mapping them (${(err as Error).message})\n`);
+      }
+    }
+  }
+  return { bytes: loadFile(path), mapped: false };
+}
+
 /** Reads the whole file into one ArrayBuffer with positioned reads (no intermediate copies). */
 function loadFile(path: string): Uint8Array {
   let fd: number;
@@ -220,7 +252,15 @@ function loadFile(path: string): Uint8Array {
 }
 
 export function readGguf(path: string, options: ReadGgufOptions = {}): GgufFile {
-  return parseGguf(loadFile(path), path, options);
+  const { bytes, mapped } = openFile(path, options.mmap ?? true);
+  try {
+    const file = parseGguf(bytes, path, options) as LoadedGguf;
+    if (mapped) file.onClose = () => unmapFile(bytes.buffer as ArrayBuffer);
+    return file;
+  } catch (err) {
+    if (mapped) unmapFile(bytes.buffer as ArrayBuffer);
+    throw err;
+  }
 }
 
 /** Parses a GGUF image already in memory (`bytes` must start at the file's first byte). */
@@ -399,8 +439,14 @@ class LoadedGguf implements GgufFile {
     return t;
   }
 
+  /** Set by readGguf for a mapped file. */
+  onClose: (() => void) | undefined;
+
   close(): void {
-    // The buffer is garbage collected once the tensor views are dropped; clearing the maps drops ours.
+    // A read buffer is garbage collected once the tensor views are dropped; a mapping is released now.
     this.tensors.clear();
+    const release = this.onClose;
+    this.onClose = undefined;
+    release?.();
   }
 }

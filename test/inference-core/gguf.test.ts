@@ -137,6 +137,20 @@ describe('GGUF round trip', () => {
     expect(asF32[5]).toBe(f32[5]);
   });
 
+  it('maps the file by default: same bytes as reading it, released by close()', () => {
+    const file = ensureSyntheticModel('tiny', { dataDir: dir, weightType: 'f16', progress: null });
+    const mapped = readGguf(file);
+    const read = readGguf(file, { mmap: false });
+    expect(mapped.tensors.size).toBe(read.tensors.size);
+    for (const [name, t] of read.tensors) expect(Buffer.from(mapped.tensor(name).data).equals(Buffer.from(t.data))).toBe(true);
+    expect(mapped.tensor('token_embd.weight').data.buffer.byteLength).toBe(fs.statSync(file).size);
+    const view = mapped.tensor('output.weight').data;
+    mapped.close();
+    expect(view.byteLength).toBe(0); // unmapped: the view is detached, not dangling
+    expect(mapped.tensors.size).toBe(0);
+    read.close();
+  });
+
   it('honours a custom general.alignment', () => {
     const file = path.join(dir, 'align64.gguf');
     writeGguf(file, [['general.architecture', gv.str('x')]], [
