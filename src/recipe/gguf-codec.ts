@@ -49,5 +49,6 @@ export function promptCodecFrom(tokenizer: Tokenizer, template: ChatTemplate | n
     stopTokenIds: [...tokenizer.eogIds],
     bosTokenId,
     bosText: bosTokenId === null ? null : tokenizer.tokenText(bosTokenId),
+    vocabSize: tokenizer.vocabSize,
   };
 }

@@ -46,6 +46,7 @@ export interface PromptCodec {
   /** The BOS id the model expects first, or null. Prepended once unless the template emits it. */
   readonly bosTokenId: number | null;
   readonly bosText: string | null;
+  readonly vocabSize: number;
 }
 
 /** Sampling fields shared by every API, already validated. */

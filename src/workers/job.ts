@@ -66,3 +66,8 @@ export interface JobStats {
   workerMs: number;
   queueMs: number;
 }
+
+/** The id clients pass as `model`: `synthetic:small` as given, a GGUF path by its file name without `.gguf`. */
+export function modelIdOf(model: string): string {
+  return model.startsWith('synthetic:') ? model : (model.split(/[\\/]/).pop() ?? model).replace(/\.gguf$/i, '');
+}

@@ -1,0 +1,60 @@
+/**
+ * The `kvtier` command.
+ *
+ *   kvtier serve  [--port 8080 --host 127.0.0.1 --model synthetic:small --data-dir ./data --storage fs:… --redis-url redis://…]
+ *   kvtier worker [same flags; needs --redis-url / REDIS_URL]
+ *
+ * Flags mirror the environment variables (PORT, KVTIER_MODEL, …); flags win.
+ */
+import { loadConfig } from '../config.ts';
+import { describeError } from '../errors.ts';
+import { buildApp } from '../serve/index.ts';
+import { startBullmqWorker } from '../workers/index.ts';
+
+const USAGE = `usage: kvtier <serve|worker> [--port N] [--host H] [--model synthetic:small|path.gguf] [--data-dir DIR]
+                [--storage fs:DIR|s3://bucket/prefix?endpoint=URL] [--redis-url redis://…] [--api-keys FILE]
+                [--admin-token T] [--threads N]   (flags mirror the env variables PORT, KVTIER_MODEL, …)`;
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
+    process.stdout.write(USAGE + '\n');
+    return;
+  }
+  if (command === 'serve') return serve(rest);
+  if (command === 'worker') return worker(rest);
+  process.stderr.write(`unknown command "${command}"\n${USAGE}\n`);
+  process.exitCode = 2;
+}
+
+async function serve(argv: string[]): Promise<void> {
+  const config = loadConfig(process.env, argv);
+  const built = await buildApp(config);
+  const address = await built.app.listen({ host: config.host, port: config.port });
+  process.stderr.write(`kvtier serving ${built.context.modelId} on ${address} (${built.context.runner.kind} runner, storage ${config.storage})\n`);
+  const stop = async () => {
+    await built.close();
+    process.exit(0);
+  };
+  process.once('SIGINT', () => void stop());
+  process.once('SIGTERM', () => void stop());
+}
+
+async function worker(argv: string[]): Promise<void> {
+  const config = loadConfig(process.env, argv);
+  const log = (level: string, message: string) => process.stderr.write(`[kvtier worker] ${level}: ${message}\n`);
+  const running = await startBullmqWorker(config, log);
+  process.stderr.write(`kvtier worker ${running.id} ready\n`);
+  const stop = async () => {
+    await running.close();
+    process.exit(0);
+  };
+  process.once('SIGINT', () => void stop());
+  process.once('SIGTERM', () => void stop());
+}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
+  const described = describeError(error);
+  process.stderr.write(`kvtier: ${described.code}: ${described.message}\n  hint: ${described.hint}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,141 @@
+/**
+ * buildApp(config): the fastify app of the API process.
+ *
+ *   auth → tenant ─ schema ─ recipe (prompt tokens) ─ InferenceService ─ JobRunner
+ *                                                                         ├─ in-process engine thread (embedded default)
+ *                                                                         └─ BullMQ → `kvtier worker` processes (REDIS_URL)
+ */
+import Fastify, { type FastifyInstance } from 'fastify';
+
+import type { Config } from '../config.ts';
+import { KvtError } from '../errors.ts';
+import { resolveModelPath } from '../../inference-core/engine/index.ts';
+import { ChatPromptBuilder, promptCodecFromGgufFile, ReplyMemory, type PromptCodec } from '../recipe/index.ts';
+import { BullmqRunner, EngineHost, InprocRunner, modelIdOf, type JobRunner } from '../workers/index.ts';
+import { TenantAuth } from './auth.ts';
+import type { ServeContext } from './context.ts';
+import { sendError } from './http-errors.ts';
+import { InferenceService } from './inference-service.ts';
+import { ServeMetrics } from './metrics.ts';
+import { registerAdminRoutes } from './routes/admin.ts';
+import { registerAnthropicMessages } from './routes/anthropic-messages.ts';
+import { registerOpenAiChat } from './routes/openai-chat.ts';
+import { registerOpenAiCompletions } from './routes/openai-completions.ts';
+import { registerServiceRoutes } from './routes/service-routes.ts';
+
+export interface BuiltApp {
+  app: FastifyInstance;
+  context: ServeContext;
+  /** Closes the HTTP server, the runner (engine thread or queue connections). */
+  close(): Promise<void>;
+}
+
+export interface BuildAppOptions {
+  /** Pino options or false (tests keep logs quiet). */
+  logger?: boolean | { level: string };
+}
+
+export async function buildApp(config: Config, options: BuildAppOptions = {}): Promise<BuiltApp> {
+  const app = Fastify({
+    logger: options.logger ?? { level: config.logLevel },
+    bodyLimit: 64 * 1024 * 1024,
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
+    return503OnClosing: true,
+  });
+  const log = (level: 'info' | 'warn' | 'error', message: string) => app.log[level](message);
+  const auth = TenantAuth.load({ apiKeysFile: config.apiKeysFile, adminToken: config.adminToken, dataDir: config.dataDir });
+  const modelPath = resolveModelPath(config.model, { dataDir: config.dataDir });
+  const codec: PromptCodec = promptCodecFromGgufFile(modelPath);
+  const vocabSize = codec.vocabSize;
+
+  let runner: JobRunner;
+  let fingerprint: string;
+  let contextLength: number;
+  if (config.redisUrl) {
+    const bullmq = await BullmqRunner.connect(config, log);
+    runner = bullmq;
+    ({ fingerprint, contextLength } = await bullmq.modelInfo(modelPath));
+  } else {
+    const host = await EngineHost.start(
+      {
+        model: config.model,
+        dataDir: config.dataDir,
+        storage: config.storage,
+        redisUrl: null,
+        threads: config.threads,
+        blockTokens: config.blockTokens,
+        hotCacheBytes: config.hotCacheBytes,
+        maxBatch: config.maxBatch,
+        gcIntervalMs: 15 * 60 * 1000,
+      },
+      log,
+    );
+    runner = new InprocRunner(host, { maxQueueDepth: config.maxQueueDepth, maxBatch: config.maxBatch });
+    fingerprint = host.info.fingerprint;
+    contextLength = host.info.contextLength;
+  }
+
+  const metrics = new ServeMetrics();
+  const memory = new ReplyMemory();
+  const modelId = modelIdOf(config.model);
+  let classes = ['agent', 'chat'];
+  const refreshClasses = async (): Promise<void> => {
+    try {
+      const doc = (await runner.admin({ op: 'getPolicy' })) as { classes?: Record<string, unknown> };
+      if (doc?.classes) classes = Object.keys(doc.classes);
+    } catch (error) {
+      // Keep the last known classes; the next refresh retries.
+      app.log.debug({ err: error }, 'policy refresh failed');
+    }
+  };
+  await refreshClasses();
+  const classTimer = setInterval(() => void refreshClasses(), 2000);
+  classTimer.unref();
+
+  const service = new InferenceService({ codec, runner, memory, metrics, modelId, contextLength, requestTimeoutMs: config.requestTimeoutMs });
+  const context: ServeContext = {
+    config,
+    modelId,
+    fingerprint: `fp_${fingerprint.slice(0, 16)}`,
+    contextLength,
+    vocabSize,
+    codec,
+    builder: new ChatPromptBuilder(codec, memory),
+    service,
+    runner,
+    auth,
+    metrics,
+    knownClasses: () => classes,
+    defaultMaxTokens: 256,
+  };
+
+  app.setErrorHandler((error, request, reply) => {
+    metrics.errors.inc({ code: (error as { code?: string }).code?.startsWith('KVT_ERR_') ? (error as { code: string }).code : 'KVT_ERR_REQUEST' });
+    return sendError(request, reply, error);
+  });
+  app.setNotFoundHandler((request, reply) =>
+    sendError(request, reply, new KvtError('KVT_ERR_ROUTE_NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`, { param: 'url' })),
+  );
+  app.addHook('onResponse', async (request, reply) => {
+    metrics.requests.inc({ route: request.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) });
+  });
+  app.addHook('onResponse', async (request) => {
+    if (request.url === '/admin/policy' && request.method === 'PUT') await refreshClasses();
+  });
+
+  registerServiceRoutes(app, context, Date.now());
+  registerOpenAiChat(app, context);
+  registerOpenAiCompletions(app, context);
+  registerAnthropicMessages(app, context);
+  registerAdminRoutes(app, context);
+
+  return {
+    app,
+    context,
+    async close() {
+      clearInterval(classTimer);
+      await app.close();
+      await runner.close();
+    },
+  };
+}

@@ -1,0 +1,25 @@
+/** What every route needs, built once by buildApp. */
+import type { Config } from '../config.ts';
+import type { ChatPromptBuilder, PromptCodec } from '../recipe/index.ts';
+import type { JobRunner } from '../workers/index.ts';
+import type { TenantAuth } from './auth.ts';
+import type { InferenceService } from './inference-service.ts';
+import type { ServeMetrics } from './metrics.ts';
+
+export interface ServeContext {
+  config: Config;
+  modelId: string;
+  /** Model fingerprint (system_fingerprint in OpenAI responses). */
+  fingerprint: string;
+  contextLength: number;
+  vocabSize: number;
+  codec: PromptCodec;
+  builder: ChatPromptBuilder;
+  service: InferenceService;
+  runner: JobRunner;
+  auth: TenantAuth;
+  metrics: ServeMetrics;
+  /** Traffic classes of the current retention policy. */
+  knownClasses(): string[];
+  defaultMaxTokens: number;
+}

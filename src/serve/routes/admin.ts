@@ -1,0 +1,22 @@
+/** /admin/*: cache stats, retention policy, GC. Guarded by KVTIER_ADMIN_TOKEN. */
+import type { FastifyInstance } from 'fastify';
+
+import type { ServeContext } from '../context.ts';
+import { emptyBody, policyBody } from '../schemas.ts';
+
+export function registerAdminRoutes(app: FastifyInstance, ctx: ServeContext): void {
+  app.addHook('onRequest', async (request) => {
+    if (request.url.startsWith('/admin/')) ctx.auth.checkAdmin(request.headers);
+  });
+
+  app.get('/admin/stats', async () => {
+    const tier = await ctx.runner.admin({ op: 'stats' });
+    return { model: ctx.modelId, fingerprint: ctx.fingerprint, runner: ctx.runner.status(), tier };
+  });
+
+  app.get('/admin/policy', async () => ctx.runner.admin({ op: 'getPolicy' }));
+
+  app.put('/admin/policy', { schema: { body: policyBody } }, async (request) => ctx.runner.admin({ op: 'setPolicy', policy: request.body }));
+
+  app.post('/admin/gc', { schema: { body: emptyBody } }, async () => ctx.runner.admin({ op: 'gc' }));
+}

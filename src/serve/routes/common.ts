@@ -1,0 +1,30 @@
+import type { FastifyRequest } from 'fastify';
+
+import { KvtError } from '../../errors.ts';
+import { resolveTrafficClass, type TenantIdentity } from '../auth.ts';
+import type { ServeContext } from '../context.ts';
+
+export function checkModel(ctx: ServeContext, model: string): void {
+  if (model !== ctx.modelId) {
+    throw new KvtError('KVT_ERR_REQUEST_UNKNOWN_MODEL', `model "${model}" is not served here; this server serves "${ctx.modelId}"`, { param: 'model' });
+  }
+}
+
+export interface RequestPreamble {
+  identity: TenantIdentity;
+  trafficClass: string;
+}
+
+export function preamble(ctx: ServeContext, request: FastifyRequest, body: { model: string; kvtier_class?: string }, agentic: boolean): RequestPreamble {
+  const identity = ctx.auth.identify(request.headers);
+  checkModel(ctx, body.model);
+  const trafficClass = resolveTrafficClass(request.headers['x-kvtier-class'], body.kvtier_class, agentic, ctx.knownClasses());
+  return { identity, trafficClass };
+}
+
+let counter = 0;
+/** Response ids: prefix + time + counter, unique within a process and sortable. */
+export function responseId(prefix: string): string {
+  counter = (counter + 1) % 1_000_000;
+  return `${prefix}${Date.now().toString(36)}${counter.toString(36).padStart(4, '0')}${Math.random().toString(36).slice(2, 8)}`;
+}

@@ -1,0 +1,68 @@
+/** POST /v1/chat/completions (OpenAI), streamed or not. */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+
+import {
+  chatInputFromOpenAi,
+  openAiChatChunk,
+  openAiChatResponse,
+  openAiToolCall,
+  openAiUsageChunk,
+  samplingFromOpenAi,
+  type OpenAiChatRequestBody,
+} from '../../recipe/index.ts';
+import { describeError } from '../../errors.ts';
+import type { ServeContext } from '../context.ts';
+import { errorBody } from '../http-errors.ts';
+import type { GenerateEvent } from '../inference-service.ts';
+import { chatCompletionsBody } from '../schemas.ts';
+import { clientGone, SseWriter } from '../sse.ts';
+import { preamble, responseId } from './common.ts';
+
+export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): void {
+  app.post('/v1/chat/completions', { schema: { body: chatCompletionsBody } }, async (request: FastifyRequest, reply: FastifyReply) => {
+    const body = request.body as OpenAiChatRequestBody;
+    const input = chatInputFromOpenAi(body);
+    const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
+    const sampling = samplingFromOpenAi(body, { defaultMaxTokens: ctx.defaultMaxTokens });
+    const prompt = ctx.builder.build(input.messages, input.tools, identity.scope);
+    const generateRequest = {
+      route: '/v1/chat/completions',
+      tokens: prompt.tokens,
+      sampling,
+      identity,
+      trafficClass,
+      parseToolCalls: input.tools !== undefined,
+      promptParam: 'messages',
+    };
+    const base = { id: responseId('chatcmpl-'), created: Math.floor(Date.now() / 1000), model: ctx.modelId, systemFingerprint: ctx.fingerprint };
+    const generation = ctx.service.generate(generateRequest, clientGone(reply));
+    // The first event (or a failure before any output) decides between an HTTP error and a 200.
+    const first = await generation.next();
+    if (!body.stream) {
+      let end: Extract<GenerateEvent, { type: 'end' }> | null = null;
+      for (let step = first; !step.done; step = await generation.next()) if (step.value.type === 'end') end = step.value;
+      return openAiChatResponse({ ...base, content: end!.content, toolCalls: end!.toolCalls, finishReason: end!.finishReason, usage: end!.usage });
+    }
+    const sse = new SseWriter(reply);
+    sse.start();
+    sse.send(openAiChatChunk(base, { role: 'assistant', content: '' }, null));
+    try {
+      for (let step = first; !step.done; step = await generation.next()) {
+        const event = step.value;
+        if (event.type === 'text') sse.send(openAiChatChunk(base, { content: event.text }, null));
+        else if (event.type === 'end') {
+          if (event.toolCalls.length > 0) sse.send(openAiChatChunk(base, { tool_calls: event.toolCalls.map((call, i) => openAiToolCall(call, i)) }, null));
+          sse.send(openAiChatChunk(base, {}, event.finishReason));
+          if (body.stream_options?.include_usage) sse.send(openAiUsageChunk(base, event.usage, 'chat.completion.chunk'));
+        }
+      }
+    } catch (error) {
+      const described = describeError(error);
+      request.log.warn({ code: described.code }, `stream failed after it started: ${described.message}`);
+      sse.send(errorBody(described, false));
+    }
+    sse.send('[DONE]');
+    sse.end();
+    return reply;
+  });
+}

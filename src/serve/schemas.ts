@@ -1,0 +1,174 @@
+/**
+ * JSON schemas of every route's body. Unknown fields are allowed (SDKs send
+ * fields we ignore); the fields we read are typed and bounded here, so the
+ * handlers see well-formed input and a bad field is a 400 naming it.
+ */
+
+const textPart = {
+  type: 'object',
+  required: ['type'],
+  properties: { type: { type: 'string' }, text: { type: 'string' } },
+};
+
+const openAiContent = {
+  anyOf: [{ type: 'string' }, { type: 'null' }, { type: 'array', items: textPart }],
+};
+
+const sampling = {
+  temperature: { type: ['number', 'null'], minimum: 0, maximum: 2 },
+  top_p: { type: ['number', 'null'], exclusiveMinimum: 0, maximum: 1 },
+  top_k: { type: ['integer', 'null'], minimum: 0 },
+  seed: { type: ['integer', 'null'] },
+  n: { type: ['integer', 'null'], minimum: 1 },
+  stop: { anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' }, maxItems: 16 }, { type: 'null' }] },
+  stream: { type: ['boolean', 'null'] },
+  stream_options: { anyOf: [{ type: 'null' }, { type: 'object', properties: { include_usage: { type: 'boolean' } } }] },
+  kvtier_class: { type: 'string', minLength: 1, maxLength: 64 },
+  user: { type: 'string' },
+};
+
+export const chatCompletionsBody = {
+  type: 'object',
+  required: ['model', 'messages'],
+  properties: {
+    model: { type: 'string', minLength: 1 },
+    messages: {
+      type: 'array',
+      minItems: 1,
+      items: {
+        type: 'object',
+        required: ['role'],
+        properties: {
+          role: { type: 'string', enum: ['system', 'developer', 'user', 'assistant', 'tool'] },
+          content: openAiContent,
+          name: { type: 'string' },
+          tool_call_id: { type: 'string' },
+          tool_calls: {
+            type: 'array',
+            items: {
+              type: 'object',
+              required: ['id', 'function'],
+              properties: {
+                id: { type: 'string' },
+                type: { type: 'string', enum: ['function'] },
+                function: { type: 'object', required: ['name', 'arguments'], properties: { name: { type: 'string', minLength: 1 }, arguments: { type: 'string' } } },
+              },
+            },
+          },
+        },
+      },
+    },
+    tools: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['type', 'function'],
+        properties: {
+          type: { type: 'string', enum: ['function'] },
+          function: {
+            type: 'object',
+            required: ['name'],
+            properties: { name: { type: 'string', minLength: 1, maxLength: 64 }, description: { type: 'string' }, parameters: { type: 'object' } },
+          },
+        },
+      },
+    },
+    tool_choice: { anyOf: [{ type: 'string', enum: ['none', 'auto', 'required'] }, { type: 'object' }] },
+    max_tokens: { type: ['integer', 'null'], minimum: 1 },
+    max_completion_tokens: { type: ['integer', 'null'], minimum: 1 },
+    ...sampling,
+  },
+} as const;
+
+export const completionsBody = {
+  type: 'object',
+  required: ['model', 'prompt'],
+  properties: {
+    model: { type: 'string', minLength: 1 },
+    prompt: { anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'integer', minimum: 0 }, minItems: 1 }, { type: 'array', items: { type: 'string' }, minItems: 1, maxItems: 1 }] },
+    max_tokens: { type: ['integer', 'null'], minimum: 1 },
+    echo: { type: ['boolean', 'null'] },
+    ...sampling,
+  },
+} as const;
+
+const anthropicText = { type: 'object', required: ['type', 'text'], properties: { type: { const: 'text' }, text: { type: 'string' } } };
+
+export const messagesBody = {
+  type: 'object',
+  required: ['model', 'max_tokens', 'messages'],
+  properties: {
+    model: { type: 'string', minLength: 1 },
+    max_tokens: { type: 'integer', minimum: 1 },
+    system: { anyOf: [{ type: 'string' }, { type: 'array', items: anthropicText }] },
+    messages: {
+      type: 'array',
+      minItems: 1,
+      items: {
+        type: 'object',
+        required: ['role', 'content'],
+        properties: {
+          role: { type: 'string', enum: ['user', 'assistant'] },
+          content: {
+            anyOf: [
+              { type: 'string' },
+              {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  required: ['type'],
+                  properties: {
+                    type: { type: 'string' },
+                    text: { type: 'string' },
+                    id: { type: 'string' },
+                    name: { type: 'string' },
+                    input: { type: 'object' },
+                    tool_use_id: { type: 'string' },
+                    content: { anyOf: [{ type: 'string' }, { type: 'array', items: anthropicText }] },
+                    is_error: { type: 'boolean' },
+                  },
+                },
+              },
+            ],
+          },
+        },
+      },
+    },
+    tools: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['name', 'input_schema'],
+        properties: { name: { type: 'string', minLength: 1, maxLength: 64 }, description: { type: 'string' }, input_schema: { type: 'object' } },
+      },
+    },
+    tool_choice: { type: 'object', required: ['type'], properties: { type: { type: 'string', enum: ['auto', 'any', 'tool', 'none'] } } },
+    temperature: { type: 'number', minimum: 0, maximum: 1 },
+    top_p: { type: 'number', exclusiveMinimum: 0, maximum: 1 },
+    top_k: { type: 'integer', minimum: 0 },
+    stop_sequences: { type: 'array', items: { type: 'string' }, maxItems: 16 },
+    stream: { type: 'boolean' },
+    metadata: { type: 'object' },
+    kvtier_class: { type: 'string', minLength: 1, maxLength: 64 },
+  },
+} as const;
+
+export const policyBody = {
+  type: 'object',
+  properties: {
+    defaultClass: { type: 'string' },
+    classes: {
+      type: 'object',
+      additionalProperties: {
+        type: 'object',
+        required: ['ttlMs'],
+        properties: { ttlMs: { type: 'integer', minimum: 1 }, quotaBytes: { type: 'integer', minimum: 0 } },
+      },
+    },
+    quotaBytes: { type: ['integer', 'null'], minimum: 0 },
+    tenants: { type: 'object' },
+  },
+  additionalProperties: false,
+} as const;
+
+export const emptyBody = { type: 'object' } as const;
