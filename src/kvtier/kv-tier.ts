@@ -204,6 +204,13 @@ export class KvTier {
   private readonly liveEntries: LiveEntryCache;
   private readonly writes: WriteBehindQueue;
   private readonly background = new Set<Promise<unknown>>();
+  /**
+   * Encoded blocks queued for writing, until their index entry is committed.
+   * Lookups continue into them and loads read them, so a request arriving
+   * right after the one that computed a prefix reuses it (single flight)
+   * instead of computing it again while the write is in flight.
+   */
+  private readonly pending = new Map<string, Uint8Array>();
   private readonly lastLoggedAt = new Map<string, number>();
   private gcRunning: Promise<GcReport> | undefined;
   private gcTimer: NodeJS.Timeout | undefined;
@@ -316,7 +323,9 @@ export class KvTier {
     const stale: number[] = [];
     try {
       for (; hits < blockCount; hits++) {
-        const lastUse = this.liveEntries.probe(chain.keyHex(hits), chain.keyBytes(hits), now, policy);
+        const key = chain.keyHex(hits);
+        const lastUse = this.liveEntries.probe(key, chain.keyBytes(hits), now, policy);
+        if (lastUse === PROBE_ABSENT && this.pending.has(key)) continue;
         if (lastUse < 0) {
           stop = lastUse;
           break;
@@ -458,6 +467,7 @@ export class KvTier {
       const encodeWith = (payload: Uint8Array) =>
         this.codec.encode({ key: chain.keyBytes(i), parentKey: chain.parentKeyBytes(i), modelFingerprint: namespace.modelFingerprint, tokens: blockTokens, layout, payload });
       let run: () => Promise<void>;
+      let encoded: Uint8Array | undefined;
       if (typeof payloads === 'function') {
         // The callback form reads the caller's tokens later: keep our own copy of this block's.
         const ownTokens = blockTokens.slice();
@@ -476,11 +486,13 @@ export class KvTier {
         };
       } else {
         const bytes = encodeWith(payloads[i - fromBlock]);
+        encoded = bytes;
         const keyBytes = chain.keyBytes(i).slice();
         run = () => this.writeBlock(key, keyBytes, bytes, i, request);
       }
       const outcome = this.writes.offer({ key, bytes: estimate, run });
       if (outcome === 'queued') {
+        if (encoded !== undefined) this.pending.set(key, encoded);
         receipt.queued++;
         this.counters.writeBehind.queuedBlocks++;
       } else if (outcome === 'duplicate') receipt.duplicate++;
@@ -606,9 +618,10 @@ export class KvTier {
       }
       this.hotCache.delete(key);
     }
-    let bytes: Uint8Array | null;
+    let bytes: Uint8Array | null | undefined = this.pending.get(key);
+    const fromPending = bytes !== undefined;
     try {
-      bytes = await this.blobStore.get(key);
+      bytes ??= await this.blobStore.get(key);
     } catch (error) {
       this.noteError(error, 'storage get() failed; the load ends at this block');
       return { failed: errorCodeOf(error) };
@@ -620,7 +633,7 @@ export class KvTier {
       this.track(this.index.remove([lookup.chain.keyBytes(i).slice()]), 'index remove failed');
       return { failed: 'KVT_ERR_BLOCK_MISSING' };
     }
-    this.counters.bytesRead += bytes.byteLength;
+    if (!fromPending) this.counters.bytesRead += bytes.byteLength;
     let block: DecodedBlock;
     try {
       block = this.codec.decode(bytes);
@@ -634,7 +647,7 @@ export class KvTier {
       else this.noteError(problem, 'block does not belong to this prefix (hash collision); treated as a miss');
       return { failed: problem.code };
     }
-    sizes.push({ keyBytes: lookup.chain.keyBytes(i).slice(), sizeBytes: bytes.byteLength });
+    if (!fromPending) sizes.push({ keyBytes: lookup.chain.keyBytes(i).slice(), sizeBytes: bytes.byteLength });
     this.hotCache.put(block);
     return toLoaded(block, i);
   }
@@ -675,6 +688,15 @@ export class KvTier {
   }
 
   private async writeBlock(key: string, keyBytes: Uint8Array, bytes: Uint8Array, depth: number, request: StoreRequest): Promise<void> {
+    try {
+      await this.writeBlockNow(key, keyBytes, bytes, depth, request);
+    } finally {
+      // Only now that the index knows it (or the write failed).
+      this.pending.delete(key);
+    }
+  }
+
+  private async writeBlockNow(key: string, keyBytes: Uint8Array, bytes: Uint8Array, depth: number, request: StoreRequest): Promise<void> {
     try {
       await this.blobStore.put(key, bytes);
     } catch (error) {

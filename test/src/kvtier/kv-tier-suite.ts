@@ -120,6 +120,19 @@ export function runKvTierSuite(name: string, makeFixture: () => Promise<StoreFix
       expect((await tier.lookup(nsOf(tier, 'other-tenant'), longer, { ...scope, tenant: 'other' })).hitBlocks).toBe(0);
     });
 
+    it('serves blocks still in the write-behind queue to the next lookup (single flight)', async () => {
+      const tier = await openTier('node-a', { hotCacheBytes: 0 });
+      const tokens = tokensOf(64 * 4, 28);
+      storeAll(tier, tokens, 28);
+      const hit = await tier.lookup(nsOf(tier), tokens, scope); // no flush: writes may still be in flight
+      expect(hit.hitBlocks).toBe(4);
+      const loaded = await tier.load(hit);
+      expect(loaded.blocks.map((block) => Buffer.from(block.payload).equals(Buffer.from(payloadFor(28, block.index))))).toEqual([true, true, true, true]);
+      await tier.flush();
+      expect((await tier.lookup(nsOf(tier), tokens, scope)).hitBlocks).toBe(4);
+      expect(tier.stats().errors).toEqual({});
+    });
+
     it('de-duplicates blocks in flight and already stored', async () => {
       const tier = await openTier();
       const tokens = tokensOf(64 * 4, 4);
