@@ -42,7 +42,7 @@ export async function run(): Promise<Record<string, number | string>> {
   const info = addon.info();
   out.isa = info.isa;
   out.threads = info.threads;
-  const dtypes: WeightDType[] = ['f32', 'f16', 'bf16', 'q8_0'];
+  const dtypes: WeightDType[] = process.env.KVT_BENCH_QUICK ? [] : ['f32', 'f16', 'bf16', 'q8_0'];
   const shapes: [string, number, number][] = [['ffn_up', 2048, 768], ['ffn_down', 768, 2048], ['output', 8192, 768]];
   for (const dtype of dtypes) {
     const t = GGML_TYPE[dtype];
@@ -63,6 +63,47 @@ export async function run(): Promise<Record<string, number | string>> {
       }
     }
   }
+  // Whole-model weight sweep: every matmul of a 12-layer d=768 llama with
+  // distinct weights (~75M params + output), so decode streams from DRAM as it
+  // does for real. ms per token (M=1) and per 64-token chunk (M=64).
+  for (const dtype of ['f16', 'q8_0'] as WeightDType[]) {
+    const t = GGML_TYPE[dtype];
+    const layerShapes: [number, number][] = [[768, 768], [256, 768], [256, 768], [768, 768], [2048, 768], [2048, 768], [768, 2048]];
+    const weights: { packed: ArrayBuffer; n: number; k: number }[] = [];
+    let bytesTotal = 0;
+    let flopsPerRow = 0;
+    for (let l = 0; l < 12; l++) {
+      for (const [n, k] of layerShapes) {
+        const src = rand(n * k, l * 7 + n);
+        const bytes = new Uint8Array(rowBytes(dtype, k) * n);
+        addon.quantize(bytes, src, t, n * k);
+        weights.push({ packed: addon.packWeight(t, n, k, bytes), n, k });
+        bytesTotal += bytes.length;
+        flopsPerRow += 2 * n * k;
+      }
+    }
+    {
+      const [n, k] = [8192, 768];
+      const bytes = new Uint8Array(rowBytes(dtype, k) * n);
+      addon.quantize(bytes, rand(n * k, 5), t, n * k);
+      weights.push({ packed: addon.packWeight(t, n, k, bytes), n, k });
+      bytesTotal += bytes.length;
+      flopsPerRow += 2 * n * k;
+    }
+    for (const m of [1, 64]) {
+      const x = rand(m * 2048, 9);
+      const o = new Float32Array(m * 8192);
+      const sec = time(() => {
+        for (const w of weights) addon.matmul(o, x, w.packed, t, w.n, w.k, m);
+      }, 1);
+      const key = `model_sweep_${dtype}_m${m}`;
+      out[`${key}_ms`] = Number((sec * 1000).toFixed(2));
+      out[`${key}_gflops`] = Number(((flopsPerRow * m) / sec / 1e9).toFixed(2));
+      if (m === 1) out[`${key}_gbps`] = Number((bytesTotal / sec / 1e9).toFixed(2));
+      process.stderr.write(`${key}: ${(sec * 1000).toFixed(2)} ms (${((flopsPerRow * m) / sec / 1e9).toFixed(1)} GFLOP/s)\n`);
+    }
+  }
+
   // attention: 12 heads / 4 kv heads × 64, one layer
   const backend = new CpuBackend(addon);
   const [heads, kvHeads, D, T] = [12, 4, 64, 512];

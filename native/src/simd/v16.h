@@ -28,19 +28,18 @@ struct V16 {
 inline V16 zero() { return {_mm512_setzero_ps()}; }
 inline V16 set1(float a) { return {_mm512_set1_ps(a)}; }
 inline V16 load(const float* p) { return {_mm512_loadu_ps(p)}; }
-inline V16 load_n(const float* p, int n) {
-  return {_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p)};
-}
+// *_n: the first n lanes (n may be >= 16: then all 16), the rest zero / untouched.
+inline __mmask16 mask16(int n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
+inline V16 load_n(const float* p, int n) { return {_mm512_maskz_loadu_ps(mask16(n), p)}; }
 inline void store(float* p, V16 a) { _mm512_storeu_ps(p, a.v); }
 inline void store_n(float* p, V16 a, int n) {
-  if (n >= 16) _mm512_storeu_ps(p, a.v);
-  else _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), a.v);
+  _mm512_mask_storeu_ps(p, mask16(n), a.v);
 }
 inline V16 load_f16(const uint16_t* p) {
   return {_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p))};
 }
 inline V16 load_f16_n(const uint16_t* p, int n) {
-  return {_mm512_cvtph_ps(_mm256_maskz_loadu_epi16((__mmask16)((1u << n) - 1), p))};
+  return {_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask16(n), p))};
 }
 inline V16 load_bf16(const uint16_t* p) {
   __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)p));
