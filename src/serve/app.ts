@@ -14,7 +14,7 @@ import { ChatPromptBuilder, promptCodecFromGgufFile, ReplyMemory, type PromptCod
 import { BullmqRunner, EngineHost, InprocRunner, modelIdOf, type JobRunner } from '../workers/index.ts';
 import { TenantAuth } from './auth.ts';
 import type { ServeContext } from './context.ts';
-import { sendError } from './http-errors.ts';
+import { describeHttpError, sendError } from './http-errors.ts';
 import { InferenceService } from './inference-service.ts';
 import { ServeMetrics } from './metrics.ts';
 import { registerAdminRoutes } from './routes/admin.ts';
@@ -110,12 +110,13 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
   };
 
   app.setErrorHandler((error, request, reply) => {
-    metrics.errors.inc({ code: (error as { code?: string }).code?.startsWith('KVT_ERR_') ? (error as { code: string }).code : 'KVT_ERR_REQUEST' });
+    metrics.errors.inc({ code: describeHttpError(error).code });
     return sendError(request, reply, error);
   });
-  app.setNotFoundHandler((request, reply) =>
-    sendError(request, reply, new KvtError('KVT_ERR_ROUTE_NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`, { param: 'url' })),
-  );
+  app.setNotFoundHandler((request, reply) => {
+    metrics.errors.inc({ code: 'KVT_ERR_ROUTE_NOT_FOUND' });
+    return sendError(request, reply, new KvtError('KVT_ERR_ROUTE_NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`, { param: 'url' }));
+  });
   app.addHook('onResponse', async (request, reply) => {
     metrics.requests.inc({ route: request.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) });
   });

@@ -142,11 +142,8 @@ export class InferenceService {
       }
       await finished;
     } catch (error) {
-      if (stopSequence === null) {
-        const code = (error as { code?: string }).code ?? 'KVT_ERR_INTERNAL';
-        metrics.errors.inc({ code });
-        throw error;
-      }
+      // The route counts and reports the error (HTTP status, or an SSE error event once streaming).
+      if (stopSequence === null) throw error;
     } finally {
       clearTimeout(timer);
       clientSignal.removeEventListener('abort', onClientAbort);

@@ -82,6 +82,7 @@ export function registerAnthropicMessages(app: FastifyInstance, ctx: ServeContex
         }
       }
     } catch (error) {
+      ctx.metrics.errors.inc({ code: describeError(error).code });
       sse.send(errorBody(describeError(error), true), 'error');
     }
     sse.end();

@@ -57,6 +57,7 @@ export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): voi
         }
       }
     } catch (error) {
+      ctx.metrics.errors.inc({ code: describeError(error).code });
       const described = describeError(error);
       request.log.warn({ code: described.code }, `stream failed after it started: ${described.message}`);
       sse.send(errorBody(described, false));

@@ -48,6 +48,7 @@ export function registerOpenAiCompletions(app: FastifyInstance, ctx: ServeContex
         }
       }
     } catch (error) {
+      ctx.metrics.errors.inc({ code: describeError(error).code });
       sse.send(errorBody(describeError(error), false));
     }
     sse.send('[DONE]');

@@ -1,0 +1,124 @@
+/**
+ * The admin operations behind both the HTTP API and `kvtier --data-dir`:
+ * one object, so the server and the local CLI compute every figure the same
+ * way.
+ *
+ * With `tier` (the server: the job runner's admin channel to the cache tier
+ * that serves requests), a real GC runs inside that tier, a policy edit
+ * returns once that tier reads the new version, and the stats recorder
+ * follows that tier's counters. Without it (a data dir, no server), GC runs on
+ * this process's handle of the index and its removals are counted here.
+ */
+import type { GcReport, PolicyStore, RetentionPolicyDoc } from '../../kvtier/index.ts';
+import { C, computeOverview, computeSeries, type Pricing, type StatsRecorder } from '../../stats/index.ts';
+import { AdminError } from './admin-error.ts';
+import type { AdminProgress, HistoryResponse, OverviewResponse, PolicyEdit, PolicyEditResult, PurgeFilter, PurgeReport } from './admin-types.ts';
+import type { BlockAdmin } from './block-admin.ts';
+import { policyChangeFor } from './policy-edits.ts';
+
+export interface TierChannel {
+  admin(call: { op: 'stats' | 'getPolicy' | 'setPolicy' | 'gc'; policy?: unknown }): Promise<unknown>;
+}
+
+export interface AdminServiceOptions {
+  blocks: BlockAdmin;
+  policy: PolicyStore;
+  recorder: StatsRecorder;
+  pricing: Pricing;
+  tier?: TierChannel;
+  /** How long a policy edit waits for the tier to read the new version. Default 5 s. */
+  applyTimeoutMs?: number;
+}
+
+export class AdminService {
+  constructor(private readonly options: AdminServiceOptions) {}
+
+  get blocks(): BlockAdmin {
+    return this.options.blocks;
+  }
+
+  get pricing(): Pricing {
+    return this.options.pricing;
+  }
+
+  async getPolicy(): Promise<RetentionPolicyDoc> {
+    if (this.options.tier) return (await this.options.tier.admin({ op: 'getPolicy' })) as RetentionPolicyDoc;
+    return (await this.options.policy.refresh()).toJSON();
+  }
+
+  async editPolicy(edit: PolicyEdit): Promise<PolicyEditResult> {
+    const next = await this.options.policy.update(policyChangeFor(edit));
+    const policy = next.toJSON();
+    const tier = this.options.tier;
+    if (!tier) return { policy, applied: true };
+    // The tier re-reads the shared policy within its refresh interval (1 s); wait for it, so the next GC or lookup sees the edit.
+    const deadline = Date.now() + (this.options.applyTimeoutMs ?? 5000);
+    for (;;) {
+      const seen = (await tier.admin({ op: 'getPolicy' })) as RetentionPolicyDoc;
+      if (seen.version >= policy.version) return { policy, applied: true };
+      if (Date.now() > deadline) return { policy, applied: false };
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  async overview(): Promise<OverviewResponse> {
+    const recorder = this.options.recorder;
+    await recorder.flush();
+    const totals = await recorder.store.totals();
+    const policy = this.options.policy.current();
+    return {
+      overview: computeOverview(totals, this.options.pricing),
+      generatedAt: Date.now(),
+      source: { statsStore: recorder.store.kind, stepMs: recorder.store.stepMs, policyStore: this.options.policy.kind, policyVersion: policy.version },
+    };
+  }
+
+  async history(windowMs: number): Promise<HistoryResponse> {
+    const store = this.options.recorder.store;
+    const until = Date.now();
+    const since = until - windowMs;
+    // One point before the window, so the first interval has a left edge.
+    const points = await store.history(since - store.stepMs, until);
+    return { series: computeSeries(points, this.options.pricing), stepMs: store.stepMs, since, until };
+  }
+
+  checkPurgeFilter(filter: PurgeFilter): void {
+    const narrowed = filter.tenant !== undefined || filter.trafficClass !== undefined || filter.olderThanMs !== undefined;
+    if (!narrowed && !filter.all) throw new AdminError('KVT_ERR_ADMIN_BAD_REQUEST', 'purge needs tenant, class, olderThanMs, or all: true', 'filter');
+    if (narrowed && filter.all) throw new AdminError('KVT_ERR_ADMIN_BAD_REQUEST', 'purge takes either all or a filter, not both', 'all');
+    if (filter.trafficClass !== undefined && !this.options.policy.current().hasClass(filter.trafficClass)) {
+      throw new AdminError('KVT_ERR_ADMIN_BAD_REQUEST', `unknown class "${filter.trafficClass}"; known: ${Object.keys(this.options.policy.current().doc.classes).join(', ')}`, 'class');
+    }
+  }
+
+  async purge(filter: PurgeFilter, onProgress: (progress: AdminProgress) => void): Promise<PurgeReport> {
+    this.checkPurgeFilter(filter);
+    const report = await this.options.blocks.purge(filter, onProgress);
+    this.options.recorder.bump(C.purgedBlocks, report.removedBlocks);
+    this.options.recorder.bump(C.purgedBytes, report.removedBytes);
+    await this.options.recorder.flush();
+    return report;
+  }
+
+  async gc(options: { dryRun: boolean }, onProgress: (progress: AdminProgress) => void): Promise<GcReport> {
+    const tier = this.options.tier;
+    if (options.dryRun || !tier) {
+      const report = await this.options.blocks.gc(options, onProgress);
+      if (!report.dryRun && !tier) {
+        const recorder = this.options.recorder;
+        recorder.bump(C.gcRuns, 1);
+        recorder.bump(C.expiredBlocks, report.removed.expired.blocks);
+        recorder.bump(C.expiredBytes, report.removed.expired.bytes);
+        recorder.bump(C.evictedBlocks, report.removed.evicted.blocks);
+        recorder.bump(C.evictedBytes, report.removed.evicted.bytes);
+        await recorder.flush();
+      }
+      return report;
+    }
+    // A real run goes through the tier that serves requests: one GC at a time there, its counters, its caches dropped.
+    onProgress({ phase: 'gc', scannedBlocks: 0, removedBlocks: 0, removedBytes: 0 });
+    const report = (await tier.admin({ op: 'gc' })) as GcReport;
+    await this.options.recorder.flush();
+    return report;
+  }
+}

@@ -1,0 +1,110 @@
+/**
+ * Wires the operator's side into the API process:
+ *
+ *   - a handle of this node's block index and the shared block store (block listing, inspect, purge, GC preview)
+ *   - the shared policy store (edits; every process and worker reads it within ~1 s)
+ *   - the stats recorder: every finished request, and the cache tier's counters, flushed every few
+ *     seconds into the shared stats store (LMDB under <dataDir>/stats, or Redis with REDIS_URL)
+ *   - the admin routes and the dashboard
+ */
+import { join } from 'node:path';
+
+import type { FastifyInstance } from 'fastify';
+
+import { openBlobStore } from '../../../storage-adapters/index.ts';
+import { BlockIndex, LmdbPolicyStore, RedisPolicyStore, systemClock, type PolicyStore } from '../../kvtier/index.ts';
+import { loadPricing, openStatsStore, StatsRecorder, type Pricing, type StatsStore, type TierSample } from '../../stats/index.ts';
+import type { ServeContext } from '../context.ts';
+import type { GenerateEvent, GenerateRequest, InferenceService } from '../inference-service.ts';
+import { registerDashboard } from '../dashboard/index.ts';
+import { registerAdminApi } from './admin-routes.ts';
+import { AdminService } from './admin-service.ts';
+import { BlockAdmin } from './block-admin.ts';
+
+export interface AdminSetupOptions {
+  /** Stats flush interval and history step; default 5 s (KVTIER_STATS_STEP_MS). */
+  statsStepMs?: number;
+  pricing?: Partial<Pricing>;
+}
+
+export interface AdminSetup {
+  service: AdminService;
+  recorder: StatsRecorder;
+  /** Final stats flush, then closes what setup opened. Call before the runner closes (the flush samples the tier). */
+  close(): Promise<void>;
+}
+
+export async function setupAdmin(app: FastifyInstance, ctx: ServeContext, options: AdminSetupOptions = {}): Promise<AdminSetup> {
+  const { config } = ctx;
+  const stepMs = options.statsStepMs ?? (process.env.KVTIER_STATS_STEP_MS ? Number(process.env.KVTIER_STATS_STEP_MS) : 5000);
+  const pricing = loadPricing(process.env, options.pricing);
+  const opened: Array<() => Promise<void>> = [];
+  const closeAll = async () => {
+    for (const close of opened.reverse()) await close().catch((error: unknown) => app.log.warn({ err: error }, 'admin: closing a resource failed'));
+  };
+  try {
+    const store = await openBlobStore(config.storage);
+    opened.push(() => store.close());
+    const index = BlockIndex.open({ path: join(config.dataDir, 'index') });
+    opened.push(() => index.close());
+    const policy: PolicyStore = config.redisUrl
+      ? await RedisPolicyStore.open({ url: config.redisUrl })
+      : await LmdbPolicyStore.open({ path: join(config.dataDir, 'policy') });
+    opened.push(() => policy.close());
+    const statsStore: StatsStore = await openStatsStore({ dataDir: config.dataDir, redisUrl: config.redisUrl, stepMs });
+    opened.push(() => statsStore.close());
+    const recorder = new StatsRecorder({
+      store: statsStore,
+      flushMs: stepMs,
+      sampleTier: async () => {
+        const stats = (await ctx.runner.admin({ op: 'stats' })) as TierSample | null;
+        return stats ? { cache: stats.cache ?? null, usage: stats.usage } : null;
+      },
+      // The embedded engine runs in this process: its wall time is engine time. (BullMQ workers report their own.)
+      engineUp: () => ctx.runner.kind === 'inproc' && ctx.runner.status().ready,
+      onError: (error, what) => app.log.warn({ err: error }, what),
+    }).start();
+    observeGenerations(ctx.service, (request, end) =>
+      recorder.record({
+        tenant: request.identity.tenant,
+        trafficClass: request.trafficClass,
+        promptTokens: end.usage.promptTokens,
+        cachedTokens: end.usage.cachedTokens,
+        completionTokens: end.usage.completionTokens,
+        workerMs: end.workerMs,
+      }),
+    );
+    const blocks = await BlockAdmin.create({ index, store, policy: () => policy.current(), clock: systemClock });
+    const service = new AdminService({ blocks, policy, recorder, pricing, tier: ctx.runner });
+    registerAdminApi(app, service);
+    registerDashboard(app, { pricing });
+    return {
+      service,
+      recorder,
+      async close() {
+        await recorder.close().catch((error: unknown) => app.log.warn({ err: error }, 'admin: final stats flush failed'));
+        await closeAll();
+      },
+    };
+  } catch (error) {
+    await closeAll();
+    throw error;
+  }
+}
+
+type EndEvent = Extract<GenerateEvent, { type: 'end' }>;
+
+/**
+ * Calls `onEnd` for every generation that completes, with its request and
+ * final usage. Wraps the instance's `generate` (the routes call it through
+ * the context), so every API format is counted once, with its tenant.
+ */
+export function observeGenerations(service: InferenceService, onEnd: (request: GenerateRequest, end: EndEvent) => void): void {
+  const generate = service.generate.bind(service);
+  service.generate = async function* observed(request: GenerateRequest, signal: AbortSignal): AsyncGenerator<GenerateEvent> {
+    for await (const event of generate(request, signal)) {
+      if (event.type === 'end') onEnd(request, event);
+      yield event;
+    }
+  };
+}

@@ -1,0 +1,110 @@
+/**
+ * The admin operations' shapes, shared by the HTTP API (admin-routes.ts), its
+ * client (src/cli/admin-client.ts) and the local data-dir twin
+ * (src/cli/local-admin.ts), so `kvtier` prints the same thing either way.
+ */
+import type { GcProgress, GcReport, IndexEntry, RetentionPolicyDoc } from '../../kvtier/index.ts';
+import type { Overview, Series } from '../../stats/index.ts';
+
+export type PolicyEdit =
+  /** TTL and/or byte quota of a class; `create` adds a class that does not exist yet. */
+  | { op: 'setClass'; name: string; ttlMs?: number; quotaBytes?: number | null; create?: boolean }
+  /** A tenant override: the TTL of one class for this tenant, and/or the tenant's byte quota. */
+  | { op: 'setTenant'; tenant: string; trafficClass?: string; ttlMs?: number; quotaBytes?: number | null }
+  /** The whole policy back to the defaults, or only one tenant's override removed. */
+  | { op: 'reset'; tenant?: string }
+  | { op: 'setGlobalQuota'; quotaBytes: number | null };
+
+export interface PolicyEditResult {
+  policy: RetentionPolicyDoc;
+  /** True once the cache tier that serves requests and runs GC reads this version. */
+  applied: boolean;
+}
+
+export interface BlockFilter {
+  tenant?: string;
+  trafficClass?: string;
+  /** Last used more than this many ms ago. */
+  olderThanMs?: number;
+}
+
+export interface BlockListing {
+  blocks: IndexEntry[];
+  /** Entries that match the filter (≥ blocks.length). */
+  matched: number;
+  /** Entries scanned. */
+  scanned: number;
+}
+
+export interface BlockDetail {
+  key: string;
+  /** This node's index entry; null when only storage has the block. */
+  entry: IndexEntry | null;
+  /** Under the current policy. */
+  ttlMs: number | null;
+  expiresAt: number | null;
+  expired: boolean | null;
+  storage: {
+    present: boolean;
+    fileBytes?: number;
+    verified?: boolean;
+    problem?: { code: string; message: string };
+    header?: {
+      formatVersion: number;
+      modelFingerprint: string;
+      parentKey: string;
+      tokenCount: number;
+      layout: { layers: number; kvHeads: number; headDim: number; tokensPerBlock: number; dtype: string };
+      payloadBytes: number;
+      firstTokens: number[];
+    };
+  };
+}
+
+export type PurgeFilter = BlockFilter & { all?: boolean };
+
+export interface PurgeReport {
+  matched: number;
+  removedBlocks: number;
+  removedBytes: number;
+  errors: { code: string; message: string }[];
+}
+
+export interface AdminProgress {
+  phase: string;
+  scannedBlocks: number;
+  removedBlocks: number;
+  removedBytes: number;
+  /** Blocks to go through, when known up front (purge). */
+  totalBlocks?: number;
+  elapsedMs?: number;
+}
+
+export interface OverviewResponse {
+  overview: Overview;
+  generatedAt: number;
+  source: { statsStore: 'lmdb' | 'redis'; stepMs: number; policyStore: string; policyVersion: number };
+}
+
+export interface HistoryResponse {
+  series: Series;
+  stepMs: number;
+  since: number;
+  until: number;
+}
+
+export type { GcProgress, GcReport };
+
+/** What `kvtier` drives, over HTTP or on a local data dir. */
+export interface AdminApi {
+  /** "http://127.0.0.1:8080" or "data dir /var/lib/kvtier". */
+  readonly target: string;
+  getPolicy(): Promise<RetentionPolicyDoc>;
+  editPolicy(edit: PolicyEdit): Promise<PolicyEditResult>;
+  overview(): Promise<OverviewResponse>;
+  listBlocks(filter: BlockFilter & { limit: number }): Promise<BlockListing>;
+  inspectBlock(key: string): Promise<BlockDetail>;
+  purge(filter: PurgeFilter, onProgress: (progress: AdminProgress) => void): Promise<PurgeReport>;
+  gc(options: { dryRun: boolean }, onProgress: (progress: AdminProgress) => void): Promise<GcReport>;
+  close(): Promise<void>;
+}

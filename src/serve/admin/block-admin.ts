@@ -1,0 +1,165 @@
+/**
+ * Block-level admin operations over one node's index and the shared block
+ * store: list, inspect, purge, GC. The server runs them on its own handle of
+ * the index (same LMDB environment as its cache tier); `kvtier --data-dir`
+ * runs them on a data directory with no server.
+ *
+ * Purge deletes from storage first, then from the index (the order GC uses):
+ * a crash in between leaves index entries whose blob is gone, which read as
+ * misses and are dropped by the next lookup; the other order could leave a
+ * blob that another node adopts.
+ */
+import type { BlobStore } from '../../../storage-adapters/index.ts';
+import {
+  BlockCodec,
+  errorCodeOf,
+  hexToKeyBytes,
+  isKeyHex,
+  runGc,
+  type BlockIndex,
+  type Clock,
+  type GcReport,
+  type IndexEntry,
+  type RetentionPolicy,
+} from '../../kvtier/index.ts';
+import { AdminError } from './admin-error.ts';
+import type { AdminProgress, BlockDetail, BlockFilter, BlockListing, PurgeFilter, PurgeReport } from './admin-types.ts';
+
+export interface BlockAdminDeps {
+  index: BlockIndex;
+  store: BlobStore;
+  policy: () => RetentionPolicy;
+  clock: Clock;
+}
+
+const PURGE_BATCH = 256;
+
+export class BlockAdmin {
+  private constructor(
+    private readonly deps: BlockAdminDeps,
+    private readonly codec: BlockCodec,
+  ) {}
+
+  static async create(deps: BlockAdminDeps): Promise<BlockAdmin> {
+    return new BlockAdmin(deps, await BlockCodec.create());
+  }
+
+  private matches(entry: IndexEntry, filter: BlockFilter, now: number): boolean {
+    if (filter.tenant !== undefined && entry.tenant !== filter.tenant) return false;
+    if (filter.trafficClass !== undefined && entry.trafficClass !== filter.trafficClass) return false;
+    if (filter.olderThanMs !== undefined && now - entry.lastUseAt <= filter.olderThanMs) return false;
+    return true;
+  }
+
+  private checkClass(filter: BlockFilter): void {
+    if (filter.trafficClass !== undefined && !this.deps.policy().hasClass(filter.trafficClass)) {
+      throw new AdminError('KVT_ERR_ADMIN_BAD_REQUEST', `unknown class "${filter.trafficClass}"; known: ${Object.keys(this.deps.policy().doc.classes).join(', ')}`, 'class');
+    }
+  }
+
+  /** Most recently used first. */
+  list(filter: BlockFilter & { limit: number }): BlockListing {
+    this.checkClass(filter);
+    const now = this.deps.clock.now();
+    const matching: IndexEntry[] = [];
+    let scanned = 0;
+    for (const entry of this.deps.index.allEntries()) {
+      scanned++;
+      if (this.matches(entry, filter, now)) matching.push(entry);
+    }
+    matching.sort((a, b) => b.lastUseAt - a.lastUseAt || a.depth - b.depth);
+    return { blocks: matching.slice(0, filter.limit), matched: matching.length, scanned };
+  }
+
+  async inspect(key: string): Promise<BlockDetail> {
+    if (!isKeyHex(key)) throw new AdminError('KVT_ERR_ADMIN_BAD_REQUEST', `"${key}" is not a block key; a key is 32 lowercase hex characters (see kvtier ls)`, 'key');
+    const entry = this.deps.index.get(key) ?? null;
+    const policy = this.deps.policy();
+    const now = this.deps.clock.now();
+    const ttlMs = entry ? policy.ttlMs(entry.trafficClass, entry.tenant) : null;
+    const detail: BlockDetail = {
+      key,
+      entry,
+      ttlMs,
+      expiresAt: entry && ttlMs !== null ? entry.lastUseAt + ttlMs : null,
+      expired: entry && ttlMs !== null ? entry.lastUseAt + ttlMs <= now : null,
+      storage: { present: false },
+    };
+    let bytes: Uint8Array | null;
+    try {
+      bytes = await this.deps.store.get(key);
+    } catch (error) {
+      detail.storage.problem = { code: errorCodeOf(error), message: (error as Error).message };
+      return detail;
+    }
+    if (bytes === null) {
+      if (entry === null) throw new AdminError('KVT_ERR_ADMIN_NOT_FOUND', `no block ${key}: not in this node's index and not on storage`, 'key');
+      return detail;
+    }
+    detail.storage.present = true;
+    detail.storage.fileBytes = bytes.byteLength;
+    try {
+      const block = this.codec.decode(bytes);
+      detail.storage.verified = block.key === key;
+      if (block.key !== key) detail.storage.problem = { code: 'KVT_ERR_BLOCK_KEY_MISMATCH', message: `the file stored under ${key} holds block ${block.key}` };
+      detail.storage.header = {
+        formatVersion: block.formatVersion,
+        modelFingerprint: block.modelFingerprint,
+        parentKey: block.parentKey,
+        tokenCount: block.tokens.length,
+        layout: { ...block.layout, dtype: String(block.layout.dtype) },
+        payloadBytes: block.payload.byteLength,
+        firstTokens: Array.from(block.tokens.subarray(0, 16)),
+      };
+    } catch (error) {
+      detail.storage.verified = false;
+      detail.storage.problem = { code: errorCodeOf(error), message: (error as Error).message };
+    }
+    return detail;
+  }
+
+  /** Removes every indexed block that matches; `all` is required to purge with no filter. */
+  async purge(filter: PurgeFilter, onProgress: (progress: AdminProgress) => void = () => undefined): Promise<PurgeReport> {
+    const narrowed = filter.tenant !== undefined || filter.trafficClass !== undefined || filter.olderThanMs !== undefined;
+    if (!narrowed && !filter.all) throw new AdminError('KVT_ERR_ADMIN_BAD_REQUEST', 'purge needs a filter (tenant, class, olderThan) or all: true', 'filter');
+    if (narrowed && filter.all) throw new AdminError('KVT_ERR_ADMIN_BAD_REQUEST', 'purge takes either all or a filter, not both', 'all');
+    this.checkClass(filter);
+    const now = this.deps.clock.now();
+    const victims: IndexEntry[] = [];
+    let scanned = 0;
+    for (const entry of this.deps.index.allEntries()) {
+      scanned++;
+      if (filter.all || this.matches(entry, filter, now)) victims.push(entry);
+    }
+    const report: PurgeReport = { matched: victims.length, removedBlocks: 0, removedBytes: 0, errors: [] };
+    const progress: AdminProgress = { phase: 'purge', scannedBlocks: scanned, removedBlocks: 0, removedBytes: 0, totalBlocks: victims.length };
+    onProgress({ ...progress });
+    for (let start = 0; start < victims.length; start += PURGE_BATCH) {
+      const batch = victims.slice(start, start + PURGE_BATCH);
+      try {
+        await this.deps.store.delete(batch.map((v) => v.key));
+      } catch (error) {
+        // Kept in the index: a rerun of the purge retries them.
+        report.errors.push({ code: errorCodeOf(error), message: `storage delete of ${batch.length} blocks failed: ${(error as Error).message}` });
+        continue;
+      }
+      const removed = await this.deps.index.remove(batch.map((v) => hexToKeyBytes(v.key)));
+      for (const entry of removed) {
+        report.removedBlocks++;
+        report.removedBytes += entry.sizeBytes;
+      }
+      progress.removedBlocks = report.removedBlocks;
+      progress.removedBytes = report.removedBytes;
+      onProgress({ ...progress });
+    }
+    return report;
+  }
+
+  /** GC on this handle of the index, under the current policy. */
+  gc(options: { dryRun: boolean }, onProgress: (progress: AdminProgress) => void = () => undefined): Promise<GcReport> {
+    return runGc(
+      { index: this.deps.index, store: this.deps.store, policy: this.deps.policy(), clock: this.deps.clock },
+      { dryRun: options.dryRun, onProgress: (p) => onProgress({ ...p }) },
+    );
+  }
+}

@@ -1,0 +1,263 @@
+// kvtier dashboard: polls the admin API every few seconds and draws uPlot charts.
+// Every figure comes from GET /admin/stats/overview (the source `kvtier stats` prints);
+// each element carries the raw value in data-value, formatted for people in its text.
+(function () {
+  'use strict';
+  var POLL_MS = 3000;
+  var COLORS = { hit: '#3ddc97', miss: '#ff8a5b', out: '#7aa2ff', cost: '#ffd166', nocache: '#8a93a6', req: '#c792ea' };
+  var CLASS_COLORS = ['#3ddc97', '#7aa2ff', '#ffd166', '#ff8a5b', '#c792ea', '#56d4dd'];
+
+  var token = null;
+  var charts = {};
+  var timer = null;
+  var busy = false;
+
+  function readToken() {
+    var m = /(?:^|[#&])token=([^&]+)/.exec(location.hash);
+    if (m) {
+      sessionStorage.setItem('kvtier-admin-token', decodeURIComponent(m[1]));
+      history.replaceState(null, '', location.pathname + location.search);
+    }
+    return sessionStorage.getItem('kvtier-admin-token');
+  }
+
+  function api(path) {
+    return fetch(path, { headers: { authorization: 'Bearer ' + token }, cache: 'no-store' }).then(function (res) {
+      return res.json().then(function (body) {
+        if (!res.ok) {
+          var err = new Error((body && body.error && body.error.message) || 'HTTP ' + res.status);
+          err.status = res.status;
+          throw err;
+        }
+        return body;
+      });
+    });
+  }
+
+  // ── formatting ────────────────────────────────────────────────────────
+  function pct(v) { return v === null || v === undefined ? '–' : (v * 100).toFixed(1) + '%'; }
+  function int(v) { return Math.round(v).toLocaleString('en-US'); }
+  function compact(v) {
+    var a = Math.abs(v);
+    if (a >= 1e9) return (v / 1e9).toFixed(2) + 'B';
+    if (a >= 1e6) return (v / 1e6).toFixed(2) + 'M';
+    if (a >= 1e4) return (v / 1e3).toFixed(1) + 'k';
+    return int(v);
+  }
+  function usd(v) {
+    if (v === null || v === undefined) return '–';
+    var a = Math.abs(v);
+    if (a === 0) return '$0';
+    if (a >= 100) return '$' + v.toLocaleString('en-US', { maximumFractionDigits: 0 });
+    if (a >= 1) return '$' + v.toFixed(2);
+    if (a >= 0.01) return '$' + v.toFixed(4);
+    return '$' + v.toPrecision(3);
+  }
+  function bytes(v) {
+    var units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+    var i = 0;
+    while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+    return (i === 0 ? String(Math.round(v)) : v.toFixed(v >= 100 ? 0 : v >= 10 ? 1 : 2)) + ' ' + units[i];
+  }
+  function hours(v) { return v < 0.1 ? (v * 60).toFixed(1) + ' min' : v.toFixed(2) + ' h'; }
+
+  var FORMATS = {
+    'hitRate.byTokens': pct, 'hitRate.byRequests': pct, 'requests': int,
+    'cost.usd': usd, 'cost.withoutCacheUsd': usd, 'cost.savedUsd': usd, 'cost.savedFraction': pct,
+    'tokens.hit': compact, 'tokens.miss': compact, 'tokens.output': compact,
+    'storage.bytes': bytes, 'storage.blocks': int,
+    'gc.expired.blocks': int, 'gc.evicted.blocks': int, 'gc.purged.blocks': int,
+    'engine.revenuePerEngineHourUsd': usd, 'engine.gpuHourUsd': usd, 'engine.grossMargin': pct,
+    'engine.upHours': hours, 'engine.utilization': pct,
+    'pricing.hitPerMillion': usd, 'pricing.missPerMillion': usd, 'pricing.outputPerMillion': usd,
+    'pricing.gpuHourUsd': usd, 'pricing.gpusPerEngine': String,
+  };
+
+  function pick(obj, path) {
+    return path.split('.').reduce(function (o, k) { return o === null || o === undefined ? undefined : o[k]; }, obj);
+  }
+
+  function esc(s) {
+    return String(s).replace(/[&<>"']/g, function (c) { return { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]; });
+  }
+
+  // ── figures ───────────────────────────────────────────────────────────
+  function renderOverview(o) {
+    var nodes = document.querySelectorAll('[data-figure]');
+    for (var i = 0; i < nodes.length; i++) {
+      var name = nodes[i].getAttribute('data-figure');
+      var value = pick(o, name);
+      var format = FORMATS[name] || String;
+      nodes[i].setAttribute('data-value', value === null || value === undefined ? '' : String(value));
+      nodes[i].textContent = value === null || value === undefined ? '–' : format(value);
+    }
+    var total = o.tokens.hit + o.tokens.miss + o.tokens.output;
+    var bar = document.getElementById('token-bar').children;
+    bar[0].style.width = total ? (100 * o.tokens.hit / total) + '%' : '0';
+    bar[1].style.width = total ? (100 * o.tokens.miss / total) + '%' : '0';
+    bar[2].style.width = total ? (100 * o.tokens.output / total) + '%' : '0';
+
+    var classRows = Object.keys(o.storage.byClass).sort().map(function (name) {
+      var c = o.storage.byClass[name];
+      var share = o.storage.bytes > 0 ? c.bytes / o.storage.bytes : 0;
+      return '<tr><td><span class="tag">' + esc(name) + '</span></td><td>' + int(c.blocks) + '</td><td>' + bytes(c.bytes) +
+        '</td><td><div class="meter"><i style="width:' + (share * 100).toFixed(1) + '%"></i></div></td></tr>';
+    });
+    document.querySelector('#classes tbody').innerHTML = classRows.join('') || '<tr><td colspan="4" class="muted">no blocks stored yet</td></tr>';
+
+    var tenantRows = o.tenants.map(function (t) {
+      return '<tr data-tenant="' + esc(t.tenant) + '"><td>' + esc(t.tenant) + '</td><td>' + int(t.requests) + '</td><td>' + pct(t.hitRate) +
+        '</td><td>' + compact(t.hitTokens) + ' / ' + compact(t.missTokens) + ' / ' + compact(t.outputTokens) +
+        '</td><td>' + usd(t.costUsd) + '</td><td>' + bytes(t.storedBytes) + '</td></tr>';
+    });
+    document.querySelector('#tenants tbody').innerHTML = tenantRows.join('') || '<tr><td colspan="6" class="muted">no requests yet</td></tr>';
+  }
+
+  // ── charts ────────────────────────────────────────────────────────────
+  function axis(format) {
+    return {
+      stroke: '#8a93a6',
+      grid: { stroke: 'rgba(138,147,166,0.12)', width: 1 },
+      ticks: { stroke: 'rgba(138,147,166,0.25)', width: 1 },
+      values: format ? function (u, vals) { return vals.map(format); } : undefined,
+      size: 64,
+    };
+  }
+
+  function line(label, color, format, fill) {
+    return {
+      label: label, stroke: color, width: 2, spanGaps: true,
+      fill: fill ? color + '22' : undefined,
+      points: { show: false },
+      value: function (u, v) { return v === null || v === undefined ? '–' : format(v); },
+    };
+  }
+
+  function bars(label, color, format) {
+    return {
+      label: label, stroke: color, fill: color + '99', width: 1,
+      paths: uPlot.paths.bars({ size: [0.7, 24] }),
+      points: { show: false },
+      value: function (u, v) { return v === null || v === undefined ? '–' : format(v); },
+    };
+  }
+
+  function makeChart(id, series, yFormat, yRange) {
+    var el = document.getElementById(id);
+    var opts = {
+      width: Math.max(280, el.clientWidth),
+      height: 210,
+      cursor: { drag: { x: false, y: false } },
+      legend: { live: true },
+      scales: { x: { time: true }, y: yRange ? { range: yRange } : { range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : 1]; } } },
+      axes: [axis(null), axis(yFormat)],
+      series: [{}].concat(series),
+    };
+    var data = [[]].concat(series.map(function () { return []; }));
+    charts[id] = new uPlot(opts, data, el);
+    el.setAttribute('data-points', '0');
+  }
+
+  function classSeriesKey(series) { return Object.keys(series.storedBytesByClass).sort().join(','); }
+  var storageClasses = null;
+
+  function ensureStorageChart(series) {
+    var key = classSeriesKey(series);
+    if (storageClasses === key) return;
+    if (charts['chart-storage']) { charts['chart-storage'].destroy(); document.getElementById('chart-storage').innerHTML = ''; }
+    storageClasses = key;
+    var names = key ? key.split(',') : [];
+    var lines = [line('all', '#e6e9ef', bytes, true)].concat(names.map(function (name, i) { return line(name, CLASS_COLORS[i % CLASS_COLORS.length], bytes, false); }));
+    makeChart('chart-storage', lines, bytes);
+  }
+
+  function setData(id, data) {
+    charts[id].setData(data);
+    document.getElementById(id).setAttribute('data-points', String(data[0].length));
+  }
+
+  function renderSeries(s) {
+    setData('chart-hitrate', [s.t, s.hitRateTokens, s.hitRateRequests]);
+    setData('chart-tokens', [s.t, s.hitTokens, s.missTokens, s.outputTokens]);
+    setData('chart-cost', [s.t, s.costUsd, s.withoutCacheUsd]);
+    ensureStorageChart(s);
+    var names = storageClasses ? storageClasses.split(',') : [];
+    setData('chart-storage', [s.t, s.storedBytes].concat(names.map(function (n) { return s.storedBytesByClass[n]; })));
+    setData('chart-gc', [s.t, s.expiredBlocks, s.evictedBlocks]);
+  }
+
+  function initCharts() {
+    makeChart('chart-hitrate', [line('by tokens', COLORS.hit, pct, true), line('by requests', COLORS.req, pct, false)], pct, [0, 1]);
+    makeChart('chart-tokens', [line('hit', COLORS.hit, compact, true), line('miss', COLORS.miss, compact, true), line('output', COLORS.out, compact, false)], compact);
+    makeChart('chart-cost', [line('billed', COLORS.cost, usd, true), line('with no cache', COLORS.nocache, usd, false)], usd);
+    makeChart('chart-gc', [bars('expired', COLORS.miss, int), bars('evicted', COLORS.req, int)], int);
+    window.addEventListener('resize', function () {
+      Object.keys(charts).forEach(function (id) {
+        var el = document.getElementById(id);
+        charts[id].setSize({ width: Math.max(280, el.clientWidth), height: 210 });
+      });
+    });
+  }
+
+  // ── loop ──────────────────────────────────────────────────────────────
+  function setStatus(text, kind) {
+    var el = document.getElementById('status');
+    el.textContent = text;
+    el.className = 'status ' + (kind || '');
+  }
+
+  function refresh() {
+    if (busy) return;
+    busy = true;
+    var minutes = document.getElementById('window').value;
+    Promise.all([api('/admin/stats/overview'), api('/admin/stats/history?minutes=' + minutes)])
+      .then(function (results) {
+        renderOverview(results[0].overview);
+        renderSeries(results[1].series);
+        document.body.setAttribute('data-generated-at', String(results[0].generatedAt));
+        setStatus('live · ' + new Date(results[0].generatedAt).toLocaleTimeString(), 'ok');
+      })
+      .catch(function (error) {
+        if (error.status === 401 || error.status === 403) {
+          stop();
+          showLogin(error.message);
+          return;
+        }
+        setStatus('retrying · ' + error.message, 'warn');
+      })
+      .then(function () { busy = false; });
+  }
+
+  function start() {
+    document.getElementById('login').hidden = true;
+    document.getElementById('main').hidden = false;
+    refresh();
+    timer = setInterval(refresh, POLL_MS);
+  }
+
+  function stop() {
+    if (timer) clearInterval(timer);
+    timer = null;
+  }
+
+  function showLogin(message) {
+    sessionStorage.removeItem('kvtier-admin-token');
+    document.getElementById('login').hidden = false;
+    document.getElementById('login-error').textContent = message || '';
+    setStatus('admin token needed', 'warn');
+  }
+
+  document.getElementById('login').addEventListener('submit', function (event) {
+    event.preventDefault();
+    token = document.getElementById('token').value.trim();
+    if (!token) return;
+    sessionStorage.setItem('kvtier-admin-token', token);
+    start();
+  });
+  document.getElementById('window').addEventListener('change', refresh);
+
+  initCharts();
+  token = readToken();
+  if (token) start();
+  else showLogin('');
+})();

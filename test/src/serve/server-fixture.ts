@@ -1,0 +1,43 @@
+/**
+ * A real kvtier API server on a free loopback port for tests: the embedded
+ * default (engine thread, fs storage, LMDB index) on synthetic:tiny, or the
+ * BullMQ runner when `redisUrl` is given.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { loadConfig, type Config } from '../../../src/config.ts';
+import { buildApp, type BuiltApp } from '../../../src/serve/index.ts';
+
+export interface TestServer {
+  url: string;
+  built: BuiltApp;
+  config: Config;
+  dataDir: string;
+  close(): Promise<void>;
+}
+
+export const KEYS = { alice: 'sk-alice', bob: 'sk-bob', sharedOne: 'sk-shared-1', sharedTwo: 'sk-shared-2' } as const;
+export const ADMIN_TOKEN = 'admin-secret';
+
+export async function startTestServer(overrides: Partial<Config> = {}): Promise<TestServer> {
+  const dataDir = overrides.dataDir ?? mkdtempSync(join(tmpdir(), 'kvtier-serve-'));
+  const keysFile = join(dataDir, 'keys.txt');
+  writeFileSync(keysFile, `# test keys\n${KEYS.alice} alice\n${KEYS.bob} bob\n${KEYS.sharedOne} team-one shared\n${KEYS.sharedTwo} team-two shared\n`);
+  const config = loadConfig({}, [], {
+    host: '127.0.0.1',
+    port: 0,
+    dataDir,
+    model: 'synthetic:tiny',
+    apiKeysFile: keysFile,
+    adminToken: ADMIN_TOKEN,
+    threads: 1,
+    logLevel: 'silent',
+    storage: `fs:${join(dataDir, 'blocks')}`,
+    ...overrides,
+  });
+  const built = await buildApp(config, { logger: false });
+  const address = await built.app.listen({ host: '127.0.0.1', port: 0 });
+  return { url: address, built, config, dataDir, close: () => built.close() };
+}
