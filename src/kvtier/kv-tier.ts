@@ -323,9 +323,8 @@ export class KvTier {
     const stale: number[] = [];
     try {
       for (; hits < blockCount; hits++) {
-        const key = chain.keyHex(hits);
-        const lastUse = this.liveEntries.probe(key, chain.keyBytes(hits), now, policy);
-        if (lastUse === PROBE_ABSENT && this.pending.has(key)) continue;
+        const lastUse = this.liveEntries.probeBlock(chain, hits, now, policy);
+        if (lastUse === PROBE_ABSENT && this.pending.has(chain.keyHex(hits))) continue;
         if (lastUse < 0) {
           stop = lastUse;
           break;

@@ -1,4 +1,5 @@
 import type { BlockIndex } from './block-index.ts';
+import type { PrefixChain } from './prefix-hasher.ts';
 import type { RetentionPolicy } from './retention-policy.ts';
 
 /**
@@ -25,6 +26,16 @@ export class LiveEntryCache {
     private readonly index: BlockIndex,
     private readonly maxEntries: number,
   ) {}
+
+  /** Block i of `chain`: same answers as `BlockIndex.probe` (last use when live, else PROBE_ABSENT / PROBE_EXPIRED). */
+  probeBlock(chain: PrefixChain, i: number, now: number, policy: RetentionPolicy): number {
+    if (policy.version === this.policyVersion) {
+      const known = this.entries.get(chain.keyHex(i));
+      if (known !== undefined && known.expiresAt > now) return known.lastUse;
+    }
+    // The key bytes view is made only on a memo miss.
+    return this.probe(chain.keyHex(i), chain.keyBytes(i), now, policy);
+  }
 
   /** Same answers as `BlockIndex.probe`: last use when live, else PROBE_ABSENT / PROBE_EXPIRED. */
   probe(key: string, keyBytes: Uint8Array, now: number, policy: RetentionPolicy): number {
