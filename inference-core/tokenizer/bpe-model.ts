@@ -6,11 +6,21 @@
  * left. With `ignoreMerges` (llama3), a word that is itself a token is
  * emitted whole. Results are cached per word.
  */
-import { byteEncode } from './byte-unicode.ts';
+import { BYTE_TO_UNICODE, byteEncode } from './byte-unicode.ts';
+
+const utf8 = new TextEncoder();
 import { MergeQueue } from './min-heap.ts';
+
+const ID_SHIFT = 2 ** 21;
 
 export class BpeModel {
   private readonly ranks = new Map<string, number>();
+  /** (left id, right id) → rank·2²¹ + merged id; the fast path for words of token-id symbols. */
+  private readonly idMerges = new Map<number, number>();
+  /** Token id of each byte's single-symbol token; -1 where the vocabulary lacks it. */
+  private readonly byteIds = new Int32Array(256).fill(-1);
+  /** False when some merge's parts or result are not tokens: then only the string path is exact. */
+  private readonly idPathExact: boolean;
   private readonly cache = new Map<string, number[]>();
   private static readonly CACHE_LIMIT = 200_000;
 
@@ -27,24 +37,80 @@ export class BpeModel {
       const key = m.slice(0, sp) + '\u0000' + m.slice(sp + 1);
       if (!this.ranks.has(key)) this.ranks.set(key, i);
     }
+    let exact = tokenToId.size < ID_SHIFT && merges.length < ID_SHIFT;
+    for (let b = 0; b < 256; b++) {
+      const id = tokenToId.get(BYTE_TO_UNICODE[b]);
+      if (id === undefined) exact = false;
+      else this.byteIds[b] = id;
+    }
+    for (let i = 0; i < merges.length && exact; i++) {
+      const m = merges[i];
+      const sp = m.indexOf(' ', 1);
+      if (sp < 0) continue;
+      const l = tokenToId.get(m.slice(0, sp));
+      const r = tokenToId.get(m.slice(sp + 1));
+      const merged = tokenToId.get(m.slice(0, sp) + m.slice(sp + 1));
+      if (l === undefined || r === undefined || merged === undefined) {
+        exact = false;
+        break;
+      }
+      const key = l * ID_SHIFT + r;
+      if (!this.idMerges.has(key)) this.idMerges.set(key, i * ID_SHIFT + merged);
+    }
+    this.idPathExact = exact;
   }
 
   /** Appends the ids of one pre-tokenized word to `out`. */
   encodeWord(word: string, out: number[]): void {
     let ids = this.cache.get(word);
     if (ids === undefined) {
-      ids = this.encodeUncached(byteEncode(word));
+      ids = this.encodeUncached(word);
       if (this.cache.size >= BpeModel.CACHE_LIMIT) this.cache.clear();
       this.cache.set(word, ids);
     }
     for (let i = 0; i < ids.length; i++) out.push(ids[i]);
   }
 
-  private encodeUncached(encoded: string): number[] {
+  private encodeUncached(word: string): number[] {
     if (this.ignoreMerges) {
-      const whole = this.tokenToId.get(encoded);
+      const whole = this.tokenToId.get(byteEncode(word));
       if (whole !== undefined) return [whole];
     }
+    if (this.idPathExact) {
+      const bytes = utf8.encode(word);
+      if (bytes.length <= 64) return this.mergeIds(bytes);
+    }
+    return this.mergeStrings(byteEncode(word));
+  }
+
+  /**
+   * Short words on token ids: repeatedly merge the adjacent pair of lowest
+   * rank, leftmost on ties — the same order llama.cpp's queue pops them in.
+   */
+  private mergeIds(bytes: Uint8Array): number[] {
+    const sym: number[] = new Array(bytes.length);
+    for (let i = 0; i < bytes.length; i++) sym[i] = this.byteIds[bytes[i]];
+    for (;;) {
+      let best = -1;
+      let bestRank = Infinity;
+      let bestId = 0;
+      for (let i = 0; i + 1 < sym.length; i++) {
+        const v = this.idMerges.get(sym[i] * ID_SHIFT + sym[i + 1]);
+        if (v === undefined) continue;
+        const rank = Math.floor(v / ID_SHIFT);
+        if (rank < bestRank) {
+          bestRank = rank;
+          best = i;
+          bestId = v - rank * ID_SHIFT;
+        }
+      }
+      if (best < 0) return sym;
+      sym[best] = bestId;
+      sym.splice(best + 1, 1);
+    }
+  }
+
+  private mergeStrings(encoded: string): number[] {
     // Byte-encoded code points are all in the BMP: one UTF-16 unit per symbol.
     const n = encoded.length;
     const text: string[] = new Array(n);

@@ -65,6 +65,7 @@ export interface TokenizerSpec {
 
 const EOG_TEXTS = new Set(['<|eot_id|>', '<|im_end|>', '<|end|>', '<end_of_turn>', '<|endoftext|>', '<|eom_id|>', '<EOT>', '</s>']);
 const utf8 = new TextEncoder();
+const utf8Decoder = new TextDecoder('utf-8', { fatal: false, ignoreBOM: true });
 
 export class Tokenizer {
   readonly model: TokenizerModelName;
@@ -290,10 +291,22 @@ export class Tokenizer {
   }
 
   decode(ids: ArrayLike<number>, options: DecodeOptions = {}): string {
-    const d = this.createDetokenizer(options);
-    let s = '';
-    for (let i = 0; i < ids.length; i++) s += d.push(ids[i]);
-    return s + d.flush();
+    const pieces: Uint8Array[] = [];
+    let total = 0;
+    for (let i = 0; i < ids.length; i++) {
+      let p = this.tokenToPiece(ids[i], options);
+      if (p.length === 0) continue;
+      if (total === 0 && options.stripLeadingSpace && p[0] === 0x20) p = p.subarray(1);
+      pieces.push(p);
+      total += p.length;
+    }
+    const all = new Uint8Array(total);
+    let off = 0;
+    for (const p of pieces) {
+      all.set(p, off);
+      off += p.length;
+    }
+    return utf8Decoder.decode(all);
   }
 
   /** Streaming decoder: emits text as soon as it is complete UTF-8, never a U+FFFD for a split character. */

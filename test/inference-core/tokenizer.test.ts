@@ -52,6 +52,11 @@ const VARIANTS: Array<{ label: string; options: Partial<SyntheticOptions> }> = [
   { label: 'byte-level BPE, pre llama-bpe', options: { pre: 'llama-bpe' } },
   { label: 'byte-level BPE, pre deepseek-v3', options: { pre: 'deepseek-v3' } },
   { label: 'SentencePiece (llama)', options: { tokenizer: 'spm' } },
+  // The small model's 8192-token vocabularies (many long merges; llama-bpe's ignore_merges matters here).
+  { label: 'byte-level BPE 8k, pre qwen2', options: { pre: 'qwen2', overrides: { vocabSize: 8192 } } },
+  { label: 'byte-level BPE 8k, pre llama-bpe', options: { pre: 'llama-bpe', overrides: { vocabSize: 8192 } } },
+  { label: 'byte-level BPE 8k, pre deepseek-v3', options: { pre: 'deepseek-v3', overrides: { vocabSize: 8192 } } },
+  { label: 'SentencePiece 4k (llama)', options: { tokenizer: 'spm', overrides: { vocabSize: 4096 } } },
 ];
 
 describe.each(VARIANTS)('$label: identical ids to llama.cpp', ({ options }) => {
