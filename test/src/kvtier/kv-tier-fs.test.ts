@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { FsBlobStore } from '../../../storage-adapters/index.ts';
-import { KvTier } from '../../../src/kvtier/index.ts';
+import { DAY_MS, KvTier, ManualClock } from '../../../src/kvtier/index.ts';
 import { LAYOUT, captureLogger, payloadFor, tempDir, tokensOf } from './fixtures.ts';
 import { runKvTierSuite } from './kv-tier-suite.ts';
 
@@ -52,6 +52,52 @@ describe('KvTier with an unusable fs store', () => {
     expect(logger.warnings.length).toBeGreaterThan(0);
     await tier.close();
     await goodStore.close();
+    await dir.remove();
+  });
+});
+
+describe('KvTier policy changes and timers', () => {
+  it('a shorter TTL applies to the next lookup at once; GC then rebases and deletes', async () => {
+    const dir = await tempDir();
+    const clock = new ManualClock();
+    const store = await FsBlobStore.open({ dir: join(dir.path, 'blocks') });
+    const tier = await KvTier.open({ dataDir: join(dir.path, 'node'), store, clock, logger: captureLogger() });
+    const scope = { tenant: 'acme', trafficClass: 'chat' };
+    const ns = tier.namespace({ modelFingerprint: 'fp', tenantSalt: 'acme' });
+    const tokens = tokensOf(64 * 2, 60);
+    tier.store({ namespace: ns, tokens, layout: LAYOUT, ...scope, payloads: [payloadFor(60, 0), payloadFor(60, 1)] });
+    await tier.flush();
+    clock.advance(2 * DAY_MS);
+    expect((await tier.lookup(ns, tokens, scope)).hitBlocks).toBe(2); // memo now holds both as live for 7 d
+    await tier.flush();
+    await tier.policy.update((doc) => {
+      doc.classes.chat.ttlMs = DAY_MS;
+    });
+    clock.advance(DAY_MS);
+    expect((await tier.lookup(ns, tokens, scope)).hitBlocks).toBe(0);
+    const report = await tier.gc();
+    expect(report.rebasedEntries).toBe(2);
+    expect(report.removed.expired.blocks).toBe(2);
+    await tier.close();
+    await store.close();
+    await dir.remove();
+  });
+
+  it('runs GC on a timer when gcIntervalMs is set', async () => {
+    const dir = await tempDir();
+    const clock = new ManualClock();
+    const store = await FsBlobStore.open({ dir: join(dir.path, 'blocks') });
+    const tier = await KvTier.open({ dataDir: join(dir.path, 'node'), store, clock, logger: captureLogger(), gcIntervalMs: 20 });
+    const scope = { tenant: 'acme', trafficClass: 'agent' };
+    const ns = tier.namespace({ modelFingerprint: 'fp', tenantSalt: 'acme' });
+    tier.store({ namespace: ns, tokens: tokensOf(64, 61), layout: LAYOUT, ...scope, payloads: [payloadFor(61, 0)] });
+    await tier.flush();
+    clock.advance(3 * DAY_MS);
+    const deadline = Date.now() + 10_000;
+    while (tier.stats().gc.expired.blocks === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(tier.stats().gc.expired.blocks).toBe(1);
+    await tier.close();
+    await store.close();
     await dir.remove();
   });
 });
