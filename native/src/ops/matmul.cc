@@ -32,6 +32,9 @@ constexpr int kGemmMR = 4, kGemmNP = 1;
 constexpr int kQ8GemmMR = 2, kQ8GemmNP = 1;
 #endif
 constexpr int kGemvMaxRows = 4;
+#ifndef KVT_GEMV_PREFETCH
+#define KVT_GEMV_PREFETCH 1024
+#endif
 
 template <int DT>
 inline V16 load_w(const void* base, size_t idx) {
@@ -43,7 +46,9 @@ inline V16 load_w(const void* base, size_t idx) {
 // out [rows_valid][cols_valid] (row stride ldo) = x rows · NP panels starting
 // at `panels` (panel stride K·16 elements). Rows past rows_valid re-read the
 // last valid row (results discarded), so tails need no extra instantiation.
-template <int MR, int NP, int DT>
+// kPrefetch: software prefetch this many bytes ahead in each panel stream
+// (decode streams every weight from DRAM once; prefill reads an L2 scratch).
+template <int MR, int NP, int DT, int kPrefetch = 0>
 inline void micro_dense(float* out, size_t ldo, const float* x, size_t ldx, int rows_valid, const void* panels,
                         int K, int cols_valid, int panels_valid) {
   const size_t es = DT == F32 ? 4 : 2;
@@ -56,6 +61,13 @@ inline void micro_dense(float* out, size_t ldo, const float* x, size_t ldx, int 
   for (int r = 0; r < MR; ++r)
     for (int p = 0; p < NP; ++p) acc[r][p] = zero();
   for (int k = 0; k < K; ++k) {
+#if !KVT_V16_SCALAR
+    if constexpr (kPrefetch > 0) {
+      // one line per stream every 64 bytes of panel consumed
+      if (((size_t)k * kPanel * es) % 64 == 0)
+        for (int p = 0; p < NP; ++p) _mm_prefetch((const char*)(pb[p] + (size_t)k * kPanel * es + kPrefetch), _MM_HINT_T0);
+    }
+#endif
     V16 b[NP];
     for (int p = 0; p < NP; ++p) b[p] = load_w<DT>(pb[p], (size_t)k * kPanel);
     for (int r = 0; r < MR; ++r) {
@@ -79,7 +91,7 @@ static void gemv_panels(float* out, const float* x, const PackedWeight& w, int m
   for (size_t p = p0; p < p1; p += NP) {
     int np = (int)std::min<size_t>(NP, p1 - p);
     int cols = std::min<int>(np * kPanel, N - (int)(p * kPanel));
-    micro_dense<MR, NP, DT>(out + p * kPanel, N, x, K, m, w.data + p * K * kPanel * es, K, cols, np);
+    micro_dense<MR, NP, DT, KVT_GEMV_PREFETCH>(out + p * kPanel, N, x, K, m, w.data + p * K * kPanel * es, K, cols, np);
   }
 }
 
@@ -193,7 +205,7 @@ inline V16 vi_finish(VI acc, int32_t) {
 }
 #endif
 
-template <int MR, int NP>
+template <int MR, int NP, int kPrefetch = 0>
 inline void micro_q8(float* out, size_t ldo, const Q8Rows& xq, int row0, int rows_valid, int K,
                      const uint8_t* panels, int cols_valid, int panels_valid) {
   const int nb = K / kQ8Block;
@@ -205,6 +217,13 @@ inline void micro_q8(float* out, size_t ldo, const Q8Rows& xq, int row0, int row
   for (int r = 0; r < MR; ++r)
     for (int p = 0; p < NP; ++p) acc[r][p] = zero();
   for (int b = 0; b < nb; ++b) {
+#if !KVT_V16_SCALAR
+    if constexpr (kPrefetch > 0) {
+      for (int p = 0; p < NP; ++p)
+        for (size_t off = 0; off < kQ8PanelBlockBytes; off += 64)
+          _mm_prefetch((const char*)(pb[p] + b * kQ8PanelBlockBytes + off + kPrefetch), _MM_HINT_T0);
+    }
+#endif
     VI iacc[MR][NP];
     for (int r = 0; r < MR; ++r)
       for (int p = 0; p < NP; ++p) iacc[r][p] = vi_zero();
@@ -233,7 +252,7 @@ inline void micro_q8(float* out, size_t ldo, const Q8Rows& xq, int row0, int row
   }
 }
 
-template <int MR, int NP>
+template <int MR, int NP, int kPrefetch = 0>
 static void q8_panels(float* out, const Q8Rows& xq, const PackedWeight& w, int m, size_t p0, size_t p1) {
   const int N = w.rows, K = w.cols;
   const size_t panel_bytes = (size_t)(K / kQ8Block) * kQ8PanelBlockBytes;
@@ -241,7 +260,7 @@ static void q8_panels(float* out, const Q8Rows& xq, const PackedWeight& w, int m
     int np = (int)std::min<size_t>(NP, p1 - p);
     int cols = std::min<int>(np * kPanel, N - (int)(p * kPanel));
     for (int r0 = 0; r0 < m; r0 += MR)
-      micro_q8<MR, NP>(out + (size_t)r0 * N + p * kPanel, N, xq, r0, std::min(MR, m - r0), K,
+      micro_q8<MR, NP, kPrefetch>(out + (size_t)r0 * N + p * kPanel, N, xq, r0, std::min(MR, m - r0), K,
                        w.data + p * panel_bytes, cols, np);
   }
 }
