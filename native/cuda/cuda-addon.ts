@@ -82,8 +82,8 @@ export interface CudaAvailability {
 }
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-/** Where node-gyp (`npm install`, binding.gyp in native/) puts the addon. */
-export const cudaAddonPath = path.resolve(here, '../build/Release/kvtier_cuda.node');
+/** Where node-gyp (`npm install`, binding.gyp in native/) puts the addon; KVTIER_CUDA_ADDON overrides. */
+export const cudaAddonPath = process.env.KVTIER_CUDA_ADDON || path.resolve(here, '../build/Release/kvtier_cuda.node');
 
 let cached: CudaAvailability | undefined;
 
