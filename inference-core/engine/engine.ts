@@ -96,22 +96,32 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
   }
 
   /** @internal SequenceHost: prefill in chunks; pages are already reserved. */
-  runPrefill(seq: Sequence, tokens: Int32Array): Float32Array {
+  runPrefill(seq: Sequence, tokens: Int32Array, allLogits: boolean): Float32Array {
     this.checkAlive();
-    let logits: Float32Array | null = null;
-    for (let off = 0; off < tokens.length; off += this.prefillChunk) {
-      const chunk = tokens.subarray(off, Math.min(tokens.length, off + this.prefillChunk));
+    const vocab = this.vocabSize;
+    // All-position logits are bounded by the LM-head scratch, so those chunks are smaller.
+    const chunkRows = allLogits ? this.graph.maxLogitRows : this.prefillChunk;
+    const all = allLogits ? new Float32Array(tokens.length * vocab) : null;
+    let last: Float32Array | null = null;
+    for (let off = 0; off < tokens.length; off += chunkRows) {
+      const chunk = tokens.subarray(off, Math.min(tokens.length, off + chunkRows));
       const n = chunk.length;
       const pos0 = seq.length;
       const positions = new Int32Array(n);
       for (let i = 0; i < n; i++) positions[i] = pos0 + i;
-      const last = off + n === tokens.length;
+      const isLast = off + n === tokens.length;
+      let rows: Int32Array;
+      if (all) {
+        rows = new Int32Array(n);
+        for (let i = 0; i < n; i++) rows[i] = i;
+      } else rows = isLast ? Int32Array.of(n - 1) : new Int32Array(0);
       const segment: RowSegment = { blockTable: seq.blockTable, pos0, queries: n };
-      const out = this.graph.forward(this.pool.handle, chunk, positions, [segment], last ? Int32Array.of(n - 1) : new Int32Array(0));
+      const out = this.graph.forward(this.pool.handle, chunk, positions, [segment], rows);
       seq.advance(n);
-      if (last) logits = out;
+      if (all) all.set(out, off * vocab);
+      else if (isLast) last = out;
     }
-    return logits!;
+    return all ?? last!;
   }
 
   /**

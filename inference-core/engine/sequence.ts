@@ -18,8 +18,11 @@ export interface SequenceHost {
   readonly pool: KvPool;
   readonly contextLength: number;
   readonly vocabSize: number;
-  /** Runs `tokens` of `seq` at positions [seq.length, …) and returns the last row's logits. */
-  runPrefill(seq: Sequence, tokens: Int32Array): Float32Array;
+  /**
+   * Runs `tokens` of `seq` at positions [seq.length, …) and returns the last
+   * row's logits, or every row's ([n][vocab]) when `allLogits`.
+   */
+  runPrefill(seq: Sequence, tokens: Int32Array, allLogits: boolean): Float32Array;
 }
 
 export class Sequence {
@@ -83,15 +86,19 @@ export class Sequence {
     this.tokens += want;
   }
 
-  /** Prefills `tokens` after what the sequence holds; returns the logits of the last one. */
-  prefill(tokens: ArrayLike<number>): Float32Array {
+  /**
+   * Prefills `tokens` after what the sequence holds; returns the logits of the
+   * last one ([vocab]), or with `{ allLogits: true }` of every one ([n][vocab],
+   * row-major; costs one LM-head row per token — for scoring, not for chat).
+   */
+  prefill(tokens: ArrayLike<number>, options: { allLogits?: boolean } = {}): Float32Array {
     this.checkLive();
     if (tokens.length === 0) {
       throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'prefill needs at least one token');
     }
     const ids = this.checkTokens(tokens);
     this.reserve(ids.length);
-    return this.host.runPrefill(this, ids);
+    return this.host.runPrefill(this, ids, options.allLogits === true);
   }
 
   /** Decodes one token (the previous step's choice); returns the next logits. */

@@ -143,4 +143,19 @@ describe('engine (synthetic:tiny)', () => {
     a.free();
     b.free();
   });
+
+  it('allLogits returns every position, each equal to the last-position logits of its prefix', () => {
+    const toks = randomTokens(130, engine.vocabSize, 31);
+    const seq = engine.createSequence();
+    const all = seq.prefill(toks, { allLogits: true });
+    const V = engine.vocabSize;
+    expect(all.length).toBe(130 * V);
+    for (const n of [1, 64, 100, 130]) {
+      const s = engine.createSequence();
+      const last = s.prefill(toks.slice(0, n));
+      expect(Array.from(all.subarray((n - 1) * V, n * V))).toEqual(Array.from(last));
+      s.free();
+    }
+    seq.free();
+  });
 });
