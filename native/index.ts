@@ -1,9 +1,14 @@
 /**
- * kvtier's compute core. Pick a backend with `createBackend()`
- * (KVTIER_DEVICE=auto|cpu|cuda; auto = cuda when a CUDA backend is
- * registered and sees a GPU, else cpu), then run ops on its handles.
+ * kvtier's compute core. Pick a backend with `await createBackendAsync()`
+ * (KVTIER_DEVICE=auto|cpu|cuda; auto = cuda when the CUDA backend is built
+ * and sees a GPU, else cpu) — or the sync `createBackend()`, which only knows
+ * the backends already registered — then run ops on its handles.
  * See backend.ts for the seam and the KV page layout.
  */
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
 import type { NativeAddon } from './addon-types.ts';
 import { NativeError, type Backend, type BackendInfo } from './backend.ts';
 import { CpuBackend } from './cpu-backend.ts';
@@ -44,6 +49,29 @@ export function createBackend(device: DeviceChoice = (process.env.KVTIER_DEVICE 
   }
   defaultCpu ??= new CpuBackend();
   return defaultCpu;
+}
+
+const cudaRegister = path.join(path.dirname(fileURLToPath(import.meta.url)), 'cuda', 'register.ts');
+let deviceBackendsLoaded: Promise<void> | null = null;
+
+/**
+ * Imports the device backends that exist in this checkout (native/cuda/register.ts)
+ * so that createBackend('auto') can pick them. Loaded lazily because the CUDA
+ * module loads its own addon; the CPU-only path never touches it.
+ */
+export function loadDeviceBackends(): Promise<void> {
+  deviceBackendsLoaded ??= existsSync(cudaRegister)
+    ? import(pathToFileURL(cudaRegister).href).then(() => undefined)
+    : Promise.resolve();
+  return deviceBackendsLoaded;
+}
+
+/** createBackend after loadDeviceBackends(): the way to honour KVTIER_DEVICE=auto|cuda. */
+export async function createBackendAsync(
+  device: DeviceChoice = (process.env.KVTIER_DEVICE as DeviceChoice) || 'auto',
+): Promise<Backend> {
+  if (device !== 'cpu') await loadDeviceBackends();
+  return createBackend(device);
 }
 
 /** The raw addon (tests, benchmarks, reference kernels). */

@@ -138,3 +138,12 @@ describe('ISA and thread environment', () => {
     expect(info.threads).toBeGreaterThanOrEqual(1);
   });
 });
+
+describe('device selection', () => {
+  it('createBackendAsync("cpu") is the CPU backend; "auto" falls back to cpu without a usable GPU', async () => {
+    const { createBackendAsync } = await import('../../native/index.ts');
+    expect((await createBackendAsync('cpu')).name).toBe('cpu');
+    const auto = await createBackendAsync('auto');
+    expect(['cpu', 'cuda']).toContain(auto.name);
+  });
+});
