@@ -8,6 +8,7 @@
  *   <w>_prefill_ratio, <w>_decode_ratio          ours / llama.cpp (targets ≥ 0.5 and ≥ 0.7)
  *   import_ms vs prefill_ms                      63 cached blocks (4032 tokens) imported as
  *                                                memory copies vs prefilled (target ≤ 0.02)
+ *   f16_batch_decode_tps                         aggregate tok/s of decodeBatch over 8 sequences
  *
  * Both sides use f16 KV. Each configuration is measured after a warm-up run.
  * Progress goes to stderr; the result object is what bench/main.ts prints.
@@ -19,6 +20,8 @@ import { llamaBench } from '../test/helpers/llamacpp.ts';
 const PREFILL_TOKENS = 2048;
 const DECODE_TOKENS = 128;
 const IMPORT_BLOCKS = 63;
+const BATCH = 8;
+const BATCH_STEPS = 32;
 const THREAD_CHOICES = [1, 2].filter((t) => t <= Math.max(1, os.availableParallelism()));
 
 function say(line: string): void {
@@ -129,6 +132,17 @@ export async function run(): Promise<Record<string, number | string>> {
     result.import_ms = round(importMs, 3);
     result.prefill_ms = round(prefillMs, 1);
     result.import_over_prefill = round(importMs / prefillMs, 5);
+
+    // Batched decode: BATCH sequences stepped together (one GEMM over their rows per weight).
+    const seqs = Array.from({ length: BATCH }, () => engine.createSequence());
+    let logits = seqs.map((s, i) => s.prefill(promptOf(128, engine.vocabSize, 20 + i)));
+    const t2 = performance.now();
+    for (let step = 0; step < BATCH_STEPS; step++) logits = engine.decodeBatch(seqs, logits.map(argmax));
+    const batchMs = performance.now() - t2;
+    for (const s of seqs) s.free();
+    result.batch_size = BATCH;
+    result.f16_batch_decode_tps = round((BATCH * BATCH_STEPS) / (batchMs / 1000));
+    say(`decodeBatch of ${BATCH}: ${result.f16_batch_decode_tps} tok/s in aggregate`);
     engine.destroy();
   }
   result.prefill_tokens = PREFILL_TOKENS;
