@@ -374,6 +374,10 @@ kvt_cuda_status kvt_cuda_kv_export(kvt_cuda_ctx* ctx, const int32_t* page_ids, i
   st = kvt_check(ctx, cudaEventRecord(ctx->compute_mark, ctx->compute), "record compute mark");
   if (st == KVT_CUDA_OK)
     st = kvt_check(ctx, cudaStreamWaitEvent(ctx->export_stream, ctx->compute_mark, 0), "order export");
+  // ...and after imports already enqueued (a page imported then exported must
+  // export the imported bytes). The last layer's event closes each import.
+  if (st == KVT_CUDA_OK)
+    st = kvt_check(ctx, cudaStreamWaitEvent(ctx->export_stream, ctx->import_done.back(), 0), "order export");
   if (st != KVT_CUDA_OK) return st;
   const char* pool = static_cast<const char*>(ctx->kv_pool.ptr);
   char* dst = static_cast<char*>(host_dst);

@@ -94,7 +94,7 @@ kvt_cuda_status kvt_cuda_kv_import(kvt_cuda_ctx* ctx, const int32_t* page_ids, i
                                    const void* host_src, size_t src_stride);
 kvt_cuda_status kvt_cuda_kv_import_wait(kvt_cuda_ctx* ctx);
 
-/* Export n pages (after all compute enqueued so far) into host_dst + i*dst_stride
+/* Export n pages (after all compute and imports enqueued so far) into host_dst + i*dst_stride
  * on the export stream; *ticket identifies the copy. The pages must not be
  * rewritten until the ticket completes. */
 kvt_cuda_status kvt_cuda_kv_export(kvt_cuda_ctx* ctx, const int32_t* page_ids, int n,
