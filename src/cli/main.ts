@@ -10,6 +10,7 @@ import { loadConfig } from '../config.ts';
 import { describeError } from '../errors.ts';
 import { buildApp } from '../serve/index.ts';
 import { startBullmqWorker } from '../workers/index.ts';
+import { ADMIN_USAGE, processIo, runAdminCommand } from './commands/index.ts';
 
 const USAGE = `usage: kvtier <serve|worker> [--port N] [--host H] [--model synthetic:small|path.gguf] [--data-dir DIR]
                 [--storage fs:DIR|s3://bucket/prefix?endpoint=URL] [--redis-url redis://…] [--api-keys FILE]
@@ -18,13 +19,13 @@ const USAGE = `usage: kvtier <serve|worker> [--port N] [--host H] [--model synth
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
-    process.stdout.write(USAGE + '\n');
+    process.stdout.write(USAGE + '\n' + ADMIN_USAGE + '\n');
     return;
   }
   if (command === 'serve') return serve(rest);
   if (command === 'worker') return worker(rest);
-  process.stderr.write(`unknown command "${command}"\n${USAGE}\n`);
-  process.exitCode = 2;
+  // The admin subcommands (and an unknown command's one-line error) are src/cli/commands'.
+  process.exitCode = await runAdminCommand(argv, processIo());
 }
 
 async function serve(argv: string[]): Promise<void> {
