@@ -18,6 +18,7 @@ import { describeHttpError, sendError } from './http-errors.ts';
 import { InferenceService } from './inference-service.ts';
 import { ServeMetrics } from './metrics.ts';
 import { registerAdminRoutes } from './routes/admin.ts';
+import { setupAdmin } from './admin/index.ts';
 import { registerAnthropicMessages } from './routes/anthropic-messages.ts';
 import { registerOpenAiChat } from './routes/openai-chat.ts';
 import { registerOpenAiCompletions } from './routes/openai-completions.ts';
@@ -129,6 +130,8 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
   registerOpenAiCompletions(app, context);
   registerAnthropicMessages(app, context);
   registerAdminRoutes(app, context);
+  // Admin API beyond stats/policy/gc, the stats recorder and /dashboard (src/serve/admin, src/serve/dashboard).
+  const admin = await setupAdmin(app, context);
 
   return {
     app,
@@ -136,6 +139,7 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
     async close() {
       clearInterval(classTimer);
       await app.close();
+      await admin.close();
       await runner.close();
     },
   };
