@@ -56,4 +56,34 @@ describe('decodeBatch', () => {
     expect(a.length).toBe(2);
     a.free();
   });
+
+  it('a batch that needs more pages than are free fails whole, leaving every sequence as it was', async () => {
+    const small = await tinyEngine({ weightType: 'q8_0', kvDtype: 'f16', poolBytes: 3 * engine.kvLayout.blockBytes });
+    try {
+      // a and b sit exactly on a block boundary: each needs a new page for its next token.
+      const a = small.createSequence();
+      const b = small.createSequence();
+      a.prefill(randomTokens(64, small.vocabSize, 1));
+      b.prefill(randomTokens(64, small.vocabSize, 2));
+      const c = small.createSequence();
+      c.prefill([5]); // takes the last page
+      expect(small.pool.freePages).toBe(0);
+      try {
+        small.decodeBatch([c, a, b], [1, 2, 3]);
+        expect.unreachable();
+      } catch (e) {
+        expect((e as EngineError).code).toBe('KVT_ERR_ENGINE_POOL_EXHAUSTED');
+      }
+      expect([a.length, b.length, c.length]).toEqual([64, 64, 1]);
+      expect(small.pool.freePages).toBe(0);
+      c.free();
+      // One page free now: a alone can step, a and b together cannot.
+      expect(() => small.decodeBatch([a, b], [1, 2])).toThrow(EngineError);
+      expect(small.pool.freePages).toBe(1);
+      expect(small.decodeBatch([a], [1])[0].length).toBe(small.vocabSize);
+      expect(a.length).toBe(65);
+    } finally {
+      small.destroy();
+    }
+  });
 });
