@@ -19,8 +19,11 @@ export class InprocRunner implements JobRunner {
 
   run(job: PrefillJob, onEvent: (event: JobEvent) => void, signal: AbortSignal): Promise<void> {
     if (!this.host.alive) return Promise.reject(new KvtError('KVT_ERR_WORKER_LOST', 'the engine thread is not running; restart the server'));
-    if (this.waiting >= this.options.maxQueueDepth && this.running >= this.options.maxBatch) {
-      return Promise.reject(new KvtError('KVT_ERR_QUEUE_FULL', `${this.waiting} requests are already waiting (KVTIER_MAX_QUEUE=${this.options.maxQueueDepth})`));
+    // Room for a full decode batch plus the queue; beyond that, shed load instead of queueing without bound.
+    if (this.waiting + this.running >= this.options.maxBatch + this.options.maxQueueDepth) {
+      return Promise.reject(
+        new KvtError('KVT_ERR_QUEUE_FULL', `${this.running} requests running and ${this.waiting} waiting (KVTIER_MAX_BATCH=${this.options.maxBatch}, KVTIER_MAX_QUEUE=${this.options.maxQueueDepth})`),
+      );
     }
     return new Promise<void>((resolve, reject) => {
       let started = false;

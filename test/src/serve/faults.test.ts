@@ -1,0 +1,111 @@
+/**
+ * Faults on the embedded default: storage that stops accepting writes, a
+ * full queue, concurrent requests sharing an uncached prefix, a client that
+ * goes away mid-stream.
+ */
+import { renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import OpenAI from 'openai';
+import { afterEach, describe, expect, it } from 'vitest';
+
+import { ADMIN_TOKEN, KEYS, startTestServer, type TestServer } from './server-fixture.ts';
+
+let server: TestServer | null = null;
+
+afterEach(async () => {
+  await server?.close();
+  server = null;
+});
+
+const SYSTEM = 'Fault injection keeps answers correct. '.repeat(16);
+const client = (key: string = KEYS.alice) => new OpenAI({ baseURL: `${server!.url}/v1`, apiKey: key, maxRetries: 0 });
+const ask = (key: string, content: string, extra: Partial<OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming> = {}) =>
+  client(key).chat.completions.create({ model: 'synthetic:tiny', messages: [{ role: 'system', content: SYSTEM }, { role: 'user', content }], max_tokens: 12, temperature: 0, ...extra });
+
+async function tierErrors(): Promise<Record<string, number>> {
+  const response = await fetch(`${server!.url}/admin/stats`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  const body = (await response.json()) as { tier: { cache: { errors: Record<string, number> } } };
+  return body.tier.cache.errors;
+}
+
+describe('faults', () => {
+  it('storage that cannot be written: answers stay correct, errors are counted', async () => {
+    server = await startTestServer();
+    const reference = await ask(KEYS.alice, 'Storage will break soon.');
+    // The block directory becomes a plain file: every write under it fails (even for root, unlike chmod).
+    const blocksDir = join(server.dataDir, 'blocks');
+    renameSync(blocksDir, `${blocksDir}.gone`);
+    writeFileSync(blocksDir, 'not a directory');
+    const afterFault = await ask(KEYS.bob, 'Storage will break soon.');
+    expect(afterFault.choices[0].message.content).toBe(reference.choices[0].message.content);
+    expect(afterFault.usage!.prompt_tokens_details!.cached_tokens).toBe(0);
+    const fresh = await ask(KEYS.bob, 'A brand new question after the fault.');
+    expect(fresh.choices[0].message.content).toBeDefined();
+    const deadline = Date.now() + 10_000;
+    let errors = await tierErrors();
+    while (!Object.keys(errors).some((code) => code.startsWith('KVT_ERR_STORAGE_')) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      errors = await tierErrors();
+    }
+    expect(Object.keys(errors).some((code) => code.startsWith('KVT_ERR_STORAGE_'))).toBe(true);
+    expect((await fetch(`${server.url}/readyz`)).status).toBe(200);
+  });
+
+  it('a full queue answers 429 with Retry-After, and serving goes on', async () => {
+    server = await startTestServer({ maxBatch: 1, maxQueueDepth: 0 });
+    // The long request is running (its first token is out) before the second arrives.
+    const long = await client().chat.completions.create({
+      model: 'synthetic:tiny',
+      messages: [{ role: 'user', content: 'Keep talking for a while.' }],
+      max_tokens: 1000,
+      temperature: 1,
+      seed: 3,
+      stream: true,
+    });
+    const iterator = long[Symbol.asyncIterator]();
+    await iterator.next();
+    const response = await fetch(`${server.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEYS.alice}` },
+      body: JSON.stringify({ model: 'synthetic:tiny', messages: [{ role: 'user', content: 'me too' }], max_tokens: 2 }),
+    });
+    expect(response.status).toBe(429);
+    expect(response.headers.get('retry-after')).toBe('1');
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe('KVT_ERR_QUEUE_FULL');
+    while (!(await iterator.next()).done);
+    const after = await ask(KEYS.alice, 'Now there is room.', { max_tokens: 2 });
+    expect(after.choices).toHaveLength(1);
+  });
+
+  it('single flight: concurrent requests sharing an uncached prefix compute it once', async () => {
+    server = await startTestServer();
+    const [a, b] = await Promise.all([ask(KEYS.alice, 'Same new prefix for both.'), ask(KEYS.alice, 'Same new prefix for both.')]);
+    const whole = Math.floor((a.usage!.prompt_tokens - 1) / 64) * 64;
+    expect(whole).toBeGreaterThan(0);
+    const cached = [a.usage!.prompt_tokens_details!.cached_tokens, b.usage!.prompt_tokens_details!.cached_tokens].sort((x, y) => x! - y!);
+    expect(cached).toEqual([0, whole]);
+    expect(a.choices[0].message.content).toBe(b.choices[0].message.content);
+  });
+
+  it('a client that goes away mid-stream does not stop the server', async () => {
+    server = await startTestServer();
+    const controller = new AbortController();
+    const stream = await client().chat.completions.create(
+      { model: 'synthetic:tiny', messages: [{ role: 'user', content: 'I will hang up.' }], max_tokens: 300, temperature: 1, seed: 5, stream: true },
+      { signal: controller.signal },
+    );
+    let chunks = 0;
+    try {
+      for await (const _chunk of stream) {
+        chunks++;
+        controller.abort();
+      }
+    } catch (error) {
+      expect((error as Error).name).toMatch(/Abort/);
+    }
+    expect(chunks).toBeGreaterThan(0);
+    const after = await ask(KEYS.alice, 'Still serving?', { max_tokens: 2 });
+    expect(after.choices).toHaveLength(1);
+  });
+});
