@@ -5,7 +5,7 @@
  * which breaks inside vitest workers).
  *
  *   stdin : { modelPath, items: [{ text, parseSpecial }], vocabOnly? (default true) }
- *   stdout: { tokens: number[][], trainContextSize, vocabOnly } or { error }
+ *   stdout: { tokens: number[][], tokenizeMs, trainContextSize, vocabOnly } or { error }
  *
  * With vocabOnly false the whole model (weights included) is loaded, which
  * proves llama.cpp accepts every tensor of the file.
@@ -27,8 +27,10 @@ async function main() {
   try {
     const model = await llama.loadModel({ modelPath: req.modelPath, gpuLayers: 0, vocabOnly: req.vocabOnly !== false });
     try {
+      const t0 = performance.now();
       const tokens = req.items.map((it) => Array.from(model.tokenize(it.text, it.parseSpecial === true)));
-      return { tokens, trainContextSize: model.trainContextSize, vocabOnly: req.vocabOnly !== false };
+      const tokenizeMs = performance.now() - t0;
+      return { tokens, tokenizeMs, trainContextSize: model.trainContextSize, vocabOnly: req.vocabOnly !== false };
     } finally {
       await model.dispose();
     }
@@ -39,8 +41,8 @@ async function main() {
 
 main().then(
   (res) => {
-    process.stdout.write(JSON.stringify(res));
-    process.exit(0);
+    // Exit only once the (possibly large) answer has drained into the pipe.
+    process.stdout.write(JSON.stringify(res), () => process.exit(0));
   },
   (err) => {
     process.stdout.write(JSON.stringify({ error: String(err?.stack ?? err) }));

@@ -10,6 +10,8 @@ const SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'llamacpp
 
 export interface LlamaCppTokenizeResult {
   tokens: number[][];
+  /** Wall time of the tokenize calls alone (model load excluded). */
+  tokenizeMs: number;
   trainContextSize: number;
 }
 
