@@ -31,7 +31,7 @@ export interface KvTierOptions {
   writeBehindMaxBytes?: number;
   /** Block writes in flight; default 4. */
   writeConcurrency?: number;
-  /** Block reads in flight per load; default 8. */
+  /** Block reads in flight per load; default 8 (libuv runs 4 fs operations at once by default). */
   readConcurrency?: number;
   clock?: Clock;
   /** Shared retention policy; default an LmdbPolicyStore at `<dataDir>/policy` (closed by `close()`). */
@@ -41,7 +41,7 @@ export interface KvTierOptions {
   touchIntervalMs?: number;
   /** Keys in the first `store.has` window for blocks the local index lacks; later windows grow ×4. Default 8. */
   probeWindow?: number;
-  /** Run GC on a timer (embedded mode); off by default (the GC worker calls `gc()`). */
+  /** Run GC on a timer every this many ms (embedded mode); off when absent or 0 (a GC worker calls `gc()`). */
   gcIntervalMs?: number;
   /** Keys remembered as live in front of the LMDB index (see LiveEntryCache); default 262144, 0 disables. */
   liveCacheEntries?: number;
@@ -253,7 +253,7 @@ export class KvTier {
       gc: { runs: 0, expired: { blocks: 0, bytes: 0 }, evicted: { blocks: 0, bytes: 0 } },
       errors: {},
     };
-    if (options.gcIntervalMs !== undefined) {
+    if (options.gcIntervalMs !== undefined && options.gcIntervalMs > 0) {
       this.gcTimer = setInterval(() => {
         this.gc().catch((error: unknown) => this.noteError(error, 'timed GC failed'));
       }, options.gcIntervalMs);
@@ -273,7 +273,10 @@ export class KvTier {
       const value = options[field];
       if (value !== undefined && (!Number.isFinite(value) || value < 0)) throw new KvTierConfigError(field, `${field} must be a number ≥ 0, got ${value}`);
     }
-    for (const field of ['writeConcurrency', 'readConcurrency', 'probeWindow', 'gcIntervalMs'] as const) {
+    if (options.gcIntervalMs !== undefined && (!Number.isInteger(options.gcIntervalMs) || options.gcIntervalMs < 0)) {
+      throw new KvTierConfigError('gcIntervalMs', `gcIntervalMs must be a whole number of ms (0 = no timer), got ${options.gcIntervalMs}`);
+    }
+    for (const field of ['writeConcurrency', 'readConcurrency', 'probeWindow'] as const) {
       const value = options[field];
       if (value !== undefined && (!Number.isInteger(value) || value < 1)) throw new KvTierConfigError(field, `${field} must be a positive integer, got ${value}`);
     }
@@ -374,24 +377,28 @@ export class KvTier {
     this.assertOpen();
     this.counters.loads++;
     const { chain, hitBlocks } = lookup;
-    const concurrency = this.options.readConcurrency ?? 8;
-    const blocks: LoadedBlock[] = [];
     const sizes: { keyBytes: Uint8Array; sizeBytes: number }[] = [];
-    let stoppedAt: LoadedBlocks['stoppedAt'];
-    outer: for (let start = 0; start < hitBlocks; start += concurrency) {
-      const end = Math.min(hitBlocks, start + concurrency);
-      const window: Promise<LoadedBlock | { failed: string }>[] = [];
-      for (let i = start; i < end; i++) window.push(this.loadOne(lookup, i, sizes));
-      const results = await Promise.all(window);
-      for (let j = 0; j < results.length; j++) {
-        const result = results[j];
-        if ('failed' in result) {
-          stoppedAt = { block: start + j, code: result.failed };
-          this.counters.loadFailedBlocks += hitBlocks - (start + j);
-          break outer;
-        }
-        blocks.push(result);
+    const concurrency = this.options.readConcurrency ?? 8;
+    const results = new Array<LoadedBlock | { failed: string }>(hitBlocks);
+    // Sliding window, in order: block i+concurrency starts as soon as any
+    // read finishes; nothing past the first failure is started.
+    let next = 0;
+    let firstFailure = hitBlocks;
+    const worker = async () => {
+      for (;;) {
+        const i = next++;
+        if (i >= hitBlocks || i >= firstFailure) return;
+        const result = await this.loadOne(lookup, i, sizes);
+        results[i] = result;
+        if ('failed' in result && i < firstFailure) firstFailure = i;
       }
+    };
+    await Promise.all(Array.from({ length: Math.min(concurrency, hitBlocks) }, worker));
+    const blocks = results.slice(0, firstFailure) as LoadedBlock[];
+    let stoppedAt: LoadedBlocks['stoppedAt'];
+    if (firstFailure < hitBlocks) {
+      stoppedAt = { block: firstFailure, code: (results[firstFailure] as { failed: string }).failed };
+      this.counters.loadFailedBlocks += hitBlocks - firstFailure;
     }
     if (sizes.length > 0) this.track(this.index.noteSizes(sizes), 'index size update failed');
     this.counters.loadedBlocks += blocks.length;
