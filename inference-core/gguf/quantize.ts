@@ -88,23 +88,25 @@ export function quantizeQ8_0(src: Float32Array): Uint8Array {
   if (src.length % Q8_0_BLOCK !== 0) throw new RangeError(`Q8_0 needs a multiple of ${Q8_0_BLOCK} elements, got ${src.length}`);
   const nBlocks = src.length / Q8_0_BLOCK;
   const out = new Uint8Array(nBlocks * 34);
-  const view = new DataView(out.buffer);
+  const qs = new Int8Array(out.buffer);
   const fround = Math.fround;
   for (let b = 0; b < nBlocks; b++) {
     const base = b * Q8_0_BLOCK;
     let amax = 0;
     for (let j = 0; j < Q8_0_BLOCK; j++) {
-      const a = Math.abs(src[base + j]);
+      const v = src[base + j];
+      const a = v < 0 ? -v : v;
       if (a > amax) amax = a;
     }
     const d = fround(amax / 127);
     const id = d !== 0 ? fround(1 / d) : 0;
     const o = b * 34;
-    view.setUint16(o, f32ToF16Bits(d), true);
+    const h = f32ToF16Bits(d);
+    out[o] = h & 0xff;
+    out[o + 1] = h >>> 8;
     for (let j = 0; j < Q8_0_BLOCK; j++) {
       const x0 = fround(src[base + j] * id);
-      const q = x0 < 0 ? -Math.round(-x0) : Math.round(x0);
-      out[o + 2 + j] = q & 0xff;
+      qs[o + 2 + j] = x0 < 0 ? -Math.round(-x0) : Math.round(x0);
     }
   }
   return out;
