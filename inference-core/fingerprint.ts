@@ -22,6 +22,14 @@ export const FINGERPRINT_VERSION = 1;
 const SEED_A = 0x6b767469_65720001n; // "kvtier" + 1
 const SEED_B = 0x9e3779b9_7f4a7c15n;
 
+export class FingerprintError extends Error {
+  override readonly name = 'FingerprintError';
+  readonly code = 'KVT_ERR_FINGERPRINT_KV_DTYPE';
+  constructor(message: string) {
+    super(`KVT_ERR_FINGERPRINT_KV_DTYPE: ${message}`);
+  }
+}
+
 export type FingerprintKvDtype = 'f16' | 'f32';
 
 export interface FingerprintOptions {
@@ -106,7 +114,7 @@ async function cachedWeightsHash(gguf: GgufFile, useCache: boolean): Promise<str
 /** 32 lowercase hex chars. */
 export async function modelFingerprint(gguf: GgufFile, options: FingerprintOptions): Promise<string> {
   if (options.kvDtype !== 'f16' && options.kvDtype !== 'f32') {
-    throw new Error(`KVT_ERR_FINGERPRINT_KV_DTYPE: kvDtype must be 'f16' or 'f32', got ${JSON.stringify(options.kvDtype)}`);
+    throw new FingerprintError(`kvDtype must be 'f16' or 'f32', got ${JSON.stringify(options.kvDtype)}`);
   }
   const cfg = modelConfigFromGguf(gguf);
   const w = await cachedWeightsHash(gguf, options.cache ?? true);

@@ -67,6 +67,10 @@ describe('synthetic models', () => {
     }
   });
 
+  it('rejects an unknown model name with a typed error', () => {
+    expect(() => ensureSyntheticModel('huge' as never, { dataDir, progress: null })).toThrow(expect.objectContaining({ code: 'KVT_ERR_SYNTHETIC_UNKNOWN' }));
+  });
+
   it('names files by everything that changes their bytes', () => {
     const base = { dataDir, weightType: 'f16' as const };
     const names = new Set([
