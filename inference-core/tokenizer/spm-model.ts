@@ -29,49 +29,54 @@ export class SpmModel {
   private readonly cacheable: boolean;
 
   encode(text: string, out: number[]): void {
-    const chars = Array.from(text);
-    const n = chars.length;
+    // Symbols are spans [start, start + len) of `text` (UTF-16 units), one per code point at first;
+    // merging grows the left span and empties the right one, so text is only sliced on cache misses.
+    const n = countCodePoints(text);
     if (n === 0) return;
-    const sym = chars.slice();
-    // Token id of each live symbol (-1: not a piece, e.g. a code point left to byte fallback).
+    const start = new Int32Array(n);
+    const len = new Int32Array(n);
     const symId = new Int32Array(n);
-    for (let i = 0; i < n; i++) symId[i] = this.tokenToId.get(chars[i]) ?? -1;
     const prev = new Int32Array(n);
     const next = new Int32Array(n);
-    for (let i = 0; i < n; i++) {
+    for (let i = 0, pos = 0; i < n; i++) {
+      const c = text.charCodeAt(pos);
+      const w = c >= 0xd800 && c <= 0xdbff && isLowSurrogate(text.charCodeAt(pos + 1)) ? 2 : 1;
+      start[i] = pos;
+      len[i] = w;
+      symId[i] = this.tokenToId.get(text.slice(pos, pos + w)) ?? -1;
       prev[i] = i - 1;
       next[i] = i + 1 < n ? i + 1 : -1;
+      pos += w;
     }
-    // The heap is a min-heap on rank: use −score as rank so the highest score pops first.
-    const queue = new MergeQueue();
     const pieceOf = (l: number, r: number): number => {
       const a = symId[l];
       const b = symId[r];
-      if (a < 0 || b < 0 || !this.cacheable) return this.tokenToId.get(sym[l] + sym[r]) ?? -1;
+      if (a < 0 || b < 0 || !this.cacheable) return this.tokenToId.get(text.slice(start[l], start[r] + len[r])) ?? -1;
       const key = a * ID_SHIFT + b;
       let id = this.pairCache.get(key);
       if (id === undefined) {
-        id = this.tokenToId.get(sym[l] + sym[r]) ?? -1;
+        id = this.tokenToId.get(text.slice(start[l], start[r] + len[r])) ?? -1;
         if (this.pairCache.size >= 1 << 20) this.pairCache.clear();
         this.pairCache.set(key, id);
       }
       return id;
     };
+    // The heap is a min-heap on rank: use −score as rank so the highest score pops first.
+    const queue = new MergeQueue();
     const tryAdd = (l: number, r: number) => {
       if (l < 0 || r < 0) return;
       const id = pieceOf(l, r);
       if (id < 0) return;
-      queue.push({ rank: -this.scores[id], left: l, right: r, size: sym[l].length + sym[r].length });
+      queue.push({ rank: -this.scores[id], left: l, right: r, size: len[l] + len[r] });
     };
     for (let i = 1; i < n; i++) tryAdd(i - 1, i);
     for (let c = queue.pop(); c !== undefined; c = queue.pop()) {
       const l = c.left;
       const r = c.right;
-      if (sym[l] === '' || sym[r] === '' || sym[l].length + sym[r].length !== c.size) continue;
-      const merged = pieceOf(l, r);
-      sym[l] += sym[r];
-      sym[r] = '';
-      symId[l] = merged;
+      if (len[l] === 0 || len[r] === 0 || len[l] + len[r] !== c.size) continue;
+      symId[l] = pieceOf(l, r);
+      len[l] += len[r];
+      len[r] = 0;
       symId[r] = -1;
       next[l] = next[r];
       if (next[r] >= 0) prev[next[r]] = l;
@@ -82,16 +87,29 @@ export class SpmModel {
     // point outside the vocabulary, which falls back to its UTF-8 bytes (llama.cpp's resegment reduces
     // to exactly this).
     for (let i = 0; i >= 0; i = next[i]) {
-      const id = this.tokenToId.get(sym[i]);
-      if (id !== undefined) {
-        out.push(id);
+      if (symId[i] >= 0) {
+        out.push(symId[i]);
         continue;
       }
-      for (const b of enc.encode(sym[i])) {
+      for (const b of enc.encode(text.slice(start[i], start[i] + len[i]))) {
         const bt = this.byteTokens[b];
         if (bt >= 0) out.push(bt);
         else if (this.unkId !== undefined) out.push(this.unkId);
       }
     }
   }
+}
+
+function countCodePoints(s: string): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff && isLowSurrogate(s.charCodeAt(i + 1))) i++;
+    n++;
+  }
+  return n;
+}
+
+function isLowSurrogate(c: number): boolean {
+  return c >= 0xdc00 && c <= 0xdfff; // NaN past the end compares false
 }
