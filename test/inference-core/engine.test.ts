@@ -57,10 +57,13 @@ describe('engine (synthetic:tiny)', () => {
   });
 
   it('fresh engines with the same options have the same fingerprint; another KV dtype changes it', async () => {
+    const same = await tinyEngine({ weightType: 'f32', kvDtype: 'f32' });
     const other = await tinyEngine({ weightType: 'f32', kvDtype: 'f16' });
     try {
+      expect(same.fingerprint).toBe(engine.fingerprint);
       expect(other.fingerprint).not.toBe(engine.fingerprint);
     } finally {
+      same.destroy();
       other.destroy();
     }
   });

@@ -25,9 +25,10 @@
  * steps that is not a near-tie.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { LoadedEngine } from '../../inference-core/engine/index.ts';
+import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index.ts';
+import { ensureSyntheticModel } from '../../inference-core/synthetic/index.ts';
 import { llamaGreedy, llamaLogprobs } from '../helpers/llamacpp.ts';
-import { argmax, greedyFrom, randomTokens, tinyEngine } from './engine-fixtures.ts';
+import { TEST_DATA_DIR, argmax, greedyFrom, randomTokens, tinyEngine } from './engine-fixtures.ts';
 
 type Case = { arch: 'llama' | 'qwen2'; weightType: 'f32' | 'f16' | 'q8_0'; kvDtype: 'f32' | 'f16'; tolerance: number; nearTie: number };
 const CASES: Case[] = [
@@ -112,5 +113,28 @@ describe.each(CASES)('llama.cpp parity, $arch, $weightType weights / $kvDtype KV
     }
     forced.free();
     expect(checked).toBeGreaterThanOrEqual(24);
+  });
+});
+
+describe('llama.cpp parity, tied LM head (output = token_embd)', () => {
+  it('last-position logits of a 65-token prompt within 1e-4 (f32 weights and KV)', async () => {
+    const modelPath = ensureSyntheticModel('tiny', {
+      dataDir: TEST_DATA_DIR,
+      weightType: 'f32',
+      overrides: { tiedEmbeddings: true },
+      progress: null,
+    });
+    const engine = await loadEngine(modelPath, { kvDtype: 'f32', threads: 1, poolBytes: 4 * 2 ** 20 });
+    try {
+      expect(engine.config.tiedEmbeddings).toBe(true);
+      const tokens = randomTokens(65, engine.vocabSize, 4242);
+      const ref = await llamaLogprobs({ modelPath, tokens, kvType: 'f32', threads: 1 });
+      const seq = engine.createSequence();
+      const err = relError(logSoftmax(seq.prefill(tokens)), ref);
+      console.log(`parity tied f32: relative error ${err.toExponential(2)}`);
+      expect(err).toBeLessThan(1e-4);
+    } finally {
+      engine.destroy();
+    }
   });
 });
