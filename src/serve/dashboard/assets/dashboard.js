@@ -90,6 +90,7 @@
       var format = FORMATS[name] || String;
       nodes[i].setAttribute('data-value', value === null || value === undefined ? '' : String(value));
       nodes[i].textContent = value === null || value === undefined ? '–' : format(value);
+      nodes[i].classList.toggle('negative', typeof value === 'number' && value < 0);
     }
     var total = o.tokens.hit + o.tokens.miss + o.tokens.output;
     var bar = document.getElementById('token-bar').children;
@@ -114,8 +115,9 @@
   }
 
   // ── charts ────────────────────────────────────────────────────────────
-  function axis(format) {
+  function axis(format, integer) {
     return {
+      incrs: integer ? [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 1e6, 1e7] : undefined,
       stroke: '#8a93a6',
       grid: { stroke: 'rgba(138,147,166,0.12)', width: 1 },
       ticks: { stroke: 'rgba(138,147,166,0.25)', width: 1 },
@@ -135,22 +137,22 @@
 
   function bars(label, color, format) {
     return {
-      label: label, stroke: color, fill: color + '99', width: 1,
+      label: label, stroke: color, fill: color + 'aa', width: 0,
       paths: uPlot.paths.bars({ size: [0.7, 24] }),
       points: { show: false },
       value: function (u, v) { return v === null || v === undefined ? '–' : format(v); },
     };
   }
 
-  function makeChart(id, series, yFormat, yRange) {
+  function makeChart(id, series, yFormat, yRange, integer) {
     var el = document.getElementById(id);
     var opts = {
       width: Math.max(280, el.clientWidth),
       height: 210,
       cursor: { drag: { x: false, y: false } },
       legend: { live: true },
-      scales: { x: { time: true }, y: yRange ? { range: yRange } : { range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : 1]; } } },
-      axes: [axis(null), axis(yFormat)],
+      scales: { x: { time: true }, y: yRange ? { range: yRange } : { range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : integer ? 4 : 1]; } } },
+      axes: [axis(null), axis(yFormat, integer)],
       series: [{}].concat(series),
     };
     var data = [[]].concat(series.map(function () { return []; }));
@@ -190,7 +192,7 @@
     makeChart('chart-hitrate', [line('by tokens', COLORS.hit, pct, true), line('by requests', COLORS.req, pct, false)], pct, [0, 1]);
     makeChart('chart-tokens', [line('hit', COLORS.hit, compact, true), line('miss', COLORS.miss, compact, true), line('output', COLORS.out, compact, false)], compact);
     makeChart('chart-cost', [line('billed', COLORS.cost, usd, true), line('with no cache', COLORS.nocache, usd, false)], usd);
-    makeChart('chart-gc', [bars('expired', COLORS.miss, int), bars('evicted', COLORS.req, int)], int);
+    makeChart('chart-gc', [bars('expired', COLORS.miss, int), bars('evicted', COLORS.req, int)], int, null, true);
     window.addEventListener('resize', function () {
       Object.keys(charts).forEach(function (id) {
         var el = document.getElementById(id);
