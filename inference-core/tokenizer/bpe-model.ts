@@ -125,14 +125,14 @@ export class BpeModel {
     const tryAdd = (l: number, r: number) => {
       if (l < 0 || r < 0) return;
       const rank = this.ranks.get(text[l] + '\u0000' + text[r]);
-      if (rank !== undefined) queue.push({ rank, left: l, right: r, size: text[l].length + text[r].length });
+      if (rank !== undefined) queue.push(rank, l, r, text[l].length + text[r].length);
     };
     for (let i = 1; i < n; i++) tryAdd(i - 1, i);
-    for (let c = queue.pop(); c !== undefined; c = queue.pop()) {
-      const l = c.left;
-      const r = c.right;
+    while (queue.pop()) {
+      const l = queue.topLeft;
+      const r = queue.topRight;
       // Stale: one side was merged away or grew since this candidate was queued.
-      if (text[l] === '' || text[r] === '' || next[l] !== r || text[l].length + text[r].length !== c.size) continue;
+      if (text[l] === '' || text[r] === '' || next[l] !== r || text[l].length + text[r].length !== queue.topSize) continue;
       text[l] += text[r];
       text[r] = '';
       next[l] = next[r];

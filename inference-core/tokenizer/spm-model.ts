@@ -67,13 +67,13 @@ export class SpmModel {
       if (l < 0 || r < 0) return;
       const id = pieceOf(l, r);
       if (id < 0) return;
-      queue.push({ rank: -this.scores[id], left: l, right: r, size: len[l] + len[r] });
+      queue.push(-this.scores[id], l, r, len[l] + len[r]);
     };
     for (let i = 1; i < n; i++) tryAdd(i - 1, i);
-    for (let c = queue.pop(); c !== undefined; c = queue.pop()) {
-      const l = c.left;
-      const r = c.right;
-      if (len[l] === 0 || len[r] === 0 || len[l] + len[r] !== c.size) continue;
+    while (queue.pop()) {
+      const l = queue.topLeft;
+      const r = queue.topRight;
+      if (len[l] === 0 || len[r] === 0 || len[l] + len[r] !== queue.topSize) continue;
       symId[l] = pieceOf(l, r);
       len[l] += len[r];
       len[r] = 0;

@@ -43,6 +43,12 @@ const STRINGS = [
   '',
   ' ',
   'x',
+  // long words (> 64 bytes: the BPE heap path), long whitespace runs
+  'a'.repeat(300),
+  'Pneumonoultramicroscopicsilicovolcanoconiosis'.repeat(4) + ' supercalifragilisticexpialidocious',
+  ' '.repeat(150) + 'x' + '\n'.repeat(80) + '\t'.repeat(70),
+  'aGVsbG8gd29ybGQgdGhpcyBpcyBhIGxvbmcgYmFzZTY0IHN0cmluZyB3aXRob3V0IGFueSBzcGFjZXMgaW4gaXQ',
+  '東京大阪京都名古屋札幌福岡神戸横浜川崎広島仙台千葉北九州堺浜松新潟熊本相模原岡山静岡',
 ];
 
 const corpus = (name: string) => fs.readFileSync(path.join(CORPUS_DIR, name), 'utf8');
