@@ -1,0 +1,120 @@
+/**
+ * The cluster counters: several recorders (processes) add up, totals and
+ * history survive a restart, LMDB and a real redis-server behave alike, and
+ * the overview's cost math matches the price list by hand.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import {
+  C,
+  computeOverview,
+  computeSeries,
+  DEFAULT_PRICING,
+  LmdbStatsStore,
+  loadPricing,
+  RedisStatsStore,
+  StatsRecorder,
+  type StatsStore,
+} from '../../../src/stats/index.ts';
+import { startRedis, type RedisServer } from '../../helpers/redis-server.ts';
+import { tempDir } from '../kvtier/fixtures.ts';
+
+let dir: { path: string; remove: () => Promise<void> };
+let redis: RedisServer;
+
+beforeAll(async () => {
+  dir = await tempDir('kvtier-stats-');
+  redis = await startRedis();
+});
+
+afterAll(async () => {
+  await redis?.stop();
+  await dir?.remove();
+});
+
+const usage = (tenant: string, prompt: number, cached: number, output: number) => ({ tenant, trafficClass: 'chat', promptTokens: prompt, cachedTokens: cached, completionTokens: output, workerMs: 10 });
+
+const backends: Array<[string, (name: string) => Promise<StatsStore>]> = [
+  ['lmdb', async (name) => LmdbStatsStore.open({ path: `${dir.path}/${name}`, stepMs: 1000 })],
+  ['redis', async (name) => RedisStatsStore.open({ url: redis.url, keyPrefix: `test:${name}:`, stepMs: 1000 })],
+];
+
+describe.each(backends)('%s stats store', (_kind, open) => {
+  it('sums two processes, keeps totals and history across a restart, and a restarted tier counts from zero', async () => {
+    let now = Date.UTC(2026, 11, 2, 12, 0, 0);
+    const clock = () => now;
+    const storeA = await open('cluster');
+    const storeB = await open('cluster');
+    const api = new StatsRecorder({ store: storeA, now: clock });
+    let tierGc = { runs: 1, expired: { blocks: 5, bytes: 500 }, evicted: { blocks: 0, bytes: 0 } };
+    const worker = new StatsRecorder({
+      store: storeB,
+      now: clock,
+      sampleTier: async () => ({
+        cache: { bytesRead: 0, bytesWritten: 1000, blocksWritten: 10, gc: tierGc, errors: {} },
+        usage: { bytes: { g: 2048, 'c:chat': 2048, 't:acme': 2048 }, blocks: { g: 2, 'c:chat': 2, 't:acme': 2 } },
+      }),
+    });
+    api.record(usage('acme', 640, 512, 20));
+    api.record(usage('beta', 100, 0, 5));
+    await api.flush();
+    await worker.flush();
+    now += 1000;
+    api.record(usage('acme', 640, 640, 10));
+    // The worker restarted its tier: its counters went back to 1 run / 2 expired.
+    tierGc = { runs: 1, expired: { blocks: 2, bytes: 200 }, evicted: { blocks: 1, bytes: 100 } };
+    await api.flush();
+    await worker.flush();
+    await api.flush(); // nothing new: adds nothing
+    await storeA.close();
+    await storeB.close();
+
+    const reopened = await open('cluster');
+    const totals = await reopened.totals();
+    expect(totals.counters[C.requests]).toBe(3);
+    expect(totals.counters[C.requestsWithHit]).toBe(2);
+    expect(totals.counters[C.hitTokens]).toBe(1152);
+    expect(totals.counters[C.missTokens]).toBe(228);
+    expect(totals.counters[C.outputTokens]).toBe(35);
+    expect(totals.counters['tenant:acme:hitTokens']).toBe(1152);
+    expect(totals.counters[C.gcRuns]).toBe(2);
+    expect(totals.counters[C.expiredBlocks]).toBe(7);
+    expect(totals.counters[C.evictedBlocks]).toBe(1);
+    expect(totals.gauges['c:chat|bytes']).toBe(2048);
+    const history = await reopened.history(0, now);
+    expect(history.map((p) => p.t)).toEqual([now - 1000, now]);
+    expect(history[1].counters[C.hitTokens]).toBe(1152);
+    expect(Object.keys(history[1].counters).some((name) => name.startsWith('tenant:'))).toBe(false);
+    expect(Object.keys(history[1].gauges).some((name) => name.startsWith('t:'))).toBe(false);
+
+    const series = computeSeries(history, DEFAULT_PRICING);
+    expect(series.t).toEqual([now / 1000]);
+    expect(series.hitTokens).toEqual([640]);
+    expect(series.hitRateTokens).toEqual([1]);
+    expect(series.expiredBlocks).toEqual([2]);
+    await reopened.close();
+  });
+});
+
+describe('overview', () => {
+  it('bills at the price list and compares with no cache', () => {
+    const pricing = loadPricing({ KVTIER_GPU_HOUR_USD: '2' });
+    expect(pricing.source).toMatch(/DeepSeek/);
+    const overview = computeOverview(
+      {
+        counters: { [C.requests]: 4, [C.requestsWithHit]: 3, [C.hitTokens]: 3_000_000, [C.missTokens]: 1_000_000, [C.outputTokens]: 500_000, [C.engineUpMs]: 3_600_000, [C.engineBusyMs]: 1_800_000 },
+        gauges: {},
+      },
+      pricing,
+    );
+    // 3M × 0.0028 + 1M × 0.14 + 0.5M × 0.28 = 0.0084 + 0.14 + 0.14
+    expect(overview.cost.usd).toBeCloseTo(0.2884, 10);
+    // 4M × 0.14 + 0.5M × 0.28 = 0.56 + 0.14
+    expect(overview.cost.withoutCacheUsd).toBeCloseTo(0.7, 10);
+    expect(overview.hitRate).toEqual({ byTokens: 0.75, byRequests: 0.75 });
+    expect(overview.engine.revenuePerEngineHourUsd).toBeCloseTo(0.2884, 10);
+    expect(overview.engine.grossMargin).toBeCloseTo(1 - 2 / 0.2884, 10);
+    expect(overview.engine.utilization).toBe(0.5);
+    expect(() => loadPricing({ KVTIER_PRICE_MISS_PER_M: '-1' })).toThrow(/KVTIER_PRICE_MISS_PER_M=-1/);
+  });
+});
