@@ -37,8 +37,20 @@ export interface VocabMetadata {
   vocabSize: number;
 }
 
+// Training is deterministic, so one process trains each (kind, size, pre-tokenizer) once.
+const vocabMemo = new Map<string, VocabMetadata>();
+function memo(key: string, make: () => VocabMetadata): VocabMetadata {
+  let v = vocabMemo.get(key);
+  if (!v) vocabMemo.set(key, (v = make()));
+  return v;
+}
+
 /** Byte-level BPE vocabulary with ChatML specials at the end; `vocabSize` counts them. */
 export function byteLevelVocabMetadata(vocabSize: number, pre: PreTokenizerName): VocabMetadata {
+  return memo(`bpe:${vocabSize}:${pre}`, () => trainByteLevelVocab(vocabSize, pre));
+}
+
+function trainByteLevelVocab(vocabSize: number, pre: PreTokenizerName): VocabMetadata {
   const { texts } = loadCorpus();
   const vocab = trainByteLevelBpe(texts, vocabSize - CHATML_SPECIALS.length, pre);
   const tokens = [...vocab.tokens, ...CHATML_SPECIALS];
@@ -64,6 +76,10 @@ export function byteLevelVocabMetadata(vocabSize: number, pre: PreTokenizerName)
 
 /** SentencePiece-style vocabulary: <unk> <s> </s>, 256 byte tokens, pieces, then the ChatML turn markers. */
 export function spmVocabMetadata(vocabSize: number): VocabMetadata {
+  return memo(`spm:${vocabSize}`, () => trainSpmVocab(vocabSize));
+}
+
+function trainSpmVocab(vocabSize: number): VocabMetadata {
   const { texts } = loadCorpus();
   const head = ['<unk>', '<s>', '</s>'];
   const bytes = Array.from({ length: 256 }, (_, b) => `<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`);
