@@ -3,7 +3,8 @@
 # The kernels in src/ops/*.cc marked "per ISA" are compiled three times, once
 # per static library below, each with its own -m flags and its own namespace
 # (KVT_ISA_NS); src/dispatch.cc picks one at run time. Everything else is
-# compiled once, without ISA flags, so it runs on any x86-64 CPU.
+# compiled once, without ISA flags, so it runs on any x86-64 CPU. On other
+# architectures the avx libraries compile as scalar and are never selected.
 #
 # -ffp-contract=off: the compiler must not fuse a*b+c on its own; kernels
 # spell every fma, which is what keeps scalar/AVX2/AVX-512 bit-identical.
@@ -40,14 +41,17 @@
       "type": "static_library",
       "sources": ["<@(kvt_isa_sources)"],
       "defines": ["KVT_ISA_NS=isa_avx2", "KVT_ISA_TABLE=kernels_avx2", "KVT_ISA_LABEL=\"avx2\""],
-      "cflags_cc": ["-mavx2", "-mfma", "-mf16c"]
+      "conditions": [["target_arch=='x64'", {"cflags_cc": ["-mavx2", "-mfma", "-mf16c"]}]]
     },
     {
       "target_name": "kvt_isa_avx512",
       "type": "static_library",
       "sources": ["<@(kvt_isa_sources)"],
       "defines": ["KVT_ISA_NS=isa_avx512", "KVT_ISA_TABLE=kernels_avx512", "KVT_ISA_LABEL=\"avx512\""],
-      "cflags_cc": ["-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni", "-Wno-maybe-uninitialized", "-Wno-uninitialized"]
+      "conditions": [["target_arch=='x64'", {
+        "cflags_cc": ["-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni",
+                      "-Wno-maybe-uninitialized", "-Wno-uninitialized"]
+      }]]
     },
     {
       "target_name": "kvtier_native",

@@ -4,11 +4,6 @@
 
 namespace kvt {
 
-#if !defined(KVT_HAVE_X86)
-const Kernels* kernels_avx2() { return nullptr; }
-const Kernels* kernels_avx512() { return nullptr; }
-#endif
-
 namespace {
 
 bool cpu_has_avx2() {

@@ -52,8 +52,8 @@ struct Kernels {
 };
 
 const Kernels* kernels_scalar();
-const Kernels* kernels_avx2();    // nullptr when not built (non-x86)
-const Kernels* kernels_avx512();  // nullptr when not built
+const Kernels* kernels_avx2();    // off x86 these exist (built scalar) but are never selected
+const Kernels* kernels_avx512();
 
 // ---- ISA-independent kernels (cheap, memory-bound or O(rows·dim)) ----------
 
