@@ -20,24 +20,35 @@ export interface RequestUsage {
   workerMs: number;
 }
 
-/** The figures of KvTier.stats() / usage() the recorder follows (cumulative since that tier opened). */
+/**
+ * The figures of KvTier.stats() / usage() the recorder follows (cumulative
+ * since that tier opened). Fields a source does not report count as absent,
+ * not as zero.
+ */
 export interface TierSample {
   cache: {
-    bytesRead: number;
-    bytesWritten: number;
-    blocksWritten: number;
-    gc: { runs: number; expired: { blocks: number; bytes: number }; evicted: { blocks: number; bytes: number } };
-    errors: Record<string, number>;
+    bytesRead?: number;
+    bytesWritten?: number;
+    blocksWritten?: number;
+    gc?: { runs?: number; expired?: { blocks?: number; bytes?: number }; evicted?: { blocks?: number; bytes?: number } };
+    errors?: Record<string, number>;
   } | null;
   usage?: { bytes: Record<string, number>; blocks: Record<string, number> };
+}
+
+/** Several tiers (BullMQ workers), each followed on its own: `id` keeps their cumulative counts apart. */
+export interface TierSources {
+  sources: Array<{ id: string; sample: TierSample }>;
+  /** Engines up now (their wall time counts as engine-hours); default: engineUp(). */
+  enginesUp?: number;
 }
 
 export interface StatsRecorderOptions {
   store: StatsStore;
   /** Default 5 s. */
   flushMs?: number;
-  /** The tier's stats, wherever it lives (engine thread, worker). Called once per flush. */
-  sampleTier?: () => Promise<TierSample | null>;
+  /** The tier's stats, wherever it lives (engine thread, workers). Called once per flush. */
+  sampleTier?: () => Promise<TierSample | TierSources | null>;
   /** Whether this process hosts an engine that is up now (its wall time counts as engine-hours). */
   engineUp?: () => boolean;
   now?: () => number;
@@ -92,37 +103,51 @@ export class StatsRecorder {
     this.local.set(name, (this.local.get(name) ?? 0) + delta);
   }
 
-  /** Follows a tier's cumulative stats: the growth since the last sample is counted (a restarted tier counts from 0). */
-  followTier(sample: TierSample): void {
-    const cache = sample.cache;
-    if (cache) {
-      const figures: Record<string, number> = {
-        [C.bytesRead]: cache.bytesRead,
-        [C.bytesWritten]: cache.bytesWritten,
-        [C.blocksWritten]: cache.blocksWritten,
-        [C.gcRuns]: cache.gc.runs,
-        [C.expiredBlocks]: cache.gc.expired.blocks,
-        [C.expiredBytes]: cache.gc.expired.bytes,
-        [C.evictedBlocks]: cache.gc.evicted.blocks,
-        [C.evictedBytes]: cache.gc.evicted.bytes,
-        [C.tierErrors]: Object.values(cache.errors).reduce((a, b) => a + b, 0),
-      };
-      const restarted = Object.entries(figures).some(([name, value]) => value < (this.tierSeen.get(name) ?? 0));
-      for (const [name, value] of Object.entries(figures)) {
-        const seen = restarted ? 0 : (this.tierSeen.get(name) ?? 0);
-        this.bump(name, value - seen);
-        this.tierSeen.set(name, value);
+  /**
+   * Follows tiers' cumulative stats: the growth since the last sample of the
+   * same source is counted (a restarted tier counts from 0). Stored bytes and
+   * blocks are the sum over the sources that report them.
+   */
+  followTier(sample: TierSample | TierSources): void {
+    const sources = 'sources' in sample ? sample.sources : [{ id: 'local', sample }];
+    let gauges: Record<string, number> | null = null;
+    for (const { id, sample: one } of sources) {
+      const cache = one.cache;
+      if (cache) {
+        const figures: Record<string, number | undefined> = {
+          [C.bytesRead]: cache.bytesRead,
+          [C.bytesWritten]: cache.bytesWritten,
+          [C.blocksWritten]: cache.blocksWritten,
+          [C.gcRuns]: cache.gc?.runs,
+          [C.expiredBlocks]: cache.gc?.expired?.blocks,
+          [C.expiredBytes]: cache.gc?.expired?.bytes,
+          [C.evictedBlocks]: cache.gc?.evicted?.blocks,
+          [C.evictedBytes]: cache.gc?.evicted?.bytes,
+          [C.tierErrors]: cache.errors === undefined ? undefined : Object.values(cache.errors).reduce((a, b) => a + b, 0),
+        };
+        const known = Object.entries(figures).filter((entry): entry is [string, number] => Number.isFinite(entry[1]));
+        const restarted = known.some(([name, value]) => value < (this.tierSeen.get(`${id}|${name}`) ?? 0));
+        for (const [name, value] of known) {
+          const seen = restarted ? 0 : (this.tierSeen.get(`${id}|${name}`) ?? 0);
+          this.bump(name, value - seen);
+          this.tierSeen.set(`${id}|${name}`, value);
+        }
+      }
+      if (one.usage) {
+        gauges ??= { [bytesGauge('g')]: 0, [blocksGauge('g')]: 0 };
+        for (const [tag, bytes] of Object.entries(one.usage.bytes)) gauges[bytesGauge(tag)] = (gauges[bytesGauge(tag)] ?? 0) + bytes;
+        for (const [tag, blocks] of Object.entries(one.usage.blocks)) gauges[blocksGauge(tag)] = (gauges[blocksGauge(tag)] ?? 0) + blocks;
       }
     }
-    if (sample.usage) {
-      const gauges: Record<string, number> = { [bytesGauge('g')]: 0, [blocksGauge('g')]: 0 };
-      for (const [tag, bytes] of Object.entries(sample.usage.bytes)) gauges[bytesGauge(tag)] = bytes;
-      for (const [tag, blocks] of Object.entries(sample.usage.blocks)) gauges[blocksGauge(tag)] = blocks;
+    if (gauges) {
       // A scope that emptied must read 0, not its last non-zero value.
       for (const name of Object.keys(this.gauges)) if (!(name in gauges)) gauges[name] = 0;
       this.gauges = gauges;
     }
+    if ('sources' in sample && sample.enginesUp !== undefined) this.enginesUpNow = sample.enginesUp;
   }
+
+  private enginesUpNow: number | null = null;
 
   /** Samples the tier, then adds this process's growth since the last flush to the store. One flush at a time. */
   flush(): Promise<void> {
@@ -134,6 +159,7 @@ export class StatsRecorder {
   }
 
   private async flushOnce(): Promise<void> {
+    this.enginesUpNow = null;
     if (this.options.sampleTier) {
       try {
         const sample = await this.options.sampleTier();
@@ -144,7 +170,8 @@ export class StatsRecorder {
       }
     }
     const now = this.now();
-    if (this.options.engineUp?.()) this.bump(C.engineUpMs, now - this.lastUptimeAt);
+    const engines = this.enginesUpNow ?? (this.options.engineUp?.() ? 1 : 0);
+    this.bump(C.engineUpMs, engines * (now - this.lastUptimeAt));
     this.lastUptimeAt = now;
     const deltas: Record<string, number> = {};
     const sent = new Map<string, number>();

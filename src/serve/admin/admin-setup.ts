@@ -13,7 +13,7 @@ import type { FastifyInstance } from 'fastify';
 
 import { openBlobStore } from '../../../storage-adapters/index.ts';
 import { BlockIndex, LmdbPolicyStore, RedisPolicyStore, systemClock, type PolicyStore } from '../../kvtier/index.ts';
-import { loadPricing, openStatsStore, StatsRecorder, type Pricing, type StatsStore, type TierSample } from '../../stats/index.ts';
+import { loadPricing, openStatsStore, StatsRecorder, type Pricing, type StatsStore, type TierSample, type TierSources } from '../../stats/index.ts';
 import type { ServeContext } from '../context.ts';
 import type { GenerateEvent, GenerateRequest, InferenceService } from '../inference-service.ts';
 import { registerDashboard } from '../dashboard/index.ts';
@@ -56,11 +56,8 @@ export async function setupAdmin(app: FastifyInstance, ctx: ServeContext, option
     const recorder = new StatsRecorder({
       store: statsStore,
       flushMs: stepMs,
-      sampleTier: async () => {
-        const stats = (await ctx.runner.admin({ op: 'stats' })) as TierSample | null;
-        return stats ? { cache: stats.cache ?? null, usage: stats.usage } : null;
-      },
-      // The embedded engine runs in this process: its wall time is engine time. (BullMQ workers report their own.)
+      sampleTier: () => sampleTier(ctx),
+      // The embedded engine runs in this process: its wall time is engine time. (BullMQ: the workers that report.)
       engineUp: () => ctx.runner.kind === 'inproc' && ctx.runner.status().ready,
       onError: (error, what) => app.log.warn({ err: error }, what),
     }).start();
@@ -90,6 +87,21 @@ export async function setupAdmin(app: FastifyInstance, ctx: ServeContext, option
     await closeAll();
     throw error;
   }
+}
+
+/**
+ * The serving tier's counters. Embedded: the engine thread's tier. BullMQ:
+ * each live worker's own report (workerId keeps their counts apart; every
+ * reporting worker is an engine that is up).
+ */
+async function sampleTier(ctx: ServeContext): Promise<TierSample | TierSources | null> {
+  const stats = (await ctx.runner.admin({ op: 'stats' })) as (TierSample & { workers?: Array<TierSample & { workerId?: string }> }) | null;
+  if (!stats) return null;
+  if (ctx.runner.kind === 'bullmq') {
+    const workers = (stats.workers ?? []).filter((w) => typeof w.workerId === 'string');
+    return { sources: workers.map((w) => ({ id: w.workerId!, sample: { cache: w.cache ?? null, usage: w.usage } })), enginesUp: workers.length };
+  }
+  return { cache: stats.cache ?? null, usage: stats.usage };
 }
 
 type EndEvent = Extract<GenerateEvent, { type: 'end' }>;

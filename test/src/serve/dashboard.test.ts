@@ -76,7 +76,7 @@ describe('dashboard', () => {
     await page.waitForFunction((after) => Number(document.body.getAttribute('data-generated-at')) > after, api.generatedAt, { timeout: 30_000 });
     const shown = await page.evaluate(() => {
       const out: Record<string, string> = {};
-      for (const el of document.querySelectorAll('[data-figure]')) out[el.getAttribute('data-figure')!] = el.getAttribute('data-value') ?? '';
+      for (const el of Array.from(document.querySelectorAll('[data-figure]'))) out[el.getAttribute('data-figure')!] = el.getAttribute('data-value') ?? '';
       return out;
     });
     const o = api.overview;

@@ -96,6 +96,35 @@ describe.each(backends)('%s stats store', (_kind, open) => {
   });
 });
 
+describe('recorder over several workers (BullMQ)', () => {
+  it('follows each worker on its own, sums their stored bytes, and counts each up worker as an engine', async () => {
+    let now = Date.UTC(2026, 11, 2, 12, 0, 0);
+    const store = LmdbStatsStore.open({ path: `${dir.path}/workers`, stepMs: 1000 });
+    const worker = (expired: number, bytes: number) => ({
+      cache: { gc: { expired: { blocks: expired } } },
+      usage: { bytes: { g: bytes, 'c:chat': bytes }, blocks: { g: 1, 'c:chat': 1 } },
+    });
+    let sources = [
+      { id: 'w1', sample: worker(3, 100) },
+      { id: 'w2', sample: worker(4, 200) },
+    ];
+    const recorder = new StatsRecorder({ store, now: () => now, sampleTier: async () => ({ sources, enginesUp: sources.length }) });
+    await recorder.flush();
+    now += 60_000;
+    sources = [
+      { id: 'w1', sample: worker(5, 100) },
+      { id: 'w3', sample: worker(1, 50) },
+    ];
+    await recorder.flush();
+    const totals = await store.totals();
+    expect(totals.counters[C.expiredBlocks]).toBe(3 + 4 + 2 + 1);
+    expect(totals.counters[C.engineUpMs]).toBe(2 * 60_000);
+    expect(totals.gauges['c:chat|bytes']).toBe(150);
+    expect(totals.gauges['g|blocks']).toBe(2);
+    await store.close();
+  });
+});
+
 describe('overview', () => {
   it('bills at the price list and compares with no cache', () => {
     const pricing = loadPricing({ KVTIER_GPU_HOUR_USD: '2' });
