@@ -18,7 +18,7 @@ import { errorBody } from '../http-errors.ts';
 import type { GenerateEvent } from '../inference-service.ts';
 import { messagesBody } from '../schemas.ts';
 import { clientGone, SseWriter } from '../sse.ts';
-import { preamble, responseId } from './common.ts';
+import { preamble, responseId, setTimingHeaders } from './common.ts';
 
 export function registerAnthropicMessages(app: FastifyInstance, ctx: ServeContext): void {
   app.post('/v1/messages', { schema: { body: messagesBody } }, async (request: FastifyRequest, reply: FastifyReply) => {
@@ -36,6 +36,7 @@ export function registerAnthropicMessages(app: FastifyInstance, ctx: ServeContex
     if (!body.stream) {
       let end: Extract<GenerateEvent, { type: 'end' }> | null = null;
       for (let step = first; !step.done; step = await generation.next()) if (step.value.type === 'end') end = step.value;
+      setTimingHeaders(reply, end!);
       return anthropicResponse({ id, model: ctx.modelId, content: end!.content, toolCalls: end!.toolCalls, finishReason: end!.finishReason, stopSequence: end!.stopSequence, usage: end!.usage });
     }
     const sse = new SseWriter(reply);

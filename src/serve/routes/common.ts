@@ -1,4 +1,4 @@
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 
 import { KvtError } from '../../errors.ts';
 import { resolveTrafficClass, type TenantIdentity } from '../auth.ts';
@@ -27,4 +27,10 @@ let counter = 0;
 export function responseId(prefix: string): string {
   counter = (counter + 1) % 1_000_000;
   return `${prefix}${Date.now().toString(36)}${counter.toString(36).padStart(4, '0')}${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/** Non-streamed replies say where the time went: the worker's own time (lookup, load, prefill, decode) and the queue wait. */
+export function setTimingHeaders(reply: FastifyReply, end: { workerMs: number; queueMs: number }): void {
+  void reply.header('x-kvtier-worker-ms', end.workerMs.toFixed(3));
+  void reply.header('x-kvtier-queue-ms', end.queueMs.toFixed(3));
 }

@@ -16,7 +16,7 @@ import { errorBody } from '../http-errors.ts';
 import type { GenerateEvent } from '../inference-service.ts';
 import { chatCompletionsBody } from '../schemas.ts';
 import { clientGone, SseWriter } from '../sse.ts';
-import { preamble, responseId } from './common.ts';
+import { preamble, responseId, setTimingHeaders } from './common.ts';
 
 export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): void {
   app.post('/v1/chat/completions', { schema: { body: chatCompletionsBody } }, async (request: FastifyRequest, reply: FastifyReply) => {
@@ -41,6 +41,7 @@ export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): voi
     if (!body.stream) {
       let end: Extract<GenerateEvent, { type: 'end' }> | null = null;
       for (let step = first; !step.done; step = await generation.next()) if (step.value.type === 'end') end = step.value;
+      setTimingHeaders(reply, end!);
       return openAiChatResponse({ ...base, content: end!.content, toolCalls: end!.toolCalls, finishReason: end!.finishReason, usage: end!.usage });
     }
     const sse = new SseWriter(reply);

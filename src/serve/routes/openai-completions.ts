@@ -8,7 +8,7 @@ import { errorBody } from '../http-errors.ts';
 import type { GenerateEvent } from '../inference-service.ts';
 import { completionsBody } from '../schemas.ts';
 import { clientGone, SseWriter } from '../sse.ts';
-import { preamble, responseId } from './common.ts';
+import { preamble, responseId, setTimingHeaders } from './common.ts';
 import { KvtError } from '../../errors.ts';
 
 export function registerOpenAiCompletions(app: FastifyInstance, ctx: ServeContext): void {
@@ -34,6 +34,7 @@ export function registerOpenAiCompletions(app: FastifyInstance, ctx: ServeContex
         if (step.value.type === 'text') text += step.value.text;
         if (step.value.type === 'end') end = step.value;
       }
+      setTimingHeaders(reply, end!);
       return openAiCompletionResponse(base, text, end!.finishReason, end!.usage);
     }
     const sse = new SseWriter(reply);
