@@ -49,10 +49,10 @@ export async function run(): Promise<Record<string, number | string>> {
     const readMs = best(2, () => fs.readFileSync(smallF16));
     out.fingerprint_hash_gb_s = bytes / 1e9 / (hashMs / 1000);
     out.file_read_gb_s = bytes / 1e9 / (readMs / 1000);
+    await modelFingerprint(g, { kvDtype: 'f16' }); // writes the sidecar
     t = performance.now();
     await modelFingerprint(g, { kvDtype: 'f16' });
-    await modelFingerprint(g, { kvDtype: 'f16' });
-    out.fingerprint_cached_ms = (performance.now() - t) / 2;
+    out.fingerprint_cached_ms = performance.now() - t;
 
     const text = ['prose.txt', 'code.txt', 'unicode.txt'].map((f) => fs.readFileSync(path.join(CORPUS_DIR, f), 'utf8')).join('\n') + fs.readFileSync(path.join(CORPUS_DIR, 'generated.txt'), 'utf8').slice(0, 60_000);
     for (const [label, file] of [
