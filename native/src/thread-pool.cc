@@ -138,9 +138,32 @@ void set_global_threads(int n) {
   g_pool.reset(new ThreadPool(n > 0 ? n : default_thread_count(), env_int("KVTIER_NATIVE_SPIN_US", 300)));
 }
 
+// Round trip caller → worker → caller: the caller posts a job and spins
+// until a worker has run it (bounded at 10 ms, so a worker that never comes
+// shows up as a large number instead of a hang). Mean nanoseconds.
 double measure_handoff_ns(ThreadPool& pool, int iters) {
+  if (pool.size() < 2) return 0.0;
+  struct Ctx {
+    std::atomic<int> seen{0};
+  } ctx;
   auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) pool.run([](void*, int, int) {}, nullptr);
+  for (int i = 0; i < iters; ++i) {
+    ctx.seen.store(0, std::memory_order_relaxed);
+    pool.run(
+        [](void* c, int tid, int) {
+          Ctx* x = static_cast<Ctx*>(c);
+          if (tid != 0) {
+            x->seen.store(1, std::memory_order_release);
+            return;
+          }
+          auto start = std::chrono::steady_clock::now();
+          while (!x->seen.load(std::memory_order_acquire)) {
+            KVT_PAUSE();
+            if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(10)) break;
+          }
+        },
+        &ctx);
+  }
   auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
   return (double)ns / (iters > 0 ? iters : 1);
 }
