@@ -21,7 +21,8 @@ export interface TierChannel {
 }
 
 export interface AdminServiceOptions {
-  blocks: BlockAdmin;
+  /** Or why the block store / index could not open (block operations then answer 503). */
+  blocks: BlockAdmin | string;
   policy: PolicyStore;
   recorder: StatsRecorder;
   pricing: Pricing;
@@ -34,7 +35,9 @@ export class AdminService {
   constructor(private readonly options: AdminServiceOptions) {}
 
   get blocks(): BlockAdmin {
-    return this.options.blocks;
+    const blocks = this.options.blocks;
+    if (typeof blocks === 'string') throw new AdminError('KVT_ERR_ADMIN_UNAVAILABLE', `block operations are unavailable on this server: ${blocks}`);
+    return blocks;
   }
 
   get pricing(): Pricing {
@@ -93,7 +96,7 @@ export class AdminService {
 
   async purge(filter: PurgeFilter, onProgress: (progress: AdminProgress) => void): Promise<PurgeReport> {
     this.checkPurgeFilter(filter);
-    const report = await this.options.blocks.purge(filter, onProgress);
+    const report = await this.blocks.purge(filter, onProgress);
     this.options.recorder.bump(C.purgedBlocks, report.removedBlocks);
     this.options.recorder.bump(C.purgedBytes, report.removedBytes);
     await this.options.recorder.flush();
@@ -103,7 +106,7 @@ export class AdminService {
   async gc(options: { dryRun: boolean }, onProgress: (progress: AdminProgress) => void): Promise<GcReport> {
     const tier = this.options.tier;
     if (options.dryRun || !tier) {
-      const report = await this.options.blocks.gc(options, onProgress);
+      const report = await this.blocks.gc(options, onProgress);
       if (!report.dryRun && !tier) {
         const recorder = this.options.recorder;
         recorder.bump(C.gcRuns, 1);

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 
 import type { FastifyInstance } from 'fastify';
 
-import { openBlobStore } from '../../../storage-adapters/index.ts';
+import { openBlobStore, type BlobStore } from '../../../storage-adapters/index.ts';
 import { BlockIndex, LmdbPolicyStore, RedisPolicyStore, systemClock, type PolicyStore } from '../../kvtier/index.ts';
 import { loadPricing, openStatsStore, StatsRecorder, type Pricing, type StatsStore, type TierSample, type TierSources } from '../../stats/index.ts';
 import type { ServeContext } from '../context.ts';
@@ -43,10 +43,18 @@ export async function setupAdmin(app: FastifyInstance, ctx: ServeContext, option
     for (const close of opened.reverse()) await close().catch((error: unknown) => app.log.warn({ err: error }, 'admin: closing a resource failed'));
   };
   try {
-    const store = await openBlobStore(config.storage);
-    opened.push(() => store.close());
-    const index = BlockIndex.open({ path: join(config.dataDir, 'index') });
-    opened.push(() => index.close());
+    // Block listing needs the store and index; if they cannot open, the server still serves (as the engine does) and the block routes say why.
+    let blockHandles: { store: BlobStore; index: BlockIndex } | string;
+    try {
+      const store = await openBlobStore(config.storage);
+      opened.push(() => store.close());
+      const index = BlockIndex.open({ path: join(config.dataDir, 'index') });
+      opened.push(() => index.close());
+      blockHandles = { store, index };
+    } catch (error) {
+      blockHandles = `${(error as { code?: string }).code ?? 'KVT_ERR_INTERNAL'}: ${(error as Error).message}`;
+      app.log.error({ err: error }, 'admin: the block store or index cannot open; block listing, inspect, purge and GC preview are unavailable');
+    }
     const policy: PolicyStore = config.redisUrl
       ? await RedisPolicyStore.open({ url: config.redisUrl })
       : await LmdbPolicyStore.open({ path: join(config.dataDir, 'policy') });
@@ -71,7 +79,8 @@ export async function setupAdmin(app: FastifyInstance, ctx: ServeContext, option
         workerMs: end.workerMs,
       }),
     );
-    const blocks = await BlockAdmin.create({ index, store, policy: () => policy.current(), clock: systemClock });
+    const blocks =
+      typeof blockHandles === 'string' ? blockHandles : await BlockAdmin.create({ ...blockHandles, policy: () => policy.current(), clock: systemClock });
     const service = new AdminService({ blocks, policy, recorder, pricing, tier: ctx.runner });
     registerAdminApi(app, service);
     registerDashboard(app, { pricing });
