@@ -1,0 +1,182 @@
+/**
+ * docker-compose.yml, checked without a Docker engine: the file is parsed with
+ * the `yaml` package (merge keys on, as Compose does), `${VAR:-default}` is
+ * interpolated the way Compose does it with an empty environment, and each
+ * kvtier service's environment is run through the real loadConfig() and
+ * parseBlobStoreUrl() — so a typo'd variable, a bucket the init job does not
+ * create, or a Redis host that is not a service fails here, not at `up`.
+ */
+import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+
+import { loadConfig } from '../../src/config.ts';
+import { parseBlobStoreUrl } from '../../storage-adapters/index.ts';
+
+const ROOT = new URL('../../', import.meta.url).pathname;
+
+interface Service {
+  image?: string;
+  build?: unknown;
+  command?: string[] | string;
+  entrypoint?: string[] | string;
+  environment?: Record<string, string | number | boolean | null>;
+  volumes?: string[];
+  ports?: string[];
+  healthcheck?: { test: string[]; interval?: string; retries?: number };
+  depends_on?: Record<string, { condition: string }>;
+  deploy?: { replicas?: number | string };
+  restart?: string;
+}
+
+/** Compose interpolation with no variables set: `${X:-d}` / `${X-d}` → d, `${X}` → '', `$$` → `$`. */
+function interpolate(value: unknown, env: Record<string, string>): unknown {
+  if (typeof value === 'string') {
+    return value.replace(/\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}/g, (whole, name: string | undefined, op: string | undefined, fallback: string | undefined) => {
+      if (whole === '$$') return '$';
+      const set = env[name!];
+      if (op === ':-') return set ? set : (fallback ?? '');
+      if (op === '-') return set !== undefined ? set : (fallback ?? '');
+      return set ?? '';
+    });
+  }
+  if (Array.isArray(value)) return value.map((v) => interpolate(v, env));
+  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, interpolate(v, env)]));
+  return value;
+}
+
+function loadCompose(env: Record<string, string> = {}): { services: Record<string, Service>; volumes: Record<string, unknown> } {
+  const raw = parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8'), { merge: true }) as Record<string, unknown>;
+  return interpolate(raw, env) as { services: Record<string, Service>; volumes: Record<string, unknown> };
+}
+
+function envOf(service: Service): Record<string, string> {
+  return Object.fromEntries(Object.entries(service.environment ?? {}).map(([k, v]) => [k, v === null ? '' : String(v)]));
+}
+
+/** Every env name src/ reads: config.ts's FIELDS table plus direct `process.env.X` reads elsewhere. */
+function envNamesReadBySrc(): Set<string> {
+  const names = new Set<string>();
+  const config = readFileSync(join(ROOT, 'src/config.ts'), 'utf8');
+  for (const match of config.matchAll(/\benv: '([A-Z0-9_]+)'/g)) names.add(match[1]);
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(dir)) {
+      const path = join(dir, entry);
+      if (statSync(path).isDirectory()) walk(path);
+      else if (path.endsWith('.ts')) for (const m of readFileSync(path, 'utf8').matchAll(/process\.env\.([A-Z0-9_]+)/g)) names.add(m[1]);
+    }
+  };
+  walk(join(ROOT, 'src'));
+  return names;
+}
+
+const compose = loadCompose();
+const services = compose.services;
+const KVTIER_SERVICES = ['api', 'worker'] as const;
+
+describe('docker-compose.yml topology', () => {
+  it('has redis, minio, a bucket-init job, the api and worker replicas', () => {
+    expect(Object.keys(services).sort()).toEqual(['api', 'minio', 'minio-init', 'redis', 'worker']);
+    expect(services.redis.image).toMatch(/^redis:/);
+    expect(services.minio.image).toMatch(/^minio\/minio/);
+    expect(services['minio-init'].image).toMatch(/^minio\/mc/);
+    expect(services['minio-init'].restart).toBe('no');
+    for (const name of KVTIER_SERVICES) expect(services[name].build, `${name} builds the kvtier image`).toBeDefined();
+    expect(services.api.command).toEqual(['serve']);
+    expect(services.worker.command).toEqual(['worker']);
+    const replicas = Number(services.worker.deploy?.replicas);
+    expect(Number.isInteger(replicas) && replicas >= 2, `worker replicas default ${services.worker.deploy?.replicas}`).toBe(true);
+    // The replica count follows KVTIER_WORKERS.
+    expect(Number(loadCompose({ KVTIER_WORKERS: '5' }).services.worker.deploy?.replicas)).toBe(5);
+  });
+
+  it('gives every long-running service a health check, and orders start-up on them', () => {
+    for (const name of ['redis', 'minio', 'api', 'worker']) {
+      const check = services[name].healthcheck;
+      expect(check, `${name} has a healthcheck`).toBeDefined();
+      expect(check!.test[0]).toBe('CMD');
+      expect(check!.retries).toBeGreaterThan(0);
+    }
+    expect(services.redis.healthcheck!.test).toContain('ping');
+    expect(services.api.healthcheck!.test.join(' ')).toContain('/readyz');
+    // The worker check looks for the heartbeat key bullmq-worker.ts writes.
+    const workerSource = readFileSync(join(ROOT, 'src/workers/bullmq-runner.ts'), 'utf8');
+    const prefix = /WORKER_STATS_PREFIX = '([^']+)'/.exec(workerSource)?.[1];
+    expect(prefix).toBeDefined();
+    expect(services.worker.healthcheck!.test.join(' ')).toContain(`'${prefix}'`);
+    expect(services['minio-init'].depends_on?.minio.condition).toBe('service_healthy');
+    for (const name of KVTIER_SERVICES) {
+      expect(services[name].depends_on?.redis.condition).toBe('service_healthy');
+      expect(services[name].depends_on?.['minio-init'].condition).toBe('service_completed_successfully');
+    }
+  });
+
+  it('persists redis, minio and the api data in declared volumes; workers keep their index local', () => {
+    const declared = new Set(Object.keys(compose.volumes ?? {}));
+    const mounts = (name: string) => (services[name].volumes ?? []).map((v) => v.split(':'));
+    expect(mounts('redis')).toContainEqual([expect.any(String), '/data']);
+    expect(mounts('minio')).toContainEqual([expect.any(String), '/data']);
+    expect(mounts('api').map((m) => m[1])).toContain(envOf(services.api).KVTIER_DATA_DIR);
+    for (const name of Object.keys(services)) {
+      for (const [source] of mounts(name)) {
+        if (!source.startsWith('.') && !source.startsWith('/')) expect(declared.has(source), `volume ${source} of ${name} is declared`).toBe(true);
+      }
+    }
+    // Replicas would all share a named volume: their LMDB indexes must not.
+    expect(mounts('worker').filter(([source]) => declared.has(source))).toEqual([]);
+    expect(services.redis.command).toContain('--appendonly');
+  });
+});
+
+describe('docker-compose.yml environment', () => {
+  const known = envNamesReadBySrc();
+
+  it.each(KVTIER_SERVICES)('%s: every KVTIER_* variable it sets is one src/ reads', (name) => {
+    const unknown = Object.keys(envOf(services[name])).filter((k) => k.startsWith('KVTIER_') && !known.has(k));
+    expect(unknown).toEqual([]);
+  });
+
+  it.each(KVTIER_SERVICES)('%s: its environment passes loadConfig and names the compose services', (name) => {
+    const env = envOf(services[name]);
+    for (const needed of ['REDIS_URL', 'KVTIER_STORAGE', 'KVTIER_MODEL', 'KVTIER_DATA_DIR', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY']) {
+      expect(env[needed], `${name} sets ${needed}`).toBeTruthy();
+    }
+    const config = loadConfig(env);
+    expect(new URL(config.redisUrl!).hostname).toBe('redis');
+    const storage = parseBlobStoreUrl(config.storage);
+    expect(storage.kind).toBe('s3');
+    if (storage.kind !== 's3') return;
+    // The bucket is the one minio-init creates, at the minio service, with MinIO's own credentials.
+    const init = [services['minio-init'].command].flat().join(' ');
+    expect(init).toMatch(new RegExp(`mc mb (--ignore-existing )?local/${storage.options.bucket}\\b`));
+    const endpoint = new URL(storage.options.endpoint!);
+    expect(endpoint.hostname).toBe('minio');
+    expect(endpoint.port).toBe('9000');
+    expect(storage.options.forcePathStyle).toBe(true);
+    const minio = envOf(services.minio);
+    expect(env.AWS_ACCESS_KEY_ID).toBe(minio.MINIO_ROOT_USER);
+    expect(env.AWS_SECRET_ACCESS_KEY).toBe(minio.MINIO_ROOT_PASSWORD);
+    expect(init).toContain(`${minio.MINIO_ROOT_USER} ${minio.MINIO_ROOT_PASSWORD}`);
+  });
+
+  it('api and workers agree on model, storage, redis and block size (jobs and blocks are interchangeable)', () => {
+    const api = loadConfig(envOf(services.api));
+    const worker = loadConfig(envOf(services.worker));
+    for (const key of ['model', 'storage', 'redisUrl', 'blockTokens'] as const) expect(worker[key], key).toBe(api[key]);
+    expect(api.host).toBe('0.0.0.0');
+    expect(services.api.ports).toContain(`${api.port}:${api.port}`);
+    // KVTIER_MODEL is overridable from the shell, for both at once.
+    const other = loadCompose({ KVTIER_MODEL: 'synthetic:tiny' }).services;
+    expect(envOf(other.api).KVTIER_MODEL).toBe('synthetic:tiny');
+    expect(envOf(other.worker).KVTIER_MODEL).toBe('synthetic:tiny');
+  });
+
+  it('the Dockerfile image runs bin/kvtier.js and builds the native addon', () => {
+    const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
+    expect(dockerfile).toMatch(/ENTRYPOINT \["node", "bin\/kvtier\.js"\]/);
+    expect(dockerfile).toMatch(/RUN npm ci/);
+    expect(dockerfile).toMatch(/COPY native \.\/native/);
+  });
+});
