@@ -6,6 +6,8 @@
 const areas: Record<string, string[]> = {
   storage: ['./storage.ts', './storage-kvtier.ts'],
   engine: ['./engine.ts'],
+  'model-files': ['./model-files.ts'],
+  'native-kernels': ['./native-kernels.ts'],
   e2e: ['./e2e.ts'],
   cluster: ['./cluster.ts'],
 };
