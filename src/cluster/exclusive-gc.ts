@@ -1,0 +1,48 @@
+/**
+ * Exactly one GC at a time across the cluster: every node that wants to GC
+ * calls `runExclusiveGc`; the one that gets the `kvtier:gc:leader` lease runs,
+ * the others return at once with "skipped: held by <owner>".
+ *
+ * Why a lease and not just idempotent GC: two concurrent runs would walk the
+ * same expiry ranges, double-count what they removed, and double the delete
+ * load on shared storage. Killing the holder mid-run is safe because GC
+ * deletes storage first, then the index (src/kvtier/gc.ts): what is left is
+ * index entries without a blob, which read as misses and go in the next run.
+ */
+import type { Redis } from 'ioredis';
+
+import type { GcReport } from '../kvtier/index.ts';
+import { RedisLeaderLock, type LeaseHolder } from './leader-lock.ts';
+
+export const GC_LEADER_KEY = 'kvtier:gc:leader';
+
+export type ExclusiveGcResult =
+  | { status: 'ran'; owner: string; report: GcReport }
+  | { status: 'skipped'; reason: string; heldBy: LeaseHolder | null }
+  /** The lease lapsed while running (the run stopped at its next batch boundary). */
+  | { status: 'lost'; owner: string; report: GcReport; reason: string };
+
+export interface ExclusiveGcOptions {
+  redis: Redis;
+  owner: string;
+  ttlMs?: number;
+  key?: string;
+}
+
+/** `gc(signal)` runs only while this node holds the lease; `signal` aborts if the lease is lost. */
+export async function runExclusiveGc(options: ExclusiveGcOptions, gc: (signal: AbortSignal) => Promise<GcReport>): Promise<ExclusiveGcResult> {
+  const lock = new RedisLeaderLock(options.redis, options.key ?? GC_LEADER_KEY, { owner: options.owner, ttlMs: options.ttlMs });
+  const attempt = await lock.tryAcquire();
+  if (!attempt.acquired) {
+    const who = attempt.heldBy ? `${attempt.heldBy.owner} since ${new Date(attempt.heldBy.since).toISOString()}` : 'another node (lease just released)';
+    return { status: 'skipped', reason: `skipped: held by ${who}`, heldBy: attempt.heldBy };
+  }
+  const { lease } = attempt;
+  try {
+    const report = await gc(lease.signal);
+    if (lease.signal.aborted) return { status: 'lost', owner: options.owner, report, reason: (lease.signal.reason as Error).message };
+    return { status: 'ran', owner: options.owner, report };
+  } finally {
+    await lease.release();
+  }
+}

@@ -1,0 +1,7 @@
+/**
+ * Cluster coordination for kvtier nodes that share one Redis and one block
+ * store: the GC leader lease. Import from here only.
+ */
+export { ClusterError } from './errors.ts';
+export { RedisLeaderLock, type AcquireResult, type LeaderLease, type LeaderLockOptions, type LeaseHolder } from './leader-lock.ts';
+export { GC_LEADER_KEY, runExclusiveGc, type ExclusiveGcOptions, type ExclusiveGcResult } from './exclusive-gc.ts';
