@@ -11,6 +11,8 @@
 #
 # native/cuda adds its own conditional section (owned by the CUDA engineer).
 {
+  # CUDA addon target (kvtier_cuda), present only where nvcc is found: see cuda/kvtier-cuda.gypi.
+  "includes": ["cuda/kvtier-cuda.gypi"],
   "variables": {
     "kvt_common_cflags": ["-std=c++17", "-O3", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-Wall", "-Wno-unused-function"],
     "kvt_isa_sources": [
