@@ -12,15 +12,16 @@
 import type { Redis } from 'ioredis';
 
 import type { GcReport } from '../kvtier/index.ts';
+import { ClusterError } from './errors.ts';
 import { RedisLeaderLock, type LeaseHolder } from './leader-lock.ts';
 
 export const GC_LEADER_KEY = 'kvtier:gc:leader';
 
-export type ExclusiveGcResult =
-  | { status: 'ran'; owner: string; report: GcReport }
+export type ExclusiveGcResult<R = GcReport> =
+  | { status: 'ran'; owner: string; report: R }
   | { status: 'skipped'; reason: string; heldBy: LeaseHolder | null }
-  /** The lease lapsed while running (the run stopped at its next batch boundary). */
-  | { status: 'lost'; owner: string; report: GcReport; reason: string };
+  /** The lease lapsed while running (the run stopped at its next batch boundary, when it watches `signal`). */
+  | { status: 'lost'; owner: string; report: R; reason: string };
 
 export interface ExclusiveGcOptions {
   redis: Redis;
@@ -30,7 +31,7 @@ export interface ExclusiveGcOptions {
 }
 
 /** `gc(signal)` runs only while this node holds the lease; `signal` aborts if the lease is lost. */
-export async function runExclusiveGc(options: ExclusiveGcOptions, gc: (signal: AbortSignal) => Promise<GcReport>): Promise<ExclusiveGcResult> {
+export async function runExclusiveGc<R = GcReport>(options: ExclusiveGcOptions, gc: (signal: AbortSignal) => Promise<R>): Promise<ExclusiveGcResult<R>> {
   const lock = new RedisLeaderLock(options.redis, options.key ?? GC_LEADER_KEY, { owner: options.owner, ttlMs: options.ttlMs });
   const attempt = await lock.tryAcquire();
   if (!attempt.acquired) {
@@ -45,4 +46,15 @@ export async function runExclusiveGc(options: ExclusiveGcOptions, gc: (signal: A
   } finally {
     await lease.release();
   }
+}
+
+/**
+ * For a GC job (BullMQ `gc` job, admin `POST /admin/gc`): the run's own
+ * report when this node got the lease; a KVT_ERR_CLUSTER_GC_BUSY naming the
+ * holder when another node is collecting now (the caller retries later).
+ */
+export async function gcUnderClusterLease<R>(redis: Redis, owner: string, gc: (signal: AbortSignal) => Promise<R>): Promise<R> {
+  const result = await runExclusiveGc({ redis, owner }, gc);
+  if (result.status === 'skipped') throw new ClusterError('GC_BUSY', `GC ${result.reason}; retry when it finishes`);
+  return result.report;
 }

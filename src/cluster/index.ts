@@ -4,4 +4,4 @@
  */
 export { ClusterError } from './errors.ts';
 export { RedisLeaderLock, type AcquireResult, type LeaderLease, type LeaderLockOptions, type LeaseHolder } from './leader-lock.ts';
-export { GC_LEADER_KEY, runExclusiveGc, type ExclusiveGcOptions, type ExclusiveGcResult } from './exclusive-gc.ts';
+export { GC_LEADER_KEY, gcUnderClusterLease, runExclusiveGc, type ExclusiveGcOptions, type ExclusiveGcResult } from './exclusive-gc.ts';
