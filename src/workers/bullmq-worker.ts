@@ -16,6 +16,7 @@ import { randomUUID } from 'node:crypto';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 
+import { gcUnderClusterLease } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
 import { EngineHost, type EngineLog } from './engine-host.ts';
 import { CANCEL_CHANNEL, QUEUE_NAME, WORKER_STATS_PREFIX, type PublishedEvent, type QueuedJob } from './bullmq-runner.ts';
@@ -52,7 +53,8 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
   cancels.on('message', (_channel: string, jobId: string) => host.cancel(jobId));
 
   const processJob = async (job: Job): Promise<unknown> => {
-    if (job.name === 'gc') return host.admin({ op: 'gc' });
+    // One GC at a time across the cluster: while another node holds the lease this job fails with KVT_ERR_CLUSTER_GC_BUSY naming it.
+    if (job.name === 'gc') return gcUnderClusterLease(publisher, workerId, () => host.admin({ op: 'gc' }));
     const data = job.data as QueuedJob;
     if (data.model !== modelIdOf(config.model)) {
       throw new UnrecoverableError(`KVT_ERR_WORKER_FAILED: this worker serves ${config.model}, the job asks for ${data.model}`);
