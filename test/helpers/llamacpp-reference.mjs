@@ -9,6 +9,9 @@
  *   stdin : one JSON request
  *     { op: 'tokenize', modelPath, text }                       → { tokens }
  *     { op: 'logits',   modelPath, tokens, threads?, kvType? }   → { logprobs, vocab }
+ *     { op: 'logitsMany', modelPath, prompts: tokens[], threads?, kvType? }
+ *                                                               → { logprobs: per prompt, vocab }
+ *       (one model load for many prompts; the sequence is cleared between them)
  *     { op: 'greedy',   modelPath, tokens, nPredict, threads?, kvType? }
  *                                                               → { tokens, margins }
  *     { op: 'bench',    modelPath, tokens, nPredict, threads?, kvType? }
@@ -93,6 +96,27 @@ async function main() {
       const tokens = model.tokenize(req.text, false);
       await model.dispose();
       return { tokens: Array.from(tokens) };
+    }
+    if (req.op === 'logitsMany') {
+      const prompts = req.prompts;
+      if (!Array.isArray(prompts) || prompts.length === 0 || prompts.some((p) => !Array.isArray(p) || p.length === 0)) {
+        throw new Error('prompts must be a non-empty array of non-empty token arrays');
+      }
+      const longest = Math.max(...prompts.map((p) => p.length));
+      const { model, context, sequence } = await openContext(llama, req, longest);
+      try {
+        const n = vocabSizeOf(model);
+        const logprobs = [];
+        for (const p of prompts) {
+          await sequence.clearHistory();
+          const next = await evalLast(sequence, p, { probabilities: true });
+          logprobs.push(logprobsOf(next.probabilities, n));
+        }
+        return { logprobs, vocab: n };
+      } finally {
+        await context.dispose();
+        await model.dispose();
+      }
     }
     const tokens = req.tokens;
     if (!Array.isArray(tokens) || tokens.length === 0) throw new Error('tokens must be a non-empty array');

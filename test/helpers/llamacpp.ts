@@ -65,6 +65,11 @@ export async function llamaLogprobs(req: BaseRequest & { tokens: number[] }): Pr
   return (await call<{ logprobs: (number | null)[] }>({ op: 'logits', ...req })).logprobs;
 }
 
+/** Like llamaLogprobs for several prompts, with one model load. */
+export async function llamaLogprobsMany(req: BaseRequest & { prompts: number[][] }): Promise<(number | null)[][]> {
+  return (await call<{ logprobs: (number | null)[][] }>({ op: 'logitsMany', ...req })).logprobs;
+}
+
 /** Greedy continuation; margins[i] = logit gap between llama.cpp's top two tokens at step i. */
 export async function llamaGreedy(
   req: BaseRequest & { tokens: number[]; nPredict: number },

@@ -10,13 +10,17 @@
  * Error metric: max over the vocab of |ours − llama.cpp| in log-prob units,
  * divided by the spread (max − min) of llama.cpp's log-probs. Tolerances:
  *   f32 weights, f32 KV : 1e-4   — both sides compute in f32; only summation order differs.
- *   f16 weights, f16 KV : 2e-3   — llama.cpp's CPU f16 matmul rounds the activations to
- *                                  f16 (vec_dot_type F16) before the dot product; ours
- *                                  keeps them f32, so each projection differs by ~2⁻¹¹ relative.
- *   q8_0 weights, f16 KV: 2e-2   — llama.cpp quantizes the activations to Q8_0 (vec_dot_type
- *                                  Q8_0, 8-bit per 32-block) for every Q8_0 matmul.
- * (Measured with a plain-TS reference of the same graph: f32 1e-7, f16 1e-4, q8_0 2-4e-3;
- * both architectures, llama with normal rope and qwen2 with QKV bias and NeoX rope.)
+ *   f16 weights, f16 KV : 1e-3   — llama.cpp's CPU f16 matmul rounds the activations to
+ *                                  f16 (vec_dot_type F16) before the dot product; measured 1e-4.
+ *   q8_0 weights, f16 KV: 1e-2   — both sides quantize the activations to Q8_0 per 32-block
+ *                                  (llama.cpp: vec_dot_type Q8_0); measured 1e-4 typically and
+ *                                  up to 4e-3 when a few activations round to the other side
+ *                                  of a quantization step (1/254 of a block's max each).
+ * Near-tie thresholds (absolute logit gaps) are about twice the largest absolute
+ * logit error seen for the dtype.
+ * (A plain f32-activation reference of the same graph, used while the native
+ * backend was being written, measured q8_0 at 2-4e-3: that gap is llama.cpp's
+ * activation quantization, not the graph.)
  * Greedy: the continuations must agree token for token up to the first step
  * where llama.cpp's own top-2 logit gap is below the near-tie threshold of the
  * dtype (where a perturbation of the tolerance's size may flip the argmax);
@@ -27,16 +31,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index.ts';
 import { ensureSyntheticModel } from '../../inference-core/synthetic/index.ts';
-import { llamaGreedy, llamaLogprobs } from '../helpers/llamacpp.ts';
+import { llamaGreedy, llamaLogprobs, llamaLogprobsMany } from '../helpers/llamacpp.ts';
 import { TEST_DATA_DIR, argmax, greedyFrom, randomTokens, tinyEngine } from './engine-fixtures.ts';
 
 type Case = { arch: 'llama' | 'qwen2'; weightType: 'f32' | 'f16' | 'q8_0'; kvDtype: 'f32' | 'f16'; tolerance: number; nearTie: number };
 const CASES: Case[] = [
   { arch: 'llama', weightType: 'f32', kvDtype: 'f32', tolerance: 1e-4, nearTie: 1e-4 },
   { arch: 'llama', weightType: 'f16', kvDtype: 'f16', tolerance: 1e-3, nearTie: 5e-3 },
-  { arch: 'llama', weightType: 'q8_0', kvDtype: 'f16', tolerance: 5e-3, nearTie: 2e-2 },
+  { arch: 'llama', weightType: 'q8_0', kvDtype: 'f16', tolerance: 1e-2, nearTie: 5e-2 },
   { arch: 'qwen2', weightType: 'f32', kvDtype: 'f32', tolerance: 1e-4, nearTie: 1e-4 },
-  { arch: 'qwen2', weightType: 'q8_0', kvDtype: 'f16', tolerance: 5e-3, nearTie: 2e-2 },
+  { arch: 'qwen2', weightType: 'q8_0', kvDtype: 'f16', tolerance: 1e-2, nearTie: 5e-2 },
 ];
 const PROMPT_LENGTHS = [1, 63, 64, 65, 500];
 
@@ -65,14 +69,18 @@ function relError(ours: Float64Array, ref: (number | null)[]): number {
 
 describe.each(CASES)('llama.cpp parity, $arch, $weightType weights / $kvDtype KV', (c) => {
   let engine: LoadedEngine;
+  const refByLength = new Map<number, (number | null)[]>();
+  const promptOf = (n: number) => randomTokens(n, engine.vocabSize, 100 + n);
   beforeAll(async () => {
     engine = await tinyEngine({ arch: c.arch, weightType: c.weightType, kvDtype: c.kvDtype, poolBytes: 16 * 2 ** 20 });
+    const refs = await llamaLogprobsMany({ modelPath: engine.modelPath, prompts: PROMPT_LENGTHS.map(promptOf), kvType: c.kvDtype, threads: 1 });
+    PROMPT_LENGTHS.forEach((n, i) => refByLength.set(n, refs[i]));
   });
   afterAll(() => engine?.destroy());
 
   it.each(PROMPT_LENGTHS)(`last-position logits of a %i-token prompt within ${c.tolerance}`, async (n) => {
-    const tokens = randomTokens(n, engine.vocabSize, 100 + n);
-    const ref = await llamaLogprobs({ modelPath: engine.modelPath, tokens, kvType: c.kvDtype, threads: 1 });
+    const tokens = promptOf(n);
+    const ref = refByLength.get(n)!;
     expect(ref).toHaveLength(engine.vocabSize);
     const seq = engine.createSequence();
     const ours = logSoftmax(seq.prefill(tokens));
