@@ -88,7 +88,8 @@ async function streamChat(url: string, key: string, messages: unknown[]): Promis
   if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}: ${await response.text()}`);
   let ttftMs = -1;
   let content = '';
-  let usage: { prompt_tokens: number; completion_tokens: number; prompt_tokens_details: { cached_tokens: number } } | null = null;
+  type Usage = { prompt_tokens: number; completion_tokens: number; prompt_tokens_details: { cached_tokens: number } };
+  const seen: { usage: Usage | null } = { usage: null };
   let buffer = '';
   const decoder = new TextDecoder();
   for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
@@ -99,14 +100,15 @@ async function streamChat(url: string, key: string, messages: unknown[]): Promis
       buffer = buffer.slice(at + 2);
       const data = event.replace(/^data: /, '');
       if (data === '[DONE]') continue;
-      const json = JSON.parse(data) as { choices: Array<{ delta: { content?: string; tool_calls?: unknown[] }; finish_reason: string | null }>; usage?: typeof usage; error?: { message: string } };
+      const json = JSON.parse(data) as { choices: Array<{ delta: { content?: string; tool_calls?: unknown[] }; finish_reason: string | null }>; usage?: Usage; error?: { message: string } };
       if (json.error) throw new Error(json.error.message);
       const choice = json.choices[0];
       if (choice && ttftMs < 0 && ((choice.delta.content ?? '') !== '' || choice.delta.tool_calls || choice.finish_reason)) ttftMs = performance.now() - started;
       if (choice?.delta.content) content += choice.delta.content;
-      if (json.usage) usage = json.usage;
+      if (json.usage) seen.usage = json.usage;
     }
   }
+  const usage = seen.usage;
   if (!usage) throw new Error('no usage chunk');
   return { ttftMs, content, promptTokens: usage.prompt_tokens, cachedTokens: usage.prompt_tokens_details.cached_tokens, completionTokens: usage.completion_tokens };
 }

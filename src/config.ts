@@ -23,6 +23,8 @@ export interface Config {
   /** Tokens per cached block (DESIGN: B = 64). */
   blockTokens: number;
   hotCacheBytes: number;
+  /** The engine's KV pool (running sequences); requests wait for room in it. */
+  poolBytes: number;
   /** Requests waiting (not yet running) before new ones get 429. */
   maxQueueDepth: number;
   /** Sequences a worker decodes together. */
@@ -50,6 +52,7 @@ const FIELDS: Array<{ env: string; key: keyof Config; parse: (raw: string, env: 
   { env: 'KVTIER_ADMIN_TOKEN', key: 'adminToken', parse: (v) => v },
   { env: 'KVTIER_THREADS', key: 'threads', parse: (v, e) => intIn(v, e, 1, 1024) },
   { env: 'KVTIER_BLOCK_TOKENS', key: 'blockTokens', parse: (v, e) => intIn(v, e, 1, 65536) },
+  { env: 'KVTIER_POOL_BYTES', key: 'poolBytes', parse: (v, e) => intIn(v, e, 1 << 20, Number.MAX_SAFE_INTEGER) },
   { env: 'KVTIER_HOT_CACHE_BYTES', key: 'hotCacheBytes', parse: (v, e) => intIn(v, e, 0, Number.MAX_SAFE_INTEGER) },
   { env: 'KVTIER_MAX_QUEUE', key: 'maxQueueDepth', parse: (v, e) => intIn(v, e, 0, 1_000_000) },
   { env: 'KVTIER_MAX_BATCH', key: 'maxBatch', parse: (v, e) => intIn(v, e, 1, 1024) },
@@ -74,6 +77,7 @@ export function defaultConfig(): Config {
     threads: Math.max(1, availableParallelism()),
     blockTokens: 64,
     hotCacheBytes: 512 * 1024 * 1024,
+    poolBytes: 1024 * 1024 * 1024,
     maxQueueDepth: 64,
     maxBatch: 8,
     requestTimeoutMs: 300_000,

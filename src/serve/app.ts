@@ -66,6 +66,7 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
         threads: config.threads,
         blockTokens: config.blockTokens,
         hotCacheBytes: config.hotCacheBytes,
+        poolBytes: config.poolBytes,
         maxBatch: config.maxBatch,
         gcIntervalMs: 15 * 60 * 1000,
       },

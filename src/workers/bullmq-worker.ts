@@ -40,6 +40,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
       threads: config.threads,
       blockTokens: config.blockTokens,
       hotCacheBytes: config.hotCacheBytes,
+      poolBytes: config.poolBytes,
       maxBatch: config.maxBatch,
     },
     log,

@@ -27,7 +27,7 @@ if (!port) throw new Error('engine-thread.ts runs as a worker thread (new Worker
 const send = (message: FromEngineThread): void => port.postMessage(message);
 
 async function main(init: EngineThreadInit): Promise<void> {
-  const engine = await loadEngine(init.model, { dataDir: init.dataDir, threads: init.threads, poolBytes: init.poolBytes });
+  const engine = await loadEngine(init.model, { dataDir: init.dataDir, threads: init.threads, poolBytes: init.poolBytes, maxBatch: Math.max(1, init.maxBatch) });
   let tier: KvTier | null = null;
   let blobStore: BlobStore | null = null;
   let policyStore: PolicyStore | undefined;
@@ -46,6 +46,8 @@ async function main(init: EngineThreadInit): Promise<void> {
     fingerprint: engine.fingerprint,
     contextLength: engine.contextLength,
     createSequence: () => engine.createSequence(),
+    freeBlocks: () => engine.pool.freePages,
+    totalBlocks: () => engine.pool.pages,
     decodeBatch: (sequences, tokens) => engine.decodeBatch(sequences as Parameters<typeof engine.decodeBatch>[0], tokens),
   };
   const storageFaults: Record<string, number> = {};

@@ -20,6 +20,9 @@ export interface EngineModel {
   readonly fingerprint: string;
   readonly contextLength: number;
   createSequence(): EngineSequence;
+  /** KV blocks (pages) free in the engine's pool, and the pool's size. */
+  freeBlocks(): number;
+  totalBlocks(): number;
   /** One decode step for several sequences at once; logits per sequence, same order. */
   decodeBatch(sequences: readonly EngineSequence[], tokens: readonly number[]): Float32Array[];
 }

@@ -109,7 +109,7 @@ export class PrefillScheduler {
   private async loop(): Promise<void> {
     try {
       while (this.waiting.length > 0 || this.running.length > 0) {
-        if (this.waiting.length > 0 && this.running.length < this.options.maxBatch) {
+        if (this.waiting.length > 0 && this.running.length < this.options.maxBatch && this.fitsInPool(this.waiting[0])) {
           const job = this.waiting.shift()!;
           await this.admit(job);
         }
@@ -121,6 +121,23 @@ export class PrefillScheduler {
       this.loopActive = false;
       if (!this.closed && (this.waiting.length > 0 || this.running.length > 0)) this.kick();
     }
+  }
+
+  /**
+   * KV pool admission: a job starts only when its whole sequence (prompt +
+   * max_tokens) fits next to the running ones, so a busy worker queues
+   * requests instead of failing them. Alone, a job always starts (and gets
+   * the engine's typed pool error if it cannot fit at all).
+   */
+  private fitsInPool(job: PrefillJob): boolean {
+    if (this.running.length === 0) return true;
+    const { engine, blockTokens } = this.options;
+    const needed = Math.ceil((job.tokens.length + job.sampling.maxTokens) / blockTokens);
+    const reservedByRunning = this.running.reduce(
+      (sum, run) => sum + Math.ceil((run.job.tokens.length + run.job.sampling.maxTokens) / blockTokens) - Math.ceil(run.fedTokens.length / blockTokens),
+      0,
+    );
+    return engine.freeBlocks() - reservedByRunning >= needed;
   }
 
   private async admit(job: PrefillJob): Promise<void> {

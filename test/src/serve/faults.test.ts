@@ -88,6 +88,13 @@ describe('faults', () => {
     expect(a.choices[0].message.content).toBe(b.choices[0].message.content);
   });
 
+  it('requests wait for room in the KV pool instead of failing', async () => {
+    // 1 MiB of tiny-model KV = 16 blocks = 1024 tokens: two of these sequences do not fit at once.
+    server = await startTestServer({ poolBytes: 1024 * 1024 });
+    const replies = await Promise.all([0, 1, 2].map((i) => ask(i === 1 ? KEYS.bob : KEYS.alice, `Pool pressure ${i}.`, { max_tokens: 400, temperature: 1, seed: i })));
+    for (const reply of replies) expect(reply.choices[0].finish_reason).toMatch(/stop|length/);
+  });
+
   it('a client that goes away mid-stream does not stop the server', async () => {
     server = await startTestServer();
     const controller = new AbortController();
