@@ -91,8 +91,12 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
 
   /** Live (not freed) sequences. */
   get sequences(): number {
-    for (const s of this.live) if (s.isFreed) this.live.delete(s);
     return this.live.size;
+  }
+
+  /** @internal SequenceHost */
+  sequenceFreed(seq: Sequence): void {
+    this.live.delete(seq);
   }
 
   /** @internal SequenceHost: prefill in chunks; pages are already reserved. */
@@ -182,7 +186,7 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
   /** Frees every sequence, the pool, the scratch and the weights. */
   destroy(): void {
     if (this.destroyed) return;
-    for (const s of this.live) s.free();
+    for (const s of [...this.live]) s.free();
     this.live.clear();
     this.graph.destroy();
     this.pool.destroy();

@@ -23,6 +23,8 @@ export interface SequenceHost {
    * row's logits, or every row's ([n][vocab]) when `allLogits`.
    */
   runPrefill(seq: Sequence, tokens: Int32Array, allLogits: boolean): Float32Array;
+  /** Told once when a sequence is freed (so the host drops its reference). */
+  sequenceFreed(seq: Sequence): void;
 }
 
 export class Sequence {
@@ -131,6 +133,7 @@ export class Sequence {
     for (let i = 0; i < this.blocks; i++) this.host.pool.release(this.table[i]);
     this.blocks = 0;
     this.tokens = 0;
+    this.host.sequenceFreed(this);
   }
 
   // ---- engine-internal --------------------------------------------------------

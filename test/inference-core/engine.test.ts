@@ -129,6 +129,7 @@ describe('engine (synthetic:tiny)', () => {
       b.free();
       c.free();
       expect(small.pool.freePages).toBe(3);
+      expect(small.sequences).toBe(0);
     } finally {
       small.destroy();
     }
