@@ -5,3 +5,4 @@
 export { ClusterError } from './errors.ts';
 export { RedisLeaderLock, type AcquireResult, type LeaderLease, type LeaderLockOptions, type LeaseHolder } from './leader-lock.ts';
 export { GC_LEADER_KEY, gcUnderClusterLease, runExclusiveGc, type ExclusiveGcOptions, type ExclusiveGcResult } from './exclusive-gc.ts';
+export { FetchOrRecompute, type FetchDecision, type FetchOrRecomputeOptions } from './fetch-or-recompute.ts';
