@@ -41,10 +41,12 @@ beforeAll(async () => {
     }
   }
   browser = await chromium.launch({
+    // The machine is shared: give a slow start time rather than fail.
+    timeout: 300_000,
     executablePath: '/usr/bin/chromium',
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });
-}, 240_000);
+}, 540_000);
 
 afterAll(async () => {
   await browser?.close();
@@ -69,11 +71,11 @@ describe('dashboard', () => {
     page.on('pageerror', (error) => problems.push(`pageerror: ${error.message}`));
     page.on('requestfailed', (request) => problems.push(`requestfailed: ${request.url()}`));
     await page.goto(`${server.url}/dashboard#token=${ADMIN_TOKEN}`);
-    await page.waitForFunction(() => Number(document.querySelector('#chart-hitrate')?.getAttribute('data-points') ?? 0) >= 2, undefined, { timeout: 30_000 });
+    await page.waitForFunction(() => Number(document.querySelector('#chart-hitrate')?.getAttribute('data-points') ?? 0) >= 2, undefined, { timeout: 120_000 });
 
     // The figures the page shows after the last traffic equal the endpoint's (no requests in between).
     const api = (await admin<OverviewResponse>(server.url, '/admin/stats/overview')).body;
-    await page.waitForFunction((after) => Number(document.body.getAttribute('data-generated-at')) > after, api.generatedAt, { timeout: 30_000 });
+    await page.waitForFunction((after) => Number(document.body.getAttribute('data-generated-at')) > after, api.generatedAt, { timeout: 120_000 });
     const shown = await page.evaluate(() => {
       const out: Record<string, string> = {};
       for (const el of Array.from(document.querySelectorAll('[data-figure]'))) out[el.getAttribute('data-figure')!] = el.getAttribute('data-value') ?? '';
@@ -120,5 +122,5 @@ describe('dashboard', () => {
     await page.screenshot({ path: join(ROOT, 'test-artifacts/dashboard.png'), fullPage: true });
     expect(problems).toEqual([]);
     await page.close();
-  }, 120_000);
+  }, 300_000);
 });
