@@ -1,3 +1,4 @@
+export {};
 /**
  * `npm run bench -- <area> [<area> …]`: runs each area's benchmark and prints one
  * JSON object on stdout (progress on stderr). An area may be made of several
