@@ -19,7 +19,6 @@ import { startRedis, type RedisServer } from '../../helpers/redis-server.ts';
 import { tempDir } from '../kvtier/fixtures.ts';
 
 const CHILD = new URL('./gc-child.ts', import.meta.url).pathname;
-const TSX = new URL('../../../node_modules/.bin/tsx', import.meta.url).pathname;
 
 interface Child {
   process: ChildProcess;
@@ -30,7 +29,8 @@ interface Child {
 }
 
 function startChild(args: string[]): Child {
-  const child = spawn(TSX, [CHILD, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // `node --import tsx`, not the tsx CLI: the CLI runs the script in a child process, and a SIGKILL to it would not reach the GC.
+  const child = spawn(process.execPath, ['--import', 'tsx', CHILD, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   const lines: Record<string, unknown>[] = [];
   const waiters: Array<{ match: (line: Record<string, unknown>) => boolean; resolve: (line: Record<string, unknown>) => void }> = [];
   let stderr = '';
