@@ -111,11 +111,12 @@ export async function chatStream(
   maxTokens: number,
   temperature: number,
   onFirstContent: () => void,
+  model = 'synthetic:tiny',
 ): Promise<{ content: string; finishReason: string; promptTokens?: number; cachedTokens?: number }> {
   const response = await fetch(`${url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-kvtier-class': 'agent' },
-    body: JSON.stringify({ model: 'synthetic:tiny', messages, max_tokens: maxTokens, temperature, seed: 7, stream: true, stream_options: { include_usage: true } }),
+    body: JSON.stringify({ model, messages, max_tokens: maxTokens, temperature, seed: 7, stream: true, stream_options: { include_usage: true } }),
   });
   if (!response.ok || !response.body) throw new Error(`stream failed ${response.status}: ${await response.text()}`);
   let content = '';
