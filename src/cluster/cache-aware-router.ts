@@ -1,0 +1,138 @@
+/**
+ * Cache-aware dispatch (the idea of NVIDIA Dynamo's and llm-d's KV-aware
+ * routers): send a request to the worker whose hot cache already covers the
+ * longest prefix of it, unless that worker is overloaded.
+ *
+ *   route keys   r_0 = H(scope), r_i = H(r_{i-1} ‖ tokens of block i)      (chained like block keys)
+ *   worker w     ZSET kvtier:hot:<w>  member r_i, score = last use (ms)    trimmed to maxKeys, PEXPIRE ttl
+ *   live set     ZSET kvtier:hot:workers  member w, score = last announce  (older than ttl = gone)
+ *   route(req)   for each live worker: ZMSCORE its set with r_0..r_n → covered = leading non-null run
+ *                drop workers with queued ≥ maxQueued (load cap), pick the longest cover,
+ *                ties → fewer queued; no cover at all → null (use the shared queue)
+ *
+ * Route keys are not the tier's block keys (those live in the engine thread);
+ * they are a cheap chained SHA-256 of the same token blocks, so API and
+ * worker compute the same ones from the job's tokens. A stale entry only
+ * costs a routing miss: the worker then loads from shared storage like any
+ * other, never serves a wrong block. Needs Redis ≥ 6.2 (ZMSCORE).
+ */
+import { createHash } from 'node:crypto';
+
+import type { Redis } from 'ioredis';
+
+import { ClusterError } from './errors.ts';
+
+const HOT_PREFIX = 'kvtier:hot:';
+export const HOT_WORKERS_KEY = 'kvtier:hot:workers';
+
+/** One 16-byte hex key per full block of `tokens`, chained from `scope` (model + tenant salt). */
+export function routeKeys(scope: string, tokens: Uint32Array, blockTokens: number): string[] {
+  if (!Number.isInteger(blockTokens) || blockTokens < 1) throw new ClusterError('BAD_OPTION', `blockTokens must be a whole number ≥ 1, got ${blockTokens}`, { param: 'blockTokens' });
+  const keys: string[] = [];
+  let previous = createHash('sha256').update(scope).digest().subarray(0, 16);
+  const bytes = Buffer.from(tokens.buffer, tokens.byteOffset, tokens.byteLength);
+  for (let b = 0; (b + 1) * blockTokens <= tokens.length; b++) {
+    previous = createHash('sha256')
+      .update(previous)
+      .update(bytes.subarray(b * blockTokens * 4, (b + 1) * blockTokens * 4))
+      .digest()
+      .subarray(0, 16);
+    keys.push(previous.toString('hex'));
+  }
+  return keys;
+}
+
+export interface HotSetOptions {
+  /** A worker's announcement lives this long (ms) without renewal. Default 60 s. */
+  ttlMs?: number;
+  /** Route keys kept per worker (most recent); default 65536. */
+  maxKeys?: number;
+}
+
+export interface RouteChoice {
+  workerId: string;
+  coveredBlocks: number;
+}
+
+export class CacheAwareRouter {
+  private readonly ttlMs: number;
+  private readonly maxKeys: number;
+
+  constructor(
+    private readonly redis: Redis,
+    options: HotSetOptions = {},
+  ) {
+    this.ttlMs = options.ttlMs ?? 60_000;
+    this.maxKeys = options.maxKeys ?? 65_536;
+    if (!Number.isInteger(this.ttlMs) || this.ttlMs < 100) throw new ClusterError('BAD_OPTION', `ttlMs must be a whole number ≥ 100, got ${options.ttlMs}`, { param: 'ttlMs' });
+    if (!Number.isInteger(this.maxKeys) || this.maxKeys < 1) throw new ClusterError('BAD_OPTION', `maxKeys must be a whole number ≥ 1, got ${options.maxKeys}`, { param: 'maxKeys' });
+  }
+
+  /** A worker finished (or stored) a prompt: its blocks are hot there now. */
+  async announce(workerId: string, keys: readonly string[], now = Date.now()): Promise<void> {
+    const set = HOT_PREFIX + workerId;
+    const multi = this.redis.multi();
+    if (keys.length > 0) multi.zadd(set, ...keys.flatMap((key) => [now, key]));
+    multi.zremrangebyrank(set, 0, -this.maxKeys - 1);
+    multi.pexpire(set, this.ttlMs);
+    multi.zadd(HOT_WORKERS_KEY, now, workerId);
+    multi.zremrangebyscore(HOT_WORKERS_KEY, '-inf', now - this.ttlMs);
+    await multi.exec();
+  }
+
+  /** The worker leaves (clean shutdown): stop routing to it at once. */
+  async withdraw(workerId: string): Promise<void> {
+    await this.redis.multi().del(HOT_PREFIX + workerId).zrem(HOT_WORKERS_KEY, workerId).exec();
+  }
+
+  async liveWorkers(now = Date.now()): Promise<string[]> {
+    return this.redis.zrangebyscore(HOT_WORKERS_KEY, now - this.ttlMs, '+inf');
+  }
+
+  /**
+   * Leading blocks of `keys` each live worker holds hot. The prefix ends at
+   * the first block a worker lacks: later ones are useless without it.
+   */
+  async coverage(keys: readonly string[], now = Date.now()): Promise<Map<string, number>> {
+    const workers = await this.liveWorkers(now);
+    const covered = new Map<string, number>();
+    if (keys.length === 0) {
+      for (const w of workers) covered.set(w, 0);
+      return covered;
+    }
+    const pipeline = this.redis.pipeline();
+    for (const w of workers) pipeline.zmscore(HOT_PREFIX + w, ...keys);
+    const replies = (await pipeline.exec()) ?? [];
+    workers.forEach((w, i) => {
+      const [error, scores] = replies[i] ?? [new Error('no reply'), null];
+      if (error) throw new ClusterError('REDIS', `reading the hot set of ${w} failed: ${error.message}`, { cause: error });
+      let n = 0;
+      for (const score of scores as (string | null)[]) {
+        if (score === null) break;
+        n++;
+      }
+      covered.set(w, n);
+    });
+    return covered;
+  }
+
+  /**
+   * The worker to send a request to, or null for the shared queue. `queued`
+   * is each worker's current backlog; a worker at `maxQueued` or more loses
+   * its preference so a hot worker cannot starve the others.
+   */
+  async route(keys: readonly string[], queued: ReadonlyMap<string, number>, maxQueued: number, now = Date.now()): Promise<RouteChoice | null> {
+    const coverage = await this.coverage(keys, now);
+    let best: RouteChoice | null = null;
+    let bestQueued = Infinity;
+    for (const [workerId, coveredBlocks] of coverage) {
+      const backlog = queued.get(workerId) ?? 0;
+      if (coveredBlocks === 0 || backlog >= maxQueued) continue;
+      if (best === null || coveredBlocks > best.coveredBlocks || (coveredBlocks === best.coveredBlocks && backlog < bestQueued)) {
+        best = { workerId, coveredBlocks };
+        bestQueued = backlog;
+      }
+    }
+    return best;
+  }
+}
