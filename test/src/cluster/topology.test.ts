@@ -97,7 +97,10 @@ describe.each(['s3', 'fs'] as const)('API + 3 workers on shared %s storage', (ba
       env = { KVTIER_STORAGE: `fs:${mkdtempSync(join(tmpdir(), 'kvtier-topology-blocks-'))}` };
     }
     env.REDIS_URL = redis.url;
-    events = new QueueEvents(QUEUE_NAME, { connection: new Redis(redis.url, { maxRetriesPerRequest: null }) });
+    const eventsConnection = new Redis(redis.url, { maxRetriesPerRequest: null });
+    // Reconnect noise once redis-server stops in afterAll; anything before that is a real problem.
+    eventsConnection.on('error', (error: Error) => console.warn(`queue events connection: ${error.message}`));
+    events = new QueueEvents(QUEUE_NAME, { connection: eventsConnection });
     events.on('completed', ({ jobId, returnvalue }) => {
       const value = (typeof returnvalue === 'string' ? JSON.parse(returnvalue) : returnvalue) as { workerId?: string } | null;
       if (value?.workerId) completed.push({ jobId, workerId: value.workerId });
