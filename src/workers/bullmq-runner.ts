@@ -75,6 +75,8 @@ export class BullmqRunner implements JobRunner {
     private readonly queueEvents: QueueEvents,
     private readonly policy: RedisPolicyStore | null,
     private readonly log: (level: 'info' | 'warn' | 'error', message: string) => void,
+    /** Clients handed to BullMQ: it leaves caller-owned connections open, so close() ends them. */
+    private readonly queueClients: Redis[],
   ) {
     subscriber.on('message', (channel: string, message: string) => {
       if (channel === this.replyChannel) this.onPublished(message);
@@ -97,8 +99,10 @@ export class BullmqRunner implements JobRunner {
     const options = { maxRetriesPerRequest: null, enableOfflineQueue: true, retryStrategy: (times: number) => Math.min(200 * times, 1000) };
     const connection = new Redis(url, options);
     const subscriber = new Redis(url, options);
-    const queue = new Queue(QUEUE_NAME, { connection: new Redis(url, options) });
-    const queueEvents = new QueueEvents(QUEUE_NAME, { connection: new Redis(url, options) });
+    const queueClients = [new Redis(url, options), new Redis(url, options)];
+    for (const client of queueClients) client.on('error', (error: Error) => log('warn', `redis (queue): ${error.message}`));
+    const queue = new Queue(QUEUE_NAME, { connection: queueClients[0] });
+    const queueEvents = new QueueEvents(QUEUE_NAME, { connection: queueClients[1] });
     queue.on('error', (error: Error) => log('warn', `queue: ${error.message}`));
     queueEvents.on('error', (error: Error) => log('warn', `queue events: ${error.message}`));
     let policy: RedisPolicyStore | null = null;
@@ -107,7 +111,7 @@ export class BullmqRunner implements JobRunner {
     } catch (error) {
       log('warn', `policy store unavailable for now: ${(error as Error).message}`);
     }
-    const runner = new BullmqRunner(config, connection, subscriber, queue, queueEvents, policy, log);
+    const runner = new BullmqRunner(config, connection, subscriber, queue, queueEvents, policy, log, queueClients);
     await runner.whenSubscribed(10_000);
     return runner;
   }
@@ -298,6 +302,7 @@ export class BullmqRunner implements JobRunner {
     await Promise.allSettled([this.queue.close(), this.queueEvents.close(), this.policy?.close()]);
     this.subscriber.disconnect();
     this.connection.disconnect();
+    for (const client of this.queueClients) client.disconnect();
   }
 }
 

@@ -75,8 +75,11 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
     });
   };
 
+  // BullMQ leaves a caller-owned connection open: close() ends it.
+  const workerClient = new Redis(config.redisUrl, options);
+  workerClient.on('error', (error: Error) => log('warn', `redis (worker): ${error.message}`));
   const worker = new Worker(QUEUE_NAME, processJob, {
-    connection: new Redis(config.redisUrl, options),
+    connection: workerClient,
     concurrency: config.workerConcurrency,
     lockDuration: config.jobLockMs,
     stalledInterval: Math.max(250, Math.floor(config.jobLockMs / 2)),
@@ -105,6 +108,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
       await host.close();
       cancels.disconnect();
       publisher.disconnect();
+      workerClient.disconnect();
     },
   };
 }
