@@ -9,7 +9,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 
 import type { Config } from '../config.ts';
 import { KvtError } from '../errors.ts';
-import { resolveModelPath } from '../../inference-core/engine/index.ts';
+import { resolveModelPath } from '../../inference-core/index.ts';
 import { ChatPromptBuilder, promptCodecFromGgufFile, ReplyMemory, type PromptCodec } from '../recipe/index.ts';
 import { BullmqRunner, EngineHost, InprocRunner, modelIdOf, type JobRunner } from '../workers/index.ts';
 import { TenantAuth } from './auth.ts';

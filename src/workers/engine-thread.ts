@@ -10,9 +10,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 
-// inference-core/index.ts does not re-export the engine and sampler yet: their folder indexes are used.
-import { loadEngine } from '../../inference-core/engine/index.ts';
-import { Sampler } from '../../inference-core/sampling/index.ts';
+import { loadEngine, Sampler } from '../../inference-core/index.ts';
 import { openBlobStore, type BlobStore } from '../../storage-adapters/index.ts';
 import { KvTier, RedisPolicyStore, type PolicyStore } from '../kvtier/index.ts';
 import { KvTierCache } from './cache-adapter.ts';
