@@ -16,6 +16,7 @@ import {
   StorageUnreachableError,
 } from './errors.ts';
 import { assertValidKey, assertValidPrefix } from './keys.ts';
+import { trackInFlight } from './in-flight.ts';
 
 export interface FsBlobStoreOptions {
   /** Root directory; created on first write (or by `FsBlobStore.open`). */
@@ -302,16 +303,7 @@ export class FsBlobStore implements BlobStore {
 
   private track<T>(operation: () => Promise<T>): Promise<T> {
     if (this.closed) return Promise.reject(new StorageClosedError(this.location));
-    let promise: Promise<T>;
-    try {
-      promise = operation();
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    this.inFlight.add(promise);
-    const forget = () => this.inFlight.delete(promise);
-    promise.then(forget, forget);
-    return promise;
+    return trackInFlight(this.inFlight, operation);
   }
 }
 

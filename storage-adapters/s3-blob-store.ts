@@ -25,6 +25,7 @@ import {
   StorageUnreachableError,
 } from './errors.ts';
 import { assertValidKey, assertValidPrefix } from './keys.ts';
+import { trackInFlight } from './in-flight.ts';
 
 export interface S3Credentials {
   accessKeyId: string;
@@ -276,16 +277,7 @@ export class S3BlobStore implements BlobStore {
 
   private track<T>(operation: () => Promise<T>): Promise<T> {
     if (this.closed) return Promise.reject(new StorageClosedError(this.location));
-    let promise: Promise<T>;
-    try {
-      promise = operation();
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    this.inFlight.add(promise);
-    const forget = () => this.inFlight.delete(promise);
-    promise.then(forget, forget);
-    return promise;
+    return trackInFlight(this.inFlight, operation);
   }
 
   private toStorageError(error: unknown, operation: string, target: string): StorageError {

@@ -6,7 +6,8 @@
  *   await redis.stop();
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer, Socket } from 'node:net';
+import { Socket } from 'node:net';
+import { freePort } from './free-port.ts';
 
 export interface RedisServer {
   url: string;
@@ -62,18 +63,6 @@ function ping(port: number): Promise<boolean> {
       if (answer.includes('\r\n')) done(answer.startsWith('+PONG'));
     });
     socket.connect(port, '127.0.0.1', () => socket.write('PING\r\n'));
-  });
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
   });
 }
 

@@ -4,13 +4,13 @@
  * set — the external endpoint they name (see storage-adapters/README.md).
  */
 import { randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { S3BlobStore, openBlobStore, type S3BlobStoreOptions } from '../../storage-adapters/index.ts';
 import { startCephS3, type CephS3 } from '../helpers/ceph-s3.ts';
 import { collect, expectSameBytes, runBlobStoreConformance } from './blob-store-conformance.ts';
+import { freePort as closedPort } from '../helpers/free-port.ts';
 
 interface Target {
   endpoint: string;
@@ -215,13 +215,3 @@ function countInFlight(store: S3BlobStore, commandName: string): { calls: number
 }
 
 /** A loopback port that was just free: bound, then closed, so connecting is refused. */
-function closedPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}

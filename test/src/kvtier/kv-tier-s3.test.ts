@@ -3,7 +3,6 @@
  * (test/helpers/ceph-s3.ts), each test under its own key prefix.
  */
 import { randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,6 +12,7 @@ import { KvTier } from '../../../src/kvtier/index.ts';
 import { startCephS3, type CephS3 } from '../../helpers/ceph-s3.ts';
 import { LAYOUT, captureLogger, payloadFor, tempDir, tokensOf } from './fixtures.ts';
 import { runKvTierSuite } from './kv-tier-suite.ts';
+import { freePort as closedPort } from '../../helpers/free-port.ts';
 
 let cluster: CephS3;
 const bucket = 'kvtier-kvtier-test';
@@ -77,14 +77,3 @@ describe('KvTier with an S3 endpoint that is down', () => {
   });
 });
 
-function closedPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
