@@ -1,14 +1,8 @@
 #!/usr/bin/env node
-// The `kvtier` command: runs the TypeScript CLI through tsx so no build step is needed.
-import { spawnSync } from 'node:child_process';
-import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
-import path from 'node:path';
+// The `kvtier` command: registers tsx's loader in this process and runs the
+// TypeScript CLI, so no build step is needed and signals (SIGTERM, SIGKILL)
+// reach the process that does the work, not a wrapper around it.
+import { register } from 'tsx/esm/api';
 
-const require = createRequire(import.meta.url);
-const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
-const tsxCli = require.resolve('tsx/cli');
-const result = spawnSync(process.execPath, [tsxCli, path.join(root, 'src/cli/main.ts'), ...process.argv.slice(2)], {
-  stdio: 'inherit',
-});
-process.exit(result.status ?? 1);
+register();
+await import('../src/cli/main.ts');

@@ -3,23 +3,12 @@
  * stopped and started again on the same port, and `kvtier worker` processes.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
-import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../../helpers/free-port.ts';
+export { freePort };
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../../..');
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const port = (server.address() as { port: number }).port;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 export class RedisProcess {
   private child: ChildProcess | null = null;
@@ -49,9 +38,9 @@ export interface WorkerProcess {
 }
 
 export async function startWorker(env: Record<string, string>): Promise<WorkerProcess> {
-  const require = createRequire(import.meta.url);
-  const tsxCli = require.resolve('tsx/cli');
-  const child = spawn(process.execPath, [tsxCli, join(ROOT, 'src/cli/main.ts'), 'worker'], {
+  // bin/kvtier.js runs the CLI in its own process (tsx's CLI would put a wrapper
+  // process in between, and a SIGKILL to the wrapper leaves the worker running).
+  const child = spawn(process.execPath, [join(ROOT, 'bin/kvtier.js'), 'worker'], {
     cwd: ROOT,
     env: { ...process.env, KVTIER_THREADS: '1', KVTIER_JOB_LOCK_MS: '2000', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
