@@ -122,8 +122,12 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
   app.addHook('onResponse', async (request, reply) => {
     metrics.requests.inc({ route: request.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) });
   });
-  app.addHook('onResponse', async (request) => {
-    if (request.url === '/admin/policy' && request.method === 'PUT') await refreshClasses();
+  // Before the reply leaves (onSend, not onResponse): a client that sees the PUT
+  // succeed may use a class it just added in its very next request.
+  app.addHook('onSend', async (request, reply, payload) => {
+    const policyEdit = request.url.startsWith('/admin/policy') && (request.method === 'PUT' || request.method === 'POST');
+    if (policyEdit && reply.statusCode < 400) await refreshClasses();
+    return payload;
   });
 
   registerServiceRoutes(app, context, Date.now());
