@@ -13,6 +13,7 @@
 // element whole, in one fixed order.
 #pragma once
 #include <atomic>
+#include <utility>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -58,42 +59,6 @@ ThreadPool& global_pool();
 void set_global_threads(int n);  // recreate with n threads (n <= 0: default)
 int default_thread_count();
 
-// Splits [0, n) into chunks of at least min_chunk indices claimed from a
-// shared counter: f(begin, end) runs once per chunk, on whichever thread
-// claims it. Kernels make every output independent of that choice.
-template <typename F>
-void parallel_for(ThreadPool& pool, size_t n, F&& f, size_t min_chunk = 1) {
-  if (n == 0) return;
-  int t = pool.size();
-  if (t <= 1 || n <= min_chunk) {
-    f((size_t)0, n);
-    return;
-  }
-  // ~4 chunks per thread: balance without much counter traffic
-  size_t chunk = (n + (size_t)t * 4 - 1) / ((size_t)t * 4);
-  if (chunk < min_chunk) chunk = min_chunk;
-  struct Ctx {
-    F* f;
-    size_t n, chunk;
-    alignas(64) std::atomic<size_t> next;
-  } ctx;
-  ctx.f = &f;
-  ctx.n = n;
-  ctx.chunk = chunk;
-  ctx.next.store(0, std::memory_order_relaxed);
-  pool.run(
-      [](void* c, int, int) {
-        Ctx* x = static_cast<Ctx*>(c);
-        for (;;) {
-          size_t b = x->next.fetch_add(x->chunk, std::memory_order_relaxed);
-          if (b >= x->n) return;
-          size_t e = b + x->chunk < x->n ? b + x->chunk : x->n;
-          (*x->f)(b, e);
-        }
-      },
-      &ctx);
-}
-
 // Fixed chunk size (uneven work such as causal attention).
 template <typename F>
 void parallel_for_dynamic(ThreadPool& pool, size_t n, size_t chunk, F&& f) {
@@ -122,6 +87,18 @@ void parallel_for_dynamic(ThreadPool& pool, size_t n, size_t chunk, F&& f) {
         }
       },
       &ctx);
+}
+
+// Splits [0, n) into chunks of at least min_chunk indices claimed from a
+// shared counter: f(begin, end) runs once per chunk, on whichever thread
+// claims it. Kernels make every output independent of that choice.
+template <typename F>
+void parallel_for(ThreadPool& pool, size_t n, F&& f, size_t min_chunk = 1) {
+  int t = pool.size();
+  // ~4 chunks per thread: balance without much counter traffic
+  size_t chunk = t <= 1 ? n : (n + (size_t)t * 4 - 1) / ((size_t)t * 4);
+  if (chunk < min_chunk) chunk = min_chunk;
+  parallel_for_dynamic(pool, n, chunk, std::forward<F>(f));
 }
 
 // Mean nanoseconds for the caller to hand a job to a worker and see it run (0 with 1 thread).
