@@ -14,8 +14,9 @@
  * Progress goes to stderr; the result object is what bench/main.ts prints.
  */
 import * as os from 'node:os';
-import { loadEngine, resolveModelPath, type LoadedEngine } from '../inference-core/engine/index.ts';
+import { argmax, loadEngine, resolveModelPath, type LoadedEngine } from '../inference-core/index.ts';
 import { llamaBench } from '../test/helpers/llamacpp.ts';
+import { randomTokens as promptOf } from '../test/inference-core/engine-fixtures.ts';
 
 const PREFILL_TOKENS = 2048;
 const DECODE_TOKENS = 128;
@@ -28,25 +29,6 @@ function say(line: string): void {
   process.stderr.write(`bench engine: ${line}\n`);
 }
 
-function promptOf(n: number, vocab: number, seed: number): number[] {
-  let s = seed >>> 0 || 1;
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    out.push(s % vocab);
-  }
-  return out;
-}
-
-function argmax(a: Float32Array): number {
-  let b = 0;
-  for (let i = 1; i < a.length; i++) if (a[i] > a[b]) b = i;
-  return b;
-}
 
 interface Measured {
   prefillTps: number;
