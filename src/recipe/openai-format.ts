@@ -12,7 +12,20 @@ import type { CacheUsage } from './types.ts';
 
 type OpenAiContent = string | null | undefined | Array<{ type: string; text?: string }>;
 
-export interface OpenAiChatRequestBody {
+/** Sampling, streaming and class fields that both OpenAI routes accept. */
+interface OpenAiCommonFields {
+  temperature?: number | null;
+  top_p?: number | null;
+  top_k?: number | null;
+  seed?: number | null;
+  stop?: string | string[] | null;
+  n?: number | null;
+  stream?: boolean | null;
+  stream_options?: { include_usage?: boolean } | null;
+  kvtier_class?: string;
+}
+
+export interface OpenAiChatRequestBody extends OpenAiCommonFields {
   model: string;
   messages: Array<{
     role: string;
@@ -25,32 +38,14 @@ export interface OpenAiChatRequestBody {
   tool_choice?: unknown;
   max_tokens?: number | null;
   max_completion_tokens?: number | null;
-  temperature?: number | null;
-  top_p?: number | null;
-  top_k?: number | null;
-  seed?: number | null;
-  stop?: string | string[] | null;
-  n?: number | null;
-  stream?: boolean | null;
-  stream_options?: { include_usage?: boolean } | null;
-  kvtier_class?: string;
   user?: string;
 }
 
-export interface OpenAiCompletionRequestBody {
+export interface OpenAiCompletionRequestBody extends OpenAiCommonFields {
   model: string;
   prompt: string | number[] | string[];
   max_tokens?: number | null;
-  temperature?: number | null;
-  top_p?: number | null;
-  top_k?: number | null;
-  seed?: number | null;
-  stop?: string | string[] | null;
-  n?: number | null;
   echo?: boolean | null;
-  stream?: boolean | null;
-  stream_options?: { include_usage?: boolean } | null;
-  kvtier_class?: string;
 }
 
 export interface ChatInput {
