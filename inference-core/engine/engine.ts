@@ -13,6 +13,7 @@
  *                             ─► seq.exportBlocks(from, to)         → full-block payloads
  *                             ─► seq.free()
  *   engine.decodeBatch([s1…sn], [t1…tn])  one decode step for n sequences as one batch
+ *   engine.step([{seq, tokens, logits}…])   decode rows and prefill chunks of many sequences in one forward
  */
 import type { Backend } from '../../native/index.ts';
 import type { KvLayout } from '../kv/kv-pool.ts';
@@ -42,6 +43,13 @@ export interface EngineParts<Tok, Cfg> {
   maxBatch?: number;
   /** Runs after destroy() freed everything (e.g. closes the GGUF the weights view). */
   onDestroy?: () => void;
+}
+
+/** One sequence's share of an Engine.step: its new tokens, and whether the last one's logits are wanted. */
+export interface StepItem {
+  seq: Sequence;
+  tokens: ArrayLike<number>;
+  logits: boolean;
 }
 
 export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
@@ -134,48 +142,81 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
    * equals what `seqs[i].decode(tokens[i])` alone would give.
    */
   decodeBatch(seqs: readonly Sequence[], tokens: ArrayLike<number>): Float32Array[] {
-    this.checkAlive();
     const n = seqs.length;
     if (n !== tokens.length) {
       throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `decodeBatch got ${n} sequences and ${tokens.length} tokens; pass one token per sequence`);
     }
-    if (n === 0) return [];
-    if (new Set(seqs).size !== n) {
-      throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'a sequence appears twice in one decode batch; decode it in two steps');
-    }
     const out: Float32Array[] = [];
     for (let base = 0; base < n; base += this.maxBatch) {
-      const part = seqs.slice(base, base + this.maxBatch);
-      const ids = new Int32Array(part.length);
-      let pagesNeeded = 0;
-      for (let i = 0; i < part.length; i++) {
-        const s = part[i];
-        if (s.host !== this) {
-          throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `sequence ${s.id} belongs to another engine`);
-        }
-        s.checkLive();
-        s.checkContext(1);
-        ids[i] = s.checkTokens([tokens[base + i]])[0];
-        pagesNeeded += s.pagesNeededFor(1);
-      }
-      // All-or-nothing across the batch: check before any sequence takes a page.
-      if (pagesNeeded > this.pool.freePages) this.pool.alloc(pagesNeeded); // throws the typed error
-      for (const s of part) s.reserve(1);
-      const positions = new Int32Array(part.length);
-      const segments: RowSegment[] = part.map((s, i) => {
-        positions[i] = s.length;
-        return { blockTable: s.blockTable, pos0: s.length, queries: 1 };
-      });
-      const rows = new Int32Array(part.length);
-      for (let i = 0; i < rows.length; i++) rows[i] = i;
-      const logits = this.graph.forward(this.pool.handle, ids, positions, segments, rows);
-      const vocab = this.vocabSize;
-      for (let i = 0; i < part.length; i++) {
-        part[i].advance(1);
-        out.push(logits.slice(i * vocab, (i + 1) * vocab));
-      }
+      const part = seqs.slice(base, base + this.maxBatch).map((seq, i) => ({ seq, tokens: [tokens[base + i]], logits: true }));
+      for (const logits of this.step(part)) out.push(logits!);
     }
     return out;
+  }
+
+  /**
+   * One forward over new tokens of several sequences at once — decode rows and
+   * prefill chunks mixed, as a chunked-prefill scheduler batches them:
+   *
+   *   rows:  [ s1: t ][ s2: t ][ s3: c0 c1 … c255 ][ s4: t ]     one GEMM per weight for all rows
+   *
+   * Returns, per item, the logits of its last token when `logits` is set, else
+   * null. Each result (and each sequence's KV) equals what the item alone
+   * would give (`seq.prefill(tokens)`): rows never mix across segments.
+   * All-or-nothing: every check (rows, context, tokens, pool pages) runs
+   * before any sequence changes.
+   */
+  step(items: readonly StepItem[]): (Float32Array | null)[] {
+    this.checkAlive();
+    if (items.length === 0) return [];
+    if (new Set(items.map((item) => item.seq)).size !== items.length) {
+      throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'a sequence appears twice in one step; give it one item with all its tokens');
+    }
+    let rows = 0;
+    let logitRows = 0;
+    let pagesNeeded = 0;
+    const ids: Int32Array[] = [];
+    for (const { seq, tokens, logits } of items) {
+      if (seq.host !== this) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `sequence ${seq.id} belongs to another engine`);
+      seq.checkLive();
+      if (tokens.length === 0) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `step item for sequence ${seq.id} has no tokens`);
+      seq.checkContext(tokens.length);
+      ids.push(seq.checkTokens(tokens));
+      rows += tokens.length;
+      if (logits) logitRows++;
+      pagesNeeded += seq.pagesNeededFor(tokens.length);
+    }
+    if (rows > this.graph.maxRows || logitRows > this.graph.maxLogitRows) {
+      throw new EngineError(
+        'KVT_ERR_ENGINE_BAD_ARGUMENT',
+        `a step carries at most ${this.graph.maxRows} tokens and ${this.graph.maxLogitRows} logit rows, got ${rows} and ${logitRows}; split it`,
+      );
+    }
+    if (pagesNeeded > this.pool.freePages) this.pool.alloc(pagesNeeded); // throws the typed error
+    const allIds = new Int32Array(rows);
+    const positions = new Int32Array(rows);
+    const wanted = new Int32Array(logitRows);
+    const segments: RowSegment[] = [];
+    let row = 0;
+    let w = 0;
+    items.forEach(({ seq, logits }, i) => {
+      const n = ids[i].length;
+      seq.reserve(n);
+      allIds.set(ids[i], row);
+      for (let j = 0; j < n; j++) positions[row + j] = seq.length + j;
+      segments.push({ blockTable: seq.blockTable, pos0: seq.length, queries: n });
+      row += n;
+      if (logits) wanted[w++] = row - 1;
+    });
+    const out = this.graph.forward(this.pool.handle, allIds, positions, segments, wanted);
+    const vocab = this.vocabSize;
+    w = 0;
+    return items.map(({ seq, logits }, i) => {
+      seq.advance(ids[i].length);
+      if (!logits) return null;
+      const at = w++;
+      return out.slice(at * vocab, (at + 1) * vocab);
+    });
   }
 
   /** Bytes of KV one token takes in this engine's pool. */

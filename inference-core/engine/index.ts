@@ -1,4 +1,4 @@
-export { Engine, DEFAULT_MAX_BATCH, DEFAULT_PREFILL_CHUNK } from './engine.ts';
+export { Engine, DEFAULT_MAX_BATCH, DEFAULT_PREFILL_CHUNK, type StepItem } from './engine.ts';
 export { Sequence } from './sequence.ts';
 export { EngineError, type EngineErrorCode } from './engine-errors.ts';
 export { loadEngine, resolveModelPath, DEFAULT_POOL_BYTES, type LoadEngineOptions, type LoadedEngine } from './load-model.ts';

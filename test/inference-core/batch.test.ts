@@ -87,3 +87,82 @@ describe('decodeBatch', () => {
     }
   });
 });
+
+describe('step (chunked prefill mixed with decode)', () => {
+  let engine: LoadedEngine;
+  beforeAll(async () => {
+    engine = await tinyEngine({ weightType: 'f16', kvDtype: 'f16', poolBytes: 16 * 2 ** 20 });
+  });
+  afterAll(() => engine?.destroy());
+
+  const bytes = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+
+  it('prefill chunks and decode rows in one forward each equal their solo run, bit for bit', () => {
+    const long = randomTokens(300, engine.vocabSize, 7);
+    const shortA = randomTokens(37, engine.vocabSize, 8);
+    const shortB = randomTokens(90, engine.vocabSize, 9);
+    // Solo: one prefill call per prompt, then greedy decode.
+    const solo = [long, shortA, shortB].map((p) => {
+      const s = engine.createSequence();
+      let l = s.prefill(p);
+      const out = [l];
+      for (let t = 0; t < 6; t++) out.push((l = s.decode(argmax(l))));
+      s.free();
+      return out;
+    });
+    // Mixed: a and b decode while `long` is prefilled in chunks of 100, 100, 100 riding along.
+    const [seqL, seqA, seqB] = [engine.createSequence(), engine.createSequence(), engine.createSequence()];
+    let [la, lb] = engine.step([
+      { seq: seqA, tokens: shortA, logits: true },
+      { seq: seqB, tokens: shortB, logits: true },
+    ]) as Float32Array[];
+    expect(bytes(la).equals(bytes(solo[1][0]))).toBe(true);
+    expect(bytes(lb).equals(bytes(solo[2][0]))).toBe(true);
+    let lastLong: Float32Array | null = null;
+    for (let chunk = 0; chunk < 3; chunk++) {
+      const isLast = chunk === 2;
+      const out = engine.step([
+        { seq: seqA, tokens: [argmax(la)], logits: true },
+        { seq: seqL, tokens: long.slice(chunk * 100, chunk * 100 + 100), logits: isLast },
+        { seq: seqB, tokens: [argmax(lb)], logits: true },
+      ]);
+      [la, lastLong, lb] = [out[0]!, out[1], out[2]!];
+      expect(bytes(la).equals(bytes(solo[1][chunk + 1]))).toBe(true);
+      expect(bytes(lb).equals(bytes(solo[2][chunk + 1]))).toBe(true);
+      if (!isLast) expect(lastLong).toBeNull();
+    }
+    expect(bytes(lastLong!).equals(bytes(solo[0][0]))).toBe(true);
+    // The chunked sequence's KV is the solo one: its decode continues identically.
+    let l = lastLong!;
+    for (let t = 1; t <= 6; t++) {
+      l = engine.step([{ seq: seqL, tokens: [argmax(l)], logits: true }])[0]!;
+      expect(bytes(l).equals(bytes(solo[0][t]))).toBe(true);
+    }
+    expect([seqL.length, seqA.length, seqB.length]).toEqual([306, 40, 93]);
+    for (const s of [seqL, seqA, seqB]) s.free();
+  });
+
+  it('rejects an over-budget step, an empty item and a repeated sequence before touching any sequence', () => {
+    const a = engine.createSequence();
+    const b = engine.createSequence();
+    a.prefill([1, 2, 3]);
+    const free = engine.pool.freePages;
+    const cases = [
+      () => engine.step([{ seq: a, tokens: [1], logits: true }, { seq: b, tokens: randomTokens(engine.prefillChunk, engine.vocabSize, 3), logits: false }]),
+      () => engine.step([{ seq: a, tokens: [], logits: true }]),
+      () => engine.step([{ seq: a, tokens: [1], logits: true }, { seq: a, tokens: [2], logits: true }]),
+      () => engine.step([{ seq: b, tokens: [1], logits: true }, { seq: a, tokens: [engine.vocabSize], logits: true }]),
+    ];
+    for (const fn of cases) {
+      try {
+        fn();
+        expect.unreachable();
+      } catch (e) {
+        expect((e as EngineError).code).toMatch(/^KVT_ERR_ENGINE_BAD_(ARGUMENT|TOKEN)$/);
+      }
+    }
+    expect([a.length, b.length, engine.pool.freePages]).toEqual([3, 0, free]);
+    a.free();
+    b.free();
+  });
+});
