@@ -37,6 +37,14 @@ export interface Config {
   jobLockMs: number;
   /** Jobs a `kvtier worker` process runs at once (they share one engine batch). */
   workerConcurrency: number;
+  /**
+   * BullMQ mode, API side: `aware` sends a job to the worker whose RAM holds
+   * its prefix (src/cluster/cache-aware-router.ts), `shared` to the shared
+   * queue only (first free worker).
+   */
+  dispatch: 'aware' | 'shared';
+  /** `kvtier worker`: whole jobs (`both`), or one half of a prefill/decode split. */
+  role: 'both' | 'prefill' | 'decode';
   logLevel: string;
 }
 
@@ -60,6 +68,8 @@ const FIELDS: Array<{ env: string; key: keyof Config; parse: (raw: string, env: 
   { env: 'KVTIER_QUEUE_WAIT_TIMEOUT_MS', key: 'queueWaitTimeoutMs', parse: (v, e) => intIn(v, e, 100, 86_400_000) },
   { env: 'KVTIER_JOB_LOCK_MS', key: 'jobLockMs', parse: (v, e) => intIn(v, e, 500, 3_600_000) },
   { env: 'KVTIER_WORKER_CONCURRENCY', key: 'workerConcurrency', parse: (v, e) => intIn(v, e, 1, 1024) },
+  { env: 'KVTIER_DISPATCH', key: 'dispatch', parse: (v, e) => oneOf(v, e, ['aware', 'shared']) },
+  { env: 'KVTIER_ROLE', key: 'role', parse: (v, e) => oneOf(v, e, ['both', 'prefill', 'decode']) },
   { env: 'KVTIER_LOG_LEVEL', key: 'logLevel', parse: (v, e) => oneOf(v, e, ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) },
 ];
 
@@ -84,6 +94,8 @@ export function defaultConfig(): Config {
     queueWaitTimeoutMs: 60_000,
     jobLockMs: 10_000,
     workerConcurrency: 4,
+    dispatch: 'aware',
+    role: 'both',
     logLevel: 'info',
   };
 }

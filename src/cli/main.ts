@@ -2,7 +2,7 @@
  * The `kvtier` command.
  *
  *   kvtier serve  [--port 8080 --host 127.0.0.1 --model synthetic:small --data-dir ./data --storage fs:… --redis-url redis://…]
- *   kvtier worker [same flags; needs --redis-url / REDIS_URL]
+ *   kvtier worker [same flags; needs --redis-url / REDIS_URL] [--role both|prefill|decode]
  *
  * Flags mirror the environment variables (PORT, KVTIER_MODEL, …); flags win.
  */
@@ -14,7 +14,9 @@ import { ADMIN_USAGE, processIo, runAdminCommand } from './commands/index.ts';
 
 const USAGE = `usage: kvtier <serve|worker> [--port N] [--host H] [--model synthetic:small|path.gguf] [--data-dir DIR]
                 [--storage fs:DIR|s3://bucket/prefix?endpoint=URL] [--redis-url redis://…] [--api-keys FILE]
-                [--admin-token T] [--threads N]   (flags mirror the env variables PORT, KVTIER_MODEL, …)`;
+                [--admin-token T] [--threads N]   (flags mirror the env variables PORT, KVTIER_MODEL, …)
+       serve:   [--dispatch aware|shared]   with --redis-url: route jobs to the worker holding their prefix, or the shared queue
+       worker:  [--role both|prefill|decode]  whole jobs, or one half of a prefill/decode split`;
 
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;

@@ -6,6 +6,7 @@
  *   route keys   r_0 = H(scope), r_i = H(r_{i-1} ‖ tokens of block i)      (chained like block keys)
  *   worker w     ZSET kvtier:hot:<w>  member r_i, score = last use (ms)    trimmed to maxKeys, PEXPIRE ttl
  *   live set     ZSET kvtier:hot:workers  member w, score = last announce  (older than ttl = gone)
+ *   roles        ZSET kvtier:hot:role:<role>  the same, per worker role (both | prefill | decode)
  *   route(req)   for each live worker: ZMSCORE its set with r_0..r_n → covered = leading non-null run
  *                drop workers with queued ≥ maxQueued (load cap), pick the longest cover,
  *                ties → fewer queued; no cover at all → null (use the shared queue)
@@ -24,6 +25,11 @@ import { ClusterError } from './errors.ts';
 
 const HOT_PREFIX = 'kvtier:hot:';
 export const HOT_WORKERS_KEY = 'kvtier:hot:workers';
+const ROLE_PREFIX = 'kvtier:hot:role:';
+
+/** What a worker does: whole jobs (colocated), or one half of a prefill/decode split. */
+export type WorkerRole = 'both' | 'prefill' | 'decode';
+export const WORKER_ROLES: readonly WorkerRole[] = ['both', 'prefill', 'decode'];
 
 /** One 16-byte hex key per full block of `tokens`, chained from `scope` (model + tenant salt). */
 export function routeKeys(scope: string, tokens: Uint32Array, blockTokens: number): string[] {
@@ -68,33 +74,57 @@ export class CacheAwareRouter {
     if (!Number.isInteger(this.maxKeys) || this.maxKeys < 1) throw new ClusterError('BAD_OPTION', `maxKeys must be a whole number ≥ 1, got ${options.maxKeys}`, { param: 'maxKeys' });
   }
 
-  /** A worker finished (or stored) a prompt: its blocks are hot there now. */
-  async announce(workerId: string, keys: readonly string[], now = Date.now()): Promise<void> {
+  /**
+   * A worker finished (or stored) a prompt: its blocks are hot there now.
+   * With no keys it is a heartbeat: the worker stays live (and keeps its set).
+   * `maxKeys` (default: the router's) is the worker's own RAM budget in blocks.
+   */
+  async announce(workerId: string, keys: readonly string[], now = Date.now(), role: WorkerRole = 'both', maxKeys = this.maxKeys): Promise<void> {
     const set = HOT_PREFIX + workerId;
     const multi = this.redis.multi();
     if (keys.length > 0) multi.zadd(set, ...keys.flatMap((key) => [now, key]));
-    multi.zremrangebyrank(set, 0, -this.maxKeys - 1);
+    multi.zremrangebyrank(set, 0, -Math.max(1, Math.floor(maxKeys)) - 1);
     multi.pexpire(set, this.ttlMs);
     multi.zadd(HOT_WORKERS_KEY, now, workerId);
     multi.zremrangebyscore(HOT_WORKERS_KEY, '-inf', now - this.ttlMs);
+    multi.zadd(ROLE_PREFIX + role, now, workerId);
+    multi.zremrangebyscore(ROLE_PREFIX + role, '-inf', now - this.ttlMs);
     await multi.exec();
   }
 
   /** The worker leaves (clean shutdown): stop routing to it at once. */
   async withdraw(workerId: string): Promise<void> {
-    await this.redis.multi().del(HOT_PREFIX + workerId).zrem(HOT_WORKERS_KEY, workerId).exec();
+    const multi = this.redis.multi().del(HOT_PREFIX + workerId).zrem(HOT_WORKERS_KEY, workerId);
+    for (const role of WORKER_ROLES) multi.zrem(ROLE_PREFIX + role, workerId);
+    await multi.exec();
   }
 
-  async liveWorkers(now = Date.now()): Promise<string[]> {
-    return this.redis.zrangebyscore(HOT_WORKERS_KEY, now - this.ttlMs, '+inf');
+  /** Workers that announced within the ttl; with `role`, only those of that role. */
+  async liveWorkers(now = Date.now(), role?: WorkerRole): Promise<string[]> {
+    return this.redis.zrangebyscore(role ? ROLE_PREFIX + role : HOT_WORKERS_KEY, now - this.ttlMs, '+inf');
+  }
+
+  /** How many live workers each role has (one round trip). */
+  async liveRoles(now = Date.now()): Promise<Record<WorkerRole, number>> {
+    const pipeline = this.redis.pipeline();
+    for (const role of WORKER_ROLES) pipeline.zcount(ROLE_PREFIX + role, now - this.ttlMs, '+inf');
+    const replies = (await pipeline.exec()) ?? [];
+    const counts = { both: 0, prefill: 0, decode: 0 };
+    WORKER_ROLES.forEach((role, i) => {
+      const [error, count] = replies[i] ?? [new Error('no reply'), 0];
+      if (error) throw new ClusterError('REDIS', `reading the live ${role} workers failed: ${error.message}`, { cause: error });
+      counts[role] = Number(count);
+    });
+    return counts;
   }
 
   /**
-   * Leading blocks of `keys` each live worker holds hot. The prefix ends at
-   * the first block a worker lacks: later ones are useless without it.
+   * Leading blocks of `keys` each live worker (of `role`, if given) holds hot.
+   * The prefix ends at the first block a worker lacks: later ones are useless
+   * without it.
    */
-  async coverage(keys: readonly string[], now = Date.now()): Promise<Map<string, number>> {
-    const workers = await this.liveWorkers(now);
+  async coverage(keys: readonly string[], now = Date.now(), role?: WorkerRole): Promise<Map<string, number>> {
+    const workers = await this.liveWorkers(now, role);
     const covered = new Map<string, number>();
     if (keys.length === 0) {
       for (const w of workers) covered.set(w, 0);
@@ -122,17 +152,32 @@ export class CacheAwareRouter {
    * its preference so a hot worker cannot starve the others.
    */
   async route(keys: readonly string[], queued: ReadonlyMap<string, number>, maxQueued: number, now = Date.now()): Promise<RouteChoice | null> {
-    const coverage = await this.coverage(keys, now);
-    let best: RouteChoice | null = null;
-    let bestQueued = Infinity;
-    for (const [workerId, coveredBlocks] of coverage) {
-      const backlog = queued.get(workerId) ?? 0;
-      if (coveredBlocks === 0 || backlog >= maxQueued) continue;
-      if (best === null || coveredBlocks > best.coveredBlocks || (coveredBlocks === best.coveredBlocks && backlog < bestQueued)) {
-        best = { workerId, coveredBlocks };
-        bestQueued = backlog;
-      }
-    }
-    return best;
+    return pickWorker(await this.coverage(keys, now), queued, maxQueued);
   }
+
+  /**
+   * route(), reading backlogs only for the workers that cover something
+   * (`backlogOf` is the caller's queue-depth probe), among workers of `role`.
+   */
+  async routeAmong(keys: readonly string[], options: { role?: WorkerRole; maxQueued: number; backlogOf: (workerIds: string[]) => Promise<ReadonlyMap<string, number>>; now?: number }): Promise<RouteChoice | null> {
+    const coverage = await this.coverage(keys, options.now ?? Date.now(), options.role);
+    const candidates = [...coverage].filter(([, blocks]) => blocks > 0).map(([w]) => w);
+    if (candidates.length === 0) return null;
+    return pickWorker(coverage, await options.backlogOf(candidates), options.maxQueued);
+  }
+}
+
+/** The longest cover among workers under the load cap; ties → the smaller backlog; no cover → null. */
+export function pickWorker(coverage: ReadonlyMap<string, number>, queued: ReadonlyMap<string, number>, maxQueued: number): RouteChoice | null {
+  let best: RouteChoice | null = null;
+  let bestQueued = Infinity;
+  for (const [workerId, coveredBlocks] of coverage) {
+    const backlog = queued.get(workerId) ?? 0;
+    if (coveredBlocks === 0 || backlog >= maxQueued) continue;
+    if (best === null || coveredBlocks > best.coveredBlocks || (coveredBlocks === best.coveredBlocks && backlog < bestQueued)) {
+      best = { workerId, coveredBlocks };
+      bestQueued = backlog;
+    }
+  }
+  return best;
 }

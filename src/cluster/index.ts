@@ -7,4 +7,4 @@ export { ClusterError } from './errors.ts';
 export { RedisLeaderLock, type AcquireResult, type LeaderLease, type LeaderLockOptions, type LeaseHolder } from './leader-lock.ts';
 export { GC_LEADER_KEY, gcUnderClusterLease, runExclusiveGc, type ExclusiveGcOptions, type ExclusiveGcResult } from './exclusive-gc.ts';
 export { FetchOrRecompute, type FetchDecision, type FetchOrRecomputeOptions } from './fetch-or-recompute.ts';
-export { CacheAwareRouter, HOT_WORKERS_KEY, routeKeys, type HotSetOptions, type RouteChoice } from './cache-aware-router.ts';
+export { CacheAwareRouter, HOT_WORKERS_KEY, pickWorker, routeKeys, WORKER_ROLES, type HotSetOptions, type RouteChoice, type WorkerRole } from './cache-aware-router.ts';

@@ -17,12 +17,35 @@
  * - Redis unreachable → 503 KVT_ERR_QUEUE_UNAVAILABLE at once; ioredis
  *   reconnects by itself and requests succeed again when Redis is back.
  * - the request timeout (InferenceService) bounds everything else.
+ *
+ * Dispatch (KVTIER_DISPATCH): `shared` adds every job to the shared queue
+ * (first free worker takes it). `aware` (the default) first asks the
+ * cache-aware router which live worker's RAM holds the longest prefix of the
+ * job's tokens, and adds the job to that worker's own queue
+ * (kvtier-prefill-w-<id>) unless it is at the load cap; no cover, the cap, or
+ * any Redis/routing error → the shared queue. A job on a worker's own queue
+ * is watched (watchdog below): not taken within ROUTED_WAIT_MS, or taken by a
+ * worker whose job lock then lapsed (it died), it is removed there and added
+ * to the shared queue, where BullMQ's stall handling covers it as any other.
+ *
+ * Prefill/decode split: while at least one live `prefill`-role and one
+ * `decode`-role worker exist, a request runs as two jobs: `<id>-p`
+ * (prefillOnly: compute the prompt's full blocks and write them through to
+ * storage) on the prefill side, then `<id>-d` (the whole job: it loads those
+ * blocks, computes the partial last block, generates) on the decode side.
+ * The client sees the prefill half's `prefilled` (cached = hits before this
+ * request) and the decode half's tokens and done. A failed prefill half
+ * costs time only: the decode half then computes the whole prompt.
+ *
+ *   request ─▶ [<id>-p] kvtier-prefill-prefill | -w-<prefill worker> ─ prefilled ─▶ client
+ *           ─▶ [<id>-d] kvtier-prefill-decode  | -w-<decode worker>  ─ tokens…done ─▶ client
  */
 import { randomUUID } from 'node:crypto';
 
 import { Queue, QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
 
+import { CacheAwareRouter, routeKeys, type WorkerRole } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
 import { KvtError } from '../errors.ts';
 import { modelConfigFromGguf, modelFingerprint, readGguf } from '../../inference-core/index.ts';
@@ -33,18 +56,44 @@ import type { JobEvent, PrefillJob } from './job.ts';
 export const QUEUE_NAME = 'kvtier-prefill';
 export const CANCEL_CHANNEL = 'kvtier:cancel';
 export const WORKER_STATS_PREFIX = 'kvtier:worker:';
+/** A worker is live (routable, counted for the split) this long after its last heartbeat (every 2 s). */
+export const LIVE_TTL_MS = 10_000;
+/** Jobs waiting on a worker's own queue at which the router stops preferring it (the load cap). */
+export const ROUTE_MAX_WAITING = 2;
+/** A routing answer slower than this is abandoned: the job goes to the shared queue. */
+const ROUTE_TIMEOUT_MS = 500;
+const WATCHDOG_MS = 250;
+
+/** A split half's queue: kvtier-prefill-prefill, kvtier-prefill-decode. */
+export function roleQueueName(role: 'prefill' | 'decode'): string {
+  return `${QUEUE_NAME}-${role}`;
+}
+
+/** The queue only that worker consumes (jobs routed to it). */
+export function workerQueueName(workerId: string): string {
+  return `${QUEUE_NAME}-w-${workerId}`;
+}
+
+/** What route keys are chained from: one model, one tenant namespace (as the tier's block keys). */
+export function routeScope(job: Pick<PrefillJob, 'model' | 'tenantSalt'>): string {
+  return `${job.model}\u0000${job.tenantSalt}`;
+}
+
+/** `prefillOnly` is PrefillJob's own field (job.ts); restated so this file does not depend on when it landed there. */
+type SplitJob = PrefillJob & { prefillOnly?: boolean };
 
 /** What travels in the BullMQ job. */
 export interface QueuedJob extends PrefillJob {
   replyChannel: string;
 }
 
-/** What a worker publishes on the reply channel. */
+/** What a worker publishes on the reply channel: a job event, or that a run started. */
 export interface PublishedEvent {
   jobId: string;
   /** Differs per attempt: a stalled job re-run elsewhere gets a new one. */
   runId: string;
-  event: JobEvent;
+  event?: JobEvent;
+  started?: { workerId: string; queue: string };
 }
 
 interface Pending {
@@ -59,6 +108,14 @@ interface Pending {
   started: boolean;
   prefilledSent: boolean;
   waitTimer: NodeJS.Timeout | null;
+  /** The queue the job is on now (it moves to the shared queue when its worker does not take it). */
+  queueName: string;
+  /** The job as added (re-added unchanged when it moves). */
+  queued: QueuedJob | null;
+  addedAt: number;
+  /** Watchdog checks in a row that found the job's lock gone. */
+  lockMisses: number;
+  moving: boolean;
 }
 
 export class BullmqRunner implements JobRunner {
@@ -66,6 +123,12 @@ export class BullmqRunner implements JobRunner {
   private readonly pending = new Map<string, Pending>();
   private readonly replyChannel = `kvtier:events:${randomUUID()}`;
   private subscribed = false;
+  /** Queues other than the shared one, opened on first use (per-worker ones are dropped when idle). */
+  private readonly queues = new Map<string, { queue: Queue; usedAt: number }>();
+  private readonly roleEvents: QueueEvents[] = [];
+  private readonly router: CacheAwareRouter;
+  private readonly watchdog: NodeJS.Timeout;
+  private splitCache: { at: number; split: boolean } = { at: 0, split: false };
 
   private constructor(
     private readonly config: Config,
@@ -85,13 +148,28 @@ export class BullmqRunner implements JobRunner {
       this.subscribed = false;
       this.subscribe();
     });
-    queueEvents.on('failed', ({ jobId, failedReason }) => {
+    const onFailed = (queueName: string) => ({ jobId, failedReason }: { jobId: string; failedReason: string }) => {
       const pending = this.pending.get(jobId);
-      if (pending) this.settle(jobId, new KvtError(reasonCode(failedReason), `the job failed on its worker: ${failedReason}`));
-    });
+      if (pending && pending.queueName === queueName) this.settle(jobId, new KvtError(reasonCode(failedReason), `the job failed on its worker: ${failedReason}`));
+    };
+    queueEvents.on('failed', onFailed(QUEUE_NAME));
+    // The split halves' queues: their stalled checks run on their workers; a job stalled twice there fails like on the shared queue.
+    for (const role of ['prefill', 'decode'] as const) {
+      const name = roleQueueName(role);
+      const client = new Redis(config.redisUrl!, { maxRetriesPerRequest: null, enableOfflineQueue: true, retryStrategy: (times: number) => Math.min(200 * times, 1000) });
+      client.on('error', (error: Error) => log('warn', `redis (queue events ${name}): ${error.message}`));
+      queueClients.push(client);
+      const events = new QueueEvents(name, { connection: client });
+      events.on('error', (error: Error) => log('warn', `queue events ${name}: ${error.message}`));
+      events.on('failed', onFailed(name));
+      this.roleEvents.push(events);
+    }
     for (const client of [connection, subscriber]) {
       client.on('error', (error: Error) => this.log('warn', `redis: ${error.message}`));
     }
+    this.router = new CacheAwareRouter(connection, { ttlMs: LIVE_TTL_MS });
+    this.watchdog = setInterval(() => void this.watch(), WATCHDOG_MS);
+    this.watchdog.unref();
   }
 
   static async connect(config: Config, log: (level: 'info' | 'warn' | 'error', message: string) => void): Promise<BullmqRunner> {
@@ -151,28 +229,139 @@ export class BullmqRunner implements JobRunner {
     if (!this.redisReady()) throw new KvtError('KVT_ERR_QUEUE_UNAVAILABLE', `the job queue (Redis at ${redact(this.config.redisUrl!)}) is unreachable; retry shortly`);
     const waiting = [...this.pending.values()].filter((p) => !p.started).length;
     if (waiting >= this.config.maxQueueDepth) throw new KvtError('KVT_ERR_QUEUE_FULL', `${waiting} requests are already waiting for a worker (KVTIER_MAX_QUEUE=${this.config.maxQueueDepth})`);
+    if ((job as SplitJob).prefillOnly || !(await this.splitAvailable())) return this.runJob(job, 'both', onEvent, signal);
+    // The client's `prefilled` is the prefill half's (its cached tokens are the hits before
+    // this request); the decode half's own one is swallowed, unless the prefill half failed.
+    let prefilledSent = false;
+    const forward = (event: JobEvent): void => {
+      if (event.type === 'prefilled') {
+        if (prefilledSent) return;
+        prefilledSent = true;
+      }
+      onEvent(event);
+    };
+    try {
+      const prefillHalf: SplitJob = { ...job, id: `${job.id}-p`, prefillOnly: true };
+      await this.runJob(prefillHalf, 'prefill', (event) => event.type === 'prefilled' && forward(event), signal);
+    } catch (error) {
+      if (signal.aborted) throw error;
+      this.log('warn', `the prefill half of ${job.id} failed (${(error as Error).message}); its decode half computes the whole prompt`);
+    }
+    await this.runJob({ ...job, id: `${job.id}-d` }, 'decode', forward, signal);
+  }
+
+  /** Splits while the cluster has both halves live (answer cached for a second: it is read per request). */
+  private async splitAvailable(): Promise<boolean> {
+    const now = Date.now();
+    if (now - this.splitCache.at < 1000) return this.splitCache.split;
+    try {
+      const live = await withTimeout(this.router.liveRoles(now), ROUTE_TIMEOUT_MS, () => new Error(`no answer within ${ROUTE_TIMEOUT_MS} ms`));
+      this.splitCache = { at: now, split: live.prefill > 0 && live.decode > 0 };
+    } catch (error) {
+      this.log('warn', `reading the live worker roles failed (${(error as Error).message}); running jobs whole`);
+      this.splitCache = { at: now, split: false };
+    }
+    return this.splitCache.split;
+  }
+
+  /**
+   * The queue for a job of `role`: the cache-aware choice (a worker's own
+   * queue) or the role's shared queue. Never throws: routing only picks a
+   * faster worker, so any fault here falls back to the shared queue.
+   */
+  private async chooseQueue(job: PrefillJob, role: WorkerRole, pending: Pending | undefined): Promise<string> {
+    const fallback = role === 'both' ? QUEUE_NAME : roleQueueName(role);
+    const claim = (name: string): string => {
+      if (pending) Object.assign(pending, { queueName: name, addedAt: Date.now() });
+      return name;
+    };
+    if (this.config.dispatch !== 'aware') return fallback;
+    try {
+      const keys = routeKeys(routeScope(job), Uint32Array.from(job.tokens), this.config.blockTokens);
+      if (keys.length === 0) return fallback;
+      const choice = await withTimeout(
+        this.router.routeAmong(keys, {
+          // A whole job may run on any worker; a split half only on a worker of its role.
+          role: role === 'both' ? undefined : role,
+          maxQueued: ROUTE_MAX_WAITING,
+          // Redis's count covers every API process; this process's own not-yet-started jobs cover a
+          // burst whose adds have not landed yet (else all of it would see an empty queue).
+          backlogOf: async (workerIds) =>
+            new Map(
+              await Promise.all(
+                workerIds.map(async (w) => {
+                  const name = workerQueueName(w);
+                  return [w, Math.max(this.localWaiting(name), await this.queueFor(name).getWaitingCount())] as const;
+                }),
+              ),
+            ),
+        }),
+        ROUTE_TIMEOUT_MS,
+        () => new Error(`no answer within ${ROUTE_TIMEOUT_MS} ms`),
+      );
+      if (!choice) return fallback;
+      const name = workerQueueName(choice.workerId);
+      // Re-checked after the await (a burst's routings all read their backlogs before any had
+      // picked) and claimed in the same tick, so the next routing counts this job.
+      return claim(this.localWaiting(name) >= ROUTE_MAX_WAITING ? fallback : name);
+    } catch (error) {
+      this.log('warn', `cache-aware routing failed (${(error as Error).message}); job ${job.id} goes to the shared queue`);
+      return fallback;
+    }
+  }
+
+  /** This process's jobs on `queueName` that no worker has started yet. */
+  private localWaiting(queueName: string): number {
+    let n = 0;
+    for (const p of this.pending.values()) if (p.queueName === queueName && !p.started) n++;
+    return n;
+  }
+
+  private queueFor(name: string): Queue {
+    if (name === QUEUE_NAME) return this.queue;
+    const now = Date.now();
+    let entry = this.queues.get(name);
+    if (!entry) {
+      const queue = new Queue(name, { connection: this.queueClients[0] });
+      queue.on('error', (error: Error) => this.log('warn', `queue ${name}: ${error.message}`));
+      entry = { queue, usedAt: now };
+      this.queues.set(name, entry);
+      // Workers come and go (their ids are per process): drop queue handles unused for a while.
+      for (const [other, { queue: q, usedAt }] of this.queues) {
+        if (now - usedAt > 10 * LIVE_TTL_MS && ![...this.pending.values()].some((p) => p.queueName === other)) {
+          this.queues.delete(other);
+          void q.close().catch(() => undefined);
+        }
+      }
+    }
+    entry.usedAt = now;
+    return entry.queue;
+  }
+
+  /** One job on one queue, to its end; the events go to `onEvent` (a re-run's repeats skipped). */
+  private async runJob(job: PrefillJob, role: WorkerRole, onEvent: (event: JobEvent) => void, signal: AbortSignal): Promise<void> {
     const done = new Promise<void>((resolve, reject) => {
-      this.pending.set(job.id, { onEvent, resolve, reject, runId: null, forwarded: 0, seenInRun: 0, started: false, prefilledSent: false, waitTimer: null });
+      this.pending.set(job.id, { onEvent, resolve, reject, runId: null, forwarded: 0, seenInRun: 0, started: false, prefilledSent: false, waitTimer: null, queueName: QUEUE_NAME, queued: null, addedAt: Date.now(), lockMisses: 0, moving: false });
     });
     const onAbort = () => {
+      const queueName = this.pending.get(job.id)?.queueName ?? QUEUE_NAME;
       void this.connection.publish(CANCEL_CHANNEL, job.id).catch(() => undefined);
-      void this.queue.remove(job.id).catch(() => undefined);
+      void this.queueFor(queueName).remove(job.id).catch(() => undefined);
       this.settle(job.id, signal.reason ?? new KvtError('KVT_ERR_INTERNAL', 'aborted'));
     };
-    signal.addEventListener('abort', onAbort, { once: true });
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
     try {
+      const queueName = await this.chooseQueue(job, role, this.pending.get(job.id));
       const queued: QueuedJob = { ...job, replyChannel: this.replyChannel };
-      await withTimeout(
-        this.queue.add('prefill', queued, { jobId: job.id, attempts: 1, removeOnComplete: true, removeOnFail: { age: 3600 } }),
-        3000,
-        () => new KvtError('KVT_ERR_QUEUE_UNAVAILABLE', 'the job queue (Redis) did not accept the job within 3 s; retry shortly'),
-      );
       const pending = this.pending.get(job.id);
-      if (pending && !pending.started) {
+      if (pending) Object.assign(pending, { queueName, queued, addedAt: Date.now() });
+      if (pending) await this.add(queueName, queued);
+      if (pending && !pending.started && this.pending.get(job.id) === pending) {
         pending.waitTimer = setTimeout(() => {
           const still = this.pending.get(job.id);
           if (!still || still.started) return;
-          void this.queue.remove(job.id).catch(() => undefined);
+          void this.queueFor(still.queueName).remove(job.id).catch(() => undefined);
           this.settle(job.id, new KvtError('KVT_ERR_QUEUE_NO_WORKERS', `no worker took the job within ${this.config.queueWaitTimeoutMs} ms; start \`kvtier worker\` processes on REDIS_URL`));
         }, this.config.queueWaitTimeoutMs);
       }
@@ -183,6 +372,59 @@ export class BullmqRunner implements JobRunner {
       await done;
     } finally {
       signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  private add(queueName: string, queued: QueuedJob): Promise<unknown> {
+    return withTimeout(
+      this.queueFor(queueName).add('prefill', queued, { jobId: queued.id, attempts: 1, removeOnComplete: true, removeOnFail: { age: 3600 } }),
+      3000,
+      () => new KvtError('KVT_ERR_QUEUE_UNAVAILABLE', 'the job queue (Redis) did not accept the job within 3 s; retry shortly'),
+    );
+  }
+
+  /**
+   * Jobs off the shared queue must not be stranded by a worker that died or
+   * never takes them. Every WATCHDOG_MS, for each such job:
+   *   not started, waiting ≥ ROUTED_WAIT_MS  → remove there (fails if a worker just locked it) → shared queue
+   *   started on a worker's own queue, its lock gone on two checks in a row (the worker died)
+   *                                          → remove → shared queue (re-run from the start, as a stall)
+   * BullMQ's own stalled check covers the role queues (their workers run it).
+   */
+  private async watch(): Promise<void> {
+    const routedWaitMs = Math.min(2000, Math.max(WATCHDOG_MS, Math.floor(this.config.queueWaitTimeoutMs / 4)));
+    const now = Date.now();
+    for (const [jobId, pending] of this.pending) {
+      if (pending.queueName === QUEUE_NAME || pending.moving || !pending.queued) continue;
+      const own = pending.queueName.startsWith(`${QUEUE_NAME}-w-`);
+      try {
+        if (!pending.started) {
+          if (now - pending.addedAt >= routedWaitMs) await this.moveToShared(jobId, pending, `not taken within ${routedWaitMs} ms`);
+        } else if (own) {
+          const queue = this.queueFor(pending.queueName);
+          const locked = (await this.connection.exists(queue.toKey(`${jobId}:lock`))) === 1;
+          pending.lockMisses = locked ? 0 : pending.lockMisses + 1;
+          if (pending.lockMisses >= 2 && (await queue.getJobState(jobId)) === 'active') await this.moveToShared(jobId, pending, 'its worker stopped renewing the job lock');
+        }
+      } catch (error) {
+        this.log('warn', `watching job ${jobId} on ${pending.queueName} failed: ${(error as Error).message}`);
+      }
+    }
+  }
+
+  private async moveToShared(jobId: string, pending: Pending, why: string): Promise<void> {
+    pending.moving = true;
+    try {
+      const from = pending.queueName;
+      // 1 = removed; 0 = a worker holds its lock (it started after all): leave it there.
+      if ((await this.queueFor(from).remove(jobId)) !== 1) return;
+      if (this.pending.get(jobId) !== pending) return;
+      pending.queueName = QUEUE_NAME;
+      pending.lockMisses = 0;
+      await this.add(QUEUE_NAME, pending.queued!);
+      this.log('warn', `job ${jobId} moved from ${from} to the shared queue: ${why}`);
+    } finally {
+      pending.moving = false;
     }
   }
 
@@ -201,11 +443,15 @@ export class BullmqRunner implements JobRunner {
       // A new attempt (the previous worker died): replay only what the request has not seen.
       pending.runId = published.runId;
       pending.seenInRun = 0;
+      pending.lockMisses = 0;
+      // Its worker says which queue it took the job from (it may have moved meanwhile).
+      if (published.started) pending.queueName = published.started.queue;
     }
     if (!pending.started) {
       pending.started = true;
       if (pending.waitTimer) clearTimeout(pending.waitTimer);
     }
+    if (!event) return;
     switch (event.type) {
       case 'prefilled':
         if (!pending.prefilledSent) {
@@ -298,8 +544,15 @@ export class BullmqRunner implements JobRunner {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.watchdog);
     for (const jobId of [...this.pending.keys()]) this.settle(jobId, new KvtError('KVT_ERR_SERVER_SHUTTING_DOWN', 'the API process is stopping'));
-    await Promise.allSettled([this.queue.close(), this.queueEvents.close(), this.policy?.close()]);
+    await Promise.allSettled([
+      this.queue.close(),
+      this.queueEvents.close(),
+      this.policy?.close(),
+      ...[...this.queues.values()].map((entry) => entry.queue.close()),
+      ...this.roleEvents.map((events) => events.close()),
+    ]);
     this.subscriber.disconnect();
     this.connection.disconnect();
     for (const client of this.queueClients) client.disconnect();

@@ -1,14 +1,30 @@
 /**
- * `kvtier worker`: consumes prefill jobs from the BullMQ queue with an engine
- * thread of its own, and publishes each job's events on the job's reply
- * channel. Any number of these may run, on any machine that sees the same
- * Redis and the same storage (KVTIER_STORAGE); a block one computes is a hit
- * for every other.
+ * `kvtier worker`: consumes prefill jobs from BullMQ with an engine thread of
+ * its own, and publishes each job's events on the job's reply channel. Any
+ * number of these may run, on any machine that sees the same Redis and the
+ * same storage (KVTIER_STORAGE); a block one computes is a hit for every other.
+ *
+ * Queues one worker consumes (see bullmq-runner.ts for who sends what where):
+ *
+ *   role both      kvtier-prefill (shared)                         + kvtier-prefill-w-<id> (routed to it)
+ *   role prefill   kvtier-prefill-prefill (prefill halves) + shared + kvtier-prefill-w-<id>
+ *   role decode    kvtier-prefill-decode  (decode halves)  + shared + kvtier-prefill-w-<id>
+ *
+ * Split-role workers take the shared queue too, so a cluster that lost all
+ * workers of one role still serves whole jobs. Each queue has its own BullMQ
+ * Worker; together they keep about KVTIER_WORKER_CONCURRENCY jobs running (a
+ * Worker's concurrency is what the others leave free, at least 1).
+ *
+ * After every job the worker announces the route keys of the blocks it now
+ * holds hot (prompt + reply full blocks) to the cache-aware router, and a
+ * heartbeat every 2 s keeps it (and its role) live; a clean shutdown
+ * withdraws it, so nothing more is routed to it.
  *
  * The processor's promise settles when the engine thread reports done or
  * error, so BullMQ keeps renewing the job's lock exactly as long as the job
- * runs here; if this process dies the lock lapses and the stalled check
- * gives the job to another worker.
+ * runs here; if this process dies the lock lapses: the shared and role
+ * queues' stalled check gives the job to another worker, and the API moves a
+ * job off a dead worker's own queue (bullmq-runner.ts, watchdog).
  */
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
@@ -16,21 +32,26 @@ import { randomUUID } from 'node:crypto';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 
-import { gcUnderClusterLease } from '../cluster/index.ts';
+import { CacheAwareRouter, gcUnderClusterLease, routeKeys } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
 import { EngineHost, type EngineLog } from './engine-host.ts';
-import { CANCEL_CHANNEL, QUEUE_NAME, WORKER_STATS_PREFIX, type PublishedEvent, type QueuedJob } from './bullmq-runner.ts';
+import { CANCEL_CHANNEL, LIVE_TTL_MS, QUEUE_NAME, roleQueueName, routeScope, WORKER_STATS_PREFIX, workerQueueName, type PublishedEvent, type QueuedJob } from './bullmq-runner.ts';
 import { modelIdOf, type JobEvent } from './job.ts';
 
 export interface RunningWorker {
   id: string;
+  role: Config['role'];
   host: EngineHost;
   close(): Promise<void>;
 }
 
+const HEARTBEAT_MS = 2000;
+
 export async function startBullmqWorker(config: Config, log: EngineLog): Promise<RunningWorker> {
   if (!config.redisUrl) throw Object.assign(new Error('kvtier worker needs REDIS_URL (or --redis-url)'), { code: 'KVT_ERR_CONFIG_INVALID' });
-  const workerId = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+  // BullMQ queue names may not contain ':' (the worker id names its own queue).
+  const workerId = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`.replace(/[^A-Za-z0-9._-]/g, '_');
+  const role = config.role;
   const host = await EngineHost.start(
     {
       model: config.model,
@@ -53,7 +74,18 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
   await cancels.subscribe(CANCEL_CHANNEL);
   cancels.on('message', (_channel: string, jobId: string) => host.cancel(jobId));
 
-  const processJob = async (job: Job): Promise<unknown> => {
+  // The router shares the publisher connection: an announcement is sent before the job's
+  // `done` on the same connection, so Redis has it before the client can send its next turn.
+  const router = new CacheAwareRouter(publisher, { ttlMs: LIVE_TTL_MS });
+  /** The hot RAM tier's size in blocks (the hot set is trimmed to it); learnt from the tier's stats. */
+  let hotBlocks = 65_536;
+  let withdrawn = false;
+  const announce = (keys: string[]): void => {
+    if (withdrawn) return;
+    router.announce(workerId, keys, Date.now(), role, hotBlocks).catch((error: Error) => log('warn', `announcing hot blocks failed (routing only): ${error.message}`));
+  };
+
+  const processJob = async (job: Job, queueName: string): Promise<unknown> => {
     // One GC at a time across the cluster: while another node holds the lease this job fails with KVT_ERR_CLUSTER_GC_BUSY naming it.
     if (job.name === 'gc') return gcUnderClusterLease(publisher, workerId, () => host.admin({ op: 'gc' }));
     const data = job.data as QueuedJob;
@@ -61,54 +93,98 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
       throw new UnrecoverableError(`KVT_ERR_WORKER_FAILED: this worker serves ${config.model}, the job asks for ${data.model}`);
     }
     const runId = randomUUID();
-    const publish = (event: JobEvent): void => {
-      const message: PublishedEvent = { jobId: data.id, runId, event };
+    const publish = (message: PublishedEvent): void => {
       void publisher.publish(data.replyChannel, JSON.stringify(message)).catch((error: Error) => log('warn', `publish failed: ${error.message}`));
     };
+    publish({ jobId: data.id, runId, started: { workerId, queue: queueName } });
+    const generated: number[] = [];
     return new Promise((resolve, reject) => {
-      host.submit(data, (event) => {
-        publish(event);
-        if (event.type === 'done') resolve({ finishReason: event.finishReason, completionTokens: event.completionTokens, workerMs: event.workerMs, workerId });
+      host.submit(data, (event: JobEvent) => {
+        if (event.type === 'tokens') generated.push(...event.ids);
+        if (event.type === 'done') announce(routeKeys(routeScope(data), Uint32Array.from([...data.tokens, ...generated]), config.blockTokens));
+        publish({ jobId: data.id, runId, event });
+        if (event.type === 'done') {
+          resolve({ finishReason: event.finishReason, completionTokens: event.completionTokens, prefillTokens: event.prefillTokens, workerMs: event.workerMs, workerId, role, queue: queueName });
+        }
         // The API already has the error event; failing the job records it in BullMQ too (no retry: it would fail alike).
         else if (event.type === 'error') reject(new UnrecoverableError(`${event.code}: ${event.message}`));
       });
     });
   };
 
-  // BullMQ leaves a caller-owned connection open: close() ends it.
-  const workerClient = new Redis(config.redisUrl, options);
-  workerClient.on('error', (error: Error) => log('warn', `redis (worker): ${error.message}`));
-  const worker = new Worker(QUEUE_NAME, processJob, {
-    connection: workerClient,
-    concurrency: config.workerConcurrency,
-    lockDuration: config.jobLockMs,
-    stalledInterval: Math.max(250, Math.floor(config.jobLockMs / 2)),
-    maxStalledCount: 1,
-    autorun: true,
-  });
-  worker.on('error', (error: Error) => log('warn', `worker: ${error.message}`));
-  worker.on('failed', (job, error) => log('warn', `job ${job?.id} failed: ${error.message}`));
+  const queueNames = [...(role === 'both' ? [] : [roleQueueName(role)]), workerQueueName(workerId), QUEUE_NAME];
+  const active = new Map<string, number>(queueNames.map((name) => [name, 0]));
+  const workers: Worker[] = [];
+  /** Each queue may take what the others leave of the concurrency budget (≥ 1, BullMQ's floor). */
+  const rebalance = (): void => {
+    const total = [...active.values()].reduce((a, b) => a + b, 0);
+    for (const worker of workers) worker.concurrency = Math.max(1, config.workerConcurrency - (total - (active.get(worker.name) ?? 0)));
+  };
+  // BullMQ leaves a caller-owned connection open: close() ends them.
+  const workerClients: Redis[] = [];
+  for (const name of queueNames) {
+    const client = new Redis(config.redisUrl, options);
+    client.on('error', (error: Error) => log('warn', `redis (worker ${name}): ${error.message}`));
+    workerClients.push(client);
+    const worker = new Worker(
+      name,
+      async (job: Job) => {
+        active.set(name, (active.get(name) ?? 0) + 1);
+        rebalance();
+        try {
+          return await processJob(job, name);
+        } finally {
+          active.set(name, (active.get(name) ?? 1) - 1);
+          rebalance();
+        }
+      },
+      {
+        connection: client,
+        concurrency: config.workerConcurrency,
+        lockDuration: config.jobLockMs,
+        stalledInterval: Math.max(250, Math.floor(config.jobLockMs / 2)),
+        maxStalledCount: 1,
+        autorun: true,
+      },
+    );
+    worker.on('error', (error: Error) => log('warn', `worker ${name}: ${error.message}`));
+    worker.on('failed', (job, error) => log('warn', `job ${job?.id} failed: ${error.message}`));
+    workers.push(worker);
+  }
 
-  const statsTimer = setInterval(() => {
+  const heartbeat = (): void => {
     host
       .admin({ op: 'stats' })
-      .then((stats) => publisher.set(`${WORKER_STATS_PREFIX}${workerId}`, JSON.stringify({ workerId, at: Date.now(), ...(stats as object) }), 'EX', 15))
+      .then((stats) => {
+        const hot = (stats as { cache?: { hotCache?: { blocks: number; bytes: number; budgetBytes: number } } | null }).cache?.hotCache;
+        if (hot && hot.blocks > 0 && hot.bytes > 0 && hot.budgetBytes > 0) hotBlocks = Math.max(1, Math.floor(hot.budgetBytes / (hot.bytes / hot.blocks)));
+        return publisher.set(`${WORKER_STATS_PREFIX}${workerId}`, JSON.stringify({ workerId, role, at: Date.now(), ...(stats as object) }), 'EX', 15);
+      })
       .catch(() => undefined);
-  }, 2000);
-  statsTimer.unref();
-  log('info', `kvtier worker ${workerId} consuming ${QUEUE_NAME} (model ${config.model}, storage ${config.storage}, concurrency ${config.workerConcurrency})`);
-  await worker.waitUntilReady();
+    announce([]);
+  };
+  const heartbeatTimer = setInterval(heartbeat, HEARTBEAT_MS);
+  heartbeatTimer.unref();
+  await Promise.all(workers.map((w) => w.waitUntilReady()));
+  // Live (and, for split roles, counted) only once every queue is consumed.
+  await router.announce(workerId, [], Date.now(), role, hotBlocks);
+  log('info', `kvtier worker ${workerId} (role ${role}) consuming ${queueNames.join(', ')} (model ${config.model}, storage ${config.storage}, concurrency ${config.workerConcurrency})`);
 
   return {
     id: workerId,
+    role,
     host,
     async close() {
-      clearInterval(statsTimer);
-      await worker.close();
+      clearInterval(heartbeatTimer);
+      // Stop being routed to first; jobs still waiting on this worker's own queue are moved
+      // to the shared queue by the API once they have waited past its deadline.
+      withdrawn = true;
+      await router.withdraw(workerId).catch((error: Error) => log('warn', `withdrawing from the router failed: ${error.message}`));
+      await Promise.all(workers.map((w) => w.close()));
       await host.close();
       cancels.disconnect();
       publisher.disconnect();
-      workerClient.disconnect();
+      for (const client of workerClients) client.disconnect();
     },
   };
 }

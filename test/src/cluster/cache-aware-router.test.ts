@@ -91,6 +91,36 @@ describe('CacheAwareRouter', () => {
     expect((await router.coverage(s1, 2000)).get('w')).toBe(0);
   });
 
+  it('counts live workers per role and routes a split half only among workers of its role', async () => {
+    const router = new CacheAwareRouter(client);
+    const s1 = session(8, 4);
+    await router.announce('w-both', s1, Date.now(), 'both');
+    await router.announce('w-pre', s1.slice(0, 2), Date.now(), 'prefill');
+    await router.announce('w-dec', s1.slice(0, 1), Date.now(), 'decode');
+    expect(await router.liveRoles()).toEqual({ both: 1, prefill: 1, decode: 1 });
+    const asked: string[][] = [];
+    const backlogOf = async (ids: string[]) => (asked.push(ids), new Map(ids.map((id) => [id, 0])));
+    expect(await router.routeAmong(s1, { maxQueued: 2, backlogOf })).toEqual({ workerId: 'w-both', coveredBlocks: 4 });
+    expect(await router.routeAmong(s1, { role: 'prefill', maxQueued: 2, backlogOf })).toEqual({ workerId: 'w-pre', coveredBlocks: 2 });
+    expect(await router.routeAmong(s1, { role: 'decode', maxQueued: 2, backlogOf })).toEqual({ workerId: 'w-dec', coveredBlocks: 1 });
+    // Backlogs are read only for workers that cover something.
+    expect(await router.routeAmong(session(9, 4), { maxQueued: 2, backlogOf })).toBeNull();
+    expect(asked).toEqual([['w-both', 'w-pre', 'w-dec'], ['w-pre'], ['w-dec']]);
+    await router.withdraw('w-pre');
+    expect(await router.liveRoles()).toEqual({ both: 1, prefill: 0, decode: 1 });
+  });
+
+  it('a heartbeat (no keys) keeps a worker live and its set whole; a per-worker maxKeys trims to its budget', async () => {
+    const router = new CacheAwareRouter(client, { ttlMs: 1000 });
+    const s1 = session(10, 6);
+    const t0 = Date.now();
+    await router.announce('w', s1, t0, 'both', 3);
+    expect(await client.zcard('kvtier:hot:w')).toBe(3);
+    await router.announce('w', [], t0 + 900);
+    expect(await router.liveWorkers(t0 + 1500)).toEqual(['w']);
+    expect(await client.zcard('kvtier:hot:w')).toBe(3);
+  });
+
   it('rejects bad options with a typed error', () => {
     expect(() => new CacheAwareRouter(client, { ttlMs: 1 })).toThrow(expect.objectContaining({ code: 'KVT_ERR_CLUSTER_BAD_OPTION' }));
     expect(() => new CacheAwareRouter(client, { maxKeys: 0 })).toThrow(expect.objectContaining({ code: 'KVT_ERR_CLUSTER_BAD_OPTION' }));

@@ -108,7 +108,9 @@ describe.each(['s3', 'fs'] as const)('API + 3 workers on shared %s storage', (ba
     });
     events.on('stalled', () => void stalled++);
     await events.waitUntilReady();
-    api = await startServe({ ...env, KVTIER_REQUEST_TIMEOUT_MS: '120000', KVTIER_QUEUE_WAIT_TIMEOUT_MS: '60000' });
+    // The shared queue (no cache-aware routing): the claim here is about turns that land on a
+    // worker new to the session; dispatch.test.ts covers routing turns to the worker holding them.
+    api = await startServe({ ...env, KVTIER_DISPATCH: 'shared', KVTIER_REQUEST_TIMEOUT_MS: '120000', KVTIER_QUEUE_WAIT_TIMEOUT_MS: '60000' });
     for (let w = 0; w < 3; w++) {
       workers.push(
         await startWorker({
