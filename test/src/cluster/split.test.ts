@@ -1,0 +1,157 @@
+/**
+ * Prefill/decode split as processes: `kvtier serve` with REDIS_URL, one
+ * `kvtier worker` with KVTIER_ROLE=prefill and one with KVTIER_ROLE=decode on
+ * one shared fs block dir, a real redis-server. Every request runs as a
+ * prefill half (prompt blocks written through to storage) then a decode half
+ * (loads them, computes only the partial last block, generates); replies are
+ * compared with an embedded (colocated) `kvtier serve` on the same prompts.
+ *
+ * What each half did is read from BullMQ's completed events (the worker
+ * returns its role, completion and prefill token counts).
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { QueueEvents } from 'bullmq';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { QUEUE_NAME, roleQueueName, workerQueueName } from '../../../src/workers/index.ts';
+import { freePort, RedisProcess, startWorker, type WorkerProcess } from '../workers/processes.ts';
+import { chat, killTree, sessionSystem, startServe, userTurn, type ChatMessage, type ServeProcess } from './cluster-processes.ts';
+
+const BLOCK = 64;
+const REPLY_TOKENS = 12;
+
+interface Half {
+  jobId: string;
+  role: string;
+  workerId: string;
+  completionTokens: number;
+  prefillTokens: number;
+}
+
+let embedded: ServeProcess;
+let redis: RedisProcess;
+let api: ServeProcess;
+const workers: WorkerProcess[] = [];
+const eventSources: QueueEvents[] = [];
+const eventClients: Redis[] = [];
+const halves = new Map<string, Half>();
+
+async function listen(queueName: string): Promise<void> {
+  const connection = new Redis(redis.url, { maxRetriesPerRequest: null });
+  connection.on('error', (error: Error) => console.warn(`queue events ${queueName}: ${error.message}`));
+  const events = new QueueEvents(queueName, { connection });
+  events.on('completed', ({ jobId, returnvalue }) => {
+    const value = (typeof returnvalue === 'string' ? JSON.parse(returnvalue) : returnvalue) as Omit<Half, 'jobId'> | null;
+    if (value?.workerId) halves.set(jobId, { jobId, ...value });
+  });
+  await events.waitUntilReady();
+  eventSources.push(events);
+  eventClients.push(connection);
+}
+
+async function addWorker(role: 'prefill' | 'decode', blocksDir: string): Promise<void> {
+  const worker = await startWorker({
+    REDIS_URL: redis.url,
+    KVTIER_STORAGE: `fs:${blocksDir}`,
+    KVTIER_MODEL: 'synthetic:tiny',
+    KVTIER_ROLE: role,
+    KVTIER_DATA_DIR: mkdtempSync(join(tmpdir(), `kvtier-split-${role}-`)),
+  });
+  const id = /kvtier worker (\S+) ready/.exec(worker.output())?.[1];
+  if (!id) throw new Error(`no worker id in:\n${worker.output()}`);
+  await listen(workerQueueName(id));
+  workers.push(worker);
+}
+
+/** The two halves of the request just made: the completed jobs that were not there before. */
+async function halvesOf(before: Set<string>): Promise<{ prefill: Half; decode: Half }> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const fresh = [...halves.values()].filter((h) => !before.has(h.jobId));
+    if (fresh.length >= 2) {
+      expect(fresh).toHaveLength(2);
+      const prefill = fresh.find((h) => h.jobId.endsWith('-p'));
+      const decode = fresh.find((h) => h.jobId.endsWith('-d'));
+      expect(prefill, `a prefill half among ${fresh.map((h) => h.jobId)}`).toBeDefined();
+      expect(decode, `a decode half among ${fresh.map((h) => h.jobId)}`).toBeDefined();
+      return { prefill: prefill!, decode: decode! };
+    }
+    if (Date.now() > deadline) throw new Error(`the request's halves did not complete: ${fresh.map((h) => h.jobId)}`);
+    await sleep(10);
+  }
+}
+
+beforeAll(async () => {
+  embedded = await startServe({});
+  redis = new RedisProcess(await freePort());
+  await redis.start();
+  const blocksDir = mkdtempSync(join(tmpdir(), 'kvtier-split-blocks-'));
+  for (const name of [QUEUE_NAME, roleQueueName('prefill'), roleQueueName('decode')]) await listen(name);
+  api = await startServe({ REDIS_URL: redis.url, KVTIER_STORAGE: `fs:${blocksDir}`, KVTIER_REQUEST_TIMEOUT_MS: '120000', KVTIER_QUEUE_WAIT_TIMEOUT_MS: '60000' });
+  await addWorker('prefill', blocksDir);
+  await addWorker('decode', blocksDir);
+}, 240_000);
+
+afterAll(async () => {
+  await api?.stop();
+  await embedded?.stop();
+  for (const worker of workers) if (worker.child.pid) killTree(worker.child.pid);
+  await Promise.all(workers.map((w) => w.stop('SIGKILL')));
+  await Promise.all(eventSources.map((e) => e.close()));
+  for (const client of eventClients) client.disconnect();
+  await redis?.stop();
+});
+
+describe('prefill/decode split (1 prefill + 1 decode worker)', () => {
+  it('replies equal the colocated run; the decode worker computes less than a block per request; usage shows the hits before the request', async () => {
+    const sessions: ChatMessage[][] = [0, 1].map((s) => [{ role: 'system', content: sessionSystem(400 + s) }]);
+    const reference: ChatMessage[][] = sessions.map((t) => t.slice());
+    const singles: ChatMessage[][] = [
+      [{ role: 'user', content: 'A short prompt of less than one block.' }],
+      [
+        { role: 'system', content: 'Exactly-ish two blocks of system prompt. '.repeat(14) },
+        { role: 'user', content: 'Go.' },
+      ],
+    ];
+    const lastPrompt: number[] = [];
+    let checked = 0;
+    const run = async (messages: ChatMessage[], expectedMessages: ChatMessage[], previousPrompt: number | null) => {
+      const before = new Set(halves.keys());
+      const got = await chat(api.url, messages, REPLY_TOKENS, 1);
+      const expected = await chat(embedded.url, expectedMessages, REPLY_TOKENS, 1);
+      expect(got.content).toBe(expected.content);
+      expect(got.finishReason).toBe(expected.finishReason);
+      expect(got.promptTokens).toBe(expected.promptTokens);
+      const { prefill, decode } = await halvesOf(before);
+      expect(prefill.role).toBe('prefill');
+      expect(prefill.completionTokens).toBe(0);
+      expect(decode.role).toBe('decode');
+      // The decode worker loaded every full prompt block the prefill worker stored: it computed only
+      // the partial last block (and, at most, one token more at the end of the reply).
+      expect(decode.prefillTokens, `decode half of a ${got.promptTokens}-token prompt`).toBeLessThan(BLOCK + 1);
+      // The client's usage is the prefill half's: the hits before this request.
+      if (previousPrompt === null) expect(got.cachedTokens).toBe(0);
+      else expect(got.cachedTokens).toBeGreaterThanOrEqual(Math.floor(previousPrompt / BLOCK) * BLOCK);
+      checked++;
+      return got;
+    };
+    for (const messages of singles) await run(messages, messages, null);
+    for (let turn = 0; turn < 3; turn++) {
+      for (let s = 0; s < sessions.length; s++) {
+        sessions[s].push({ role: 'user', content: userTurn(400 + s, turn) });
+        reference[s].push({ role: 'user', content: userTurn(400 + s, turn) });
+        const previous = turn === 0 ? null : lastPrompt[s];
+        const got = await run(sessions[s], reference[s], previous);
+        lastPrompt[s] = got.promptTokens;
+        sessions[s].push({ role: 'assistant', content: got.content });
+        reference[s].push({ role: 'assistant', content: got.content });
+      }
+    }
+    expect(checked).toBe(singles.length + 6);
+  }, 300_000);
+});
