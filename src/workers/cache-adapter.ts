@@ -7,7 +7,7 @@
  * these recent blocks (same chained key ⇒ same prefix tokens in the same
  * namespace, computed by this engine — as safe as a verified load).
  */
-import { PrefixHasher, type KvLayout, type KvNamespace, type KvTier, type LookupResult } from '../kvtier/index.ts';
+import { PrefixHasher, payloadBytesFor, type KvLayout, type KvNamespace, type KvTier, type LookupResult } from '../kvtier/index.ts';
 import type { CacheHit, CacheTier } from './ports.ts';
 
 interface TierHit extends CacheHit {
@@ -36,6 +36,14 @@ export class KvTierCache implements CacheTier {
   static async create(tier: KvTier, layout: KvLayout, options: { recentBudgetBytes?: number; recentTtlMs?: number } = {}): Promise<KvTierCache> {
     const hasher = await PrefixHasher.create({ blockTokens: tier.blockTokens });
     return new KvTierCache(tier, hasher, layout, options.recentBudgetBytes ?? 256 * 1024 * 1024, options.recentTtlMs ?? 30_000);
+  }
+
+  get blockBytes(): number {
+    return payloadBytesFor(this.layout, this.layout.tokensPerBlock);
+  }
+
+  flush(): Promise<void> {
+    return this.tier.flush();
   }
 
   namespace(modelFingerprint: string, tenantSaltHex: string): KvNamespace {

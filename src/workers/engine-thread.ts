@@ -10,7 +10,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 
-import { loadEngine, Sampler } from '../../inference-core/index.ts';
+import { loadEngine, Sampler, type Sequence } from '../../inference-core/index.ts';
 import { openBlobStore, type BlobStore } from '../../storage-adapters/index.ts';
 import { KvTier, RedisPolicyStore, type PolicyStore } from '../kvtier/index.ts';
 import { KvTierCache } from './cache-adapter.ts';
@@ -46,7 +46,8 @@ async function main(init: EngineThreadInit): Promise<void> {
     createSequence: () => engine.createSequence(),
     freeBlocks: () => engine.pool.freePages,
     totalBlocks: () => engine.pool.pages,
-    decodeBatch: (sequences, tokens) => engine.decodeBatch(sequences as Parameters<typeof engine.decodeBatch>[0], tokens),
+    maxStepTokens: engine.prefillChunk,
+    step: (items) => engine.step(items.map(({ sequence, tokens, logits }) => ({ seq: sequence as Sequence, tokens, logits }))),
   };
   const storageFaults: Record<string, number> = {};
   const scheduler = new PrefillScheduler({

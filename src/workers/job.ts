@@ -29,6 +29,13 @@ export interface PrefillJob {
   sampling: JobSampling;
   /** Epoch ms when the API accepted the request (queue time = start − this). */
   submittedAt: number;
+  /**
+   * The prefill half of a prefill/decode split: compute and store the
+   * prompt's full blocks (written through, not behind), sample nothing; the
+   * job ends with `prefilled` then `done` (0 completion tokens) once they are
+   * in storage.
+   */
+  prefillOnly?: boolean;
 }
 
 export type JobEvent =
@@ -42,6 +49,8 @@ export type JobEvent =
       lookupMs: number;
       loadMs: number;
       prefillMs: number;
+      /** Cached tokens that fetch-or-recompute chose to compute rather than read (not in cachedTokens). */
+      recomputedHitTokens?: number;
       /** A storage fault during lookup/load that was degraded to a miss. */
       storageError?: string;
     }

@@ -8,8 +8,7 @@
 export interface EngineSequence {
   /** Cached blocks, in order from block 0; the sequence's KV then covers blocks × blockTokens tokens. */
   importBlocks(payloads: readonly Uint8Array[]): void;
-  /** Appends `tokens` to the KV; logits of the last one. */
-  prefill(tokens: readonly number[]): Float32Array;
+  /** Appends one token to the KV; logits of the next. */
   decode(token: number): Float32Array;
   /** Payloads of blocks [fromBlock, toBlock) of this sequence's KV. */
   exportBlocks(fromBlock: number, toBlock: number): Uint8Array[];
@@ -23,8 +22,13 @@ export interface EngineModel {
   /** KV blocks (pages) free in the engine's pool, and the pool's size. */
   freeBlocks(): number;
   totalBlocks(): number;
-  /** One decode step for several sequences at once; logits per sequence, same order. */
-  decodeBatch(sequences: readonly EngineSequence[], tokens: readonly number[]): Float32Array[];
+  /** Rows (tokens) one step may carry. */
+  readonly maxStepTokens: number;
+  /**
+   * One forward over new tokens of several sequences (decode rows and prefill
+   * chunks mixed); per item, the last token's logits when asked, else null.
+   */
+  step(items: readonly { sequence: EngineSequence; tokens: readonly number[]; logits: boolean }[]): (Float32Array | null)[];
 }
 
 export interface TokenSampler {
@@ -38,6 +42,8 @@ export interface CacheHit {
 }
 
 export interface CacheTier {
+  /** Bytes of one block's payload (what a load of one block reads). */
+  readonly blockBytes: number;
   namespace(modelFingerprint: string, tenantSaltHex: string): unknown;
   lookup(namespace: unknown, tokens: readonly number[], context: { tenant: string; trafficClass: string }, maxBlocks: number): Promise<CacheHit>;
   /** Verified payloads of the first blocks of `hit` (at most maxBlocks; fewer when one fails verification). */
@@ -50,4 +56,6 @@ export interface CacheTier {
     tenant: string;
     trafficClass: string;
   }): Promise<void>;
+  /** Resolves once every block handed to `store` so far is written to storage (write-through for a prefill/decode split). */
+  flush(): Promise<void>;
 }

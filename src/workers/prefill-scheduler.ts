@@ -1,27 +1,40 @@
 /**
  * The prefill worker's loop, on the thread that owns the engine.
  *
- *   admit (one job at a time)                      decode (all running jobs together)
- *   ───────────────────────────                    ───────────────────────────────────
- *   lookup longest cached prefix ─▶ load blocks    one decodeBatch step over every
- *   ─▶ importBlocks ─▶ prefill the uncached rest   running sequence, then yield to
- *   ─▶ store new full prompt blocks (write-behind) the event loop (new jobs, cancels)
- *   ─▶ sample the first token
+ *   submit ─▶ waiting ─▶ fetching ───────────────▶ prefill ─────────────▶ decode ─▶ done
+ *                        lookup longest cached      chunks of the uncached   one row per step
+ *                        prefix, load (or not:      rest, shortest first     until stop / max_tokens
+ *                        fetch-or-recompute),       (step-plan.ts); full
+ *                        import into a sequence     blocks stored per chunk
+ *                              │ ▲
+ *                              ▼ │ blocks of the shared prefix stored
+ *                           deferred (single flight)
  *
- * Single flight: admissions are serial, and a job's prompt blocks are handed
- * to the cache (whose hot tier holds them at once) before the next job is
- * looked up, so concurrent requests sharing an uncached prefix compute it
- * once per worker: the second one hits the first one's blocks.
+ * Every step is one engine forward carrying all decoding sequences' next
+ * tokens and the chosen prefill chunks together, so replies keep streaming
+ * while prompts are computed, and a cached turn's short suffix is not stuck
+ * behind another session's cold prompt. Lookups and loads are I/O and run
+ * between steps.
+ *
+ * Single flight: a job whose prompt shares more whole blocks with an earlier
+ * admitted, unfinished prompt than its own lookup found waits until that
+ * prompt has stored those blocks, then looks up again (and hits them: the
+ * cache holds handed-off blocks at once). So concurrent requests sharing an
+ * uncached prefix compute it once per worker.
  *
  * At the end of a reply the last sampled token is fed too when that
- * completes a block, and the reply's full blocks are stored: the next turn of
- * the conversation (prompt + reply + …) hits them.
+ * completes a block, and the reply's full blocks are stored: the next turn
+ * (prompt + reply + …) hits them. A `prefillOnly` job (the prefill half of a
+ * prefill/decode split) stops after its prompt's full blocks are durably
+ * stored; the decode worker then loads them.
  *
  * Storage faults never fail a job: lookup/load errors become a miss (full
  * prefill), store errors are counted; both are reported to `onStorageError`.
  */
+import type { FetchOrRecompute } from '../cluster/index.ts';
 import type { JobEvent, PrefillJob } from './job.ts';
-import type { CacheTier, EngineModel, EngineSequence, TokenSampler } from './ports.ts';
+import type { CacheHit, CacheTier, EngineModel, EngineSequence, TokenSampler } from './ports.ts';
+import { commonFullBlocks, planPrefillChunks } from './step-plan.ts';
 
 export interface SchedulerOptions {
   engine: EngineModel;
@@ -31,41 +44,75 @@ export interface SchedulerOptions {
   emit: (jobId: string, event: JobEvent) => void;
   createSampler: (job: PrefillJob) => TokenSampler;
   onStorageError?: (phase: 'lookup' | 'load' | 'store', error: unknown) => void;
+  /** Tokens one step carries (decode rows + prefill chunks); default 128, at most the engine's step size. */
+  stepTokens?: number;
+  /** Load a hit only when reading it is predicted to beat recomputing it (absent: always load). */
+  fetchPolicy?: FetchOrRecompute;
   now?: () => number;
 }
 
-interface RunningJob {
+/**
+ * Per-step token budget while several sequences are active. On a CPU a
+ * bigger batch of prompt tokens is not computed faster per token, only
+ * finished later: one cached turn's suffix per step gives the lowest TTFT.
+ */
+const DEFAULT_STEP_TOKENS = 128;
+const AGING_STEPS = 4;
+const IO_GRACE_MS = 3;
+/** Under fetch-or-recompute, every this-many "recompute" decisions one loads anyway, so the read rate stays measured. */
+const PROBE_EVERY = 16;
+
+interface Run {
   job: PrefillJob;
-  sequence: EngineSequence;
-  sampler: TokenSampler;
-  /** Tokens sampled so far (the last one not yet fed to the engine). */
-  generated: number[];
-  /** Tokens whose KV is in the sequence: prompt + generated fed so far. */
-  fedTokens: number[];
-  storedUpToBlock: number;
+  order: number;
+  state: 'fetching' | 'deferred' | 'prefill' | 'decode' | 'storing';
+  sequence: EngineSequence | null;
+  sampler: TokenSampler | null;
   namespace: unknown;
+  /** Tokens whose KV is in the sequence: the prompt's computed part, then the reply as it is fed. */
+  fedTokens: number[];
+  /** Prompt tokens the sequence must hold before the first token is sampled. */
+  promptTarget: number;
+  generated: number[];
+  storedUpToBlock: number;
+  cachedTokens: number;
+  recomputedHitTokens: number;
+  /** Deferred: waits until `waitFor` has stored `waitBlocks` blocks (or is gone). */
+  waitFor: Run | null;
+  waitBlocks: number;
+  skipped: number;
   startedAt: number;
-  engineMs: number;
+  queueMs: number;
+  lookupMs: number;
+  loadMs: number;
+  prefillStartedAt: number;
   prefillTokens: number;
+  storageError?: string;
   cancelled: boolean;
 }
 
 export class PrefillScheduler {
   private readonly waiting: PrefillJob[] = [];
-  private readonly running: RunningJob[] = [];
+  /** Admitted and unfinished, in admission order. */
+  private readonly runs: Run[] = [];
   private readonly cancelledIds = new Set<string>();
+  private nextOrder = 0;
+  private recomputeDecisions = 0;
   private loopActive = false;
   private closed = false;
   private readonly now: () => number;
+  private readonly stepTokens: number;
   /** Stores in flight, so close() can wait for write-behind to settle. */
   private readonly pendingStores = new Set<Promise<unknown>>();
+  private readonly pendingFetches = new Set<Promise<unknown>>();
 
   constructor(private readonly options: SchedulerOptions) {
     this.now = options.now ?? (() => performance.now());
+    this.stepTokens = Math.max(1, Math.min(options.stepTokens ?? DEFAULT_STEP_TOKENS, options.engine.maxStepTokens));
   }
 
   get depth(): { waiting: number; running: number } {
-    return { waiting: this.waiting.length, running: this.running.length };
+    return { waiting: this.waiting.length, running: this.runs.length };
   }
 
   submit(job: PrefillJob): void {
@@ -81,12 +128,13 @@ export class PrefillScheduler {
     const at = this.waiting.findIndex((j) => j.id === jobId);
     if (at !== -1) {
       const [job] = this.waiting.splice(at, 1);
-      this.options.emit(job.id, { type: 'done', finishReason: 'cancelled', completionTokens: 0, workerMs: 0, decodeTokens: 0, prefillTokens: 0 });
+      this.emitCancelled(job);
       return;
     }
-    const running = this.running.find((r) => r.job.id === jobId);
-    if (running) running.cancelled = true;
+    const run = this.runs.find((r) => r.job.id === jobId);
+    if (run) run.cancelled = true;
     else this.cancelledIds.add(jobId);
+    this.kick();
   }
 
   /** Stops taking jobs, fails waiting ones, lets write-behind finish. */
@@ -95,8 +143,9 @@ export class PrefillScheduler {
     for (const job of this.waiting.splice(0)) {
       this.options.emit(job.id, { type: 'error', code: 'KVT_ERR_SERVER_SHUTTING_DOWN', message: 'the worker is stopping; retry the request' });
     }
-    for (const run of this.running) run.cancelled = true;
-    while (this.loopActive) await new Promise((r) => setTimeout(r, 5));
+    for (const run of this.runs) run.cancelled = true;
+    this.kick();
+    while (this.loopActive || this.pendingFetches.size > 0) await new Promise((r) => setTimeout(r, 5));
     await Promise.allSettled([...this.pendingStores]);
   }
 
@@ -108,130 +157,289 @@ export class PrefillScheduler {
 
   private async loop(): Promise<void> {
     try {
-      while (this.waiting.length > 0 || this.running.length > 0) {
-        if (this.waiting.length > 0 && this.running.length < this.options.maxBatch && this.fitsInPool(this.waiting[0])) {
-          const job = this.waiting.shift()!;
-          await this.admit(job);
+      for (;;) {
+        // Before the step, not after: a job submitted meanwhile, and its lookup, then join this step instead of the next.
+        for (let round = 0; round < 3; round++) {
+          this.reapCancelled();
+          this.admit();
+          this.releaseDeferred();
+          await this.yieldToIo();
+          if (!this.admissible()) break;
         }
-        this.decodeStep();
-        // Yield so submits and cancels (messages) are seen between steps.
-        await new Promise((r) => setImmediate(r));
+        if (!this.runs.some((r) => r.state === 'prefill' || r.state === 'decode')) {
+          // A job submitted during the last yield: its kick found the loop running.
+          if (this.admissible()) continue;
+          break;
+        }
+        this.step();
       }
     } finally {
       this.loopActive = false;
-      if (!this.closed && (this.waiting.length > 0 || this.running.length > 0)) this.kick();
+    }
+  }
+
+  /**
+   * Yield so submits, cancels and finished lookups are seen between steps.
+   * A lookup or load is a few I/O round trips, each of which would otherwise
+   * wait out a whole step: while some are in flight, give them a few ms.
+   */
+  private async yieldToIo(): Promise<void> {
+    const deadline = this.now() + IO_GRACE_MS;
+    do await new Promise((r) => setImmediate(r));
+    while (this.pendingFetches.size > 0 && this.now() < deadline);
+  }
+
+  private admissible(): boolean {
+    return this.waiting.length > 0 && this.runs.length < this.options.maxBatch && this.fitsInPool(this.waiting[0]);
+  }
+
+  private admit(): void {
+    while (this.admissible()) {
+      const job = this.waiting.shift()!;
+      if (this.cancelledIds.delete(job.id)) {
+        this.emitCancelled(job);
+        continue;
+      }
+      const run: Run = {
+        job,
+        order: this.nextOrder++,
+        state: 'fetching',
+        sequence: null,
+        sampler: null,
+        namespace: null,
+        fedTokens: [],
+        promptTarget: job.prefillOnly ? Math.floor(job.tokens.length / this.options.blockTokens) * this.options.blockTokens : job.tokens.length,
+        generated: [],
+        storedUpToBlock: 0,
+        cachedTokens: 0,
+        recomputedHitTokens: 0,
+        waitFor: null,
+        waitBlocks: 0,
+        skipped: 0,
+        startedAt: this.now(),
+        queueMs: Math.max(0, Date.now() - job.submittedAt),
+        lookupMs: 0,
+        loadMs: 0,
+        prefillStartedAt: 0,
+        prefillTokens: 0,
+        cancelled: false,
+      };
+      this.runs.push(run);
+      this.fetch(run);
     }
   }
 
   /**
    * KV pool admission: a job starts only when its whole sequence (prompt +
-   * max_tokens) fits next to the running ones, so a busy worker queues
+   * max_tokens) fits next to the admitted ones, so a busy worker queues
    * requests instead of failing them. Alone, a job always starts (and gets
    * the engine's typed pool error if it cannot fit at all).
    */
   private fitsInPool(job: PrefillJob): boolean {
-    if (this.running.length === 0) return true;
+    if (this.runs.length === 0) return true;
     const { engine, blockTokens } = this.options;
-    const needed = Math.ceil((job.tokens.length + job.sampling.maxTokens) / blockTokens);
-    const reservedByRunning = this.running.reduce(
-      (sum, run) => sum + Math.ceil((run.job.tokens.length + run.job.sampling.maxTokens) / blockTokens) - Math.ceil(run.fedTokens.length / blockTokens),
-      0,
-    );
-    return engine.freeBlocks() - reservedByRunning >= needed;
+    const pages = (j: PrefillJob) => Math.ceil((j.tokens.length + j.sampling.maxTokens) / blockTokens);
+    const stillToTake = this.runs.reduce((sum, run) => sum + pages(run.job) - (run.sequence ? Math.ceil(run.fedTokens.length / blockTokens) : 0), 0);
+    return engine.freeBlocks() - stillToTake >= pages(job);
   }
 
-  private async admit(job: PrefillJob): Promise<void> {
+  private fetch(run: Run): void {
+    run.state = 'fetching';
+    const pending = this.lookupAndLoad(run)
+      .then((payloads) => this.onFetched(run, payloads))
+      .catch((error: unknown) => this.fail(run, error))
+      .finally(() => {
+        this.pendingFetches.delete(pending);
+        this.kick();
+      });
+    this.pendingFetches.add(pending);
+  }
+
+  /** Validates the job and reads its cached prefix; storage faults become a miss. */
+  private async lookupAndLoad(run: Run): Promise<Uint8Array[]> {
     const { engine, cache, blockTokens } = this.options;
-    const startedAt = this.now();
-    const queueMs = Math.max(0, Date.now() - job.submittedAt);
-    if (this.cancelledIds.delete(job.id)) {
-      this.options.emit(job.id, { type: 'done', finishReason: 'cancelled', completionTokens: 0, workerMs: 0, decodeTokens: 0, prefillTokens: 0 });
+    const { tokens, sampling } = run.job;
+    if (tokens.length === 0) throw Object.assign(new Error('the prompt has no tokens'), { code: 'KVT_ERR_REQUEST_EMPTY_PROMPT' });
+    if (tokens.length + sampling.maxTokens > engine.contextLength) {
+      throw Object.assign(new Error(`prompt (${tokens.length} tokens) + max_tokens (${sampling.maxTokens}) exceeds the context length ${engine.contextLength}`), {
+        code: 'KVT_ERR_REQUEST_CONTEXT_OVERFLOW',
+      });
+    }
+    if (!cache) return [];
+    // At least one token must be prefilled to get the logits of the next one.
+    const maxCachedBlocks = Math.floor((tokens.length - 1) / blockTokens);
+    run.namespace = cache.namespace(engine.fingerprint, run.job.tenantSalt);
+    try {
+      const lookupStart = this.now();
+      const hit = await cache.lookup(run.namespace, tokens, { tenant: run.job.tenant, trafficClass: run.job.trafficClass }, maxCachedBlocks);
+      run.lookupMs += this.now() - lookupStart;
+      if (hit.blocks === 0 || !this.shouldLoad(hit, run)) return [];
+      const loadStart = this.now();
+      const loaded = await cache.load(hit, maxCachedBlocks);
+      const loadMs = this.now() - loadStart;
+      run.loadMs += loadMs;
+      this.options.fetchPolicy?.observeLoad(loaded.payloads.length * cache.blockBytes, loadMs);
+      return loaded.payloads;
+    } catch (error) {
+      run.storageError = describe(error);
+      this.options.onStorageError?.('lookup', error);
+      return [];
+    }
+  }
+
+  private shouldLoad(hit: CacheHit, run: Run): boolean {
+    const policy = this.options.fetchPolicy;
+    if (!policy) return true;
+    const decision = policy.decide(hit.blocks, this.options.cache!.blockBytes, this.options.blockTokens);
+    if (decision.loadBlocks > 0) return true;
+    if (++this.recomputeDecisions % PROBE_EVERY === 0) return true;
+    run.recomputedHitTokens = hit.blocks * this.options.blockTokens;
+    return false;
+  }
+
+  private onFetched(run: Run, payloads: Uint8Array[]): void {
+    if (run.cancelled || this.closed) return this.finish(run, 'cancelled');
+    const { blockTokens } = this.options;
+    const cachedBlocks = payloads.length;
+    const blocker = this.sharedPrefixInFlight(run, cachedBlocks);
+    if (blocker) {
+      run.state = 'deferred';
+      run.waitFor = blocker.run;
+      run.waitBlocks = blocker.blocks;
       return;
     }
-    let sequence: EngineSequence | null = null;
+    const sequence = this.options.engine.createSequence();
+    run.sequence = sequence;
     try {
-      const tokens = job.tokens;
-      if (tokens.length === 0) throw Object.assign(new Error('the prompt has no tokens'), { code: 'KVT_ERR_REQUEST_EMPTY_PROMPT' });
-      if (tokens.length + job.sampling.maxTokens > engine.contextLength) {
-        throw Object.assign(new Error(`prompt (${tokens.length} tokens) + max_tokens (${job.sampling.maxTokens}) exceeds the context length ${engine.contextLength}`), {
-          code: 'KVT_ERR_REQUEST_CONTEXT_OVERFLOW',
-        });
-      }
-      // At least one token must be prefilled to get the logits of the next one.
-      const maxCachedBlocks = Math.floor((tokens.length - 1) / blockTokens);
-      let namespace: unknown = null;
-      let cachedBlocks = 0;
-      let payloads: Uint8Array[] = [];
-      let lookupMs = 0;
-      let loadMs = 0;
-      let storageError: string | undefined;
-      if (cache) {
-        namespace = cache.namespace(engine.fingerprint, job.tenantSalt);
-        const lookupStart = this.now();
-        try {
-          const hit = await cache.lookup(namespace, tokens, { tenant: job.tenant, trafficClass: job.trafficClass }, maxCachedBlocks);
-          lookupMs = this.now() - lookupStart;
-          if (hit.blocks > 0) {
-            const loadStart = this.now();
-            const loaded = await cache.load(hit, maxCachedBlocks);
-            loadMs = this.now() - loadStart;
-            payloads = loaded.payloads;
-            cachedBlocks = loaded.payloads.length;
-          }
-        } catch (error) {
-          storageError = describe(error);
-          this.options.onStorageError?.('lookup', error);
-          payloads = [];
-          cachedBlocks = 0;
-        }
-      }
-      const prefillStart = this.now();
-      sequence = engine.createSequence();
       if (cachedBlocks > 0) sequence.importBlocks(payloads);
-      const cachedTokens = cachedBlocks * blockTokens;
-      const logits = sequence.prefill(tokens.slice(cachedTokens));
-      const prefillMs = this.now() - prefillStart;
-      const run: RunningJob = {
-        job,
-        sequence,
-        sampler: this.options.createSampler(job),
-        generated: [],
-        fedTokens: [...tokens],
-        storedUpToBlock: cachedBlocks,
-        namespace,
-        startedAt,
-        engineMs: 0,
-        prefillTokens: tokens.length - cachedTokens,
-        cancelled: false,
-      };
-      const promptBlocks = Math.floor(tokens.length / blockTokens);
-      const storedPromptTokens = cache ? (promptBlocks - cachedBlocks) * blockTokens : 0;
-      this.storeNewBlocks(run);
-      this.options.emit(job.id, {
-        type: 'prefilled',
-        promptTokens: tokens.length,
-        cachedTokens,
-        storedPromptTokens,
-        queueMs,
-        lookupMs,
-        loadMs,
-        prefillMs,
-        ...(storageError ? { storageError } : {}),
-      });
-      const first = run.sampler.sample(logits, run.fedTokens);
-      sequence = null; // owned by `run` from here on
-      this.running.push(run);
-      this.accept(run, first);
     } catch (error) {
-      sequence?.free();
-      const coded = error as { code?: unknown };
-      const code = typeof coded.code === 'string' && coded.code.startsWith('KVT_ERR_') ? coded.code : 'KVT_ERR_WORKER_FAILED';
-      this.options.emit(job.id, { type: 'error', code, message: messageOf(error) });
+      return this.fail(run, error);
     }
+    run.cachedTokens = cachedBlocks * blockTokens;
+    run.fedTokens = run.job.tokens.slice(0, run.cachedTokens);
+    run.storedUpToBlock = cachedBlocks;
+    run.prefillStartedAt = this.now();
+    run.state = 'prefill';
+    if (run.fedTokens.length >= run.promptTarget) this.promptDone(run, null); // prefillOnly with everything cached
+  }
+
+  /** An earlier unfinished prompt that will store more of this one's prefix than the cache has now. */
+  private sharedPrefixInFlight(run: Run, cachedBlocks: number): { run: Run; blocks: number } | null {
+    if (!this.options.cache) return null;
+    const { blockTokens } = this.options;
+    const usable = Math.floor((run.job.tokens.length - 1) / blockTokens);
+    let best: { run: Run; blocks: number } | null = null;
+    for (const other of this.runs) {
+      if (other.order >= run.order) break;
+      if (other.state === 'decode' || other.job.tenantSalt !== run.job.tenantSalt) continue;
+      const shared = Math.min(usable, commonFullBlocks(other.job.tokens, run.job.tokens, blockTokens));
+      if (shared > cachedBlocks && other.storedUpToBlock < shared && (!best || shared > best.blocks)) best = { run: other, blocks: shared };
+    }
+    return best;
+  }
+
+  private releaseDeferred(): void {
+    for (const run of this.runs) {
+      if (run.state !== 'deferred') continue;
+      const blocker = run.waitFor!;
+      const gone = !this.runs.includes(blocker);
+      if (gone || blocker.state === 'decode' || blocker.storedUpToBlock >= run.waitBlocks) {
+        run.waitFor = null;
+        this.fetch(run);
+      }
+    }
+  }
+
+  private reapCancelled(): void {
+    for (const run of [...this.runs]) {
+      run.cancelled ||= this.cancelledIds.delete(run.job.id);
+      // A fetch in flight ends when it returns; a prefill-only job being stored ends when the write does.
+      if (run.cancelled && (run.state === 'prefill' || run.state === 'decode' || run.state === 'deferred')) this.finish(run, 'cancelled');
+    }
+  }
+
+  /** One engine forward: every decoding sequence's next token plus the chosen prefill chunks. */
+  private step(): void {
+    const decoding = this.runs.filter((r) => r.state === 'decode');
+    const prefilling = this.runs.filter((r) => r.state === 'prefill');
+    const chunks = planPrefillChunks(
+      prefilling.map((r) => ({ remaining: r.promptTarget - r.fedTokens.length, skipped: r.skipped, order: r.order })),
+      // Alone, a prompt has nobody to interleave with: it takes the engine's whole chunk.
+      { stepTokens: decoding.length + prefilling.length > 1 ? this.stepTokens : this.options.engine.maxStepTokens, maxRows: this.options.engine.maxStepTokens, agingSteps: AGING_STEPS, decodeRows: decoding.length },
+    );
+    const items: { sequence: EngineSequence; tokens: number[]; logits: boolean }[] = [];
+    const owners: Array<{ run: Run; kind: 'decode' } | { run: Run; kind: 'prefill'; done: boolean }> = [];
+    for (const run of decoding) {
+      items.push({ sequence: run.sequence!, tokens: [run.generated[run.generated.length - 1]], logits: true });
+      owners.push({ run, kind: 'decode' });
+    }
+    prefilling.forEach((run, i) => {
+      if (chunks[i] === 0) {
+        run.skipped++;
+        return;
+      }
+      run.skipped = 0;
+      const from = run.fedTokens.length;
+      const tokens = run.job.tokens.slice(from, from + chunks[i]);
+      const done = from + chunks[i] >= run.promptTarget;
+      items.push({ sequence: run.sequence!, tokens, logits: done && !run.job.prefillOnly });
+      owners.push({ run, kind: 'prefill', done });
+    });
+    const stepStart = this.now();
+    let results: (Float32Array | null)[];
+    try {
+      results = this.options.engine.step(items);
+    } catch (error) {
+      for (const { run } of owners) this.fail(run, error);
+      return;
+    }
+    const prefillRows = items.reduce((sum, item, i) => sum + (owners[i].kind === 'prefill' ? item.tokens.length : 0), 0);
+    if (prefillRows > 0) this.options.fetchPolicy?.observePrefill(prefillRows, this.now() - stepStart);
+    owners.forEach((owner, i) => {
+      const { run } = owner;
+      run.fedTokens.push(...items[i].tokens);
+      if (owner.kind === 'decode') return this.accept(run, run.sampler!.sample(results[i]!, run.fedTokens));
+      run.prefillTokens += items[i].tokens.length;
+      this.storeNewBlocks(run);
+      if (owner.done) this.promptDone(run, results[i]);
+    });
+  }
+
+  /** The prompt is in the sequence: report cache usage, then sample the first token (or, prefill-only, finish once stored). */
+  private promptDone(run: Run, logits: Float32Array | null): void {
+    const { cache, blockTokens } = this.options;
+    const promptBlocks = Math.floor(run.job.tokens.length / blockTokens);
+    this.options.emit(run.job.id, {
+      type: 'prefilled',
+      promptTokens: run.job.tokens.length,
+      cachedTokens: run.cachedTokens,
+      storedPromptTokens: cache ? (promptBlocks - run.cachedTokens / blockTokens) * blockTokens : 0,
+      queueMs: run.queueMs,
+      lookupMs: run.lookupMs,
+      loadMs: run.loadMs,
+      prefillMs: this.now() - run.prefillStartedAt,
+      ...(run.recomputedHitTokens > 0 ? { recomputedHitTokens: run.recomputedHitTokens } : {}),
+      ...(run.storageError ? { storageError: run.storageError } : {}),
+    });
+    if (run.job.prefillOnly) {
+      // Out of the step loop while the blocks are written through: the decode worker reads them next.
+      run.state = 'storing';
+      const stored = (cache ? cache.flush() : Promise.resolve())
+        .catch((error: unknown) => this.options.onStorageError?.('store', error))
+        .finally(() => {
+          this.pendingStores.delete(stored);
+          this.finish(run, 'length');
+        });
+      this.pendingStores.add(stored);
+      return;
+    }
+    run.sampler = this.options.createSampler(run.job);
+    run.state = 'decode';
+    this.accept(run, run.sampler.sample(logits!, run.fedTokens));
   }
 
   /** A sampled token: emit it, and end the job on a stop token, max_tokens or cancel. */
-  private accept(run: RunningJob, token: number): void {
+  private accept(run: Run, token: number): void {
     const isStop = run.job.sampling.stopTokenIds.includes(token);
     run.generated.push(token);
     this.options.emit(run.job.id, { type: 'tokens', ids: [token] });
@@ -240,69 +448,58 @@ export class PrefillScheduler {
     else if (run.cancelled || this.cancelledIds.delete(run.job.id)) this.finish(run, 'cancelled');
   }
 
-  private decodeStep(): void {
-    const active = this.running.filter((r) => !r.cancelled);
-    for (const run of this.running.filter((r) => r.cancelled)) this.finish(run, 'cancelled');
-    if (active.length === 0) return;
-    const tokens = active.map((r) => r.generated[r.generated.length - 1]);
-    let allLogits: Float32Array[];
-    try {
-      allLogits = this.options.engine.decodeBatch(
-        active.map((r) => r.sequence),
-        tokens,
-      );
-    } catch (error) {
-      for (const run of active) this.fail(run, error);
-      return;
-    }
-    active.forEach((run, i) => {
-      run.fedTokens.push(tokens[i]);
-      const next = run.sampler.sample(allLogits[i], run.fedTokens);
-      this.accept(run, next);
-    });
-  }
-
-  private finish(run: RunningJob, reason: 'stop' | 'length' | 'cancelled'): void {
-    const at = this.running.indexOf(run);
-    if (at !== -1) this.running.splice(at, 1);
-    const workerMs = this.now() - run.startedAt;
+  private finish(run: Run, reason: 'stop' | 'length' | 'cancelled'): void {
+    if (!this.remove(run)) return;
     this.options.emit(run.job.id, {
       type: 'done',
       finishReason: reason,
       completionTokens: run.generated.length,
-      workerMs,
+      workerMs: this.now() - run.startedAt,
       decodeTokens: Math.max(0, run.generated.length - 1),
       prefillTokens: run.prefillTokens,
     });
+    const sequence = run.sequence;
+    if (!sequence) return;
     // After the answer is out: feed the last token when it completes a block, then store the reply's blocks.
     try {
       const { blockTokens } = this.options;
       const last = run.generated[run.generated.length - 1];
       if (reason !== 'cancelled' && last !== undefined && this.options.cache && (run.fedTokens.length + 1) % blockTokens === 0) {
-        run.sequence.decode(last);
+        sequence.decode(last);
         run.fedTokens.push(last);
       }
       this.storeNewBlocks(run);
     } catch (error) {
       this.options.onStorageError?.('store', error);
     } finally {
-      run.sequence.free();
+      sequence.free();
     }
   }
 
-  private fail(run: RunningJob, error: unknown): void {
-    const at = this.running.indexOf(run);
-    if (at !== -1) this.running.splice(at, 1);
-    run.sequence.free();
+  private fail(run: Run, error: unknown): void {
+    if (!this.remove(run)) return;
+    run.sequence?.free();
     const coded = error as { code?: unknown };
     const code = typeof coded.code === 'string' && coded.code.startsWith('KVT_ERR_') ? coded.code : 'KVT_ERR_WORKER_FAILED';
     this.options.emit(run.job.id, { type: 'error', code, message: messageOf(error) });
   }
 
+  /** Takes `run` out of the admitted set; false when it was already out. */
+  private remove(run: Run): boolean {
+    const at = this.runs.indexOf(run);
+    if (at === -1) return false;
+    this.runs.splice(at, 1);
+    return true;
+  }
+
+  private emitCancelled(job: PrefillJob): void {
+    this.options.emit(job.id, { type: 'done', finishReason: 'cancelled', completionTokens: 0, workerMs: 0, decodeTokens: 0, prefillTokens: 0 });
+  }
+
   /** Hands every full block of `fedTokens` not yet stored to the cache (write-behind; errors are counted, never thrown). */
-  private storeNewBlocks(run: RunningJob): void {
+  private storeNewBlocks(run: Run): void {
     const { cache, blockTokens } = this.options;
-    if (!cache) return;
+    if (!cache || !run.sequence) return;
     const fullBlocks = Math.floor(run.fedTokens.length / blockTokens);
     if (fullBlocks <= run.storedUpToBlock) return;
     const fromBlock = run.storedUpToBlock;

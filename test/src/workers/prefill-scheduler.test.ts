@@ -1,0 +1,222 @@
+/**
+ * The scheduler on the real engine (synthetic:tiny) and a real KvTier over an
+ * fs block store: chunked prefill interleaved with decode, single flight,
+ * prefill-only jobs (written through), fetch-or-recompute, cancel.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { type LoadedEngine, type Sequence } from '../../../inference-core/index.ts';
+import { FsBlobStore } from '../../../storage-adapters/index.ts';
+import { FetchOrRecompute } from '../../../src/cluster/index.ts';
+import { KvTier } from '../../../src/kvtier/index.ts';
+import { KvTierCache } from '../../../src/workers/cache-adapter.ts';
+import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
+import type { EngineModel } from '../../../src/workers/ports.ts';
+import { PrefillScheduler, type SchedulerOptions } from '../../../src/workers/prefill-scheduler.ts';
+import { argmax, randomTokens, tinyEngine } from '../../inference-core/engine-fixtures.ts';
+
+const BLOCK = 64;
+let engine: LoadedEngine;
+let dir: string;
+let tier: KvTier;
+let store: FsBlobStore;
+let cache: KvTierCache;
+
+beforeAll(async () => {
+  engine = await tinyEngine({ weightType: 'f16', kvDtype: 'f16', poolBytes: 32 * 2 ** 20, maxBatch: 8 });
+  dir = mkdtempSync(join(tmpdir(), 'kvtier-sched-'));
+  store = await FsBlobStore.open({ dir: join(dir, 'blocks') });
+  tier = await KvTier.open({ dataDir: join(dir, 'index'), store, blockTokens: BLOCK, hotCacheBytes: 0 });
+  cache = await KvTierCache.create(tier, engine.kvLayout);
+});
+
+afterAll(async () => {
+  await tier?.close();
+  await store?.close();
+  engine?.destroy();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+function engineModel(stepLog?: number[][]): EngineModel {
+  return {
+    fingerprint: engine.fingerprint,
+    contextLength: engine.contextLength,
+    maxStepTokens: engine.prefillChunk,
+    createSequence: () => engine.createSequence(),
+    freeBlocks: () => engine.pool.freePages,
+    totalBlocks: () => engine.pool.pages,
+    step: (items) => {
+      stepLog?.push(items.map((item) => item.tokens.length));
+      return engine.step(items.map(({ sequence, tokens, logits }) => ({ seq: sequence as Sequence, tokens, logits })));
+    },
+  };
+}
+
+interface Trace {
+  events: Array<{ jobId: string; event: JobEvent }>;
+  scheduler: PrefillScheduler;
+  finished(jobId: string): Promise<JobEvent[]>;
+}
+
+function start(options: Partial<SchedulerOptions> = {}, stepLog?: number[][]): Trace {
+  const events: Trace['events'] = [];
+  const waiters = new Map<string, () => void>();
+  const scheduler = new PrefillScheduler({
+    engine: engineModel(stepLog),
+    cache,
+    blockTokens: BLOCK,
+    maxBatch: 8,
+    createSampler: () => ({ sample: (logits) => argmax(logits) }),
+    emit: (jobId, event) => {
+      events.push({ jobId, event });
+      if (event.type === 'done' || event.type === 'error') waiters.get(jobId)?.();
+    },
+    ...options,
+  });
+  return {
+    events,
+    scheduler,
+    finished: (jobId) =>
+      new Promise((resolve) => {
+        const collect = () => resolve(events.filter((e) => e.jobId === jobId).map((e) => e.event));
+        if (events.some((e) => e.jobId === jobId && (e.event.type === 'done' || e.event.type === 'error'))) collect();
+        else waiters.set(jobId, collect);
+      }),
+  };
+}
+
+let nextSalt = 1;
+function job(id: string, tokens: number[], extra: Partial<PrefillJob> = {}): PrefillJob {
+  return {
+    id,
+    model: 'synthetic:tiny',
+    tenant: 't',
+    tenantSalt: 'aa',
+    trafficClass: 'chat',
+    tokens,
+    sampling: { maxTokens: 6, temperature: 0, topP: 1, topK: 0, seed: 1, stopTokenIds: [] },
+    submittedAt: Date.now(),
+    ...extra,
+  };
+}
+
+const freshSalt = () => (nextSalt++).toString(16).padStart(8, '0');
+const tokensOf = (events: JobEvent[]) => events.flatMap((e) => (e.type === 'tokens' ? e.ids : []));
+const prefilledOf = (events: JobEvent[]) => events.find((e): e is Extract<JobEvent, { type: 'prefilled' }> => e.type === 'prefilled')!;
+
+/** Greedy reply of the engine alone: one prefill call, then decode. */
+function solo(tokens: number[], n: number): number[] {
+  const seq = engine.createSequence();
+  let logits = seq.prefill(tokens);
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    out.push(argmax(logits));
+    if (i + 1 < n) logits = seq.decode(out[i]);
+  }
+  seq.free();
+  return out;
+}
+
+describe('PrefillScheduler', () => {
+  it('cuts a long prompt into chunks around a short one, and both replies equal their solo runs', async () => {
+    const steps: number[][] = [];
+    const { scheduler, events, finished } = start({ stepTokens: 64 }, steps);
+    const salt = freshSalt();
+    const long = randomTokens(900, engine.vocabSize, 11);
+    const short = randomTokens(40, engine.vocabSize, 12);
+    scheduler.submit(job('long', long, { tenantSalt: salt }));
+    scheduler.submit(job('short', short, { tenantSalt: salt }));
+    const [longEvents, shortEvents] = await Promise.all([finished('long'), finished('short')]);
+    expect(tokensOf(longEvents)).toEqual(solo(long, 6));
+    expect(tokensOf(shortEvents)).toEqual(solo(short, 6));
+    // The short prompt's whole reply streamed while the long one was still being prefilled.
+    const order = events.map((e) => `${e.jobId}:${e.event.type}`);
+    expect(order.indexOf('short:done')).toBeLessThan(order.indexOf('long:prefilled'));
+    // Decode rows rode along in the steps that carried the long prompt's chunks.
+    expect(steps.some((rows) => rows.length === 2 && rows.includes(1) && rows.some((n) => n > 1))).toBe(true);
+    // The budget holds while two sequences share the engine; alone, the long prompt takes whole engine chunks.
+    expect(Math.max(...steps.filter((rows) => rows.length > 1).map((rows) => rows.reduce((x, y) => x + y, 0)))).toBeLessThanOrEqual(64);
+    expect(steps.some((rows) => rows.length === 1 && rows[0] === engine.prefillChunk)).toBe(true);
+    await scheduler.close();
+  });
+
+  it('single flight: concurrent prompts sharing an uncached prefix compute it once', async () => {
+    const { scheduler, finished } = start({ stepTokens: 128 });
+    const salt = freshSalt();
+    const shared = randomTokens(10 * BLOCK, engine.vocabSize, 21);
+    const a = [...shared, ...randomTokens(30, engine.vocabSize, 22)];
+    const b = [...shared, ...randomTokens(50, engine.vocabSize, 23)];
+    scheduler.submit(job('a', a, { tenantSalt: salt }));
+    scheduler.submit(job('b', b, { tenantSalt: salt }));
+    const [ea, eb] = await Promise.all([finished('a'), finished('b')]);
+    expect(prefilledOf(ea).cachedTokens).toBe(0);
+    expect(prefilledOf(eb).cachedTokens).toBe(10 * BLOCK);
+    const computed = (events: JobEvent[]) => (events.find((e) => e.type === 'done') as Extract<JobEvent, { type: 'done' }>).prefillTokens;
+    expect(computed(ea) + computed(eb)).toBe(a.length + b.length - 10 * BLOCK);
+    expect(tokensOf(eb)).toEqual(solo(b, 6));
+    await scheduler.close();
+  });
+
+  it('a prefill-only job samples nothing and ends once its blocks are in storage, where another node finds them', async () => {
+    const { scheduler, finished } = start();
+    const salt = freshSalt();
+    const prompt = randomTokens(5 * BLOCK + 17, engine.vocabSize, 31);
+    scheduler.submit(job('p', prompt, { tenantSalt: salt, prefillOnly: true }));
+    const events = await finished('p');
+    expect(events.map((e) => e.type)).toEqual(['prefilled', 'done']);
+    expect(prefilledOf(events).storedPromptTokens).toBe(5 * BLOCK);
+    // A second tier over the same storage (another node's index): the blocks are already there.
+    const other = await KvTier.open({ dataDir: join(dir, 'other-index'), store, blockTokens: BLOCK, hotCacheBytes: 0 });
+    try {
+      const lookup = await other.lookup(other.namespace({ modelFingerprint: engine.fingerprint, tenantSalt: salt }), Uint32Array.from(prompt), { tenant: 't', trafficClass: 'chat' });
+      expect(lookup.hitBlocks).toBe(5);
+    } finally {
+      await other.close();
+    }
+    // The decode half: loads them and computes only the partial last block.
+    scheduler.submit(job('d', prompt, { tenantSalt: salt }));
+    const decoded = await finished('d');
+    expect(prefilledOf(decoded).cachedTokens).toBe(5 * BLOCK);
+    expect((decoded.at(-1) as Extract<JobEvent, { type: 'done' }>).prefillTokens).toBe(17);
+    expect(tokensOf(decoded)).toEqual(solo(prompt, 6));
+    await scheduler.close();
+  });
+
+  it('fetch-or-recompute: when reads are measured slower than prefill, a hit is computed instead, with the same reply', async () => {
+    const policy = new FetchOrRecompute({ minSamples: 1 });
+    const { scheduler, finished } = start({ fetchPolicy: policy });
+    const salt = freshSalt();
+    const prompt = randomTokens(4 * BLOCK + 9, engine.vocabSize, 41);
+    scheduler.submit(job('warm', prompt, { tenantSalt: salt }));
+    await finished('warm');
+    await tier.flush();
+    // Storage this slow (1 KB/s) loses to any prefill.
+    policy.observeLoad(1000, 1000);
+    policy.observeLoad(1000, 1000);
+    scheduler.submit(job('again', prompt, { tenantSalt: salt }));
+    const events = await finished('again');
+    const prefilled = prefilledOf(events);
+    expect(prefilled.cachedTokens).toBe(0);
+    expect(prefilled.recomputedHitTokens).toBe(4 * BLOCK);
+    expect(tokensOf(events)).toEqual(solo(prompt, 6));
+    await scheduler.close();
+  });
+
+  it('a job cancelled while its prompt is being prefilled ends as cancelled and frees its pages', async () => {
+    const { scheduler, finished } = start({ stepTokens: 32 });
+    const free = engine.pool.freePages;
+    scheduler.submit(job('c', randomTokens(1200, engine.vocabSize, 51), { tenantSalt: freshSalt() }));
+    setTimeout(() => scheduler.cancel('c'), 5);
+    const events = await finished('c');
+    const done = events.at(-1) as Extract<JobEvent, { type: 'done' }>;
+    expect(done.type).toBe('done');
+    expect(done.finishReason).toBe('cancelled');
+    expect(done.completionTokens).toBe(0);
+    expect(engine.pool.freePages).toBe(free);
+    await scheduler.close();
+  });
+});
