@@ -14,6 +14,8 @@ export interface EngineThreadInit {
   poolBytes?: number;
   /** Embedded mode: GC on a timer in the thread. */
   gcIntervalMs?: number;
+  /** `auto` (default): per request, read a hit only when that is measured faster than recomputing it; `load`: always read. */
+  fetchPolicy?: 'auto' | 'load';
 }
 
 export type ToEngineThread =

@@ -11,6 +11,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 
 import { loadEngine, Sampler, type Sequence } from '../../inference-core/index.ts';
+import { FetchOrRecompute } from '../cluster/index.ts';
 import { openBlobStore, type BlobStore } from '../../storage-adapters/index.ts';
 import { KvTier, RedisPolicyStore, type PolicyStore } from '../kvtier/index.ts';
 import { KvTierCache } from './cache-adapter.ts';
@@ -53,6 +54,7 @@ async function main(init: EngineThreadInit): Promise<void> {
   const scheduler = new PrefillScheduler({
     engine: model,
     cache,
+    fetchPolicy: init.fetchPolicy === 'load' ? undefined : new FetchOrRecompute(),
     blockTokens: init.blockTokens,
     maxBatch: init.maxBatch,
     emit: (jobId, event) => send({ type: 'event', jobId, event }),

@@ -61,6 +61,7 @@ const AGING_STEPS = 4;
 const IO_GRACE_MS = 3;
 /** Under fetch-or-recompute, every this-many "recompute" decisions one loads anyway, so the read rate stays measured. */
 const PROBE_EVERY = 16;
+const RECOMPUTE_MARGIN = 2;
 
 interface Run {
   job: PrefillJob;
@@ -291,7 +292,8 @@ export class PrefillScheduler {
     const policy = this.options.fetchPolicy;
     if (!policy) return true;
     const decision = policy.decide(hit.blocks, this.options.cache!.blockBytes, this.options.blockTokens);
-    if (decision.loadBlocks > 0) return true;
+    // Recompute only on a clear margin: both rates are noisy, and a load also spares the pool's compute for other sequences.
+    if (decision.loadBlocks > 0 || decision.predictedComputeMs * RECOMPUTE_MARGIN >= decision.predictedReadMs) return true;
     if (++this.recomputeDecisions % PROBE_EVERY === 0) return true;
     run.recomputedHitTokens = hit.blocks * this.options.blockTokens;
     return false;
