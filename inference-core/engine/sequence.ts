@@ -126,6 +126,24 @@ export class Sequence {
     return out;
   }
 
+  /**
+   * Keeps only the first `n` tokens (pages past them go back to the pool), so
+   * a finished sequence can be reused by a prompt that shares its first `n`
+   * tokens. The kept last page may hold stale K/V past `n`; nothing reads it
+   * (attention stops at each query's position) and the next prefill
+   * overwrites it.
+   */
+  truncate(n: number): void {
+    this.checkLive();
+    if (!Number.isInteger(n) || n < 0 || n > this.tokens) {
+      throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `truncate(${n}): the sequence holds ${this.tokens} tokens; keep between 0 and ${this.tokens}`);
+    }
+    const keep = Math.ceil(n / TOKENS_PER_BLOCK);
+    for (let i = keep; i < this.blocks; i++) this.host.pool.release(this.table[i]);
+    this.blocks = keep;
+    this.tokens = n;
+  }
+
   /** Returns the sequence's pages to the pool. Idempotent. */
   free(): void {
     if (this.freed) return;

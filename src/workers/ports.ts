@@ -8,6 +8,8 @@
 export interface EngineSequence {
   /** Cached blocks, in order from block 0; the sequence's KV then covers blocks × blockTokens tokens. */
   importBlocks(payloads: readonly Uint8Array[]): void;
+  /** Keeps only the first `tokens` tokens of the KV (to continue a finished sequence with another prompt). */
+  truncate(tokens: number): void;
   /** Appends one token to the KV; logits of the next. */
   decode(token: number): Float32Array;
   /** Payloads of blocks [fromBlock, toBlock) of this sequence's KV. */

@@ -34,6 +34,7 @@
 import type { FetchOrRecompute } from '../cluster/index.ts';
 import type { JobEvent, PrefillJob } from './job.ts';
 import type { CacheHit, CacheTier, EngineModel, EngineSequence, TokenSampler } from './ports.ts';
+import { RetainedSequences, type RetainedSequence } from './retained-sequences.ts';
 import { commonFullBlocks, planPrefillChunks } from './step-plan.ts';
 
 export interface SchedulerOptions {
@@ -46,6 +47,8 @@ export interface SchedulerOptions {
   onStorageError?: (phase: 'lookup' | 'load' | 'store', error: unknown) => void;
   /** Tokens one step carries (decode rows + prefill chunks); default 128, at most the engine's step size. */
   stepTokens?: number;
+  /** Finished sequences kept in the pool for the next turn (default 16; 0 = free at once). */
+  retainSequences?: number;
   /** Load a hit only when reading it is predicted to beat recomputing it (absent: always load). */
   fetchPolicy?: FetchOrRecompute;
   now?: () => number;
@@ -62,6 +65,14 @@ const IO_GRACE_MS = 3;
 /** Under fetch-or-recompute, every this-many "recompute" decisions one loads anyway, so the read rate stays measured. */
 const PROBE_EVERY = 16;
 const RECOMPUTE_MARGIN = 2;
+const DEFAULT_RETAINED = 16;
+
+interface Fetched {
+  payloads: Uint8Array[];
+  /** A retained sequence to continue instead (its first `reusable` tokens are this prompt's). */
+  retained: RetainedSequence | null;
+  reusable: number;
+}
 
 interface Run {
   job: PrefillJob;
@@ -106,9 +117,11 @@ export class PrefillScheduler {
   /** Stores in flight, so close() can wait for write-behind to settle. */
   private readonly pendingStores = new Set<Promise<unknown>>();
   private readonly pendingFetches = new Set<Promise<unknown>>();
+  private readonly retained: RetainedSequences;
 
   constructor(private readonly options: SchedulerOptions) {
     this.now = options.now ?? (() => performance.now());
+    this.retained = new RetainedSequences(options.retainSequences ?? DEFAULT_RETAINED);
     this.stepTokens = Math.max(1, Math.min(options.stepTokens ?? DEFAULT_STEP_TOKENS, options.engine.maxStepTokens));
   }
 
@@ -148,6 +161,7 @@ export class PrefillScheduler {
     this.kick();
     while (this.loopActive || this.pendingFetches.size > 0) await new Promise((r) => setTimeout(r, 5));
     await Promise.allSettled([...this.pendingStores]);
+    this.retained.clear();
   }
 
   private kick(): void {
@@ -237,17 +251,18 @@ export class PrefillScheduler {
    * the engine's typed pool error if it cannot fit at all).
    */
   private fitsInPool(job: PrefillJob): boolean {
-    if (this.runs.length === 0) return true;
     const { engine, blockTokens } = this.options;
     const pages = (j: PrefillJob) => Math.ceil((j.tokens.length + j.sampling.maxTokens) / blockTokens);
     const stillToTake = this.runs.reduce((sum, run) => sum + pages(run.job) - (run.sequence ? Math.ceil(run.fedTokens.length / blockTokens) : 0), 0);
-    return engine.freeBlocks() - stillToTake >= pages(job);
+    // Retained sequences are a cache: their pages go before any request waits for room.
+    while (engine.freeBlocks() - stillToTake < pages(job) && this.retained.evictOldest());
+    return this.runs.length === 0 || engine.freeBlocks() - stillToTake >= pages(job);
   }
 
   private fetch(run: Run): void {
     run.state = 'fetching';
     const pending = this.lookupAndLoad(run)
-      .then((payloads) => this.onFetched(run, payloads))
+      .then((fetched) => this.onFetched(run, fetched))
       .catch((error: unknown) => this.fail(run, error))
       .finally(() => {
         this.pendingFetches.delete(pending);
@@ -256,9 +271,13 @@ export class PrefillScheduler {
     this.pendingFetches.add(pending);
   }
 
-  /** Validates the job and reads its cached prefix; storage faults become a miss. */
-  private async lookupAndLoad(run: Run): Promise<Uint8Array[]> {
-    const { engine, cache, blockTokens } = this.options;
+  /**
+   * Validates the job and finds its longest cached prefix: a retained
+   * sequence of this tenant, or blocks from the tier, whichever covers more
+   * (storage faults become a miss).
+   */
+  private async lookupAndLoad(run: Run): Promise<Fetched> {
+    const { engine, blockTokens } = this.options;
     const { tokens, sampling } = run.job;
     if (tokens.length === 0) throw Object.assign(new Error('the prompt has no tokens'), { code: 'KVT_ERR_REQUEST_EMPTY_PROMPT' });
     if (tokens.length + sampling.maxTokens > engine.contextLength) {
@@ -266,10 +285,29 @@ export class PrefillScheduler {
         code: 'KVT_ERR_REQUEST_CONTEXT_OVERFLOW',
       });
     }
-    if (!cache) return [];
     // At least one token must be prefilled to get the logits of the next one.
+    const retained = this.retained.take(run.job.tenantSalt, tokens, tokens.length - 1);
+    let fromTier: Uint8Array[];
+    try {
+      fromTier = await this.lookupTier(run, retained && retained.reusable >= blockTokens ? retained.reusable : 0);
+    } catch (error) {
+      if (retained) this.retained.put(retained.entry);
+      throw error;
+    }
+    // A retained sequence sharing less than a block (a BOS, a template header) is worth more kept for its own conversation.
+    if (retained && retained.reusable >= blockTokens && retained.reusable >= fromTier.length * blockTokens) return { payloads: [], retained: retained.entry, reusable: retained.reusable };
+    if (retained) this.retained.put(retained.entry);
+    return { payloads: fromTier, retained: null, reusable: 0 };
+  }
+
+  /** Tier blocks of the prompt's prefix, unless `reusable` tokens held in the pool already cover every block the tier could have. */
+  private async lookupTier(run: Run, reusable: number): Promise<Uint8Array[]> {
+    const { engine, cache, blockTokens } = this.options;
+    const { tokens } = run.job;
     const maxCachedBlocks = Math.floor((tokens.length - 1) / blockTokens);
+    if (!cache) return [];
     run.namespace = cache.namespace(engine.fingerprint, run.job.tenantSalt);
+    if (reusable >= maxCachedBlocks * blockTokens) return [];
     try {
       const lookupStart = this.now();
       const hit = await cache.lookup(run.namespace, tokens, { tenant: run.job.tenant, trafficClass: run.job.trafficClass }, maxCachedBlocks);
@@ -299,27 +337,36 @@ export class PrefillScheduler {
     return false;
   }
 
-  private onFetched(run: Run, payloads: Uint8Array[]): void {
-    if (run.cancelled || this.closed) return this.finish(run, 'cancelled');
+  private onFetched(run: Run, fetched: Fetched): void {
+    const { payloads, retained, reusable } = fetched;
+    if (run.cancelled || this.closed) {
+      if (retained) this.retained.put(retained);
+      return this.finish(run, 'cancelled');
+    }
     const { blockTokens } = this.options;
-    const cachedBlocks = payloads.length;
-    const blocker = this.sharedPrefixInFlight(run, cachedBlocks);
+    const cachedTokens = retained ? reusable : payloads.length * blockTokens;
+    const blocker = this.sharedPrefixInFlight(run, Math.floor(cachedTokens / blockTokens));
     if (blocker) {
+      if (retained) this.retained.put(retained);
       run.state = 'deferred';
       run.waitFor = blocker.run;
       run.waitBlocks = blocker.blocks;
       return;
     }
-    const sequence = this.options.engine.createSequence();
-    run.sequence = sequence;
     try {
-      if (cachedBlocks > 0) sequence.importBlocks(payloads);
+      if (retained) {
+        run.sequence = retained.sequence;
+        run.sequence.truncate(reusable);
+      } else {
+        run.sequence = this.options.engine.createSequence();
+        if (payloads.length > 0) run.sequence.importBlocks(payloads);
+      }
     } catch (error) {
       return this.fail(run, error);
     }
-    run.cachedTokens = cachedBlocks * blockTokens;
-    run.fedTokens = run.job.tokens.slice(0, run.cachedTokens);
-    run.storedUpToBlock = cachedBlocks;
+    run.cachedTokens = cachedTokens;
+    run.fedTokens = run.job.tokens.slice(0, cachedTokens);
+    run.storedUpToBlock = retained ? Math.min(retained.storedBlocks, Math.floor(reusable / blockTokens)) : payloads.length;
     run.prefillStartedAt = this.now();
     run.state = 'prefill';
     if (run.fedTokens.length >= run.promptTarget) this.promptDone(run, null); // prefillOnly with everything cached
@@ -415,7 +462,7 @@ export class PrefillScheduler {
       type: 'prefilled',
       promptTokens: run.job.tokens.length,
       cachedTokens: run.cachedTokens,
-      storedPromptTokens: cache ? (promptBlocks - run.cachedTokens / blockTokens) * blockTokens : 0,
+      storedPromptTokens: cache ? Math.max(0, promptBlocks - Math.floor(run.cachedTokens / blockTokens)) * blockTokens : 0,
       queueMs: run.queueMs,
       lookupMs: run.lookupMs,
       loadMs: run.loadMs,
@@ -473,9 +520,9 @@ export class PrefillScheduler {
       this.storeNewBlocks(run);
     } catch (error) {
       this.options.onStorageError?.('store', error);
-    } finally {
-      sequence.free();
     }
+    if (reason === 'cancelled' || this.closed) sequence.free();
+    else this.retained.put({ sequence, tokens: run.fedTokens, tenantSalt: run.job.tenantSalt, storedBlocks: run.storedUpToBlock });
   }
 
   private fail(run: Run, error: unknown): void {

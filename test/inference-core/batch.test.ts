@@ -142,6 +142,25 @@ describe('step (chunked prefill mixed with decode)', () => {
     for (const s of [seqL, seqA, seqB]) s.free();
   });
 
+  it('a truncated sequence continues exactly like a fresh one holding the same tokens', () => {
+    const shared = randomTokens(150, engine.vocabSize, 61);
+    const first = [...shared, ...randomTokens(150, engine.vocabSize, 62)];
+    const second = [...shared, ...randomTokens(25, engine.vocabSize, 63)];
+    const fresh = engine.createSequence();
+    const expected = fresh.prefill(second);
+    fresh.free();
+    const reused = engine.createSequence();
+    reused.prefill(first); // 300 tokens: 5 pages
+    const before = engine.pool.freePages;
+    reused.truncate(shared.length); // mid-page: keeps pages 0..2 (stale K/V after token 150 in page 2)
+    expect(engine.pool.freePages).toBe(before + 2);
+    expect(reused.length).toBe(150);
+    const got = reused.prefill(second.slice(150));
+    expect(bytes(got).equals(bytes(expected))).toBe(true);
+    expect(() => reused.truncate(reused.length + 1)).toThrow(EngineError);
+    reused.free();
+  });
+
   it('rejects an over-budget step, an empty item and a repeated sequence before touching any sequence', () => {
     const a = engine.createSequence();
     const b = engine.createSequence();

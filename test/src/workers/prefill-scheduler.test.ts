@@ -162,7 +162,7 @@ describe('PrefillScheduler', () => {
   });
 
   it('a prefill-only job samples nothing and ends once its blocks are in storage, where another node finds them', async () => {
-    const { scheduler, finished } = start();
+    const { scheduler, finished } = start({ retainSequences: 0 });
     const salt = freshSalt();
     const prompt = randomTokens(5 * BLOCK + 17, engine.vocabSize, 31);
     scheduler.submit(job('p', prompt, { tenantSalt: salt, prefillOnly: true }));
@@ -188,7 +188,7 @@ describe('PrefillScheduler', () => {
 
   it('fetch-or-recompute: when reads are measured slower than prefill, a hit is computed instead, with the same reply', async () => {
     const policy = new FetchOrRecompute({ minSamples: 1 });
-    const { scheduler, finished } = start({ fetchPolicy: policy });
+    const { scheduler, finished } = start({ fetchPolicy: policy, retainSequences: 0 });
     const salt = freshSalt();
     const prompt = randomTokens(4 * BLOCK + 9, engine.vocabSize, 41);
     scheduler.submit(job('warm', prompt, { tenantSalt: salt }));
@@ -203,6 +203,27 @@ describe('PrefillScheduler', () => {
     expect(prefilled.cachedTokens).toBe(0);
     expect(prefilled.recomputedHitTokens).toBe(4 * BLOCK);
     expect(tokensOf(events)).toEqual(solo(prompt, 6));
+    await scheduler.close();
+  });
+
+  it("a conversation's next turn continues the finished sequence: its partial last block is not recomputed", async () => {
+    const { scheduler, finished } = start();
+    const salt = freshSalt();
+    const turn1 = randomTokens(3 * BLOCK + 20, engine.vocabSize, 71);
+    scheduler.submit(job('t1', turn1, { tenantSalt: salt }));
+    const first = await finished('t1');
+    const reply = tokensOf(first);
+    const turn2 = [...turn1, ...reply, ...randomTokens(30, engine.vocabSize, 72)];
+    scheduler.submit(job('t2', turn2, { tenantSalt: salt }));
+    const second = await finished('t2');
+    // The sequence held prompt + reply except the last sampled token (never fed): all of it is reused.
+    const held = turn1.length + reply.length - 1;
+    expect(prefilledOf(second).cachedTokens).toBe(held);
+    expect((second.at(-1) as Extract<JobEvent, { type: 'done' }>).prefillTokens).toBe(turn2.length - held);
+    expect(tokensOf(second)).toEqual(solo(turn2, 6));
+    // Another tenant with the same tokens reuses nothing of it.
+    scheduler.submit(job('other', turn2, { tenantSalt: freshSalt() }));
+    expect(prefilledOf(await finished('other')).cachedTokens).toBe(0);
     await scheduler.close();
   });
 
