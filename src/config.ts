@@ -45,6 +45,12 @@ export interface Config {
   dispatch: 'aware' | 'shared';
   /** `kvtier worker`: whole jobs (`both`), or one half of a prefill/decode split. */
   role: 'both' | 'prefill' | 'decode';
+  /** Tokens one engine step carries while several sequences share it (chunked prefill budget). */
+  stepTokens: number;
+  /** Finished sequences a worker keeps in its KV pool for the next turn (0 = none). */
+  retainSequences: number;
+  /** `auto`: read a cached block only when measured faster than recomputing it; `load`: always read. */
+  fetchPolicy: 'auto' | 'load';
   logLevel: string;
 }
 
@@ -70,6 +76,9 @@ const FIELDS: Array<{ env: string; key: keyof Config; parse: (raw: string, env: 
   { env: 'KVTIER_WORKER_CONCURRENCY', key: 'workerConcurrency', parse: (v, e) => intIn(v, e, 1, 1024) },
   { env: 'KVTIER_DISPATCH', key: 'dispatch', parse: (v, e) => oneOf(v, e, ['aware', 'shared']) },
   { env: 'KVTIER_ROLE', key: 'role', parse: (v, e) => oneOf(v, e, ['both', 'prefill', 'decode']) },
+  { env: 'KVTIER_STEP_TOKENS', key: 'stepTokens', parse: (v, e) => intIn(v, e, 16, 65536) },
+  { env: 'KVTIER_RETAIN_SEQUENCES', key: 'retainSequences', parse: (v, e) => intIn(v, e, 0, 4096) },
+  { env: 'KVTIER_FETCH', key: 'fetchPolicy', parse: (v, e) => oneOf(v, e, ['auto', 'load']) },
   { env: 'KVTIER_LOG_LEVEL', key: 'logLevel', parse: (v, e) => oneOf(v, e, ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) },
 ];
 
@@ -96,6 +105,9 @@ export function defaultConfig(): Config {
     workerConcurrency: 4,
     dispatch: 'aware',
     role: 'both',
+    stepTokens: 128,
+    retainSequences: 16,
+    fetchPolicy: 'auto',
     logLevel: 'info',
   };
 }

@@ -11,7 +11,7 @@ import type { Config } from '../config.ts';
 import { KvtError } from '../errors.ts';
 import { resolveModelPath } from '../../inference-core/index.ts';
 import { ChatPromptBuilder, promptCodecFromGgufFile, ReplyMemory, type PromptCodec } from '../recipe/index.ts';
-import { BullmqRunner, EngineHost, InprocRunner, modelIdOf, type JobRunner } from '../workers/index.ts';
+import { BullmqRunner, EngineHost, engineThreadInit, InprocRunner, modelIdOf, type JobRunner } from '../workers/index.ts';
 import { TenantAuth } from './auth.ts';
 import type { ServeContext } from './context.ts';
 import { describeHttpError, sendError } from './http-errors.ts';
@@ -57,21 +57,7 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
     runner = bullmq;
     ({ fingerprint, contextLength } = await bullmq.modelInfo(modelPath));
   } else {
-    const host = await EngineHost.start(
-      {
-        model: config.model,
-        dataDir: config.dataDir,
-        storage: config.storage,
-        redisUrl: null,
-        threads: config.threads,
-        blockTokens: config.blockTokens,
-        hotCacheBytes: config.hotCacheBytes,
-        poolBytes: config.poolBytes,
-        maxBatch: config.maxBatch,
-        gcIntervalMs: 15 * 60 * 1000,
-      },
-      log,
-    );
+    const host = await EngineHost.start(engineThreadInit(config, { redisUrl: null, gcIntervalMs: 15 * 60 * 1000 }), log);
     runner = new InprocRunner(host, { maxQueueDepth: config.maxQueueDepth, maxBatch: config.maxBatch });
     fingerprint = host.info.fingerprint;
     contextLength = host.info.contextLength;

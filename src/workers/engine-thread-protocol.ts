@@ -1,4 +1,5 @@
 /** Messages between an engine thread and its owner (see engine-thread.ts). */
+import type { Config } from '../config.ts';
 import type { AdminCall } from './job-runner.ts';
 import type { JobEvent, PrefillJob } from './job.ts';
 
@@ -16,6 +17,27 @@ export interface EngineThreadInit {
   gcIntervalMs?: number;
   /** `auto` (default): per request, read a hit only when that is measured faster than recomputing it; `load`: always read. */
   fetchPolicy?: 'auto' | 'load';
+  stepTokens?: number;
+  retainSequences?: number;
+}
+
+/** The engine thread's settings from the process config (API in embedded mode, or `kvtier worker`). */
+export function engineThreadInit(config: Config, extra: Partial<EngineThreadInit> = {}): EngineThreadInit {
+  return {
+    model: config.model,
+    dataDir: config.dataDir,
+    storage: config.storage,
+    redisUrl: config.redisUrl,
+    threads: config.threads,
+    blockTokens: config.blockTokens,
+    hotCacheBytes: config.hotCacheBytes,
+    poolBytes: config.poolBytes,
+    maxBatch: config.maxBatch,
+    fetchPolicy: config.fetchPolicy,
+    stepTokens: config.stepTokens,
+    retainSequences: config.retainSequences,
+    ...extra,
+  };
 }
 
 export type ToEngineThread =

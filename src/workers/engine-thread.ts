@@ -55,6 +55,8 @@ async function main(init: EngineThreadInit): Promise<void> {
     engine: model,
     cache,
     fetchPolicy: init.fetchPolicy === 'load' ? undefined : new FetchOrRecompute(),
+    stepTokens: init.stepTokens,
+    retainSequences: init.retainSequences,
     blockTokens: init.blockTokens,
     maxBatch: init.maxBatch,
     emit: (jobId, event) => send({ type: 'event', jobId, event }),

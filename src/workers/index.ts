@@ -1,6 +1,6 @@
 export { modelIdOf, type PrefillJob, type JobEvent, type JobSampling, type JobStats } from './job.ts';
 export type { JobRunner, RunnerStatus, AdminCall } from './job-runner.ts';
-export type { EngineThreadInit } from './engine-thread-protocol.ts';
+export { engineThreadInit, type EngineThreadInit } from './engine-thread-protocol.ts';
 export { EngineHost, type EngineInfo, type EngineLog } from './engine-host.ts';
 export { InprocRunner } from './inproc-runner.ts';
 export { PrefillScheduler, type SchedulerOptions } from './prefill-scheduler.ts';
