@@ -7,6 +7,7 @@
  *   worker w     ZSET kvtier:hot:<w>  member r_i, score = last use (ms)    trimmed to maxKeys, PEXPIRE ttl
  *   live set     ZSET kvtier:hot:workers  member w, score = last announce  (older than ttl = gone)
  *   roles        ZSET kvtier:hot:role:<role>  the same, per worker role (both | prefill | decode)
+ *   running      HASH kvtier:hot:running  w → jobs running there now (the worker reports each change)
  *   route(req)   for each live worker: ZMSCORE its set with r_0..r_n → covered = leading non-null run
  *                drop workers with queued ≥ maxQueued (load cap), pick the longest cover,
  *                ties → fewer queued; no cover at all → null (use the shared queue)
@@ -26,6 +27,7 @@ import { ClusterError } from './errors.ts';
 const HOT_PREFIX = 'kvtier:hot:';
 export const HOT_WORKERS_KEY = 'kvtier:hot:workers';
 const ROLE_PREFIX = 'kvtier:hot:role:';
+const RUNNING_KEY = 'kvtier:hot:running';
 
 /** What a worker does: whole jobs (colocated), or one half of a prefill/decode split. */
 export type WorkerRole = 'both' | 'prefill' | 'decode';
@@ -94,9 +96,14 @@ export class CacheAwareRouter {
 
   /** The worker leaves (clean shutdown): stop routing to it at once. */
   async withdraw(workerId: string): Promise<void> {
-    const multi = this.redis.multi().del(HOT_PREFIX + workerId).zrem(HOT_WORKERS_KEY, workerId);
+    const multi = this.redis.multi().del(HOT_PREFIX + workerId).zrem(HOT_WORKERS_KEY, workerId).hdel(RUNNING_KEY, workerId);
     for (const role of WORKER_ROLES) multi.zrem(ROLE_PREFIX + role, workerId);
     await multi.exec();
+  }
+
+  /** The worker now runs `jobs` jobs (routing balances on it). */
+  async reportRunning(workerId: string, jobs: number): Promise<void> {
+    await this.redis.hset(RUNNING_KEY, workerId, jobs);
   }
 
   /** Workers that announced within the ttl; with `role`, only those of that role. */
@@ -124,15 +131,26 @@ export class CacheAwareRouter {
    * without it.
    */
   async coverage(keys: readonly string[], now = Date.now(), role?: WorkerRole): Promise<Map<string, number>> {
+    return (await this.coverageAndRunning(keys, now, role)).covered;
+  }
+
+  /** coverage(), and each live worker's running jobs, in one round trip after the live set. */
+  private async coverageAndRunning(keys: readonly string[], now: number, role?: WorkerRole): Promise<{ covered: Map<string, number>; running: Map<string, number> }> {
     const workers = await this.liveWorkers(now, role);
     const covered = new Map<string, number>();
+    const running = new Map<string, number>();
+    if (workers.length === 0) return { covered, running };
+    const pipeline = this.redis.pipeline();
+    pipeline.hmget(RUNNING_KEY, ...workers);
+    if (keys.length > 0) for (const w of workers) pipeline.zmscore(HOT_PREFIX + w, ...keys);
+    const [runningReply, ...replies] = (await pipeline.exec()) ?? [];
+    const [runningError, counts] = runningReply ?? [new Error('no reply'), null];
+    if (runningError) throw new ClusterError('REDIS', `reading the running jobs failed: ${runningError.message}`, { cause: runningError });
+    workers.forEach((w, i) => running.set(w, Number((counts as (string | null)[])[i] ?? 0)));
     if (keys.length === 0) {
       for (const w of workers) covered.set(w, 0);
-      return covered;
+      return { covered, running };
     }
-    const pipeline = this.redis.pipeline();
-    for (const w of workers) pipeline.zmscore(HOT_PREFIX + w, ...keys);
-    const replies = (await pipeline.exec()) ?? [];
     workers.forEach((w, i) => {
       const [error, scores] = replies[i] ?? [new Error('no reply'), null];
       if (error) throw new ClusterError('REDIS', `reading the hot set of ${w} failed: ${error.message}`, { cause: error });
@@ -143,7 +161,7 @@ export class CacheAwareRouter {
       }
       covered.set(w, n);
     });
-    return covered;
+    return { covered, running };
   }
 
   /**
@@ -156,14 +174,26 @@ export class CacheAwareRouter {
   }
 
   /**
-   * route(), reading backlogs only for the workers that cover something
-   * (`backlogOf` is the caller's queue-depth probe), among workers of `role`.
+   * The routing the API uses: among live workers (of `role`, if given), a
+   * worker's load is the jobs running there (reported by the worker) plus
+   * those waiting on its own queue (`waitingOf`, the caller's probe). A
+   * worker is a candidate while it has fewer than `maxQueued` waiting and its
+   * load is within `slack` of the least loaded worker's: a hot RAM tier saves
+   * a storage read, which is worth less than waiting behind other prompts
+   * while a worker sits idle. The longest cover among candidates wins (ties →
+   * less load); no cover → null (the shared queue: the first free worker).
    */
-  async routeAmong(keys: readonly string[], options: { role?: WorkerRole; maxQueued: number; backlogOf: (workerIds: string[]) => Promise<ReadonlyMap<string, number>>; now?: number }): Promise<RouteChoice | null> {
-    const coverage = await this.coverage(keys, options.now ?? Date.now(), options.role);
-    const candidates = [...coverage].filter(([, blocks]) => blocks > 0).map(([w]) => w);
-    if (candidates.length === 0) return null;
-    return pickWorker(coverage, await options.backlogOf(candidates), options.maxQueued);
+  async routeAmong(
+    keys: readonly string[],
+    options: { role?: WorkerRole; maxQueued: number; slack: number; waitingOf: (workerIds: string[]) => Promise<ReadonlyMap<string, number>>; now?: number },
+  ): Promise<RouteChoice | null> {
+    const { covered, running } = await this.coverageAndRunning(keys, options.now ?? Date.now(), options.role);
+    if (![...covered.values()].some((blocks) => blocks > 0)) return null;
+    const waiting = await options.waitingOf([...covered.keys()]);
+    const load = new Map([...covered.keys()].map((w) => [w, (running.get(w) ?? 0) + (waiting.get(w) ?? 0)]));
+    const least = Math.min(...load.values());
+    const eligible = new Map([...covered].filter(([w]) => (waiting.get(w) ?? 0) < options.maxQueued && load.get(w)! <= least + options.slack));
+    return pickWorker(eligible, load, Infinity);
   }
 }
 

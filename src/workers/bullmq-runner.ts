@@ -60,6 +60,12 @@ export const WORKER_STATS_PREFIX = 'kvtier:worker:';
 export const LIVE_TTL_MS = 10_000;
 /** Jobs waiting on a worker's own queue at which the router stops preferring it (the load cap). */
 export const ROUTE_MAX_WAITING = 2;
+/**
+ * A hot worker stays preferred while its load (running + waiting jobs) is at most this much above
+ * the least loaded worker's: past that, waiting behind its other prompts costs more than the storage
+ * read its RAM would save.
+ */
+export const ROUTE_LOAD_SLACK = 1;
 /** A routing answer slower than this is abandoned: the job goes to the shared queue. */
 const ROUTE_TIMEOUT_MS = 500;
 const WATCHDOG_MS = 250;
@@ -284,9 +290,10 @@ export class BullmqRunner implements JobRunner {
           // A whole job may run on any worker; a split half only on a worker of its role.
           role: role === 'both' ? undefined : role,
           maxQueued: ROUTE_MAX_WAITING,
+          slack: ROUTE_LOAD_SLACK,
           // Redis's count covers every API process; this process's own not-yet-started jobs cover a
           // burst whose adds have not landed yet (else all of it would see an empty queue).
-          backlogOf: async (workerIds) =>
+          waitingOf: async (workerIds) =>
             new Map(
               await Promise.all(
                 workerIds.map(async (w) => {

@@ -12,8 +12,8 @@
  *
  * Split-role workers take the shared queue too, so a cluster that lost all
  * workers of one role still serves whole jobs. Each queue has its own BullMQ
- * Worker; together they keep about KVTIER_WORKER_CONCURRENCY jobs running (a
- * Worker's concurrency is what the others leave free, at least 1).
+ * Worker; together they keep about KVTIER_WORKER_CONCURRENCY jobs running (see
+ * rebalance()).
  *
  * After every job the worker announces the route keys of the blocks it now
  * holds hot (prompt + reply full blocks) to the cache-aware router, and a
@@ -115,10 +115,23 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
   const queueNames = [...(role === 'both' ? [] : [roleQueueName(role)]), workerQueueName(workerId), QUEUE_NAME];
   const active = new Map<string, number>(queueNames.map((name) => [name, 0]));
   const workers: Worker[] = [];
-  /** Each queue may take what the others leave of the concurrency budget (≥ 1, BullMQ's floor). */
+  const ownQueue = workerQueueName(workerId);
+  const running = (): number => [...active.values()].reduce((a, b) => a + b, 0);
+  /**
+   * The shared and role queues may take what the other queues leave of the
+   * concurrency budget (≥ 1, BullMQ's floor), so a busy worker leaves their
+   * jobs to idle ones. Its own queue keeps the whole budget: those jobs were
+   * routed here (the router caps them), and BullMQ reads a raised concurrency
+   * only when one of the Worker's jobs ends, so a lowered one would leave
+   * them waiting while this worker idles.
+   */
   const rebalance = (): void => {
-    const total = [...active.values()].reduce((a, b) => a + b, 0);
-    for (const worker of workers) worker.concurrency = Math.max(1, config.workerConcurrency - (total - (active.get(worker.name) ?? 0)));
+    const total = running();
+    for (const worker of workers) {
+      if (worker.name !== ownQueue) worker.concurrency = Math.max(1, config.workerConcurrency - (total - (active.get(worker.name) ?? 0)));
+    }
+    // The router balances on it: a hot worker much busier than the others loses its preference.
+    if (!withdrawn) router.reportRunning(workerId, total).catch((error: Error) => log('warn', `reporting the running jobs failed (routing only): ${error.message}`));
   };
   // BullMQ leaves a caller-owned connection open: close() ends them.
   const workerClients: Redis[] = [];

@@ -99,15 +99,39 @@ describe('CacheAwareRouter', () => {
     await router.announce('w-dec', s1.slice(0, 1), Date.now(), 'decode');
     expect(await router.liveRoles()).toEqual({ both: 1, prefill: 1, decode: 1 });
     const asked: string[][] = [];
-    const backlogOf = async (ids: string[]) => (asked.push(ids), new Map(ids.map((id) => [id, 0])));
-    expect(await router.routeAmong(s1, { maxQueued: 2, backlogOf })).toEqual({ workerId: 'w-both', coveredBlocks: 4 });
-    expect(await router.routeAmong(s1, { role: 'prefill', maxQueued: 2, backlogOf })).toEqual({ workerId: 'w-pre', coveredBlocks: 2 });
-    expect(await router.routeAmong(s1, { role: 'decode', maxQueued: 2, backlogOf })).toEqual({ workerId: 'w-dec', coveredBlocks: 1 });
-    // Backlogs are read only for workers that cover something.
-    expect(await router.routeAmong(session(9, 4), { maxQueued: 2, backlogOf })).toBeNull();
-    expect(asked).toEqual([['w-both', 'w-pre', 'w-dec'], ['w-pre'], ['w-dec']]);
+    const waitingOf = async (ids: string[]) => (asked.push(ids), new Map(ids.map((id) => [id, 0])));
+    const options = { maxQueued: 2, slack: 1, waitingOf };
+    expect(await router.routeAmong(s1, options)).toEqual({ workerId: 'w-both', coveredBlocks: 4 });
+    expect(await router.routeAmong(s1, { ...options, role: 'prefill' })).toEqual({ workerId: 'w-pre', coveredBlocks: 2 });
+    expect(await router.routeAmong(s1, { ...options, role: 'decode' })).toEqual({ workerId: 'w-dec', coveredBlocks: 1 });
+    // Nobody covers it: no queue depths are read at all.
+    expect(await router.routeAmong(session(9, 4), options)).toBeNull();
+    expect(asked.map((ids) => [...ids].sort())).toEqual([['w-both', 'w-dec', 'w-pre'], ['w-pre'], ['w-dec']]);
     await router.withdraw('w-pre');
     expect(await router.liveRoles()).toEqual({ both: 1, prefill: 0, decode: 1 });
+  });
+
+  it('balances on load: a hot worker busier than the least loaded by more than the slack loses its preference', async () => {
+    const router = new CacheAwareRouter(client);
+    const s1 = session(11, 4);
+    await router.announce('w-hot', s1);
+    await router.announce('w-warm', s1.slice(0, 2));
+    await router.announce('w-cold', []);
+    const waiting = new Map([['w-hot', 0], ['w-warm', 0], ['w-cold', 0]]);
+    const options = { maxQueued: 2, slack: 1, waitingOf: async () => waiting };
+    await router.reportRunning('w-hot', 1);
+    expect((await router.routeAmong(s1, options))?.workerId).toBe('w-hot');
+    // Running 2 while w-cold runs none: w-warm (running 0, within the slack) gets it.
+    await router.reportRunning('w-hot', 2);
+    expect(await router.routeAmong(s1, options)).toEqual({ workerId: 'w-warm', coveredBlocks: 2 });
+    // Waiting jobs count as load too, and the waiting cap applies on its own.
+    await router.reportRunning('w-hot', 0);
+    waiting.set('w-hot', 2);
+    expect((await router.routeAmong(s1, { ...options, slack: 5 }))?.workerId).toBe('w-warm');
+    await router.reportRunning('w-warm', 3);
+    expect(await router.routeAmong(s1, options)).toBeNull();
+    await router.withdraw('w-hot');
+    expect(await client.hexists('kvtier:hot:running', 'w-hot')).toBe(0);
   });
 
   it('a heartbeat (no keys) keeps a worker live and its set whole; a per-worker maxKeys trims to its budget', async () => {
