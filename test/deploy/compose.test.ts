@@ -29,6 +29,7 @@ interface Service {
   depends_on?: Record<string, { condition: string }>;
   deploy?: { replicas?: number | string };
   restart?: string;
+  profiles?: string[];
 }
 
 /** Compose interpolation with no variables set: `${X:-d}` / `${X-d}` → d, `${X}` → '', `$$` → `$`. */
@@ -74,11 +75,16 @@ function envNamesReadBySrc(): Set<string> {
 
 const compose = loadCompose();
 const services = compose.services;
-const KVTIER_SERVICES = ['api', 'worker'] as const;
+const KVTIER_SERVICES = ['api', 'worker', 'prefill-worker', 'decode-worker'] as const;
 
 describe('docker-compose.yml topology', () => {
   it('has redis, minio, a bucket-init job, the api and worker replicas', () => {
-    expect(Object.keys(services).sort()).toEqual(['api', 'minio', 'minio-init', 'redis', 'worker']);
+    expect(Object.keys(services).sort()).toEqual(['api', 'decode-worker', 'minio', 'minio-init', 'prefill-worker', 'redis', 'worker']);
+    // The split-role workers start only with --profile split; everything else always.
+    expect(Object.entries(services).filter(([, service]) => service.profiles).map(([name, service]) => [name, service.profiles])).toEqual([
+      ['prefill-worker', ['split']],
+      ['decode-worker', ['split']],
+    ]);
     expect(services.redis.image).toMatch(/^redis:/);
     expect(services.minio.image).toMatch(/^minio\/minio/);
     expect(services['minio-init'].image).toMatch(/^minio\/mc/);
@@ -93,7 +99,7 @@ describe('docker-compose.yml topology', () => {
   });
 
   it('gives every long-running service a health check, and orders start-up on them', () => {
-    for (const name of ['redis', 'minio', 'api', 'worker']) {
+    for (const name of ['redis', 'minio', 'api', 'worker', 'prefill-worker', 'decode-worker']) {
       const check = services[name].healthcheck;
       expect(check, `${name} has a healthcheck`).toBeDefined();
       expect(check!.test[0]).toBe('CMD');
@@ -171,6 +177,22 @@ describe('docker-compose.yml environment', () => {
     const other = loadCompose({ KVTIER_MODEL: 'synthetic:tiny' }).services;
     expect(envOf(other.api).KVTIER_MODEL).toBe('synthetic:tiny');
     expect(envOf(other.worker).KVTIER_MODEL).toBe('synthetic:tiny');
+  });
+
+  it('the split profile: a prefill-role and a decode-role worker like the others but for KVTIER_ROLE', () => {
+    const worker = envOf(services.worker);
+    for (const [name, role] of [['prefill-worker', 'prefill'], ['decode-worker', 'decode']] as const) {
+      const service = services[name];
+      expect(loadConfig(envOf(service)).role).toBe(role);
+      expect({ ...envOf(service), KVTIER_ROLE: undefined }).toEqual({ ...worker, KVTIER_ROLE: undefined });
+      expect(service.command).toEqual(['worker']);
+      expect(service.healthcheck).toEqual(services.worker.healthcheck);
+      expect(service.depends_on).toEqual(services.worker.depends_on);
+      expect((service.volumes ?? []).length).toBe(0);
+      expect(Number(service.deploy?.replicas)).toBe(1);
+    }
+    expect(loadConfig(worker).role).toBe('both');
+    expect(loadConfig(envOf(services.api)).dispatch).toBe('aware');
   });
 
   it('the Dockerfile image runs bin/kvtier.js and builds the native addon', () => {
