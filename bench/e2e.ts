@@ -14,6 +14,7 @@
  *                    tenant, the like-for-like baseline of ttft_cold_p50_ms (same prompts, same load)
  *   hit_ratio_of_ideal   Σ cached / Σ ideal over turns 2–10, ideal = the whole blocks of what a perfect
  *                    prefix cache had seen (previous prompt + reply) that the prompt can use
+ *   e2e_mean_computed_tokens_cached_turns  prompt tokens a cached turn still computes (what is new since the last turn)
  *   rps              requests per second over the concurrent phase
  *   overhead_*_p50_ms    client wall time − the worker's own time (x-kvtier-worker-ms), for short
  *                    non-streamed requests one at a time: HTTP + auth + recipe + queue/transport
@@ -221,6 +222,7 @@ export async function run(): Promise<Record<string, number | string>> {
     e2e_turns: TURNS,
     e2e_reply_tokens: REPLY_TOKENS,
     e2e_mean_prompt_tokens: round(later.reduce((s, r) => s + r.promptTokens, 0) / later.length, 0),
+    e2e_mean_computed_tokens_cached_turns: round(later.reduce((s, r) => s + r.promptTokens - r.cachedTokens, 0) / later.length, 1),
     ttft_cached_p50_ms: round(percentile(cachedTtft, 50)),
     ttft_cached_p95_ms: round(percentile(cachedTtft, 95)),
     ttft_cached_seq_p50_ms: round(percentile(cachedSeq, 50)),
