@@ -3,8 +3,14 @@
 // M=256) and GEMV (decode, M=1, also GB/s of weight streaming) per weight
 // dtype, attention over paged KV, and the thread-pool hand-off latency.
 // Progress goes to stderr; run() returns one flat record.
-import { CpuBackend, GGML_TYPE, nativeAddon, PAGE_TOKENS, type WeightDType } from '../native/index.ts';
+import { createRequire } from 'node:module';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+
+import { CpuBackend, GGML_TYPE, nativeAddon, PAGE_TOKENS, type NativeAddon, type WeightDType } from '../native/index.ts';
 import { CpuTensor } from '../native/cpu-backend.ts';
+import { loadEngine } from '../inference-core/index.ts';
+import { randomTokens } from '../test/inference-core/engine-fixtures.ts';
 
 const addon = nativeAddon();
 
@@ -60,6 +66,8 @@ export async function run(): Promise<Record<string, number | string>> {
   const info = addon.info();
   out.isa = info.isa;
   out.threads = info.threads;
+  await cachedTurnAttention(out);
+  if (process.env.KVT_BENCH_ONLY === 'cached-turn') return out;
   const dtypes: WeightDType[] = process.env.KVT_BENCH_QUICK ? [] : ['f32', 'f16', 'bf16', 'q8_0'];
   const shapes: [string, number, number][] = [['ffn_up', 2048, 768], ['ffn_down', 768, 2048], ['output', 8192, 768]];
   for (const dtype of dtypes) {
@@ -188,6 +196,113 @@ export async function run(): Promise<Record<string, number | string>> {
   out.handoff_ns = Number(addon.handoffNs(20000).toFixed(0));
   process.stderr.write(`attention prefill 512: ${out.attention_prefill512_ms} ms, decode: ${out.attention_decode_ctx512_us} us, handoff ${out.handoff_ns} ns\n`);
   return out;
+}
+
+/**
+ * The attention of a cached chat turn: 120 new query rows at positions
+ * 2600..2719 over f16 KV, synthetic:small's dims (12 heads / 4 kv heads × 64),
+ * one layer, 1 and 2 threads; and end to end, prefill(120) on synthetic:small
+ * after importing 40 cached blocks and prefilling 40 more tokens (2600 cached).
+ * Medians; with 1 thread in CPU time, with 2 in wall time.
+ * KVT_BENCH_ONLY=cached-turn runs only this part of the benchmark.
+ *
+ * KVT_BENCH_BASELINE_ADDON=<path to another build of kvtier_native.node> adds
+ * the same figures for that build in the same run (rounds alternate between
+ * the two) and `*_speedup` = baseline median ÷ this build's median.
+ */
+async function cachedTurnAttention(out: Record<string, number | string>): Promise<void> {
+  const baselinePath = process.env.KVT_BENCH_BASELINE_ADDON;
+  const base = baselinePath ? (createRequire(import.meta.url)(path.resolve(baselinePath)) as NativeAddon) : null;
+  const builds: [string, NativeAddon][] = base ? [['new', addon], ['baseline', base]] : [['new', addon]];
+  const threadsBefore = addon.info().threads;
+  const [heads, kvHeads, D, pos0, rows] = [12, 4, 64, 2600, 120];
+  const T = pos0 + rows;
+  const nPages = Math.ceil(T / PAGE_TOKENS);
+  const pool = new CpuBackend(addon).createKvPool({ layers: 1, kvHeads, headDim: D, pages: nPages, dtype: 'f16' });
+  const table = Int32Array.from({ length: nPages }, (_, i) => i);
+  const kvData = new CpuTensor(rand(T * kvHeads * D, 21));
+  new CpuBackend(addon).kvWrite(pool, 0, table, 0, T, kvData, new CpuTensor(rand(T * kvHeads * D, 22)));
+  const q = new CpuTensor(rand(rows * heads * D, 23));
+  const rounds = Number(process.env.KVT_BENCH_ROUNDS ?? 7);
+  const median = (a: number[]) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
+  /**
+   * Median ms per call of each build over `rounds` rounds of `calls` calls,
+   * the builds alternating within a round (order flipped every round). With 1
+   * thread a call is timed in CPU time (user+system: robust to waiting for a
+   * core on the shared machine), with more in wall time.
+   */
+  const compare = (setup: (a: NativeAddon) => () => void, threads: number, calls: number): Map<string, number> => {
+    const fns = builds.map(([name, a]) => [name, setup(a)] as const);
+    const per = new Map<string, number[]>(builds.map(([n]) => [n, []]));
+    for (let r = 0; r < rounds; r++) {
+      for (const [name, fn] of r % 2 ? [...fns].reverse() : fns) {
+        fn();
+        for (let i = 0; i < calls; i++) {
+          const c0 = process.cpuUsage();
+          const t0 = performance.now();
+          fn();
+          const c = process.cpuUsage(c0);
+          per.get(name)!.push(threads === 1 ? (c.user + c.system) / 1e3 : performance.now() - t0);
+        }
+      }
+    }
+    return new Map([...per].map(([n, s]) => [n, median(s)]));
+  };
+  for (const threads of [1, 2]) {
+    for (const [, a] of builds) a.setThreads(threads);
+    const res = compare((a) => {
+      const be = new CpuBackend(a);
+      const o = new CpuTensor(new Float32Array(rows * heads * D));
+      return () => be.attention(o, q, pool, 0, heads, 0.125, [{ blockTable: table, pos0, queries: rows }]);
+    }, threads, 8);
+    for (const [name, ms] of res) {
+      out[`attention_turn120_at2600_t${threads}${name === 'new' ? '' : '_baseline'}_ms`] = Number(ms.toFixed(3));
+    }
+    if (base) out[`attention_turn120_at2600_t${threads}_speedup`] = Number((res.get('baseline')! / res.get('new')!).toFixed(3));
+    process.stderr.write(`attention 120 rows @2600, ${threads} thread(s): ${JSON.stringify(Object.fromEntries(res))}\n`);
+  }
+  // end to end on synthetic:small
+  const dataDir = process.env.KVTIER_DATA_DIR ?? 'data';
+  mkdirSync(dataDir, { recursive: true });
+  const engines = new Map<string, Awaited<ReturnType<typeof loadEngine>>>();
+  for (const [name, a] of builds) engines.set(name, await loadEngine('synthetic:small', { dataDir, kvDtype: 'f16', backend: new CpuBackend(a) }));
+  const first = engines.get('new')!;
+  const prompt = randomTokens(T, first.vocabSize, 5);
+  const src = first.createSequence();
+  src.prefill(prompt.slice(0, 40 * PAGE_TOKENS));
+  const blocks = src.exportBlocks(0, 40);
+  src.free();
+  const reps = Number(process.env.KVT_BENCH_E2E_REPS ?? 3);
+  for (const threads of [1, 2]) {
+    for (const [, a] of builds) a.setThreads(threads);
+    // only prefill(120) is timed (CPU time with 1 thread, as in compare)
+    const samples = new Map<string, number[]>(builds.map(([n]) => [n, []]));
+    for (let r = 0; r < rounds; r++) {
+      for (const [name] of r % 2 ? [...builds].reverse() : builds) {
+        const engine = engines.get(name)!;
+        for (let i = 0; i < reps; i++) {
+          const seq = engine.createSequence();
+          seq.importBlocks(blocks);
+          seq.prefill(prompt.slice(40 * PAGE_TOKENS, pos0));
+          const c0 = process.cpuUsage();
+          const t0 = performance.now();
+          seq.prefill(prompt.slice(pos0, T));
+          const c = process.cpuUsage(c0);
+          samples.get(name)!.push(threads === 1 ? (c.user + c.system) / 1e3 : performance.now() - t0);
+          seq.free();
+        }
+      }
+    }
+    for (const [name, s] of samples) {
+      out[`e2e_small_prefill120_after2600_t${threads}${name === 'new' ? '' : '_baseline'}_ms`] = Number(median(s).toFixed(2));
+    }
+    if (base) {
+      out[`e2e_small_prefill120_after2600_t${threads}_speedup`] = Number((median(samples.get('baseline')!) / median(samples.get('new')!)).toFixed(3));
+    }
+    process.stderr.write(`e2e prefill(120) after 2600 cached, ${threads} thread(s): ${JSON.stringify(Object.fromEntries([...samples].map(([n, s]) => [n, median(s)])))}\n`);
+  }
+  for (const [, e] of engines) e.destroy();
+  for (const [, a] of builds) a.setThreads(threadsBefore);
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

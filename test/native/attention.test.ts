@@ -137,6 +137,44 @@ describe('paged attention', () => {
     expect(maxAbsDiff(one, two)).toBe(0);
   });
 
+  // A cached chat turn: prefill rows deep in the context plus decode rows in
+  // the same call. Row counts that are not multiples of the kernel's row
+  // blocks, head groups of 2 and 3 and head dims of 1, 2, 4 and 8 chunks
+  // reach every pair-blocked path and its per-pair remainders.
+  const turnCases = [
+    { heads: 12, kvHeads: 4, D: 64, dtype: 'f16' as const, pos0: 610, queries: 37, decode: [0, 17, 300, 646] },
+    { heads: 6, kvHeads: 3, D: 128, dtype: 'f16' as const, pos0: 200, queries: 19, decode: [63, 64, 218] },
+    { heads: 9, kvHeads: 3, D: 32, dtype: 'f32' as const, pos0: 129, queries: 23, decode: [1, 151] },
+    { heads: 6, kvHeads: 2, D: 16, dtype: 'f16' as const, pos0: 77, queries: 13, decode: [89] },
+  ];
+  for (const c of turnCases) {
+    it(`prefill rows at ${c.pos0}.. + decode rows, heads=${c.heads}/${c.kvHeads} D=${c.D} ${c.dtype}: fast == reference on every ISA and thread count, same bits as a whole prefill`, () => {
+      const T = c.pos0 + c.queries;
+      const s = setup({ T, heads: c.heads, kvHeads: c.kvHeads, D: c.D, layers: 2, layer: 1, dtype: c.dtype, seed: c.D + c.pos0 });
+      const rowLen = c.heads * c.D;
+      const segs = [
+        ...c.decode.slice(0, 2).map((p) => ({ blockTable: s.table, pos0: p, queries: 1 })),
+        { blockTable: s.table, pos0: c.pos0, queries: c.queries },
+        ...c.decode.slice(2).map((p) => ({ blockTable: s.table, pos0: p, queries: 1 })),
+      ];
+      const rows = c.queries + c.decode.length;
+      const ref = attend(s, c.heads, 1, 0.125, segs, rows, c.D, true);
+      for (const isa of ISAS) {
+        for (const threads of [1, 2]) {
+          const fast = withIsa(isa, () => withThreads(threads, () => attend(s, c.heads, 1, 0.125, segs, rows, c.D)));
+          expect(bitsEqual(fast, ref), `${isa} ${threads} threads`).toBe(true);
+        }
+      }
+      const whole = attend(s, c.heads, 1, 0.125, [{ blockTable: s.table, pos0: 0, queries: T }], T, c.D);
+      let r = 0;
+      for (const seg of segs) {
+        const got = ref.subarray(r * rowLen, (r + seg.queries) * rowLen);
+        expect(bitsEqual(got, whole.subarray(seg.pos0 * rowLen, (seg.pos0 + seg.queries) * rowLen)), `rows at ${seg.pos0}`).toBe(true);
+        r += seg.queries;
+      }
+    });
+  }
+
   it('rejects a block table that does not cover the positions', () => {
     const s = setup({ T: 64, heads: 2, kvHeads: 2, D: 16, layers: 1, layer: 0, dtype: 'f16', seed: 1 });
     expect(() => attend(s, 2, 0, 0.25, [{ blockTable: s.table, pos0: 60, queries: 5 }], 5, 16)).toThrow(
