@@ -1,20 +1,34 @@
 /**
  * `npm run bench -- cluster`: the agent workload through `kvtier serve`
- * (REDIS_URL, BullMQ) with 1, 2 and 3 `kvtier worker` processes on one shared
- * fs block dir and a real redis-server; model synthetic:small (KVTIER_BENCH_CLUSTER_MODEL), 1 engine thread
- * per worker, each worker on a fresh store so every N sees the same misses.
+ * (REDIS_URL, BullMQ) and `kvtier worker` processes on one shared fs block
+ * dir and a real redis-server; model synthetic:small (KVTIER_BENCH_CLUSTER_MODEL),
+ * 1 engine thread per worker, each cluster on a fresh store so every run sees
+ * the same misses.
  *
  * Workload: 8 agent sessions run at once, each 3 turns in order (a long
- * per-session system prompt, tool-result-like user turns, 24-token replies).
- *   rps_N               requests/s of the whole workload with N workers
+ * per-session system prompt, tool-result-like user turns, 24-token replies),
+ * after a warm-up pass on other sessions (JIT, pools, connections).
+ *   rps_N               requests/s of the whole workload with N workers (default dispatch: aware)
  *   hit_ratio_of_ideal  (3 workers) cached prompt tokens ÷ the full blocks of the previous turn's prompt
- *   ttft_cached_p50_ms_shared_queue  (3 workers) time to first token of turns ≥ 2, streamed
- * Dispatch is BullMQ's shared queue (first free worker); a cache-aware router
- * is not built yet, so there is no aware/round-robin pair to compare.
+ *   ttft_cached_p50_ms_aware / _roundrobin / _shared_queue
+ *                       time to first token of turns ≥ 2 (streamed), 2 workers (one per core here),
+ *                       KVTIER_DISPATCH=aware vs =roundrobin (each job to the next live worker) vs
+ *                       =shared (BullMQ's shared queue: the first free worker, which in a closed-loop
+ *                       workload is often the one that just ran the session's previous turn). Same
+ *                       workload and workers, a hot RAM tier per worker sized to 1.5 × its share of the
+ *                       sessions' blocks (it holds the sessions routed to it, not all of them: a RAM miss
+ *                       costs a storage read), rounds interleaved, p50 over all rounds' cached turns.
+ *   ttft_cached_p50_ms_split
+ *                       the same with 1 KVTIER_ROLE=prefill + 1 KVTIER_ROLE=decode worker
+ * Knobs: KVTIER_BENCH_CLUSTER_MODEL, KVTIER_BENCH_CLUSTER_REPLY_TOKENS,
+ * KVTIER_BENCH_CLUSTER_PARTS (comma list of rps,pair,split; default all),
+ * KVTIER_BENCH_CLUSTER_PAIR_ROUNDS (default 2).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
+
+import { Redis } from 'ioredis';
 
 import { chatStream, sessionSystem, startServe, userTurn, type ChatMessage } from '../test/src/cluster/cluster-processes.ts';
 import { freePort, RedisProcess, startWorker, type WorkerProcess } from '../test/src/workers/processes.ts';
@@ -24,7 +38,9 @@ const TURNS = 3;
 const REPLY_TOKENS = Number(process.env.KVTIER_BENCH_CLUSTER_REPLY_TOKENS ?? 24);
 /** synthetic:small by default: with synthetic:tiny a request costs less than its trip through the API and Redis. */
 const MODEL = process.env.KVTIER_BENCH_CLUSTER_MODEL ?? 'synthetic:small';
+const PARTS = new Set((process.env.KVTIER_BENCH_CLUSTER_PARTS ?? 'rps,pair,split').split(',').map((p) => p.trim()));
 const BLOCK = 64;
+const PAIR_ROUNDS = Number(process.env.KVTIER_BENCH_CLUSTER_PAIR_ROUNDS ?? 2);
 
 interface Turn {
   session: number;
@@ -59,18 +75,25 @@ async function workload(url: string, sessionBase: number): Promise<{ seconds: nu
   return { seconds: (performance.now() - started) / 1000, turns };
 }
 
-async function withCluster<T>(workerCount: number, body: (url: string) => Promise<T>): Promise<T> {
+interface ClusterSpec {
+  workers: Array<Record<string, string>>;
+  api?: Record<string, string>;
+  /** Env for every worker. */
+  worker?: Record<string, string>;
+}
+
+async function withCluster<T>(spec: ClusterSpec, body: (url: string, redisUrl: string) => Promise<T>): Promise<T> {
   const redis = new RedisProcess(await freePort());
   await redis.start();
   const blocks = mkdtempSync(join(tmpdir(), 'kvtier-bench-cluster-'));
   const env = { REDIS_URL: redis.url, KVTIER_STORAGE: `fs:${blocks}` };
   const workers: WorkerProcess[] = [];
-  const api = await startServe({ ...env, KVTIER_MODEL: MODEL });
+  const api = await startServe({ ...env, KVTIER_MODEL: MODEL, ...spec.api });
   try {
-    for (let w = 0; w < workerCount; w++) {
-      workers.push(await startWorker({ ...env, KVTIER_MODEL: MODEL, KVTIER_WORKER_CONCURRENCY: '4', KVTIER_DATA_DIR: mkdtempSync(join(tmpdir(), `kvtier-bench-worker-${w}-`)) }));
+    for (const [w, own] of spec.workers.entries()) {
+      workers.push(await startWorker({ ...env, KVTIER_MODEL: MODEL, KVTIER_WORKER_CONCURRENCY: '4', KVTIER_DATA_DIR: mkdtempSync(join(tmpdir(), `kvtier-bench-worker-${w}-`)), ...spec.worker, ...own }));
     }
-    return await body(api.url);
+    return await body(api.url, redis.url);
   } finally {
     await api.stop();
     await Promise.all(workers.map((w) => w.stop('SIGTERM')));
@@ -84,33 +107,94 @@ const p50 = (values: number[]): number => {
   return sorted[Math.floor((sorted.length - 1) / 2)];
 };
 
+const cachedTurnTtft = (turns: Turn[]): number => Number(p50(turns.filter((t) => t.turn > 0).map((t) => t.ttftMs)).toFixed(1));
+
+/** Bytes one block takes in a worker's hot tier, from the workers' heartbeat stats. */
+async function hotBytesPerBlock(redisUrl: string): Promise<number | null> {
+  const client = new Redis(redisUrl);
+  try {
+    const keys = await client.keys('kvtier:worker:*');
+    for (const value of keys.length > 0 ? await client.mget(keys) : []) {
+      const hot = value ? (JSON.parse(value) as { cache?: { hotCache?: { blocks: number; bytes: number } } }).cache?.hotCache : undefined;
+      if (hot && hot.blocks > 0) return hot.bytes / hot.blocks;
+    }
+    return null;
+  } finally {
+    client.disconnect();
+  }
+}
+
 export async function run(): Promise<Record<string, number | string>> {
-  const result: Record<string, number | string> = { cores: availableParallelism(), cluster_model: MODEL, cluster_dispatch: 'bullmq shared queue' };
-  for (const n of [1, 2, 3]) {
-    const measured = await withCluster(n, async (url) => {
-      await workload(url, 1000); // warm-up: JIT, engine pools, worker connections
-      return workload(url, 0);
+  const result: Record<string, number | string> = { cores: availableParallelism(), cluster_model: MODEL, cluster_dispatch: 'aware (default) for rps_N' };
+  /** Full blocks of each measured session's last turn (prompt + reply): what the sessions keep hot. */
+  let sessionBlocks = 0;
+  let blockBytes: number | null = null;
+  const counts = PARTS.has('rps') ? [1, 2, 3] : PARTS.has('pair') ? [1] : [];
+  for (const n of counts) {
+    const measured = await withCluster({ workers: Array.from({ length: n }, () => ({})) }, async (url, redisUrl) => {
+      await workload(url, 1000);
+      const out = await workload(url, 0);
+      // The heartbeat (2 s) carries the hot tier's stats.
+      await new Promise((r) => setTimeout(r, 2500));
+      blockBytes ??= await hotBytesPerBlock(redisUrl);
+      return out;
     });
     result[`rps_${n}`] = Number(((SESSIONS * TURNS) / measured.seconds).toFixed(2));
     console.error(`[bench cluster] ${n} worker(s): ${result[`rps_${n}`]} req/s`);
+    sessionBlocks = measured.turns.filter((t) => t.turn === TURNS - 1).reduce((sum, t) => sum + Math.floor((t.promptTokens + REPLY_TOKENS) / BLOCK), 0);
     if (n === 3) {
       let cached = 0;
       let ideal = 0;
       const byKey = new Map(measured.turns.map((t) => [`${t.session}/${t.turn}`, t]));
-      const warmTtft: number[] = [];
       for (const t of measured.turns) {
         if (t.turn === 0) continue;
         const previous = byKey.get(`${t.session}/${t.turn - 1}`)!;
         ideal += Math.floor(previous.promptTokens / BLOCK) * BLOCK;
         cached += Math.min(t.cachedTokens, Math.floor(previous.promptTokens / BLOCK) * BLOCK);
-        warmTtft.push(t.ttftMs);
       }
       result.hit_ratio_of_ideal = Number((cached / ideal).toFixed(3));
-      result.ttft_cached_p50_ms_shared_queue = Number(p50(warmTtft).toFixed(1));
+      result.ttft_cached_p50_ms_3_workers_aware_big_hot_tier = cachedTurnTtft(measured.turns);
     }
   }
-  result.rps_2_over_rps_1 = Number(((result.rps_2 as number) / (result.rps_1 as number)).toFixed(2));
-  result.ttft_cached_p50_ms_aware = 'not built (no cache-aware router yet)';
-  result.ttft_cached_p50_ms_roundrobin = 'not built (dispatch is the shared queue)';
+  if (result.rps_1 && result.rps_2) result.rps_2_over_rps_1 = Number(((result.rps_2 as number) / (result.rps_1 as number)).toFixed(2));
+  if (result.rps_1 && result.rps_3) result.rps_3_over_rps_1 = Number(((result.rps_3 as number) / (result.rps_1 as number)).toFixed(2));
+
+  if (PARTS.has('pair') || PARTS.has('split')) {
+    if (!blockBytes || sessionBlocks === 0) throw new Error('no hot-tier block size measured (the rps pass reads it from the workers stats)');
+    const workerCount = 2;
+    const hotBlocks = Math.ceil((1.5 * sessionBlocks) / workerCount);
+    const hotBytes = String(Math.ceil(hotBlocks * blockBytes));
+    result.pair_workers = workerCount;
+    result.pair_hot_tier_blocks_per_worker = hotBlocks;
+    result.pair_session_blocks = sessionBlocks;
+    /** Cached turns' TTFTs of the measured pass (after a warm-up pass on other sessions). */
+    const cachedTtfts = async (spec: ClusterSpec): Promise<number[]> =>
+      withCluster({ ...spec, worker: { KVTIER_HOT_CACHE_BYTES: hotBytes, ...spec.worker } }, async (url) => {
+        await workload(url, 1000);
+        return (await workload(url, 0)).turns.filter((t) => t.turn > 0).map((t) => t.ttftMs);
+      });
+    const median = (values: number[]): number => Number(p50(values).toFixed(1));
+    if (PARTS.has('pair')) {
+      // Interleaved rounds, so a burst of load from elsewhere on the machine hits every mode alike.
+      const modes = { aware: [] as number[], roundrobin: [] as number[], shared_queue: [] as number[] };
+      for (let round = 0; round < PAIR_ROUNDS; round++) {
+        for (const mode of Object.keys(modes) as Array<keyof typeof modes>) {
+          const dispatch = mode === 'shared_queue' ? 'shared' : mode;
+          const values = await cachedTtfts({ workers: [{}, {}], api: { KVTIER_DISPATCH: dispatch } });
+          modes[mode].push(...values);
+          console.error(`[bench cluster] round ${round + 1} ${mode}: cached-turn TTFT p50 ${median(values)} ms`);
+        }
+      }
+      result.pair_rounds = PAIR_ROUNDS;
+      result.ttft_cached_p50_ms_aware = median(modes.aware);
+      result.ttft_cached_p50_ms_roundrobin = median(modes.roundrobin);
+      result.ttft_cached_p50_ms_shared_queue = median(modes.shared_queue);
+      result.ttft_aware_over_roundrobin = Number((result.ttft_cached_p50_ms_aware / result.ttft_cached_p50_ms_roundrobin).toFixed(3));
+    }
+    if (PARTS.has('split')) {
+      result.ttft_cached_p50_ms_split = median(await cachedTtfts({ workers: [{ KVTIER_ROLE: 'prefill' }, { KVTIER_ROLE: 'decode' }], api: { KVTIER_DISPATCH: 'aware' } }));
+      console.error(`[bench cluster] split (1 prefill + 1 decode): ${result.ttft_cached_p50_ms_split} ms`);
+    }
+  }
   return result;
 }

@@ -40,9 +40,10 @@ export interface Config {
   /**
    * BullMQ mode, API side: `aware` sends a job to the worker whose RAM holds
    * its prefix (src/cluster/cache-aware-router.ts), `shared` to the shared
-   * queue only (first free worker).
+   * queue only (first free worker), `roundrobin` to each live worker in turn
+   * (the baseline cache-aware routers are measured against).
    */
-  dispatch: 'aware' | 'shared';
+  dispatch: 'aware' | 'shared' | 'roundrobin';
   /** `kvtier worker`: whole jobs (`both`), or one half of a prefill/decode split. */
   role: 'both' | 'prefill' | 'decode';
   /** Tokens one engine step carries while several sequences share it (chunked prefill budget). */
@@ -74,7 +75,7 @@ const FIELDS: Array<{ env: string; key: keyof Config; parse: (raw: string, env: 
   { env: 'KVTIER_QUEUE_WAIT_TIMEOUT_MS', key: 'queueWaitTimeoutMs', parse: (v, e) => intIn(v, e, 100, 86_400_000) },
   { env: 'KVTIER_JOB_LOCK_MS', key: 'jobLockMs', parse: (v, e) => intIn(v, e, 500, 3_600_000) },
   { env: 'KVTIER_WORKER_CONCURRENCY', key: 'workerConcurrency', parse: (v, e) => intIn(v, e, 1, 1024) },
-  { env: 'KVTIER_DISPATCH', key: 'dispatch', parse: (v, e) => oneOf(v, e, ['aware', 'shared']) },
+  { env: 'KVTIER_DISPATCH', key: 'dispatch', parse: (v, e) => oneOf(v, e, ['aware', 'shared', 'roundrobin']) },
   { env: 'KVTIER_ROLE', key: 'role', parse: (v, e) => oneOf(v, e, ['both', 'prefill', 'decode']) },
   { env: 'KVTIER_STEP_TOKENS', key: 'stepTokens', parse: (v, e) => intIn(v, e, 16, 65536) },
   { env: 'KVTIER_RETAIN_SEQUENCES', key: 'retainSequences', parse: (v, e) => intIn(v, e, 0, 4096) },

@@ -15,7 +15,7 @@ import { ADMIN_USAGE, processIo, runAdminCommand } from './commands/index.ts';
 const USAGE = `usage: kvtier <serve|worker> [--port N] [--host H] [--model synthetic:small|path.gguf] [--data-dir DIR]
                 [--storage fs:DIR|s3://bucket/prefix?endpoint=URL] [--redis-url redis://…] [--api-keys FILE]
                 [--admin-token T] [--threads N]   (flags mirror the env variables PORT, KVTIER_MODEL, …)
-       serve:   [--dispatch aware|shared]   with --redis-url: route jobs to the worker holding their prefix, or the shared queue
+       serve:   [--dispatch aware|shared|roundrobin]   with --redis-url: to the worker holding the prefix, the shared queue, or each worker in turn
        worker:  [--role both|prefill|decode]  whole jobs, or one half of a prefill/decode split`;
 
 async function main(argv: string[]): Promise<void> {

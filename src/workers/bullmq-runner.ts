@@ -19,7 +19,8 @@
  * - the request timeout (InferenceService) bounds everything else.
  *
  * Dispatch (KVTIER_DISPATCH): `shared` adds every job to the shared queue
- * (first free worker takes it). `aware` (the default) first asks the
+ * (first free worker takes it); `roundrobin` to each live worker's own queue
+ * in turn (a baseline). `aware` (the default) first asks the
  * cache-aware router which live worker's RAM holds the longest prefix of the
  * job's tokens, and adds the job to that worker's own queue
  * (kvtier-prefill-w-<id>) unless it is at the load cap; no cover, the cap, or
@@ -135,6 +136,7 @@ export class BullmqRunner implements JobRunner {
   private readonly router: CacheAwareRouter;
   private readonly watchdog: NodeJS.Timeout;
   private splitCache: { at: number; split: boolean } = { at: 0, split: false };
+  private rotation = 0;
 
   private constructor(
     private readonly config: Config,
@@ -281,7 +283,8 @@ export class BullmqRunner implements JobRunner {
       if (pending) Object.assign(pending, { queueName: name, addedAt: Date.now() });
       return name;
     };
-    if (this.config.dispatch !== 'aware') return fallback;
+    if (this.config.dispatch === 'shared') return fallback;
+    if (this.config.dispatch === 'roundrobin') return claim(await this.rotate(role, fallback));
     try {
       const keys = routeKeys(routeScope(job), Uint32Array.from(job.tokens), this.config.blockTokens);
       if (keys.length === 0) return fallback;
@@ -313,6 +316,18 @@ export class BullmqRunner implements JobRunner {
       return claim(this.localWaiting(name) >= ROUTE_MAX_WAITING ? fallback : name);
     } catch (error) {
       this.log('warn', `cache-aware routing failed (${(error as Error).message}); job ${job.id} goes to the shared queue`);
+      return fallback;
+    }
+  }
+
+  /** KVTIER_DISPATCH=roundrobin: the next live worker (of the role) in id order, whatever it holds. */
+  private async rotate(role: WorkerRole, fallback: string): Promise<string> {
+    try {
+      const live = (await withTimeout(this.router.liveWorkers(Date.now(), role === 'both' ? undefined : role), ROUTE_TIMEOUT_MS, () => new Error(`no answer within ${ROUTE_TIMEOUT_MS} ms`))).sort();
+      if (live.length === 0) return fallback;
+      return workerQueueName(live[this.rotation++ % live.length]);
+    } catch (error) {
+      this.log('warn', `round-robin dispatch failed (${(error as Error).message}); the job goes to the shared queue`);
       return fallback;
     }
   }

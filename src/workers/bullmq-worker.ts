@@ -35,6 +35,7 @@ import { Redis } from 'ioredis';
 import { CacheAwareRouter, gcUnderClusterLease, routeKeys } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
 import { EngineHost, type EngineLog } from './engine-host.ts';
+import { engineThreadInit } from './engine-thread-protocol.ts';
 import { CANCEL_CHANNEL, LIVE_TTL_MS, QUEUE_NAME, roleQueueName, routeScope, WORKER_STATS_PREFIX, workerQueueName, type PublishedEvent, type QueuedJob } from './bullmq-runner.ts';
 import { modelIdOf, type JobEvent } from './job.ts';
 
@@ -52,20 +53,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
   // BullMQ queue names may not contain ':' (the worker id names its own queue).
   const workerId = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`.replace(/[^A-Za-z0-9._-]/g, '_');
   const role = config.role;
-  const host = await EngineHost.start(
-    {
-      model: config.model,
-      dataDir: config.dataDir,
-      storage: config.storage,
-      redisUrl: config.redisUrl,
-      threads: config.threads,
-      blockTokens: config.blockTokens,
-      hotCacheBytes: config.hotCacheBytes,
-      poolBytes: config.poolBytes,
-      maxBatch: config.maxBatch,
-    },
-    log,
-  );
+  const host = await EngineHost.start(engineThreadInit(config), log);
   const options = { maxRetriesPerRequest: null, retryStrategy: (times: number) => Math.min(200 * times, 1000) };
   const publisher = new Redis(config.redisUrl, options);
   const cancels = new Redis(config.redisUrl, options);

@@ -17,10 +17,11 @@ describe('cluster settings', () => {
     expect(loadConfig({ KVTIER_ROLE: 'decode' }).role).toBe('decode');
     expect(loadConfig({ KVTIER_ROLE: 'decode' }, ['--role', 'prefill']).role).toBe('prefill');
     expect(loadConfig({}, ['--kvtier-dispatch=shared']).dispatch).toBe('shared');
+    expect(loadConfig({ KVTIER_DISPATCH: 'roundrobin' }).dispatch).toBe('roundrobin');
   });
 
   it('a bad value is KVT_ERR_CONFIG_INVALID naming the variable and the choices', () => {
-    expect(() => loadConfig({ KVTIER_DISPATCH: 'random' })).toThrow(expect.objectContaining({ code: 'KVT_ERR_CONFIG_INVALID', param: 'KVTIER_DISPATCH', message: expect.stringContaining('aware, shared') }));
+    expect(() => loadConfig({ KVTIER_DISPATCH: 'random' })).toThrow(expect.objectContaining({ code: 'KVT_ERR_CONFIG_INVALID', param: 'KVTIER_DISPATCH', message: expect.stringContaining('aware, shared, roundrobin') }));
     expect(() => loadConfig({ KVTIER_ROLE: 'Decode' })).toThrow(expect.objectContaining({ code: 'KVT_ERR_CONFIG_INVALID', param: 'KVTIER_ROLE', message: expect.stringContaining('both, prefill, decode') }));
     expect(() => loadConfig({}, ['--role', 'sideways'])).toThrow(expect.objectContaining({ code: 'KVT_ERR_CONFIG_INVALID', param: '--role' }));
   });
