@@ -7,11 +7,13 @@
  *
  * Figures:
  *   ttft_cached_*    time to first token of turns 2–10 (streamed, as clients see it, queue wait included)
- *   ttft_cold_*      the same prompts replayed under a fresh tenant (nothing cached), one at a time;
- *                    a sample of them (KVT_BENCH_COLD_SAMPLES, default 4): a cold 2–3k-token prefill of
- *                    synthetic:small takes tens of seconds on a 2-core box
+ *   ttft_cold_*      the very same prompts replayed the same way (sessions at once, turns in order),
+ *                    each under a fresh tenant so nothing hits (KVT_BENCH_COLD_REPLAY_TURNS limits the turns)
+ *   ttft_cold_seq_*  a sample of those prompts (KVT_BENCH_COLD_SAMPLES, default 4) cold, one at a time
  *   ttft_cached_seq_p50_ms  cached TTFT of the sampled prompts replayed one at a time under the original
- *                    tenant, the like-for-like baseline of ttft_cold_p50_ms (same prompts, same load)
+ *                    tenant, the like-for-like partner of ttft_cold_seq_p50_ms
+ *   ttft_cached_over_cold_p50 (both under the workload's concurrency), ttft_cached_seq_over_cold_seq_p50
+ *                    (both alone) and, mixing the two, ttft_cached_over_cold_seq_p50
  *   hit_ratio_of_ideal   Σ cached / Σ ideal over turns 2–10, ideal = the whole blocks of what a perfect
  *                    prefix cache had seen (previous prompt + reply) that the prompt can use
  *   e2e_mean_computed_tokens_cached_turns  prompt tokens a cached turn still computes (what is new since the last turn)
@@ -170,7 +172,8 @@ export async function run(): Promise<Record<string, number | string>> {
   say(`data dir ${dataDir}, model ${MODEL}, ${SESSIONS} sessions × ${TURNS} turns`);
   // The workload's tenant, and one fresh tenant per cold sample (a salted namespace with nothing cached).
   const keysFile = join(dataDir, 'keys.txt');
-  writeFileSync(keysFile, ['sk-bench bench', ...Array.from({ length: COLD_SAMPLES }, (_, i) => `sk-cold-${i} cold-${i}`)].join('\n') + '\n');
+  const replayKeys = Array.from({ length: SESSIONS }, (_, s) => Array.from({ length: TURNS + 1 }, (_, t) => `sk-replay-${s}-${t} replay-${s}-${t}`)).flat();
+  writeFileSync(keysFile, ['sk-bench bench', ...Array.from({ length: COLD_SAMPLES }, (_, i) => `sk-cold-${i} cold-${i}`), ...replayKeys].join('\n') + '\n');
   const built = await buildApp(baseConfig(dataDir, { apiKeysFile: keysFile }), { logger: false });
   const url = await built.app.listen({ host: '127.0.0.1', port: 0 });
   const key = 'sk-bench';
@@ -210,6 +213,23 @@ export async function run(): Promise<Record<string, number | string>> {
     coldTtft.push(result.ttftMs);
     say(`cold turn ${sample.turn} (${result.promptTokens} tokens): ${result.ttftMs.toFixed(0)} ms`);
   }
+
+  // The very same workload replayed with nothing cached: 8 sessions at once, each prompt under its own fresh tenant.
+  const replayTurns = Math.min(TURNS, Number(process.env.KVT_BENCH_COLD_REPLAY_TURNS ?? TURNS));
+  say(`cold replay of turns 2–${replayTurns} of every session, sessions at once, each prompt under a fresh tenant`);
+  const coldConcurrent = (
+    await Promise.all(
+      Array.from({ length: SESSIONS }, async (_, s) => {
+        const ttfts: number[] = [];
+        for (const r of later.filter((x) => x.session === s && x.turn <= replayTurns)) {
+          const result = await streamChat(url, `sk-replay-${s}-${r.turn}`, r.messages);
+          if (result.cachedTokens !== 0) throw new Error(`cold replay hit ${result.cachedTokens} cached tokens`);
+          ttfts.push(result.ttftMs);
+        }
+        return ttfts;
+      }),
+    )
+  ).flat();
   await built.close();
 
   say('BullMQ overhead: redis-server + one kvtier worker');
@@ -226,11 +246,15 @@ export async function run(): Promise<Record<string, number | string>> {
     ttft_cached_p50_ms: round(percentile(cachedTtft, 50)),
     ttft_cached_p95_ms: round(percentile(cachedTtft, 95)),
     ttft_cached_seq_p50_ms: round(percentile(cachedSeq, 50)),
-    ttft_cold_p50_ms: round(percentile(coldTtft, 50)),
-    ttft_cold_p95_ms: round(percentile(coldTtft, 95)),
-    cold_samples: samples.length,
-    ttft_cached_over_cold_p50: round(percentile(cachedTtft, 50) / percentile(coldTtft, 50), 4),
-    ttft_cached_seq_over_cold_p50: round(percentile(cachedSeq, 50) / percentile(coldTtft, 50), 4),
+    ttft_cold_p50_ms: round(percentile(coldConcurrent, 50)),
+    ttft_cold_p95_ms: round(percentile(coldConcurrent, 95)),
+    cold_replayed_prompts: coldConcurrent.length,
+    ttft_cold_seq_p50_ms: round(percentile(coldTtft, 50)),
+    ttft_cold_seq_p95_ms: round(percentile(coldTtft, 95)),
+    cold_seq_samples: samples.length,
+    ttft_cached_over_cold_p50: round(percentile(cachedTtft, 50) / percentile(coldConcurrent, 50), 4),
+    ttft_cached_seq_over_cold_seq_p50: round(percentile(cachedSeq, 50) / percentile(coldTtft, 50), 4),
+    ttft_cached_over_cold_seq_p50: round(percentile(cachedTtft, 50) / percentile(coldTtft, 50), 4),
     hit_ratio_of_ideal: round(cachedSum / idealSum, 4),
     rps: round(records.length / phaseSeconds, 3),
     overhead_inproc_p50_ms: round(percentile(overheadInproc, 50), 3),
