@@ -372,17 +372,21 @@ export class KvTier {
    * checksums. The first failure ends the result there (a contiguous prefix
    * is still returned): a corrupt file is deleted, a hash collision is left
    * for the prefix that owns it, a storage fault is counted. Never throws.
+   * With `fromBlock`, only blocks [fromBlock, hits) are read (blocks[0] is
+   * block fromBlock).
    */
-  async load(lookup: LookupResult): Promise<LoadedBlocks> {
+  async load(lookup: LookupResult, options: { fromBlock?: number } = {}): Promise<LoadedBlocks> {
     this.assertOpen();
     this.counters.loads++;
     const { chain, hitBlocks } = lookup;
+    // A caller that holds the first blocks already (a retained sequence) reads only the rest.
+    const fromBlock = Math.min(hitBlocks, Math.max(0, Math.floor(options.fromBlock ?? 0)));
     const sizes: { keyBytes: Uint8Array; sizeBytes: number }[] = [];
     const concurrency = this.options.readConcurrency ?? 8;
     const results = new Array<LoadedBlock | { failed: string }>(hitBlocks);
     // Sliding window, in order: block i+concurrency starts as soon as any
     // read finishes; nothing past the first failure is started.
-    let next = 0;
+    let next = fromBlock;
     let firstFailure = hitBlocks;
     const worker = async () => {
       for (;;) {
@@ -393,8 +397,8 @@ export class KvTier {
         if ('failed' in result && i < firstFailure) firstFailure = i;
       }
     };
-    await Promise.all(Array.from({ length: Math.min(concurrency, hitBlocks) }, worker));
-    const blocks = results.slice(0, firstFailure) as LoadedBlock[];
+    await Promise.all(Array.from({ length: Math.min(concurrency, hitBlocks - fromBlock) }, worker));
+    const blocks = results.slice(fromBlock, firstFailure) as LoadedBlock[];
     let stoppedAt: LoadedBlocks['stoppedAt'];
     if (firstFailure < hitBlocks) {
       stoppedAt = { block: firstFailure, code: (results[firstFailure] as { failed: string }).failed };

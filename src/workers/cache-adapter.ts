@@ -62,13 +62,14 @@ export class KvTierCache implements CacheTier {
     return { lookup, recent, blocks: Math.min(maxBlocks, lookup.hitBlocks + recent.length) };
   }
 
-  async load(hit: CacheHit, maxBlocks: number): Promise<{ payloads: Uint8Array[] }> {
+  async load(hit: CacheHit, maxBlocks: number, fromBlock = 0): Promise<{ payloads: Uint8Array[] }> {
     const { lookup, recent } = hit as TierHit;
-    const fromTier = lookup.hitBlocks > 0 ? await this.tier.load(lookup) : { blocks: [] };
-    const payloads = fromTier.blocks.slice(0, maxBlocks).map((b) => b.payload);
+    const tierFrom = Math.min(fromBlock, lookup.hitBlocks);
+    const fromTier = lookup.hitBlocks > tierFrom ? await this.tier.load(lookup, { fromBlock: tierFrom }) : { blocks: [] };
+    const payloads = fromTier.blocks.map((b) => b.payload);
     // Recent blocks continue the run only if every tier hit loaded (a failed verification ends the prefix there).
-    if (fromTier.blocks.length === lookup.hitBlocks) payloads.push(...recent);
-    return { payloads: payloads.slice(0, maxBlocks) };
+    if (tierFrom + fromTier.blocks.length === lookup.hitBlocks) payloads.push(...recent.slice(Math.max(0, fromBlock - lookup.hitBlocks)));
+    return { payloads: payloads.slice(0, Math.max(0, maxBlocks - fromBlock)) };
   }
 
   async store(request: {

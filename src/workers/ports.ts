@@ -48,8 +48,8 @@ export interface CacheTier {
   readonly blockBytes: number;
   namespace(modelFingerprint: string, tenantSaltHex: string): unknown;
   lookup(namespace: unknown, tokens: readonly number[], context: { tenant: string; trafficClass: string }, maxBlocks: number): Promise<CacheHit>;
-  /** Verified payloads of the first blocks of `hit` (at most maxBlocks; fewer when one fails verification). */
-  load(hit: CacheHit, maxBlocks: number): Promise<{ payloads: Uint8Array[] }>;
+  /** Verified payloads of blocks [fromBlock, maxBlocks) of `hit` (fewer when one fails verification). */
+  load(hit: CacheHit, maxBlocks: number, fromBlock?: number): Promise<{ payloads: Uint8Array[] }>;
   store(request: {
     namespace: unknown;
     tokens: readonly number[];

@@ -33,7 +33,7 @@
  */
 import type { FetchOrRecompute } from '../cluster/index.ts';
 import type { JobEvent, PrefillJob } from './job.ts';
-import type { CacheHit, CacheTier, EngineModel, EngineSequence, TokenSampler } from './ports.ts';
+import type { CacheTier, EngineModel, EngineSequence, TokenSampler } from './ports.ts';
 import { RetainedSequences, type RetainedSequence } from './retained-sequences.ts';
 import { commonFullBlocks, planPrefillChunks } from './step-plan.ts';
 
@@ -286,22 +286,30 @@ export class PrefillScheduler {
       });
     }
     // At least one token must be prefilled to get the logits of the next one.
-    const retained = this.retained.take(run.job.tenantSalt, tokens, tokens.length - 1);
-    let fromTier: Uint8Array[];
+    const taken = this.retained.take(run.job.tenantSalt, tokens, tokens.length - 1);
+    // A retained sequence sharing less than a block (a BOS, a template header) is worth more kept for its own conversation.
+    const retained = taken && taken.reusable >= blockTokens ? taken : null;
+    if (taken && !retained) this.retained.put(taken.entry);
+    const heldBlocks = retained ? Math.floor(retained.reusable / blockTokens) : 0;
+    let fromTier: Uint8Array[]; // blocks [heldBlocks, …)
     try {
-      fromTier = await this.lookupTier(run, retained && retained.reusable >= blockTokens ? retained.reusable : 0);
+      fromTier = await this.lookupTier(run, retained?.reusable ?? 0, heldBlocks);
     } catch (error) {
       if (retained) this.retained.put(retained.entry);
       throw error;
     }
-    // A retained sequence sharing less than a block (a BOS, a template header) is worth more kept for its own conversation.
-    if (retained && retained.reusable >= blockTokens && retained.reusable >= fromTier.length * blockTokens) return { payloads: [], retained: retained.entry, reusable: retained.reusable };
-    if (retained) this.retained.put(retained.entry);
-    return { payloads: fromTier, retained: null, reusable: 0 };
+    if (!retained) return { payloads: fromTier, retained: null, reusable: 0 };
+    if ((heldBlocks + fromTier.length) * blockTokens <= retained.reusable) return { payloads: [], retained: retained.entry, reusable: retained.reusable };
+    // The tier holds blocks past the retained sequence (another worker stored them, e.g. a prefill/decode
+    // split's prefill half): continue the sequence from its last whole block with those.
+    return { payloads: fromTier, retained: retained.entry, reusable: heldBlocks * blockTokens };
   }
 
-  /** Tier blocks of the prompt's prefix, unless `reusable` tokens held in the pool already cover every block the tier could have. */
-  private async lookupTier(run: Run, reusable: number): Promise<Uint8Array[]> {
+  /**
+   * Tier blocks [fromBlock, …) of the prompt's prefix, unless `reusable`
+   * tokens held in the pool already cover every block the tier could have.
+   */
+  private async lookupTier(run: Run, reusable: number, fromBlock: number): Promise<Uint8Array[]> {
     const { engine, cache, blockTokens } = this.options;
     const { tokens } = run.job;
     const maxCachedBlocks = Math.floor((tokens.length - 1) / blockTokens);
@@ -312,9 +320,9 @@ export class PrefillScheduler {
       const lookupStart = this.now();
       const hit = await cache.lookup(run.namespace, tokens, { tenant: run.job.tenant, trafficClass: run.job.trafficClass }, maxCachedBlocks);
       run.lookupMs += this.now() - lookupStart;
-      if (hit.blocks === 0 || !this.shouldLoad(hit, run)) return [];
+      if (hit.blocks <= fromBlock || !this.shouldLoad(hit.blocks - fromBlock, run)) return [];
       const loadStart = this.now();
-      const loaded = await cache.load(hit, maxCachedBlocks);
+      const loaded = await cache.load(hit, maxCachedBlocks, fromBlock);
       const loadMs = this.now() - loadStart;
       run.loadMs += loadMs;
       this.options.fetchPolicy?.observeLoad(loaded.payloads.length * cache.blockBytes, loadMs);
@@ -326,14 +334,14 @@ export class PrefillScheduler {
     }
   }
 
-  private shouldLoad(hit: CacheHit, run: Run): boolean {
+  private shouldLoad(blocks: number, run: Run): boolean {
     const policy = this.options.fetchPolicy;
     if (!policy) return true;
-    const decision = policy.decide(hit.blocks, this.options.cache!.blockBytes, this.options.blockTokens);
+    const decision = policy.decide(blocks, this.options.cache!.blockBytes, this.options.blockTokens);
     // Recompute only on a clear margin: both rates are noisy, and a load also spares the pool's compute for other sequences.
     if (decision.loadBlocks > 0 || decision.predictedComputeMs * RECOMPUTE_MARGIN >= decision.predictedReadMs) return true;
     if (++this.recomputeDecisions % PROBE_EVERY === 0) return true;
-    run.recomputedHitTokens = hit.blocks * this.options.blockTokens;
+    run.recomputedHitTokens = blocks * this.options.blockTokens;
     return false;
   }
 
@@ -344,7 +352,7 @@ export class PrefillScheduler {
       return this.finish(run, 'cancelled');
     }
     const { blockTokens } = this.options;
-    const cachedTokens = retained ? reusable : payloads.length * blockTokens;
+    const cachedTokens = (retained ? reusable : 0) + payloads.length * blockTokens;
     const blocker = this.sharedPrefixInFlight(run, Math.floor(cachedTokens / blockTokens));
     if (blocker) {
       if (retained) this.retained.put(retained);
@@ -357,16 +365,15 @@ export class PrefillScheduler {
       if (retained) {
         run.sequence = retained.sequence;
         run.sequence.truncate(reusable);
-      } else {
-        run.sequence = this.options.engine.createSequence();
-        if (payloads.length > 0) run.sequence.importBlocks(payloads);
-      }
+      } else run.sequence = this.options.engine.createSequence();
+      if (payloads.length > 0) run.sequence.importBlocks(payloads);
     } catch (error) {
       return this.fail(run, error);
     }
     run.cachedTokens = cachedTokens;
     run.fedTokens = run.job.tokens.slice(0, cachedTokens);
-    run.storedUpToBlock = retained ? Math.min(retained.storedBlocks, Math.floor(reusable / blockTokens)) : payloads.length;
+    // Blocks that came from the tier are stored; a retained sequence's own are stored up to what it handed off.
+    run.storedUpToBlock = retained && payloads.length === 0 ? Math.min(retained.storedBlocks, Math.floor(reusable / blockTokens)) : cachedTokens / blockTokens;
     run.prefillStartedAt = this.now();
     run.state = 'prefill';
     if (run.fedTokens.length >= run.promptTarget) this.promptDone(run, null); // prefillOnly with everything cached

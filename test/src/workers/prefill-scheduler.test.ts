@@ -227,6 +227,30 @@ describe('PrefillScheduler', () => {
     await scheduler.close();
   });
 
+  it('a retained sequence continues with the blocks another worker stored past it (the decode half of a split)', async () => {
+    const decodeWorker = start();
+    const prefillWorker = start({ retainSequences: 0 });
+    const salt = freshSalt();
+    const turn1 = randomTokens(2 * BLOCK + 10, engine.vocabSize, 81);
+    decodeWorker.scheduler.submit(job('t1', turn1, { tenantSalt: salt }));
+    const reply = tokensOf(await decodeWorker.finished('t1'));
+    const turn2 = [...turn1, ...reply, ...randomTokens(3 * BLOCK, engine.vocabSize, 82)];
+    // The prefill half on the other worker stores turn 2's full blocks.
+    prefillWorker.scheduler.submit(job('p2', turn2, { tenantSalt: salt, prefillOnly: true }));
+    await prefillWorker.finished('p2');
+    const loadedBefore = tier.stats().loadedBlocks;
+    decodeWorker.scheduler.submit(job('d2', turn2, { tenantSalt: salt }));
+    const decoded = await decodeWorker.finished('d2');
+    const wholeBlocks = Math.floor((turn2.length - 1) / BLOCK) * BLOCK;
+    // Read from storage: only the blocks past the retained sequence's two whole ones.
+    expect(tier.stats().loadedBlocks - loadedBefore).toBe(wholeBlocks / BLOCK - 2);
+    expect(prefilledOf(decoded).cachedTokens).toBe(wholeBlocks);
+    expect((decoded.at(-1) as Extract<JobEvent, { type: 'done' }>).prefillTokens).toBe(turn2.length - wholeBlocks);
+    expect(tokensOf(decoded)).toEqual(solo(turn2, 6));
+    await decodeWorker.scheduler.close();
+    await prefillWorker.scheduler.close();
+  });
+
   it('a job cancelled while its prompt is being prefilled ends as cancelled and frees its pages', async () => {
     const { scheduler, finished } = start({ stepTokens: 32 });
     const free = engine.pool.freePages;
