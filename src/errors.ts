@@ -18,7 +18,8 @@ export type ErrorType =
   | 'rate_limit_error'
   | 'overloaded_error'
   | 'api_error'
-  | 'timeout_error';
+  | 'timeout_error'
+  | 'conflict_error';
 
 export interface ErrorSpec {
   status: number;
@@ -71,6 +72,7 @@ export type KvtErrorCode = keyof typeof ERROR_REGISTRY;
  * cache miss before it gets here; when one does surface it is a 503 (transient).
  */
 const AREA_SPECS: Array<[prefix: string, spec: ErrorSpec]> = [
+  ['KVT_ERR_CLUSTER_GC_BUSY', { status: 409, type: 'conflict_error', hint: 'another node is collecting now; retry when it finishes', retryAfterS: 5 }],
   ['KVT_ERR_STORAGE_BAD_', { status: 500, type: 'api_error', hint: 'fix KVTIER_STORAGE (fs:<dir> or s3://bucket/prefix?endpoint=…)' }],
   ['KVT_ERR_STORAGE_', { status: 503, type: 'overloaded_error', hint: 'the block store failed; requests fall back to full prefill, check the storage backend', retryAfterS: 1 }],
   ['KVT_ERR_BLOCK_', { status: 500, type: 'api_error', hint: 'a cached block failed verification and was treated as a miss; check the storage for corruption' }],

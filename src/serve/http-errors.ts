@@ -62,7 +62,7 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: u
   const described = describeHttpError(error);
   if (described.status >= 500) request.log.error({ err: error, code: described.code }, described.message);
   else request.log.info({ code: described.code, param: described.param }, described.message);
-  if (described.retryAfterS !== undefined && (described.status === 429 || described.status === 503 || described.status === 504)) {
+  if (described.retryAfterS !== undefined && (described.status === 409 || described.status === 429 || described.status === 503 || described.status === 504)) {
     void reply.header('retry-after', String(described.retryAfterS));
   }
   return reply.status(described.status).send(errorBody(described, isAnthropicRoute(request.url)));

@@ -551,9 +551,16 @@ export class BullmqRunner implements JobRunner {
         return next.doc;
       }
       case 'gc': {
-        const job = await this.queue.add('gc', { replyChannel: this.replyChannel }, { removeOnComplete: true, removeOnFail: { age: 3600 } });
-        const result: unknown = await job.waitUntilFinished(this.queueEvents, 60_000);
-        return result;
+        // Kept a while after completion: waitUntilFinished polls the job once after subscribing, and a
+        // quick GC already removed on completion would read as missing there, i.e. as a failure.
+        const job = await this.queue.add('gc', { replyChannel: this.replyChannel }, { removeOnComplete: { age: 300 }, removeOnFail: { age: 3600 } });
+        try {
+          return (await job.waitUntilFinished(this.queueEvents, 60_000)) as unknown;
+        } catch (error) {
+          const reason = (error as Error).message;
+          const code = /timed out before finishing/.test(reason) ? 'KVT_ERR_WORKER_TIMEOUT' : reasonCode(reason);
+          throw new KvtError(code, `GC job ${job.id}: ${reason}`, { cause: error });
+        }
       }
       default:
         throw new KvtError('KVT_ERR_REQUEST_INVALID', `unknown admin op ${String((call as { op: unknown }).op)}`);

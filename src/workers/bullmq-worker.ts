@@ -75,7 +75,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
 
   const processJob = async (job: Job, queueName: string): Promise<unknown> => {
     // One GC at a time across the cluster: while another node holds the lease this job fails with KVT_ERR_CLUSTER_GC_BUSY naming it.
-    if (job.name === 'gc') return gcUnderClusterLease(publisher, workerId, () => host.admin({ op: 'gc' }));
+    if (job.name === 'gc') return gcUnderClusterLease(publisher, workerId, () => host.admin({ op: 'gc' })).catch(failWithCode);
     const data = job.data as QueuedJob;
     if (data.model !== modelIdOf(config.model)) {
       throw new UnrecoverableError(`KVT_ERR_WORKER_FAILED: this worker serves ${config.model}, the job asks for ${data.model}`);
@@ -188,4 +188,11 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
       for (const client of workerClients) client.disconnect();
     },
   };
+}
+
+/** BullMQ keeps only a failed job's message: lead it with the error's code, so the API answers with the right status. */
+function failWithCode(error: unknown): never {
+  const code = (error as { code?: unknown } | null)?.code;
+  const message = error instanceof Error ? error.message : String(error);
+  throw new UnrecoverableError(typeof code === 'string' && code.startsWith('KVT_ERR_') && !message.startsWith(code) ? `${code}: ${message}` : message);
 }

@@ -30,6 +30,9 @@ export async function startServe(env: Record<string, string>): Promise<ServeProc
       PORT: String(port),
       HOST: '127.0.0.1',
       KVTIER_THREADS: '1',
+      // The tiny test model prefills a block faster than a loaded machine reads one, so the default
+      // fetch-or-recompute would (rightly) recompute hits; these tests claim loads. prefill-scheduler.test covers auto.
+      KVTIER_FETCH: 'load',
       KVTIER_MODEL: 'synthetic:tiny',
       KVTIER_ADMIN_TOKEN: ADMIN_TOKEN,
       KVTIER_LOG_LEVEL: 'warn',

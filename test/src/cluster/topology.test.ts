@@ -163,18 +163,24 @@ describe.each(['s3', 'fs'] as const)('API + 3 workers on shared %s storage', (ba
 
   it('POST /admin/gc runs on one worker under the cluster GC lease; while another holds it, the answer names the holder', async () => {
     const gc = () => fetch(`${api.url}/admin/gc`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, body: '{}' });
-    const ran = await gc();
-    expect(ran.status).toBe(200);
-    expect(await ran.json()).toMatchObject({ dryRun: false, removed: { expired: { blocks: 0 } } });
+    const answer = async () => {
+      const response = await gc();
+      return { status: response.status, retryAfter: response.headers.get('retry-after'), body: await response.text() };
+    };
+    const ran = await answer();
+    expect(ran.status, ran.body).toBe(200);
+    expect(JSON.parse(ran.body)).toMatchObject({ dryRun: false, removed: { expired: { blocks: 0 } } });
     const lockClient = new Redis(redis.url);
     try {
       const held = await new RedisLeaderLock(lockClient, GC_LEADER_KEY, { owner: 'test-holder', ttlMs: 30_000 }).tryAcquire();
       expect(held.acquired).toBe(true);
-      const busy = await gc();
-      expect(busy.status).toBeGreaterThanOrEqual(400);
-      expect(await busy.text()).toContain('held by test-holder');
+      const busy = await answer();
+      expect(busy.status, busy.body).toBe(409);
+      expect(busy.retryAfter).toBe('5');
+      expect(JSON.parse(busy.body).error).toMatchObject({ code: 'KVT_ERR_CLUSTER_GC_BUSY', message: expect.stringContaining('held by test-holder') });
       if (held.acquired) await held.lease.release();
-      expect((await gc()).status).toBe(200);
+      const again = await answer();
+      expect(again.status, again.body).toBe(200);
     } finally {
       lockClient.disconnect();
     }

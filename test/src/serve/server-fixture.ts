@@ -33,6 +33,9 @@ export async function startTestServer(overrides: Partial<Config> = {}): Promise<
     apiKeysFile: keysFile,
     adminToken: ADMIN_TOKEN,
     threads: 1,
+    // The tiny test model prefills a block faster than a loaded machine reads one, so the default
+    // fetch-or-recompute would (rightly) recompute hits; these tests claim loads. prefill-scheduler.test covers auto.
+    fetchPolicy: 'load',
     logLevel: 'silent',
     storage: `fs:${join(dataDir, 'blocks')}`,
     ...overrides,

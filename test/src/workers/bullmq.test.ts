@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { KEYS, startTestServer, type TestServer } from '../serve/server-fixture.ts';
+import { ADMIN_TOKEN, KEYS, startTestServer, type TestServer } from '../serve/server-fixture.ts';
 import { freePort, RedisProcess, startWorker, type WorkerProcess } from './processes.ts';
 
 let redis: RedisProcess;
@@ -66,6 +66,17 @@ describe('BullMQ workers', () => {
     expect(warm.usage!.prompt_tokens_details!.cached_tokens).toBeGreaterThan(0);
     expect(warm.choices[0].message.content).toBe(cold.choices[0].message.content);
     expect(second.child.exitCode).toBeNull();
+  });
+
+  it('POST /admin/gc answers with the run\'s report every time, also when the job finishes before the API starts waiting', async () => {
+    // An empty GC finishes in a few ms, often before waitUntilFinished first polls the job; a job
+    // already removed on completion read as "missing" there and the API answered 500.
+    for (let i = 0; i < 25; i++) {
+      const response = await fetch(`${server.url}/admin/gc`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, body: '{}' });
+      const body = await response.text();
+      expect(response.status, `run ${i}: ${body}`).toBe(200);
+      expect(JSON.parse(body)).toMatchObject({ dryRun: false });
+    }
   });
 
   it('a worker SIGKILLed mid-stream: the job moves to another worker and the stream completes, unchanged', async () => {

@@ -42,7 +42,9 @@ export async function startWorker(env: Record<string, string>): Promise<WorkerPr
   // process in between, and a SIGKILL to the wrapper leaves the worker running).
   const child = spawn(process.execPath, [join(ROOT, 'bin/kvtier.js'), 'worker'], {
     cwd: ROOT,
-    env: { ...process.env, KVTIER_THREADS: '1', KVTIER_JOB_LOCK_MS: '2000', ...env },
+    // The tiny test model prefills a block faster than a loaded machine reads one, so the default
+    // fetch-or-recompute would (rightly) recompute hits; these tests claim loads. prefill-scheduler.test covers auto.
+    env: { ...process.env, KVTIER_THREADS: '1', KVTIER_JOB_LOCK_MS: '2000', KVTIER_FETCH: 'load', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
