@@ -41,7 +41,7 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-function engineModel(stepLog?: number[][]): EngineModel {
+function engineModel(onStep?: (stepTokens: number[]) => void): EngineModel {
   return {
     fingerprint: engine.fingerprint,
     contextLength: engine.contextLength,
@@ -50,7 +50,7 @@ function engineModel(stepLog?: number[][]): EngineModel {
     freeBlocks: () => engine.pool.freePages,
     totalBlocks: () => engine.pool.pages,
     step: (items) => {
-      stepLog?.push(items.map((item) => item.tokens.length));
+      onStep?.(items.map((item) => item.tokens.length));
       return engine.step(items.map(({ sequence, tokens, logits }) => ({ seq: sequence as Sequence, tokens, logits })));
     },
   };
@@ -62,11 +62,11 @@ interface Trace {
   finished(jobId: string): Promise<JobEvent[]>;
 }
 
-function start(options: Partial<SchedulerOptions> = {}, stepLog?: number[][]): Trace {
+function start(options: Partial<SchedulerOptions> = {}, onStep?: (stepTokens: number[]) => void): Trace {
   const events: Trace['events'] = [];
   const waiters = new Map<string, () => void>();
   const scheduler = new PrefillScheduler({
-    engine: engineModel(stepLog),
+    engine: engineModel(onStep),
     cache,
     blockTokens: BLOCK,
     maxBatch: 8,
@@ -124,7 +124,7 @@ function solo(tokens: number[], n: number): number[] {
 describe('PrefillScheduler', () => {
   it('cuts a long prompt into chunks around a short one, and both replies equal their solo runs', async () => {
     const steps: number[][] = [];
-    const { scheduler, events, finished } = start({ stepTokens: 64 }, steps);
+    const { scheduler, events, finished } = start({ stepTokens: 64 }, (rows) => steps.push(rows));
     const salt = freshSalt();
     const long = randomTokens(900, engine.vocabSize, 11);
     const short = randomTokens(40, engine.vocabSize, 12);
@@ -252,15 +252,20 @@ describe('PrefillScheduler', () => {
   });
 
   it('a job cancelled while its prompt is being prefilled ends as cancelled and frees its pages', async () => {
-    const { scheduler, finished } = start({ stepTokens: 32 });
+    // Cancel from inside the first prefill chunk, not after a delay: a fast
+    // machine prefilled all 1200 tokens within 5 ms and emitted a token first.
+    let steps = 0;
+    const { scheduler, finished } = start({ stepTokens: 32 }, () => {
+      if (++steps === 1) scheduler.cancel('c');
+    });
     const free = engine.pool.freePages;
     scheduler.submit(job('c', randomTokens(1200, engine.vocabSize, 51), { tenantSalt: freshSalt() }));
-    setTimeout(() => scheduler.cancel('c'), 5);
     const events = await finished('c');
     const done = events.at(-1) as Extract<JobEvent, { type: 'done' }>;
     expect(done.type).toBe('done');
     expect(done.finishReason).toBe('cancelled');
     expect(done.completionTokens).toBe(0);
+    expect(steps).toBeLessThan(Math.ceil(1200 / 32));
     expect(engine.pool.freePages).toBe(free);
     await scheduler.close();
   });
