@@ -46,6 +46,12 @@ export interface Config {
   dispatch: 'aware' | 'shared' | 'roundrobin';
   /** `kvtier worker`: whole jobs (`both`), or one half of a prefill/decode split. */
   role: 'both' | 'prefill' | 'decode';
+  /**
+   * API, split cluster: a request runs a prefill half only when at least this
+   * many of its prompt tokens are cached in no worker's hot set; below it the
+   * decode worker prefills them itself (0 = always split).
+   */
+  splitMinPrefillTokens: number;
   /** Tokens one engine step carries while several sequences share it (chunked prefill budget). */
   stepTokens: number;
   /** Finished sequences a worker keeps in its KV pool for the next turn (0 = none). */
@@ -77,6 +83,7 @@ const FIELDS: Array<{ env: string; key: keyof Config; parse: (raw: string, env: 
   { env: 'KVTIER_WORKER_CONCURRENCY', key: 'workerConcurrency', parse: (v, e) => intIn(v, e, 1, 1024) },
   { env: 'KVTIER_DISPATCH', key: 'dispatch', parse: (v, e) => oneOf(v, e, ['aware', 'shared', 'roundrobin']) },
   { env: 'KVTIER_ROLE', key: 'role', parse: (v, e) => oneOf(v, e, ['both', 'prefill', 'decode']) },
+  { env: 'KVTIER_SPLIT_MIN_PREFILL_TOKENS', key: 'splitMinPrefillTokens', parse: (v, e) => intIn(v, e, 0, 16_777_216) },
   { env: 'KVTIER_STEP_TOKENS', key: 'stepTokens', parse: (v, e) => intIn(v, e, 16, 65536) },
   { env: 'KVTIER_RETAIN_SEQUENCES', key: 'retainSequences', parse: (v, e) => intIn(v, e, 0, 4096) },
   { env: 'KVTIER_FETCH', key: 'fetchPolicy', parse: (v, e) => oneOf(v, e, ['auto', 'load']) },
@@ -106,6 +113,7 @@ export function defaultConfig(): Config {
     workerConcurrency: 4,
     dispatch: 'aware',
     role: 'both',
+    splitMinPrefillTokens: 256,
     stepTokens: 128,
     retainSequences: 16,
     fetchPolicy: 'auto',

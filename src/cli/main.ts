@@ -16,6 +16,7 @@ const USAGE = `usage: kvtier <serve|worker> [--port N] [--host H] [--model synth
                 [--storage fs:DIR|s3://bucket/prefix?endpoint=URL] [--redis-url redis://…] [--api-keys FILE]
                 [--admin-token T] [--threads N]   (flags mirror the env variables PORT, KVTIER_MODEL, …)
        serve:   [--dispatch aware|shared|roundrobin]   with --redis-url: to the worker holding the prefix, the shared queue, or each worker in turn
+                [--split-min-prefill-tokens N]      with prefill and decode workers: split a request only for N+ uncached prompt tokens (0 = always)
        worker:  [--role both|prefill|decode]  whole jobs, or one half of a prefill/decode split`;
 
 async function main(argv: string[]): Promise<void> {

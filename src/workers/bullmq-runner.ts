@@ -30,7 +30,9 @@
  * to the shared queue, where BullMQ's stall handling covers it as any other.
  *
  * Prefill/decode split: while at least one live `prefill`-role and one
- * `decode`-role worker exist, a request runs as two jobs: `<id>-p`
+ * `decode`-role worker exist, a request with at least
+ * KVTIER_SPLIT_MIN_PREFILL_TOKENS uncached prompt tokens (fewer: only `<id>-d`,
+ * which prefills them itself) runs as two jobs: `<id>-p`
  * (prefillOnly: compute the prompt's full blocks and write them through to
  * storage) on the prefill side, then `<id>-d` (the whole job: it loads those
  * blocks, computes the partial last block, generates) on the decode side.
@@ -238,6 +240,7 @@ export class BullmqRunner implements JobRunner {
     const waiting = [...this.pending.values()].filter((p) => !p.started).length;
     if (waiting >= this.config.maxQueueDepth) throw new KvtError('KVT_ERR_QUEUE_FULL', `${waiting} requests are already waiting for a worker (KVTIER_MAX_QUEUE=${this.config.maxQueueDepth})`);
     if ((job as SplitJob).prefillOnly || !(await this.splitAvailable())) return this.runJob(job, 'both', onEvent, signal);
+    if (await this.prefillsOnDecodeSide(job)) return this.runJob({ ...job, id: `${job.id}-d` }, 'decode', onEvent, signal);
     // The client's `prefilled` is the prefill half's (its cached tokens are the hits before
     // this request); the decode half's own one is swallowed, unless the prefill half failed.
     let prefilledSent = false;
@@ -256,6 +259,29 @@ export class BullmqRunner implements JobRunner {
       this.log('warn', `the prefill half of ${job.id} failed (${(error as Error).message}); its decode half computes the whole prompt`);
     }
     await this.runJob({ ...job, id: `${job.id}-d` }, 'decode', forward, signal);
+  }
+
+  /**
+   * Conditional disaggregation (as Dynamo's disaggregated router decides by
+   * prefill length after prefix hits): a prefill half costs a job round trip
+   * and a write-then-read of its blocks, which only pays for enough new
+   * tokens. A cached agent turn adds a few dozen; its decode worker computes
+   * them itself. "Cached" is the longest cover in any live worker's hot set
+   * (blocks there are in the shared store too); a routing fault splits.
+   */
+  private async prefillsOnDecodeSide(job: PrefillJob): Promise<boolean> {
+    const threshold = this.config.splitMinPrefillTokens;
+    if (threshold === 0) return false;
+    if (job.tokens.length < threshold) return true;
+    try {
+      const keys = routeKeys(routeScope(job), Uint32Array.from(job.tokens), this.config.blockTokens);
+      const covered = await withTimeout(this.router.coverage(keys), ROUTE_TIMEOUT_MS, () => new Error(`no answer within ${ROUTE_TIMEOUT_MS} ms`));
+      const cachedTokens = Math.max(0, ...covered.values()) * this.config.blockTokens;
+      return job.tokens.length - cachedTokens < threshold;
+    } catch (error) {
+      this.log('warn', `reading the hot sets for the split failed (${(error as Error).message}); job ${job.id} runs as two halves`);
+      return false;
+    }
   }
 
   /** Splits while the cluster has both halves live (answer cached for a second: it is read per request). */

@@ -36,6 +36,8 @@ interface Half {
 let embedded: ServeProcess;
 let redis: RedisProcess;
 let api: ServeProcess;
+let conditionalApi: ServeProcess;
+const CONDITIONAL_MIN_TOKENS = 2 * BLOCK;
 const workers: WorkerProcess[] = [];
 const eventSources: QueueEvents[] = [];
 const eventClients: Redis[] = [];
@@ -68,22 +70,28 @@ async function addWorker(role: 'prefill' | 'decode', blocksDir: string): Promise
   workers.push(worker);
 }
 
-/** The two halves of the request just made: the completed jobs that were not there before. */
-async function halvesOf(before: Set<string>): Promise<{ prefill: Half; decode: Half }> {
+/** The `count` jobs of the request just made: the completed jobs that were not there before. */
+async function jobsSince(before: Set<string>, count: number): Promise<Half[]> {
   const deadline = Date.now() + 10_000;
   for (;;) {
     const fresh = [...halves.values()].filter((h) => !before.has(h.jobId));
-    if (fresh.length >= 2) {
-      expect(fresh).toHaveLength(2);
-      const prefill = fresh.find((h) => h.jobId.endsWith('-p'));
-      const decode = fresh.find((h) => h.jobId.endsWith('-d'));
-      expect(prefill, `a prefill half among ${fresh.map((h) => h.jobId)}`).toBeDefined();
-      expect(decode, `a decode half among ${fresh.map((h) => h.jobId)}`).toBeDefined();
-      return { prefill: prefill!, decode: decode! };
+    if (fresh.length >= count) {
+      expect(fresh.map((h) => h.jobId)).toHaveLength(count);
+      return fresh;
     }
-    if (Date.now() > deadline) throw new Error(`the request's halves did not complete: ${fresh.map((h) => h.jobId)}`);
+    if (Date.now() > deadline) throw new Error(`the request's jobs did not complete: ${fresh.map((h) => h.jobId)}`);
     await sleep(10);
   }
+}
+
+/** The two halves of the request just made. */
+async function halvesOf(before: Set<string>): Promise<{ prefill: Half; decode: Half }> {
+  const fresh = await jobsSince(before, 2);
+  const prefill = fresh.find((h) => h.jobId.endsWith('-p'));
+  const decode = fresh.find((h) => h.jobId.endsWith('-d'));
+  expect(prefill, `a prefill half among ${fresh.map((h) => h.jobId)}`).toBeDefined();
+  expect(decode, `a decode half among ${fresh.map((h) => h.jobId)}`).toBeDefined();
+  return { prefill: prefill!, decode: decode! };
 }
 
 beforeAll(async () => {
@@ -92,13 +100,17 @@ beforeAll(async () => {
   await redis.start();
   const blocksDir = mkdtempSync(join(tmpdir(), 'kvtier-split-blocks-'));
   for (const name of [QUEUE_NAME, roleQueueName('prefill'), roleQueueName('decode')]) await listen(name);
-  api = await startServe({ REDIS_URL: redis.url, KVTIER_STORAGE: `fs:${blocksDir}`, KVTIER_REQUEST_TIMEOUT_MS: '120000', KVTIER_QUEUE_WAIT_TIMEOUT_MS: '60000' });
+  const apiEnv = { REDIS_URL: redis.url, KVTIER_STORAGE: `fs:${blocksDir}`, KVTIER_REQUEST_TIMEOUT_MS: '120000', KVTIER_QUEUE_WAIT_TIMEOUT_MS: '60000' };
+  // Every request as two halves, however few tokens are new.
+  api = await startServe({ ...apiEnv, KVTIER_SPLIT_MIN_PREFILL_TOKENS: '0' });
+  conditionalApi = await startServe({ ...apiEnv, KVTIER_SPLIT_MIN_PREFILL_TOKENS: String(CONDITIONAL_MIN_TOKENS) });
   await addWorker('prefill', blocksDir);
   await addWorker('decode', blocksDir);
 }, 240_000);
 
 afterAll(async () => {
   await api?.stop();
+  await conditionalApi?.stop();
   await embedded?.stop();
   for (const worker of workers) if (worker.child.pid) killTree(worker.child.pid);
   await Promise.all(workers.map((w) => w.stop('SIGKILL')));
@@ -153,5 +165,31 @@ describe('prefill/decode split (1 prefill + 1 decode worker)', () => {
       }
     }
     expect(checked).toBe(singles.length + 6);
+  }, 300_000);
+
+  it(`KVTIER_SPLIT_MIN_PREFILL_TOKENS=${CONDITIONAL_MIN_TOKENS}: a cold prompt splits, a cached turn adding fewer new tokens runs whole on the decode worker; replies equal colocated`, async () => {
+    const transcript: ChatMessage[] = [{ role: 'system', content: sessionSystem(500) }];
+    let previousPrompt = 0;
+    for (let turn = 0; turn < 3; turn++) {
+      transcript.push({ role: 'user', content: turn === 0 ? userTurn(500, 0) : `Next ${turn}?` });
+      const before = new Set(halves.keys());
+      const got = await chat(conditionalApi.url, transcript, REPLY_TOKENS, 1);
+      const expected = await chat(embedded.url, transcript, REPLY_TOKENS, 1);
+      expect(got.content).toBe(expected.content);
+      if (turn === 0) {
+        expect(got.promptTokens).toBeGreaterThanOrEqual(CONDITIONAL_MIN_TOKENS);
+        const { decode } = await halvesOf(before);
+        expect(decode.prefillTokens).toBeLessThan(BLOCK + 1);
+      } else {
+        const [only] = await jobsSince(before, 1);
+        expect(only.jobId.endsWith('-d'), only.jobId).toBe(true);
+        expect(only.role).toBe('decode');
+        // It prefilled only what no worker held: less than the threshold.
+        expect(only.prefillTokens).toBeLessThan(CONDITIONAL_MIN_TOKENS);
+        expect(got.cachedTokens).toBeGreaterThanOrEqual(Math.floor(previousPrompt / BLOCK) * BLOCK);
+      }
+      previousPrompt = got.promptTokens;
+      transcript.push({ role: 'assistant', content: got.content });
+    }
   }, 300_000);
 });
