@@ -138,6 +138,7 @@ export class BullmqRunner implements JobRunner {
   private readonly router: CacheAwareRouter;
   private readonly watchdog: NodeJS.Timeout;
   private splitCache: { at: number; split: boolean } = { at: 0, split: false };
+  private readonly routeKeyCache = new WeakMap<number[], { scope: string; keys: string[] }>();
   private rotation = 0;
 
   private constructor(
@@ -274,8 +275,7 @@ export class BullmqRunner implements JobRunner {
     if (threshold === 0) return false;
     if (job.tokens.length < threshold) return true;
     try {
-      const keys = routeKeys(routeScope(job), Uint32Array.from(job.tokens), this.config.blockTokens);
-      const covered = await withTimeout(this.router.coverage(keys), ROUTE_TIMEOUT_MS, () => new Error(`no answer within ${ROUTE_TIMEOUT_MS} ms`));
+      const covered = await routerAnswer(this.router.coverage(this.routeKeysOf(job)));
       const cachedTokens = Math.max(0, ...covered.values()) * this.config.blockTokens;
       return job.tokens.length - cachedTokens < threshold;
     } catch (error) {
@@ -284,12 +284,25 @@ export class BullmqRunner implements JobRunner {
     }
   }
 
+  /**
+   * A request's route keys, hashed once: the split decision and each half's
+   * routing read them, and the halves share the request's tokens array.
+   */
+  private routeKeysOf(job: PrefillJob): string[] {
+    const scope = routeScope(job);
+    const cached = this.routeKeyCache.get(job.tokens);
+    if (cached?.scope === scope) return cached.keys;
+    const keys = routeKeys(scope, Uint32Array.from(job.tokens), this.config.blockTokens);
+    this.routeKeyCache.set(job.tokens, { scope, keys });
+    return keys;
+  }
+
   /** Splits while the cluster has both halves live (answer cached for a second: it is read per request). */
   private async splitAvailable(): Promise<boolean> {
     const now = Date.now();
     if (now - this.splitCache.at < 1000) return this.splitCache.split;
     try {
-      const live = await withTimeout(this.router.liveRoles(now), ROUTE_TIMEOUT_MS, () => new Error(`no answer within ${ROUTE_TIMEOUT_MS} ms`));
+      const live = await routerAnswer(this.router.liveRoles(now));
       this.splitCache = { at: now, split: live.prefill > 0 && live.decode > 0 };
     } catch (error) {
       this.log('warn', `reading the live worker roles failed (${(error as Error).message}); running jobs whole`);
@@ -312,9 +325,9 @@ export class BullmqRunner implements JobRunner {
     if (this.config.dispatch === 'shared') return fallback;
     if (this.config.dispatch === 'roundrobin') return claim(await this.rotate(role, fallback));
     try {
-      const keys = routeKeys(routeScope(job), Uint32Array.from(job.tokens), this.config.blockTokens);
+      const keys = this.routeKeysOf(job);
       if (keys.length === 0) return fallback;
-      const choice = await withTimeout(
+      const choice = await routerAnswer(
         this.router.routeAmong(keys, {
           // A whole job may run on any worker; a split half only on a worker of its role.
           role: role === 'both' ? undefined : role,
@@ -332,8 +345,6 @@ export class BullmqRunner implements JobRunner {
               ),
             ),
         }),
-        ROUTE_TIMEOUT_MS,
-        () => new Error(`no answer within ${ROUTE_TIMEOUT_MS} ms`),
       );
       if (!choice) return fallback;
       const name = workerQueueName(choice.workerId);
@@ -349,7 +360,7 @@ export class BullmqRunner implements JobRunner {
   /** KVTIER_DISPATCH=roundrobin: the next live worker (of the role) in id order, whatever it holds. */
   private async rotate(role: WorkerRole, fallback: string): Promise<string> {
     try {
-      const live = (await withTimeout(this.router.liveWorkers(Date.now(), role === 'both' ? undefined : role), ROUTE_TIMEOUT_MS, () => new Error(`no answer within ${ROUTE_TIMEOUT_MS} ms`))).sort();
+      const live = (await routerAnswer(this.router.liveWorkers(Date.now(), role === 'both' ? undefined : role))).sort();
       if (live.length === 0) return fallback;
       return workerQueueName(live[this.rotation++ % live.length]);
     } catch (error) {
@@ -622,6 +633,11 @@ function reasonCode(failedReason: string): string {
 
 function redact(url: string): string {
   return url.replace(/\/\/([^@/]*)@/, '//***@');
+}
+
+/** Routing only picks a faster worker: a router slower than this is treated as a fault. */
+function routerAnswer<T>(promise: Promise<T>): Promise<T> {
+  return withTimeout(promise, ROUTE_TIMEOUT_MS, () => new Error(`no answer within ${ROUTE_TIMEOUT_MS} ms`));
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {
