@@ -17,8 +17,7 @@ import type { ServeContext } from './context.ts';
 import { describeHttpError, sendError } from './http-errors.ts';
 import { InferenceService } from './inference-service.ts';
 import { ServeMetrics } from './metrics.ts';
-import { registerAdminRoutes } from './routes/admin.ts';
-import { setupAdmin } from './admin/index.ts';
+import { adminPlugin, setupAdmin } from './admin/index.ts';
 import { registerAnthropicMessages } from './routes/anthropic-messages.ts';
 import { registerOpenAiChat } from './routes/openai-chat.ts';
 import { registerOpenAiCompletions } from './routes/openai-completions.ts';
@@ -108,21 +107,14 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
   app.addHook('onResponse', async (request, reply) => {
     metrics.requests.inc({ route: request.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) });
   });
-  // Before the reply leaves (onSend, not onResponse): a client that sees the PUT
-  // succeed may use a class it just added in its very next request.
-  app.addHook('onSend', async (request, reply, payload) => {
-    const policyEdit = request.url.startsWith('/admin/policy') && (request.method === 'PUT' || request.method === 'POST');
-    if (policyEdit && reply.statusCode < 400) await refreshClasses();
-    return payload;
-  });
 
   registerServiceRoutes(app, context, Date.now());
   registerOpenAiChat(app, context);
   registerOpenAiCompletions(app, context);
   registerAnthropicMessages(app, context);
-  registerAdminRoutes(app, context);
-  // Admin API beyond stats/policy/gc, the stats recorder and /dashboard (src/serve/admin, src/serve/dashboard).
+  // The stats recorder, the admin service and /dashboard; every /admin/* route sits in the guarded admin plugin.
   const admin = await setupAdmin(app, context);
+  await app.register(adminPlugin({ ctx: context, service: admin.service, onPolicyChanged: refreshClasses }));
 
   return {
     app,

@@ -1,7 +1,7 @@
 /**
  * The admin API beyond GET /admin/stats, GET|PUT /admin/policy and
- * POST /admin/gc (routes/admin.ts, which also guards every /admin/* URL
- * with KVTIER_ADMIN_TOKEN):
+ * POST /admin/gc (routes/admin.ts); both are registered inside the admin
+ * plugin (admin-plugin.ts), whose hook checks KVTIER_ADMIN_TOKEN:
  *
  *   POST /admin/policy/edit        {op: setClass|setTenant|reset|setGlobalQuota, …} → {policy, applied}
  *   GET  /admin/stats/overview     figures for `kvtier stats` and the dashboard (one source)

@@ -5,7 +5,8 @@
  *   - the shared policy store (edits; every process and worker reads it within ~1 s)
  *   - the stats recorder: every finished request, and the cache tier's counters, flushed every few
  *     seconds into the shared stats store (LMDB under <dataDir>/stats, or Redis with REDIS_URL)
- *   - the admin routes and the dashboard
+ *   - the dashboard page (public HTML); the admin routes go in the guarded
+ *     admin plugin (admin-plugin.ts), which buildApp registers with `service`
  */
 import { join } from 'node:path';
 
@@ -17,7 +18,6 @@ import { loadPricing, openStatsStore, StatsRecorder, type Pricing, type StatsSto
 import type { ServeContext } from '../context.ts';
 import type { GenerateEvent, GenerateRequest, InferenceService } from '../inference-service.ts';
 import { registerDashboard } from '../dashboard/index.ts';
-import { registerAdminApi } from './admin-routes.ts';
 import { AdminService } from './admin-service.ts';
 import { BlockAdmin } from './block-admin.ts';
 
@@ -82,7 +82,6 @@ export async function setupAdmin(app: FastifyInstance, ctx: ServeContext, option
     const blocks =
       typeof blockHandles === 'string' ? blockHandles : await BlockAdmin.create({ ...blockHandles, policy: () => policy.current(), clock: systemClock });
     const service = new AdminService({ blocks, policy, recorder, pricing, tier: ctx.runner });
-    registerAdminApi(app, service);
     registerDashboard(app, { pricing });
     return {
       service,

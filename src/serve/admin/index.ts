@@ -5,4 +5,5 @@ export { BlockAdmin, type BlockAdminDeps } from './block-admin.ts';
 export { AdminError, type AdminErrorCode } from './admin-error.ts';
 export { policyChangeFor, parsePolicyEdit } from './policy-edits.ts';
 export { registerAdminApi } from './admin-routes.ts';
+export { adminPlugin, type AdminPluginOptions } from './admin-plugin.ts';
 export type * from './admin-types.ts';

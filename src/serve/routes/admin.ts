@@ -1,14 +1,10 @@
-/** /admin/*: cache stats, retention policy, GC. Guarded by KVTIER_ADMIN_TOKEN. */
+/** /admin/*: cache stats, retention policy, GC. Registered only inside the admin plugin (src/serve/admin/admin-plugin.ts), whose hook checks KVTIER_ADMIN_TOKEN. */
 import type { FastifyInstance } from 'fastify';
 
 import type { ServeContext } from '../context.ts';
 import { emptyBody, policyBody } from '../schemas.ts';
 
 export function registerAdminRoutes(app: FastifyInstance, ctx: ServeContext): void {
-  app.addHook('onRequest', async (request) => {
-    if (request.url.startsWith('/admin/')) ctx.auth.checkAdmin(request.headers);
-  });
-
   app.get('/admin/stats', async () => {
     const tier = await ctx.runner.admin({ op: 'stats' });
     return { model: ctx.modelId, fingerprint: ctx.fingerprint, runner: ctx.runner.status(), tier };
