@@ -15,6 +15,7 @@
  */
 import { Template } from '@huggingface/jinja';
 import type { GgufFile } from './gguf/index.ts';
+import { containsMarkerChars, renderSegmented, type SegmentedRender } from './chat-template-segments.ts';
 
 export interface ToolCall {
   id?: string;
@@ -125,16 +126,35 @@ export class ChatTemplate {
 
   render(options: RenderOptions): string {
     try {
-      return this.template.render({
-        messages: options.messages.map(flattenContent),
-        tools: options.tools && options.tools.length > 0 ? options.tools : undefined,
-        add_generation_prompt: options.addGenerationPrompt ?? false,
-        bos_token: this.specialTokens.bosToken ?? '',
-        eos_token: this.specialTokens.eosToken ?? '',
-        ...options.extra,
-      });
+      return this.template.render(this.context(options, options.messages.map(flattenContent)));
     } catch (err) {
       throw new ChatTemplateError('KVT_ERR_TEMPLATE_RENDER', `chat template failed to render: ${(err as Error).message}`);
     }
+  }
+
+  /**
+   * `render(options)` plus where each message's output begins (see
+   * chat-template-segments.ts), or null when this template's output cannot be
+   * attributed to messages.
+   */
+  renderWithMessageStarts(options: RenderOptions): SegmentedRender | null {
+    const messages = options.messages.map(flattenContent);
+    const hasMarkers = containsMarkerChars(messages) || containsMarkerChars(options.tools ?? null) || containsMarkerChars(options.extra ?? null);
+    try {
+      return renderSegmented(this.template, this.context(options, messages), messages.length, hasMarkers);
+    } catch (err) {
+      throw new ChatTemplateError('KVT_ERR_TEMPLATE_RENDER', `chat template failed to render: ${(err as Error).message}`);
+    }
+  }
+
+  private context(options: RenderOptions, messages: ChatMessage[]): Record<string, unknown> {
+    return {
+      messages,
+      tools: options.tools && options.tools.length > 0 ? options.tools : undefined,
+      add_generation_prompt: options.addGenerationPrompt ?? false,
+      bos_token: this.specialTokens.bosToken ?? '',
+      eos_token: this.specialTokens.eosToken ?? '',
+      ...options.extra,
+    };
   }
 }

@@ -2,6 +2,7 @@
 export * from './gguf/index.ts';
 export * from './tokenizer/index.ts';
 export { ChatTemplate, ChatTemplateError, CHATML_TEMPLATE, CHATML_END_OF_TURN, type ChatMessage, type ToolCall, type ToolSpec, type RenderOptions } from './chat-template.ts';
+export { type SegmentedRender } from './chat-template-segments.ts';
 export * from './synthetic/index.ts';
 export { modelConfigFromGguf, modelTensorNames, type ModelConfig, type ModelArch, type ModelTensorNames, type LayerTensorNames } from './model-config.ts';
 export { modelFingerprint, FingerprintError, weightsHash, fingerprintSidecarPath, FINGERPRINT_VERSION, type FingerprintOptions, type FingerprintKvDtype } from './fingerprint.ts';

@@ -1,5 +1,6 @@
 /**
- * Chat transcript → prompt tokens, prefix-stable.
+ * Chat transcript → prompt tokens, prefix-stable, in time linear in the
+ * transcript.
  *
  * The cache only helps if turn n+1's prompt begins with exactly the tokens of
  * turn n's prompt and reply. Tokenizing the whole rendered transcript at once
@@ -7,22 +8,37 @@
  * re-encoded reply need not equal the sampled ids). So the transcript is
  * tokenized segment by segment:
  *
- *   render(m[0..i]) = render(m[0..i-1]) + segment_i          (checked)
+ *   render(m[0..i]) = render(m[0..i-1]) + segment_i
  *   tokens          = enc(segment_0) ‖ enc(segment_1) ‖ … ‖ enc(generation prompt)
  *
  * and an assistant segment is split as
  *
- *   segment = generation prompt of m[0..i-1] ‖ reply body ‖ end of turn
+ *   segment = generation prompt ‖ reply body ‖ end of turn
  *
  * with the reply body's ids taken from the ReplyMemory (the ids the model
  * sampled) when this server generated it. Then, for a reply R to prompt P:
  *
  *   prompt(m + [R] + more) starts with P ‖ ids(R) ‖ enc(end of turn)
  *
- * Templates that re-render earlier turns differently once later ones exist
- * (the prefix check fails) fall back to whole-transcript encoding for the
- * rest; the answer is the same, only fewer tokens hit.
+ * The segments come from ONE render that marks where each message's loop
+ * iteration begins (inference-core chat-template-segments.ts), not from
+ * rendering every prefix (O(n²); chat-prompt-reference.ts is that definition,
+ * kept as the tests' reference twin). For a template whose output for m[0..i]
+ * does not change once later messages exist, the two agree token for token.
+ * Up to two more renders (of the transcript before its last message and
+ * before its last user message) check that at the boundaries a follow-up
+ * turn reuses; `prefixStable` reports it. Templates that cannot be segmented
+ * are encoded whole (correct text, fewer hits). A template that adds text
+ * between messages depending on what follows (`{% if not loop.last %}`) gets
+ * that text at the end of the earlier message's segment, where rendering
+ * every prefix would put it at the start of the next: same text, and a
+ * follow-up turn may reuse less of the cache.
+ *
+ * Two steps, so the heavy one can run off the event loop:
+ *   draftChatPrompt   (pure: codec + transcript → ids, reply spans marked)   any thread
+ *   finishChatPrompt  (reply spans → remembered ids, per tenant)              the API thread
  */
+import { appendIds } from './append-ids.ts';
 import type { ReplyMemory } from './reply-memory.ts';
 import type { ChatMessage, PromptCodec, ToolSpec } from './types.ts';
 
@@ -34,113 +50,165 @@ export interface ChatPrompt {
   prefixStable: boolean;
 }
 
+/** A prompt before the reply memory is asked: reply bodies are encoded from their text, and their spans are marked. */
+export interface ChatPromptDraft extends ChatPrompt {
+  /** Spans of `tokens` holding an assistant reply body, in order, with the body text (the memory's key). */
+  replies: Array<{ at: number; length: number; text: string }>;
+}
+
 /** Sentinel reply used to learn the template's end-of-turn text after an assistant message. */
 const PROBE = '\u0001kvtier-probe\u0001';
+const endOfTurnByCodec = new WeakMap<PromptCodec, string | null>();
 
+export function draftChatPrompt(codec: PromptCodec, messages: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined): ChatPromptDraft {
+  const options = tools && tools.length > 0 ? { tools } : {};
+  const full = codec.renderChat(messages, { ...options, addGenerationPrompt: true });
+  const segmented = messages.length > 0 ? codec.renderChatSegmented(messages, { ...options, addGenerationPrompt: false }) : null;
+  if (segmented === null || !full.startsWith(segmented.text)) return wholeDraft(codec, full);
+  const { text, starts } = segmented;
+  const generationPrompt = full.slice(text.length);
+
+  const draft: ChatPromptDraft = { tokens: [], messageStarts: [], prefixStable: true, replies: [] };
+  // The empty render (BOS text, a tools block) is its own first segment, unless the first message changes it.
+  const empty = codec.renderChat([], { ...options, addGenerationPrompt: false });
+  let begin = 0;
+  if (text.startsWith(empty)) {
+    appendIds(draft.tokens, encodeWithBos(codec, empty));
+    begin = empty.length;
+  }
+  // segment_i = text[begin_i, begin_{i+1}): a message the transcript loop skipped (a system message the
+  // template hoists into its header) has an empty segment, its text belonging to the one before.
+  const ends = new Array<number>(messages.length);
+  let next = text.length;
+  for (let i = messages.length - 1; i >= 0; i--) {
+    ends[i] = next;
+    if (starts[i] !== -1) next = starts[i];
+  }
+  const endOfTurn = learnEndOfTurn(codec);
+  for (let i = 0; i < messages.length; i++) {
+    const end = Math.max(begin, ends[i]);
+    const segment = text.slice(begin, end);
+    draft.messageStarts.push(draft.tokens.length);
+    if (messages[i].role === 'assistant') pushAssistantSegment(codec, draft, segment, generationPrompt, endOfTurn);
+    else pushText(codec, draft.tokens, segment);
+    begin = end;
+  }
+  pushText(codec, draft.tokens, generationPrompt);
+  // Checked at the two boundaries a follow-up turn reuses: before the last message, and before the
+  // last user message (where templates that re-render earlier replies, as Qwen3's does, change them).
+  let lastUser = -1;
+  for (let i = messages.length - 1; i >= 0 && lastUser === -1; i--) if (messages[i].role === 'user') lastUser = i;
+  for (const cut of new Set([messages.length - 1, lastUser])) {
+    if (cut < 1 || !draft.prefixStable) continue;
+    const previous = codec.renderChat(messages.slice(0, cut), { ...options, addGenerationPrompt: false });
+    draft.prefixStable = previous === text.slice(0, ends[cut - 1]);
+  }
+  return draft;
+}
+
+/** Reply spans → the ids this tenant's replies were sampled as, where remembered. Linear in the tokens. */
+export function finishChatPrompt(draft: ChatPromptDraft, memory: ReplyMemory | null, tenantScope: string): ChatPrompt {
+  if (memory === null || draft.replies.length === 0) return { tokens: draft.tokens, messageStarts: draft.messageStarts, prefixStable: draft.prefixStable };
+  const recalled = draft.replies.map((reply) => memory.recall(tenantScope, reply.text));
+  if (recalled.every((ids) => ids === undefined)) return { tokens: draft.tokens, messageStarts: draft.messageStarts, prefixStable: draft.prefixStable };
+  const tokens: number[] = [];
+  const shifts: Array<{ at: number; delta: number }> = [];
+  let cursor = 0;
+  let delta = 0;
+  draft.replies.forEach((reply, r) => {
+    const ids = recalled[r];
+    if (ids === undefined) return;
+    appendRange(tokens, draft.tokens, cursor, reply.at);
+    appendIds(tokens, ids);
+    cursor = reply.at + reply.length;
+    delta += ids.length - reply.length;
+    shifts.push({ at: cursor, delta });
+  });
+  appendRange(tokens, draft.tokens, cursor, draft.tokens.length);
+  let s = 0;
+  let shift = 0;
+  const messageStarts = draft.messageStarts.map((start) => {
+    while (s < shifts.length && shifts[s].at <= start) shift = shifts[s++].delta;
+    return start + shift;
+  });
+  return { tokens, messageStarts, prefixStable: draft.prefixStable };
+}
+
+/** draft + finish in one call, on the calling thread (small transcripts; tests). */
 export class ChatPromptBuilder {
-  private endOfTurnText: string | null | undefined;
-
   constructor(
     private readonly codec: PromptCodec,
     private readonly memory: ReplyMemory | null,
   ) {}
 
   build(messages: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined, tenantScope: string): ChatPrompt {
-    const options = tools && tools.length > 0 ? { tools } : {};
-    const tokens: number[] = [];
-    const messageStarts: number[] = [];
-    let renderedSoFar = this.codec.renderChat([], { ...options, addGenerationPrompt: false });
-    let stable = true;
-    // The empty render (BOS text, a tools system block) is its own first segment.
-    this.pushText(tokens, renderedSoFar, true);
-    for (let i = 0; i < messages.length; i++) {
-      const upTo = messages.slice(0, i + 1);
-      const rendered = this.codec.renderChat(upTo, { ...options, addGenerationPrompt: false });
-      if (i === 0 && !rendered.startsWith(renderedSoFar)) {
-        // The empty render (e.g. a tools block) changes once a system message exists: start from nothing.
-        tokens.length = 0;
-        renderedSoFar = '';
-      }
-      if (!rendered.startsWith(renderedSoFar)) {
-        // Not prefix-stable from here on: the rest is encoded from the full render at once.
-        stable = false;
-        break;
-      }
-      const segment = rendered.slice(renderedSoFar.length);
-      messageStarts.push(tokens.length);
-      const message = messages[i];
-      if (message.role === 'assistant') {
-        const generationPrompt = this.codec.renderChat(messages.slice(0, i), { ...options, addGenerationPrompt: true }).slice(renderedSoFar.length);
-        this.pushAssistantSegment(tokens, segment, generationPrompt, message, tenantScope);
-      } else {
-        this.pushText(tokens, segment, tokens.length === 0);
-      }
-      renderedSoFar = rendered;
-    }
-    const full = this.codec.renderChat(messages, { ...options, addGenerationPrompt: true });
-    if (full.startsWith(renderedSoFar)) {
-      this.pushText(tokens, full.slice(renderedSoFar.length), tokens.length === 0);
-      return { tokens, messageStarts, prefixStable: stable };
-    }
-    // The generation prompt re-rendered earlier text: nothing but the whole render is trustworthy.
-    return { tokens: this.encodeWithBos(full), messageStarts: [], prefixStable: false };
-  }
-
-  private pushText(tokens: number[], text: string, atStart: boolean): void {
-    if (atStart) {
-      tokens.push(...this.encodeWithBos(text));
-      return;
-    }
-    if (text !== '') tokens.push(...this.codec.encode(text));
-  }
-
-  private encodeWithBos(text: string): number[] {
-    const { bosTokenId, bosText } = this.codec;
-    const ids = text === '' ? [] : this.codec.encode(text);
-    if (bosTokenId === null) return ids;
-    if (ids[0] === bosTokenId || (bosText !== null && text.startsWith(bosText))) return ids;
-    return [bosTokenId, ...ids];
-  }
-
-  private pushAssistantSegment(tokens: number[], segment: string, generationPrompt: string, message: ChatMessage, tenantScope: string): void {
-    if (tokens.length === 0 || !segment.startsWith(generationPrompt)) {
-      this.pushText(tokens, segment, tokens.length === 0);
-      return;
-    }
-    tokens.push(...this.codec.encode(generationPrompt));
-    const rest = segment.slice(generationPrompt.length);
-    const endOfTurn = this.endOfTurn();
-    const body = endOfTurn !== null && endOfTurn !== '' && rest.endsWith(endOfTurn) ? rest.slice(0, rest.length - endOfTurn.length) : rest;
-    const tail = rest.slice(body.length);
-    const remembered = this.memory && message.content !== undefined ? this.memory.recall(tenantScope, body) : undefined;
-    tokens.push(...(remembered ?? (body === '' ? [] : this.codec.encode(body))));
-    if (tail !== '') tokens.push(...this.codec.encode(tail));
-  }
-
-  /** The text a template puts after an assistant reply's body (e.g. `<|im_end|>\n`); learned once by rendering a probe. */
-  private endOfTurn(): string | null {
-    if (this.endOfTurnText !== undefined) return this.endOfTurnText;
-    try {
-      const rendered = this.codec.renderChat(
-        [
-          { role: 'user', content: 'x' },
-          { role: 'assistant', content: PROBE },
-        ],
-        { addGenerationPrompt: false },
-      );
-      const at = rendered.lastIndexOf(PROBE);
-      this.endOfTurnText = at === -1 ? null : rendered.slice(at + PROBE.length);
-    } catch {
-      this.endOfTurnText = null;
-    }
-    return this.endOfTurnText;
+    return finishChatPrompt(draftChatPrompt(this.codec, messages, tools), this.memory, tenantScope);
   }
 }
 
 /** Plain completion prompt (`/v1/completions`): BOS + the text, no template. */
 export function encodeCompletionPrompt(codec: PromptCodec, prompt: string | number[]): number[] {
   if (Array.isArray(prompt)) return prompt;
-  const ids = prompt === '' ? [] : codec.encode(prompt);
-  if (codec.bosTokenId !== null && ids[0] !== codec.bosTokenId) return [codec.bosTokenId, ...ids];
+  return encodeWithBos(codec, prompt);
+}
+
+function wholeDraft(codec: PromptCodec, full: string): ChatPromptDraft {
+  return { tokens: encodeWithBos(codec, full), messageStarts: [], prefixStable: false, replies: [] };
+}
+
+function pushText(codec: PromptCodec, tokens: number[], text: string): void {
+  if (tokens.length === 0) appendIds(tokens, encodeWithBos(codec, text));
+  else if (text !== '') appendIds(tokens, codec.encode(text));
+}
+
+function encodeWithBos(codec: PromptCodec, text: string): number[] {
+  const { bosTokenId, bosText } = codec;
+  const ids = text === '' ? [] : codec.encode(text);
+  if (bosTokenId === null) return ids;
+  if (ids[0] === bosTokenId || (bosText !== null && text.startsWith(bosText))) return ids;
+  ids.unshift(bosTokenId);
   return ids;
+}
+
+function pushAssistantSegment(codec: PromptCodec, draft: ChatPromptDraft, segment: string, generationPrompt: string, endOfTurn: string | null): void {
+  const { tokens } = draft;
+  if (tokens.length === 0 || !segment.startsWith(generationPrompt)) {
+    pushText(codec, tokens, segment);
+    return;
+  }
+  appendIds(tokens, codec.encode(generationPrompt));
+  const rest = segment.slice(generationPrompt.length);
+  const body = endOfTurn !== null && endOfTurn !== '' && rest.endsWith(endOfTurn) ? rest.slice(0, rest.length - endOfTurn.length) : rest;
+  const tail = rest.slice(body.length);
+  const at = tokens.length;
+  if (body !== '') appendIds(tokens, codec.encode(body));
+  draft.replies.push({ at, length: tokens.length - at, text: body });
+  if (tail !== '') appendIds(tokens, codec.encode(tail));
+}
+
+function appendRange(target: number[], source: readonly number[], from: number, to: number): void {
+  for (let i = from; i < to; i++) target.push(source[i]);
+}
+
+/** The text a template puts after an assistant reply's body (e.g. `<|im_end|>\n`); learned once per codec by rendering a probe. */
+function learnEndOfTurn(codec: PromptCodec): string | null {
+  const known = endOfTurnByCodec.get(codec);
+  if (known !== undefined) return known;
+  let learned: string | null = null;
+  try {
+    const rendered = codec.renderChat(
+      [
+        { role: 'user', content: 'x' },
+        { role: 'assistant', content: PROBE },
+      ],
+      { addGenerationPrompt: false },
+    );
+    const at = rendered.lastIndexOf(PROBE);
+    learned = at === -1 ? null : rendered.slice(at + PROBE.length);
+  } catch {
+    // A template that cannot render the probe has no learnable end of turn: bodies keep their tail.
+    learned = null;
+  }
+  endOfTurnByCodec.set(codec, learned);
+  return learned;
 }

@@ -29,9 +29,7 @@ export function promptCodecFrom(tokenizer: Tokenizer, template: ChatTemplate | n
     decode: (ids) => tokenizer.decode(ids),
     createDetokenizer: () => tokenizer.createDetokenizer(),
     renderChat(messages: readonly ChatMessage[], options: { tools?: readonly ToolSpec[]; addGenerationPrompt: boolean }): string {
-      if (!template) {
-        throw Object.assign(new Error('this model has no chat template (tokenizer.chat_template); use /v1/completions'), { code: 'KVT_ERR_TEMPLATE_MISSING' });
-      }
+      if (!template) throw missingTemplate();
       // An empty transcript may not render in every template (messages[0] is read); it is then the empty text.
       if (messages.length === 0 && !options.addGenerationPrompt) {
         try {
@@ -46,9 +44,33 @@ export function promptCodecFrom(tokenizer: Tokenizer, template: ChatTemplate | n
         addGenerationPrompt: options.addGenerationPrompt,
       });
     },
+    renderChatSegmented(messages: readonly ChatMessage[], options: { tools?: readonly ToolSpec[]; addGenerationPrompt: boolean }) {
+      if (!template) throw missingTemplate();
+      return template.renderWithMessageStarts({
+        messages: messages as CoreChatMessage[],
+        tools: options.tools ? [...options.tools] : undefined,
+        addGenerationPrompt: options.addGenerationPrompt,
+      });
+    },
     stopTokenIds: [...tokenizer.eogIds],
     bosTokenId,
     bosText: bosTokenId === null ? null : tokenizer.tokenText(bosTokenId),
     vocabSize: tokenizer.vocabSize,
+    maxTokenChars: longestPiece(tokenizer),
   };
+}
+
+function missingTemplate(): Error {
+  return Object.assign(new Error('this model has no chat template (tokenizer.chat_template); use /v1/completions'), { code: 'KVT_ERR_TEMPLATE_MISSING' });
+}
+
+/**
+ * A piece's text is at least as long as what it decodes to: byte-level BPE
+ * spells each byte as one character, SPM's ▁ is one space, a byte-fallback
+ * piece <0xAB> is one byte.
+ */
+function longestPiece(tokenizer: Tokenizer): number {
+  let longest = 1;
+  for (let id = 0; id < tokenizer.vocabSize; id++) longest = Math.max(longest, tokenizer.tokenText(id).length);
+  return longest;
 }

@@ -1,6 +1,8 @@
 export * from './types.ts';
 export { ReplyMemory } from './reply-memory.ts';
-export { ChatPromptBuilder, encodeCompletionPrompt, type ChatPrompt } from './chat-prompt.ts';
+export { ChatPromptBuilder, draftChatPrompt, finishChatPrompt, encodeCompletionPrompt, type ChatPrompt, type ChatPromptDraft } from './chat-prompt.ts';
+export { ChatPromptBuilderReference } from './chat-prompt-reference.ts';
+export { appendIds } from './append-ids.ts';
 export * from './tool-calls.ts';
 export * from './usage.ts';
 export * from './openai-format.ts';

@@ -41,12 +41,20 @@ export interface PromptCodec {
   createDetokenizer(): { push(id: number): string; flush(): string };
   /** The model's chat template over `messages`. */
   renderChat(messages: readonly ChatMessage[], options: { tools?: readonly ToolSpec[]; addGenerationPrompt: boolean }): string;
+  /** `renderChat` plus where each message's output begins (-1: not visited by the transcript loop), or null when the template cannot say. */
+  renderChatSegmented(messages: readonly ChatMessage[], options: { tools?: readonly ToolSpec[]; addGenerationPrompt: boolean }): { text: string; starts: number[] } | null;
   /** Ids that end a reply (EOS, end of turn). */
   readonly stopTokenIds: readonly number[];
   /** The BOS id the model expects first, or null. Prepended once unless the template emits it. */
   readonly bosTokenId: number | null;
   readonly bosText: string | null;
   readonly vocabSize: number;
+  /**
+   * The most UTF-16 code units one token can stand for (its longest piece).
+   * A text of c units is at least ceil(c / maxTokenChars) tokens: a prompt
+   * too long for the context is refused from its length, before tokenizing.
+   */
+  readonly maxTokenChars: number;
 }
 
 /** Sampling fields shared by every API, already validated. */

@@ -112,7 +112,7 @@ describe('admin guard', () => {
     const reachedGuard = new Set<string>();
     for (const route of ROUTES) {
       for (const target of spellings(route.path, origin)) {
-        for (const headers of [{}, { authorization: 'Bearer wrong' }, { 'x-admin-token': '' }, { authorization: `Basic ${Buffer.from(`admin:${ADMIN_TOKEN}x`).toString('base64')}` }]) {
+        for (const headers of <Array<Record<string, string>>>[{}, { authorization: 'Bearer wrong' }, { 'x-admin-token': '' }, { authorization: `Basic ${Buffer.from(`admin:${ADMIN_TOKEN}x`).toString('base64')}` }]) {
           const response = await rawRequest(server.url, route.method, target, { headers, body: route.body });
           tried++;
           expect([400, 401, 404, 405], `${route.method} ${target} ${JSON.stringify(headers)} → ${response.status} ${response.body.slice(0, 200)}`).toContain(response.status);
