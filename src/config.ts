@@ -58,6 +58,12 @@ export interface Config {
   retainSequences: number;
   /** `auto`: read a cached block only when measured faster than recomputing it; `load`: always read. */
   fetchPolicy: 'auto' | 'load';
+  /** API: a request body larger than this is refused with 413 before it is parsed. */
+  maxBodyBytes: number;
+  /** API: a chat or messages request with more messages than this is refused with 400 before any prompt work. */
+  maxMessages: number;
+  /** API: JSON nested deeper than this (tool schemas, tool inputs) is refused with 400; templates walk it recursively. */
+  maxJsonDepth: number;
   logLevel: string;
 }
 
@@ -87,6 +93,9 @@ const FIELDS: Array<{ env: string; key: keyof Config; parse: (raw: string, env: 
   { env: 'KVTIER_STEP_TOKENS', key: 'stepTokens', parse: (v, e) => intIn(v, e, 16, 65536) },
   { env: 'KVTIER_RETAIN_SEQUENCES', key: 'retainSequences', parse: (v, e) => intIn(v, e, 0, 4096) },
   { env: 'KVTIER_FETCH', key: 'fetchPolicy', parse: (v, e) => oneOf(v, e, ['auto', 'load']) },
+  { env: 'KVTIER_MAX_BODY_BYTES', key: 'maxBodyBytes', parse: (v, e) => intIn(v, e, 1024, 1 << 30) },
+  { env: 'KVTIER_MAX_MESSAGES', key: 'maxMessages', parse: (v, e) => intIn(v, e, 1, 10_000_000) },
+  { env: 'KVTIER_MAX_JSON_DEPTH', key: 'maxJsonDepth', parse: (v, e) => intIn(v, e, 4, 10_000) },
   { env: 'KVTIER_LOG_LEVEL', key: 'logLevel', parse: (v, e) => oneOf(v, e, ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) },
 ];
 
@@ -117,6 +126,9 @@ export function defaultConfig(): Config {
     stepTokens: 128,
     retainSequences: 16,
     fetchPolicy: 'auto',
+    maxBodyBytes: 8 * 1024 * 1024,
+    maxMessages: 10_000,
+    maxJsonDepth: 64,
     logLevel: 'info',
   };
 }

@@ -33,7 +33,9 @@ export const ERROR_REGISTRY = {
   // --- requests -------------------------------------------------------------
   KVT_ERR_REQUEST_BAD_JSON: { status: 400, type: 'invalid_request_error', hint: 'send a valid JSON body with content-type: application/json' },
   KVT_ERR_REQUEST_INVALID: { status: 400, type: 'invalid_request_error', hint: 'fix the named field; see the API reference of the route' },
-  KVT_ERR_REQUEST_TOO_LARGE: { status: 413, type: 'invalid_request_error', hint: 'send a smaller body' },
+  KVT_ERR_REQUEST_TOO_LARGE: { status: 413, type: 'invalid_request_error', hint: 'send a smaller body (the server\'s limit is KVTIER_MAX_BODY_BYTES)' },
+  KVT_ERR_REQUEST_TOO_MANY_MESSAGES: { status: 400, type: 'invalid_request_error', hint: 'send fewer messages (the server\'s limit is KVTIER_MAX_MESSAGES): drop or summarise early turns' },
+  KVT_ERR_REQUEST_TOO_DEEP: { status: 400, type: 'invalid_request_error', hint: 'flatten the named field: JSON nested deeper than KVTIER_MAX_JSON_DEPTH is refused' },
   KVT_ERR_REQUEST_UNSUPPORTED_MEDIA: { status: 415, type: 'invalid_request_error', hint: 'send content-type: application/json' },
   KVT_ERR_REQUEST_UNKNOWN_MODEL: { status: 404, type: 'not_found_error', hint: 'GET /v1/models lists the served models' },
   KVT_ERR_REQUEST_UNKNOWN_CLASS: { status: 400, type: 'invalid_request_error', hint: 'use one of the traffic classes of GET /admin/policy (agent, chat, …)' },

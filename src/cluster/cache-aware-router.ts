@@ -24,6 +24,8 @@ import type { Redis } from 'ioredis';
 
 import { ClusterError } from './errors.ts';
 
+/** Keys per ZADD call when a worker announces a prompt's blocks. */
+const ANNOUNCE_SLICE = 512;
 const HOT_PREFIX = 'kvtier:hot:';
 export const HOT_WORKERS_KEY = 'kvtier:hot:workers';
 const ROLE_PREFIX = 'kvtier:hot:role:';
@@ -84,7 +86,8 @@ export class CacheAwareRouter {
   async announce(workerId: string, keys: readonly string[], now = Date.now(), role: WorkerRole = 'both', maxKeys = this.maxKeys): Promise<void> {
     const set = HOT_PREFIX + workerId;
     const multi = this.redis.multi();
-    if (keys.length > 0) multi.zadd(set, ...keys.flatMap((key) => [now, key]));
+    // In slices: a prompt's keys never become one call's arguments (a long prompt would overflow the stack).
+    for (let i = 0; i < keys.length; i += ANNOUNCE_SLICE) multi.zadd(set, ...keys.slice(i, i + ANNOUNCE_SLICE).flatMap((key) => [now, key]));
     multi.zremrangebyrank(set, 0, -Math.max(1, Math.floor(maxKeys)) - 1);
     multi.pexpire(set, this.ttlMs);
     multi.zadd(HOT_WORKERS_KEY, now, workerId);
@@ -142,7 +145,7 @@ export class CacheAwareRouter {
     if (workers.length === 0) return { covered, running };
     const pipeline = this.redis.pipeline();
     pipeline.hmget(RUNNING_KEY, ...workers);
-    if (keys.length > 0) for (const w of workers) pipeline.zmscore(HOT_PREFIX + w, ...keys);
+    if (keys.length > 0) for (const w of workers) pipeline.zmscore(HOT_PREFIX + w, keys as string[]);
     const [runningReply, ...replies] = (await pipeline.exec()) ?? [];
     const [runningError, counts] = runningReply ?? [new Error('no reply'), null];
     if (runningError) throw new ClusterError('REDIS', `reading the running jobs failed: ${runningError.message}`, { cause: runningError });
@@ -191,7 +194,8 @@ export class CacheAwareRouter {
     if (![...covered.values()].some((blocks) => blocks > 0)) return null;
     const waiting = await options.waitingOf([...covered.keys()]);
     const load = new Map([...covered.keys()].map((w) => [w, (running.get(w) ?? 0) + (waiting.get(w) ?? 0)]));
-    const least = Math.min(...load.values());
+    let least = Infinity;
+    for (const value of load.values()) least = Math.min(least, value);
     const eligible = new Map([...covered].filter(([w]) => (waiting.get(w) ?? 0) < options.maxQueued && load.get(w)! <= least + options.slack));
     return pickWorker(eligible, load, Infinity);
   }

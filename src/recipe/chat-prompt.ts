@@ -38,6 +38,7 @@
  *   draftChatPrompt   (pure: codec + transcript → ids, reply spans marked)   any thread
  *   finishChatPrompt  (reply spans → remembered ids, per tenant)              the API thread
  */
+import { KvtError } from '../errors.ts';
 import { appendIds } from './append-ids.ts';
 import type { ReplyMemory } from './reply-memory.ts';
 import type { ChatMessage, PromptCodec, ToolSpec } from './types.ts';
@@ -60,9 +61,33 @@ export interface ChatPromptDraft extends ChatPrompt {
 const PROBE = '\u0001kvtier-probe\u0001';
 const endOfTurnByCodec = new WeakMap<PromptCodec, string | null>();
 
-export function draftChatPrompt(codec: PromptCodec, messages: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined): ChatPromptDraft {
+/**
+ * A prompt must leave room in the context. A rendered text of c characters is
+ * at least ceil(c / maxTokenChars) tokens, so a text that cannot fit is
+ * refused from its length alone, before the tokenizer (the heavy part) runs.
+ */
+export interface PromptLimits {
+  contextLength: number;
+  /** The request field the prompt came from, for the error. */
+  param: string;
+}
+
+export function checkPromptLength(codec: PromptCodec, text: string, limits: PromptLimits | undefined): void {
+  if (!limits) return;
+  const atLeast = Math.ceil(text.length / codec.maxTokenChars);
+  if (atLeast >= limits.contextLength) {
+    throw new KvtError(
+      'KVT_ERR_REQUEST_CONTEXT_OVERFLOW',
+      `${limits.param} renders to ${text.length} characters, at least ${atLeast} tokens with this vocabulary (a token is at most ${codec.maxTokenChars} characters); the context length is ${limits.contextLength} tokens`,
+      { param: limits.param },
+    );
+  }
+}
+
+export function draftChatPrompt(codec: PromptCodec, messages: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined, limits?: PromptLimits): ChatPromptDraft {
   const options = tools && tools.length > 0 ? { tools } : {};
   const full = codec.renderChat(messages, { ...options, addGenerationPrompt: true });
+  checkPromptLength(codec, full, limits);
   const segmented = messages.length > 0 ? codec.renderChatSegmented(messages, { ...options, addGenerationPrompt: false }) : null;
   if (segmented === null || !full.startsWith(segmented.text)) return wholeDraft(codec, full);
   const { text, starts } = segmented;
@@ -147,8 +172,9 @@ export class ChatPromptBuilder {
 }
 
 /** Plain completion prompt (`/v1/completions`): BOS + the text, no template. */
-export function encodeCompletionPrompt(codec: PromptCodec, prompt: string | number[]): number[] {
+export function encodeCompletionPrompt(codec: PromptCodec, prompt: string | number[], limits?: PromptLimits): number[] {
   if (Array.isArray(prompt)) return prompt;
+  checkPromptLength(codec, prompt, limits);
   return encodeWithBos(codec, prompt);
 }
 

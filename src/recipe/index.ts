@@ -1,6 +1,6 @@
 export * from './types.ts';
 export { ReplyMemory } from './reply-memory.ts';
-export { ChatPromptBuilder, draftChatPrompt, finishChatPrompt, encodeCompletionPrompt, type ChatPrompt, type ChatPromptDraft } from './chat-prompt.ts';
+export { ChatPromptBuilder, draftChatPrompt, finishChatPrompt, encodeCompletionPrompt, checkPromptLength, type ChatPrompt, type ChatPromptDraft, type PromptLimits } from './chat-prompt.ts';
 export { ChatPromptBuilderReference } from './chat-prompt-reference.ts';
 export { appendIds } from './append-ids.ts';
 export * from './tool-calls.ts';

@@ -35,7 +35,8 @@ export class StopStringMatcher {
       this.stoppedOn = firstStop;
       return { text, stopped: firstStop };
     }
-    const keep = Math.max(0, ...this.stops.map((stop) => partialSuffixLength(this.held, stop)));
+    let keep = 0;
+    for (const stop of this.stops) keep = Math.max(keep, partialSuffixLength(this.held, stop));
     const text = this.held.slice(0, this.held.length - keep);
     this.held = this.held.slice(this.held.length - keep);
     return { text, stopped: null };

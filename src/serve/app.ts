@@ -10,12 +10,13 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { Config } from '../config.ts';
 import { KvtError } from '../errors.ts';
 import { resolveModelPath } from '../../inference-core/index.ts';
-import { ChatPromptBuilder, promptCodecFromGgufFile, ReplyMemory, type PromptCodec } from '../recipe/index.ts';
+import { promptCodecFromGgufFile, ReplyMemory, type PromptCodec } from '../recipe/index.ts';
 import { BullmqRunner, EngineHost, engineThreadInit, InprocRunner, modelIdOf, type JobRunner } from '../workers/index.ts';
 import { TenantAuth } from './auth.ts';
 import type { ServeContext } from './context.ts';
 import { describeHttpError, sendError } from './http-errors.ts';
 import { InferenceService } from './inference-service.ts';
+import { PromptService } from './prompt-service.ts';
 import { ServeMetrics } from './metrics.ts';
 import { adminPlugin, setupAdmin } from './admin/index.ts';
 import { registerAnthropicMessages } from './routes/anthropic-messages.ts';
@@ -38,7 +39,7 @@ export interface BuildAppOptions {
 export async function buildApp(config: Config, options: BuildAppOptions = {}): Promise<BuiltApp> {
   const app = Fastify({
     logger: options.logger ?? { level: config.logLevel },
-    bodyLimit: 64 * 1024 * 1024,
+    bodyLimit: config.maxBodyBytes,
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
     return503OnClosing: true,
   });
@@ -79,6 +80,7 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
   const classTimer = setInterval(() => void refreshClasses(), 2000);
   classTimer.unref();
 
+  const prompts = new PromptService({ codec, memory, modelPath, contextLength });
   const service = new InferenceService({ codec, runner, memory, metrics, modelId, contextLength, requestTimeoutMs: config.requestTimeoutMs });
   const context: ServeContext = {
     config,
@@ -87,7 +89,7 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
     contextLength,
     vocabSize,
     codec,
-    builder: new ChatPromptBuilder(codec, memory),
+    prompts,
     service,
     runner,
     auth,
@@ -97,8 +99,9 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
   };
 
   app.setErrorHandler((error, request, reply) => {
-    metrics.errors.inc({ code: describeHttpError(error).code });
-    return sendError(request, reply, error);
+    const named = (error as { code?: string }).code === 'FST_ERR_CTP_BODY_TOO_LARGE' ? bodyTooLarge(config.maxBodyBytes) : error;
+    metrics.errors.inc({ code: describeHttpError(named).code });
+    return sendError(request, reply, named);
   });
   app.setNotFoundHandler((request, reply) => {
     metrics.errors.inc({ code: 'KVT_ERR_ROUTE_NOT_FOUND' });
@@ -123,7 +126,12 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
       clearInterval(classTimer);
       await app.close();
       await admin.close();
+      await prompts.close();
       await runner.close();
     },
   };
+}
+
+function bodyTooLarge(limit: number): KvtError {
+  return new KvtError('KVT_ERR_REQUEST_TOO_LARGE', `the request body is larger than ${limit} bytes (KVTIER_MAX_BODY_BYTES)`, { param: 'body' });
 }

@@ -1,9 +1,10 @@
 /** What every route needs, built once by buildApp. */
 import type { Config } from '../config.ts';
-import type { ChatPromptBuilder, PromptCodec } from '../recipe/index.ts';
+import type { PromptCodec } from '../recipe/index.ts';
 import type { JobRunner } from '../workers/index.ts';
 import type { TenantAuth } from './auth.ts';
 import type { InferenceService } from './inference-service.ts';
+import type { PromptService } from './prompt-service.ts';
 import type { ServeMetrics } from './metrics.ts';
 
 export interface ServeContext {
@@ -14,7 +15,8 @@ export interface ServeContext {
   contextLength: number;
   vocabSize: number;
   codec: PromptCodec;
-  builder: ChatPromptBuilder;
+  /** Chat and completion prompts → tokens, large ones off the event loop. */
+  prompts: PromptService;
   service: InferenceService;
   runner: JobRunner;
   auth: TenantAuth;

@@ -276,7 +276,9 @@ export class BullmqRunner implements JobRunner {
     if (job.tokens.length < threshold) return true;
     try {
       const covered = await routerAnswer(this.router.coverage(this.routeKeysOf(job)));
-      const cachedTokens = Math.max(0, ...covered.values()) * this.config.blockTokens;
+      let coveredBlocks = 0;
+      for (const blocks of covered.values()) coveredBlocks = Math.max(coveredBlocks, blocks);
+      const cachedTokens = coveredBlocks * this.config.blockTokens;
       return job.tokens.length - cachedTokens < threshold;
     } catch (error) {
       this.log('warn', `reading the hot sets for the split failed (${(error as Error).message}); job ${job.id} runs as two halves`);

@@ -88,7 +88,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
     const generated: number[] = [];
     return new Promise((resolve, reject) => {
       host.submit(data, (event: JobEvent) => {
-        if (event.type === 'tokens') generated.push(...event.ids);
+        if (event.type === 'tokens') for (const id of event.ids) generated.push(id);
         if (event.type === 'done') announce(routeKeys(routeScope(data), Uint32Array.from([...data.tokens, ...generated]), config.blockTokens));
         publish({ jobId: data.id, runId, event });
         if (event.type === 'done') {

@@ -68,7 +68,7 @@ export class KvTierCache implements CacheTier {
     const fromTier = lookup.hitBlocks > tierFrom ? await this.tier.load(lookup, { fromBlock: tierFrom }) : { blocks: [] };
     const payloads = fromTier.blocks.map((b) => b.payload);
     // Recent blocks continue the run only if every tier hit loaded (a failed verification ends the prefix there).
-    if (tierFrom + fromTier.blocks.length === lookup.hitBlocks) payloads.push(...recent.slice(Math.max(0, fromBlock - lookup.hitBlocks)));
+    if (tierFrom + fromTier.blocks.length === lookup.hitBlocks) for (const payload of recent.slice(Math.max(0, fromBlock - lookup.hitBlocks))) payloads.push(payload);
     return { payloads: payloads.slice(0, Math.max(0, maxBlocks - fromBlock)) };
   }
 

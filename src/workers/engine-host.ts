@@ -3,15 +3,13 @@
  * requests, and turns a dead thread into KVT_ERR_WORKER_LOST for every job it
  * held (never a hang).
  */
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 
 import { KvtError } from '../errors.ts';
 import type { AdminCall } from './job-runner.ts';
 import type { JobEvent, PrefillJob } from './job.ts';
 import type { EngineThreadInit, FromEngineThread, ToEngineThread } from './engine-thread-protocol.ts';
+import { tsWorker } from './ts-worker.ts';
 
 export interface EngineInfo {
   fingerprint: string;
@@ -21,18 +19,6 @@ export interface EngineInfo {
 }
 
 export type EngineLog = (level: 'info' | 'warn' | 'error', message: string) => void;
-
-/**
- * Worker threads do not inherit tsx's loader: the thread starts from a tiny
- * eval'd bootstrap that registers tsx's ESM hooks, then imports the .ts entry.
- */
-function tsWorker(entry: URL, workerData: unknown): Worker {
-  const require = createRequire(import.meta.url);
-  const tsxApi = pathToFileURL(join(dirname(require.resolve('tsx/package.json')), 'dist/esm/api/index.mjs')).href;
-  const code = `import(${JSON.stringify(tsxApi)}).then((m) => { m.register(); return import(${JSON.stringify(entry.href)}); })
-    .catch((error) => { require('node:worker_threads').parentPort.postMessage({ type: 'fatal', error: { code: 'KVT_ERR_INTERNAL', message: String(error && error.stack || error) } }); });`;
-  return new Worker(code, { eval: true, workerData });
-}
 
 export class EngineHost {
   private readonly handlers = new Map<string, (event: JobEvent) => void>();

@@ -2,6 +2,7 @@ export { modelIdOf, type PrefillJob, type JobEvent, type JobSampling, type JobSt
 export type { JobRunner, RunnerStatus, AdminCall } from './job-runner.ts';
 export { engineThreadInit, type EngineThreadInit } from './engine-thread-protocol.ts';
 export { EngineHost, type EngineInfo, type EngineLog } from './engine-host.ts';
+export { tsWorker } from './ts-worker.ts';
 export { InprocRunner } from './inproc-runner.ts';
 export { PrefillScheduler, type SchedulerOptions } from './prefill-scheduler.ts';
 export { adminCall } from './tier-admin.ts';

@@ -453,7 +453,7 @@ export class PrefillScheduler {
     if (prefillRows > 0) this.options.fetchPolicy?.observePrefill(prefillRows, this.now() - stepStart);
     owners.forEach((owner, i) => {
       const { run } = owner;
-      run.fedTokens.push(...items[i].tokens);
+      for (const id of items[i].tokens) run.fedTokens.push(id);
       if (owner.kind === 'decode') return this.accept(run, run.sampler!.sample(results[i]!, run.fedTokens));
       run.prefillTokens += items[i].tokens.length;
       this.storeNewBlocks(run);

@@ -18,15 +18,16 @@ import { errorBody } from '../http-errors.ts';
 import type { GenerateEvent } from '../inference-service.ts';
 import { messagesBody } from '../schemas.ts';
 import { clientGone, SseWriter } from '../sse.ts';
+import { generatePreflight } from '../request-limits.ts';
 import { preamble, responseId, setTimingHeaders } from './common.ts';
 
 export function registerAnthropicMessages(app: FastifyInstance, ctx: ServeContext): void {
-  app.post('/v1/messages', { schema: { body: messagesBody } }, async (request: FastifyRequest, reply: FastifyReply) => {
+  app.post('/v1/messages', { schema: { body: messagesBody }, preValidation: generatePreflight(ctx) }, async (request: FastifyRequest, reply: FastifyReply) => {
     const body = request.body as AnthropicRequestBody;
     const input = chatInputFromAnthropic(body);
     const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
     const sampling = samplingFromAnthropic(body, { defaultMaxTokens: ctx.defaultMaxTokens });
-    const prompt = ctx.builder.build(input.messages, input.tools, identity.scope);
+    const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages');
     const id = responseId('msg_');
     const generation = ctx.service.generate(
       { route: '/v1/messages', tokens: prompt.tokens, sampling, identity, trafficClass, parseToolCalls: input.tools !== undefined, promptParam: 'messages' },

@@ -2,23 +2,24 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
 import { describeError } from '../../errors.ts';
-import { encodeCompletionPrompt, openAiCompletionChunk, openAiCompletionResponse, openAiUsageChunk, samplingFromOpenAi, type OpenAiCompletionRequestBody } from '../../recipe/index.ts';
+import { openAiCompletionChunk, openAiCompletionResponse, openAiUsageChunk, samplingFromOpenAi, type OpenAiCompletionRequestBody } from '../../recipe/index.ts';
 import type { ServeContext } from '../context.ts';
 import { errorBody } from '../http-errors.ts';
 import type { GenerateEvent } from '../inference-service.ts';
 import { completionsBody } from '../schemas.ts';
 import { clientGone, SseWriter } from '../sse.ts';
+import { generatePreflight } from '../request-limits.ts';
 import { preamble, responseId, setTimingHeaders } from './common.ts';
 import { KvtError } from '../../errors.ts';
 
 export function registerOpenAiCompletions(app: FastifyInstance, ctx: ServeContext): void {
-  app.post('/v1/completions', { schema: { body: completionsBody } }, async (request: FastifyRequest, reply: FastifyReply) => {
+  app.post('/v1/completions', { schema: { body: completionsBody }, preValidation: generatePreflight(ctx) }, async (request: FastifyRequest, reply: FastifyReply) => {
     const body = request.body as OpenAiCompletionRequestBody;
     const { identity, trafficClass } = preamble(ctx, request, body, false);
     if (body.echo) throw new KvtError('KVT_ERR_REQUEST_INVALID', 'echo=true is not supported', { param: 'echo' });
     const sampling = samplingFromOpenAi(body, { defaultMaxTokens: 16 });
     const promptInput = Array.isArray(body.prompt) && typeof body.prompt[0] === 'string' ? (body.prompt[0] as string) : (body.prompt as string | number[]);
-    const tokens = encodeCompletionPrompt(ctx.codec, promptInput);
+    const tokens = await ctx.prompts.completion(promptInput, 'prompt');
     const bad = tokens.find((id) => id >= ctx.vocabSize);
     if (bad !== undefined) throw new KvtError('KVT_ERR_REQUEST_INVALID', `prompt token id ${bad} is outside the vocabulary (${ctx.vocabSize})`, { param: 'prompt' });
     const base = { id: responseId('cmpl-'), created: Math.floor(Date.now() / 1000), model: ctx.modelId, systemFingerprint: ctx.fingerprint };

@@ -1,0 +1,40 @@
+/**
+ * The prompt thread: renders and tokenizes large prompts off the API's event
+ * loop (a 10,000-message transcript is ~130 ms of template and tokenizer
+ * work). It holds its own codec, read from the model file's metadata. Protocol
+ * in prompt-service.ts.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+
+import { describeError } from '../errors.ts';
+import { draftChatPrompt, encodeCompletionPrompt, promptCodecFromGgufFile } from '../recipe/index.ts';
+import type { FromPromptThread, PromptThreadInit, ToPromptThread } from './prompt-service.ts';
+
+const port = parentPort;
+if (!port) throw new Error('prompt-thread.ts runs as a worker thread (new Worker(...)), not as a script');
+const init = workerData as PromptThreadInit;
+const send = (message: FromPromptThread, transfer: ArrayBuffer[] = []) => port.postMessage(message, transfer);
+
+try {
+  const codec = promptCodecFromGgufFile(init.modelPath);
+  port.on('message', (request: ToPromptThread) => {
+    try {
+      const limits = { contextLength: request.contextLength, param: request.param };
+      if (request.op === 'chat') {
+        const draft = draftChatPrompt(codec, request.messages, request.tools, limits);
+        const tokens = Int32Array.from(draft.tokens);
+        send({ type: 'chat', id: request.id, tokens, messageStarts: draft.messageStarts, prefixStable: draft.prefixStable, replies: draft.replies }, [tokens.buffer]);
+      } else {
+        const tokens = Int32Array.from(encodeCompletionPrompt(codec, request.prompt, limits));
+        send({ type: 'completion', id: request.id, tokens }, [tokens.buffer]);
+      }
+    } catch (error) {
+      const described = describeError(error);
+      send({ type: 'failed', id: request.id, error: { code: described.code, message: described.message, param: described.param } });
+    }
+  });
+  send({ type: 'ready' });
+} catch (error) {
+  const described = describeError(error);
+  send({ type: 'fatal', error: { code: described.code, message: described.message, param: null } });
+}

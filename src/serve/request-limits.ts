@@ -1,0 +1,78 @@
+/**
+ * What a generation request is checked for before any heavy work, in this
+ * order (a Fastify preValidation hook of the generate routes, so it runs after
+ * the body is parsed and before the JSON schema walks it):
+ *
+ *   1. the API key (401 whatever the body)
+ *   2. the message count          ≤ KVTIER_MAX_MESSAGES   (400, param `messages`)
+ *   3. JSON nesting depth          ≤ KVTIER_MAX_JSON_DEPTH (400, param = the path)
+ *
+ * Body bytes (KVTIER_MAX_BODY_BYTES, 413) are Fastify's bodyLimit, checked
+ * while the body streams in; the prompt length against the context is checked
+ * from the rendered text's length before tokenizing (recipe checkPromptLength).
+ */
+import type { FastifyRequest } from 'fastify';
+
+import { KvtError } from '../errors.ts';
+import type { ServeContext } from './context.ts';
+
+export function generatePreflight(ctx: ServeContext): (request: FastifyRequest) => Promise<void> {
+  const { maxMessages, maxJsonDepth } = ctx.config;
+  return async (request) => {
+    ctx.auth.identify(request.headers);
+    const body = request.body as { messages?: unknown } | null | undefined;
+    const messages = body !== null && typeof body === 'object' ? body.messages : undefined;
+    if (Array.isArray(messages) && messages.length > maxMessages) {
+      throw new KvtError('KVT_ERR_REQUEST_TOO_MANY_MESSAGES', `messages holds ${messages.length} messages; this server takes at most ${maxMessages} (KVTIER_MAX_MESSAGES)`, { param: 'messages' });
+    }
+    checkJsonDepth(body, maxJsonDepth, '');
+  };
+}
+
+/** Throws KVT_ERR_REQUEST_TOO_DEEP naming the first value nested deeper than `limit` below `value` (at `path`). Iterative. */
+export function checkJsonDepth(value: unknown, limit: number, path: string): void {
+  const deep = pathDeeperThan(value, limit);
+  if (deep === null) return;
+  const param = joinPath(path, deep);
+  throw new KvtError('KVT_ERR_REQUEST_TOO_DEEP', `${param || 'body'} is nested more than ${limit} levels deep (KVTIER_MAX_JSON_DEPTH)`, { param: param || 'body' });
+}
+
+interface Visit {
+  value: unknown;
+  depth: number;
+  key: string;
+  parent: Visit | null;
+}
+
+/** The path (`tools[0].function.parameters.a.b`) of the first object or array deeper than `limit`, or null. */
+export function pathDeeperThan(value: unknown, limit: number): string | null {
+  const stack: Visit[] = [{ value, depth: 0, key: '', parent: null }];
+  while (stack.length > 0) {
+    const visit = stack.pop()!;
+    const item = visit.value;
+    if (item === null || typeof item !== 'object') continue;
+    const depth = visit.depth + 1;
+    if (depth > limit) return pathOf(visit);
+    if (Array.isArray(item)) {
+      for (let i = item.length - 1; i >= 0; i--) if (item[i] !== null && typeof item[i] === 'object') stack.push({ value: item[i], depth, key: `[${i}]`, parent: visit });
+    } else {
+      for (const key of Object.keys(item)) {
+        const child = (item as Record<string, unknown>)[key];
+        if (child !== null && typeof child === 'object') stack.push({ value: child, depth, key: `.${key}`, parent: visit });
+      }
+    }
+  }
+  return null;
+}
+
+function pathOf(visit: Visit): string {
+  const keys: string[] = [];
+  for (let at: Visit | null = visit; at !== null; at = at.parent) keys.push(at.key);
+  return keys.reverse().join('').replace(/^\./, '');
+}
+
+function joinPath(base: string, rest: string): string {
+  if (base === '') return rest;
+  if (rest === '') return base;
+  return rest.startsWith('[') ? `${base}${rest}` : `${base}.${rest}`;
+}
