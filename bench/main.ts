@@ -11,6 +11,7 @@ const areas: Record<string, string[]> = {
   'native-kernels': ['./native-kernels.ts'],
   e2e: ['./e2e.ts'],
   cluster: ['./cluster.ts'],
+  prompt: ['./prompt.ts'],
 };
 
 type BenchModule = { run: () => Promise<Record<string, number | string | boolean>> };

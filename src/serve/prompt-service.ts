@@ -26,15 +26,20 @@ import {
   type ToolSpec,
 } from '../recipe/index.ts';
 import { tsWorker } from '../workers/index.ts';
+import { yieldToLoop } from './request-limits.ts';
 
 export const INLINE_MAX_MESSAGES = 64;
 export const INLINE_MAX_CHARS = 32 * 1024;
+/** Messages per copy to the prompt thread. */
+const MESSAGES_PER_SLICE = 256;
 
 export interface PromptThreadInit {
   modelPath: string;
 }
 
+/** A transcript goes over in slices (`chat-part`, then `chat` with the last one), so no single copy holds the loop long. */
 export type ToPromptThread =
+  | { op: 'chat-part'; id: number; messages: ChatMessage[] }
   | { op: 'chat'; id: number; messages: ChatMessage[]; tools: ToolSpec[] | undefined; contextLength: number; param: string }
   | { op: 'completion'; id: number; prompt: string; contextLength: number; param: string };
 
@@ -98,12 +103,19 @@ export class PromptService {
     const thread = this.startThread();
     await thread.ready;
     const id = this.nextId++;
-    const answer = await new Promise<FromPromptThread>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
+    const answer = new Promise<FromPromptThread>((resolve, reject) => this.pending.set(id, { resolve, reject }));
+    answer.catch(() => undefined); // the thread may die while slices are still being sent: awaited below
+    if (request.op === 'chat' && request.messages.length > MESSAGES_PER_SLICE) {
+      const last = request.messages.length - MESSAGES_PER_SLICE;
+      for (let at = 0; at < last; at += MESSAGES_PER_SLICE) {
+        thread.worker.postMessage({ op: 'chat-part', id, messages: request.messages.slice(at, Math.min(at + MESSAGES_PER_SLICE, last)) } satisfies ToPromptThread);
+        await yieldToLoop();
+      }
+      thread.worker.postMessage({ ...request, id, messages: request.messages.slice(last) });
+    } else {
       thread.worker.postMessage({ ...request, id });
-    });
-    if (answer.type === 'failed') throw new KvtError(answer.error.code, answer.error.message, { param: answer.error.param });
-    return answer;
+    }
+    return settled(await answer);
   }
 
   /** Started on first need; a thread that died is replaced by the next request. */
@@ -143,6 +155,11 @@ export class PromptService {
     this.pending.clear();
     for (const waiter of waiters) waiter.reject(error);
   }
+}
+
+function settled(answer: FromPromptThread): FromPromptThread {
+  if (answer.type === 'failed') throw new KvtError(answer.error.code, answer.error.message, { param: answer.error.param });
+  return answer;
 }
 
 /** Whether the strings under `value` hold more than `limit` characters; stops as soon as they do (iterative: client JSON). */

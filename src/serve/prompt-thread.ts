@@ -7,7 +7,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 
 import { describeError } from '../errors.ts';
-import { draftChatPrompt, encodeCompletionPrompt, promptCodecFromGgufFile } from '../recipe/index.ts';
+import { draftChatPrompt, encodeCompletionPrompt, promptCodecFromGgufFile, type ChatMessage } from '../recipe/index.ts';
 import type { FromPromptThread, PromptThreadInit, ToPromptThread } from './prompt-service.ts';
 
 const port = parentPort;
@@ -17,11 +17,21 @@ const send = (message: FromPromptThread, transfer: ArrayBuffer[] = []) => port.p
 
 try {
   const codec = promptCodecFromGgufFile(init.modelPath);
+  const parts = new Map<number, ChatMessage[]>();
   port.on('message', (request: ToPromptThread) => {
+    if (request.op === 'chat-part') {
+      const held = parts.get(request.id) ?? [];
+      for (const message of request.messages) held.push(message);
+      parts.set(request.id, held);
+      return;
+    }
     try {
       const limits = { contextLength: request.contextLength, param: request.param };
       if (request.op === 'chat') {
-        const draft = draftChatPrompt(codec, request.messages, request.tools, limits);
+        const held = parts.get(request.id) ?? [];
+        parts.delete(request.id);
+        for (const message of request.messages) held.push(message);
+        const draft = draftChatPrompt(codec, held, request.tools, limits);
         const tokens = Int32Array.from(draft.tokens);
         send({ type: 'chat', id: request.id, tokens, messageStarts: draft.messageStarts, prefixStable: draft.prefixStable, replies: draft.replies }, [tokens.buffer]);
       } else {

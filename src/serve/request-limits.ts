@@ -25,13 +25,21 @@ export function generatePreflight(ctx: ServeContext): (request: FastifyRequest) 
     if (Array.isArray(messages) && messages.length > maxMessages) {
       throw new KvtError('KVT_ERR_REQUEST_TOO_MANY_MESSAGES', `messages holds ${messages.length} messages; this server takes at most ${maxMessages} (KVTIER_MAX_MESSAGES)`, { param: 'messages' });
     }
-    checkJsonDepth(body, maxJsonDepth, '');
+    await checkJsonDepth(body, maxJsonDepth, '');
   };
 }
 
-/** Throws KVT_ERR_REQUEST_TOO_DEEP naming the first value nested deeper than `limit` below `value` (at `path`). Iterative. */
-export function checkJsonDepth(value: unknown, limit: number, path: string): void {
-  const deep = pathDeeperThan(value, limit);
+/** Values a walk visits between two yields to the event loop (~1 ms of work). */
+const VISITS_PER_SLICE = 20_000;
+
+/** Lets timers and I/O run between slices of request-sized work. */
+export function yieldToLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/** Throws KVT_ERR_REQUEST_TOO_DEEP naming the first value nested deeper than `limit` below `value` (at `path`). Iterative, in slices. */
+export async function checkJsonDepth(value: unknown, limit: number, path: string): Promise<void> {
+  const deep = await pathDeeperThan(value, limit);
   if (deep === null) return;
   const param = joinPath(path, deep);
   throw new KvtError('KVT_ERR_REQUEST_TOO_DEEP', `${param || 'body'} is nested more than ${limit} levels deep (KVTIER_MAX_JSON_DEPTH)`, { param: param || 'body' });
@@ -45,9 +53,11 @@ interface Visit {
 }
 
 /** The path (`tools[0].function.parameters.a.b`) of the first object or array deeper than `limit`, or null. */
-export function pathDeeperThan(value: unknown, limit: number): string | null {
+export async function pathDeeperThan(value: unknown, limit: number): Promise<string | null> {
   const stack: Visit[] = [{ value, depth: 0, key: '', parent: null }];
+  let visits = 0;
   while (stack.length > 0) {
+    if (++visits % VISITS_PER_SLICE === 0) await yieldToLoop();
     const visit = stack.pop()!;
     const item = visit.value;
     if (item === null || typeof item !== 'object') continue;

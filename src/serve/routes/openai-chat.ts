@@ -24,7 +24,7 @@ export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): voi
     const body = request.body as OpenAiChatRequestBody;
     const input = chatInputFromOpenAi(body);
     // Tool-call arguments arrive as JSON strings: their depth is known only once parsed, and templates walk them recursively.
-    checkJsonDepth(input.messages, ctx.config.maxJsonDepth, 'messages');
+    await checkJsonDepth(input.messages, ctx.config.maxJsonDepth, 'messages');
     const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
     const sampling = samplingFromOpenAi(body, { defaultMaxTokens: ctx.defaultMaxTokens });
     const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages');
