@@ -65,5 +65,6 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: u
   if (described.retryAfterS !== undefined && (described.status === 409 || described.status === 429 || described.status === 503 || described.status === 504)) {
     void reply.header('retry-after', String(described.retryAfterS));
   }
-  return reply.status(described.status).send(errorBody(described, isAnthropicRoute(request.url)));
+  // The matched route, not the raw URL: /v1/%6Dessages is the messages route too.
+  return reply.status(described.status).send(errorBody(described, isAnthropicRoute(request.routeOptions?.url ?? request.url)));
 }
