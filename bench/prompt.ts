@@ -12,6 +12,7 @@
  *   healthz_max_ms_idle / healthz_max_ms_4000 the slowest /healthz answer of a server idle, and while it handles three
  *                                             4,000-message chat requests (the server's own event loop, same process)
  *   loop_delay_max_ms_4000                     the event loop's worst delay over that time (perf_hooks histogram)
+ *   too_many_messages_ms                       client time until the 400 for a 100,000-message request (3 MB body)
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -99,6 +100,17 @@ export async function run(): Promise<Record<string, number>> {
     const busy = await healthzMax(url, async () => {
       for (let i = 0; i < 3; i++) await (await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body })).arrayBuffer();
     });
+    const flood = JSON.stringify({ model: 'synthetic:small', max_tokens: 2, messages: transcript(100_000) });
+    const refusals: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const start = performance.now();
+      const response = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: flood });
+      await response.arrayBuffer();
+      if (response.status !== 400) throw new Error(`100,000 messages answered ${response.status}, not 400`);
+      refusals.push(performance.now() - start);
+    }
+    out.too_many_messages_ms = median(refusals);
+    say(`100,000 messages refused in ${out.too_many_messages_ms.toFixed(1)} ms`);
     out.healthz_max_ms_idle = idle.healthz;
     out.healthz_max_ms_4000 = busy.healthz;
     out.loop_delay_max_ms_idle = idle.loop;
