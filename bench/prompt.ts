@@ -100,7 +100,7 @@ export async function run(): Promise<Record<string, number>> {
     const busy = await healthzMax(url, async () => {
       for (let i = 0; i < 3; i++) await (await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body })).arrayBuffer();
     });
-    const flood = JSON.stringify({ model: 'synthetic:small', max_tokens: 2, messages: transcript(100_000) });
+    const flood = JSON.stringify({ model: 'synthetic:small', max_tokens: 2, messages: Array.from({ length: 100_000 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: 'x' })) });
     const refusals: number[] = [];
     for (let i = 0; i < 5; i++) {
       const start = performance.now();
