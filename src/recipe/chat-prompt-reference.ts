@@ -1,7 +1,8 @@
 /**
  * The reference twin of chat-prompt.ts: the same prompt by its definition,
  * rendering every prefix m[0..i] of the transcript (O(n²) in messages; tests
- * only). chat-prompt.ts must give the same tokens.
+ * only). chat-prompt.ts must give the same tokens. It shares only the BOS
+ * rule and the end-of-turn probe with it; the segmentation is its own.
  *
  * Chat transcript → prompt tokens, prefix-stable.
  *
@@ -29,15 +30,10 @@
  */
 import type { ReplyMemory } from './reply-memory.ts';
 import { appendIds } from './append-ids.ts';
-import type { ChatPrompt } from './chat-prompt.ts';
+import { encodeWithBos, learnEndOfTurn, type ChatPrompt } from './chat-prompt.ts';
 import type { ChatMessage, PromptCodec, ToolSpec } from './types.ts';
 
-/** Sentinel reply used to learn the template's end-of-turn text after an assistant message. */
-const PROBE = '\u0001kvtier-probe\u0001';
-
 export class ChatPromptBuilderReference {
-  private endOfTurnText: string | null | undefined;
-
   constructor(
     private readonly codec: PromptCodec,
     private readonly memory: ReplyMemory | null,
@@ -81,24 +77,15 @@ export class ChatPromptBuilderReference {
       return { tokens, messageStarts, prefixStable: stable };
     }
     // The generation prompt re-rendered earlier text: nothing but the whole render is trustworthy.
-    return { tokens: this.encodeWithBos(full), messageStarts: [], prefixStable: false };
+    return { tokens: encodeWithBos(this.codec, full), messageStarts: [], prefixStable: false };
   }
 
   private pushText(tokens: number[], text: string, atStart: boolean): void {
     if (atStart) {
-      appendIds(tokens, this.encodeWithBos(text));
+      appendIds(tokens, encodeWithBos(this.codec, text));
       return;
     }
     if (text !== '') appendIds(tokens, this.codec.encode(text));
-  }
-
-  private encodeWithBos(text: string): number[] {
-    const { bosTokenId, bosText } = this.codec;
-    const ids = text === '' ? [] : this.codec.encode(text);
-    if (bosTokenId === null) return ids;
-    if (ids[0] === bosTokenId || (bosText !== null && text.startsWith(bosText))) return ids;
-    ids.unshift(bosTokenId);
-    return ids;
   }
 
   private pushAssistantSegment(tokens: number[], segment: string, generationPrompt: string, message: ChatMessage, tenantScope: string): void {
@@ -108,30 +95,11 @@ export class ChatPromptBuilderReference {
     }
     appendIds(tokens, this.codec.encode(generationPrompt));
     const rest = segment.slice(generationPrompt.length);
-    const endOfTurn = this.endOfTurn();
+    const endOfTurn = learnEndOfTurn(this.codec);
     const body = endOfTurn !== null && endOfTurn !== '' && rest.endsWith(endOfTurn) ? rest.slice(0, rest.length - endOfTurn.length) : rest;
     const tail = rest.slice(body.length);
     const remembered = this.memory && message.content !== undefined ? this.memory.recall(tenantScope, body) : undefined;
     appendIds(tokens, remembered ?? (body === '' ? [] : this.codec.encode(body)));
     if (tail !== '') appendIds(tokens, this.codec.encode(tail));
-  }
-
-  /** The text a template puts after an assistant reply's body (e.g. `<|im_end|>\n`); learned once by rendering a probe. */
-  private endOfTurn(): string | null {
-    if (this.endOfTurnText !== undefined) return this.endOfTurnText;
-    try {
-      const rendered = this.codec.renderChat(
-        [
-          { role: 'user', content: 'x' },
-          { role: 'assistant', content: PROBE },
-        ],
-        { addGenerationPrompt: false },
-      );
-      const at = rendered.lastIndexOf(PROBE);
-      this.endOfTurnText = at === -1 ? null : rendered.slice(at + PROBE.length);
-    } catch {
-      this.endOfTurnText = null;
-    }
-    return this.endOfTurnText;
   }
 }

@@ -187,7 +187,8 @@ function pushText(codec: PromptCodec, tokens: number[], text: string): void {
   else if (text !== '') appendIds(tokens, codec.encode(text));
 }
 
-function encodeWithBos(codec: PromptCodec, text: string): number[] {
+/** `text`'s ids with the model's BOS first, unless the text already starts with it. */
+export function encodeWithBos(codec: PromptCodec, text: string): number[] {
   const { bosTokenId, bosText } = codec;
   const ids = text === '' ? [] : codec.encode(text);
   if (bosTokenId === null) return ids;
@@ -217,7 +218,7 @@ function appendRange(target: number[], source: readonly number[], from: number, 
 }
 
 /** The text a template puts after an assistant reply's body (e.g. `<|im_end|>\n`); learned once per codec by rendering a probe. */
-function learnEndOfTurn(codec: PromptCodec): string | null {
+export function learnEndOfTurn(codec: PromptCodec): string | null {
   const known = endOfTurnByCodec.get(codec);
   if (known !== undefined) return known;
   let learned: string | null = null;
