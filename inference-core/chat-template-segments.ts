@@ -95,12 +95,12 @@ export interface SegmentedRender {
 
 /**
  * `template.render(context)` with per-message offsets, or null when the
- * output cannot be attributed to messages (no transcript loop, markers in the
- * input, loop order not increasing). `inputText` is every client string that
- * goes into the render, checked for marker characters.
+ * output cannot be attributed to messages (no transcript loop, loop order not
+ * increasing). The caller checks the context for marker characters first
+ * (`containsMarkerChars`).
  */
-export function renderSegmented(template: Template, context: Record<string, unknown>, messageCount: number, inputHasMarkers: boolean): SegmentedRender | null {
-  if (!SEGMENTED_RENDER_AVAILABLE || inputHasMarkers) return null;
+export function renderSegmented(template: Template, context: Record<string, unknown>, messageCount: number): SegmentedRender | null {
+  if (!SEGMENTED_RENDER_AVAILABLE) return null;
   let loops = loopCache.get(template);
   if (!loops) {
     loops = forLoops((template as unknown as { parsed: unknown }).parsed);

@@ -139,9 +139,9 @@ export class ChatTemplate {
    */
   renderWithMessageStarts(options: RenderOptions): SegmentedRender | null {
     const messages = options.messages.map(flattenContent);
-    const hasMarkers = containsMarkerChars(messages) || containsMarkerChars(options.tools ?? null) || containsMarkerChars(options.extra ?? null);
+    if (containsMarkerChars([messages, options.tools, options.extra])) return null;
     try {
-      return renderSegmented(this.template, this.context(options, messages), messages.length, hasMarkers);
+      return renderSegmented(this.template, this.context(options, messages), messages.length);
     } catch (err) {
       throw new ChatTemplateError('KVT_ERR_TEMPLATE_RENDER', `chat template failed to render: ${(err as Error).message}`);
     }
