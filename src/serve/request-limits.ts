@@ -14,12 +14,39 @@
 import type { FastifyRequest } from 'fastify';
 
 import { KvtError } from '../errors.ts';
+import type { ChatMessage } from '../recipe/index.ts';
+import type { TenantIdentity } from './auth.ts';
 import type { ServeContext } from './context.ts';
+
+/**
+ * Tool-call arguments arrive as JSON strings, so the body's depth check cannot
+ * see into them; templates walk them recursively once parsed. Each parsed
+ * object is checked at its depth in the transcript
+ * (messages → message → tool_calls → call → function → arguments).
+ */
+export async function checkToolCallArguments(messages: readonly ChatMessage[], limit: number): Promise<void> {
+  const ARGUMENTS_DEPTH = 5;
+  for (let m = 0; m < messages.length; m++) {
+    const calls = messages[m].tool_calls ?? [];
+    for (let c = 0; c < calls.length; c++) {
+      const args = calls[c].function.arguments;
+      if (typeof args === 'object' && args !== null) await checkJsonDepth(args, limit, `messages[${m}].tool_calls[${c}].function.arguments`, ARGUMENTS_DEPTH);
+    }
+  }
+}
+
+/** The tenant each request's preflight identified, so the handler does not derive its salt again. */
+const identities = new WeakMap<FastifyRequest, TenantIdentity>();
+
+/** The identity the preflight found for `request`, else (a route without the preflight) from its headers. */
+export function requestIdentity(ctx: ServeContext, request: FastifyRequest): TenantIdentity {
+  return identities.get(request) ?? ctx.auth.identify(request.headers);
+}
 
 export function generatePreflight(ctx: ServeContext): (request: FastifyRequest) => Promise<void> {
   const { maxMessages, maxJsonDepth } = ctx.config;
   return async (request) => {
-    ctx.auth.identify(request.headers);
+    identities.set(request, ctx.auth.identify(request.headers));
     const body = request.body as { messages?: unknown } | null | undefined;
     const messages = body !== null && typeof body === 'object' ? body.messages : undefined;
     if (Array.isArray(messages) && messages.length > maxMessages) {
@@ -37,9 +64,13 @@ export function yieldToLoop(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
 
-/** Throws KVT_ERR_REQUEST_TOO_DEEP naming the first value nested deeper than `limit` below `value` (at `path`). Iterative, in slices. */
-export async function checkJsonDepth(value: unknown, limit: number, path: string): Promise<void> {
-  const deep = await pathDeeperThan(value, limit);
+/**
+ * Throws KVT_ERR_REQUEST_TOO_DEEP naming the first value nested deeper than
+ * `limit` below `value` (at `path`, itself `startDepth` levels down in the
+ * request). Iterative, in slices.
+ */
+export async function checkJsonDepth(value: unknown, limit: number, path: string, startDepth = 0): Promise<void> {
+  const deep = await pathDeeperThan(value, limit, startDepth);
   if (deep === null) return;
   const param = joinPath(path, deep);
   throw new KvtError('KVT_ERR_REQUEST_TOO_DEEP', `${param || 'body'} is nested more than ${limit} levels deep (KVTIER_MAX_JSON_DEPTH)`, { param: param || 'body' });
@@ -53,8 +84,8 @@ interface Visit {
 }
 
 /** The path (`tools[0].function.parameters.a.b`) of the first object or array deeper than `limit`, or null. */
-export async function pathDeeperThan(value: unknown, limit: number): Promise<string | null> {
-  const stack: Visit[] = [{ value, depth: 0, key: '', parent: null }];
+export async function pathDeeperThan(value: unknown, limit: number, startDepth = 0): Promise<string | null> {
+  const stack: Visit[] = [{ value, depth: startDepth, key: '', parent: null }];
   let visits = 0;
   while (stack.length > 0) {
     if (++visits % VISITS_PER_SLICE === 0) await yieldToLoop();

@@ -3,6 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { KvtError } from '../../errors.ts';
 import { resolveTrafficClass, type TenantIdentity } from '../auth.ts';
 import type { ServeContext } from '../context.ts';
+import { requestIdentity } from '../request-limits.ts';
 
 export function checkModel(ctx: ServeContext, model: string): void {
   if (model !== ctx.modelId) {
@@ -16,7 +17,7 @@ export interface RequestPreamble {
 }
 
 export function preamble(ctx: ServeContext, request: FastifyRequest, body: { model: string; kvtier_class?: string }, agentic: boolean): RequestPreamble {
-  const identity = ctx.auth.identify(request.headers);
+  const identity = requestIdentity(ctx, request);
   checkModel(ctx, body.model);
   const trafficClass = resolveTrafficClass(request.headers['x-kvtier-class'], body.kvtier_class, agentic, ctx.knownClasses());
   return { identity, trafficClass };

@@ -16,15 +16,14 @@ import { errorBody } from '../http-errors.ts';
 import type { GenerateEvent } from '../inference-service.ts';
 import { chatCompletionsBody } from '../schemas.ts';
 import { clientGone, SseWriter } from '../sse.ts';
-import { checkJsonDepth, generatePreflight } from '../request-limits.ts';
+import { checkToolCallArguments, generatePreflight } from '../request-limits.ts';
 import { preamble, responseId, setTimingHeaders } from './common.ts';
 
 export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): void {
   app.post('/v1/chat/completions', { schema: { body: chatCompletionsBody }, preValidation: generatePreflight(ctx) }, async (request: FastifyRequest, reply: FastifyReply) => {
     const body = request.body as OpenAiChatRequestBody;
     const input = chatInputFromOpenAi(body);
-    // Tool-call arguments arrive as JSON strings: their depth is known only once parsed, and templates walk them recursively.
-    await checkJsonDepth(input.messages, ctx.config.maxJsonDepth, 'messages');
+    await checkToolCallArguments(input.messages, ctx.config.maxJsonDepth);
     const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
     const sampling = samplingFromOpenAi(body, { defaultMaxTokens: ctx.defaultMaxTokens });
     const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages');
