@@ -32,7 +32,11 @@
  * its 64-token blocks, in order.
  */
 
-export type WeightDType = 'f32' | 'f16' | 'bf16' | 'q8_0';
+export type WeightDType =
+  | 'f32' | 'f16' | 'bf16' | 'q8_0'
+  | 'q4_0' | 'q4_1' | 'q5_0' | 'q5_1'
+  | 'q2_k' | 'q3_k' | 'q4_k' | 'q5_k' | 'q6_k'
+  | 'iq4_nl' | 'iq4_xs';
 export type KvDType = 'f16' | 'f32';
 export type RopeMode = 'normal' | 'neox';
 export type IsaName = 'scalar' | 'avx2' | 'avx512';
@@ -41,7 +45,19 @@ export type IsaName = 'scalar' | 'avx2' | 'avx512';
 export const PAGE_TOKENS = 64;
 
 /** GGML type ids of the weight dtypes (what a GGUF tensor header carries). */
-export const GGML_TYPE: Record<WeightDType, number> = { f32: 0, f16: 1, q8_0: 8, bf16: 30 };
+export const GGML_TYPE: Record<WeightDType, number> = {
+  f32: 0, f16: 1, q4_0: 2, q4_1: 3, q5_0: 6, q5_1: 7, q8_0: 8,
+  q2_k: 10, q3_k: 11, q4_k: 12, q5_k: 13, q6_k: 14, iq4_nl: 20, iq4_xs: 23, bf16: 30,
+};
+
+/** GGUF block geometry of each weight dtype: `elems` values take `bytes` bytes; a row's cols must be a multiple of `elems`. */
+export const WEIGHT_BLOCK: Record<WeightDType, { elems: number; bytes: number }> = {
+  f32: { elems: 1, bytes: 4 }, f16: { elems: 1, bytes: 2 }, bf16: { elems: 1, bytes: 2 },
+  q8_0: { elems: 32, bytes: 34 }, q4_0: { elems: 32, bytes: 18 }, q4_1: { elems: 32, bytes: 20 },
+  q5_0: { elems: 32, bytes: 22 }, q5_1: { elems: 32, bytes: 24 }, iq4_nl: { elems: 32, bytes: 18 },
+  q2_k: { elems: 256, bytes: 84 }, q3_k: { elems: 256, bytes: 110 }, q4_k: { elems: 256, bytes: 144 },
+  q5_k: { elems: 256, bytes: 176 }, q6_k: { elems: 256, bytes: 210 }, iq4_xs: { elems: 256, bytes: 136 },
+};
 
 /** An f32 activation buffer (or a view into one), owned by its backend. */
 export interface TensorHandle {

@@ -11,7 +11,7 @@
  */
 import type { NativeAddon } from './addon-types.ts';
 import {
-  GGML_TYPE, NativeError, PAGE_TOKENS,
+  GGML_TYPE, NativeError, PAGE_TOKENS, WEIGHT_BLOCK,
   type AttentionSegment, type Backend, type BackendInfo, type KvDType, type KvPoolHandle, type KvPoolSpec,
   type RopeOptions, type TensorHandle, type WeightDType, type WeightHandle,
 } from './backend.ts';
@@ -69,12 +69,10 @@ export class CpuKvPool implements KvPoolHandle {
   }
 }
 
-const ROW_BYTES: Record<WeightDType, (cols: number) => number> = {
-  f32: (c) => c * 4,
-  f16: (c) => c * 2,
-  bf16: (c) => c * 2,
-  q8_0: (c) => (c / 32) * 34,
-};
+function rowBytes(dtype: WeightDType, cols: number): number {
+  const b = WEIGHT_BLOCK[dtype];
+  return (cols / b.elems) * b.bytes;
+}
 
 function shapeError(msg: string): never {
   throw new NativeError('KVT_ERR_NATIVE_SHAPE', msg);
@@ -130,8 +128,9 @@ export class CpuBackend implements Backend {
     if (!(dtype in GGML_TYPE)) throw new NativeError('KVT_ERR_NATIVE_DTYPE', `weight dtype ${dtype}: use f32, f16, bf16 or q8_0`);
     checkInt('weight rows', rows, 1);
     checkInt('weight cols', cols, 1);
-    if (dtype === 'q8_0' && cols % 32 !== 0) shapeError(`q8_0 weight needs cols % 32 == 0, got ${cols}`);
-    const want = ROW_BYTES[dtype](cols) * rows;
+    const block = WEIGHT_BLOCK[dtype].elems;
+    if (cols % block !== 0) shapeError(`${dtype} weight needs cols % ${block} == 0, got ${cols}`);
+    const want = rowBytes(dtype, cols) * rows;
     if (bytes.byteLength < want) shapeError(`weight [${rows}][${cols}] ${dtype} needs ${want} bytes, got ${bytes.byteLength}`);
     return new CpuWeight(dtype, rows, cols, bytes.subarray(0, want));
   }

@@ -20,7 +20,11 @@
 namespace kvt {
 
 // Element types; values are GGML type ids so a GGUF tensor type passes through.
-enum DType : int { F32 = 0, F16 = 1, Q8_0 = 8, BF16 = 30 };
+enum DType : int {
+  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
+  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
+  IQ4_NL = 20, IQ4_XS = 23, BF16 = 30
+};
 
 constexpr int kQ8Block = 32;       // values per Q8_0 block
 constexpr int kQ8BlockBytes = 34;  // f16 scale + 32 int8

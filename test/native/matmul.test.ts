@@ -43,7 +43,7 @@ describe('matmul vs float64 TypeScript', () => {
   // Tolerance per output, relative to Σ|x_k·w_k|:
   //   f32/f16/bf16: 1e-5 (f32 accumulation of K ≤ 256 exact-weight products)
   //   q8_0: 1.5e-2 (activations are quantized to int8 per 32-block: error ≤ amax/254 per value)
-  const TOL: Record<WeightDType, number> = { f32: 1e-5, f16: 1e-5, bf16: 1e-5, q8_0: 1.5e-2 };
+  const TOL: Partial<Record<WeightDType, number>> = { f32: 1e-5, f16: 1e-5, bf16: 1e-5, q8_0: 1.5e-2 };
   for (const dtype of DTYPES) {
     it(`${dtype} within ${TOL[dtype]} of Σ|x·w|`, () => {
       for (const [m, n, k] of [[1, 17, 64], [13, 65, 96]] as const) {
@@ -56,7 +56,7 @@ describe('matmul vs float64 TypeScript', () => {
               s += x[r * k + i] * w.values[j * k + i];
               mag += Math.abs(x[r * k + i] * w.values[j * k + i]);
             }
-            expect(Math.abs(fast[r * n + j] - s)).toBeLessThanOrEqual(TOL[dtype] * mag + 1e-7);
+            expect(Math.abs(fast[r * n + j] - s)).toBeLessThanOrEqual(TOL[dtype]! * mag + 1e-7);
           }
       }
     });
