@@ -142,9 +142,21 @@ Napi::ArrayBuffer external_aligned(Napi::Env env, size_t bytes) {
 }
 
 // Live file mappings by base address: unmapFile and the GC finalizer race for
-// each entry; whoever erases it unmaps.
+// each entry; whoever erases it unmaps. An address is not an identity: after
+// unmapFile the kernel may hand the same address to the next mapping while the
+// first ArrayBuffer still awaits collection, so each mapping carries a serial
+// and a finalizer only erases the entry whose serial it was given.
+struct LiveMapping {
+  Mapping mapping;
+  uint64_t serial;
+};
+struct MappingTicket {
+  void* addr;
+  uint64_t serial;
+};
 std::mutex g_map_mutex;
-std::unordered_map<void*, Mapping> g_maps;
+std::unordered_map<void*, LiveMapping> g_maps;
+uint64_t g_next_map_serial = 1;
 
 // ---- functions ---------------------------------------------------------------
 
@@ -206,21 +218,28 @@ Napi::Value MmapFile(const Napi::CallbackInfo& info) {
     return env.Undefined();
   }
   if (m.bytes == 0) return Napi::ArrayBuffer::New(env, 0);
+  auto* ticket = new MappingTicket{m.addr, 0};
   {
     std::lock_guard<std::mutex> lock(g_map_mutex);
-    g_maps[m.addr] = m;
+    ticket->serial = g_next_map_serial++;
+    g_maps[m.addr] = LiveMapping{m, ticket->serial};
   }
-  return Napi::ArrayBuffer::New(env, m.addr, m.bytes, [](Napi::Env, void* data) {
-    Mapping found{nullptr, 0};
-    {
-      std::lock_guard<std::mutex> lock(g_map_mutex);
-      auto it = g_maps.find(data);
-      if (it == g_maps.end()) return;
-      found = it->second;
-      g_maps.erase(it);
-    }
-    unmap(found);
-  });
+  return Napi::ArrayBuffer::New(
+      env, m.addr, m.bytes,
+      [](Napi::Env, void*, MappingTicket* t) {
+        Mapping found{nullptr, 0};
+        {
+          std::lock_guard<std::mutex> lock(g_map_mutex);
+          auto it = g_maps.find(t->addr);
+          if (it != g_maps.end() && it->second.serial == t->serial) {
+            found = it->second.mapping;
+            g_maps.erase(it);
+          }
+        }
+        delete t;
+        unmap(found);
+      },
+      ticket);
 }
 
 // Detaches the buffer (every view of it reads as length 0 afterwards) and unmaps.
@@ -237,7 +256,7 @@ Napi::Value UnmapFile(const Napi::CallbackInfo& info) {
     std::lock_guard<std::mutex> lock(g_map_mutex);
     auto it = g_maps.find(data);
     if (it == g_maps.end()) return Napi::Boolean::New(env, false);
-    found = it->second;
+    found = it->second.mapping;
     g_maps.erase(it);
   }
   if (!ab.IsDetached()) ab.Detach();

@@ -74,7 +74,7 @@ describe('CpuBackend', () => {
 
   it('typed errors: wrong handle, bad dtype, short weight bytes', () => {
     expect(() => backend.read({ kind: 'tensor', length: 1 })).toThrow(NativeError);
-    expect(() => backend.uploadWeight('q4_0' as never, 1, 32, new Uint8Array(64))).toThrow(expect.objectContaining({ code: 'KVT_ERR_NATIVE_DTYPE' }));
+    expect(() => backend.uploadWeight('q9_9' as never, 1, 32, new Uint8Array(64))).toThrow(expect.objectContaining({ code: 'KVT_ERR_NATIVE_DTYPE' }));
     expect(() => backend.uploadWeight('f16', 4, 32, new Uint8Array(10))).toThrow(expect.objectContaining({ code: 'KVT_ERR_NATIVE_SHAPE' }));
   });
 
