@@ -9,7 +9,7 @@
  */
 import type { Backend, TensorHandle, WeightDType, WeightHandle } from '../../native/index.ts';
 import type { GgufFile, GgufTensor } from '../gguf/index.ts';
-import { GgmlType, f16ToF32, bf16ToF32 } from '../gguf/index.ts';
+import { GgmlType, f16ToF32, bf16ToF32, ggmlTypeName } from '../gguf/index.ts';
 import { EngineError } from './engine-errors.ts';
 import type { ModelConfig } from '../model-config.ts';
 import { BIAS_TILE_ROWS, type GraphConfig, type LayerWeights, type ModelWeights } from './llama-graph.ts';
@@ -52,6 +52,11 @@ const WEIGHT_DTYPE: Partial<Record<GgmlType, WeightDType>> = {
   [GgmlType.Q8_0]: 'q8_0',
 };
 
+/** The backend weight dtype a GGUF tensor type is computed as, or undefined when the engine has no kernel for it. */
+export function engineWeightDType(type: GgmlType): WeightDType | undefined {
+  return WEIGHT_DTYPE[type];
+}
+
 function expectDims(t: GgufTensor, dims: number[]): void {
   if (t.dims.length !== dims.length || t.dims.some((d, i) => d !== dims[i])) {
     unsupported(`tensor ${t.name} has dims [${t.dims}] but the config implies [${dims}]; the GGUF is inconsistent`);
@@ -83,8 +88,8 @@ export function uploadModelWeights(backend: Backend, g: GgufFile, c: GraphConfig
   const matrix = (name: string, cols: number, rows: number): WeightHandle => {
     const t = g.tensor(name);
     expectDims(t, [cols, rows]);
-    const dtype = WEIGHT_DTYPE[t.type];
-    if (!dtype) unsupported(`tensor ${name} has GGML type ${t.type}; the engine computes f32, f16, bf16 and q8_0 weights`);
+    const dtype = engineWeightDType(t.type);
+    if (!dtype) unsupported(`tensor ${name} has GGML type ${ggmlTypeName(t.type)}; the engine computes ${Object.values(WEIGHT_DTYPE).join(', ')} weights`);
     return backend.uploadWeight(dtype, rows, cols, t.data);
   };
   const gain = (name: string, n: number): WeightHandle => {

@@ -64,7 +64,7 @@ function prepare(argv: readonly string[], io: CliIo): Prepared {
   }
   const specs: Record<string, CommandSpec> = { stats: STATS, ls: LS, inspect: INSPECT, purge: PURGE, gc: GC };
   const spec = specs[command];
-  if (!spec) throw new CliError('KVT_ERR_CLI_UNKNOWN_COMMAND', `unknown command "${command}"; commands: serve, worker, ${ADMIN_COMMANDS.join(', ')} (kvtier --help)`);
+  if (!spec) throw new CliError('KVT_ERR_CLI_UNKNOWN_COMMAND', `unknown command "${command}"; commands: serve, worker, model, ${ADMIN_COMMANDS.join(', ')} (kvtier --help)`);
   const args = parseArgs(spec, rest);
   if (args.flags.has('help')) return { spec, args };
   switch (command) {

@@ -1,0 +1,133 @@
+/**
+ * What a GGUF file is and whether kvtier can run it, read from its header
+ * alone (tensor bytes are mapped, never touched): `kvtier model inspect`
+ * prints it, `kvtier serve --model FILE` refuses an unrunnable file with its
+ * `runnable.reason` before loading anything.
+ *
+ * "Runnable" is decided by the engine's own load-time checks (model config,
+ * graph config, weight types, tokenizer), so the report cannot disagree with
+ * what loading the file would do.
+ */
+import { readGguf, ggmlTypeName, type GgufFile } from './gguf/index.ts';
+import { modelConfigFromGguf } from './model-config.ts';
+import { engineWeightDType, graphConfigFrom } from './engine/model-weights.ts';
+import { Tokenizer } from './tokenizer/index.ts';
+import { TOKENS_PER_BLOCK } from './kv/index.ts';
+
+export interface QuantMixRow {
+  /** GGML type name (Q4_K, F32, …). */
+  type: string;
+  tensors: number;
+  params: number;
+  bytes: number;
+}
+
+export interface ModelReport {
+  path: string;
+  fileBytes: number;
+  architecture: string;
+  name?: string;
+  dims: {
+    layers?: number;
+    dModel?: number;
+    heads?: number;
+    kvHeads?: number;
+    keyDim?: number;
+    valueDim?: number;
+    ffnDim?: number;
+    vocabSize?: number;
+  };
+  contextLength?: number;
+  rope: { freqBase?: number; scaling?: string; freqFactors: boolean };
+  slidingWindow?: number;
+  /** One row per tensor type, most parameters first. */
+  quantMix: QuantMixRow[];
+  params: number;
+  bitsPerWeight: number;
+  vocab: { model?: string; pre?: string; size?: number };
+  chatTemplate: { present: boolean; chars: number };
+  /** f16 K and V of every layer for one token, and for one 64-token kvtier block; undefined when the dims are not declared. */
+  kvBytesPerToken?: number;
+  kvBytesPerBlock?: number;
+  runnable: { ok: true } | { ok: false; reason: string };
+}
+
+/** Opens `path`, reports on it, closes it. Throws GgufError when the file is not a readable GGUF. */
+export function inspectModelFile(path: string): ModelReport {
+  const gguf = readGguf(path, { rejectUnsupportedTypes: false });
+  try {
+    return inspectModel(gguf);
+  } finally {
+    gguf.close();
+  }
+}
+
+export function inspectModel(g: GgufFile): ModelReport {
+  const arch = g.optString('general.architecture') ?? '(none)';
+  const key = (k: string) => `${arch}.${k}`;
+  const u32 = (k: string) => (g.metadata.get(k)?.type === 'u32' ? g.optU32(k) : undefined);
+  const heads = u32(key('attention.head_count'));
+  const dModel = u32(key('embedding_length'));
+  const keyDim = u32(key('attention.key_length')) ?? (heads && dModel ? dModel / heads : undefined);
+  const dims: ModelReport['dims'] = {
+    layers: u32(key('block_count')),
+    dModel,
+    heads,
+    kvHeads: u32(key('attention.head_count_kv')) ?? heads,
+    keyDim,
+    valueDim: u32(key('attention.value_length')) ?? keyDim,
+    ffnDim: u32(key('feed_forward_length')),
+    vocabSize: u32(key('vocab_size')) ?? g.optStringArray('tokenizer.ggml.tokens')?.length,
+  };
+  const mix = new Map<string, QuantMixRow>();
+  let params = 0;
+  let bytes = 0;
+  for (const t of g.tensors.values()) {
+    const type = ggmlTypeName(t.type);
+    const row = mix.get(type) ?? { type, tensors: 0, params: 0, bytes: 0 };
+    row.tensors++;
+    row.params += t.elements;
+    row.bytes += t.byteLength;
+    mix.set(type, row);
+    params += t.elements;
+    bytes += t.byteLength;
+  }
+  const { layers, kvHeads, valueDim } = dims;
+  const kvBytesPerToken = layers && kvHeads && keyDim && valueDim ? layers * kvHeads * (keyDim + valueDim) * 2 : undefined;
+  const template = g.optString('tokenizer.chat_template');
+  return {
+    path: g.path,
+    fileBytes: g.fileSize,
+    architecture: arch,
+    name: g.optString('general.name'),
+    dims,
+    contextLength: u32(key('context_length')),
+    rope: { freqBase: g.metadata.get(key('rope.freq_base'))?.type === 'f32' ? g.optF32(key('rope.freq_base')) : undefined, scaling: g.optString(key('rope.scaling.type')), freqFactors: g.tensors.has('rope_freqs.weight') },
+    slidingWindow: u32(key('attention.sliding_window')),
+    quantMix: [...mix.values()].sort((a, b) => b.params - a.params),
+    params,
+    bitsPerWeight: params > 0 ? (bytes * 8) / params : 0,
+    vocab: { model: g.optString('tokenizer.ggml.model'), pre: g.optString('tokenizer.ggml.pre'), size: g.optStringArray('tokenizer.ggml.tokens')?.length },
+    chatTemplate: { present: template !== undefined, chars: template?.length ?? 0 },
+    kvBytesPerToken,
+    kvBytesPerBlock: kvBytesPerToken === undefined ? undefined : kvBytesPerToken * TOKENS_PER_BLOCK,
+    runnable: runnable(g),
+  };
+}
+
+/** The engine's own load-time checks, without uploading a weight. */
+function runnable(g: GgufFile): ModelReport['runnable'] {
+  try {
+    const config = modelConfigFromGguf(g);
+    graphConfigFrom(g, config);
+    for (const t of g.tensors.values()) {
+      if (t.dims.filter((d) => d > 1).length >= 2 && !engineWeightDType(t.type)) {
+        return { ok: false, reason: `tensor ${t.name} has weight type ${ggmlTypeName(t.type)}, which the engine does not compute` };
+      }
+    }
+    Tokenizer.fromGguf(g);
+    return { ok: true };
+  } catch (err) {
+    return { ok: false, reason: (err as Error).message };
+  }
+}
