@@ -3,7 +3,8 @@ export type TokenizerErrorCode =
   | 'KVT_ERR_TOKENIZER_UNSUPPORTED_PRE'
   | 'KVT_ERR_TOKENIZER_BAD_VOCAB'
   | 'KVT_ERR_TOKENIZER_BAD_TOKEN_ID'
-  | 'KVT_ERR_TOKENIZER_NO_BOS';
+  | 'KVT_ERR_TOKENIZER_NO_BOS'
+  | 'KVT_ERR_TOKENIZER_HF_IMPORT';
 
 export class TokenizerError extends Error {
   override readonly name = 'TokenizerError';
