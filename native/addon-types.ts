@@ -27,10 +27,11 @@ export interface NativeAddon {
   swigluRef(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;
   add(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void;
   addRef(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void;
+  /** scaling: [freqScale, extFactor, attnFactor, betaFast, betaSlow, nCtxOrig]; freqFactors: [rotDims/2]. */
   rope(x: Float32Array, positions: Int32Array, rows: number, heads: number, headDim: number, rotDims: number,
-    mode: number, freqBase: number): void;
+    mode: number, freqBase: number, scaling?: Float32Array | null, freqFactors?: Float32Array | null): void;
   ropeRef(x: Float32Array, positions: Int32Array, rows: number, heads: number, headDim: number, rotDims: number,
-    mode: number, freqBase: number): void;
+    mode: number, freqBase: number, scaling?: Float32Array | null, freqFactors?: Float32Array | null): void;
   embed(out: Float32Array, table: Bytes, dtype: number, rows: number, cols: number, tokens: Int32Array): void;
   embedRef(out: Float32Array, table: Bytes, dtype: number, rows: number, cols: number, tokens: Int32Array): void;
   kvWrite(pages: Bytes, layers: number, kvHeads: number, headDim: number, kvDtype: number, layer: number,

@@ -106,6 +106,32 @@ export interface RopeOptions {
   freqBase: number; // e.g. 10000
   /** Rotated dims per head (partial rotary); default headDim. */
   rotDims?: number;
+  /**
+   * Per-pair theta divisors [rotDims/2] (Llama 3.1+ `rope_freqs.weight`):
+   * pair p turns at pos·base^(−2p/rot) / freqFactors[p], as in ggml_rope_ext.
+   */
+  freqFactors?: Float32Array;
+  /** Linear / YaRN scaling with llama.cpp's meaning; absent = none. */
+  scaling?: RopeScaling;
+}
+
+/**
+ * ggml_rope_ext's scaling parameters (llama.cpp fills them from the GGUF:
+ * freqScale = 1/`rope.scaling.factor`; for `yarn` extFactor = 1, attnFactor
+ * from the factor and `rope.scaling.attn_factor`, betaFast 32, betaSlow 1,
+ * nCtxOrig = `rope.scaling.original_context_length`).
+ *   theta_extrap = pos·base^(−2p/rot)/freqFactor,  theta_interp = freqScale·theta_extrap
+ *   extFactor ≠ 0: theta mixes the two by YaRN's ramp over the correction dims
+ *     of [betaFast, betaSlow], and cos/sin get ·(1 + 0.1·ln(1/freqScale))
+ *   cos/sin get ·attnFactor.
+ */
+export interface RopeScaling {
+  freqScale: number;
+  extFactor: number;
+  attnFactor: number;
+  betaFast: number;
+  betaSlow: number;
+  nCtxOrig: number;
 }
 
 export interface BackendInfo {

@@ -208,7 +208,9 @@ export class CpuBackend implements Backend {
   rope(x: TensorHandle, positions: Int32Array, rows: number, heads: number, headDim: number, opts: RopeOptions): void {
     const xd = this.tensor(x, 'rope x');
     const mode = opts.mode === 'neox' ? 2 : opts.mode === 'normal' ? 0 : shapeError(`rope mode ${opts.mode}: use normal or neox`);
-    this.call(() => this.addon.rope(xd, positions, rows, heads, headDim, opts.rotDims ?? headDim, mode, opts.freqBase));
+    const s = opts.scaling;
+    const scaling = s ? Float32Array.of(s.freqScale, s.extFactor, s.attnFactor, s.betaFast, s.betaSlow, s.nCtxOrig) : null;
+    this.call(() => this.addon.rope(xd, positions, rows, heads, headDim, opts.rotDims ?? headDim, mode, opts.freqBase, scaling, opts.freqFactors ?? null));
   }
 
   softmax(x: TensorHandle, rows: number, cols: number): void {

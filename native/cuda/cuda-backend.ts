@@ -215,6 +215,12 @@ export class CudaBackend implements Backend {
     if (rot % 2 !== 0 || rot > headDim || rot <= 0) throw shape(`rope rotDims ${rot} must be even and ≤ headDim ${headDim}`);
     if (positions.length < rows) throw shape(`rope needs ${rows} positions, got ${positions.length}`);
     this.fits(x, rows * heads * headDim, 'rope x');
+    const sc = opts.scaling;
+    if (opts.freqFactors || (sc && (sc.freqScale !== 1 || sc.extFactor !== 0 || sc.attnFactor !== 1))) {
+      // The device kernel computes plain RoPE only; frequency factors and
+      // linear/YaRN scaling run on the CPU backend (KVTIER_DEVICE=cpu).
+      throw new CudaBackendError('KVT_ERR_NATIVE_CUDA_UNSUPPORTED', 'rope: frequency factors and linear/YaRN rope scaling are not implemented on CUDA yet; run this model with KVTIER_DEVICE=cpu');
+    }
     this.context.rope(this.v(x), positions, rows, heads, headDim, rot, opts.freqBase, opts.mode === 'neox' ? 2 : 0);
   }
 

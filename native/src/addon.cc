@@ -368,7 +368,10 @@ Napi::Value Binary(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
-// rope(x, positions, rows, heads, headDim, rotDims, mode, freqBase)
+// rope(x, positions, rows, heads, headDim, rotDims, mode, freqBase[, scaling[, freqFactors]])
+//   scaling:     Float32Array [freqScale, extFactor, attnFactor, betaFast, betaSlow, nCtxOrig] (see RopeParams)
+//   freqFactors: Float32Array [rotDims/2] of theta divisors (rope_freqs.weight)
+// An absent, undefined or null scaling / freqFactors means plain RoPE.
 template <bool kRef>
 Napi::Value Rope(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -387,8 +390,42 @@ Napi::Value Rope(const Napi::CallbackInfo& info) {
       !need(env, mode == 0 || mode == 2, "rope: mode must be 0 (normal) or 2 (neox)") ||
       !need(env, base > 0, "rope: freqBase must be > 0"))
     return env.Undefined();
-  if (kRef) rope_ref(x, pos, rows, heads, hd, rot, mode, base);
-  else rope(x, pos, rows, heads, hd, rot, mode, base, global_pool());
+  RopeParams p;
+  p.rot_dims = rot;
+  p.mode = mode;
+  p.freq_base = base;
+  auto present = [&](size_t i) { return info.Length() > i && !info[i].IsUndefined() && !info[i].IsNull(); };
+  if (present(8)) {
+    float* sc;
+    size_t n_sc;
+    if (!get_f32(info, 8, &sc, &n_sc, "scaling")) return env.Undefined();
+    if (!need(env, n_sc == 6, "rope: scaling holds [freqScale, extFactor, attnFactor, betaFast, betaSlow, nCtxOrig]"))
+      return env.Undefined();
+    p.freq_scale = sc[0];
+    p.ext_factor = sc[1];
+    p.attn_factor = sc[2];
+    p.beta_fast = sc[3];
+    p.beta_slow = sc[4];
+    p.n_ctx_orig = (int)sc[5];
+    bool finite = true;
+    for (int i = 0; i < 6; ++i) finite = finite && std::isfinite(sc[i]);
+    if (!need(env, finite, "rope: scaling values must be finite") ||
+        !need(env, p.freq_scale > 0, "rope: freqScale must be > 0 (it is 1/factor)") ||
+        !need(env, p.ext_factor == 0 || (p.n_ctx_orig > 0 && p.beta_fast > 0 && p.beta_slow > 0 && (float)p.n_ctx_orig == sc[5]),
+              "rope: YaRN (extFactor != 0) needs an integer nCtxOrig > 0 and betaFast, betaSlow > 0"))
+      return env.Undefined();
+  }
+  if (present(9)) {
+    float* ff;
+    size_t n_ff;
+    if (!get_f32(info, 9, &ff, &n_ff, "freqFactors")) return env.Undefined();
+    if (!need(env, n_ff >= (size_t)rot / 2, "rope: freqFactors needs rotDims/2 values")) return env.Undefined();
+    for (size_t i = 0; i < (size_t)rot / 2; ++i)
+      if (!need(env, std::isfinite(ff[i]) && ff[i] > 0, "rope: freqFactors must be finite and > 0")) return env.Undefined();
+    p.freq_factors = ff;
+  }
+  if (kRef) rope_ref(x, pos, rows, heads, hd, p);
+  else rope(x, pos, rows, heads, hd, p, global_pool());
   return env.Undefined();
 }
 

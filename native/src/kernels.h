@@ -57,10 +57,23 @@ const Kernels* kernels_avx512();
 
 // ---- ISA-independent kernels (cheap, memory-bound or O(rows·dim)) ----------
 
-// x [rows][n_heads][head_dim] in place; positions [rows]; mode 0 = normal
-// (pairs 2i, 2i+1), 2 = neox (pairs i, i+rot/2); rot_dims <= head_dim (even).
-void rope(float* x, const int32_t* positions, int rows, int n_heads, int head_dim, int rot_dims, int mode,
-          float freq_base, ThreadPool& pool);
+// RoPE with llama.cpp's scalings (ggml_rope_ext): see ops/rope-yarn.h for the
+// formulas. The defaults are plain RoPE.
+struct RopeParams {
+  int rot_dims;                         // rotated dims per head, even, <= head_dim
+  int mode;                             // 0 = normal (pairs 2i, 2i+1), 2 = neox (pairs i, i+rot/2)
+  float freq_base;                      // theta base, e.g. 10000
+  float freq_scale = 1.0f;              // 1/factor of linear and YaRN scaling
+  float ext_factor = 0.0f;              // YaRN extrapolation mix (llama.cpp: 1 for yarn)
+  float attn_factor = 1.0f;             // cos/sin magnitude
+  float beta_fast = 32.0f;              // YaRN correction range
+  float beta_slow = 1.0f;
+  int n_ctx_orig = 0;                   // YaRN original training context
+  const float* freq_factors = nullptr;  // [rot_dims/2] theta divisors (Llama 3.1 rope_freqs.weight) or null
+};
+// x [rows][n_heads][head_dim] in place; positions [rows].
+void rope(float* x, const int32_t* positions, int rows, int n_heads, int head_dim, const RopeParams& p,
+          ThreadPool& pool);
 // out [n_tok][cols] = dequantized rows tokens[i] of a GGUF table [rows][cols]
 void embed(float* out, const uint8_t* table, int dtype, int rows, int cols, const int32_t* tokens, int n_tok,
            ThreadPool& pool);
@@ -80,8 +93,7 @@ void swiglu_ref(float* out, const float* gate, const float* up, size_t n);
 void add_ref(float* out, const float* a, const float* b, size_t n);
 void attention_ref(float* out, const float* q, const uint8_t* pages, const KvLayout& kv, int layer, int n_heads,
                    float scale, const AttnSegment* segs, int n_segs);
-void rope_ref(float* x, const int32_t* positions, int rows, int n_heads, int head_dim, int rot_dims, int mode,
-              float freq_base);
+void rope_ref(float* x, const int32_t* positions, int rows, int n_heads, int head_dim, const RopeParams& p);
 void embed_ref(float* out, const uint8_t* table, int dtype, int rows, int cols, const int32_t* tokens, int n_tok);
 void kv_write_ref(uint8_t* pages, const KvLayout& kv, int layer, const int32_t* block_table, int n_blocks, int pos0,
                   int n, const float* k, const float* v);
