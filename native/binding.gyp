@@ -75,7 +75,15 @@
         "src/ops/embed.cc",
         "src/ops/embed-ref.cc",
         "src/ops/kv-write.cc",
-        "src/ops/kv-write-ref.cc"
+        "src/ops/kv-write-ref.cc",
+        "src/quant/quant-dispatch.cc",
+        "src/quant/quant-search.cc",
+        "src/quant/quant-legacy.cc",
+        "src/quant/quant-iq4.cc",
+        "src/quant/quant-q2k.cc",
+        "src/quant/quant-q3k.cc",
+        "src/quant/quant-q4k-q5k.cc",
+        "src/quant/quant-q6k.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
       "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS"],

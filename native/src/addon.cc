@@ -12,6 +12,8 @@
 #include "dispatch.h"
 #include "kernels.h"
 #include "memory.h"
+#include "quant/blocks.h"
+#include "quant/quant.h"
 #include "thread-pool.h"
 
 using namespace kvt;
@@ -110,6 +112,22 @@ bool need(Napi::Env env, bool ok, const std::string& msg) {
 }
 
 bool valid_weight_dtype(int d) { return d == F32 || d == F16 || d == BF16 || d == Q8_0; }
+
+// Types quantize/dequantize/embed accept: the weight types plus every type
+// with a block quantizer (quant/quant.h), matmul kernel or not.
+bool valid_convert_dtype(int d) { return valid_weight_dtype(d) || has_block_quantizer(d); }
+
+bool check_convert_count(Napi::Env env, const char* what, int dtype, size_t count) {
+  if (!need(env, valid_convert_dtype(dtype),
+            std::string(what) + ": dtype " + std::to_string(dtype) +
+                " is not a GGML type id kvtier converts (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, "
+                "IQ4_NL, IQ4_XS)"))
+    return false;
+  const int qk = block_geometry(dtype).elems;
+  return need(env, count % (size_t)qk == 0,
+              std::string(what) + ": count " + std::to_string(count) + " must be a multiple of the type's block of " +
+                  std::to_string(qk) + " values");
+}
 
 bool check_weight_shape(Napi::Env env, int dtype, int rows, int cols) {
   if (!need(env, valid_weight_dtype(dtype), "weight dtype must be a GGML type id: 0 (F32), 1 (F16), 8 (Q8_0), 30 (BF16)"))
@@ -441,7 +459,9 @@ Napi::Value Embed(const Napi::CallbackInfo& info) {
   if (!get_f32(info, 0, &out, &n_out, "out") || !get_bytes(info, 1, &table, "table") || !get_int(info, 2, &dtype, "dtype") ||
       !get_int(info, 3, &rows, "rows", 1) || !get_int(info, 4, &cols, "cols", 1) || !get_i32(info, 5, &tok, &n_tok, "tokens"))
     return env.Undefined();
-  if (!check_weight_shape(env, dtype, rows, cols)) return env.Undefined();
+  if (!need(env, rows > 0 && cols > 0, "embed: rows and cols must be > 0") ||
+      !check_convert_count(env, "embed: cols", dtype, (size_t)cols))
+    return env.Undefined();
   if (!need(env, table.n >= gguf_row_bytes(dtype, cols) * (size_t)rows, "embed: table buffer too small for its shape") ||
       !need(env, n_out >= n_tok * (size_t)cols, "embed: out needs tokens*cols floats"))
     return env.Undefined();
@@ -556,8 +576,7 @@ Napi::Value Convert(const Napi::CallbackInfo& info) {
   bool ok = kQuantize ? (get_bytes(info, 0, &b, "dst") && get_f32(info, 1, &f, &n_f, "src"))
                       : (get_f32(info, 0, &f, &n_f, "dst") && get_bytes(info, 1, &b, "src"));
   if (!ok || !get_int(info, 2, &dtype, "dtype") || !get_int(info, 3, &count, "count")) return env.Undefined();
-  if (!need(env, valid_weight_dtype(dtype), "dtype must be 0 (F32), 1 (F16), 8 (Q8_0) or 30 (BF16)") ||
-      !need(env, dtype != Q8_0 || count % kQ8Block == 0, "Q8_0 needs count % 32 == 0") ||
+  if (!check_convert_count(env, kQuantize ? "quantize" : "dequantize", dtype, (size_t)count) ||
       !need(env, n_f >= (size_t)count && b.n >= gguf_row_bytes(dtype, count), "buffers too small for count"))
     return env.Undefined();
   if (kQuantize) quantize(b.p, f, dtype, count);

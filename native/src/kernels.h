@@ -80,9 +80,11 @@ void embed(float* out, const uint8_t* table, int dtype, int rows, int cols, cons
 // writes k, v [n][kv_heads][head_dim] (f32) for positions pos0.. into pages
 void kv_write(uint8_t* pages, const KvLayout& kv, int layer, const int32_t* block_table, int n_blocks, int pos0,
               int n, const float* k, const float* v, ThreadPool& pool);
-// dst [count] f32 = src (GGUF layout, count % 32 == 0 for Q8_0)
+// dst [count] f32 = src (GGUF layout); count a multiple of the type's block
+// (32 or 256). Every type of quant/blocks.h but Q8_K; bit-identical to ggml.
 void dequantize(float* dst, const uint8_t* src, int dtype, size_t count);
-// dst (GGUF layout) = src [count] f32 (count % 32 == 0 for Q8_0)
+// dst (GGUF layout) = src [count] f32, same types and counts; bytes identical
+// to ggml's reference quantizers (quant/quant.h).
 void quantize(uint8_t* dst, const float* src, int dtype, size_t count);
 
 // ---- reference twins: plain loops over the GGUF layout, single thread -----

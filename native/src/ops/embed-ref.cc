@@ -1,5 +1,6 @@
-// Reference twin of ops/embed.cc: element by element.
+// Reference twin of ops/embed.cc: element by element (block types: row by row).
 #include "../kernels.h"
+#include "../quant/quant.h"
 
 namespace kvt {
 
@@ -8,6 +9,8 @@ void embed_ref(float* out, const uint8_t* table, int dtype, int rows, int cols, 
   const size_t row_bytes = gguf_row_bytes(dtype, cols);
   for (int t = 0; t < n_tok; ++t) {
     const uint8_t* row = table + (size_t)tokens[t] * row_bytes;
+    // block types: the per-type dequantizer is itself the ggml-exact reference
+    if (dequantize_blocks(out + (size_t)t * cols, row, dtype, (size_t)cols)) continue;
     for (int c = 0; c < cols; ++c) {
       float v = 0.0f;
       uint16_t h;

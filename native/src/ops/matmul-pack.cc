@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include "../kernels.h"
+#include "../quant/blocks.h"
+#include "../quant/quant.h"
 
 namespace kvt {
 
@@ -15,7 +17,10 @@ size_t gguf_row_bytes(int dtype, int cols) {
     case F16:
     case BF16: return (size_t)cols * 2;
     case Q8_0: return (size_t)cols / kQ8Block * kQ8BlockBytes;
-    default: return 0;
+    default: {  // every other GGUF block type (quant/blocks.h)
+      BlockGeometry g = block_geometry(dtype);
+      return g.elems ? (size_t)cols / g.elems * g.bytes : 0;
+    }
   }
 }
 
@@ -132,6 +137,7 @@ void dequantize(float* dst, const uint8_t* src, int dtype, size_t count) {
       }
       return;
     }
+    default: dequantize_blocks(dst, src, dtype, count); return;  // quant/quant-dispatch.cc
   }
 }
 
@@ -164,6 +170,7 @@ void quantize(uint8_t* dst, const float* src, int dtype, size_t count) {
       }
       return;
     }
+    default: quantize_blocks(dst, src, dtype, count); return;  // quant/quant-dispatch.cc
   }
 }
 
