@@ -82,7 +82,8 @@ export interface ReadGgufOptions {
   rejectUnsupportedTypes?: boolean;
 }
 
-const utf8 = new TextDecoder('utf-8', { fatal: false });
+// ignoreBOM: a token may be U+FEFF itself (Llama 2 / Mistral vocabularies); the default would strip it.
+const utf8 = new TextDecoder('utf-8', { fatal: false, ignoreBOM: true });
 
 class Cursor {
   pos = 0;
