@@ -1,0 +1,90 @@
+// K-quant weight packing (at upload) into the panel layout of
+// matmul-kquant.h, and the Q8_K-style activation quantizer. Compiled once:
+// the packed layout and the quantized activations are the same for every ISA.
+#include <algorithm>
+#include <cmath>
+
+#include "matmul-kquant.h"
+
+namespace kvt {
+
+size_t kquant_row_bytes(int dtype, int cols) { return (size_t)cols / kQKK * kq_spec(dtype).gguf_bytes; }
+
+size_t kquant_packed_bytes(int dtype, int rows, int cols) {
+  const size_t panels = ((size_t)rows + kPanel - 1) / kPanel;
+  return panels * ((size_t)cols / kQKK) * kq_spec(dtype).bytes();
+}
+
+// ORs field `v` (w bits) of column c (0..255) of row j into a plane.
+static void put_field(uint8_t* plane, int w, int j, int c, int v) {
+  const int per = 8 / w;  // groups per load
+  const int u = c / 32, g = (c % 32) / 4, t = c % 4;
+  uint8_t* byte = plane + ((size_t)u * w + g / per) * 64 + j * 4 + t;
+  *byte |= (uint8_t)((v & ((1 << w) - 1)) << ((g % per) * w));
+}
+
+void pack_kquant(uint8_t* dst, int dtype, int rows, int cols, const uint8_t* src, size_t p0, size_t p1) {
+  const KqSpec S = kq_spec(dtype);
+  const int nsb = cols / kQKK;
+  const size_t row_bytes = kquant_row_bytes(dtype, cols);
+  KqBlock blk;
+  for (size_t p = p0; p < p1; ++p) {
+    for (int b = 0; b < nsb; ++b) {
+      uint8_t* o = dst + (p * nsb + b) * S.bytes();
+      std::memset(o, 0, S.bytes());
+      uint16_t* d = reinterpret_cast<uint16_t*>(o);
+      uint8_t* sc = o + S.scales_at();
+      for (int j = 0; j < kPanel; ++j) {
+        size_t n = p * kPanel + j;
+        if (n >= (size_t)rows) continue;  // zero codes and scales: output discarded
+        kquant_block_codes(dtype, src + n * row_bytes + (size_t)b * S.gguf_bytes, &blk);
+        d[j] = blk.d;
+        if (S.has_min) d[kPanel + j] = blk.dmin;
+        for (int s = 0; s < S.nsub(); ++s) {
+          if (S.scale_kind == 0) {
+            sc[s * kPanel + j] = (uint8_t)blk.s[s];
+            sc[128 + s * kPanel + j] = blk.m[s];
+          } else if (S.scale_kind == 1) {
+            sc[s * kPanel + j] = (uint8_t)(int8_t)blk.s[s];
+          } else {
+            sc[s * kPanel + j] = (uint8_t)(blk.s[s] | (blk.m[s] << 4));
+          }
+        }
+        for (int c = 0; c < kQKK; ++c) {
+          put_field(o + S.lo_at(), S.lo_bits, j, c, blk.u[c]);
+          if (S.hi_bits) put_field(o + S.hi_at(), S.hi_bits, j, c, blk.u[c] >> S.lo_bits);
+        }
+      }
+    }
+  }
+}
+
+// Per 256 values: d = amax/127, q = round_even(x / d); one function, so the
+// same on every ISA (the ISA kernels and the reference twin all call it).
+void quantize_rows_q8k(Q8KRows out, const float* x, int m, int k) {
+  const int nsb = k / kQKK;
+  for (int r = 0; r < m; ++r) {
+    for (int b = 0; b < nsb; ++b) {
+      const float* xb = x + (size_t)r * k + (size_t)b * kQKK;
+      float amax = 0.0f;
+      for (int i = 0; i < kQKK; ++i) amax = std::max(amax, std::fabs(xb[i]));
+      float d = amax / 127.0f;
+      float id = d != 0.0f ? 1.0f / d : 0.0f;
+      int8_t* q = out.q + (size_t)r * k + (size_t)b * kQKK;
+      int32_t* bs = out.bsum + (size_t)r * (k / 16) + (size_t)b * 16;
+      for (int s = 0; s < 16; ++s) {
+        int32_t sum = 0;
+        for (int i = s * 16; i < s * 16 + 16; ++i) {
+          float v = std::nearbyintf(xb[i] * id);
+          v = std::min(127.0f, std::max(-127.0f, v));
+          q[i] = (int8_t)v;
+          sum += q[i];
+        }
+        bs[s] = sum;
+      }
+      out.d[(size_t)r * nsb + b] = d;
+    }
+  }
+}
+
+}  // namespace kvt
