@@ -8,8 +8,6 @@
  *    inline modifiers).
  *  - `\s` is llama.cpp's whitespace set (includes U+0085, excludes U+FEFF),
  *    not JavaScript's.
- *  - For regexes that llama.cpp runs on "collapsed" text, ASCII `~` is
- *    neither \p{P} nor \p{S} there (its ASCII category table omits it).
  *  - A pre-tokenizer with several regexes applies them in turn: each one
  *    splits every piece left by the previous into matches and the gaps
  *    between them, and a regex sees only the piece it splits (lookaheads stop
@@ -28,9 +26,10 @@ function llama3Like(digits: string): string {
   );
 }
 
-// \p{P}∪\p{S} without '~', and its complement's first-char class with '~' (see above).
-const PS = '(?:(?!~)[\\p{P}\\p{S}])';
-const NOT_L_PS = '(?:~|[^\\r\\n\\p{L}\\p{P}\\p{S}])';
+// ASCII '~' counts as \p{S} here: llama.cpp (node-llama-cpp 3.21.1) makes "~/" and " ~~" one
+// piece each, as Hugging Face does (checked on DeepSeek V3's real vocabulary).
+const PS = '[\\p{P}\\p{S}]';
+const NOT_L_PS = '[^\\r\\n\\p{L}\\p{P}\\p{S}]';
 
 const REGEXES: Record<PreTokenizerName, RegExp[]> = {
   'llama-bpe': [new RegExp(llama3Like('{1,3}'), 'gu')],
