@@ -12,6 +12,7 @@
 #include "dispatch.h"
 #include "kernels.h"
 #include "memory.h"
+#include "ops/matmul-kquant.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
 #include "thread-pool.h"
@@ -111,7 +112,10 @@ bool need(Napi::Env env, bool ok, const std::string& msg) {
   return ok;
 }
 
-bool valid_weight_dtype(int d) { return d == F32 || d == F16 || d == BF16 || d == Q8_0; }
+bool valid_weight_dtype(int d) {
+  return d == F32 || d == F16 || d == BF16 || d == Q8_0 ||
+         is_kquant(d);                                                             // ops/matmul-kquant.h
+}
 
 // Types quantize/dequantize/embed accept: the weight types plus every type
 // with a block quantizer (quant/quant.h), matmul kernel or not.
@@ -130,10 +134,13 @@ bool check_convert_count(Napi::Env env, const char* what, int dtype, size_t coun
 }
 
 bool check_weight_shape(Napi::Env env, int dtype, int rows, int cols) {
-  if (!need(env, valid_weight_dtype(dtype), "weight dtype must be a GGML type id: 0 (F32), 1 (F16), 8 (Q8_0), 30 (BF16)"))
+  if (!need(env, valid_weight_dtype(dtype),
+            "weight dtype must be a GGML type id: 0 (F32), 1 (F16), 8 (Q8_0), 10..14 (Q2_K..Q6_K), 30 (BF16)"))
     return false;
+  const int qk = block_geometry(dtype).elems;  // 1, 32 or 256 values per block
   return need(env, rows > 0 && cols > 0, "weight rows and cols must be > 0") &&
-         need(env, dtype != Q8_0 || cols % kQ8Block == 0, "Q8_0 weights need cols % 32 == 0");
+         need(env, cols % qk == 0, "weights of GGML type " + std::to_string(dtype) + " need cols % " + std::to_string(qk) +
+                                       " == 0 (whole blocks per row), got cols = " + std::to_string(cols));
 }
 
 // ---- buffers owned by JS (external ArrayBuffers) ---------------------------

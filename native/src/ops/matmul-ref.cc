@@ -5,10 +5,12 @@
 #include <vector>
 
 #include "../kernels.h"
+#include "matmul-kquant.h"
 
 namespace kvt {
 
 void matmul_ref(float* out, const float* x, const uint8_t* w, int dtype, int n, int k, int m) {
+  if (is_kquant(dtype)) return matmul_kquant_ref(out, x, w, dtype, n, k, m);        // matmul-kquant-ref.cc
   const size_t row_bytes = gguf_row_bytes(dtype, k);
   if (dtype == Q8_0) {
     const int nb = k / kQ8Block;
