@@ -1,8 +1,8 @@
 /**
- * GGML tensor types as GGUF tensor infos carry them. Only the four types the
- * engine computes with are "supported"; the others are recognised by id so a
- * file using them is rejected with its type named instead of a vague
- * "unknown type".
+ * GGML tensor types as GGUF tensor infos carry them. The "supported" ones are
+ * those kvtier reads, writes, quantizes and dequantizes (byte-identical to
+ * ggml: native/src/quant); the others are recognised by id so a file using
+ * them is rejected with its type named instead of a vague "unknown type".
  */
 export enum GgmlType {
   F32 = 0,
@@ -39,14 +39,42 @@ export enum GgmlType {
   MXFP4 = 39,
 }
 
-/** Elements per block and bytes per block of the supported types. */
+/**
+ * Elements per block and bytes per block of the supported types (layouts:
+ * native/src/quant/blocks.h). A row (ne[0]) is whole blocks.
+ */
 export const SUPPORTED_GGML_TYPES: ReadonlyMap<GgmlType, { blockElems: number; blockBytes: number }> = new Map([
   [GgmlType.F32, { blockElems: 1, blockBytes: 4 }],
   [GgmlType.F16, { blockElems: 1, blockBytes: 2 }],
   [GgmlType.BF16, { blockElems: 1, blockBytes: 2 }],
   // Q8_0: one f16 scale + 32 int8 quants per block of 32 elements.
   [GgmlType.Q8_0, { blockElems: 32, blockBytes: 34 }],
+  // 32-element blocks: f16 scale (and min) + 4/5-bit quants
+  [GgmlType.Q4_0, { blockElems: 32, blockBytes: 18 }],
+  [GgmlType.Q4_1, { blockElems: 32, blockBytes: 20 }],
+  [GgmlType.Q5_0, { blockElems: 32, blockBytes: 22 }],
+  [GgmlType.Q5_1, { blockElems: 32, blockBytes: 24 }],
+  [GgmlType.IQ4_NL, { blockElems: 32, blockBytes: 18 }],
+  // 256-element super-blocks
+  [GgmlType.Q2_K, { blockElems: 256, blockBytes: 84 }],
+  [GgmlType.Q3_K, { blockElems: 256, blockBytes: 110 }],
+  [GgmlType.Q4_K, { blockElems: 256, blockBytes: 144 }],
+  [GgmlType.Q5_K, { blockElems: 256, blockBytes: 176 }],
+  [GgmlType.Q6_K, { blockElems: 256, blockBytes: 210 }],
+  [GgmlType.IQ4_XS, { blockElems: 256, blockBytes: 136 }],
 ]);
+
+/** Names of the supported types, for messages ("F32, F16, ..."). */
+export function supportedGgmlTypeNames(): string {
+  return [...SUPPORTED_GGML_TYPES.keys()].map(ggmlTypeName).join(', ');
+}
+
+/** Bits per weight of a supported type (Q4_K: 4.5). */
+export function ggmlBitsPerWeight(type: GgmlType): number {
+  const info = SUPPORTED_GGML_TYPES.get(type);
+  if (!info) throw new Error(`ggml type ${ggmlTypeName(type)} has no size here`);
+  return (info.blockBytes * 8) / info.blockElems;
+}
 
 export const Q8_0_BLOCK = 32;
 

@@ -19,7 +19,7 @@
 import * as fs from 'node:fs';
 import { NativeError, mmapFile, unmapFile } from '../../native/index.ts';
 import { GgufError } from './gguf-errors.ts';
-import { GgmlType, SUPPORTED_GGML_TYPES, ggmlTypeName, isKnownGgmlType } from './ggml-type.ts';
+import { GgmlType, SUPPORTED_GGML_TYPES, ggmlTypeName, isKnownGgmlType, supportedGgmlTypeNames } from './ggml-type.ts';
 import { GgufValueType, type GgufArrayValue, type GgufValue } from './gguf-value.ts';
 
 export const GGUF_MAGIC = 0x46554747; // "GGUF" read as u32 LE
@@ -328,7 +328,7 @@ export function parseGguf(bytes: Uint8Array, path: string, options: ReadGgufOpti
           'KVT_ERR_GGUF_UNSUPPORTED_TENSOR_TYPE',
           path,
           `${field}.type`,
-          `type ${ggmlTypeName(info.type)} is not supported (F32, F16, BF16, Q8_0 are); requantize the model, e.g. llama-quantize --allow-requantize in.gguf out.gguf Q8_0`,
+          `type ${ggmlTypeName(info.type)} is not supported (${supportedGgmlTypeNames()} are); requantize the model, e.g. llama-quantize --allow-requantize in.gguf out.gguf Q4_K_M`,
         );
       }
       tensors.set(info.name, { name: info.name, type: info.type as GgmlType, dims: info.dims, elements, byteLength: 0, fileOffset: dataOffset + info.offset, data: new Uint8Array(0) });

@@ -164,7 +164,7 @@ export class GgufWriter {
     this.filePos += bytes.length;
   }
 
-  /** Writes the next declared tensor's bytes (f32 → pass a Float32Array; f16/bf16 → Uint16Array; q8_0 → Uint8Array). */
+  /** Writes the next declared tensor's bytes (f32 → pass a Float32Array; f16/bf16 → Uint16Array; block types → their GGUF bytes, e.g. from quantize()). */
   writeTensorData(name: string, data: ArrayBufferView): void {
     if (this.fd === null) this.begin();
     const t = this.planned[this.nextTensor];

@@ -2,10 +2,14 @@
  * f32 → f16 / bf16 / Q8_0 conversions, bit-exact with ggml's reference
  * routines (ggml_compute_fp32_to_fp16, ggml_compute_fp32_to_bf16,
  * quantize_row_q8_0_ref) so llama.cpp reads back the same numbers we meant.
+ * Every other supported type (Q4_0 .. Q6_K, IQ4_NL, IQ4_XS) goes through the
+ * native quantizers (native/src/quant), byte-identical to ggml's: see
+ * quantize() / dequantize() below.
  *
  * Q8_0 block (34 bytes, 32 elements):   [f16 d][int8 qs[32]]   x ≈ d · q
  */
-import { Q8_0_BLOCK } from './ggml-type.ts';
+import { nativeAddon } from '../../native/index.ts';
+import { GgmlType, Q8_0_BLOCK, SUPPORTED_GGML_TYPES, ggmlTypeName, supportedGgmlTypeNames } from './ggml-type.ts';
 
 const f32Scratch = new Float32Array(1);
 const u32Scratch = new Uint32Array(f32Scratch.buffer);
@@ -120,5 +124,48 @@ export function dequantizeQ8_0(src: Uint8Array, elements: number): Float32Array 
     const d = f16BitsToF32(view.getUint16(o, true));
     for (let j = 0; j < Q8_0_BLOCK; j++) out[b * Q8_0_BLOCK + j] = d * view.getInt8(o + 2 + j);
   }
+  return out;
+}
+
+function blockOf(type: GgmlType, elements: number, what: string): { blockElems: number; blockBytes: number } {
+  const info = SUPPORTED_GGML_TYPES.get(type);
+  if (!info) throw new RangeError(`${what}: ggml type ${ggmlTypeName(type)} is not one kvtier converts (${supportedGgmlTypeNames()})`);
+  if (!Number.isInteger(elements) || elements < 0 || elements % info.blockElems !== 0) {
+    throw new RangeError(`${what}: ${elements} values is not a whole number of ${ggmlTypeName(type)} blocks of ${info.blockElems}`);
+  }
+  return info;
+}
+
+/**
+ * f32 values → the GGUF bytes of `type`, as llama-quantize (without an
+ * imatrix) writes them. F32/F16/BF16/Q8_0 are computed here; the block types
+ * by the native quantizers. `data.length` must be whole blocks (32 or 256).
+ */
+export function quantize(type: GgmlType, data: Float32Array): Uint8Array {
+  const info = blockOf(type, data.length, 'quantize');
+  switch (type) {
+    case GgmlType.F32:
+      return new Uint8Array(data.slice().buffer);
+    case GgmlType.F16:
+      return new Uint8Array(f32ToF16(data).buffer);
+    case GgmlType.BF16:
+      return new Uint8Array(f32ToBf16(data).buffer);
+    case GgmlType.Q8_0:
+      return quantizeQ8_0(data);
+    default: {
+      const out = new Uint8Array((data.length / info.blockElems) * info.blockBytes);
+      if (data.length > 0) nativeAddon().quantize(out, data, type, data.length);
+      return out;
+    }
+  }
+}
+
+/** The f32 values `elements` values of `type` in `bytes` hold (bit-identical to ggml's dequantize_row_*). */
+export function dequantize(type: GgmlType, bytes: Uint8Array, elements: number): Float32Array {
+  const info = blockOf(type, elements, 'dequantize');
+  const need = (elements / info.blockElems) * info.blockBytes;
+  if (bytes.byteLength < need) throw new RangeError(`dequantize: ${elements} ${ggmlTypeName(type)} values need ${need} bytes, got ${bytes.byteLength}`);
+  const out = new Float32Array(elements);
+  if (elements > 0) nativeAddon().dequantize(out, bytes, type, elements);
   return out;
 }

@@ -228,12 +228,13 @@ describe('GGUF bad files give typed errors naming file and field', () => {
     fs.writeFileSync(unknown, rawGguf({ tensors: [{ name: 'w', dims: [32], type: 99, offset: 0 }], data: Buffer.alloc(128) }));
     expectGgufError(() => readGguf(unknown), 'KVT_ERR_GGUF_UNKNOWN_TENSOR_TYPE', unknown, 'tensor w.type');
 
-    const q4k = path.join(dir, 'q4k.gguf');
-    fs.writeFileSync(q4k, rawGguf({ tensors: [{ name: 'blk.0.ffn_up.weight', dims: [256], type: GgmlType.Q4_K, offset: 0 }], data: Buffer.alloc(144) }));
-    const e = expectGgufError(() => readGguf(q4k), 'KVT_ERR_GGUF_UNSUPPORTED_TENSOR_TYPE', q4k, 'tensor blk.0.ffn_up.weight.type');
-    expect(e.message).toContain('Q4_K');
+    const iq2 = path.join(dir, 'iq2xxs.gguf');
+    fs.writeFileSync(iq2, rawGguf({ tensors: [{ name: 'blk.0.ffn_up.weight', dims: [256], type: GgmlType.IQ2_XXS, offset: 0 }], data: Buffer.alloc(66) }));
+    const e = expectGgufError(() => readGguf(iq2), 'KVT_ERR_GGUF_UNSUPPORTED_TENSOR_TYPE', iq2, 'tensor blk.0.ffn_up.weight.type');
+    expect(e.message).toContain('IQ2_XXS');
+    expect(e.message).toContain('Q4_K'); // names what is supported
     // Inspection mode still lists it.
-    expect(readGguf(q4k, { rejectUnsupportedTypes: false }).tensor('blk.0.ffn_up.weight').type).toBe(GgmlType.Q4_K);
+    expect(readGguf(iq2, { rejectUnsupportedTypes: false }).tensor('blk.0.ffn_up.weight').type).toBe(GgmlType.IQ2_XXS);
   });
 
   it('misaligned tensor offset and bad metadata value type', () => {
