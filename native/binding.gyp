@@ -17,6 +17,7 @@
     "kvt_common_cflags": ["-std=c++17", "-O3", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-Wall", "-Wno-unused-function"],
     "kvt_isa_sources": [
       "src/ops/matmul.cc",
+      "src/ops/matmul-legacy.cc",
       "src/ops/matmul-kquant.cc",
       "src/ops/rmsnorm.cc",
       "src/ops/softmax.cc",
@@ -66,6 +67,8 @@
         "src/memory.cc",
         "src/ops/matmul-pack.cc",
         "src/ops/matmul-ref.cc",
+        "src/ops/matmul-legacy-pack.cc",
+        "src/ops/matmul-legacy-ref.cc",
         "src/ops/matmul-kquant-pack.cc",
         "src/ops/matmul-kquant-ref.cc",
         "src/ops/rmsnorm-ref.cc",

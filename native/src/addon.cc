@@ -12,6 +12,7 @@
 #include "dispatch.h"
 #include "kernels.h"
 #include "memory.h"
+#include "ops/matmul-legacy.h"
 #include "ops/matmul-kquant.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
@@ -113,7 +114,7 @@ bool need(Napi::Env env, bool ok, const std::string& msg) {
 }
 
 bool valid_weight_dtype(int d) {
-  return d == F32 || d == F16 || d == BF16 || d == Q8_0 ||
+  return d == F32 || d == F16 || d == BF16 || d == Q8_0 || is_legacy_quant(d) ||  // ops/matmul-legacy.h
          is_kquant(d);                                                             // ops/matmul-kquant.h
 }
 
@@ -135,7 +136,8 @@ bool check_convert_count(Napi::Env env, const char* what, int dtype, size_t coun
 
 bool check_weight_shape(Napi::Env env, int dtype, int rows, int cols) {
   if (!need(env, valid_weight_dtype(dtype),
-            "weight dtype must be a GGML type id: 0 (F32), 1 (F16), 8 (Q8_0), 10..14 (Q2_K..Q6_K), 30 (BF16)"))
+            "weight dtype must be a GGML type id: 0 (F32), 1 (F16), 2 (Q4_0), 3 (Q4_1), 6 (Q5_0), 7 (Q5_1), 8 (Q8_0), "
+            "10..14 (Q2_K..Q6_K), 20 (IQ4_NL), 23 (IQ4_XS), 30 (BF16)"))
     return false;
   const int qk = block_geometry(dtype).elems;  // 1, 32 or 256 values per block
   return need(env, rows > 0 && cols > 0, "weight rows and cols must be > 0") &&

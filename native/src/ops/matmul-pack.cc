@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "../kernels.h"
+#include "matmul-legacy.h"
 #include "matmul-kquant.h"
 #include "../quant/blocks.h"
 #include "../quant/quant.h"
@@ -28,6 +29,7 @@ size_t gguf_row_bytes(int dtype, int cols) {
 static size_t panels_of(int rows) { return ((size_t)rows + kPanel - 1) / kPanel; }
 
 size_t packed_weight_bytes(int dtype, int rows, int cols) {
+  if (is_legacy_quant(dtype)) return legacy_packed_bytes(dtype, rows, cols);  // matmul-legacy-pack.cc
   if (is_kquant(dtype)) return kquant_packed_bytes(dtype, rows, cols);        // matmul-kquant-pack.cc
   size_t p = panels_of(rows);
   switch (dtype) {
@@ -87,6 +89,8 @@ static void pack_panels(uint8_t* dst, int dtype, int rows, int cols, const uint8
 }
 
 void pack_weight(uint8_t* dst, int dtype, int rows, int cols, const uint8_t* src, ThreadPool& pool) {
+  if (is_legacy_quant(dtype))
+    return parallel_for(pool, panels_of(rows), [&](size_t b, size_t e) { pack_legacy(dst, dtype, rows, cols, src, b, e); });
   if (is_kquant(dtype))
     return parallel_for(pool, panels_of(rows), [&](size_t b, size_t e) { pack_kquant(dst, dtype, rows, cols, src, b, e); });
   parallel_for(pool, panels_of(rows), [&](size_t b, size_t e) { pack_panels(dst, dtype, rows, cols, src, b, e); });

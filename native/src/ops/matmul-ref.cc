@@ -5,11 +5,13 @@
 #include <vector>
 
 #include "../kernels.h"
+#include "matmul-legacy.h"
 #include "matmul-kquant.h"
 
 namespace kvt {
 
 void matmul_ref(float* out, const float* x, const uint8_t* w, int dtype, int n, int k, int m) {
+  if (is_legacy_quant(dtype)) return matmul_legacy_ref(out, x, w, dtype, n, k, m);  // matmul-legacy-ref.cc
   if (is_kquant(dtype)) return matmul_kquant_ref(out, x, w, dtype, n, k, m);        // matmul-kquant-ref.cc
   const size_t row_bytes = gguf_row_bytes(dtype, k);
   if (dtype == Q8_0) {

@@ -16,6 +16,7 @@
 
 #include "../kernels.h"
 #include "../simd/v16.h"
+#include "matmul-legacy.h"
 #include "matmul-kquant.h"
 
 namespace kvt {
@@ -301,6 +302,8 @@ void matmul(float* out, const float* x, const PackedWeight& w, int m, ThreadPool
     case F16: return matmul_dense<F16>(out, x, w, m, pool);
     case BF16: return matmul_dense<BF16>(out, x, w, m, pool);
     case Q8_0: return matmul_q8(out, x, w, m, pool);
+    case Q4_0: case Q4_1: case Q5_0: case Q5_1: case IQ4_NL: case IQ4_XS:
+      return matmul_legacy(out, x, w, m, pool);  // matmul-legacy.cc
     case Q2_K: case Q3_K: case Q4_K: case Q5_K: case Q6_K:
       return matmul_kquant(out, x, w, m, pool);  // matmul-kquant.cc
   }

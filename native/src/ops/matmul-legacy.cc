@@ -1,0 +1,323 @@
+// Fast matmul by Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL / IQ4_XS weights,
+// compiled once per ISA (KVT_ISA_NS). Shapes: out [M][N] = x [M][K] · Wᵀ,
+// W [N][K] packed into 16-row panels (layout: matmul-legacy.h).
+//
+// x is quantized per 32-block to int8 (quantize_rows_q8: q, dx, s = Σq).
+// Per output, per 32-block, in this fixed order (== matmul_legacy_ref):
+//   isum = Σ value_i · q_i                   exact int32 (|isum| < 2^24, so (float)isum is exact)
+//   acc  = fma(dw · dx, (float)isum, acc)    dw = d (IQ4_XS: d·ls, exact in f32)
+//   acc  = fma(m · dx, (float)s, acc)        Q4_1 / Q5_1 only
+// The integer dot never sees the value directly on x86:
+//   AVX-512: codes as u8 (IQ4: level+128 via vpshufb), vpdpbusd, then
+//            isum = dot − bias·s  (bias 8 / 16 / 0 / 128);
+//   AVX2:    maddubs of u8 codes (IQ4: abs/sign of the signed levels), same bias;
+//   scalar:  the values themselves.
+// So scalar, AVX2 and AVX-512 give the same bits, for any M and thread count.
+//
+//   M <= 4 (decode): every panel streamed once (prefetched), MR = M rows.
+//   M  > 4 (prefill): register-blocked MR × (16·NP) tiles over all rows per panel group.
+#include <algorithm>
+#include <vector>
+
+#include "../simd/v16.h"
+#include "matmul-legacy.h"
+
+namespace kvt {
+namespace KVT_ISA_NS {
+using namespace simd;
+
+constexpr bool is_iq4(int dt) { return dt == IQ4_NL || dt == IQ4_XS; }
+constexpr bool has_min(int dt) { return dt == Q4_1 || dt == Q5_1; }
+constexpr bool has_qh(int dt) { return dt == Q5_0 || dt == Q5_1; }
+
+#if KVT_V16_AVX512
+constexpr int kGemmMR = 8, kGemmNP = 1;
+#elif KVT_V16_AVX2
+constexpr int kGemmMR = 2, kGemmNP = 1;
+#else
+constexpr int kGemmMR = 2, kGemmNP = 1;
+#endif
+#ifndef KVT_LEGACY_PREFETCH
+#define KVT_LEGACY_PREFETCH 1024
+#endif
+
+// IQ4 levels as the dot wants them: +128 (u8 for vpdpbusd) or signed (AVX2 abs/sign).
+alignas(16) static const uint8_t kIq4U8[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
+static_assert(kIq4Values[0] + 128 == 1 && kIq4Values[15] + 128 == 241, "kIq4U8 = kIq4Values + 128");
+
+#if KVT_V16_AVX512
+// 16 rows × 4 columns of codes, one u8 per value.
+struct WV {
+  __m512i v;
+};
+struct Raw {
+  __m512i v;
+};
+struct VI {
+  __m512i v;
+};
+template <int DT>
+constexpr int bias() { return is_iq4(DT) ? 128 : legacy_code_offset(DT); }
+inline Raw raw_load(const uint8_t* p) { return {_mm512_loadu_si512(p)}; }
+// kHigh: the high nibbles (columns 16+4g..); qh bit g (low) or g+4 (high) becomes bit 4.
+template <int DT, bool kHigh>
+inline WV codes(Raw raw, Raw qh, int g) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512i c = kHigh ? _mm512_and_si512(_mm512_srli_epi16(raw.v, 4), m4) : _mm512_and_si512(raw.v, m4);
+  if constexpr (has_qh(DT)) {
+    __m512i b = kHigh ? _mm512_srli_epi16(qh.v, g) : _mm512_slli_epi16(qh.v, 4 - g);
+    c = _mm512_ternarylogic_epi32(c, b, _mm512_set1_epi8(0x10), 0xF8);  // c | (b & 0x10)
+  }
+  if constexpr (is_iq4(DT)) c = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_load_si128((const __m128i*)kIq4U8)), c);
+  return {c};
+}
+inline VI vi_zero() { return {_mm512_setzero_si512()}; }
+inline __m512i bcast4(const int8_t* p) {
+  int32_t t;
+  std::memcpy(&t, p, 4);
+  return _mm512_set1_epi32(t);
+}
+template <int DT>
+inline VI dot4(VI acc, WV w, __m512i x) { return {_mm512_dpbusd_epi32(acc.v, w.v, x)}; }
+template <int DT>
+inline V16 finish(VI acc, int32_t xsum) {
+  if constexpr (bias<DT>() != 0) acc.v = _mm512_sub_epi32(acc.v, _mm512_set1_epi32(bias<DT>() * xsum));
+  return {_mm512_cvtepi32_ps(acc.v)};
+}
+inline V16 load_i8(const int8_t* p) {
+  return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)))};
+}
+
+#elif KVT_V16_AVX2
+struct WV {
+  __m256i lo, hi;  // rows 0..7, rows 8..15
+};
+using Raw = WV;
+struct VI {
+  __m256i lo, hi;
+};
+template <int DT>
+constexpr int bias() { return is_iq4(DT) ? 0 : legacy_code_offset(DT); }
+inline Raw raw_load(const uint8_t* p) {
+  return {_mm256_loadu_si256((const __m256i*)p), _mm256_loadu_si256((const __m256i*)(p + 32))};
+}
+template <int DT, bool kHigh>
+inline __m256i codes_half(__m256i raw, __m256i qh, int g) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256i c = kHigh ? _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4) : _mm256_and_si256(raw, m4);
+  if constexpr (has_qh(DT)) {
+    __m256i b = kHigh ? _mm256_srli_epi16(qh, g) : _mm256_slli_epi16(qh, 4 - g);
+    c = _mm256_or_si256(c, _mm256_and_si256(b, _mm256_set1_epi8(0x10)));
+  }
+  if constexpr (is_iq4(DT)) {
+    __m128i t = _mm_loadu_si128((const __m128i*)kIq4Values);
+    c = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(t), c);
+  }
+  return c;
+}
+template <int DT, bool kHigh>
+inline WV codes(Raw raw, Raw qh, int g) {
+  return {codes_half<DT, kHigh>(raw.lo, qh.lo, g), codes_half<DT, kHigh>(raw.hi, qh.hi, g)};
+}
+inline VI vi_zero() { return {_mm256_setzero_si256(), _mm256_setzero_si256()}; }
+inline __m256i bcast4(const int8_t* p) {
+  int32_t t;
+  std::memcpy(&t, p, 4);
+  return _mm256_set1_epi32(t);
+}
+// u8 codes ≤ 31 (or |level| ≤ 127 via abs/sign) × |x| ≤ 127: int16 pairs never saturate.
+template <int DT>
+inline __m256i dot4_half(__m256i acc, __m256i w, __m256i x) {
+  __m256i p16 = is_iq4(DT) ? _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w)) : _mm256_maddubs_epi16(w, x);
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+}
+template <int DT>
+inline VI dot4(VI acc, WV w, __m256i x) { return {dot4_half<DT>(acc.lo, w.lo, x), dot4_half<DT>(acc.hi, w.hi, x)}; }
+template <int DT>
+inline V16 finish(VI acc, int32_t xsum) {
+  if constexpr (bias<DT>() != 0) {
+    const __m256i b = _mm256_set1_epi32(bias<DT>() * xsum);
+    acc.lo = _mm256_sub_epi32(acc.lo, b);
+    acc.hi = _mm256_sub_epi32(acc.hi, b);
+  }
+  return {_mm256_cvtepi32_ps(acc.lo), _mm256_cvtepi32_ps(acc.hi)};
+}
+inline V16 load_i8(const int8_t* p) {
+  __m128i v = _mm_loadu_si128((const __m128i*)p);
+  return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))};
+}
+
+#else
+// scalar: the signed values themselves, byte (j, t) = row j, column 4g+t
+struct WV {
+  int8_t v[kQsGroupBytes];
+};
+struct Raw {
+  const uint8_t* p;
+};
+struct VI {
+  int32_t v[kPanel];
+};
+inline Raw raw_load(const uint8_t* p) { return {p}; }
+template <int DT, bool kHigh>
+inline WV codes(Raw raw, Raw qh, int g) {
+  WV w;
+  for (int i = 0; i < kQsGroupBytes; ++i) {
+    int c = kHigh ? raw.p[i] >> 4 : raw.p[i] & 0xF;
+    if constexpr (has_qh(DT)) c |= ((qh.p[i] >> (kHigh ? g + 4 : g)) & 1) << 4;
+    w.v[i] = (int8_t)(is_iq4(DT) ? kIq4Values[c] : c - legacy_code_offset(DT));
+  }
+  return w;
+}
+inline VI vi_zero() { return VI{}; }
+inline const int8_t* bcast4(const int8_t* p) { return p; }
+template <int DT>
+inline VI dot4(VI acc, const WV& w, const int8_t* x) {
+  for (int j = 0; j < kPanel; ++j)
+    for (int t = 0; t < 4; ++t) acc.v[j] += (int32_t)w.v[j * 4 + t] * (int32_t)x[t];
+  return acc;
+}
+template <int DT>
+inline V16 finish(VI acc, int32_t) {
+  V16 r;
+  for (int j = 0; j < kPanel; ++j) r.v[j] = (float)acc.v[j];
+  return r;
+}
+inline V16 load_i8(const int8_t* p) {
+  V16 r;
+  for (int j = 0; j < kPanel; ++j) r.v[j] = (float)p[j];
+  return r;
+}
+#endif
+
+// out [rows_valid][cols_valid] (row stride ldo) = rows row0.. of xq · NP
+// panels from `panels` (stride panel_bytes). Rows / panels past the valid
+// ones re-read the last valid one; their results are not stored.
+template <int DT, int MR, int NP, int kPrefetch = 0>
+inline void micro_legacy(float* out, size_t ldo, const Q8Rows& xq, int row0, int rows_valid, int K,
+                         const uint8_t* panels, size_t panel_bytes, int cols_valid, int panels_valid) {
+  constexpr LegacyPack L = legacy_pack(DT);
+  const int nb = K / kQK;
+  const uint8_t* pb[NP];
+  for (int p = 0; p < NP; ++p) pb[p] = panels + (size_t)(p < panels_valid ? p : panels_valid - 1) * panel_bytes;
+  int rr[MR];
+  for (int r = 0; r < MR; ++r) rr[r] = row0 + (r < rows_valid ? r : rows_valid - 1);
+  V16 acc[MR][NP];
+  for (int r = 0; r < MR; ++r)
+    for (int p = 0; p < NP; ++p) acc[r][p] = zero();
+  for (int b = 0; b < nb; ++b) {
+    // IQ4_XS: 32-block b is sub-block b % 8 of super-block b / 8
+    const size_t base = DT == IQ4_XS ? (size_t)(b >> 3) * L.bytes : (size_t)b * L.bytes;
+    const size_t qs = base + L.qs + (DT == IQ4_XS ? (size_t)(b & 7) * kQsBlockBytes : 0);
+#if !KVT_V16_SCALAR
+    if constexpr (kPrefetch > 0) {
+      constexpr int kLines = DT == IQ4_XS ? 5 : (L.bytes + 63) / 64;  // IQ4_XS: 8 × 5 lines ≥ 2208 B
+      const size_t at = DT == IQ4_XS ? base + (size_t)(b & 7) * kLines * 64 : base;
+      for (int p = 0; p < NP; ++p)
+        for (int i = 0; i < kLines; ++i) _mm_prefetch((const char*)(pb[p] + at + i * 64 + kPrefetch), _MM_HINT_T0);
+    }
+#endif
+    VI iacc[MR][NP];
+    for (int r = 0; r < MR; ++r)
+      for (int p = 0; p < NP; ++p) iacc[r][p] = vi_zero();
+    Raw qh[NP];
+    for (int p = 0; p < NP; ++p) qh[p] = raw_load(pb[p] + (has_qh(DT) ? base + L.qh : qs));
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      Raw raw[NP];
+      WV w[NP];
+      for (int p = 0; p < NP; ++p) {
+        raw[p] = raw_load(pb[p] + qs + g * kQsGroupBytes);
+        w[p] = codes<DT, false>(raw[p], qh[p], g);
+      }
+      for (int r = 0; r < MR; ++r) {
+        auto xv = bcast4(xq.q + (size_t)rr[r] * K + b * kQK + g * 4);
+        for (int p = 0; p < NP; ++p) iacc[r][p] = dot4<DT>(iacc[r][p], w[p], xv);
+      }
+      for (int p = 0; p < NP; ++p) w[p] = codes<DT, true>(raw[p], qh[p], g);
+      for (int r = 0; r < MR; ++r) {
+        auto xv = bcast4(xq.q + (size_t)rr[r] * K + b * kQK + 16 + g * 4);
+        for (int p = 0; p < NP; ++p) iacc[r][p] = dot4<DT>(iacc[r][p], w[p], xv);
+      }
+    }
+    V16 dw[NP], mw[NP];
+    for (int p = 0; p < NP; ++p) {
+      dw[p] = load_f16(reinterpret_cast<const uint16_t*>(pb[p] + base + L.d));
+      if constexpr (DT == IQ4_XS)  // d · ls: ≤ 17 significant bits, exact
+        dw[p] = mul(dw[p], load_i8(reinterpret_cast<const int8_t*>(pb[p] + base + L.ls) + (b & 7) * kPanel));
+      if constexpr (has_min(DT)) mw[p] = load_f16(reinterpret_cast<const uint16_t*>(pb[p] + base + L.m));
+    }
+    for (int r = 0; r < MR; ++r) {
+      const size_t bi = (size_t)rr[r] * nb + b;
+      const V16 dx = set1(xq.d[bi]);
+      for (int p = 0; p < NP; ++p) {
+        acc[r][p] = fma(mul(dw[p], dx), finish<DT>(iacc[r][p], xq.sum[bi]), acc[r][p]);
+        if constexpr (has_min(DT)) acc[r][p] = fma(mul(mw[p], dx), set1((float)xq.sum[bi]), acc[r][p]);
+      }
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    if (r >= rows_valid) break;
+    for (int p = 0; p < NP; ++p) {
+      int c = cols_valid - p * kPanel;
+      if (c > 0) store_n(out + (size_t)r * ldo + (size_t)p * kPanel, acc[r][p], c);
+    }
+  }
+}
+
+template <int DT, int MR, int NP, int kPrefetch = 0>
+static void legacy_panels(float* out, const Q8Rows& xq, const PackedWeight& w, int m, size_t p0, size_t p1) {
+  const int N = w.rows, K = w.cols;
+  const size_t panel_bytes = (size_t)(K / legacy_block_elems(DT)) * legacy_pack(DT).bytes;
+  for (size_t p = p0; p < p1; p += NP) {
+    int np = (int)std::min<size_t>(NP, p1 - p);
+    int cols = std::min<int>(np * kPanel, N - (int)(p * kPanel));
+    for (int r0 = 0; r0 < m; r0 += MR)
+      micro_legacy<DT, MR, NP, kPrefetch>(out + (size_t)r0 * N + p * kPanel, N, xq, r0, std::min(MR, m - r0), K,
+                                          w.data + p * panel_bytes, panel_bytes, cols, np);
+  }
+}
+
+template <int DT>
+static void matmul_legacy_dt(float* out, const Q8Rows& xq, const PackedWeight& w, int m, ThreadPool& pool) {
+  const size_t n_panels = ((size_t)w.rows + kPanel - 1) / kPanel;
+  constexpr int P = KVT_LEGACY_PREFETCH;
+  parallel_for(pool, n_panels, [&](size_t b, size_t e) {
+#if KVT_V16_AVX512
+    if (m == 1) legacy_panels<DT, 1, 4, P>(out, xq, w, m, b, e);
+    else if (m == 2) legacy_panels<DT, 2, 4, P>(out, xq, w, m, b, e);
+    else if (m <= 4) legacy_panels<DT, 4, 2, P>(out, xq, w, m, b, e);
+    else legacy_panels<DT, kGemmMR, kGemmNP>(out, xq, w, m, b, e);
+#else
+    if (m == 1) legacy_panels<DT, 1, 2, P>(out, xq, w, m, b, e);
+    else if (m <= 4) legacy_panels<DT, 2, 1, P>(out, xq, w, m, b, e);
+    else legacy_panels<DT, kGemmMR, kGemmNP>(out, xq, w, m, b, e);
+#endif
+  });
+}
+
+void matmul_legacy(float* out, const float* x, const PackedWeight& w, int m, ThreadPool& pool) {
+  const int K = w.cols, nb = K / kQK;
+  thread_local std::vector<int8_t> q;
+  thread_local std::vector<float> d;
+  thread_local std::vector<int32_t> s;
+  q.resize((size_t)m * K);
+  d.resize((size_t)m * nb);
+  s.resize((size_t)m * nb);
+  Q8Rows xq{q.data(), d.data(), s.data()};
+  parallel_for(pool, (size_t)m, [&](size_t b, size_t e) {
+    Q8Rows part{xq.q + b * K, xq.d + b * nb, xq.sum + b * nb};
+    quantize_rows_q8(part, x + b * K, (int)(e - b), K);
+  }, 4);
+  switch (w.dtype) {
+    case Q4_0: return matmul_legacy_dt<Q4_0>(out, xq, w, m, pool);
+    case Q4_1: return matmul_legacy_dt<Q4_1>(out, xq, w, m, pool);
+    case Q5_0: return matmul_legacy_dt<Q5_0>(out, xq, w, m, pool);
+    case Q5_1: return matmul_legacy_dt<Q5_1>(out, xq, w, m, pool);
+    case IQ4_NL: return matmul_legacy_dt<IQ4_NL>(out, xq, w, m, pool);
+    case IQ4_XS: return matmul_legacy_dt<IQ4_XS>(out, xq, w, m, pool);
+  }
+}
+
+}  // namespace KVT_ISA_NS
+}  // namespace kvt
