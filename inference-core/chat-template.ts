@@ -15,16 +15,24 @@
  */
 import { Template } from '@huggingface/jinja';
 import type { GgufFile } from './gguf/index.ts';
+import { applyConventions, templateConventions, type TemplateConventions } from './chat-template-conventions.ts';
 import { containsMarkerChars, renderSegmented, type SegmentedRender } from './chat-template-segments.ts';
 
 export interface ToolCall {
   id?: string;
   type?: 'function';
   function: { name: string; arguments: string | Record<string, unknown> };
+  /**
+   * The arguments exactly as the client sent them (OpenAI's JSON string), when
+   * `arguments` holds them parsed: a template that uses arguments as text gets
+   * these bytes. Never reaches the template as a key.
+   */
+  rawArguments?: string;
 }
 
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant' | 'tool';
+  /** null: an assistant turn that only calls tools; the template gets null or "" as it expects (chat-template-conventions.ts). */
   content: string | null | Array<{ type: 'text'; text: string }>;
   tool_calls?: ToolCall[];
   tool_call_id?: string;
@@ -95,18 +103,29 @@ function flattenContent(m: ChatMessage): ChatMessage {
   return m;
 }
 
+/** Special tokens' texts: transformers hands a template its tokenizer's special_tokens_map. */
+export interface TemplateSpecialTokens {
+  bosToken?: string;
+  eosToken?: string;
+  unkToken?: string;
+  padToken?: string;
+}
+
 export class ChatTemplate {
   private readonly template: Template;
+  /** How this template reads content and tool-call arguments. */
+  readonly conventions: TemplateConventions;
 
   constructor(
     readonly source: string,
-    readonly specialTokens: { bosToken?: string; eosToken?: string } = {},
+    readonly specialTokens: TemplateSpecialTokens = {},
   ) {
     try {
       this.template = new Template(source);
     } catch (err) {
       throw new ChatTemplateError('KVT_ERR_TEMPLATE_PARSE', `chat template does not parse: ${(err as Error).message}`);
     }
+    this.conventions = templateConventions(source);
   }
 
   /** The template from tokenizer.chat_template, with bos/eos token texts from the vocabulary. */
@@ -116,17 +135,21 @@ export class ChatTemplate {
       throw new ChatTemplateError('KVT_ERR_TEMPLATE_MISSING', `${gguf.path}: no tokenizer.chat_template; use the completions API or pass a template`);
     }
     const tokens = gguf.optStringArray('tokenizer.ggml.tokens');
-    const bos = gguf.optU32('tokenizer.ggml.bos_token_id');
-    const eos = gguf.optU32('tokenizer.ggml.eos_token_id');
+    const text = (key: string): string | undefined => {
+      const id = gguf.optU32(key);
+      return tokens && id !== undefined ? tokens[id] : undefined;
+    };
     return new ChatTemplate(source, {
-      bosToken: tokens && bos !== undefined ? tokens[bos] : undefined,
-      eosToken: tokens && eos !== undefined ? tokens[eos] : undefined,
+      bosToken: text('tokenizer.ggml.bos_token_id'),
+      eosToken: text('tokenizer.ggml.eos_token_id'),
+      unkToken: text('tokenizer.ggml.unknown_token_id'),
+      padToken: text('tokenizer.ggml.padding_token_id'),
     });
   }
 
   render(options: RenderOptions): string {
     try {
-      return this.template.render(this.context(options, options.messages.map(flattenContent)));
+      return this.template.render(this.context(options, this.prepare(options.messages)));
     } catch (err) {
       throw new ChatTemplateError('KVT_ERR_TEMPLATE_RENDER', `chat template failed to render: ${(err as Error).message}`);
     }
@@ -138,7 +161,7 @@ export class ChatTemplate {
    * attributed to messages.
    */
   renderWithMessageStarts(options: RenderOptions): SegmentedRender | null {
-    const messages = options.messages.map(flattenContent);
+    const messages = this.prepare(options.messages);
     if (containsMarkerChars([messages, options.tools, options.extra])) return null;
     try {
       return renderSegmented(this.template, this.context(options, messages), messages.length);
@@ -147,14 +170,28 @@ export class ChatTemplate {
     }
   }
 
+  private prepare(messages: ChatMessage[]): ChatMessage[] {
+    return messages.map((m) => applyConventions(flattenContent(m), this.conventions));
+  }
+
+  /**
+   * What transformers passes to render(): special tokens (the ones the
+   * tokenizer has), extra kwargs, then messages, tools and documents as None
+   * when absent (`tools is none` holds; `tools is defined` too), and
+   * add_generation_prompt.
+   */
   private context(options: RenderOptions, messages: ChatMessage[]): Record<string, unknown> {
+    const { bosToken, eosToken, unkToken, padToken } = this.specialTokens;
     return {
-      messages,
-      tools: options.tools && options.tools.length > 0 ? options.tools : undefined,
-      add_generation_prompt: options.addGenerationPrompt ?? false,
-      bos_token: this.specialTokens.bosToken ?? '',
-      eos_token: this.specialTokens.eosToken ?? '',
+      bos_token: bosToken ?? '',
+      eos_token: eosToken ?? '',
+      ...(unkToken !== undefined ? { unk_token: unkToken } : {}),
+      ...(padToken !== undefined ? { pad_token: padToken } : {}),
       ...options.extra,
+      messages,
+      tools: options.tools && options.tools.length > 0 ? options.tools : null,
+      documents: null,
+      add_generation_prompt: options.addGenerationPrompt ?? false,
     };
   }
 }

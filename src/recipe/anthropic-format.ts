@@ -6,6 +6,7 @@
  *   user text blocks                   → a user message
  *   user tool_result blocks            → one tool message each (before the user text)
  *   assistant text + tool_use blocks   → an assistant message with tool_calls
+ *                                        (content null when there is no text, as OpenAI's)
  */
 import { KvtError } from '../errors.ts';
 import { argumentsAsObject } from './tool-calls.ts';
@@ -71,7 +72,9 @@ export function chatInputFromAnthropic(body: AnthropicRequestBody): ChatInput {
         toolCalls.push({ id: use.id, type: 'function', function: { name: use.name, arguments: use.input ?? {} } });
       } else throw unsupportedBlock(block.type, `${at}.content[${b}].type`);
     });
-    const out: ChatMessage = { role: 'assistant', content: texts.join('') };
+    // No text beside the tool_use blocks: content null, the shape of an OpenAI tool-call turn.
+    const text = texts.join('');
+    const out: ChatMessage = { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text };
     if (toolCalls.length > 0) out.tool_calls = toolCalls;
     messages.push(out);
   });

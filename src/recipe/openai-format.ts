@@ -67,11 +67,18 @@ export function chatInputFromOpenAi(body: OpenAiChatRequestBody): ChatInput {
       case 'user':
         return { role: 'user', content };
       case 'assistant': {
-        const out: ChatMessage = { role: 'assistant', content };
-        if (message.tool_calls && message.tool_calls.length > 0) {
+        const hasToolCalls = message.tool_calls !== undefined && message.tool_calls.length > 0;
+        // A tool-call turn without text is content null (null, absent or ""): some templates (DeepSeek V3) render the calls only then.
+        const out: ChatMessage = { role: 'assistant', content: hasToolCalls && content === '' ? null : content };
+        if (hasToolCalls) {
           agentic = true;
-          out.tool_calls = message.tool_calls.map(
-            (call): ToolCall => ({ id: call.id, type: 'function', function: { name: call.function.name, arguments: argumentsFromJson(call.function.arguments) } }),
+          out.tool_calls = message.tool_calls!.map(
+            (call): ToolCall => ({
+              id: call.id,
+              type: 'function',
+              function: { name: call.function.name, arguments: argumentsFromJson(call.function.arguments) },
+              rawArguments: call.function.arguments,
+            }),
           );
         }
         return out;

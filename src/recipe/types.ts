@@ -11,11 +11,18 @@ export interface ToolCall {
   id: string;
   type: 'function';
   function: { name: string; arguments: Record<string, unknown> | string };
+  /** The arguments as the client's JSON text (OpenAI), kept for templates that use arguments as text (DeepSeek V3). */
+  rawArguments?: string;
 }
 
 export interface ChatMessage {
   role: ChatRole;
-  content: string;
+  /**
+   * null: an assistant turn that only calls tools (OpenAI's `content: null`, an
+   * Anthropic turn of tool_use blocks). The template gets null where it tests
+   * for it, "" elsewhere (inference-core chat-template-conventions.ts).
+   */
+  content: string | null;
   tool_calls?: ToolCall[];
   /** role 'tool': the call this result answers. */
   tool_call_id?: string;

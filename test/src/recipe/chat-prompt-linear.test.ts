@@ -95,7 +95,7 @@ function transcript(seed: number, length: number, withTools: boolean): ChatMessa
 /** Remember every assistant reply as sampled ids that differ from its re-encoding, as the server would. */
 function rememberReplies(codec: PromptCodec, memory: ReplyMemory, messages: ChatMessage[]): void {
   for (const message of messages) {
-    if (message.role === 'assistant' && message.content !== '' && !message.tool_calls) memory.remember('t', message.content, [...codec.encode(message.content), 1]);
+    if (message.role === 'assistant' && typeof message.content === 'string' && message.content !== '' && !message.tool_calls) memory.remember('t', message.content, [...codec.encode(message.content), 1]);
   }
 }
 

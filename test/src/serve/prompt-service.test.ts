@@ -33,7 +33,7 @@ function transcript(length: number): ChatMessage[] {
 describe('prompt thread', () => {
   it('builds the same tokens as the API thread for transcripts past the inline limits, remembered replies included', async () => {
     const long = transcript(INLINE_MAX_MESSAGES * 5 + 3); // several slices of 256 messages
-    memory.remember('scope-a', long[2].content, [7, 7, 7]);
+    memory.remember('scope-a', long[2].content!, [7, 7, 7]);
     const threaded = await service.chat(long, undefined, 'scope-a', 'messages');
     const inline = new ChatPromptBuilder(codec, memory).build(long, undefined, 'scope-a');
     expect(threaded.tokens).toEqual(inline.tokens);
