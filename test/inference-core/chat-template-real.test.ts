@@ -96,7 +96,7 @@ describe('real chat templates render as transformers renders them', () => {
       {
         template: real.source,
         context: transformersContext({
-          messages: [messages[0], { ...messages[1], tool_calls: [{ ...messages[1].tool_calls[0], function: { name: 'get_weather', arguments: '{"city": "Paris", "days": [1, 2.5]}' } }] }],
+          messages: [messages[0], { ...messages[1], tool_calls: [{ ...messages[1].tool_calls![0], function: { name: 'get_weather', arguments: '{"city": "Paris", "days": [1, 2.5]}' } }] }],
           specialTokens: real.specialTokens,
           addGenerationPrompt: true,
         }),
