@@ -125,7 +125,7 @@ export class CpuBackend implements Backend {
   }
 
   uploadWeight(dtype: WeightDType, rows: number, cols: number, bytes: Uint8Array): WeightHandle {
-    if (!(dtype in GGML_TYPE)) throw new NativeError('KVT_ERR_NATIVE_DTYPE', `weight dtype ${dtype}: use f32, f16, bf16 or q8_0`);
+    if (!(dtype in GGML_TYPE)) throw new NativeError('KVT_ERR_NATIVE_DTYPE', `weight dtype ${dtype}: use one of ${Object.keys(GGML_TYPE).join(', ')}`);
     checkInt('weight rows', rows, 1);
     checkInt('weight cols', cols, 1);
     const block = WEIGHT_BLOCK[dtype].elems;

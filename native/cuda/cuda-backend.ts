@@ -31,6 +31,7 @@ import {
 import { type CudaView, cudaAvailability } from './cuda-addon.ts';
 import { CudaContext } from './cuda-context.ts';
 import { CudaBackendError } from './errors.ts';
+import { CUDA_NATIVE_WEIGHT_DTYPES, dequantizeToF16 } from './host-dequantize.ts';
 
 class CudaTensor implements TensorHandle {
   readonly kind = 'tensor' as const;
@@ -128,6 +129,8 @@ export class CudaBackend implements Backend {
     needInt('weight rows', rows);
     needInt('weight cols', cols);
     if (!(dtype in GGML_TYPE)) throw shape(`unknown weight dtype ${dtype}`);
+    // no CUDA kernel for the type: dequantize on the host, upload as f16 (host-dequantize.ts)
+    if (!CUDA_NATIVE_WEIGHT_DTYPES.has(dtype)) return this.uploadWeight('f16', rows, cols, dequantizeToF16(dtype, rows, cols, bytes));
     const n = rows * cols;
     const want = dtype === 'f32' ? n * 4 : dtype === 'q8_0' ? (n / 32) * 34 : n * 2;
     if (dtype === 'q8_0' && cols % 32 !== 0) throw shape(`q8_0 weight cols (${cols}) must be a multiple of 32`);
