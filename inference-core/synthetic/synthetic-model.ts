@@ -17,10 +17,11 @@
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { GgmlType, GgufWriter, f32ToBf16, f32ToF16, gv, quantizeQ8_0, type GgufValue } from '../gguf/index.ts';
+import { GgmlType, GgufWriter, gv, quantize, type GgufValue } from '../gguf/index.ts';
 import type { PreTokenizerName } from '../tokenizer/index.ts';
 import { Xoshiro128, seedFromString } from './prng.ts';
 import { SYNTHETIC_SPECS, type SyntheticArch, type SyntheticName, type SyntheticSpec, type SyntheticTokenizerKind, type SyntheticWeightType } from './synthetic-specs.ts';
+import { SYNTHETIC_FILE_TYPE, syntheticTensorTypes } from './quant-mix.ts';
 import { byteLevelVocabMetadata, loadCorpus, spmVocabMetadata } from './synthetic-vocab.ts';
 
 export class SyntheticModelError extends Error {
@@ -51,8 +52,6 @@ export interface SyntheticOptions {
   progress?: ((line: string) => void) | null;
 }
 
-const FILE_TYPE: Record<SyntheticWeightType, number> = { f32: 0, f16: 1, q8_0: 7, bf16: 32 };
-const GGML: Record<SyntheticWeightType, GgmlType> = { f32: GgmlType.F32, f16: GgmlType.F16, q8_0: GgmlType.Q8_0, bf16: GgmlType.BF16 };
 
 interface Resolved {
   spec: SyntheticSpec;
@@ -114,7 +113,7 @@ function generateSyntheticModel(file: string, r: Resolved, progress: ((line: str
     const meta: Array<[string, GgufValue]> = [
       ['general.architecture', gv.str(arch)],
       ['general.name', gv.str(`kvtier synthetic ${spec.name}`)],
-      ['general.file_type', gv.u32(FILE_TYPE[r.weightType])],
+      ['general.file_type', gv.u32(SYNTHETIC_FILE_TYPE[r.weightType])],
       ['general.quantization_version', gv.u32(2)],
       [`${arch}.context_length`, gv.u32(spec.ctxLen)],
       [`${arch}.embedding_length`, gv.u32(d)],
@@ -155,8 +154,14 @@ function generateSyntheticModel(file: string, r: Resolved, progress: ((line: str
     vec('output_norm.weight', d, { kind: 'norm' });
     if (!spec.tiedEmbeddings) mat('output.weight', d, nVocab, 1 / Math.sqrt(d));
 
-    const typeOf = (quantized: boolean) => (quantized ? GGML[r.weightType] : GgmlType.F32);
-    for (const t of plan) w.addTensor({ name: t.name, type: typeOf(t.quantized), dims: t.dims });
+    // quantized: false marks the 1-D tensors, which every mix keeps F32 (quant-mix.ts)
+    let types: Map<string, GgmlType>;
+    try {
+      types = syntheticTensorTypes(r.weightType, plan);
+    } catch (err) {
+      throw new SyntheticModelError('KVT_ERR_SYNTHETIC_SPEC', `${(err as Error).message}; pick dimensions that are multiples of 32`);
+    }
+    for (const t of plan) w.addTensor({ name: t.name, type: types.get(t.name)!, dims: t.dims });
 
     let params = 0;
     let lastLayer = -1;
@@ -167,11 +172,7 @@ function generateSyntheticModel(file: string, r: Resolved, progress: ((line: str
       const values = new Float32Array(n);
       if (t.init.kind === 'norm') rng.fillNormal(values, 1, 0.02);
       else rng.fillNormal(values, 0, t.init.std);
-      let data: ArrayBufferView = values;
-      if (t.quantized && r.weightType === 'f16') data = f32ToF16(values);
-      else if (t.quantized && r.weightType === 'bf16') data = f32ToBf16(values);
-      else if (t.quantized && r.weightType === 'q8_0') data = quantizeQ8_0(values);
-      w.writeTensorData(t.name, data);
+      w.writeTensorData(t.name, quantize(types.get(t.name)!, values));
       const m = /^blk\.(\d+)\./.exec(t.name);
       const layer = m ? Number(m[1]) : -1;
       if (layer !== lastLayer && layer >= 0) {

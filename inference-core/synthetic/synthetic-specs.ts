@@ -4,7 +4,8 @@
  */
 export type SyntheticName = 'tiny' | 'small' | '1b';
 export type SyntheticArch = 'llama' | 'qwen2';
-export type SyntheticWeightType = 'f32' | 'f16' | 'bf16' | 'q8_0';
+/** Matrix weight types; the quantized mixes follow llama-quantize's recipes (quant-mix.ts). */
+export type SyntheticWeightType = 'f32' | 'f16' | 'bf16' | 'q8_0' | 'q4_0' | 'q4_k_m' | 'q5_k_m' | 'q6_k';
 export type SyntheticTokenizerKind = 'bpe' | 'spm';
 
 export interface SyntheticSpec {

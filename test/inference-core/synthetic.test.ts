@@ -14,7 +14,13 @@ import {
   modelTensorNames,
   readGguf,
   syntheticModelPath,
+  syntheticTensorTypes,
+  useMoreBits,
+  dequantize,
+  ggmlTypeName,
+  SUPPORTED_GGML_TYPES,
 } from '../../inference-core/index.ts';
+import { llamaLogprobs } from '../helpers/llamacpp.ts';
 
 let dataDir: string;
 beforeAll(() => {
@@ -169,4 +175,131 @@ describe('synthetic models', () => {
     expect(params).toBeGreaterThan(60e6);
     expect(params).toBeLessThan(110e6);
   });
+});
+
+/** A llama-layout tensor list (names, GGUF dims) of a spec, as the generator writes it. */
+function llamaTensors(d: number, nLayers: number, kvDim: number, ffn: number, vocab: number, tied: boolean): { name: string; dims: number[] }[] {
+  const t: { name: string; dims: number[] }[] = [{ name: 'token_embd.weight', dims: [d, vocab] }];
+  for (let l = 0; l < nLayers; l++) {
+    const p = `blk.${l}.`;
+    t.push({ name: p + 'attn_norm.weight', dims: [d] }, { name: p + 'attn_q.weight', dims: [d, d] }, { name: p + 'attn_k.weight', dims: [d, kvDim] });
+    t.push({ name: p + 'attn_v.weight', dims: [d, kvDim] }, { name: p + 'attn_output.weight', dims: [d, d] }, { name: p + 'ffn_norm.weight', dims: [d] });
+    t.push({ name: p + 'ffn_gate.weight', dims: [d, ffn] }, { name: p + 'ffn_up.weight', dims: [d, ffn] }, { name: p + 'ffn_down.weight', dims: [ffn, d] });
+  }
+  t.push({ name: 'output_norm.weight', dims: [d] });
+  if (!tied) t.push({ name: 'output.weight', dims: [d, vocab] });
+  return t;
+}
+
+function bitsPerWeight(tensors: { name: string; dims: number[] }[], types: Map<string, GgmlType>): number {
+  let bits = 0;
+  let n = 0;
+  for (const t of tensors) {
+    const e = t.dims.reduce((a, b) => a * b, 1);
+    const info = SUPPORTED_GGML_TYPES.get(types.get(t.name)!)!;
+    bits += (e / info.blockElems) * info.blockBytes * 8;
+    n += e;
+  }
+  return bits / n;
+}
+
+describe('synthetic models as llama.cpp quantization mixes', () => {
+  it('use_more_bits picks llama.cpp\'s layers (32 layers: 0-3, every third from 6, 28-31)', () => {
+    const picked = Array.from({ length: 32 }, (_, i) => i).filter((i) => useMoreBits(i, 32));
+    expect(picked).toEqual([0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31]);
+    expect(Array.from({ length: 12 }, (_, i) => i).filter((i) => useMoreBits(i, 12))).toEqual([0, 3, 6, 9, 10, 11]);
+  });
+
+  it('q4_k_m on synthetic:small\'s shapes: Q6_K tied embeddings, Q6_K attn_v/ffn_down on the more-bits layers, Q4_K elsewhere, F32 norms; ≈4.9 bits/weight', () => {
+    const s = SYNTHETIC_SPECS.small;
+    const tensors = llamaTensors(s.dModel, s.nLayers, (s.dModel / s.nHeads) * s.nKvHeads, s.ffnDim, s.vocabSize, s.tiedEmbeddings);
+    const types = syntheticTensorTypes('q4_k_m', tensors);
+    expect(types.get('token_embd.weight')).toBe(GgmlType.Q6_K); // tied: quantized like the output head
+    for (let l = 0; l < s.nLayers; l++) {
+      const more = [0, 3, 6, 9, 10, 11].includes(l);
+      expect(types.get(`blk.${l}.attn_v.weight`), `layer ${l}`).toBe(more ? GgmlType.Q6_K : GgmlType.Q4_K);
+      expect(types.get(`blk.${l}.ffn_down.weight`), `layer ${l}`).toBe(more ? GgmlType.Q6_K : GgmlType.Q4_K);
+      for (const m of ['attn_q', 'attn_k', 'attn_output', 'ffn_gate', 'ffn_up']) expect(types.get(`blk.${l}.${m}.weight`)).toBe(GgmlType.Q4_K);
+      expect(types.get(`blk.${l}.attn_norm.weight`)).toBe(GgmlType.F32);
+    }
+    expect(types.get('output_norm.weight')).toBe(GgmlType.F32);
+    const bpw = bitsPerWeight(tensors, types);
+    expect(bpw).toBeGreaterThan(4.8);
+    expect(bpw).toBeLessThan(5.0);
+    // untied: token_embd is the base type, output.weight Q6_K
+    const untied = syntheticTensorTypes('q4_k_m', llamaTensors(s.dModel, 4, 256, s.ffnDim, 1024, false));
+    expect(untied.get('token_embd.weight')).toBe(GgmlType.Q4_K);
+    expect(untied.get('output.weight')).toBe(GgmlType.Q6_K);
+  });
+
+  it('q5_k_m, q6_k, q4_0 and q8_0 mixes', () => {
+    const tensors = llamaTensors(768, 8, 256, 2048, 4096, false);
+    const q5 = syntheticTensorTypes('q5_k_m', tensors);
+    expect([q5.get('blk.1.attn_q.weight'), q5.get('blk.0.attn_v.weight'), q5.get('blk.1.attn_v.weight'), q5.get('output.weight'), q5.get('token_embd.weight')]).toEqual([
+      GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.Q5_K,
+    ]);
+    const q6 = syntheticTensorTypes('q6_k', tensors);
+    for (const [name, type] of q6) expect(type, name).toBe(name.endsWith('norm.weight') ? GgmlType.F32 : GgmlType.Q6_K);
+    const q40 = syntheticTensorTypes('q4_0', tensors);
+    expect([q40.get('blk.0.ffn_down.weight'), q40.get('blk.0.attn_v.weight'), q40.get('output.weight'), q40.get('token_embd.weight')]).toEqual([
+      GgmlType.Q4_0, GgmlType.Q4_0, GgmlType.Q6_K, GgmlType.Q4_0,
+    ]);
+    const q8 = syntheticTensorTypes('q8_0', tensors);
+    for (const [name, type] of q8) expect(type, name).toBe(name.endsWith('norm.weight') ? GgmlType.F32 : GgmlType.Q8_0);
+  });
+
+  it('rows that are not whole 256-blocks fall back like llama.cpp (Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0, output → Q8_0)', () => {
+    const tensors = llamaTensors(64, 2, 32, 128, 512, false); // synthetic:tiny
+    const q4 = syntheticTensorTypes('q4_k_m', tensors);
+    expect(q4.get('blk.0.attn_q.weight')).toBe(GgmlType.Q5_0);
+    expect(q4.get('blk.0.attn_v.weight')).toBe(GgmlType.Q5_0); // layer 0 of 2 is not a more-bits layer
+    expect(q4.get('blk.1.attn_v.weight')).toBe(GgmlType.Q8_0); // Q6_K → Q8_0
+    expect(q4.get('blk.1.ffn_down.weight')).toBe(GgmlType.Q8_0);
+    expect(q4.get('output.weight')).toBe(GgmlType.Q8_0);
+    expect(q4.get('token_embd.weight')).toBe(GgmlType.Q5_0);
+    expect(syntheticTensorTypes('q5_k_m', tensors).get('blk.0.attn_q.weight')).toBe(GgmlType.Q5_1);
+    expect(syntheticTensorTypes('q6_k', tensors).get('blk.0.attn_q.weight')).toBe(GgmlType.Q8_0);
+    // not even whole 32-blocks: F16 after the fallback; Q4_0 has none in llama.cpp (it refuses)
+    expect(syntheticTensorTypes('q4_k_m', [{ name: 'w.weight', dims: [48, 4] }]).get('w.weight')).toBe(GgmlType.F16);
+    expect(() => syntheticTensorTypes('q4_0', [{ name: 'w.weight', dims: [48, 4] }])).toThrow(/no fallback/);
+  });
+
+  it('tiny as q4_k_m: the file carries the mix, general.file_type 15, and weights close to the f32 file', () => {
+    const file = ensureSyntheticModel('tiny', { dataDir, weightType: 'q4_k_m', progress: null });
+    expect(path.basename(file)).toMatch(/-q4_k_m-[0-9a-f]{12}\.gguf$/);
+    const g = readGguf(file);
+    const f = readGguf(ensureSyntheticModel('tiny', { dataDir, weightType: 'f32', progress: null }));
+    try {
+      expect(g.metadata.get('general.file_type')).toMatchObject({ value: 15 });
+      const want = syntheticTensorTypes('q4_k_m', [...g.tensors.values()].map((t) => ({ name: t.name, dims: t.dims })));
+      for (const t of g.tensors.values()) expect(ggmlTypeName(t.type), t.name).toBe(ggmlTypeName(want.get(t.name)!));
+      for (const name of ['blk.0.attn_q.weight', 'blk.1.ffn_down.weight', 'output.weight']) {
+        const t = g.tensor(name);
+        const ref = new Float32Array(f.tensor(name).data.slice().buffer);
+        const got = dequantize(t.type, t.data, t.elements);
+        let se = 0;
+        let s2 = 0;
+        for (let i = 0; i < ref.length; i++) {
+          se += (got[i]! - ref[i]!) ** 2;
+          s2 += ref[i]! ** 2;
+        }
+        expect(Math.sqrt(se / s2), name).toBeLessThan(0.15); // Q5_0 ≈ 0.04, Q8_0 ≈ 0.005 relative rms
+      }
+    } finally {
+      g.close();
+      f.close();
+    }
+  });
+
+  it('llama.cpp loads the q4_k_m and q4_0 tiny files and gives finite logits', async () => {
+    for (const weightType of ['q4_k_m', 'q4_0'] as const) {
+      const file = ensureSyntheticModel('tiny', { dataDir, weightType, progress: null });
+      const lp = await llamaLogprobs({ modelPath: file, tokens: [1, 2, 3, 4, 5], threads: 1 });
+      expect(lp.length).toBeGreaterThan(100);
+      const finite = lp.filter((v): v is number => v !== null && Number.isFinite(v));
+      expect(finite.length).toBe(lp.length);
+      expect(Math.max(...finite)).toBeLessThan(0);
+      expect(Math.max(...finite) - Math.min(...finite)).toBeGreaterThan(0.1); // not a flat distribution
+    }
+  }, 120_000);
 });
