@@ -588,8 +588,17 @@ Napi::Value Convert(const Napi::CallbackInfo& info) {
   if (!check_convert_count(env, kQuantize ? "quantize" : "dequantize", dtype, (size_t)count) ||
       !need(env, n_f >= (size_t)count && b.n >= gguf_row_bytes(dtype, count), "buffers too small for count"))
     return env.Undefined();
-  if (kQuantize) quantize(b.p, f, dtype, count);
-  else dequantize(f, b.p, dtype, count);
+  if (kQuantize && has_block_quantizer(dtype)) {
+    // blocks quantize independently, so splitting across the pool keeps the bytes
+    const BlockGeometry g = block_geometry(dtype);
+    parallel_for(global_pool(), (size_t)count / g.elems, [&](size_t b0, size_t b1) {
+      quantize(b.p + b0 * g.bytes, f + b0 * g.elems, dtype, (b1 - b0) * g.elems);
+    }, 64);
+  } else if (kQuantize) {
+    quantize(b.p, f, dtype, count);
+  } else {
+    dequantize(f, b.p, dtype, count);
+  }
   return env.Undefined();
 }
 
