@@ -2,12 +2,35 @@
  * Model hyper-parameters and tensor names from GGUF metadata, with
  * llama.cpp's semantics: `<arch>.*` keys, head_dim = n_embd / n_head unless
  * `<arch>.attention.key_length` says otherwise, rope "normal" (adjacent
- * pairs) for llama and "neox" (halves) for qwen2, an absent output.weight
- * meaning the head is tied to token_embd.
+ * pairs) for llama and "neox" (halves) for qwen2 / qwen3, an absent
+ * output.weight meaning the head is tied to token_embd.
+ *
+ * Rope scaling as llama.cpp's loader reads it: `rope.scaling.type` (default
+ * "linear"), `rope.scaling.factor` (or the old `rope.scale_linear`; absent or
+ * 0 = no scaling), `rope.scaling.original_context_length` (default
+ * context_length), `rope.scaling.attn_factor` (default 1). Llama 3.1+ files
+ * carry no scaling keys: their scaling is the `rope_freqs.weight` tensor.
+ *
+ * `<arch>.attention.sliding_window` is recorded but not applied: llama.cpp
+ * (node-llama-cpp 3.21.1) reads it only for architectures built with SWA
+ * (gemma2/3, cohere2, phi3, ...), never for llama, qwen2 or qwen3, so a
+ * Mistral-style llama file runs with full causal attention there too.
  */
 import { GgufError, type GgufFile, type GgufTensor } from './gguf/index.ts';
 
-export type ModelArch = 'llama' | 'qwen2';
+export type ModelArch = 'llama' | 'qwen2' | 'qwen3';
+
+/** Rope scaling metadata, as written (see the file comment for defaults). */
+export interface RopeScalingConfig {
+  /** 'none' | 'linear' | 'yarn' are computed; anything else (e.g. 'longrope') is refused by the engine. */
+  type: string;
+  /** The context-extension factor; 1 when absent or 0. */
+  factor: number;
+  /** YaRN's original training context. */
+  originalContext: number;
+  /** Extra cos/sin magnitude factor (llama.cpp applies it for every type). */
+  attnFactor: number;
+}
 
 export interface ModelConfig {
   arch: ModelArch;
@@ -25,6 +48,13 @@ export interface ModelConfig {
   rmsEps: number;
   qkvBias: boolean;
   tiedEmbeddings: boolean;
+  /** qwen3: per-head RMSNorm of q and k (blk.N.attn_{q,k}_norm.weight, [headDim]) before rope. */
+  qkNorm: boolean;
+  ropeScaling: RopeScalingConfig;
+  /** Llama 3.1+: rope_freqs.weight, [ropeDims/2] theta divisors. */
+  ropeFreqFactors: boolean;
+  /** `<arch>.attention.sliding_window` if the file declares one (not applied, as in llama.cpp). */
+  slidingWindow: number | null;
 }
 
 export interface LayerTensorNames {
@@ -35,6 +65,8 @@ export interface LayerTensorNames {
   qBias?: string;
   kBias?: string;
   vBias?: string;
+  qNorm?: string;
+  kNorm?: string;
   attnOutput: string;
   ffnNorm: string;
   ffnGate: string;
@@ -47,15 +79,17 @@ export interface ModelTensorNames {
   outputNorm: string;
   /** token_embd.weight when the embeddings are tied. */
   output: string;
+  /** rope_freqs.weight when the model has per-dimension rope frequency factors. */
+  ropeFreqs?: string;
   layers: LayerTensorNames[];
 }
 
-const SUPPORTED: readonly ModelArch[] = ['llama', 'qwen2'];
+const SUPPORTED: readonly ModelArch[] = ['llama', 'qwen2', 'qwen3'];
 
 export function modelConfigFromGguf(gguf: GgufFile): ModelConfig {
   const arch = gguf.getString('general.architecture');
   if (!(SUPPORTED as readonly string[]).includes(arch)) {
-    throw new GgufError('KVT_ERR_GGUF_METADATA_TYPE', gguf.path, 'general.architecture', `architecture "${arch}" is not supported (llama, qwen2 are)`);
+    throw new GgufError('KVT_ERR_GGUF_METADATA_TYPE', gguf.path, 'general.architecture', `architecture "${arch}" is not supported (llama, qwen2, qwen3 are)`);
   }
   const a = arch as ModelArch;
   const dModel = gguf.getU32(`${a}.embedding_length`);
@@ -71,6 +105,8 @@ export function modelConfigFromGguf(gguf: GgufFile): ModelConfig {
   const embd = gguf.tensor('token_embd.weight');
   const vocabSize = gguf.optU32(`${a}.vocab_size`) ?? gguf.optStringArray('tokenizer.ggml.tokens')?.length ?? embd.dims[1];
   const nLayers = gguf.getU32(`${a}.block_count`);
+  const ctxLen = gguf.getU32(`${a}.context_length`);
+  const factor = gguf.optF32(`${a}.rope.scaling.factor`) ?? gguf.optF32(`${a}.rope.scale_linear`) ?? 0;
   const cfg: ModelConfig = {
     arch: a,
     nLayers,
@@ -80,13 +116,22 @@ export function modelConfigFromGguf(gguf: GgufFile): ModelConfig {
     headDim,
     ffnDim: gguf.getU32(`${a}.feed_forward_length`),
     vocabSize,
-    ctxLen: gguf.getU32(`${a}.context_length`),
+    ctxLen,
     ropeTheta: gguf.optF32(`${a}.rope.freq_base`) ?? 10000,
-    ropeType: a === 'qwen2' ? 'neox' : 'normal',
+    ropeType: a === 'llama' ? 'normal' : 'neox',
     ropeDims: gguf.optU32(`${a}.rope.dimension_count`) ?? headDim,
     rmsEps: gguf.getF32(`${a}.attention.layer_norm_rms_epsilon`),
     qkvBias: gguf.tensors.has('blk.0.attn_q.bias'),
     tiedEmbeddings: !gguf.tensors.has('output.weight'),
+    qkNorm: a === 'qwen3',
+    ropeScaling: {
+      type: gguf.optString(`${a}.rope.scaling.type`) ?? 'linear',
+      factor: factor === 0 ? 1 : factor,
+      originalContext: gguf.optU32(`${a}.rope.scaling.original_context_length`) ?? ctxLen,
+      attnFactor: gguf.optF32(`${a}.rope.scaling.attn_factor`) ?? 1,
+    },
+    ropeFreqFactors: gguf.tensors.has('rope_freqs.weight'),
+    slidingWindow: gguf.optU32(`${a}.attention.sliding_window`) ?? null,
   };
   if (a === 'qwen2' && !cfg.qkvBias) gguf.tensor('blk.0.attn_q.bias');
   validateShapes(gguf, cfg);
@@ -103,6 +148,7 @@ export function modelTensorNames(cfg: ModelConfig): ModelTensorNames {
       k: p + 'attn_k.weight',
       v: p + 'attn_v.weight',
       ...(cfg.qkvBias ? { qBias: p + 'attn_q.bias', kBias: p + 'attn_k.bias', vBias: p + 'attn_v.bias' } : {}),
+      ...(cfg.qkNorm ? { qNorm: p + 'attn_q_norm.weight', kNorm: p + 'attn_k_norm.weight' } : {}),
       attnOutput: p + 'attn_output.weight',
       ffnNorm: p + 'ffn_norm.weight',
       ffnGate: p + 'ffn_gate.weight',
@@ -110,7 +156,13 @@ export function modelTensorNames(cfg: ModelConfig): ModelTensorNames {
       ffnDown: p + 'ffn_down.weight',
     });
   }
-  return { tokenEmbd: 'token_embd.weight', outputNorm: 'output_norm.weight', output: cfg.tiedEmbeddings ? 'token_embd.weight' : 'output.weight', layers };
+  return {
+    tokenEmbd: 'token_embd.weight',
+    outputNorm: 'output_norm.weight',
+    output: cfg.tiedEmbeddings ? 'token_embd.weight' : 'output.weight',
+    ...(cfg.ropeFreqFactors ? { ropeFreqs: 'rope_freqs.weight' } : {}),
+    layers,
+  };
 }
 
 /** Checks every tensor the graph needs exists with the shape the config implies (ne0 first). */
@@ -127,6 +179,7 @@ function validateShapes(gguf: GgufFile, cfg: ModelConfig): void {
   expect(names.tokenEmbd, [cfg.dModel, cfg.vocabSize]);
   expect(names.outputNorm, [cfg.dModel]);
   if (!cfg.tiedEmbeddings) expect(names.output, [cfg.dModel, cfg.vocabSize]);
+  if (names.ropeFreqs) expect(names.ropeFreqs, [cfg.ropeDims / 2]);
   for (const l of names.layers) {
     expect(l.attnNorm, [cfg.dModel]);
     expect(l.q, [cfg.dModel, q]);
@@ -136,6 +189,10 @@ function validateShapes(gguf: GgufFile, cfg: ModelConfig): void {
       expect(l.qBias, [q]);
       expect(l.kBias!, [kv]);
       expect(l.vBias!, [kv]);
+    }
+    if (l.qNorm) {
+      expect(l.qNorm, [cfg.headDim]);
+      expect(l.kNorm!, [cfg.headDim]);
     }
     expect(l.attnOutput, [q, cfg.dModel]);
     expect(l.ffnNorm, [cfg.dModel]);

@@ -1,6 +1,7 @@
 /**
- * The llama-family forward pass (architectures `llama` — Llama 2/3, Mistral —
- * and `qwen2` — QKV bias, NeoX rope) over the native Backend's ops.
+ * The llama-family forward pass (architectures `llama` — Llama 2/3/3.1+,
+ * Mistral —, `qwen2` — QKV bias, NeoX rope — and `qwen3` — per-head q/k
+ * RMSNorm, NeoX rope) over the native Backend's ops.
  *
  * One call runs a set of rows (tokens) through every layer:
  *
@@ -8,7 +9,8 @@
  *   per layer:
  *     h = rmsNorm(x)·attn_norm
  *     q,k,v = h·Wqᵀ (+bq), h·Wkᵀ (+bk), h·Wvᵀ (+bv)            batched GEMMs over all n rows
- *     rope(q), rope(k) at each row's position
+ *     q,k = rmsNorm(q)·q_norm, rmsNorm(k)·k_norm per head      qwen3 only
+ *     rope(q), rope(k) at each row's position                  (+ frequency factors, linear/YaRN scaling)
  *     kvWrite(k, v) into each sequence's pages
  *     a = paged causal GQA attention(q) per segment
  *     x += a·Woᵀ
@@ -24,10 +26,10 @@
  * every call; the graph holds no per-call allocations besides small host
  * metadata and the returned logits.
  */
-import type { AttentionSegment, Backend, KvPoolHandle, RopeMode, TensorHandle, WeightHandle } from '../../native/index.ts';
+import type { AttentionSegment, Backend, KvPoolHandle, RopeMode, RopeOptions, RopeScaling, TensorHandle, WeightHandle } from '../../native/index.ts';
 import { EngineError } from './engine-errors.ts';
 
-export type LlamaArchitecture = 'llama' | 'qwen2';
+export type LlamaArchitecture = 'llama' | 'qwen2' | 'qwen3';
 
 /** What the graph needs to know about the model (derived from the GGUF's config). */
 export interface GraphConfig {
@@ -43,6 +45,10 @@ export interface GraphConfig {
   ropeFreqBase: number;
   ropeMode: RopeMode;
   ropeDims: number;
+  /** qwen3: RMSNorm of each q and k head (LayerWeights.qNorm/kNorm) before rope. */
+  qkNorm?: boolean;
+  /** Linear / YaRN scaling (absent: none). */
+  ropeScaling?: RopeScaling;
 }
 
 export interface LayerWeights {
@@ -54,6 +60,9 @@ export interface LayerWeights {
   bq?: TensorHandle;
   bk?: TensorHandle;
   bv?: TensorHandle;
+  /** qwen3: per-head norm gains, f32 [1][headDim]. */
+  qNorm?: WeightHandle;
+  kNorm?: WeightHandle;
   wo: WeightHandle;
   ffnNorm: WeightHandle;
   wGate: WeightHandle;
@@ -67,6 +76,8 @@ export interface ModelWeights {
   outputNorm: WeightHandle;
   /** The LM head; the embedding table itself when the model ties them. */
   output: WeightHandle;
+  /** Llama 3.1+ rope_freqs: [ropeDims/2] theta divisors (host; every layer shares them). */
+  ropeFreqs?: Float32Array;
 }
 
 /** Rows of a bias add per backend call (the backend has no broadcast add). */
@@ -161,7 +172,13 @@ export class LlamaGraph {
     const proj = v(s.proj, n, c.dim);
     const gate = v(s.gate, n, c.ffDim);
     const up = v(s.up, n, c.ffDim);
-    const rope = { mode: c.ropeMode, freqBase: c.ropeFreqBase, rotDims: c.ropeDims };
+    const rope: RopeOptions = {
+      mode: c.ropeMode,
+      freqBase: c.ropeFreqBase,
+      rotDims: c.ropeDims,
+      ...(this.weights.ropeFreqs ? { freqFactors: this.weights.ropeFreqs } : {}),
+      ...(c.ropeScaling ? { scaling: c.ropeScaling } : {}),
+    };
     // Row offsets of each segment's K/V within k/vv.
     const segRow0 = new Int32Array(segments.length);
     {
@@ -183,6 +200,8 @@ export class LlamaGraph {
       if (w.bq) this.addBias(q, w.bq, n, this.qDim);
       if (w.bk) this.addBias(k, w.bk, n, this.kvDim);
       if (w.bv) this.addBias(vv, w.bv, n, this.kvDim);
+      if (w.qNorm) b.rmsNorm(q, q, w.qNorm, n * c.heads, c.headDim, c.rmsEps);
+      if (w.kNorm) b.rmsNorm(k, k, w.kNorm, n * c.kvHeads, c.headDim, c.rmsEps);
       b.rope(q, positions, n, c.heads, c.headDim, rope);
       b.rope(k, positions, n, c.kvHeads, c.headDim, rope);
       for (let i = 0; i < segments.length; i++) {

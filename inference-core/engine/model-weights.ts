@@ -3,8 +3,10 @@
  *
  * Tensor names are llama.cpp's: token_embd, blk.N.{attn_norm, attn_q, attn_k,
  * attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down}, output_norm,
- * output (absent when the LM head is tied to token_embd), and for qwen2 the
- * blk.N.attn_{q,k,v}.bias vectors. GGUF dims are ne0-first: a matrix
+ * output (absent when the LM head is tied to token_embd), for qwen2 the
+ * blk.N.attn_{q,k,v}.bias vectors, for qwen3 the per-head norms
+ * blk.N.attn_{q,k}_norm, and for Llama 3.1+ rope_freqs (per-pair theta divisors).
+ * GGUF dims are ne0-first: a matrix
  * [ne0 = cols][ne1 = rows] is row-major [rows][cols], the layout matmul takes.
  */
 import type { Backend, TensorHandle, WeightDType, WeightHandle } from '../../native/index.ts';
@@ -13,6 +15,7 @@ import { GgmlType, f16ToF32, bf16ToF32, ggmlTypeName } from '../gguf/index.ts';
 import { EngineError } from './engine-errors.ts';
 import type { ModelConfig } from '../model-config.ts';
 import { BIAS_TILE_ROWS, type GraphConfig, type LayerWeights, type ModelWeights } from './llama-graph.ts';
+import { ropeScalingFrom } from './rope-scaling.ts';
 
 function unsupported(msg: string): never {
   throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', msg);
@@ -20,15 +23,17 @@ function unsupported(msg: string): never {
 
 /**
  * The graph's hyper-parameters from the model config, after the checks for
- * what the graph does not compute yet (rope scaling, rope frequency factors).
+ * what the graph does not compute (rope scaling types other than linear and
+ * YaRN, frequency factors outside llama, value dims unlike key dims).
  */
 export function graphConfigFrom(g: GgufFile, cfg: ModelConfig): GraphConfig {
   const a = cfg.arch;
   const valueDim = g.optU32(`${a}.attention.value_length`) ?? cfg.headDim;
   if (valueDim !== cfg.headDim) unsupported(`${g.path}: value head dim ${valueDim} differs from key head dim ${cfg.headDim}; not supported`);
-  const scaling = g.optString(`${a}.rope.scaling.type`);
-  if (scaling !== undefined && scaling !== 'none') unsupported(`${g.path}: rope scaling "${scaling}" is not supported yet; use a model without it`);
-  if (g.tensors.has('rope_freqs.weight')) unsupported(`${g.path}: per-dimension rope frequency factors (Llama 3.1 style) are not supported yet`);
+  // llama.cpp's qwen2/qwen3 graphs pass no frequency factors, and its loader
+  // refuses a file with a tensor the graph does not use.
+  if (cfg.ropeFreqFactors && a !== 'llama') unsupported(`${g.path}: rope_freqs.weight in a ${a} model; llama.cpp does not load such a file either`);
+  const ropeScaling = ropeScalingFrom(cfg.ropeScaling, g.path);
   return {
     architecture: a,
     vocabSize: g.tensor('token_embd.weight').dims[1],
@@ -42,6 +47,8 @@ export function graphConfigFrom(g: GgufFile, cfg: ModelConfig): GraphConfig {
     ropeFreqBase: cfg.ropeTheta,
     ropeMode: cfg.ropeType,
     ropeDims: cfg.ropeDims,
+    qkNorm: cfg.qkNorm,
+    ...(ropeScaling ? { ropeScaling } : {}),
   };
 }
 
@@ -134,6 +141,7 @@ export function uploadModelWeights(backend: Backend, g: GgufFile, c: GraphConfig
       bq: bias(p + 'attn_q.bias', qDim),
       bk: bias(p + 'attn_k.bias', kvDim),
       bv: bias(p + 'attn_v.bias', kvDim),
+      ...(c.qkNorm ? { qNorm: gain(p + 'attn_q_norm.weight', c.headDim), kNorm: gain(p + 'attn_k_norm.weight', c.headDim) } : {}),
       wo: matrix(p + 'attn_output.weight', qDim, c.dim),
       ffnNorm: gain(p + 'ffn_norm.weight', c.dim),
       wGate: matrix(p + 'ffn_gate.weight', c.dim, c.ffDim),
@@ -143,5 +151,7 @@ export function uploadModelWeights(backend: Backend, g: GgufFile, c: GraphConfig
   }
   const outputNorm = gain('output_norm.weight', c.dim);
   const output = g.tensors.has('output.weight') ? matrix('output.weight', c.dim, c.vocabSize) : tokenEmbd;
-  return { weights: { tokenEmbd, layers, outputNorm, output }, tensors };
+  const ropeFreqs = g.tensors.get('rope_freqs.weight');
+  if (ropeFreqs) expectDims(ropeFreqs, [c.ropeDims / 2]);
+  return { weights: { tokenEmbd, layers, outputNorm, output, ...(ropeFreqs ? { ropeFreqs: vectorF32(ropeFreqs) } : {}) }, tensors };
 }

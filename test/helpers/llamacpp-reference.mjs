@@ -16,6 +16,8 @@
  *                                                               → { tokens, margins }
  *     { op: 'bench',    modelPath, tokens, nPredict, threads?, kvType? }
  *                                                               → { prefillTps, decodeTps, prefillMs, decodeMs, threads }
+ *     { op: 'batch',    requests: [any request above but batch] } → { results: [answer per request] }
+ *       (one llama.cpp initialisation, ~3 s, for many models and ops)
  *   stdout: one JSON answer ({ error } with a non-zero exit on failure)
  *
  * Logits: node-llama-cpp exposes the next-token distribution only as
@@ -91,6 +93,20 @@ async function main() {
   const req = await readStdin();
   const llama = await getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error, maxThreads: 0 });
   try {
+    if (req.op === 'batch') {
+      if (!Array.isArray(req.requests) || req.requests.some((r) => r?.op === 'batch')) throw new Error('batch needs requests: an array of non-batch requests');
+      const results = [];
+      for (const r of req.requests) results.push(await runOne(llama, r));
+      return { results };
+    }
+    return await runOne(llama, req);
+  } finally {
+    await llama.dispose();
+  }
+}
+
+async function runOne(llama, req) {
+  {
     if (req.op === 'tokenize') {
       const model = await llama.loadModel({ modelPath: req.modelPath, gpuLayers: 0 });
       const tokens = model.tokenize(req.text, false);
@@ -162,8 +178,6 @@ async function main() {
       await context.dispose();
       await model.dispose();
     }
-  } finally {
-    await llama.dispose();
   }
 }
 
@@ -176,8 +190,9 @@ function vocabSizeOf(model) {
 
 main().then(
   (res) => {
-    process.stdout.write(JSON.stringify(res));
-    process.exit(0);
+    // exit once the answer is flushed: a pipe takes ~64 KiB before write() goes async,
+    // and process.exit() would cut a larger answer (a batch's) short
+    process.stdout.write(JSON.stringify(res), () => process.exit(0));
   },
   (err) => {
     process.stdout.write(JSON.stringify({ error: String(err?.stack ?? err) }));

@@ -77,6 +77,18 @@ export async function llamaGreedy(
   return await call({ op: 'greedy', ...req });
 }
 
+export type LlamaBatchRequest =
+  | (BaseRequest & { op: 'logitsMany'; prompts: number[][] })
+  | (BaseRequest & { op: 'greedy'; tokens: number[]; nPredict: number });
+
+/**
+ * Several logitsMany / greedy requests (any models) in one reference process:
+ * llama.cpp's initialisation (~3 s) is paid once. Answers in request order.
+ */
+export async function llamaBatch(requests: LlamaBatchRequest[]): Promise<Array<{ logprobs?: (number | null)[][]; tokens?: number[]; margins?: number[] }>> {
+  return (await call<{ results: Array<{ logprobs?: (number | null)[][]; tokens?: number[]; margins?: number[] }> }>({ op: 'batch', requests })).results;
+}
+
 export interface LlamaBench {
   prefillMs: number;
   decodeMs: number;

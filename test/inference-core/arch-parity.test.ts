@@ -1,0 +1,216 @@
+/**
+ * The architectures of the files people download, against llama.cpp
+ * (node-llama-cpp 3.21.1's CPU build) on the same random-weight GGUFs
+ * (inference-core/synthetic/arch-variants.ts: the metadata keys and tensors
+ * convert_hf_to_gguf.py writes): Llama 3.1 / 3.2 rope_freqs, linear and YaRN
+ * rope scaling (normal and neox), qwen3 q/k norms with key_length ≠
+ * n_embd/n_head, tied heads (llama, qwen2), a Mistral-style llama file that
+ * declares a sliding window (llama.cpp does not apply it to llama: if it did,
+ * a 500-token prompt over a 16-token window would be far off full attention).
+ *
+ * Per variant × {f16, q8_0} weights (f16 KV):
+ *   - last-position log-softmax for 1-, 65- and 500-token prompts within the
+ *     dtype's tolerance (same metric and tolerances as llamacpp-parity.test.ts:
+ *     max |ours − llama.cpp| over the vocab / llama.cpp's log-prob spread;
+ *     f16 1e-3, q8_0 1e-2);
+ *   - a 32-token greedy continuation equal up to llama.cpp's first near-tie,
+ *     then teacher-forced argmax agreement on every step that is not a near-tie;
+ *   - cache equivalence: blocks exported from one sequence, imported into a
+ *     fresh one plus the suffix prefilled == the whole prompt prefilled, bit
+ *     for bit, greedy continuation and exported blocks included.
+ * And the checks can fail: the same weights without the rope scaling are
+ * compared with llama.cpp on the scaled file and must miss the f16 tolerance
+ * by more than 2× (measured at n=500: llama31 6.8e-3, llama32-tied 3.7e-3 —
+ * its factors touch only the slowest pairs —, linear 5.1e-2, YaRN 6.7e-2,
+ * qwen3 YaRN 2.9e-2; with the scaling 1-2e-4).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index.ts';
+import { ARCH_VARIANTS, ensureArchVariantModel, type ArchVariant, type ArchVariantWeightType } from '../../inference-core/synthetic/arch-variants.ts';
+import { llamaBatch, type LlamaBatchRequest } from '../helpers/llamacpp.ts';
+import { TEST_DATA_DIR, argmax, greedyFrom, randomTokens } from './engine-fixtures.ts';
+
+const DTYPES: Array<{ weightType: ArchVariantWeightType; tolerance: number; nearTie: number }> = [
+  { weightType: 'f16', tolerance: 1e-3, nearTie: 5e-3 },
+  { weightType: 'q8_0', tolerance: 1e-2, nearTie: 5e-2 },
+];
+const PROMPT_LENGTHS = [1, 65, 500];
+const GREEDY_TEXT = 'The cache keeps every block of the prompt for days, and the next request';
+/** Variants whose scaling a stripped twin can leave out (the rest is structural). */
+const SCALED: ArchVariant[] = ['llama31', 'llama32-tied', 'llama-linear', 'llama-yarn', 'qwen3-yarn'];
+
+interface Case {
+  variant: ArchVariant;
+  weightType: ArchVariantWeightType;
+  tolerance: number;
+  nearTie: number;
+  engine: LoadedEngine;
+  prompts: number[][];
+  greedyPrompt: number[];
+  refLogprobs: (number | null)[][];
+  refGreedy: { tokens: number[]; margins: number[] };
+}
+
+function logSoftmax(logits: Float32Array): Float64Array {
+  let max = -Infinity;
+  for (const v of logits) max = Math.max(max, v);
+  let sum = 0;
+  for (const v of logits) sum += Math.exp(v - max);
+  const lse = max + Math.log(sum);
+  return Float64Array.from(logits, (v) => v - lse);
+}
+
+function relError(ours: Float64Array, ref: (number | null)[]): number {
+  let lo = Infinity;
+  let hi = -Infinity;
+  let maxDiff = 0;
+  for (let i = 0; i < ref.length; i++) {
+    const r = ref[i];
+    if (r === null) continue;
+    lo = Math.min(lo, r);
+    hi = Math.max(hi, r);
+    maxDiff = Math.max(maxDiff, Math.abs(ours[i] - r));
+  }
+  return maxDiff / (hi - lo);
+}
+
+function lastLogits(engine: LoadedEngine, tokens: number[]): Float64Array {
+  const seq = engine.createSequence();
+  try {
+    return logSoftmax(seq.prefill(tokens));
+  } finally {
+    seq.free();
+  }
+}
+
+const cases = new Map<string, Case>();
+const bare = new Map<ArchVariant, LoadedEngine>();
+const keyOf = (v: ArchVariant, w: ArchVariantWeightType) => `${v}/${w}`;
+
+beforeAll(async () => {
+  const requests: LlamaBatchRequest[] = [];
+  const pending: Array<Omit<Case, 'refLogprobs' | 'refGreedy'>> = [];
+  for (const variant of ARCH_VARIANTS)
+    for (const d of DTYPES) {
+      const modelPath = ensureArchVariantModel(variant, { dataDir: TEST_DATA_DIR, weightType: d.weightType });
+      const engine = await loadEngine(modelPath, { kvDtype: 'f16', threads: 1, poolBytes: 8 * 2 ** 20 });
+      const prompts = PROMPT_LENGTHS.map((n) => randomTokens(n, engine.vocabSize, 100 + n));
+      const greedyPrompt = Array.from(engine.tokenizer.encode(GREEDY_TEXT));
+      pending.push({ variant, ...d, engine, prompts, greedyPrompt });
+      requests.push({ op: 'logitsMany', modelPath, prompts, kvType: 'f16', threads: 1 });
+      requests.push({ op: 'greedy', modelPath, tokens: greedyPrompt, nPredict: 32, kvType: 'f16', threads: 1 });
+    }
+  for (const variant of SCALED) {
+    const modelPath = ensureArchVariantModel(variant, { dataDir: TEST_DATA_DIR, weightType: 'f16', withoutRopeScaling: true });
+    bare.set(variant, await loadEngine(modelPath, { kvDtype: 'f16', threads: 1, poolBytes: 8 * 2 ** 20 }));
+  }
+  const results = await llamaBatch(requests);
+  pending.forEach((p, i) => {
+    const logprobs = results[2 * i].logprobs!;
+    const g = results[2 * i + 1];
+    cases.set(keyOf(p.variant, p.weightType), { ...p, refLogprobs: logprobs, refGreedy: { tokens: g.tokens!, margins: g.margins! } });
+  });
+}, 300_000);
+
+afterAll(() => {
+  for (const c of cases.values()) c.engine.destroy();
+  for (const e of bare.values()) e.destroy();
+});
+
+describe('arch variants read as llama.cpp reads them', () => {
+  const cfg = (v: ArchVariant) => cases.get(keyOf(v, 'f16'))!.engine.config;
+  it('llama31 / llama32-tied: rope_freqs.weight, no scaling keys (type defaults to linear, factor 1)', () => {
+    for (const v of ['llama31', 'llama32-tied'] as const) {
+      expect(cfg(v).ropeFreqFactors).toBe(true);
+      expect(cfg(v).ropeScaling).toMatchObject({ type: 'linear', factor: 1 });
+      expect(cfg(v).ropeTheta).toBe(500000);
+    }
+    expect(cfg('llama32-tied').tiedEmbeddings).toBe(true);
+  });
+  it('linear and YaRN scaling, qwen3 q/k norm and head_dim from key_length, sliding window recorded', () => {
+    expect(cfg('llama-linear').ropeScaling).toMatchObject({ type: 'linear', factor: 4 });
+    expect(cfg('llama-yarn').ropeScaling).toMatchObject({ type: 'yarn', factor: 4, originalContext: 512 });
+    expect(cfg('qwen3-yarn')).toMatchObject({ arch: 'qwen3', ropeType: 'neox', ropeScaling: { type: 'yarn', factor: 4, originalContext: 512 } });
+    expect(cfg('qwen3')).toMatchObject({ arch: 'qwen3', qkNorm: true, qkvBias: false, ropeType: 'neox', headDim: 32, dModel: 64, nHeads: 4 });
+    expect(cfg('qwen2-tied')).toMatchObject({ arch: 'qwen2', tiedEmbeddings: true, qkvBias: true });
+    expect(cfg('mistral-swa').slidingWindow).toBe(16);
+  });
+});
+
+describe.each(ARCH_VARIANTS.flatMap((variant) => DTYPES.map((d) => ({ variant, ...d }))))(
+  '$variant, $weightType weights',
+  ({ variant, weightType, tolerance }) => {
+    const c = () => cases.get(keyOf(variant, weightType))!;
+
+    it.each(PROMPT_LENGTHS.map((n, i) => [n, i]))(`last-position logits of a %i-token prompt within ${tolerance} of llama.cpp`, (n, i) => {
+      const k = c();
+      expect(k.refLogprobs[i]).toHaveLength(k.engine.vocabSize);
+      const err = relError(lastLogits(k.engine, k.prompts[i]), k.refLogprobs[i]);
+      console.log(`arch parity ${variant}/${weightType} n=${n}: relative error ${err.toExponential(2)} (tolerance ${tolerance})`);
+      expect(err).toBeLessThan(tolerance);
+    });
+
+    it('greedy 32 tokens equal up to llama.cpp’s first near-tie, teacher-forced argmax after', () => {
+      const k = c();
+      const ref = k.refGreedy;
+      const seq = k.engine.createSequence();
+      const ours = greedyFrom(seq, seq.prefill(k.greedyPrompt), 32);
+      seq.free();
+      const firstTie = ref.margins.findIndex((m) => m < k.nearTie);
+      const upTo = firstTie === -1 ? 32 : firstTie;
+      const firstDiff = ours.findIndex((t, i) => t !== ref.tokens[i]);
+      console.log(`arch greedy ${variant}/${weightType}: ${firstDiff === -1 ? 'identical' : `first difference at ${firstDiff}`}; first near-tie ${firstTie === -1 ? 'none' : firstTie}`);
+      expect(ours.slice(0, upTo)).toEqual(ref.tokens.slice(0, upTo));
+      const forced = k.engine.createSequence();
+      let logits = forced.prefill(k.greedyPrompt);
+      let checked = 0;
+      for (let i = 0; i < ref.tokens.length; i++) {
+        if (ref.margins[i] >= k.nearTie) {
+          expect(argmax(logits), `step ${i}`).toBe(ref.tokens[i]);
+          checked++;
+        }
+        if (i + 1 < ref.tokens.length) logits = forced.decode(ref.tokens[i]);
+      }
+      forced.free();
+      expect(checked).toBeGreaterThanOrEqual(24);
+    });
+
+    it.each([
+      [1, 37],
+      [2, 5],
+    ])('cache equivalence: k=%i blocks imported + r=%i tokens prefilled == whole prompt, bit for bit', (kb, r) => {
+      const { engine } = c();
+      const prompt = randomTokens(64 * kb + r, engine.vocabSize, 7000 + 100 * kb + r);
+      const whole = engine.createSequence();
+      const wholeLogits = whole.prefill(prompt);
+      const wholeGreedy = greedyFrom(whole, wholeLogits, 16);
+      const exporter = engine.createSequence();
+      exporter.prefill(prompt.slice(0, 64 * kb));
+      exporter.decode(3);
+      const blocks = exporter.exportBlocks(0, kb);
+      exporter.free();
+      const hit = engine.createSequence();
+      hit.importBlocks(blocks);
+      const hitLogits = hit.prefill(prompt.slice(64 * kb));
+      expect(Buffer.from(hitLogits.buffer).equals(Buffer.from(wholeLogits.buffer))).toBe(true);
+      expect(greedyFrom(hit, hitLogits, 16)).toEqual(wholeGreedy);
+      const a = whole.exportBlocks(0, kb);
+      const b = hit.exportBlocks(0, kb);
+      for (let i = 0; i < kb; i++) expect(Buffer.from(a[i]).equals(Buffer.from(b[i]))).toBe(true);
+      whole.free();
+      hit.free();
+    });
+  },
+);
+
+describe('the parity checks notice a missing rope scaling', () => {
+  it.each(SCALED)('%s: the same weights without the scaling miss llama.cpp on the scaled file by > 2× the f16 tolerance', (variant) => {
+    const k = cases.get(keyOf(variant, 'f16'))!;
+    const engine = bare.get(variant)!;
+    expect(engine.config.ropeFreqFactors).toBe(false);
+    const i = PROMPT_LENGTHS.indexOf(500);
+    const err = relError(lastLogits(engine, k.prompts[i]), k.refLogprobs[i]);
+    console.log(`arch parity ${variant} without its scaling, n=500: relative error ${err.toExponential(2)}`);
+    expect(err).toBeGreaterThan(2 * k.tolerance);
+  });
+});
