@@ -61,6 +61,11 @@ export interface TokenizerSpec {
   addBos?: boolean;
   addEos?: boolean;
   addSpacePrefix?: boolean;
+  /**
+   * Specials that swallow ASCII whitespace on their left (lstrip) or right (rstrip) when matched
+   * in text. GGUF has no field for these: llama.cpp sets them from the model name (see fromGguf).
+   */
+  strip?: ReadonlyMap<number, { lstrip: boolean; rstrip: boolean }>;
 }
 
 const EOG_TEXTS = new Set(['<|eot_id|>', '<|im_end|>', '<|end|>', '<end_of_turn>', '<|endoftext|>', '<|eom_id|>', '<EOT>', '</s>']);
@@ -86,7 +91,7 @@ export class Tokenizer {
   private readonly types: Int32Array;
   private readonly tokenToId = new Map<string, number>();
   /** Specials to partition on, longest text first (ties: lower id first). */
-  private readonly specials: Array<{ id: number; text: string; type: TokenType }>;
+  private readonly specials: Array<{ id: number; text: string; type: TokenType; lstrip: boolean; rstrip: boolean }>;
   private readonly bpe: BpeModel | undefined;
   private readonly spm: SpmModel | undefined;
   private readonly pieceCache: Array<Uint8Array | undefined>;
@@ -125,7 +130,8 @@ export class Tokenizer {
     for (let i = 0; i < this.vocabSize; i++) {
       const t = this.types[i];
       if ((t === TokenType.CONTROL || t === TokenType.USER_DEFINED || t === TokenType.UNKNOWN) && this.tokens[i].length > 0) {
-        this.specials.push({ id: i, text: this.tokens[i], type: t });
+        const st = spec.strip?.get(i);
+        this.specials.push({ id: i, text: this.tokens[i], type: t, lstrip: st?.lstrip ?? false, rstrip: st?.rstrip ?? false });
       }
     }
     // llama.cpp sorts by byte length, descending.
@@ -169,11 +175,13 @@ export class Tokenizer {
       }
     }
     const opt = (k: string) => gguf.optU32(`tokenizer.ggml.${k}`);
+    const tokens = gguf.getStringArray('tokenizer.ggml.tokens');
+    const tokenTypes = gguf.optI32Array('tokenizer.ggml.token_type');
     return new Tokenizer({
       model,
       pre,
-      tokens: gguf.getStringArray('tokenizer.ggml.tokens'),
-      tokenTypes: gguf.optI32Array('tokenizer.ggml.token_type'),
+      tokens,
+      tokenTypes,
       scores: gguf.optF32Array('tokenizer.ggml.scores'),
       merges: gguf.optStringArray('tokenizer.ggml.merges'),
       bosId: opt('bos_token_id'),
@@ -184,10 +192,13 @@ export class Tokenizer {
       addBos: gguf.optBool('tokenizer.ggml.add_bos_token'),
       addEos: gguf.optBool('tokenizer.ggml.add_eos_token'),
       addSpacePrefix: gguf.optBool('tokenizer.ggml.add_space_prefix'),
+      strip: stripAttributesByModelName(gguf.optString('general.name') ?? '', tokens, tokenTypes),
     });
   }
 
   encode(text: string, options: EncodeOptions = {}): Uint32Array {
+    // A lone surrogate reaches llama.cpp as U+FFFD (UTF-8 conversion); make the pre-tokenizer see the same.
+    text = toWellFormed(text);
     const addSpecial = options.addSpecial ?? true;
     const parseSpecial = options.parseSpecial ?? false;
     const out: number[] = [];
@@ -230,9 +241,12 @@ export class Tokenizer {
         changed = true;
         let pos = 0;
         for (let at = f.indexOf(sp.text); at >= 0; at = f.indexOf(sp.text, pos)) {
-          if (at > pos) next.push(f.slice(pos, at));
+          let end = at;
+          if (sp.lstrip) while (end > pos && isAsciiSpace(f.charCodeAt(end - 1))) end--;
+          if (end > pos) next.push(f.slice(pos, end));
           next.push(sp.id);
           pos = at + sp.text.length;
+          if (sp.rstrip) while (pos < f.length && isAsciiSpace(f.charCodeAt(pos))) pos++;
         }
         if (pos < f.length) next.push(f.slice(pos));
       }
@@ -293,10 +307,13 @@ export class Tokenizer {
   decode(ids: ArrayLike<number>, options: DecodeOptions = {}): string {
     const pieces: Uint8Array[] = [];
     let total = 0;
+    // Only the first non-empty piece loses its space, even when that piece was just the space ('▁').
+    let strip = options.stripLeadingSpace === true;
     for (let i = 0; i < ids.length; i++) {
       let p = this.tokenToPiece(ids[i], options);
       if (p.length === 0) continue;
-      if (total === 0 && options.stripLeadingSpace && p[0] === 0x20) p = p.subarray(1);
+      if (strip && p[0] === 0x20) p = p.subarray(1);
+      strip = false;
       pieces.push(p);
       total += p.length;
     }
@@ -313,4 +330,35 @@ export class Tokenizer {
   createDetokenizer(options: DecodeOptions = {}): IncrementalDetokenizer {
     return new IncrementalDetokenizer(this, options);
   }
+}
+
+/** C isspace: the whitespace llama.cpp's lstrip/rstrip remove. */
+function isAsciiSpace(c: number): boolean {
+  return c === 0x20 || (c >= 0x09 && c <= 0x0d);
+}
+
+/**
+ * llama.cpp (llama-vocab.cpp) gives specials the RSTRIP attribute only by model name: for a
+ * general.name containing "phi-3"/"phi3" every control/user-defined/unknown token and "</s>"
+ * rstrip, except "<unk>", "<s>" and "<|endoftext|>". HF's lstrip/rstrip flags never reach a GGUF.
+ */
+function stripAttributesByModelName(name: string, tokens: string[], types: Int32Array | undefined): Map<number, { lstrip: boolean; rstrip: boolean }> | undefined {
+  const lower = name.toLowerCase();
+  if (!lower.includes('phi-3') && !lower.includes('phi3')) return undefined;
+  const out = new Map<number, { lstrip: boolean; rstrip: boolean }>();
+  const keep = new Set(['<unk>', '<s>', '<|endoftext|>']);
+  for (let i = 0; i < tokens.length; i++) {
+    const t = types?.[i] ?? TokenType.NORMAL;
+    const special = t === TokenType.CONTROL || t === TokenType.USER_DEFINED || t === TokenType.UNKNOWN;
+    if ((special || tokens[i] === '</s>') && !keep.has(tokens[i])) out.set(i, { lstrip: false, rstrip: true });
+  }
+  return out;
+}
+
+type WellFormedString = string & { isWellFormed(): boolean; toWellFormed(): string };
+
+/** Lone surrogates → U+FFFD (String.prototype.toWellFormed, Node ≥ 20; ES2024 lib typings are not enabled). */
+function toWellFormed(text: string): string {
+  const s = text as WellFormedString;
+  return s.isWellFormed() ? text : s.toWellFormed();
 }

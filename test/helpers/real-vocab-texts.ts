@@ -27,6 +27,8 @@ function word500(): string {
 export interface LabeledText {
   label: string;
   text: string;
+  /** A special-token text whose ids parse_special does not change (no control token matches in it). */
+  parseSpecialNoop?: true;
 }
 
 export const COMMON_TEXTS: LabeledText[] = [
@@ -99,6 +101,7 @@ export const COMMON_TEXTS: LabeledText[] = [
   { label: 'replacement char', text: 'bad \ufffd bytes \ufffd\ufffd end' },
   { label: 'lone surrogate-free oddities', text: '\u0000\u0001\u007f\u0080\u00ad\u200d\u2028\u2029' },
   { label: 'private use', text: '\ue000\uf8ff\u{f0000}\u{10fffd}' },
+  { label: 'lone surrogates', text: 'a\ud800b \udc00 \ud83d end \ud83d\ude00' },
   { label: 'byte-token look-alike', text: '<0x41> <0xFF> <0x0A>' },
   { label: 'prose', text: 'The quick brown fox jumps over the lazy dog. It\'s 5 o\'clock; "Really?" she asked.' },
 ];
@@ -108,18 +111,18 @@ export const SPECIAL_TEXTS: Record<string, LabeledText[]> = {
   llama3_1: [
     { label: 'header ids', text: '<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>' },
     { label: 'special mid-word', text: 'abc<|eot_id|>def <|eot_id|> ghi<|reserved_special_token_5|>' },
-    { label: 'broken special', text: '<|eot_id| <|eot_ id|> <|begin_of_text|' },
+    { label: 'broken special', parseSpecialNoop: true, text: '<|eot_id| <|eot_ id|> <|begin_of_text|' },
   ],
   qwen2_5: [
     { label: 'chatml', text: '<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n' },
-    { label: 'tool_call (user-defined)', text: 'x<tool_call>\n{"name": "f"}\n</tool_call>y' },
+    { label: 'tool_call (user-defined)', parseSpecialNoop: true, text: 'x<tool_call>\n{"name": "f"}\n</tool_call>y' },
     { label: 'fim', text: '<|fim_prefix|>def f():<|fim_suffix|>\n<|fim_middle|>' },
     { label: 'broken special', text: '<|im_start| <|im_end|<|endoftext|>' },
   ],
   qwen3: [
     { label: 'chatml', text: '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello<|im_end|>' },
-    { label: 'think (user-defined)', text: 'a<think>b</think>c <tool_response> </tool_response>' },
-    { label: 'broken special', text: '<think <|im_start| </think >' },
+    { label: 'think (user-defined)', parseSpecialNoop: true, text: 'a<think>b</think>c <tool_response> </tool_response>' },
+    { label: 'broken special', parseSpecialNoop: true, text: '<think <|im_start| </think >' },
   ],
   deepseek_v3: [
     { label: 'user/assistant', text: '<｜begin▁of▁sentence｜>You are helpful.<｜User｜>Hi<｜Assistant｜>Hello<｜end▁of▁sentence｜>' },
