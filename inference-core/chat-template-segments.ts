@@ -28,6 +28,9 @@
  */
 import { Interpreter, type Template } from '@huggingface/jinja';
 
+// The loop-control layer patches renderBlock too; it must sit below this hook (see that file).
+import './chat-template-loop-controls.ts';
+
 const OPEN = '\uFDD0';
 const CLOSE = '\uFDD1';
 

@@ -16,6 +16,8 @@
 import { Template } from '@huggingface/jinja';
 import type { GgufFile } from './gguf/index.ts';
 import { applyConventions, templateConventions, type TemplateConventions } from './chat-template-conventions.ts';
+import { rewriteForPythonPrinting } from './chat-template-jinja2-compat.ts';
+import { markLoopControls } from './chat-template-loop-controls.ts';
 import { containsMarkerChars, renderSegmented, type SegmentedRender } from './chat-template-segments.ts';
 
 export interface ToolCall {
@@ -122,6 +124,10 @@ export class ChatTemplate {
   ) {
     try {
       this.template = new Template(source);
+      // Printed values as jinja2 prints them (True, None, ['a']): see chat-template-jinja2-compat.ts.
+      rewriteForPythonPrinting((this.template as unknown as { parsed: unknown }).parsed);
+      // Text printed before a break/continue stays, as in jinja2: see chat-template-loop-controls.ts.
+      markLoopControls((this.template as unknown as { parsed: unknown }).parsed);
     } catch (err) {
       throw new ChatTemplateError('KVT_ERR_TEMPLATE_PARSE', `chat template does not parse: ${(err as Error).message}`);
     }
