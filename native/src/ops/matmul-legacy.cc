@@ -30,7 +30,9 @@ constexpr bool is_iq4(int dt) { return dt == IQ4_NL || dt == IQ4_XS; }
 constexpr bool has_min(int dt) { return dt == Q4_1 || dt == Q5_1; }
 constexpr bool has_qh(int dt) { return dt == Q5_0 || dt == Q5_1; }
 
-#if KVT_V16_AVX512
+#if defined(KVT_LEGACY_GEMM_MR)
+constexpr int kGemmMR = KVT_LEGACY_GEMM_MR, kGemmNP = KVT_LEGACY_GEMM_NP;
+#elif KVT_V16_AVX512
 constexpr int kGemmMR = 8, kGemmNP = 1;
 #elif KVT_V16_AVX2
 constexpr int kGemmMR = 2, kGemmNP = 1;
@@ -71,19 +73,18 @@ inline WV codes(Raw raw, Raw qh, int g) {
   if constexpr (is_iq4(DT)) c = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_load_si128((const __m128i*)kIq4U8)), c);
   return {c};
 }
-inline VI vi_zero() { return {_mm512_setzero_si512()}; }
 inline __m512i bcast4(const int8_t* p) {
   int32_t t;
   std::memcpy(&t, p, 4);
   return _mm512_set1_epi32(t);
 }
+// the dot starts at −bias·s, so it ends at Σ value·q
+inline VI vi_init(const int32_t* neg_bias_sum) { return {_mm512_set1_epi32(*neg_bias_sum)}; }
 template <int DT>
-inline VI dot4(VI acc, WV w, __m512i x) { return {_mm512_dpbusd_epi32(acc.v, w.v, x)}; }
-template <int DT>
-inline V16 finish(VI acc, int32_t xsum) {
-  if constexpr (bias<DT>() != 0) acc.v = _mm512_sub_epi32(acc.v, _mm512_set1_epi32(bias<DT>() * xsum));
-  return {_mm512_cvtepi32_ps(acc.v)};
+inline VI dot8(VI acc, WV w0, __m512i x0, WV w1, __m512i x1) {
+  return {_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc.v, w0.v, x0), w1.v, x1)};
 }
+inline V16 vi_float(VI acc) { return {_mm512_cvtepi32_ps(acc.v)}; }
 inline V16 load_i8(const int8_t* p) {
   return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)))};
 }
@@ -119,7 +120,6 @@ template <int DT, bool kHigh>
 inline WV codes(Raw raw, Raw qh, int g) {
   return {codes_half<DT, kHigh>(raw.lo, qh.lo, g), codes_half<DT, kHigh>(raw.hi, qh.hi, g)};
 }
-inline VI vi_zero() { return {_mm256_setzero_si256(), _mm256_setzero_si256()}; }
 inline __m256i bcast4(const int8_t* p) {
   int32_t t;
   std::memcpy(&t, p, 4);
@@ -131,17 +131,22 @@ inline __m256i dot4_half(__m256i acc, __m256i w, __m256i x) {
   __m256i p16 = is_iq4(DT) ? _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w)) : _mm256_maddubs_epi16(w, x);
   return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
 }
+// Q4/Q5 codes: the int16 pair sums of two groups still fit (2·2·31·127 < 2^15), so one madd serves both.
 template <int DT>
-inline VI dot4(VI acc, WV w, __m256i x) { return {dot4_half<DT>(acc.lo, w.lo, x), dot4_half<DT>(acc.hi, w.hi, x)}; }
-template <int DT>
-inline V16 finish(VI acc, int32_t xsum) {
-  if constexpr (bias<DT>() != 0) {
-    const __m256i b = _mm256_set1_epi32(bias<DT>() * xsum);
-    acc.lo = _mm256_sub_epi32(acc.lo, b);
-    acc.hi = _mm256_sub_epi32(acc.hi, b);
-  }
-  return {_mm256_cvtepi32_ps(acc.lo), _mm256_cvtepi32_ps(acc.hi)};
+inline __m256i dot8_half(__m256i acc, __m256i w0, __m256i x0, __m256i w1, __m256i x1) {
+  if constexpr (is_iq4(DT)) return dot4_half<DT>(dot4_half<DT>(acc, w0, x0), w1, x1);
+  __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(w0, x0), _mm256_maddubs_epi16(w1, x1));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
 }
+template <int DT>
+inline VI dot8(VI acc, WV w0, __m256i x0, WV w1, __m256i x1) {
+  return {dot8_half<DT>(acc.lo, w0.lo, x0, w1.lo, x1), dot8_half<DT>(acc.hi, w0.hi, x0, w1.hi, x1)};
+}
+inline VI vi_init(const int32_t* neg_bias_sum) {
+  __m256i v = _mm256_set1_epi32(*neg_bias_sum);
+  return {v, v};
+}
+inline V16 vi_float(VI acc) { return {_mm256_cvtepi32_ps(acc.lo), _mm256_cvtepi32_ps(acc.hi)}; }
 inline V16 load_i8(const int8_t* p) {
   __m128i v = _mm_loadu_si128((const __m128i*)p);
   return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))};
@@ -169,16 +174,17 @@ inline WV codes(Raw raw, Raw qh, int g) {
   }
   return w;
 }
-inline VI vi_zero() { return VI{}; }
 inline const int8_t* bcast4(const int8_t* p) { return p; }
 template <int DT>
-inline VI dot4(VI acc, const WV& w, const int8_t* x) {
+inline VI dot8(VI acc, const WV& w0, const int8_t* x0, const WV& w1, const int8_t* x1) {
   for (int j = 0; j < kPanel; ++j)
-    for (int t = 0; t < 4; ++t) acc.v[j] += (int32_t)w.v[j * 4 + t] * (int32_t)x[t];
+    for (int t = 0; t < 4; ++t) acc.v[j] += (int32_t)w0.v[j * 4 + t] * x0[t] + (int32_t)w1.v[j * 4 + t] * x1[t];
   return acc;
 }
 template <int DT>
-inline V16 finish(VI acc, int32_t) {
+constexpr int bias() { return 0; }
+inline VI vi_init(const int32_t*) { return VI{}; }
+inline V16 vi_float(VI acc) {
   V16 r;
   for (int j = 0; j < kPanel; ++j) r.v[j] = (float)acc.v[j];
   return r;
@@ -190,13 +196,22 @@ inline V16 load_i8(const int8_t* p) {
 }
 #endif
 
+// Quantized activation rows plus, per (row, 32-block), −bias·s (the integer
+// dot's start) and (float)s (the Q4_1 / Q5_1 min term's factor).
+struct XRows {
+  Q8Rows q8;
+  const int32_t* neg_bias_sum;  // [M][K/32]
+  const float* sum_f;           // [M][K/32]
+};
+
 // out [rows_valid][cols_valid] (row stride ldo) = rows row0.. of xq · NP
 // panels from `panels` (stride panel_bytes). Rows / panels past the valid
 // ones re-read the last valid one; their results are not stored.
 template <int DT, int MR, int NP, int kPrefetch = 0>
-inline void micro_legacy(float* out, size_t ldo, const Q8Rows& xq, int row0, int rows_valid, int K,
+inline void micro_legacy(float* out, size_t ldo, const XRows& xr, int row0, int rows_valid, int K,
                          const uint8_t* panels, size_t panel_bytes, int cols_valid, int panels_valid) {
   constexpr LegacyPack L = legacy_pack(DT);
+  const Q8Rows& xq = xr.q8;
   const int nb = K / kQK;
   const uint8_t* pb[NP];
   for (int p = 0; p < NP; ++p) pb[p] = panels + (size_t)(p < panels_valid ? p : panels_valid - 1) * panel_bytes;
@@ -219,25 +234,22 @@ inline void micro_legacy(float* out, size_t ldo, const Q8Rows& xq, int row0, int
 #endif
     VI iacc[MR][NP];
     for (int r = 0; r < MR; ++r)
-      for (int p = 0; p < NP; ++p) iacc[r][p] = vi_zero();
+      for (int p = 0; p < NP; ++p) iacc[r][p] = vi_init(xr.neg_bias_sum + (size_t)rr[r] * nb + b);
     Raw qh[NP];
     for (int p = 0; p < NP; ++p) qh[p] = raw_load(pb[p] + (has_qh(DT) ? base + L.qh : qs));
 #pragma GCC unroll 4
     for (int g = 0; g < 4; ++g) {
-      Raw raw[NP];
-      WV w[NP];
+      WV lo[NP], hi[NP];  // columns 4g.. and 16+4g..
       for (int p = 0; p < NP; ++p) {
-        raw[p] = raw_load(pb[p] + qs + g * kQsGroupBytes);
-        w[p] = codes<DT, false>(raw[p], qh[p], g);
+        Raw raw = raw_load(pb[p] + qs + g * kQsGroupBytes);
+        lo[p] = codes<DT, false>(raw, qh[p], g);
+        hi[p] = codes<DT, true>(raw, qh[p], g);
       }
       for (int r = 0; r < MR; ++r) {
-        auto xv = bcast4(xq.q + (size_t)rr[r] * K + b * kQK + g * 4);
-        for (int p = 0; p < NP; ++p) iacc[r][p] = dot4<DT>(iacc[r][p], w[p], xv);
-      }
-      for (int p = 0; p < NP; ++p) w[p] = codes<DT, true>(raw[p], qh[p], g);
-      for (int r = 0; r < MR; ++r) {
-        auto xv = bcast4(xq.q + (size_t)rr[r] * K + b * kQK + 16 + g * 4);
-        for (int p = 0; p < NP; ++p) iacc[r][p] = dot4<DT>(iacc[r][p], w[p], xv);
+        const int8_t* xb = xq.q + (size_t)rr[r] * K + b * kQK + g * 4;
+        auto xl = bcast4(xb);
+        auto xh = bcast4(xb + 16);
+        for (int p = 0; p < NP; ++p) iacc[r][p] = dot8<DT>(iacc[r][p], lo[p], xl, hi[p], xh);
       }
     }
     V16 dw[NP], mw[NP];
@@ -251,8 +263,8 @@ inline void micro_legacy(float* out, size_t ldo, const Q8Rows& xq, int row0, int
       const size_t bi = (size_t)rr[r] * nb + b;
       const V16 dx = set1(xq.d[bi]);
       for (int p = 0; p < NP; ++p) {
-        acc[r][p] = fma(mul(dw[p], dx), finish<DT>(iacc[r][p], xq.sum[bi]), acc[r][p]);
-        if constexpr (has_min(DT)) acc[r][p] = fma(mul(mw[p], dx), set1((float)xq.sum[bi]), acc[r][p]);
+        acc[r][p] = fma(mul(dw[p], dx), vi_float(iacc[r][p]), acc[r][p]);
+        if constexpr (has_min(DT)) acc[r][p] = fma(mul(mw[p], dx), set1(xr.sum_f[bi]), acc[r][p]);
       }
     }
   }
@@ -266,14 +278,14 @@ inline void micro_legacy(float* out, size_t ldo, const Q8Rows& xq, int row0, int
 }
 
 template <int DT, int MR, int NP, int kPrefetch = 0>
-static void legacy_panels(float* out, const Q8Rows& xq, const PackedWeight& w, int m, size_t p0, size_t p1) {
+static void legacy_panels(float* out, const XRows& xr, const PackedWeight& w, int m, size_t p0, size_t p1) {
   const int N = w.rows, K = w.cols;
   const size_t panel_bytes = (size_t)(K / legacy_block_elems(DT)) * legacy_pack(DT).bytes;
   for (size_t p = p0; p < p1; p += NP) {
     int np = (int)std::min<size_t>(NP, p1 - p);
     int cols = std::min<int>(np * kPanel, N - (int)(p * kPanel));
     for (int r0 = 0; r0 < m; r0 += MR)
-      micro_legacy<DT, MR, NP, kPrefetch>(out + (size_t)r0 * N + p * kPanel, N, xq, r0, std::min(MR, m - r0), K,
+      micro_legacy<DT, MR, NP, kPrefetch>(out + (size_t)r0 * N + p * kPanel, N, xr, r0, std::min(MR, m - r0), K,
                                           w.data + p * panel_bytes, panel_bytes, cols, np);
   }
 }
@@ -281,17 +293,27 @@ static void legacy_panels(float* out, const Q8Rows& xq, const PackedWeight& w, i
 template <int DT>
 static void matmul_legacy_dt(float* out, const Q8Rows& xq, const PackedWeight& w, int m, ThreadPool& pool) {
   const size_t n_panels = ((size_t)w.rows + kPanel - 1) / kPanel;
+  const size_t n_sums = (size_t)m * (w.cols / kQK);
+  thread_local std::vector<int32_t> nbs;
+  thread_local std::vector<float> sf;
+  nbs.resize(n_sums);
+  sf.resize(n_sums);
+  for (size_t i = 0; i < n_sums; ++i) {
+    nbs[i] = -bias<DT>() * xq.sum[i];
+    sf[i] = (float)xq.sum[i];
+  }
+  const XRows xr{xq, nbs.data(), sf.data()};
   constexpr int P = KVT_LEGACY_PREFETCH;
   parallel_for(pool, n_panels, [&](size_t b, size_t e) {
 #if KVT_V16_AVX512
-    if (m == 1) legacy_panels<DT, 1, 4, P>(out, xq, w, m, b, e);
-    else if (m == 2) legacy_panels<DT, 2, 4, P>(out, xq, w, m, b, e);
-    else if (m <= 4) legacy_panels<DT, 4, 2, P>(out, xq, w, m, b, e);
-    else legacy_panels<DT, kGemmMR, kGemmNP>(out, xq, w, m, b, e);
+    if (m == 1) legacy_panels<DT, 1, 4, P>(out, xr, w, m, b, e);
+    else if (m == 2) legacy_panels<DT, 2, 4, P>(out, xr, w, m, b, e);
+    else if (m <= 4) legacy_panels<DT, 4, 2, P>(out, xr, w, m, b, e);
+    else legacy_panels<DT, kGemmMR, kGemmNP>(out, xr, w, m, b, e);
 #else
-    if (m == 1) legacy_panels<DT, 1, 2, P>(out, xq, w, m, b, e);
-    else if (m <= 4) legacy_panels<DT, 2, 1, P>(out, xq, w, m, b, e);
-    else legacy_panels<DT, kGemmMR, kGemmNP>(out, xq, w, m, b, e);
+    if (m == 1) legacy_panels<DT, 1, 2, P>(out, xr, w, m, b, e);
+    else if (m <= 4) legacy_panels<DT, 2, 1, P>(out, xr, w, m, b, e);
+    else legacy_panels<DT, kGemmMR, kGemmNP>(out, xr, w, m, b, e);
 #endif
   });
 }
