@@ -8,11 +8,15 @@
  * declares a sliding window (llama.cpp does not apply it to llama: if it did,
  * a 500-token prompt over a 16-token window would be far off full attention).
  *
- * Per variant × {f16, q8_0} weights (f16 KV):
+ * Per variant × {f16, q8_0, q4_k_m} weights (f16 KV):
  *   - last-position log-softmax for 1-, 65- and 500-token prompts within the
- *     dtype's tolerance (same metric and tolerances as llamacpp-parity.test.ts:
- *     max |ours − llama.cpp| over the vocab / llama.cpp's log-prob spread;
- *     f16 1e-3, q8_0 1e-2);
+ *     dtype's tolerance (same metric as llamacpp-parity.test.ts: max |ours −
+ *     llama.cpp| over the vocab / llama.cpp's log-prob spread; f16 1e-3, q8_0
+ *     1e-2 as there, measured ≤ 2e-4 and ≤ 4e-3). q4_k_m (llama-quantize's mix,
+ *     files 4× wider so K-quant rows are whole 256-blocks) 2e-2: measured
+ *     5e-3..1.2e-2 at 65/500 tokens and 2e-7 at 1 token; q8_0 weights at the
+ *     same widths measure 4e-3..1e-2 too, so the gap is both sides quantizing
+ *     activations (Q8_K / Q8_0) over long prompts, not the K-quant kernels;
  *   - a 32-token greedy continuation equal up to llama.cpp's first near-tie,
  *     then teacher-forced argmax agreement on every step that is not a near-tie;
  *   - cache equivalence: blocks exported from one sequence, imported into a
@@ -33,6 +37,7 @@ import { TEST_DATA_DIR, argmax, greedyFrom, randomTokens } from './engine-fixtur
 const DTYPES: Array<{ weightType: ArchVariantWeightType; tolerance: number; nearTie: number }> = [
   { weightType: 'f16', tolerance: 1e-3, nearTie: 5e-3 },
   { weightType: 'q8_0', tolerance: 1e-2, nearTie: 5e-2 },
+  { weightType: 'q4_k_m', tolerance: 2e-2, nearTie: 5e-2 },
 ];
 const PROMPT_LENGTHS = [1, 65, 500];
 const GREEDY_TEXT = 'The cache keeps every block of the prompt for days, and the next request';
