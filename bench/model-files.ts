@@ -26,13 +26,29 @@ export async function run(): Promise<Record<string, number | string>> {
   const out: Record<string, number | string> = {};
   try {
     const say = (s: string) => process.stderr.write(`[model-files] ${s}\n`);
-    say('generating synthetic:small (f16, q8_0)');
+    say('generating synthetic:small (f16, q8_0, q4_k_m)');
     let t = performance.now();
     const smallF16 = ensureSyntheticModel('small', { dataDir, weightType: 'f16', progress: null });
     out.synthetic_small_f16_generate_s = (performance.now() - t) / 1000;
     t = performance.now();
     ensureSyntheticModel('small', { dataDir, weightType: 'q8_0', progress: null });
     out.synthetic_small_q8_0_generate_s = (performance.now() - t) / 1000;
+    t = performance.now();
+    const smallQ4km = ensureSyntheticModel('small', { dataDir, weightType: 'q4_k_m', progress: null });
+    out.synthetic_small_q4_k_m_generate_s = (performance.now() - t) / 1000;
+    {
+      // bits per weight over the tensor data (llama.cpp's Q4_K_M of this shape: ≈4.9)
+      const g = readGguf(smallQ4km);
+      let bytes = 0;
+      let n = 0;
+      for (const tensor of g.tensors.values()) {
+        bytes += tensor.byteLength;
+        n += tensor.elements;
+      }
+      g.close();
+      out.synthetic_small_q4_k_m_bits_per_weight = (bytes * 8) / n;
+      out.synthetic_small_q4_k_m_file_mib = fs.statSync(smallQ4km).size / 2 ** 20;
+    }
     t = performance.now();
     ensureSyntheticModel('small', { dataDir, weightType: 'f16', progress: null });
     out.synthetic_small_reuse_ms = performance.now() - t;

@@ -2,6 +2,8 @@
  * loadEngine: model spec → ready Engine.
  *
  *   'synthetic:tiny' | 'synthetic:small'   generated (once) under <dataDir>/models/
+ *   'synthetic:small:q4_k_m'               the same with its weight type named (f32, f16, bf16, q8_0,
+ *                                          q4_0, q4_k_m, q5_k_m, q6_k; overrides options.weightType)
  *   '/path/to/model.gguf'                  any llama / qwen2 GGUF (f32, f16, bf16, q8_0 weights)
  *
  * The GGUF is read once into memory; the CPU backend's weight handles view
@@ -17,7 +19,7 @@ import { createBackend, setThreads } from '../../native/index.ts';
 import { readGguf } from '../gguf/index.ts';
 import { modelConfigFromGguf, type ModelConfig } from '../model-config.ts';
 import { modelFingerprint } from '../fingerprint.ts';
-import { ensureSyntheticModel, type SyntheticName, type SyntheticWeightType } from '../synthetic/index.ts';
+import { SYNTHETIC_WEIGHT_TYPES, ensureSyntheticModel, type SyntheticName, type SyntheticWeightType } from '../synthetic/index.ts';
 import { Tokenizer } from '../tokenizer/index.ts';
 import { kvLayoutOf } from '../kv/kv-pool.ts';
 import { Engine, DEFAULT_MAX_BATCH, DEFAULT_PREFILL_CHUNK } from './engine.ts';
@@ -52,7 +54,10 @@ export type LoadedEngine = Engine<Tokenizer, ModelConfig> & { readonly modelPath
 /** Resolves a model spec to a GGUF path, generating a synthetic model if needed. */
 export function resolveModelPath(spec: string, options: LoadEngineOptions = {}): string {
   if (spec.startsWith('synthetic:')) {
-    const name = spec.slice('synthetic:'.length);
+    const [name, typeSuffix, ...extra] = spec.slice('synthetic:'.length).split(':');
+    if (typeSuffix !== undefined && (extra.length > 0 || !(SYNTHETIC_WEIGHT_TYPES as readonly string[]).includes(typeSuffix))) {
+      throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `unknown synthetic weight type in "${spec}"; use one of ${SYNTHETIC_WEIGHT_TYPES.join(', ')} (e.g. synthetic:small:q4_k_m)`);
+    }
     if (name !== 'tiny' && name !== 'small' && name !== '1b') {
       throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `unknown synthetic model "${spec}"; use synthetic:tiny, synthetic:small or synthetic:1b`);
     }
@@ -61,7 +66,7 @@ export function resolveModelPath(spec: string, options: LoadEngineOptions = {}):
     }
     return ensureSyntheticModel(name as SyntheticName, {
       dataDir: options.dataDir,
-      weightType: options.weightType ?? 'f16',
+      weightType: (typeSuffix as SyntheticWeightType | undefined) ?? options.weightType ?? 'f16',
       arch: options.arch ?? 'llama',
     });
   }

@@ -19,6 +19,8 @@ import {
   dequantize,
   ggmlTypeName,
   SUPPORTED_GGML_TYPES,
+  resolveModelPath,
+  loadEngine,
 } from '../../inference-core/index.ts';
 import { llamaLogprobs } from '../helpers/llamacpp.ts';
 
@@ -291,6 +293,15 @@ describe('synthetic models as llama.cpp quantization mixes', () => {
     }
   });
 
+  it('a model spec names the weight type: synthetic:tiny:q4_k_m; an unknown one is a typed error', () => {
+    expect(resolveModelPath('synthetic:tiny:q4_k_m', { dataDir })).toBe(syntheticModelPath('tiny', { dataDir, weightType: 'q4_k_m' }));
+    expect(resolveModelPath('synthetic:tiny:q4_k_m', { dataDir, weightType: 'f16' })).toBe(syntheticModelPath('tiny', { dataDir, weightType: 'q4_k_m' }));
+    expect(resolveModelPath('synthetic:tiny', { dataDir, weightType: 'q8_0' })).toBe(syntheticModelPath('tiny', { dataDir, weightType: 'q8_0' }));
+    for (const bad of ['synthetic:tiny:q4_k', 'synthetic:tiny:q4_k_m:x', 'synthetic:huge:q4_k_m']) {
+      expect(() => resolveModelPath(bad, { dataDir })).toThrow(expect.objectContaining({ code: 'KVT_ERR_ENGINE_BAD_ARGUMENT' }));
+    }
+  });
+
   it('llama.cpp loads the q4_k_m and q4_0 tiny files and gives finite logits', async () => {
     for (const weightType of ['q4_k_m', 'q4_0'] as const) {
       const file = ensureSyntheticModel('tiny', { dataDir, weightType, progress: null });
@@ -300,6 +311,30 @@ describe('synthetic models as llama.cpp quantization mixes', () => {
       expect(finite.length).toBe(lp.length);
       expect(Math.max(...finite)).toBeLessThan(0);
       expect(Math.max(...finite) - Math.min(...finite)).toBeGreaterThan(0.1); // not a flat distribution
+    }
+  }, 120_000);
+
+  it('the engine runs synthetic:tiny:q4_k_m and :q4_0 with llama.cpp\'s next-token distribution', async () => {
+    for (const spec of ['synthetic:tiny:q4_k_m', 'synthetic:tiny:q4_0']) {
+      const engine = await loadEngine(spec, { dataDir, kvDtype: 'f32', threads: 1 });
+      try {
+        const tokens = [1, 2, 3, 4, 5, 6, 7, 8];
+        const seq = engine.createSequence();
+        const logits = seq.prefill(tokens);
+        seq.free();
+        const max = Math.max(...logits);
+        const lse = max + Math.log(logits.reduce((a, v) => a + Math.exp(v - max), 0));
+        const ref = await llamaLogprobs({ modelPath: engine.modelPath, tokens, threads: 1, kvType: 'f32' });
+        let worst = 0;
+        ref.forEach((r, i) => {
+          if (r !== null) worst = Math.max(worst, Math.abs(logits[i]! - lse - r));
+        });
+        // llama.cpp quantizes activations to Q8 in its quantized matmuls: ~1e-3 .. 2e-2 apart measured
+        expect(worst, spec).toBeLessThan(0.05);
+        expect(logits.indexOf(max)).toBe(ref.indexOf(Math.max(...ref.map((v) => v ?? -Infinity))));
+      } finally {
+        engine.destroy();
+      }
     }
   }, 120_000);
 });
