@@ -4,7 +4,8 @@
  *   'synthetic:tiny' | 'synthetic:small'   generated (once) under <dataDir>/models/
  *   'synthetic:small:q4_k_m'               the same with its weight type named (f32, f16, bf16, q8_0,
  *                                          q4_0, q4_k_m, q5_k_m, q6_k; overrides options.weightType)
- *   '/path/to/model.gguf'                  any llama / qwen2 GGUF (f32, f16, bf16, q8_0 weights)
+ *   '/path/to/model.gguf'                  a llama (Llama 2/3/3.1+, Mistral), qwen2 or qwen3 GGUF;
+ *                                          weight types: model-weights.ts WEIGHT_DTYPE
  *
  * The GGUF is read once into memory; the CPU backend's weight handles view
  * its bytes (packing each matrix into the kernels' layout on first use), so
