@@ -11,6 +11,7 @@ import { CpuBackend, GGML_TYPE, nativeAddon, PAGE_TOKENS, type NativeAddon, type
 import { CpuTensor } from '../native/cpu-backend.ts';
 import { loadEngine } from '../inference-core/index.ts';
 import { randomTokens } from '../test/inference-core/engine-fixtures.ts';
+import { legacyQuantMatmul } from './native-legacy-quant.ts';
 
 const addon = nativeAddon();
 
@@ -66,6 +67,10 @@ export async function run(): Promise<Record<string, number | string>> {
   const info = addon.info();
   out.isa = info.isa;
   out.threads = info.threads;
+  if (process.env.KVT_BENCH_ONLY === 'legacy-quant') {
+    legacyQuantMatmul(out);
+    return out;
+  }
   await cachedTurnAttention(out);
   if (process.env.KVT_BENCH_ONLY === 'cached-turn') return out;
   const dtypes: WeightDType[] = process.env.KVT_BENCH_QUICK ? [] : ['f32', 'f16', 'bf16', 'q8_0'];
@@ -173,6 +178,8 @@ export async function run(): Promise<Record<string, number | string>> {
   } finally {
     addon.setThreads(threadsBefore);
   }
+
+  legacyQuantMatmul(out); // Q4_0..IQ4_XS beside Q8_0, per core (native-legacy-quant.ts)
 
   // attention: 12 heads / 4 kv heads × 64, one layer
   const backend = new CpuBackend(addon);

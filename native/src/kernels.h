@@ -17,6 +17,7 @@ namespace kvt {
 //   F32/F16/BF16: panels of 16 rows, each [K][16] (element of row n0+j, col k at k*16+j)
 //   Q8_0: panels of 16 rows, each [K/32 blocks] × { f16 d[16]; u8 q[8][16][4] }
 //         where q holds w+128 and group g covers cols 32b+4g .. 32b+4g+3.
+//   Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/IQ4_XS: 4-bit codes in 16-row panels, see ops/matmul-legacy.h.
 // The last panel is zero-padded to 16 rows.
 struct PackedWeight {
   int dtype;
