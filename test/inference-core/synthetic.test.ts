@@ -114,6 +114,10 @@ describe('synthetic models', () => {
       rmsEps: Math.fround(spec.rmsEps),
       qkvBias: false,
       tiedEmbeddings: false,
+      qkNorm: false,
+      ropeScaling: { type: 'linear', factor: 1, originalContext: spec.ctxLen, attnFactor: 1 }, // llama.cpp's defaults: no scaling
+      ropeFreqFactors: false,
+      slidingWindow: null,
     });
     const names = modelTensorNames(cfg);
     expect(names.output).toBe('output.weight');
