@@ -14,7 +14,7 @@
  *   - a row length that is not a multiple of the chosen type's block falls
  *     back like llama.cpp's tensor_type_fallback: Q4_K → Q5_0, Q5_K → Q5_1,
  *     Q6_K → Q8_0, Q2_K/Q3_K → Q4_0, IQ4_XS → IQ4_NL, then F16 if even that
- *     block does not divide the row.
+ *     block does not divide the row (a 32-block type goes straight to F16).
  *
  * f32 / f16 / bf16 / q8_0 keep their old meaning: every matrix in that type.
  */
@@ -46,14 +46,13 @@ function blockOf(type: GgmlType): number {
   return SUPPORTED_GGML_TYPES.get(type)!.blockElems;
 }
 
-function fallback(name: string, cols: number, type: GgmlType): GgmlType {
+function fallback(cols: number, type: GgmlType): GgmlType {
   if (cols % blockOf(type) === 0) return type;
   const to: Partial<Record<GgmlType, GgmlType>> = {
     [GgmlType.Q2_K]: GgmlType.Q4_0, [GgmlType.Q3_K]: GgmlType.Q4_0, [GgmlType.Q4_K]: GgmlType.Q5_0,
     [GgmlType.Q5_K]: GgmlType.Q5_1, [GgmlType.Q6_K]: GgmlType.Q8_0, [GgmlType.IQ4_XS]: GgmlType.IQ4_NL,
   };
-  const next = to[type];
-  if (next === undefined) throw new RangeError(`${name}: row length ${cols} is not whole ${GgmlType[type]} blocks and llama.cpp has no fallback for it`);
+  const next = to[type] ?? type; // 32-block types have nothing smaller to demote to
   return cols % blockOf(next) === 0 ? next : GgmlType.F16;
 }
 
@@ -91,7 +90,7 @@ export function syntheticTensorTypes(weightType: SyntheticWeightType, tensors: R
       if (moreBitsMix && useMoreBits(iFfnDown, nFfnDown)) type = GgmlType.Q6_K;
       iFfnDown++;
     }
-    out.set(t.name, fallback(t.name, cols, type));
+    out.set(t.name, fallback(cols, type));
   }
   return out;
 }

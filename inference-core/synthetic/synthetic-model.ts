@@ -155,12 +155,7 @@ function generateSyntheticModel(file: string, r: Resolved, progress: ((line: str
     if (!spec.tiedEmbeddings) mat('output.weight', d, nVocab, 1 / Math.sqrt(d));
 
     // quantized: false marks the 1-D tensors, which every mix keeps F32 (quant-mix.ts)
-    let types: Map<string, GgmlType>;
-    try {
-      types = syntheticTensorTypes(r.weightType, plan);
-    } catch (err) {
-      throw new SyntheticModelError('KVT_ERR_SYNTHETIC_SPEC', `${(err as Error).message}; pick dimensions that are multiples of 32`);
-    }
+    const types = syntheticTensorTypes(r.weightType, plan);
     for (const t of plan) w.addTensor({ name: t.name, type: types.get(t.name)!, dims: t.dims });
 
     let params = 0;

@@ -265,9 +265,9 @@ describe('synthetic models as llama.cpp quantization mixes', () => {
     expect(q4.get('token_embd.weight')).toBe(GgmlType.Q5_0);
     expect(syntheticTensorTypes('q5_k_m', tensors).get('blk.0.attn_q.weight')).toBe(GgmlType.Q5_1);
     expect(syntheticTensorTypes('q6_k', tensors).get('blk.0.attn_q.weight')).toBe(GgmlType.Q8_0);
-    // not even whole 32-blocks: F16 after the fallback; Q4_0 has none in llama.cpp (it refuses)
+    // not even whole 32-blocks: F16 (after the fallback, or directly for a 32-block type)
     expect(syntheticTensorTypes('q4_k_m', [{ name: 'w.weight', dims: [48, 4] }]).get('w.weight')).toBe(GgmlType.F16);
-    expect(() => syntheticTensorTypes('q4_0', [{ name: 'w.weight', dims: [48, 4] }])).toThrow(/no fallback/);
+    expect(syntheticTensorTypes('q4_0', [{ name: 'w.weight', dims: [48, 4] }]).get('w.weight')).toBe(GgmlType.F16);
   });
 
   it('tiny as q4_k_m: the file carries the mix, general.file_type 15, and weights close to the f32 file', () => {
