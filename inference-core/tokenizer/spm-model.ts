@@ -6,6 +6,14 @@
  * score (leftmost on ties) is merged. Each final symbol is emitted as its
  * piece, or as <0xNN> byte
  * tokens when nothing matches (byte fallback), or <unk>.
+ *
+ * Speed: when no piece contains a non-'▁' character followed by '▁' (true of
+ * SentencePiece vocabularies trained with split_by_whitespace, Llama 2 and
+ * Mistral among them), no merge can ever cross the point where a '▁' run
+ * follows other text, so the text is cut there and each word is merged on its
+ * own and cached — the same result as merging the whole text at once (merges
+ * in different words are independent, and within a word they happen in the
+ * same order), without one heap over the whole prompt.
  */
 import { MergeQueue } from './min-heap.ts';
 
@@ -24,11 +32,44 @@ export class SpmModel {
     private readonly unkId: number | undefined,
   ) {
     this.cacheable = tokenToId.size < ID_SHIFT;
+    let wordsIndependent = true;
+    for (const piece of tokenToId.keys()) {
+      if (/[^\u2581]\u2581/u.test(piece)) {
+        wordsIndependent = false;
+        break;
+      }
+    }
+    this.wordsIndependent = wordsIndependent;
   }
 
   private readonly cacheable: boolean;
+  private readonly wordsIndependent: boolean;
+  private readonly wordCache = new Map<string, number[]>();
+  private static readonly WORD_CACHE_LIMIT = 100_000;
 
+  /** Appends the ids of `text` (spaces already escaped to '▁') to `out`. */
   encode(text: string, out: number[]): void {
+    if (!this.wordsIndependent) {
+      this.encodeMerged(text, out);
+      return;
+    }
+    let start = 0;
+    for (let i = 1; i <= text.length; i++) {
+      if (i < text.length && !(text.charCodeAt(i) === 0x2581 && text.charCodeAt(i - 1) !== 0x2581)) continue;
+      const word = text.slice(start, i);
+      start = i;
+      let ids = this.wordCache.get(word);
+      if (ids === undefined) {
+        ids = [];
+        this.encodeMerged(word, ids);
+        if (this.wordCache.size >= SpmModel.WORD_CACHE_LIMIT) this.wordCache.clear();
+        this.wordCache.set(word, ids);
+      }
+      for (let k = 0; k < ids.length; k++) out.push(ids[k]);
+    }
+  }
+
+  private encodeMerged(text: string, out: number[]): void {
     // Symbols are spans [start, start + len) of `text` (UTF-16 units), one per code point at first;
     // merging grows the left span and empties the right one, so text is only sliced on cache misses.
     const n = countCodePoints(text);
