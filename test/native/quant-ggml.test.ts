@@ -52,6 +52,10 @@ function inputKinds(): { name: string; x: Float32Array }[] {
   for (let i = 0; i < pos.length; i++) pos[i] = Math.abs(pos[i]);
   kinds.push({ name: 'all non-negative', x: pos });
   kinds.push({ name: '1e-30 scales', x: gauss(8, 1e-30) });
+  kinds.push({ name: 'f32 subnormals (σ=1e-39)', x: gauss(8, 1e-39) });
+  const wide = gauss(8, 1);
+  for (let i = 0; i < wide.length; i++) wide[i] = wide[i]! * 10 ** ((i % 13) - 6); // 1e-6 .. 1e6 within each block
+  kinds.push({ name: 'magnitudes spread over 12 decades within a block', x: wide });
   const mixed = gauss(32, 1);
   for (let b = 0; b < mixed.length / 32; b++) {
     const s = [0, 1e-8, 1e-3, 1, 50, 1e-30, 0.5, 7][b % 8]!;
