@@ -6,7 +6,8 @@
  *
  * How: while a recording render runs, each iteration of a `{% for %}` loop
  * whose loop variable is one of the transcript's messages prefixes its output
- * with a marker `\uFDD0<loop>:<message index>\uFDD1`. Markers are noncharacters
+ * with a marker `\uFDD0<loop>:<message index>\uFDD1` and ends it with `\uFDD0e\uFDD1`
+ * (text after a loop is no iteration's). Markers are noncharacters
  * (U+FDD0/U+FDD1), so they cannot come from a template, and a transcript that
  * contains them is not recorded (null → the caller encodes the whole render).
  *
@@ -14,9 +15,10 @@
  *   starts  = [-1 | offset of iter(m_i) in text]  per message i
  *
  * A template may loop over the messages more than once (Qwen3 scans them in
- * reverse for the last user query) or skip some (Llama 3 hoists the system
- * message into the header with `messages[1:]`): the loop whose iterations
- * produce the most text is the transcript loop; its message indices must
+ * reverse for the last user query, DeepSeek V3 first collects the system
+ * messages) or skip some (Llama 3 hoists the system message into the header
+ * with `messages[1:]`): the loop whose iterations produce the most text is
+ * the transcript loop; its message indices must
  * increase, else the render is not segmentable (null). When no loop visited
  * any message, every start is -1 (the whole text is message 0's).
  *
@@ -33,6 +35,8 @@ import './chat-template-loop-controls.ts';
 
 const OPEN = '\uFDD0';
 const CLOSE = '\uFDD1';
+/** Body of the marker that closes an iteration (`\uFDD0e\uFDD1`): text after a loop is no iteration's. */
+const END = 'e';
 
 interface Recording {
   /** For-loop body (statement array) → [loop id, loop variable name]. */
@@ -56,7 +60,7 @@ if (SEGMENTED_RENDER_AVAILABLE) {
     const loop = recording.loops.get(statements);
     if (loop !== undefined) {
       const index = recording.messageIndex.get(environment.variables.get(loop[1]));
-      if (index !== undefined) return `${OPEN}${loop[0]}:${index}${CLOSE}${baseRenderBlock!.call(this, statements, environment)}`;
+      if (index !== undefined) return `${OPEN}${loop[0]}:${index}${CLOSE}${baseRenderBlock!.call(this, statements, environment)}${OPEN}${END}${CLOSE}`;
     }
     return baseRenderBlock!.call(this, statements, environment);
   };
@@ -122,25 +126,36 @@ export function renderSegmented(template: Template, context: Record<string, unkn
 
 function parseMarkers(raw: string, messageCount: number): SegmentedRender | null {
   const pieces: string[] = [];
-  const marks: Array<{ loop: number; message: number; at: number }> = [];
+  const marks: Array<{ loop: number; message: number; at: number; end: number }> = [];
+  const open: number[] = [];
   let length = 0;
   let cursor = 0;
   for (;;) {
-    const open = raw.indexOf(OPEN, cursor);
-    const piece = raw.slice(cursor, open === -1 ? raw.length : open);
+    const at = raw.indexOf(OPEN, cursor);
+    const piece = raw.slice(cursor, at === -1 ? raw.length : at);
     pieces.push(piece);
     length += piece.length;
-    if (open === -1) break;
-    const close = raw.indexOf(CLOSE, open);
+    if (at === -1) break;
+    const close = raw.indexOf(CLOSE, at);
     if (close === -1) return null;
-    const [loop, message] = raw.slice(open + 1, close).split(':').map(Number);
-    marks.push({ loop, message, at: length });
+    const body = raw.slice(at + 1, close);
+    if (body === END) {
+      const mark = open.pop();
+      if (mark === undefined) return null;
+      marks[mark].end = length;
+    } else {
+      const [loop, message] = body.split(':').map(Number);
+      open.push(marks.length);
+      marks.push({ loop, message, at: length, end: -1 });
+    }
     cursor = close + 1;
   }
+  // An iteration a loop control cut short lost its end marker with its start: every start here has its end.
+  if (open.length > 0) return null;
   const text = pieces.join('');
-  // Text each loop's iterations produced: up to the next marker (of any loop) or the end.
+  // Text each loop's iterations produced (nested loops' text counts for the iteration holding them).
   const produced = new Map<number, number>();
-  marks.forEach((mark, i) => produced.set(mark.loop, (produced.get(mark.loop) ?? 0) + ((i + 1 < marks.length ? marks[i + 1].at : text.length) - mark.at)));
+  for (const mark of marks) produced.set(mark.loop, (produced.get(mark.loop) ?? 0) + (mark.end - mark.at));
   let best = -1;
   let bestChars = -1;
   for (const [loop, chars] of produced) {

@@ -114,7 +114,7 @@ export function draftChatPrompt(codec: PromptCodec, messages: readonly ChatMessa
     const end = Math.max(begin, ends[i]);
     const segment = text.slice(begin, end);
     draft.messageStarts.push(draft.tokens.length);
-    if (messages[i].role === 'assistant') pushAssistantSegment(codec, draft, segment, generationPrompt, endOfTurn);
+    if (messages[i].role === 'assistant') pushAssistantSegment(codec, draft, segment, generationPrompt, endOfTurn, messages[i].content);
     else pushText(codec, draft.tokens, segment);
     begin = end;
   }
@@ -197,14 +197,29 @@ export function encodeWithBos(codec: PromptCodec, text: string): number[] {
   return ids;
 }
 
-function pushAssistantSegment(codec: PromptCodec, draft: ChatPromptDraft, segment: string, generationPrompt: string, endOfTurn: string | null): void {
+/**
+ * The text before an assistant reply's body in its segment: the generation
+ * prompt, or (a template whose generation prompt depends on what came before:
+ * DeepSeek V3 opens a reply after tool results with `<｜tool▁outputs▁end｜>`,
+ * not `<｜Assistant｜>`) whatever precedes the message's own content when the
+ * segment ends with content ‖ end of turn. null: no reply body to mark.
+ */
+function replyHead(segment: string, generationPrompt: string, endOfTurn: string | null, content: string | null): string | null {
+  if (segment.startsWith(generationPrompt)) return generationPrompt;
+  if (content === null || content === '') return null;
+  const withoutEnd = endOfTurn !== null && endOfTurn !== '' && segment.endsWith(endOfTurn) ? segment.slice(0, segment.length - endOfTurn.length) : segment;
+  return withoutEnd.endsWith(content) ? withoutEnd.slice(0, withoutEnd.length - content.length) : null;
+}
+
+function pushAssistantSegment(codec: PromptCodec, draft: ChatPromptDraft, segment: string, generationPrompt: string, endOfTurn: string | null, content: string | null): void {
   const { tokens } = draft;
-  if (tokens.length === 0 || !segment.startsWith(generationPrompt)) {
+  const head = tokens.length === 0 ? null : replyHead(segment, generationPrompt, endOfTurn, content);
+  if (head === null) {
     pushText(codec, tokens, segment);
     return;
   }
-  appendIds(tokens, codec.encode(generationPrompt));
-  const rest = segment.slice(generationPrompt.length);
+  if (head !== '') appendIds(tokens, codec.encode(head));
+  const rest = segment.slice(head.length);
   const body = endOfTurn !== null && endOfTurn !== '' && rest.endsWith(endOfTurn) ? rest.slice(0, rest.length - endOfTurn.length) : rest;
   const tail = rest.slice(body.length);
   const at = tokens.length;
