@@ -20,7 +20,7 @@
  * fall back to Q5_0 as llama.cpp does.
  *
  * Files go to <dataDir>/models/arch-<variant>-<type>-<hash>.gguf (hash over
- * the generator version, the variant and the corpus), created on first use.
+ * both generators' versions, the variant and the corpus), created on first use.
  * Init as synthetic-model.ts (matrices N(0, 0.02), embeddings/head N(0, 1/√d),
  * norms 1 + N(0, 0.02), biases N(0, 0.02)) except attn_q/attn_k, N(0, 0.2):
  * with 0.02 the attention scores are ~0, attention is uniform and rope (so
@@ -33,6 +33,7 @@ import * as path from 'node:path';
 import { GgmlType, GgufWriter, gv, quantize, type GgufValue } from '../gguf/index.ts';
 import { Xoshiro128, seedFromString } from './prng.ts';
 import { SYNTHETIC_FILE_TYPE, syntheticTensorTypes } from './quant-mix.ts';
+import { SYNTHETIC_GENERATOR_VERSION } from './synthetic-model.ts';
 import { byteLevelVocabMetadata, loadCorpus } from './synthetic-vocab.ts';
 
 export type ArchVariant = 'llama31' | 'llama32-tied' | 'llama-linear' | 'llama-yarn' | 'qwen3' | 'qwen3-yarn' | 'qwen2-tied' | 'mistral-swa';
@@ -129,7 +130,8 @@ export interface ArchVariantOptions {
 
 export function archVariantPath(variant: ArchVariant, o: ArchVariantOptions): string {
   const h = createHash('sha256')
-    .update(JSON.stringify({ v: ARCH_VARIANT_VERSION, variant, spec: SPECS[variant], weightType: o.weightType, bare: o.withoutRopeScaling ?? false }))
+    // the synthetic generator's version covers the quant mix and the quantizers
+    .update(JSON.stringify({ v: ARCH_VARIANT_VERSION, gen: SYNTHETIC_GENERATOR_VERSION, variant, spec: SPECS[variant], weightType: o.weightType, bare: o.withoutRopeScaling ?? false }))
     .update(loadCorpus().hash)
     .digest('hex')
     .slice(0, 12);
