@@ -15,12 +15,19 @@ size_t kquant_packed_bytes(int dtype, int rows, int cols) {
   return panels * ((size_t)cols / kQKK) * kq_spec(dtype).bytes();
 }
 
-// ORs field `v` (w bits) of column c (0..255) of row j into a plane.
-static void put_field(uint8_t* plane, int w, int j, int c, int v) {
-  const int per = 8 / w;  // groups per load
-  const int u = c / 32, g = (c % 32) / 4, t = c % 4;
-  uint8_t* byte = plane + ((size_t)u * w + g / per) * 64 + j * 4 + t;
-  *byte |= (uint8_t)((v & ((1 << w) - 1)) << ((g % per) * w));
+// ORs the W-bit fields (codes >> shift) of row j's 256 columns into a plane.
+template <int W>
+static void put_fields(uint8_t* plane, int j, const uint8_t* codes, int shift) {
+  constexpr int per = 8 / W;  // groups per 64-byte load
+  for (int c = 0; c < kQKK; ++c) {
+    const int u = c / 32, g = (c % 32) / 4, t = c % 4;
+    plane[(u * W + g / per) * 64 + j * 4 + t] |= (uint8_t)(((codes[c] >> shift) & ((1 << W) - 1)) << ((g % per) * W));
+  }
+}
+static void put_plane(uint8_t* plane, int w, int j, const uint8_t* codes, int shift) {
+  if (w == 4) put_fields<4>(plane, j, codes, shift);
+  else if (w == 2) put_fields<2>(plane, j, codes, shift);
+  else put_fields<1>(plane, j, codes, shift);
 }
 
 void pack_kquant(uint8_t* dst, int dtype, int rows, int cols, const uint8_t* src, size_t p0, size_t p1) {
@@ -50,10 +57,8 @@ void pack_kquant(uint8_t* dst, int dtype, int rows, int cols, const uint8_t* src
             sc[s * kPanel + j] = (uint8_t)(blk.s[s] | (blk.m[s] << 4));
           }
         }
-        for (int c = 0; c < kQKK; ++c) {
-          put_field(o + S.lo_at(), S.lo_bits, j, c, blk.u[c]);
-          if (S.hi_bits) put_field(o + S.hi_at(), S.hi_bits, j, c, blk.u[c] >> S.lo_bits);
-        }
+        put_plane(o + S.lo_at(), S.lo_bits, j, blk.u, 0);
+        if (S.hi_bits) put_plane(o + S.hi_at(), S.hi_bits, j, blk.u, S.lo_bits);
       }
     }
   }
