@@ -77,10 +77,14 @@ void quantize_rows_q8k(Q8KRows out, const float* x, int m, int k) {
       float id = d != 0.0f ? 1.0f / d : 0.0f;
       int8_t* q = out.q + (size_t)r * k + (size_t)b * kQKK;
       int32_t* bs = out.bsum + (size_t)r * (k / 16) + (size_t)b * 16;
+      // |x·id| <= 127 (+ rounding): adding and removing 1.5·2^23 rounds it to
+      // an integer half-to-even, exactly as nearbyintf in the default mode,
+      // but inline and vectorizable (nearbyintf is a libm call here).
+      constexpr float kRound = 12582912.0f;
       for (int s = 0; s < 16; ++s) {
         int32_t sum = 0;
         for (int i = s * 16; i < s * 16 + 16; ++i) {
-          float v = std::nearbyintf(xb[i] * id);
+          float v = (xb[i] * id + kRound) - kRound;
           v = std::min(127.0f, std::max(-127.0f, v));
           q[i] = (int8_t)v;
           sum += q[i];
