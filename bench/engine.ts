@@ -1,6 +1,8 @@
 /**
  * Engine benchmark: our engine vs llama.cpp (node-llama-cpp's CPU build, same
- * GGUF file, same prompt) on synthetic:small in F16 and Q8_0 weights.
+ * GGUF file, same prompt) on synthetic:small in F16, Q8_0 and Q4_K_M weights
+ * (q4_k_m: llama-quantize's tensor mix — Q4_K, Q6_K for attn_v/ffn_down on
+ * some layers and for the tied token_embd/LM head).
  *
  *   <w>_prefill_tps / <w>_llamacpp_prefill_tps   prompt of PREFILL_TOKENS random tokens
  *   <w>_decode_tps  / <w>_llamacpp_decode_tps    DECODE_TOKENS greedy steps after the prompt
@@ -9,12 +11,18 @@
  *   import_ms vs prefill_ms                      63 cached blocks (4032 tokens) imported as
  *                                                memory copies vs prefilled (target ≤ 0.02)
  *   f16_batch_decode_tps                         aggregate tok/s of decodeBatch over 8 sequences
+ *   q4_k_m_bytes_per_param                       packed bytes the CPU engine holds per matrix
+ *                                                weight (q4_k_m_gguf_bytes_per_param: in the file)
+ *
+ * KVTIER_BENCH_ENGINE_WEIGHTS=q4_k_m (comma list of f16, q8_0, q4_k_m) runs
+ * only those weight types; the import/batch part runs when f16 is among them.
  *
  * Both sides use f16 KV. Each configuration is measured after a warm-up run.
  * Progress goes to stderr; the result object is what bench/main.ts prints.
  */
 import * as os from 'node:os';
-import { argmax, loadEngine, resolveModelPath, type LoadedEngine } from '../inference-core/index.ts';
+import { GgmlType, argmax, loadEngine, readGguf, resolveModelPath, type LoadedEngine } from '../inference-core/index.ts';
+import { nativeAddon } from '../native/index.ts';
 import { llamaBench } from '../test/helpers/llamacpp.ts';
 import { randomTokens as promptOf } from '../test/inference-core/engine-fixtures.ts';
 
@@ -24,6 +32,38 @@ const IMPORT_BLOCKS = 63;
 const BATCH = 8;
 const BATCH_STEPS = 32;
 const THREAD_CHOICES = [1, 2].filter((t) => t <= Math.max(1, os.availableParallelism()));
+const WEIGHT_TYPES = ['f16', 'q8_0', 'q4_k_m'] as const;
+type BenchWeightType = (typeof WEIGHT_TYPES)[number];
+
+function requestedWeightTypes(): BenchWeightType[] {
+  const env = process.env.KVTIER_BENCH_ENGINE_WEIGHTS;
+  if (!env) return [...WEIGHT_TYPES];
+  const list = env.split(',').map((w) => w.trim()) as BenchWeightType[];
+  const bad = list.filter((w) => !WEIGHT_TYPES.includes(w));
+  if (bad.length) throw new Error(`KVTIER_BENCH_ENGINE_WEIGHTS: unknown ${bad.join(', ')}; use ${WEIGHT_TYPES.join(', ')}`);
+  return list;
+}
+
+/** Bytes per parameter of the 2-D weights: as the CPU engine packs them, and in the GGUF file. */
+function bytesPerParam(modelPath: string): { packed: number; gguf: number } {
+  const addon = nativeAddon();
+  const g = readGguf(modelPath);
+  let params = 0;
+  let packed = 0;
+  let gguf = 0;
+  try {
+    for (const t of g.tensors.values()) {
+      if (t.dims.length !== 2 || t.type === GgmlType.F32) continue;
+      const [cols, rows] = t.dims;
+      params += rows * cols;
+      gguf += t.byteLength;
+      packed += addon.packedWeightBytes(t.type, rows, cols);
+    }
+  } finally {
+    g.close();
+  }
+  return { packed: packed / params, gguf: gguf / params };
+}
 
 function say(line: string): void {
   process.stderr.write(`bench engine: ${line}\n`);
@@ -51,7 +91,8 @@ export async function run(): Promise<Record<string, number | string>> {
   const dataDir = process.env.KVTIER_DATA_DIR ?? 'data';
   const result: Record<string, number | string> = {};
   const poolBytes = 512 * 2 ** 20;
-  for (const weightType of ['f16', 'q8_0'] as const) {
+  const weightTypes = requestedWeightTypes();
+  for (const weightType of weightTypes) {
     const modelPath = resolveModelPath('synthetic:small', { dataDir, weightType });
     let ours = { prefill: 0, prefillThreads: 0, decode: 0, decodeThreads: 0 };
     let vocab = 0;
@@ -86,10 +127,15 @@ export async function run(): Promise<Record<string, number | string>> {
     result[`${w}_llamacpp_decode_threads`] = ref.decodeThreads;
     result[`${w}_prefill_ratio`] = round(ours.prefill / ref.prefill, 3);
     result[`${w}_decode_ratio`] = round(ours.decode / ref.decode, 3);
+    if (w === 'q4_k_m') {
+      const b = bytesPerParam(modelPath);
+      result.q4_k_m_bytes_per_param = round(b.packed, 4);
+      result.q4_k_m_gguf_bytes_per_param = round(b.gguf, 4);
+    }
   }
 
   // Import vs prefill of the same 4032 tokens (63 blocks), f16 weights and KV.
-  {
+  if (weightTypes.includes('f16')) {
     const threads = Number(result['f16_prefill_threads']) || 1;
     const engine = await loadEngine('synthetic:small', { dataDir, weightType: 'f16', threads, kvDtype: 'f16', poolBytes });
     const n = IMPORT_BLOCKS * 64;
