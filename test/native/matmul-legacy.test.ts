@@ -7,8 +7,10 @@
  *   fast == matmulRef bit for bit on every ISA, M ∈ {1,2,3,4,5,13,64}, N off the 16-row panel, several K;
  *   scalar == avx2 == avx512, 1 == 2 == 5 threads, a row's result independent of M;
  *   matmulRef vs a float64 product of the ggml-dequantized weights:
- *     - activations exactly representable in int8 per 32-block: within f32 rounding (1e-5 of Σ|x|·(|w|+2·max|w| of the block));
- *     - random activations: within the int8 activation error Σ_b amax_b/254 · Σ_{i∈b}|w_i| (+ the same rounding term);
+ *     - activations exactly representable in int8 per 32-block (power-of-2 scales, exact in f16): within f32
+ *       rounding (1e-5 of Σ|x|·(|w|+2·max|w| of the block); Q4_1/Q5_1 also the f16 rounding of s = dx·Σq);
+ *     - random activations: within the int8 activation error Σ_b amax_b/254 · Σ_{i∈b}|w_i| plus the f16
+ *       rounding of the activation scales (2^-11 relative, as ggml's block_q8_0/_q8_1 carry them);
  *   packed bytes within 15% of the GGUF bytes.
  */
 import { spawnSync } from 'node:child_process';
@@ -110,33 +112,45 @@ function exactInt8Activations(m: number, k: number, seed: number): Float32Array 
   return x;
 }
 
+interface Bound {
+  /** weight of the int8 rounding term Σ_b amax_b/254 · Σ_{i∈b}|w_i| (0: x is exact in int8) */
+  act: number;
+  /** relative error of the f16 activation scales (dx, and s = f16(dx·Σq) of Q4_1/Q5_1) on Σ|x|·(|w| + 2·wmax_b) */
+  scale: number;
+  /** the min term's f16 s only: 2^-12 · wmax_b · |Σ_{i∈b} x_i| (Q4_1/Q5_1 with exact x, where dx is a power of 2) */
+  minS: boolean;
+}
+
 /**
  * max over outputs of |got − Σ x·w (float64)| / bound, where bound =
- *   actErr · Σ_b amax_b/254 · Σ_{i∈b}|w_i|  +  1e-5 · Σ_i |x_i|·(|w_i| + 2·max_{j∈b}|w_j|)  + 1e-30.
- * The second term covers the f32 products and fma chain (a Q4_1/Q5_1 block
+ *   the terms of Bound  +  1e-5 · Σ_i |x_i|·(|w_i| + 2·max_{j∈b}|w_j|)  + 1e-30.
+ * The 1e-5 term covers the f32 products and fma chain (a Q4_1/Q5_1 block
  * term d·q·x and min term m·x each stay below (|w| + |max w|)·|x|).
  */
-function worstRatio(got: Float32Array, w: Weight, x: Float32Array, m: number, actErr: number): number {
+function worstRatio(got: Float32Array, w: Weight, x: Float32Array, m: number, b: Bound): number {
   let worst = 0;
   for (let r = 0; r < m; r++) {
     for (let j = 0; j < w.n; j++) {
       let exact = 0;
       let bound = 1e-30;
-      for (let b = 0; b < w.k / 32; b++) {
+      for (let blk = 0; blk < w.k / 32; blk++) {
         let amax = 0;
         let wmax = 0;
         let wabs = 0;
-        for (let i = b * 32; i < b * 32 + 32; i++) {
+        let xsum = 0;
+        for (let i = blk * 32; i < blk * 32 + 32; i++) {
           amax = Math.max(amax, Math.abs(x[r * w.k + i]));
           wmax = Math.max(wmax, Math.abs(w.values[j * w.k + i]));
           wabs += Math.abs(w.values[j * w.k + i]);
+          xsum += x[r * w.k + i];
         }
-        bound += actErr * (amax / 254) * wabs;
-        for (let i = b * 32; i < b * 32 + 32; i++) {
+        bound += b.act * (amax / 254) * wabs;
+        if (b.minS) bound += 2 ** -12 * wmax * Math.abs(xsum);
+        for (let i = blk * 32; i < blk * 32 + 32; i++) {
           const xi = x[r * w.k + i];
           const wi = w.values[j * w.k + i];
           exact += xi * wi;
-          bound += 1e-5 * Math.abs(xi) * (Math.abs(wi) + 2 * wmax);
+          bound += (1e-5 + b.scale) * Math.abs(xi) * (Math.abs(wi) + 2 * wmax);
         }
       }
       worst = Math.max(worst, Math.abs(got[r * w.n + j] - exact) / bound);
@@ -195,16 +209,19 @@ describe.each(TYPES)('%s matmul', (dtype) => {
     for (const w of weights.get(dtype)!) {
       for (const m of [1, 5]) {
         const x = exactInt8Activations(m, w.k, w.k + m);
-        expect(worstRatio(ref(dtype, w, x, m), w, x, m, 0), `n=${w.n} k=${w.k} m=${m}`).toBeLessThanOrEqual(1);
+        const bound = { act: 0, scale: 0, minS: dtype === 'q4_1' || dtype === 'q5_1' };
+        expect(worstRatio(ref(dtype, w, x, m), w, x, m, bound), `n=${w.n} k=${w.k} m=${m}`).toBeLessThanOrEqual(1);
       }
     }
   });
 
-  it('matmulRef == float64 x·W within the int8 activation error Σ_b amax_b/254 · Σ|w_b| (random x)', () => {
+  it('matmulRef == float64 x·W within the int8 activation error Σ_b amax_b/254 · Σ|w_b| and f16 scales (random x)', () => {
     for (const w of weights.get(dtype)!) {
       const m = 4;
       const x = randomF32(m * w.k, 3 * w.k);
-      expect(worstRatio(ref(dtype, w, x, m), w, x, m, 1.001), `n=${w.n} k=${w.k}`).toBeLessThanOrEqual(1);
+      // int8 rounding (+0.1 % for 1/d's own rounding); dx and s rounded to f16 as ggml's q8_0/q8_1 blocks: ≤ 2^-11 relative (+1 %)
+      const bound = { act: 1.001, scale: 1.01 * 2 ** -11, minS: false };
+      expect(worstRatio(ref(dtype, w, x, m), w, x, m, bound), `n=${w.n} k=${w.k}`).toBeLessThanOrEqual(1);
     }
   });
 

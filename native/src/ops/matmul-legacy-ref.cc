@@ -1,10 +1,11 @@
 // Reference twin of ops/matmul-legacy.cc on the plain GGUF layout.
 //   out [m][n] = x [m][k] · Wᵀ, W [n][k] of Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/IQ4_XS blocks
-// x is quantized per 32-block by quantize_rows_q8 (int8 q, scale dx, sum
-// s); per 32-block, in this order:
+// x is quantized per 32-block by quantize_rows_q8 (int8 q), its scale dx and
+// sx = dx·Σq rounded to f16 as ggml's block_q8_0/_q8_1 hold them
+// (ggml_q8_scales); per 32-block, in this order:
 //   isum = Σ value_i · q_i                           (exact integers; value = q−8, q−16, q or L[q])
 //   acc  = fma(dw·dx, isum, acc)                      dw = d (IQ4_XS: d·ls, exact in f32)
-//   acc  = fma(m·dx, s, acc)                          Q4_1 / Q5_1 only
+//   acc  = fma(m, sx, acc)                            Q4_1 / Q5_1 only
 #include <vector>
 
 #include "matmul-legacy.h"
@@ -24,6 +25,8 @@ void matmul_legacy_ref(float* out, const float* x, const uint8_t* w, int dtype, 
   std::vector<float> dx((size_t)m * nb);
   std::vector<int32_t> sx((size_t)m * nb);
   quantize_rows_q8(Q8Rows{q.data(), dx.data(), sx.data()}, x, m, k);
+  std::vector<float> sxf((size_t)m * nb);
+  ggml_q8_scales(dx.data(), sxf.data(), sx.data(), sxf.size());
   std::vector<uint8_t> codes(k);
   std::vector<float> dw(nb), mw(nb);
   for (int j = 0; j < n; ++j) {
@@ -50,7 +53,7 @@ void matmul_legacy_ref(float* out, const float* x, const uint8_t* w, int dtype, 
         for (int i = 0; i < kQK; ++i) isum += code_value(dtype, codes[(size_t)b * kQK + i]) * (int32_t)xq[i];
         const size_t bi = (size_t)r * nb + b;
         acc = std::fmaf(dw[b] * dx[bi], (float)isum, acc);
-        if (has_min) acc = std::fmaf(mw[b] * dx[bi], (float)sx[bi], acc);
+        if (has_min) acc = std::fmaf(mw[b], sxf[bi], acc);
       }
       out[(size_t)r * n + j] = acc;
     }

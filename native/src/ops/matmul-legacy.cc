@@ -2,11 +2,12 @@
 // compiled once per ISA (KVT_ISA_NS). Shapes: out [M][N] = x [M][K] · Wᵀ,
 // W [N][K] packed into 16-row panels (layout: matmul-legacy.h).
 //
-// x is quantized per 32-block to int8 (quantize_rows_q8: q, dx, s = Σq).
+// x is quantized per 32-block to int8 (quantize_rows_q8: q, dx, s = Σq), then
+// dx and sx = dx·s rounded to f16 as in ggml's activation blocks (ggml_q8_scales).
 // Per output, per 32-block, in this fixed order (== matmul_legacy_ref):
 //   isum = Σ value_i · q_i                   exact int32 (|isum| < 2^24, so (float)isum is exact)
 //   acc  = fma(dw · dx, (float)isum, acc)    dw = d (IQ4_XS: d·ls, exact in f32)
-//   acc  = fma(m · dx, (float)s, acc)        Q4_1 / Q5_1 only
+//   acc  = fma(m, sx, acc)                   Q4_1 / Q5_1 only
 // The integer dot never sees the value directly on x86:
 //   AVX-512: codes as u8 (IQ4: level+128 via vpshufb), vpdpbusd, then
 //            isum = dot − bias·s  (bias 8 / 16 / 0 / 128);
@@ -197,11 +198,11 @@ inline V16 load_i8(const int8_t* p) {
 #endif
 
 // Quantized activation rows plus, per (row, 32-block), −bias·s (the integer
-// dot's start) and (float)s (the Q4_1 / Q5_1 min term's factor).
+// dot's start) and sx (the Q4_1 / Q5_1 min term's factor).
 struct XRows {
   Q8Rows q8;
   const int32_t* neg_bias_sum;  // [M][K/32]
-  const float* sum_f;           // [M][K/32]
+  const float* sx;              // [M][K/32]
 };
 
 // out [rows_valid][cols_valid] (row stride ldo) = rows row0.. of xq · NP
@@ -264,7 +265,7 @@ inline void micro_legacy(float* out, size_t ldo, const XRows& xr, int row0, int 
       const V16 dx = set1(xq.d[bi]);
       for (int p = 0; p < NP; ++p) {
         acc[r][p] = fma(mul(dw[p], dx), vi_float(iacc[r][p]), acc[r][p]);
-        if constexpr (has_min(DT)) acc[r][p] = fma(mul(mw[p], dx), set1(xr.sum_f[bi]), acc[r][p]);
+        if constexpr (has_min(DT)) acc[r][p] = fma(mw[p], set1(xr.sx[bi]), acc[r][p]);
       }
     }
   }
@@ -291,18 +292,14 @@ static void legacy_panels(float* out, const XRows& xr, const PackedWeight& w, in
 }
 
 template <int DT>
-static void matmul_legacy_dt(float* out, const Q8Rows& xq, const PackedWeight& w, int m, ThreadPool& pool) {
+static void matmul_legacy_dt(float* out, const Q8Rows& xq, const float* sx, const PackedWeight& w, int m,
+                             ThreadPool& pool) {
   const size_t n_panels = ((size_t)w.rows + kPanel - 1) / kPanel;
   const size_t n_sums = (size_t)m * (w.cols / kQK);
   thread_local std::vector<int32_t> nbs;
-  thread_local std::vector<float> sf;
   nbs.resize(n_sums);
-  sf.resize(n_sums);
-  for (size_t i = 0; i < n_sums; ++i) {
-    nbs[i] = -bias<DT>() * xq.sum[i];
-    sf[i] = (float)xq.sum[i];
-  }
-  const XRows xr{xq, nbs.data(), sf.data()};
+  for (size_t i = 0; i < n_sums; ++i) nbs[i] = -bias<DT>() * xq.sum[i];
+  const XRows xr{xq, nbs.data(), sx};
   constexpr int P = KVT_LEGACY_PREFETCH;
   parallel_for(pool, n_panels, [&](size_t b, size_t e) {
 #if KVT_V16_AVX512
@@ -323,21 +320,25 @@ void matmul_legacy(float* out, const float* x, const PackedWeight& w, int m, Thr
   thread_local std::vector<int8_t> q;
   thread_local std::vector<float> d;
   thread_local std::vector<int32_t> s;
+  thread_local std::vector<float> sx;
   q.resize((size_t)m * K);
   d.resize((size_t)m * nb);
   s.resize((size_t)m * nb);
+  sx.resize((size_t)m * nb);
   Q8Rows xq{q.data(), d.data(), s.data()};
+  float* sxp = sx.data();  // the caller's buffer: a thread_local named inside the lambda is the worker's own
   parallel_for(pool, (size_t)m, [&](size_t b, size_t e) {
     Q8Rows part{xq.q + b * K, xq.d + b * nb, xq.sum + b * nb};
     quantize_rows_q8(part, x + b * K, (int)(e - b), K);
+    ggml_q8_scales(part.d, sxp + b * nb, part.sum, (e - b) * nb);
   }, 4);
   switch (w.dtype) {
-    case Q4_0: return matmul_legacy_dt<Q4_0>(out, xq, w, m, pool);
-    case Q4_1: return matmul_legacy_dt<Q4_1>(out, xq, w, m, pool);
-    case Q5_0: return matmul_legacy_dt<Q5_0>(out, xq, w, m, pool);
-    case Q5_1: return matmul_legacy_dt<Q5_1>(out, xq, w, m, pool);
-    case IQ4_NL: return matmul_legacy_dt<IQ4_NL>(out, xq, w, m, pool);
-    case IQ4_XS: return matmul_legacy_dt<IQ4_XS>(out, xq, w, m, pool);
+    case Q4_0: return matmul_legacy_dt<Q4_0>(out, xq, sxp, w, m, pool);
+    case Q4_1: return matmul_legacy_dt<Q4_1>(out, xq, sxp, w, m, pool);
+    case Q5_0: return matmul_legacy_dt<Q5_0>(out, xq, sxp, w, m, pool);
+    case Q5_1: return matmul_legacy_dt<Q5_1>(out, xq, sxp, w, m, pool);
+    case IQ4_NL: return matmul_legacy_dt<IQ4_NL>(out, xq, sxp, w, m, pool);
+    case IQ4_XS: return matmul_legacy_dt<IQ4_XS>(out, xq, sxp, w, m, pool);
   }
 }
 

@@ -88,6 +88,18 @@ inline void iq4xs_block_codes(const uint8_t* blk, uint8_t* q, uint16_t* d, int8_
   }
 }
 
+// Activation scales as llama.cpp's activation blocks carry them (block_q8_0 /
+// block_q8_1, made by quantize_row_q8_0 / _q8_1 with the same int8 values as
+// quantize_rows_q8): d as f16, and for q8_1 s = f16(d·Σq) computed from the
+// f32 d. With these the per-block terms d_w·d_x·isum and m_w·s equal ggml's,
+// so results track llama.cpp's to float rounding. d [n] in place, s_f [n] out.
+inline void ggml_q8_scales(float* d, float* s_f, const int32_t* sum, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    s_f[i] = f16_to_f32(f32_to_f16(d[i] * (float)sum[i]));
+    d[i] = f16_to_f32(f32_to_f16(d[i]));
+  }
+}
+
 size_t legacy_packed_bytes(int dtype, int rows, int cols);
 // Packs panels [p0, p1) of a GGUF [rows][cols] weight (rows past `rows` are zero).
 void pack_legacy(uint8_t* dst, int dtype, int rows, int cols, const uint8_t* src, size_t p0, size_t p1);
