@@ -45,8 +45,8 @@ export class ChatPromptBuilderReference {
     const messageStarts: number[] = [];
     let renderedSoFar = this.codec.renderChat([], { ...options, addGenerationPrompt: false });
     let stable = true;
-    // The empty render (BOS text, a tools system block) is its own first segment.
-    this.pushText(tokens, renderedSoFar, true);
+    // The empty render (BOS text, a tools system block) is its own first segment; an empty one adds no lone BOS.
+    if (renderedSoFar !== '') this.pushText(tokens, renderedSoFar, true);
     for (let i = 0; i < messages.length; i++) {
       const upTo = messages.slice(0, i + 1);
       const rendered = this.codec.renderChat(upTo, { ...options, addGenerationPrompt: false });

@@ -95,10 +95,11 @@ export function draftChatPrompt(codec: PromptCodec, messages: readonly ChatMessa
 
   const draft: ChatPromptDraft = { tokens: [], messageStarts: [], prefixStable: true, replies: [] };
   // The empty render (BOS text, a tools block) is its own first segment, unless the first message changes it.
+  // An empty one adds nothing: a lone BOS here would double the BOS text of a template that prints it with its first message (Llama 3).
   const empty = codec.renderChat([], { ...options, addGenerationPrompt: false });
   let begin = 0;
   if (text.startsWith(empty)) {
-    appendIds(draft.tokens, encodeWithBos(codec, empty));
+    if (empty !== '') appendIds(draft.tokens, encodeWithBos(codec, empty));
     begin = empty.length;
   }
   // segment_i = text[begin_i, begin_{i+1}): a message the transcript loop skipped (a system message the

@@ -16,6 +16,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 
 import { ChatPromptBuilder, ChatPromptBuilderReference, promptCodecFromGgufFile, ReplyMemory, type ChatMessage, type PromptCodec, type ToolSpec } from '../../../src/recipe/index.ts';
+import { llamaCppTokenize } from '../../helpers/llamacpp-tokenize.ts';
 import { buildRealVocabGguf } from '../../helpers/real-vocab-gguf.ts';
 
 type Model = 'llama3_1' | 'qwen2_5' | 'qwen3' | 'deepseek_v3';
@@ -94,6 +95,29 @@ describe('linear chat prompts on real vocabularies and templates', () => {
       expect(compared).toBeGreaterThan(20);
     });
   }
+
+  it('prompt ids are llama.cpp\'s ids of the rendered text, with one BOS (Llama 3 prints its BOS with the first message: it was doubled)', () => {
+    for (const model of MODELS) {
+      const codec = codecs.get(model)!;
+      // Chat turns: every segment boundary is at a special token, so segment-wise ids are the whole text's.
+      // Consecutive tool results (Qwen's `</tool_response>\n<tool_response>`) have a plain-text boundary a merge may straddle: one BOS, same text.
+      const transcripts = [transcript(0, 5, false), transcript(1, 4, false), transcript(2, 9, true), transcript(3, 12, true)];
+      const texts = transcripts.map((messages, i) => codec.renderChat(messages, { tools: i >= 2 ? TOOLS : undefined, addGenerationPrompt: true }));
+      const reference = llamaCppTokenize(buildRealVocabGguf(model), texts.map((text) => ({ text, parseSpecial: true }))).tokens;
+      transcripts.forEach((messages, i) => {
+        const tools = i >= 2 ? TOOLS : undefined;
+        const expected = codec.bosTokenId !== null && reference[i][0] !== codec.bosTokenId ? [codec.bosTokenId, ...reference[i]] : reference[i];
+        const fast = new ChatPromptBuilder(codec, null).build(messages, tools, 't').tokens;
+        const twin = new ChatPromptBuilderReference(codec, null).build(messages, tools, 't').tokens;
+        if (i < 2 || model === 'llama3_1' || model === 'deepseek_v3') {
+          expect(fast, `${model} transcript ${i}`).toEqual(expected);
+          expect(twin, `${model} transcript ${i} (twin)`).toEqual(expected);
+        }
+        expect(fast.filter((id) => id === codec.bosTokenId).length, `${model} transcript ${i} BOS`).toBe(expected.filter((id) => id === codec.bosTokenId).length);
+        expect(codec.decode(fast)).toBe(codec.decode(expected));
+      });
+    }
+  }, 120_000);
 
   const endOfTurn: Record<Model, string> = { llama3_1: '<|eot_id|>', qwen2_5: '<|im_end|>\n', qwen3: '<|im_end|>\n', deepseek_v3: '<｜end▁of▁sentence｜>' };
   for (const model of ['llama3_1', 'qwen2_5', 'deepseek_v3'] as const) {
