@@ -113,15 +113,25 @@ export interface TemplateSpecialTokens {
   padToken?: string;
 }
 
+/** Named templates a tokenizer ships beside its default one (tokenizer_config's chat_template list; GGUF tokenizer.chat_template.<name>). */
+export interface TemplateVariants {
+  /** Rendered instead of the default when the request has tools, as transformers picks it. */
+  toolUse?: string;
+}
+
 export class ChatTemplate {
   private readonly template: Template;
   /** How this template reads content and tool-call arguments. */
   readonly conventions: TemplateConventions;
+  /** The `tool_use` template, or null: requests with tools render with it. */
+  readonly toolUse: ChatTemplate | null;
 
   constructor(
     readonly source: string,
     readonly specialTokens: TemplateSpecialTokens = {},
+    variants: TemplateVariants = {},
   ) {
+    this.toolUse = variants.toolUse !== undefined ? new ChatTemplate(variants.toolUse, specialTokens) : null;
     try {
       this.template = new Template(source);
       // Printed values as jinja2 prints them (True, None, ['a']): see chat-template-jinja2-compat.ts.
@@ -145,15 +155,29 @@ export class ChatTemplate {
       const id = gguf.optU32(key);
       return tokens && id !== undefined ? tokens[id] : undefined;
     };
-    return new ChatTemplate(source, {
-      bosToken: text('tokenizer.ggml.bos_token_id'),
-      eosToken: text('tokenizer.ggml.eos_token_id'),
-      unkToken: text('tokenizer.ggml.unknown_token_id'),
-      padToken: text('tokenizer.ggml.padding_token_id'),
-    });
+    // Named templates as convert_hf_to_gguf.py writes them: tokenizer.chat_templates lists the names.
+    const names = gguf.optStringArray('tokenizer.chat_templates') ?? [];
+    const toolUse = names.includes('tool_use') ? gguf.optString('tokenizer.chat_template.tool_use') : undefined;
+    return new ChatTemplate(
+      source,
+      {
+        bosToken: text('tokenizer.ggml.bos_token_id'),
+        eosToken: text('tokenizer.ggml.eos_token_id'),
+        unkToken: text('tokenizer.ggml.unknown_token_id'),
+        padToken: text('tokenizer.ggml.padding_token_id'),
+      },
+      { toolUse },
+    );
+  }
+
+  /** The template transformers would pick: `tool_use` when there are tools and the tokenizer has one. */
+  private pick(options: RenderOptions): ChatTemplate {
+    return this.toolUse !== null && options.tools !== undefined && options.tools.length > 0 ? this.toolUse : this;
   }
 
   render(options: RenderOptions): string {
+    const picked = this.pick(options);
+    if (picked !== this) return picked.render(options);
     try {
       return this.template.render(this.context(options, this.prepare(options.messages)));
     } catch (err) {
@@ -167,6 +191,8 @@ export class ChatTemplate {
    * attributed to messages.
    */
   renderWithMessageStarts(options: RenderOptions): SegmentedRender | null {
+    const picked = this.pick(options);
+    if (picked !== this) return picked.renderWithMessageStarts(options);
     const messages = this.prepare(options.messages);
     if (containsMarkerChars([messages, options.tools, options.extra])) return null;
     try {

@@ -10,8 +10,10 @@
  */
 import { describe, expect, it } from 'vitest';
 
-import { ChatTemplate, ChatTemplateError } from '../../inference-core/index.ts';
+import { ChatTemplate, ChatTemplateError, readGguf } from '../../inference-core/index.ts';
+import { gv } from '../../inference-core/gguf/index.ts';
 import { jinja2Render, transformersContext } from '../helpers/jinja2-render.ts';
+import { buildRealVocabGguf } from '../helpers/real-vocab-gguf.ts';
 import { qwen3Shapes, realTemplates, REAL_MODELS, shapes, type ArgumentsForm, type RealTemplate, type Shape } from './chat-template-real-fixtures.ts';
 
 function kvtierTemplate(real: RealTemplate): ChatTemplate {
@@ -110,5 +112,33 @@ describe('real chat templates render as transformers renders them', () => {
     expect(kvtierTemplate(realTemplates('qwen2_5')[0]).conventions).toEqual({ nullContent: false, argumentsAs: 'object' });
     expect(kvtierTemplate(realTemplates('qwen3')[0]).conventions).toEqual({ nullContent: false, argumentsAs: 'object' });
     expect(kvtierTemplate(realTemplates('llama3_1')[0]).conventions).toEqual({ nullContent: false, argumentsAs: 'object' });
+  });
+
+  it('a tokenizer with named templates renders requests with tools with its tool_use template, as transformers picks it', () => {
+    const DEFAULT = "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}";
+    const TOOL_USE = "Tools: {{ tools | tojson }}\n{% for m in messages %}<{{ m.role }}>{{ m.content }}{% if m.tool_calls %}{{ m.tool_calls | tojson }}{% endif %}\n{% endfor %}";
+    const file = buildRealVocabGguf('llama2', {
+      chatTemplate: DEFAULT,
+      variant: 'named-templates',
+      extraMetadata: [
+        ['tokenizer.chat_templates', gv.strings(['tool_use'])],
+        ['tokenizer.chat_template.tool_use', gv.str(TOOL_USE)],
+      ],
+    });
+    const gguf = readGguf(file, { rejectUnsupportedTypes: false });
+    const template = ChatTemplate.fromGguf(gguf);
+    gguf.close();
+    const messages = [
+      { role: 'user' as const, content: 'Weather?' },
+      { role: 'assistant' as const, content: 'Checking.', tool_calls: [{ id: 'c', type: 'function' as const, function: { name: 'get_weather', arguments: { city: 'Paris' } } }] },
+    ];
+    const tools = [{ type: 'function' as const, function: { name: 'get_weather', parameters: { type: 'object' } } }];
+    const [withTools, without] = jinja2Render([
+      { template: TOOL_USE, context: transformersContext({ messages, tools, addGenerationPrompt: true }) },
+      { template: DEFAULT, context: transformersContext({ messages, addGenerationPrompt: true }) },
+    ]);
+    expect(template.render({ messages, tools, addGenerationPrompt: true })).toBe(withTools.text);
+    expect(template.render({ messages, addGenerationPrompt: true })).toBe(without.text);
+    expect(template.renderWithMessageStarts({ messages, tools, addGenerationPrompt: true })?.text).toBe(withTools.text);
   });
 });
