@@ -68,7 +68,24 @@ export interface TokenizerSpec {
   strip?: ReadonlyMap<number, { lstrip: boolean; rstrip: boolean }>;
 }
 
-const EOG_TEXTS = new Set(['<|eot_id|>', '<|im_end|>', '<|end|>', '<end_of_turn>', '<|endoftext|>', '<|eom_id|>', '<EOT>', '</s>']);
+/**
+ * Token texts llama.cpp's vocabulary loader recognises whatever their GGUF type: it makes each one
+ * CONTROL (so parse_special matches it in text and it decodes to nothing) and the end-of-generation
+ * ones EOG. Checked against llama.cpp's attributes on the real vocabularies (Qwen's "</s>" is a
+ * NORMAL token in the GGUF, CONTROL and EOG in llama.cpp; so are its FIM pad/repo/file-sep tokens).
+ */
+const EOG_TEXTS = new Set([
+  '<|eot_id|>', '<|im_end|>', '<|end|>', '<end_of_turn>', '<|endoftext|>', '<|eom_id|>', '<EOT>', '_<EOT>', '<|end_of_text|>', '<end_of_utterance>', '</s>',
+  // FIM pad / repo / file separator
+  '<|fim_pad|>', '<fim-pad>', '<fim_pad>', '<PAD>', '<|fim_repo|>', '<|repo_name|>', '<fim-repo>', '<REPO>', '<reponame>', '<|file_sep|>', '<file_sep>',
+]);
+const FORCED_CONTROL_TEXTS = new Set([
+  ...EOG_TEXTS,
+  // FIM prefix / suffix / middle (not EOG)
+  '<|fim_prefix|>', '<fim-prefix>', '<fim_prefix>', '<｜fim▁begin｜>', '<PRE>', '▁<PRE>',
+  '<|fim_suffix|>', '<fim-suffix>', '<fim_suffix>', '<｜fim▁hole｜>', '<SUF>', '▁<SUF>',
+  '<|fim_middle|>', '<fim-middle>', '<fim_middle>', '<｜fim▁end｜>', '<MID>', '▁<MID>',
+]);
 const utf8 = new TextEncoder();
 const utf8Decoder = new TextDecoder('utf-8', { fatal: false, ignoreBOM: true });
 
@@ -84,7 +101,7 @@ export class Tokenizer {
   readonly addBos: boolean;
   readonly addEos: boolean;
   readonly addSpacePrefix: boolean;
-  /** Ids that end generation: EOS, EOT and the usual end-of-turn control tokens. */
+  /** Ids that end generation: EOS, EOT and the end-of-turn / FIM tokens llama.cpp finds by text. */
   readonly eogIds: ReadonlySet<number>;
 
   private readonly tokens: string[];
@@ -100,7 +117,7 @@ export class Tokenizer {
     this.model = spec.model;
     this.tokens = spec.tokens;
     this.vocabSize = spec.tokens.length;
-    this.types = spec.tokenTypes ?? new Int32Array(this.vocabSize).fill(TokenType.NORMAL);
+    this.types = spec.tokenTypes ? Int32Array.from(spec.tokenTypes) : new Int32Array(this.vocabSize).fill(TokenType.NORMAL);
     if (this.types.length !== this.vocabSize) {
       throw new TokenizerError('KVT_ERR_TOKENIZER_BAD_VOCAB', `token_type has ${this.types.length} entries for ${this.vocabSize} tokens`);
     }
@@ -122,7 +139,9 @@ export class Tokenizer {
     if (this.eosId !== undefined) eog.add(this.eosId);
     if (this.eotId !== undefined) eog.add(this.eotId);
     for (let i = 0; i < this.vocabSize; i++) {
-      if (this.types[i] === TokenType.CONTROL && EOG_TEXTS.has(this.tokens[i])) eog.add(i);
+      if (!FORCED_CONTROL_TEXTS.has(this.tokens[i])) continue;
+      this.types[i] = TokenType.CONTROL;
+      if (EOG_TEXTS.has(this.tokens[i])) eog.add(i);
     }
     this.eogIds = eog;
 

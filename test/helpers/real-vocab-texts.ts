@@ -112,15 +112,18 @@ export const SPECIAL_TEXTS: Record<string, LabeledText[]> = {
     { label: 'header ids', text: '<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>' },
     { label: 'special mid-word', text: 'abc<|eot_id|>def <|eot_id|> ghi<|reserved_special_token_5|>' },
     { label: 'broken special', parseSpecialNoop: true, text: '<|eot_id| <|eot_ id|> <|begin_of_text|' },
+    { label: 'end_of_text', text: 'done<|end_of_text|> </s>' },
   ],
   qwen2_5: [
     { label: 'chatml', text: '<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n' },
     { label: 'tool_call (user-defined)', parseSpecialNoop: true, text: 'x<tool_call>\n{"name": "f"}\n</tool_call>y' },
     { label: 'fim', text: '<|fim_prefix|>def f():<|fim_suffix|>\n<|fim_middle|>' },
+    { label: 'promoted </s>', text: 'x </s> y</s>' },
     { label: 'broken special', text: '<|im_start| <|im_end|<|endoftext|>' },
   ],
   qwen3: [
     { label: 'chatml', text: '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello<|im_end|>' },
+    { label: 'promoted </s> and fim pad', text: 'a</s>b <|fim_pad|> <|file_sep|>x<|repo_name|>' },
     { label: 'think (user-defined)', parseSpecialNoop: true, text: 'a<think>b</think>c <tool_response> </tool_response>' },
     { label: 'broken special', parseSpecialNoop: true, text: '<think <|im_start| </think >' },
   ],

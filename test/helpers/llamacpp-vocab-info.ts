@@ -1,0 +1,29 @@
+/** llama.cpp's reading of a GGUF vocabulary (EOG set, token attributes); see llamacpp-vocab-info.mjs. */
+import { spawnSync } from 'node:child_process';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'llamacpp-vocab-info.mjs');
+
+export interface LlamaCppVocabInfo {
+  eogIds: number[];
+  controlIds: number[];
+  userDefinedIds: number[];
+  lstripIds: number[];
+  rstripIds: number[];
+  bos: number | null;
+  eos: number | null;
+  eot: number | null;
+}
+
+export function llamaCppVocabInfo(modelPath: string): LlamaCppVocabInfo {
+  const r = spawnSync(process.execPath, [SCRIPT], { input: JSON.stringify({ modelPath }), encoding: 'utf8', maxBuffer: 256 << 20, timeout: 120_000 });
+  let res: { error?: string } & LlamaCppVocabInfo;
+  try {
+    res = JSON.parse(r.stdout);
+  } catch {
+    throw new Error(`llama.cpp vocab-info helper failed (status ${r.status}): ${r.stderr || r.stdout}`);
+  }
+  if (res.error) throw new Error(`llama.cpp: ${res.error}`);
+  return res;
+}
