@@ -7,10 +7,11 @@
  *   fast == matmulRef bit for bit on every ISA, M ∈ {1,2,3,4,5,13,64}, N off the 16-row panel, several K;
  *   scalar == avx2 == avx512, 1 == 2 == 5 threads, a row's result independent of M;
  *   matmulRef vs a float64 product of the ggml-dequantized weights:
- *     - activations exactly representable in int8 per 32-block (power-of-2 scales, exact in f16): within f32
+ *     - activations exactly representable in int8 per scale group (power-of-2 scales, exact in f16): within f32
  *       rounding (1e-5 of Σ|x|·(|w|+2·max|w| of the block); Q4_1/Q5_1 also the f16 rounding of s = dx·Σq);
- *     - random activations: within the int8 activation error Σ_b amax_b/254 · Σ_{i∈b}|w_i| plus the f16
- *       rounding of the activation scales (2^-11 relative, as ggml's block_q8_0/_q8_1 carry them);
+ *     - random activations: within the int8 activation error Σ_i amax_g(i)/254 · |w_i| (g: the 32 or, for
+ *       IQ4_XS, 256 values sharing x's scale) plus the f16 rounding of the activation scales (2^-11
+ *       relative, as ggml's block_q8_0/_q8_1 carry them);
  *   packed bytes within 15% of the GGUF bytes.
  */
 import { spawnSync } from 'node:child_process';
@@ -100,21 +101,26 @@ function ref(dtype: LegacyType, w: Weight, x: Float32Array, m: number): Float32A
   return out;
 }
 
-/** Activations whose int8 quantization per 32-block is exact: integers · 2^e with a ±127 in every block. */
-function exactInt8Activations(m: number, k: number, seed: number): Float32Array {
+/** Values per activation scale: 32 (block_q8_0/_q8_1 as llama.cpp pairs them), IQ4_XS 256 (block_q8_K). */
+const actGroup = (t: LegacyType) => (t === 'iq4_xs' ? 256 : 32);
+
+/** Activations whose int8 quantization is exact: integers · 2^e with a ±127 in every group of `group` values. */
+function exactInt8Activations(m: number, k: number, seed: number, group: number): Float32Array {
   const r = rng(seed);
   const x = new Float32Array(m * k);
-  for (let b = 0; b < (m * k) / 32; b++) {
+  for (let b = 0; b < (m * k) / group; b++) {
     const s = 2 ** (Math.floor(r() * 11) - 8);
-    for (let i = 0; i < 32; i++) x[b * 32 + i] = (Math.floor(r() * 255) - 127) * s;
-    x[b * 32 + Math.floor(r() * 32)] = (r() < 0.5 ? -127 : 127) * s;
+    for (let i = 0; i < group; i++) x[b * group + i] = (Math.floor(r() * 255) - 127) * s;
+    x[b * group + Math.floor(r() * group)] = (r() < 0.5 ? -127 : 127) * s;
   }
   return x;
 }
 
 interface Bound {
-  /** weight of the int8 rounding term Σ_b amax_b/254 · Σ_{i∈b}|w_i| (0: x is exact in int8) */
+  /** weight of the int8 rounding term Σ_i amax_g(i)/254 · |w_i| (0: x is exact in int8) */
   act: number;
+  /** values per activation scale (amax_g over each group) */
+  group: number;
   /** relative error of the f16 activation scales (dx, and s = f16(dx·Σq) of Q4_1/Q5_1) on Σ|x|·(|w| + 2·wmax_b) */
   scale: number;
   /** the min term's f16 s only: 2^-12 · wmax_b · |Σ_{i∈b} x_i| (Q4_1/Q5_1 with exact x, where dx is a power of 2) */
@@ -134,23 +140,21 @@ function worstRatio(got: Float32Array, w: Weight, x: Float32Array, m: number, b:
       let exact = 0;
       let bound = 1e-30;
       for (let blk = 0; blk < w.k / 32; blk++) {
-        let amax = 0;
         let wmax = 0;
-        let wabs = 0;
         let xsum = 0;
         for (let i = blk * 32; i < blk * 32 + 32; i++) {
-          amax = Math.max(amax, Math.abs(x[r * w.k + i]));
           wmax = Math.max(wmax, Math.abs(w.values[j * w.k + i]));
-          wabs += Math.abs(w.values[j * w.k + i]);
           xsum += x[r * w.k + i];
         }
-        bound += b.act * (amax / 254) * wabs;
+        const g0 = Math.floor((blk * 32) / b.group) * b.group;
+        let amax = 0;
+        for (let i = g0; i < g0 + b.group; i++) amax = Math.max(amax, Math.abs(x[r * w.k + i]));
         if (b.minS) bound += 2 ** -12 * wmax * Math.abs(xsum);
         for (let i = blk * 32; i < blk * 32 + 32; i++) {
           const xi = x[r * w.k + i];
           const wi = w.values[j * w.k + i];
           exact += xi * wi;
-          bound += (1e-5 + b.scale) * Math.abs(xi) * (Math.abs(wi) + 2 * wmax);
+          bound += b.act * (amax / 254) * Math.abs(wi) + (1e-5 + b.scale) * Math.abs(xi) * (Math.abs(wi) + 2 * wmax);
         }
       }
       worst = Math.max(worst, Math.abs(got[r * w.n + j] - exact) / bound);
@@ -208,19 +212,19 @@ describe.each(TYPES)('%s matmul', (dtype) => {
   it('matmulRef == float64 x·W (ggml-dequantized W) within f32 rounding when x is exact in int8', () => {
     for (const w of weights.get(dtype)!) {
       for (const m of [1, 5]) {
-        const x = exactInt8Activations(m, w.k, w.k + m);
-        const bound = { act: 0, scale: 0, minS: dtype === 'q4_1' || dtype === 'q5_1' };
+        const x = exactInt8Activations(m, w.k, w.k + m, actGroup(dtype));
+        const bound = { act: 0, group: actGroup(dtype), scale: 0, minS: dtype === 'q4_1' || dtype === 'q5_1' };
         expect(worstRatio(ref(dtype, w, x, m), w, x, m, bound), `n=${w.n} k=${w.k} m=${m}`).toBeLessThanOrEqual(1);
       }
     }
   });
 
-  it('matmulRef == float64 x·W within the int8 activation error Σ_b amax_b/254 · Σ|w_b| and f16 scales (random x)', () => {
+  it('matmulRef == float64 x·W within the int8 activation error Σ_i amax_g(i)/254 · |w_i| and f16 scales (random x)', () => {
     for (const w of weights.get(dtype)!) {
       const m = 4;
       const x = randomF32(m * w.k, 3 * w.k);
       // int8 rounding (+0.1 % for 1/d's own rounding); dx and s rounded to f16 as ggml's q8_0/q8_1 blocks: ≤ 2^-11 relative (+1 %)
-      const bound = { act: 1.001, scale: 1.01 * 2 ** -11, minS: false };
+      const bound = { act: 1.001, group: actGroup(dtype), scale: 1.01 * 2 ** -11, minS: false };
       expect(worstRatio(ref(dtype, w, x, m), w, x, m, bound), `n=${w.n} k=${w.k}`).toBeLessThanOrEqual(1);
     }
   });

@@ -2,6 +2,9 @@
 // panel layout of matmul-legacy.h (compiled once: the layout is the same for
 // every ISA). Codes stay 4-bit (+1 bit for Q5), so the pack is as small as
 // the GGUF bytes (IQ4_XS: +2 bytes per 256 values for byte-sized scales).
+#include <algorithm>
+#include <cmath>
+
 #include "matmul-legacy.h"
 
 namespace kvt {
@@ -53,6 +56,31 @@ void pack_legacy(uint8_t* dst, int dtype, int rows, int cols, const uint8_t* src
         legacy_block_codes(dtype, blk, q, &d[j], &m);
         if (L.m >= 0) std::memcpy(out + L.m + j * 2, &m, 2);
         put_codes(out + L.qs, L.qh >= 0 ? out + L.qh : nullptr, j, q);
+      }
+    }
+  }
+}
+
+void quantize_rows_q8k_ggml(Q8Rows out, const float* x, int m, int k) {
+  for (int r = 0; r < m; ++r) {
+    for (int sb = 0; sb < k / kQKK; ++sb) {
+      const float* xb = x + (size_t)r * k + (size_t)sb * kQKK;
+      int8_t* q = out.q + (size_t)r * k + (size_t)sb * kQKK;
+      float amax = 0.0f, max = 0.0f;
+      for (int i = 0; i < kQKK; ++i) {
+        const float ax = std::fabs(xb[i]);
+        if (ax > amax) {
+          amax = ax;
+          max = xb[i];
+        }
+      }
+      const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
+      for (int i = 0; i < kQKK; ++i) q[i] = (int8_t)std::min(127.0f, std::nearbyintf(iscale * xb[i]));
+      out.d[(size_t)r * (k / kQKK) + sb] = amax != 0.0f ? 1.0f / iscale : 0.0f;
+      for (int b = 0; b < kQKK / kQK; ++b) {
+        int32_t sum = 0;
+        for (int i = 0; i < kQK; ++i) sum += q[b * kQK + i];
+        out.sum[(size_t)r * (k / kQK) + sb * (kQKK / kQK) + b] = sum;
       }
     }
   }

@@ -2,11 +2,14 @@
 // compiled once per ISA (KVT_ISA_NS). Shapes: out [M][N] = x [M][K] · Wᵀ,
 // W [N][K] packed into 16-row panels (layout: matmul-legacy.h).
 //
-// x is quantized per 32-block to int8 (quantize_rows_q8: q, dx, s = Σq), then
-// dx and sx = dx·s rounded to f16 as in ggml's activation blocks (ggml_q8_scales).
-// Per output, per 32-block, in this fixed order (== matmul_legacy_ref):
-//   isum = Σ value_i · q_i                   exact int32 (|isum| < 2^24, so (float)isum is exact)
-//   acc  = fma(dw · dx, (float)isum, acc)    dw = d (IQ4_XS: d·ls, exact in f32)
+// x is quantized to int8 as llama.cpp quantizes it for these weights:
+//   32-value types: per 32 (quantize_rows_q8: q, dx, s = Σq), dx and sx = dx·s
+//                   rounded to f16 as ggml's block_q8_0 / _q8_1 hold them (ggml_q8_scales);
+//   IQ4_XS:         per 256 as block_q8_K (quantize_rows_q8k_ggml), f32 dx.
+// Per output, per scale block (32 values; IQ4_XS 256), in this fixed order (== matmul_legacy_ref):
+//   isum = Σ value_i · q_i                   exact int32 (32-value types: |isum| < 2^24, (float)isum exact)
+//          IQ4_XS: Σ over its 8 sub-blocks of ls · Σ L[q]·q   (exact int32; |isum| < 2^28)
+//   acc  = fma(dw · dx, (float)isum, acc)    dw = d
 //   acc  = fma(m, sx, acc)                   Q4_1 / Q5_1 only
 // The integer dot never sees the value directly on x86:
 //   AVX-512: codes as u8 (IQ4: level+128 via vpshufb), vpdpbusd, then
@@ -86,9 +89,9 @@ inline VI dot8(VI acc, WV w0, __m512i x0, WV w1, __m512i x1) {
   return {_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc.v, w0.v, x0), w1.v, x1)};
 }
 inline V16 vi_float(VI acc) { return {_mm512_cvtepi32_ps(acc.v)}; }
-inline V16 load_i8(const int8_t* p) {
-  return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)))};
-}
+inline VI vi_load_i8(const int8_t* p) { return {_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p))}; }
+inline VI vi_mul(VI a, VI b) { return {_mm512_mullo_epi32(a.v, b.v)}; }
+inline VI vi_add(VI a, VI b) { return {_mm512_add_epi32(a.v, b.v)}; }
 
 #elif KVT_V16_AVX2
 struct WV {
@@ -148,10 +151,12 @@ inline VI vi_init(const int32_t* neg_bias_sum) {
   return {v, v};
 }
 inline V16 vi_float(VI acc) { return {_mm256_cvtepi32_ps(acc.lo), _mm256_cvtepi32_ps(acc.hi)}; }
-inline V16 load_i8(const int8_t* p) {
+inline VI vi_load_i8(const int8_t* p) {
   __m128i v = _mm_loadu_si128((const __m128i*)p);
-  return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))};
+  return {_mm256_cvtepi8_epi32(v), _mm256_cvtepi8_epi32(_mm_srli_si128(v, 8))};
 }
+inline VI vi_mul(VI a, VI b) { return {_mm256_mullo_epi32(a.lo, b.lo), _mm256_mullo_epi32(a.hi, b.hi)}; }
+inline VI vi_add(VI a, VI b) { return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)}; }
 
 #else
 // scalar: the signed values themselves, byte (j, t) = row j, column 4g+t
@@ -190,10 +195,18 @@ inline V16 vi_float(VI acc) {
   for (int j = 0; j < kPanel; ++j) r.v[j] = (float)acc.v[j];
   return r;
 }
-inline V16 load_i8(const int8_t* p) {
-  V16 r;
-  for (int j = 0; j < kPanel; ++j) r.v[j] = (float)p[j];
+inline VI vi_load_i8(const int8_t* p) {
+  VI r;
+  for (int j = 0; j < kPanel; ++j) r.v[j] = p[j];
   return r;
+}
+inline VI vi_mul(VI a, VI b) {
+  for (int j = 0; j < kPanel; ++j) a.v[j] *= b.v[j];
+  return a;
+}
+inline VI vi_add(VI a, VI b) {
+  for (int j = 0; j < kPanel; ++j) a.v[j] += b.v[j];
+  return a;
 }
 #endif
 
@@ -212,8 +225,9 @@ template <int DT, int MR, int NP, int kPrefetch = 0>
 inline void micro_legacy(float* out, size_t ldo, const XRows& xr, int row0, int rows_valid, int K,
                          const uint8_t* panels, size_t panel_bytes, int cols_valid, int panels_valid) {
   constexpr LegacyPack L = legacy_pack(DT);
+  constexpr int kSub = legacy_block_elems(DT) / kQK;  // 32-blocks per scale block (IQ4_XS: 8)
   const Q8Rows& xq = xr.q8;
-  const int nb = K / kQK;
+  const int nb = K / kQK, nsb = nb / kSub;
   const uint8_t* pb[NP];
   for (int p = 0; p < NP; ++p) pb[p] = panels + (size_t)(p < panels_valid ? p : panels_valid - 1) * panel_bytes;
   int rr[MR];
@@ -221,50 +235,60 @@ inline void micro_legacy(float* out, size_t ldo, const XRows& xr, int row0, int 
   V16 acc[MR][NP];
   for (int r = 0; r < MR; ++r)
     for (int p = 0; p < NP; ++p) acc[r][p] = zero();
-  for (int b = 0; b < nb; ++b) {
-    // IQ4_XS: 32-block b is sub-block b % 8 of super-block b / 8
-    const size_t base = DT == IQ4_XS ? (size_t)(b >> 3) * L.bytes : (size_t)b * L.bytes;
-    const size_t qs = base + L.qs + (DT == IQ4_XS ? (size_t)(b & 7) * kQsBlockBytes : 0);
+  for (int sb = 0; sb < nsb; ++sb) {
+    const size_t base = (size_t)sb * L.bytes;
+    VI isb[MR][NP];  // the scale block's integer dot (IQ4_XS: Σ_sub ls·isum)
+    for (int sub = 0; sub < kSub; ++sub) {
+      const int b = sb * kSub + sub;  // 32-block
+      const size_t qs = base + L.qs + (size_t)sub * kQsBlockBytes;
 #if !KVT_V16_SCALAR
-    if constexpr (kPrefetch > 0) {
-      constexpr int kLines = DT == IQ4_XS ? 5 : (L.bytes + 63) / 64;  // IQ4_XS: 8 × 5 lines ≥ 2208 B
-      const size_t at = DT == IQ4_XS ? base + (size_t)(b & 7) * kLines * 64 : base;
-      for (int p = 0; p < NP; ++p)
-        for (int i = 0; i < kLines; ++i) _mm_prefetch((const char*)(pb[p] + at + i * 64 + kPrefetch), _MM_HINT_T0);
-    }
-#endif
-    VI iacc[MR][NP];
-    for (int r = 0; r < MR; ++r)
-      for (int p = 0; p < NP; ++p) iacc[r][p] = vi_init(xr.neg_bias_sum + (size_t)rr[r] * nb + b);
-    Raw qh[NP];
-    for (int p = 0; p < NP; ++p) qh[p] = raw_load(pb[p] + (has_qh(DT) ? base + L.qh : qs));
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; ++g) {
-      WV lo[NP], hi[NP];  // columns 4g.. and 16+4g..
-      for (int p = 0; p < NP; ++p) {
-        Raw raw = raw_load(pb[p] + qs + g * kQsGroupBytes);
-        lo[p] = codes<DT, false>(raw, qh[p], g);
-        hi[p] = codes<DT, true>(raw, qh[p], g);
+      if constexpr (kPrefetch > 0) {
+        constexpr int kLines = kSub > 1 ? 5 : (L.bytes + 63) / 64;  // IQ4_XS: 8 × 5 lines ≥ 2208 B
+        for (int p = 0; p < NP; ++p)
+          for (int i = 0; i < kLines; ++i)
+            _mm_prefetch((const char*)(pb[p] + base + (sub * kLines + i) * 64 + kPrefetch), _MM_HINT_T0);
       }
-      for (int r = 0; r < MR; ++r) {
-        const int8_t* xb = xq.q + (size_t)rr[r] * K + b * kQK + g * 4;
-        auto xl = bcast4(xb);
-        auto xh = bcast4(xb + 16);
-        for (int p = 0; p < NP; ++p) iacc[r][p] = dot8<DT>(iacc[r][p], lo[p], xl, hi[p], xh);
+#endif
+      VI iacc[MR][NP];
+      for (int r = 0; r < MR; ++r)
+        for (int p = 0; p < NP; ++p) iacc[r][p] = vi_init(xr.neg_bias_sum + (size_t)rr[r] * nb + b);
+      Raw qh[NP];
+      for (int p = 0; p < NP; ++p) qh[p] = raw_load(pb[p] + (has_qh(DT) ? base + L.qh : qs));
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        WV lo[NP], hi[NP];  // columns 4g.. and 16+4g..
+        for (int p = 0; p < NP; ++p) {
+          Raw raw = raw_load(pb[p] + qs + g * kQsGroupBytes);
+          lo[p] = codes<DT, false>(raw, qh[p], g);
+          hi[p] = codes<DT, true>(raw, qh[p], g);
+        }
+        for (int r = 0; r < MR; ++r) {
+          const int8_t* xb = xq.q + (size_t)rr[r] * K + b * kQK + g * 4;
+          auto xl = bcast4(xb);
+          auto xh = bcast4(xb + 16);
+          for (int p = 0; p < NP; ++p) iacc[r][p] = dot8<DT>(iacc[r][p], lo[p], xl, hi[p], xh);
+        }
+      }
+      if constexpr (kSub > 1) {
+        for (int p = 0; p < NP; ++p) {
+          const VI ls = vi_load_i8(reinterpret_cast<const int8_t*>(pb[p] + base + L.ls) + sub * kPanel);
+          for (int r = 0; r < MR; ++r) isb[r][p] = sub == 0 ? vi_mul(iacc[r][p], ls) : vi_add(isb[r][p], vi_mul(iacc[r][p], ls));
+        }
+      } else {
+        for (int r = 0; r < MR; ++r)
+          for (int p = 0; p < NP; ++p) isb[r][p] = iacc[r][p];
       }
     }
     V16 dw[NP], mw[NP];
     for (int p = 0; p < NP; ++p) {
       dw[p] = load_f16(reinterpret_cast<const uint16_t*>(pb[p] + base + L.d));
-      if constexpr (DT == IQ4_XS)  // d · ls: ≤ 17 significant bits, exact
-        dw[p] = mul(dw[p], load_i8(reinterpret_cast<const int8_t*>(pb[p] + base + L.ls) + (b & 7) * kPanel));
       if constexpr (has_min(DT)) mw[p] = load_f16(reinterpret_cast<const uint16_t*>(pb[p] + base + L.m));
     }
     for (int r = 0; r < MR; ++r) {
-      const size_t bi = (size_t)rr[r] * nb + b;
+      const size_t bi = (size_t)rr[r] * nsb + sb;
       const V16 dx = set1(xq.d[bi]);
       for (int p = 0; p < NP; ++p) {
-        acc[r][p] = fma(mul(dw[p], dx), vi_float(iacc[r][p]), acc[r][p]);
+        acc[r][p] = fma(mul(dw[p], dx), vi_float(isb[r][p]), acc[r][p]);
         if constexpr (has_min(DT)) acc[r][p] = fma(mw[p], set1(xr.sx[bi]), acc[r][p]);
       }
     }
@@ -329,8 +353,13 @@ void matmul_legacy(float* out, const float* x, const PackedWeight& w, int m, Thr
   float* sxp = sx.data();  // the caller's buffer: a thread_local named inside the lambda is the worker's own
   parallel_for(pool, (size_t)m, [&](size_t b, size_t e) {
     Q8Rows part{xq.q + b * K, xq.d + b * nb, xq.sum + b * nb};
-    quantize_rows_q8(part, x + b * K, (int)(e - b), K);
-    ggml_q8_scales(part.d, sxp + b * nb, part.sum, (e - b) * nb);
+    if (w.dtype == IQ4_XS) {  // per-256 scales: d [m][K/256]
+      part.d = xq.d + b * (K / kQKK);
+      quantize_rows_q8k_ggml(part, x + b * K, (int)(e - b), K);
+    } else {
+      quantize_rows_q8(part, x + b * K, (int)(e - b), K);
+      ggml_q8_scales(part.d, sxp + b * nb, part.sum, (e - b) * nb);
+    }
   }, 4);
   switch (w.dtype) {
     case Q4_0: return matmul_legacy_dt<Q4_0>(out, xq, sxp, w, m, pool);

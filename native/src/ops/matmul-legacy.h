@@ -19,7 +19,7 @@
 //
 // Values: Q4_0 d·(q−8), Q5_0 d·(q−16), Q4_1/Q5_1 d·q + m, IQ4_NL d·L[q],
 // IQ4_XS d·ls·L[q] (L = kIq4Values). Every block dot is an exact integer sum
-// over Q8-quantized activations; see matmul-legacy.cc for the f32 order.
+// over int8-quantized activations; see matmul-legacy.cc for the f32 order.
 #pragma once
 #include <cstring>
 
@@ -99,6 +99,13 @@ inline void ggml_q8_scales(float* d, float* s_f, const int32_t* sum, size_t n) {
     d[i] = f16_to_f32(f32_to_f16(d[i]));
   }
 }
+
+// IQ4_XS activations as ggml's quantize_row_q8_K makes them (llama.cpp dots
+// IQ4_XS with block_q8_K): per 256 values, max = the first value of largest
+// magnitude, iscale = −127/max, q = min(127, round_half_even(iscale·x)),
+// d = 1/iscale (f32, d = q = 0 for an all-zero block); and the int32 sum of q
+// per 32 values. out.q [m][k], out.d [m][k/256], out.sum [m][k/32]; k % 256 == 0.
+void quantize_rows_q8k_ggml(Q8Rows out, const float* x, int m, int k);
 
 size_t legacy_packed_bytes(int dtype, int rows, int cols);
 // Packs panels [p0, p1) of a GGUF [rows][cols] weight (rows past `rows` are zero).

@@ -1,0 +1,87 @@
+/**
+ * The engine on Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL / IQ4_XS weights against
+ * llama.cpp (node-llama-cpp, child process): synthetic:tiny's f32 matrices
+ * requantized to one type (every matrix whose rows are whole blocks; the rest
+ * stay f32), then the next-token log-probabilities of both after 8 tokens.
+ *
+ * kvtier quantizes activations as ggml does for these weights (int8 per 32
+ * with an f16 scale, q8_1's s for Q4_1/Q5_1, Q8_K per 256 for IQ4_XS:
+ * native/src/ops/matmul-legacy.h), so every block term equals llama.cpp's and
+ * the results agree to float rounding: measured 5.6e-7 .. 1.1e-6 (before
+ * the ggml-style activation scales: q4_0 1.5e-2, iq4_xs 7.0e-2).
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import {
+  dequantize, ensureSyntheticModel, loadEngine, quantize, readGguf, SUPPORTED_GGML_TYPES, writeGguf, GgmlType,
+} from '../../inference-core/index.ts';
+import { ensureArchVariantModel } from '../../inference-core/synthetic/arch-variants.ts';
+import { llamaLogprobs } from '../helpers/llamacpp.ts';
+
+let dataDir: string;
+beforeAll(() => {
+  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kvtier-legacy-engine-'));
+});
+afterAll(() => {
+  fs.rmSync(dataDir, { recursive: true, force: true });
+});
+
+/**
+ * A synthetic model with its matrices as `type` (every matrix whose rows are
+ * whole blocks; the rest keep their type): synthetic:tiny (f32, d=64) for the
+ * 32-value types; for IQ4_XS (256-value blocks) the llama31 arch variant
+ * 4× wide (d=256, generated as q4_k_m, dequantized and requantized).
+ */
+function requantized(type: GgmlType, name: string): { file: string; converted: number } {
+  const block = SUPPORTED_GGML_TYPES.get(type)!.blockElems;
+  const source = block === 256
+    ? ensureArchVariantModel('llama31', { dataDir, weightType: 'q4_k_m' })
+    : ensureSyntheticModel('tiny', { dataDir, weightType: 'f32', progress: null });
+  const src = readGguf(source);
+  let converted = 0;
+  const tensors = [...src.tensors.values()].map((t) => {
+    if (t.dims.length < 2 || t.dims[0]! % block !== 0) return { name: t.name, dims: t.dims, type: t.type, data: t.data };
+    converted++;
+    return { name: t.name, dims: t.dims, type, data: quantize(type, dequantize(t.type, t.data, t.elements)) };
+  });
+  const file = writeGguf(path.join(dataDir, `tiny-${name}.gguf`), src.metadata, tensors);
+  return { file, converted };
+}
+
+const TOL = 1e-5; // max |Δ log-probability| allowed (measured ≤ 1.1e-6)
+const CASES: [string, GgmlType][] = [
+  ['q4_0', GgmlType.Q4_0],
+  ['q4_1', GgmlType.Q4_1],
+  ['q5_0', GgmlType.Q5_0],
+  ['q5_1', GgmlType.Q5_1],
+  ['iq4_nl', GgmlType.IQ4_NL],
+  ['iq4_xs', GgmlType.IQ4_XS],
+];
+
+describe('engine on legacy-quant weights vs llama.cpp', () => {
+  it.each(CASES)(`%s (ggml type %i): next-token log-probabilities within ${TOL} of llama.cpp, same argmax`, async (name, type) => {
+    const { file, converted } = requantized(type, name);
+    expect(converted).toBeGreaterThan(0);
+    const engine = await loadEngine(file, { dataDir, kvDtype: 'f32', threads: 1 });
+    try {
+      const tokens = [1, 2, 3, 4, 5, 6, 7, 8];
+      const seq = engine.createSequence();
+      const logits = seq.prefill(tokens);
+      seq.free();
+      const max = Math.max(...logits);
+      const lse = max + Math.log(logits.reduce((a, v) => a + Math.exp(v - max), 0));
+      const ref = await llamaLogprobs({ modelPath: file, tokens, threads: 1, kvType: 'f32' });
+      let worst = 0;
+      ref.forEach((r, i) => {
+        if (r !== null) worst = Math.max(worst, Math.abs(logits[i]! - lse - r));
+      });
+      expect(worst, `${name}: ${converted} tensors requantized`).toBeLessThan(TOL);
+      expect(logits.indexOf(max)).toBe(ref.indexOf(Math.max(...ref.map((v) => v ?? -Infinity))));
+    } finally {
+      engine.destroy();
+    }
+  }, 120_000);
+});
