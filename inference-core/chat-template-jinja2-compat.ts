@@ -12,6 +12,7 @@
  *   {{ expr }}      → KvtierPyStr(expr)            str(value)
  *   a ~ b           → KvtierPyConcat(a, b)         str(a) + str(b)
  *   expr | string   → KvtierPyStr(expr)
+ *   sep.join(xs)    → xs | join(sep)               (the method is Python's, the filter the library's)
  *
  * and Interpreter.prototype.evaluate learns those two node types (every other
  * node goes to the library's own evaluate). `is float`, which jinja2 has and
@@ -20,7 +21,9 @@
  * Known differences left: a filter applied to None (`none | trim` is "None"
  * in jinja2, an error here), `'%s' % x` formatting, `{% raw %}`, tests with
  * arguments (`is divisibleby(3)`), one-element tuples (parse errors here),
- * `map('string')`, `items()` printed as lists of lists, and a float literal in JSON input that is integral (1.0
+ * `map('string')`, `items()`/`dictsort` printed as lists of lists, filters
+ * it lacks (round, format, select, wordcount, attr), string methods it lacks
+ * (find, center), `"1" == 1` (true here), `[] == []` (false here), and a float literal in JSON input that is integral (1.0
  * reaches JavaScript as 1). Real templates tested do not use them
  * (test/inference-core/chat-template-real.test.ts).
  */
@@ -116,6 +119,15 @@ const PRINTED = new Set([
 function rewriteExpression(node: AstNode): AstNode {
   if (node.type === 'BinaryExpression' && (node.operator as { value?: unknown } | undefined)?.value === '~') {
     return { type: PY_CONCAT, left: node.left, right: node.right };
+  }
+  // Python's `sep.join(items)` (only strings have join): the library has the filter, not the method.
+  if (node.type === 'CallExpression') {
+    const callee = node.callee as AstNode | undefined;
+    const property = callee?.property as AstNode | undefined;
+    const args = node.args as AstNode[] | undefined;
+    if (callee?.type === 'MemberExpression' && !callee.computed && property?.type === 'Identifier' && property.value === 'join' && args?.length === 1 && args[0].type !== 'KeywordArgumentExpression') {
+      return { type: 'FilterExpression', operand: args[0], filter: { type: 'CallExpression', callee: { type: 'Identifier', value: 'join' }, args: [callee.object] } };
+    }
   }
   if (node.type === 'FilterExpression') {
     const filter = node.filter as AstNode | undefined;

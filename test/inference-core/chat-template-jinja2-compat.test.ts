@@ -46,6 +46,7 @@ const SAME: Record<string, string> = {
   'tests the library had': '{{ "x" is string }}{{ 1 is number }}{{ [1] is iterable }}{{ {} is mapping }}{{ none is none }}{{ 3 is integer }}{{ true is boolean }}{{ false is false }}',
   'in operator': '{% if "x" in "xyz" %}in{% endif %}{% if "role" in messages[0] %}key{% endif %}{{ "a" in ["a"] }}{{ "b" not in ["a"] }}',
   'filters': '{{ [3, 1, 2] | sort | join(",") }}{{ [1, 2] | first }}{{ "abc" | length }}{{ "Hi" | upper }}{{ " x " | trim }}{{ "a\\nb" | indent(2) }}',
+  'str.join': "{{ '\\n'.join(['a', 'b']) }}|{{ ', '.join(messages | map(attribute='role')) }}|{{ ''.join(messages[0].content) }}",
   'select, map, reject': '{{ messages | selectattr("role", "equalto", "user") | list | length }}{{ messages | map(attribute="role") | join(",") }}{{ messages | rejectattr("tool_calls") | list | length }}',
   'macros and namespaces': '{% macro f(a, b=2) %}{{ a }}{{ b }}{% endmacro %}{{ f(1) }}{{ f(1, b=3) }}{% set ns = namespace(a=1) %}{% for i in range(3) %}{% set ns.a = ns.a + i %}{% endfor %}{{ ns.a }}',
   'defaults': '{{ "x" | default("d") }}{{ undefinedvar | default("d") }}{{ undefinedvar }}|',
