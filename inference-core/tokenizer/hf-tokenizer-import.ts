@@ -25,6 +25,8 @@
  * config.json's *_token_id; add_* from the post-processor's TemplateProcessing,
  * overridden by tokenizer_config's add_*_token.
  */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { gv, type GgufValue } from '../gguf/index.ts';
 import { TokenizerError } from './tokenizer-errors.ts';
 import { TokenType } from './tokenizer.ts';
@@ -290,4 +292,32 @@ function specialVocab(tj: Json, tcIn: Json, added: HfAddedToken[], config: HfMod
   ids.delete('mask');
   for (const k of [...add.keys()]) if (!['bos', 'eos', 'sep'].includes(k)) add.delete(k);
   return { ids, add };
+}
+
+/**
+ * importHfTokenizer on a downloaded HF model directory: tokenizer.json (required),
+ * tokenizer_config.json and config.json (optional), and the template of
+ * chat_template.jinja / chat_template.json when tokenizer_config.json has none
+ * (gguf-py's order).
+ */
+export function importHfTokenizerDir(dir: string, options: Omit<HfImportOptions, 'config'> = {}): HfVocabImport {
+  const read = (name: string): unknown => {
+    const file = path.join(dir, name);
+    if (!fs.existsSync(file)) return undefined;
+    try {
+      return JSON.parse(fs.readFileSync(file, 'utf8'));
+    } catch (e) {
+      throw err(`${file} is not valid JSON (${(e as Error).message})`);
+    }
+  };
+  const tokenizerJson = read('tokenizer.json');
+  if (tokenizerJson === undefined) throw err(`${dir} has no tokenizer.json (download it with the model's other files)`);
+  const tokenizerConfig = { ...((read('tokenizer_config.json') as Json | undefined) ?? {}) };
+  if (tokenizerConfig.chat_template === undefined) {
+    const jinja = path.join(dir, 'chat_template.jinja');
+    const fromJson = (read('chat_template.json') as Json | undefined)?.chat_template;
+    if (fs.existsSync(jinja)) tokenizerConfig.chat_template = fs.readFileSync(jinja, 'utf8');
+    else if (typeof fromJson === 'string') tokenizerConfig.chat_template = fromJson;
+  }
+  return importHfTokenizer(tokenizerJson, tokenizerConfig, { ...options, config: read('config.json') as HfModelConfig | undefined });
 }

@@ -4,4 +4,4 @@ export { TokenizerError, type TokenizerErrorCode } from './tokenizer-errors.ts';
 export { preTokenize, PRE_TOKENIZER_NAMES, isPreTokenizerName, type PreTokenizerName } from './pre-tokenizer.ts';
 export { BYTE_TO_UNICODE, byteEncode, byteDecode } from './byte-unicode.ts';
 export { trainByteLevelBpe, trainSpmBpe, type ByteLevelVocab, type SpmVocab } from './bpe-trainer.ts';
-export { importHfTokenizer, detectHfPreTokenizer, type HfImportOptions, type HfVocabImport, type HfModelConfig, type HfAddedToken } from './hf-tokenizer-import.ts';
+export { importHfTokenizer, importHfTokenizerDir, detectHfPreTokenizer, type HfImportOptions, type HfVocabImport, type HfModelConfig, type HfAddedToken } from './hf-tokenizer-import.ts';

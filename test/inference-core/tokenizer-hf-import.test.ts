@@ -3,9 +3,12 @@
  * metadata with the values convert_hf_to_gguf.py writes for the real models
  * (the ids below are those of the published GGUFs of each model).
  */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { TokenType, TokenizerError, detectHfPreTokenizer, importHfTokenizer, type GgufValue } from '../../inference-core/index.ts';
-import { importRealVocab, readRealVocab, type RealVocabName } from '../helpers/real-vocab-gguf.ts';
+import { TokenType, TokenizerError, detectHfPreTokenizer, importHfTokenizer, importHfTokenizerDir, type GgufValue } from '../../inference-core/index.ts';
+import { importRealVocab, readRealVocab, realVocabDir, type RealVocabName } from '../helpers/real-vocab-gguf.ts';
 
 function metaOf(name: RealVocabName) {
   const imp = importRealVocab(name);
@@ -110,5 +113,24 @@ describe('importHfTokenizer errors and formats', () => {
     const imp = importHfTokenizer(tiny(qwenPre, [['a', 'b'], [' ', ' ']]));
     const merges = new Map(imp.metadata).get('tokenizer.ggml.merges') as { value: string[] };
     expect(merges.value).toEqual(['a b', 'Ġ Ġ']);
+  });
+});
+
+describe('importHfTokenizerDir', () => {
+  it('reads a model directory: config.json pads and fills ids, chat_template.jinja supplies a missing template', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kvtier-hfdir-'));
+    try {
+      for (const f of ['tokenizer.json', 'tokenizer_config.json']) fs.copyFileSync(path.join(realVocabDir('llama2'), f), path.join(dir, f));
+      fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ vocab_size: 32008, bos_token_id: 1, eos_token_id: 2 }));
+      fs.writeFileSync(path.join(dir, 'chat_template.jinja'), '{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}');
+      const imp = importHfTokenizerDir(dir);
+      const m = new Map(imp.metadata);
+      expect(imp.vocabSize).toBe(32008);
+      expect((m.get('tokenizer.chat_template') as { value: string }).value).toContain('bos_token');
+      fs.rmSync(path.join(dir, 'tokenizer.json'));
+      expect(() => importHfTokenizerDir(dir)).toThrow(/KVT_ERR_TOKENIZER_HF_IMPORT.*no tokenizer\.json/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
