@@ -144,16 +144,22 @@ export class Sampler {
     if (this.recent.length > this.repeatLastN) this.recent.shift();
   }
 
-  /** Picks the next token from `logits` (not modified) and records it. */
-  sample(logits: Float32Array): number {
-    const token = this.pick(logits);
+  /**
+   * Picks the next token from `logits` (not modified) and records it. With
+   * `allowed` (a bitset over token ids, e.g. a grammar's mask) only those
+   * tokens are candidates: the mask applies before repetition penalty,
+   * temperature, top-k and top-p, as if every other logit were -Infinity.
+   */
+  sample(logits: Float32Array, allowed?: Uint32Array): number {
+    const token = this.pick(logits, allowed);
     this.accept(token);
     return token;
   }
 
-  private pick(logits: Float32Array): number {
+  private pick(logits: Float32Array, allowed?: Uint32Array): number {
     const vocab = logits.length;
     if (vocab === 0) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'cannot sample from empty logits');
+    if (allowed) return this.pickMasked(logits, allowed);
     let x = logits;
     if (this.repetitionPenalty !== 1 && this.recent.length > 0) {
       x = this.scratchOf(vocab);
@@ -200,6 +206,68 @@ export class Sampler {
       if (r < acc) return sorted[i];
     }
     return sorted[n - 1];
+  }
+
+  /** `pick` over the allowed ids only (same pipeline, same tie rules). */
+  private pickMasked(logits: Float32Array, allowed: Uint32Array): number {
+    const vocab = logits.length;
+    const order = this.orderOf(vocab);
+    let n = 0;
+    for (let w = 0; w < allowed.length; w++) {
+      let bits = allowed[w];
+      while (bits !== 0) {
+        const low = bits & -bits;
+        const id = (w << 5) + (31 - Math.clz32(low));
+        bits ^= low;
+        if (id < vocab) order[n++] = id;
+      }
+    }
+    if (n === 0) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'the token mask allows no token; nothing can be sampled');
+    let x = logits;
+    if (this.repetitionPenalty !== 1 && this.recent.length > 0) {
+      x = this.scratchOf(vocab);
+      x.set(logits);
+      for (const t of new Set(this.recent)) {
+        if (t < vocab) x[t] = x[t] > 0 ? x[t] / this.repetitionPenalty : x[t] * this.repetitionPenalty;
+      }
+    }
+    if (this.temperature === 0) {
+      // Ids are ascending, so the first maximum is the lowest id (argmax's tie rule).
+      let best = order[0];
+      for (let i = 1; i < n; i++) if (x[order[i]] > x[best]) best = order[i];
+      return best;
+    }
+    const src = x;
+    const sorted = order.subarray(0, n).sort((a, b) => src[b] - src[a] || a - b);
+    const k = this.topK > 0 && this.topK < n ? this.topK : n;
+    const maxLogit = src[sorted[0]];
+    const probs = new Float64Array(k);
+    let sum = 0;
+    for (let i = 0; i < k; i++) {
+      const p = Math.exp((src[sorted[i]] - maxLogit) / this.temperature);
+      probs[i] = p;
+      sum += p;
+    }
+    let m = k;
+    if (this.topP < 1) {
+      let cum = 0;
+      for (let i = 0; i < k; i++) {
+        cum += probs[i] / sum;
+        if (cum >= this.topP) {
+          m = i + 1;
+          break;
+        }
+      }
+    }
+    let kept = 0;
+    for (let i = 0; i < m; i++) kept += probs[i];
+    const r = this.prng.nextFloat() * kept;
+    let acc = 0;
+    for (let i = 0; i < m; i++) {
+      acc += probs[i];
+      if (r < acc) return sorted[i];
+    }
+    return sorted[m - 1];
   }
 
   private scratchOf(n: number): Float32Array {

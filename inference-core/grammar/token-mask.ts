@@ -1,0 +1,200 @@
+/**
+ * Per-step token masks of a grammar over a vocabulary.
+ *
+ * A matcher state is a set of stacks (grammar-frames.ts). Its mask is found
+ * by walking the vocabulary's byte trie once, feeding each edge's byte to
+ * the states reached so far and cutting a subtree as soon as no stack
+ * survives — so shared prefixes are fed once and most of a 128k vocabulary
+ * is never visited. A string state takes the plain-string tokens as one
+ * bitset (vocab-index.ts) and walks only the rest. Masks are cached per
+ * state key: the same grammar position later in the reply, or in the next
+ * request with the same schema, costs one Map lookup.
+ *
+ * Budget: a token is allowed only if the bytes that still close the grammar
+ * after it (the state's cost) fit the budget, so the reply can always end.
+ * Each entry records the largest cost among its tokens; only when that
+ * exceeds the budget (the last few tokens of a reply) is a budget-specific
+ * mask computed (and cached under state+budget).
+ */
+import { GrammarError } from './grammar-errors.ts';
+import { FrameMachine, stackKey, type Stack } from './grammar-frames.ts';
+import type { Grammar } from './grammar-nodes.ts';
+import { PLAIN_MAX_CHARS, type ByteTrie, type VocabIndex } from './vocab-index.ts';
+
+export interface MatcherState {
+  readonly stacks: readonly Stack[];
+  readonly key: string;
+}
+
+export interface MaskEntry {
+  /** Allowed token ids (bitset over the vocabulary); stop tokens are not in it. */
+  readonly bits: Uint32Array;
+  /** Some stack is complete: a stop token (EOS) may end the reply here. */
+  readonly accepts: boolean;
+  /** Largest close cost among the allowed tokens (≤ the budget it was computed for). */
+  readonly maxCost: number;
+}
+
+const DEDUPE_OVER = 8;
+
+export class GrammarMasks {
+  readonly machine: FrameMachine;
+  private readonly entries = new Map<string, MaskEntry>();
+  private readonly words: number;
+
+  constructor(
+    readonly grammar: Grammar,
+    readonly vocab: VocabIndex,
+  ) {
+    this.machine = new FrameMachine(grammar);
+    this.words = (vocab.size + 31) >>> 5;
+  }
+
+  get cachedMasks(): number {
+    return this.entries.size;
+  }
+
+  initial(): MatcherState {
+    const out: Stack[] = [];
+    this.machine.push(null, this.grammar.root, out);
+    return this.stateOf(out);
+  }
+
+  stateOf(stacks: Stack[]): MatcherState {
+    const byKey = new Map<string, Stack>();
+    for (const s of stacks) byKey.set(stackKey(s, this.grammar), s);
+    const keys = [...byKey.keys()].sort();
+    return { stacks: keys.map((k) => byKey.get(k)!), key: keys.join('|') };
+  }
+
+  /** The state after `bytes`; empty stacks when the grammar rejects them. */
+  advance(state: MatcherState, bytes: Uint8Array): MatcherState {
+    let cur: Stack[] = state.stacks as Stack[];
+    for (const c of bytes) {
+      const next: Stack[] = [];
+      for (const s of cur) this.machine.feed(s, c, next);
+      cur = next.length > DEDUPE_OVER ? dedupe(next, this.grammar) : next;
+      if (cur.length === 0) break;
+    }
+    return this.stateOf(cur);
+  }
+
+  accepts(state: MatcherState): boolean {
+    return state.stacks.some((s) => this.machine.accepts(s));
+  }
+
+  /** Fewest bytes that complete the grammar from `state` (Infinity: rejected). */
+  cost(state: MatcherState): number {
+    let best = Infinity;
+    for (const s of state.stacks) best = Math.min(best, this.machine.stackCost(s));
+    return best;
+  }
+
+  /** The mask of `state` for tokens after which at most `budget` bytes close the grammar. */
+  mask(state: MatcherState, budget: number): MaskEntry {
+    let entry = this.entries.get(state.key);
+    if (entry === undefined) {
+      entry = this.compute(state, Infinity);
+      this.entries.set(state.key, entry);
+    }
+    if (entry.maxCost <= budget) return entry;
+    const key = `${state.key}@${budget}`;
+    let tight = this.entries.get(key);
+    if (tight === undefined) {
+      tight = this.compute(state, budget);
+      this.entries.set(key, tight);
+    }
+    return tight;
+  }
+
+  private compute(state: MatcherState, budget: number): MaskEntry {
+    const bits = new Uint32Array(this.words);
+    const stat = { maxCost: -1 };
+    const accepts = this.accepts(state);
+    const top = state.stacks.length === 1 ? state.stacks[0] : null;
+    const node = top ? this.grammar.nodes[top.f.n] : null;
+    if (top && node && node.kind === 'str' && node.exclude === null && top.f.p === 1) {
+      this.plainString(top, node.min, node.max, budget, bits, stat);
+      this.walk(this.vocab.nonPlainTrie, state.stacks, budget, bits, stat);
+    } else this.walk(this.vocab.trie, state.stacks, budget, bits, stat);
+    return { bits, accepts, maxCost: stat.maxCost };
+  }
+
+  /** Plain tokens inside a string body: chars ≤ what maxLength leaves, and (under a budget) enough chars to reach minLength in time. */
+  private plainString(top: Stack, min: number, max: number, budget: number, bits: Uint32Array, stat: { maxCost: number }): void {
+    const count = top.f.a;
+    const kmax = Math.min(PLAIN_MAX_CHARS, max - count);
+    if (kmax < 1) return;
+    const rest = top.up === null ? 0 : this.machine.stackCost(top.up);
+    if (rest === Infinity || rest + 1 > budget) return;
+    // cost(n chars) = rest + 1 + max(0, min − count − n) ≤ budget  ⇔  n ≥ nmin
+    const nmin = Math.max(1, min - count - (budget - rest - 1));
+    if (nmin > kmax) return;
+    const upTo = this.vocab.plainUpTo[kmax];
+    const below = nmin >= 2 ? this.vocab.plainUpTo[nmin - 1] : null;
+    for (let w = 0; w < bits.length; w++) bits[w] |= below ? upTo[w] & ~below[w] : upTo[w];
+    stat.maxCost = Math.max(stat.maxCost, rest + 1 + Math.max(0, min - count - nmin));
+  }
+
+  private walk(trie: ByteTrie, start: readonly Stack[], budget: number, bits: Uint32Array, stat: { maxCost: number }): void {
+    const { edgeStart, edgeByte, edgeChild, tokStart, tokIds } = trie;
+    const machine = this.machine;
+    const nodes: number[] = [0];
+    const states: Stack[][] = [start as Stack[]];
+    while (nodes.length > 0) {
+      const n = nodes.pop()!;
+      const cur = states.pop()!;
+      for (let e = edgeStart[n]; e < edgeStart[n + 1]; e++) {
+        const c = edgeByte[e];
+        let next: Stack[] = [];
+        for (let i = 0; i < cur.length; i++) machine.feed(cur[i], c, next);
+        if (next.length === 0) continue;
+        if (next.length > DEDUPE_OVER) next = dedupe(next, this.grammar);
+        const child = edgeChild[e];
+        if (tokStart[child] < tokStart[child + 1]) {
+          let cost = Infinity;
+          for (let i = 0; i < next.length; i++) cost = Math.min(cost, machine.stackCost(next[i]));
+          if (cost <= budget && cost !== Infinity) {
+            if (cost > stat.maxCost) stat.maxCost = cost;
+            for (let t = tokStart[child]; t < tokStart[child + 1]; t++) {
+              const id = tokIds[t];
+              bits[id >>> 5] |= 1 << (id & 31);
+            }
+          }
+        }
+        if (edgeStart[child] < edgeStart[child + 1]) {
+          nodes.push(child);
+          states.push(next);
+        }
+      }
+    }
+  }
+}
+
+function dedupe(stacks: Stack[], g: Grammar): Stack[] {
+  const byKey = new Map<string, Stack>();
+  for (const s of stacks) byKey.set(stackKey(s, g), s);
+  return [...byKey.values()];
+}
+
+/** Reference twin of `GrammarMasks.mask`: every token's bytes through the matcher, one by one. */
+export function bruteForceMask(masks: GrammarMasks, state: MatcherState, budget: number): Uint32Array {
+  const bits = new Uint32Array((masks.vocab.size + 31) >>> 5);
+  masks.vocab.pieces.forEach((p, id) => {
+    if (p.length === 0) return;
+    const after = masks.advance(state, p);
+    if (after.stacks.length === 0) return;
+    const cost = masks.cost(after);
+    if (cost <= budget && cost !== Infinity) bits[id >>> 5] |= 1 << (id & 31);
+  });
+  return bits;
+}
+
+export function maskHas(bits: Uint32Array, id: number): boolean {
+  return (bits[id >>> 5] & (1 << (id & 31))) !== 0;
+}
+
+/** Dead end guard: the grammar needs a byte no token can give. */
+export function deadEnd(detail: string): GrammarError {
+  return new GrammarError('KVT_ERR_GRAMMAR_DEAD_END', `${detail}; the vocabulary cannot spell what the grammar needs — report the schema and model`);
+}
