@@ -17,6 +17,7 @@ import * as fs from 'node:fs';
 import xxhash from 'xxhash-wasm';
 import type { GgufFile } from './gguf/index.ts';
 import { modelConfigFromGguf } from './model-config.ts';
+import { deepseekConfigFromGguf } from './deepseek-config.ts';
 
 export const FINGERPRINT_VERSION = 1;
 const SEED_A = 0x6b767469_65720001n; // "kvtier" + 1
@@ -115,6 +116,14 @@ async function cachedWeightsHash(gguf: GgufFile, useCache: boolean): Promise<str
 export async function modelFingerprint(gguf: GgufFile, options: FingerprintOptions): Promise<string> {
   if (options.kvDtype !== 'f16' && options.kvDtype !== 'f32') {
     throw new FingerprintError(`kvDtype must be 'f16' or 'f32', got ${JSON.stringify(options.kvDtype)}`);
+  }
+  if (gguf.optString('general.architecture') === 'deepseek2') {
+    // a latent (MLA) KV layout: its own namespace, never shared with K|V-layout models
+    const w = await cachedWeightsHash(gguf, options.cache ?? true);
+    const canonical = JSON.stringify({ v: FINGERPRINT_VERSION, arch: 'deepseek2', kv: 'mla', config: deepseekConfigFromGguf(gguf), kvDtype: options.kvDtype, weights: w });
+    const x = await hasher();
+    const bytes = enc.encode(canonical);
+    return hex64(x.h64Raw(bytes, SEED_A)) + hex64(x.h64Raw(bytes, SEED_B));
   }
   const cfg = modelConfigFromGguf(gguf);
   const w = await cachedWeightsHash(gguf, options.cache ?? true);

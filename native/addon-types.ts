@@ -43,6 +43,16 @@ export interface NativeAddon {
     kvDtype: number, layer: number, heads: number, scale: number, tables: Int32Array, segments: Int32Array): void;
   attentionRef(out: Float32Array, q: Float32Array, pages: Bytes, layers: number, kvHeads: number, headDim: number,
     kvDtype: number, layer: number, heads: number, scale: number, tables: Int32Array, segments: Int32Array): void;
+  /** MLA latent pages page[layer][64][width]; latent [n][width]. */
+  mlaKvWrite(pages: Bytes, layers: number, width: number, kvDtype: number, layer: number, blockTable: Int32Array,
+    pos0: number, n: number, latent: Float32Array): void;
+  mlaKvWriteRef(pages: Bytes, layers: number, width: number, kvDtype: number, layer: number, blockTable: Int32Array,
+    pos0: number, n: number, latent: Float32Array): void;
+  /** q [rows][heads][width] → out [rows][heads][vDim]; V = the first vDim values of each latent row. */
+  mlaAttention(out: Float32Array, q: Float32Array, pages: Bytes, layers: number, width: number, kvDtype: number,
+    layer: number, heads: number, vDim: number, scale: number, tables: Int32Array, segments: Int32Array): void;
+  mlaAttentionRef(out: Float32Array, q: Float32Array, pages: Bytes, layers: number, width: number, kvDtype: number,
+    layer: number, heads: number, vDim: number, scale: number, tables: Int32Array, segments: Int32Array): void;
   dequantize(dst: Float32Array, src: Bytes, dtype: number, count: number): void;
   quantize(dst: Bytes, src: Float32Array, dtype: number, count: number): void;
 }

@@ -93,6 +93,21 @@ export interface KvPoolHandle {
   readonly pageBytes: number;
 }
 
+/**
+ * A latent (MLA) KV pool for DeepSeek-V2/V3 (`deepseek2`): one row per token
+ * and layer, [c_kv (kv_lora_rank) | k_pe (rope dims)] = `width` values,
+ *
+ *     page[layer][64 tokens][width]      pageBytes = layers · 64 · width · bytes(dtype)
+ *
+ * The handle reports kvHeads 1 and headDim = width.
+ */
+export interface MlaKvPoolSpec {
+  layers: number;
+  width: number;
+  pages: number;
+  dtype?: KvDType; // default 'f16'
+}
+
 /** One run of queries of one sequence: positions [pos0, pos0+queries) over keys [0, pos0+queries). */
 export interface AttentionSegment {
   /** Page index of each 64-token block of the sequence; must cover pos0+queries tokens. */
@@ -194,6 +209,16 @@ export interface Backend {
    * scale: usually 1/sqrt(headDim).
    */
   attention(out: TensorHandle, q: TensorHandle, pool: KvPoolHandle, layer: number, heads: number,
+    scale: number, segments: AttentionSegment[]): void;
+  // ---- MLA (optional: a backend without them refuses deepseek2 models) ------
+  createMlaKvPool?(spec: MlaKvPoolSpec): KvPoolHandle;
+  /** Stores latent rows ([n][width] f32) of one layer at positions [pos0, pos0+n) of a latent pool. */
+  mlaKvWrite?(pool: KvPoolHandle, layer: number, blockTable: Int32Array, pos0: number, n: number, latent: TensorHandle): void;
+  /**
+   * Causal absorbed MLA attention (MQA over the latent rows, V = the first
+   * vDim values of each row). q: [Σ queries][heads][width], out: [Σ queries][heads][vDim].
+   */
+  mlaAttention?(out: TensorHandle, q: TensorHandle, pool: KvPoolHandle, layer: number, heads: number, vDim: number,
     scale: number, segments: AttentionSegment[]): void;
   /** Waits until every enqueued op is done (CPU: no-op). */
   sync(): void;

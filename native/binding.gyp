@@ -82,6 +82,8 @@
         "src/ops/embed-ref.cc",
         "src/ops/kv-write.cc",
         "src/ops/kv-write-ref.cc",
+        "src/ops/mla-attention.cc",
+        "src/ops/mla-attention-ref.cc",
         "src/quant/quant-dispatch.cc",
         "src/quant/quant-search.cc",
         "src/quant/quant-legacy.cc",

@@ -12,7 +12,7 @@
 import type { NativeAddon } from './addon-types.ts';
 import {
   GGML_TYPE, NativeError, PAGE_TOKENS, WEIGHT_BLOCK,
-  type AttentionSegment, type Backend, type BackendInfo, type KvDType, type KvPoolHandle, type KvPoolSpec,
+  type AttentionSegment, type Backend, type BackendInfo, type KvDType, type KvPoolHandle, type KvPoolSpec, type MlaKvPoolSpec,
   type RopeOptions, type TensorHandle, type WeightDType, type WeightHandle,
 } from './backend.ts';
 import { loadAddon, wrapNativeError } from './load-addon.ts';
@@ -63,6 +63,8 @@ export class CpuKvPool implements KvPoolHandle {
     readonly dtype: KvDType,
     readonly pageBytes: number,
     public bytes: Uint8Array,
+    /** MLA latent pages (page[layer][64][width], width = headDim) instead of K|V per head. */
+    readonly latent = false,
   ) {}
   get kvType(): number {
     return this.dtype === 'f32' ? 0 : 1;
@@ -146,6 +148,33 @@ export class CpuBackend implements Backend {
     const pageBytes = spec.layers * 2 * spec.kvHeads * PAGE_TOKENS * spec.headDim * (dtype === 'f32' ? 4 : 2);
     const buf = this.call(() => this.addon.allocAligned(pageBytes * spec.pages));
     return new CpuKvPool(spec.layers, spec.kvHeads, spec.headDim, spec.pages, dtype, pageBytes, new Uint8Array(buf));
+  }
+
+  createMlaKvPool(spec: MlaKvPoolSpec): KvPoolHandle {
+    const dtype = spec.dtype ?? 'f16';
+    if (dtype !== 'f16' && dtype !== 'f32') throw new NativeError('KVT_ERR_NATIVE_DTYPE', `kv dtype ${dtype}: use f16 or f32`);
+    checkInt('layers', spec.layers, 1);
+    checkInt('width', spec.width, 1);
+    checkInt('pages', spec.pages, 1);
+    if (spec.width > 4096) shapeError(`MLA latent width ${spec.width} > 4096 is not supported`);
+    const pageBytes = spec.layers * PAGE_TOKENS * spec.width * (dtype === 'f32' ? 4 : 2);
+    const buf = this.call(() => this.addon.allocAligned(pageBytes * spec.pages));
+    return new CpuKvPool(spec.layers, 1, spec.width, spec.pages, dtype, pageBytes, new Uint8Array(buf), true);
+  }
+
+  mlaKvWrite(pool: KvPoolHandle, layer: number, blockTable: Int32Array, pos0: number, n: number, latent: TensorHandle): void {
+    const p = this.latentPool(pool);
+    const l = this.tensor(latent, 'mlaKvWrite latent');
+    this.call(() => this.addon.mlaKvWrite(p.bytes, p.layers, p.headDim, p.kvType, layer, blockTable, pos0, n, l));
+  }
+
+  mlaAttention(out: TensorHandle, q: TensorHandle, pool: KvPoolHandle, layer: number, heads: number, vDim: number,
+    scale: number, segments: AttentionSegment[]): void {
+    const p = this.latentPool(pool);
+    const o = this.tensor(out, 'mlaAttention out');
+    const qd = this.tensor(q, 'mlaAttention q');
+    const { tables, segs } = packSegments(segments);
+    this.call(() => this.addon.mlaAttention(o, qd, p.bytes, p.layers, p.headDim, p.kvType, layer, heads, vDim, scale, tables, segs));
   }
 
   copyIntoPage(pool: KvPoolHandle, page: number, src: Uint8Array): void {
@@ -240,7 +269,7 @@ export class CpuBackend implements Backend {
 
   kvWrite(pool: KvPoolHandle, layer: number, blockTable: Int32Array, pos0: number, n: number,
     k: TensorHandle, v: TensorHandle): void {
-    const p = this.pool(pool);
+    const p = this.mhaPool(pool);
     const kd = this.tensor(k, 'kvWrite k');
     const vd = this.tensor(v, 'kvWrite v');
     this.call(() => this.addon.kvWrite(p.bytes, p.layers, p.kvHeads, p.headDim, p.kvType, layer, blockTable, pos0, n, kd, vd));
@@ -248,7 +277,7 @@ export class CpuBackend implements Backend {
 
   attention(out: TensorHandle, q: TensorHandle, pool: KvPoolHandle, layer: number, heads: number,
     scale: number, segments: AttentionSegment[]): void {
-    const p = this.pool(pool);
+    const p = this.mhaPool(pool);
     const o = this.tensor(out, 'attention out');
     const qd = this.tensor(q, 'attention q');
     const { tables, segs } = packSegments(segments);
@@ -280,6 +309,18 @@ export class CpuBackend implements Backend {
   private pool(p: KvPoolHandle): CpuKvPool {
     if (!(p instanceof CpuKvPool)) throw new NativeError('KVT_ERR_NATIVE_HANDLE', 'not a KV pool of the cpu backend');
     return p;
+  }
+
+  private latentPool(p: KvPoolHandle): CpuKvPool {
+    const pool = this.pool(p);
+    if (!pool.latent) shapeError('MLA ops need a pool from createMlaKvPool');
+    return pool;
+  }
+
+  private mhaPool(p: KvPoolHandle): CpuKvPool {
+    const pool = this.pool(p);
+    if (pool.latent) shapeError('kvWrite/attention need a K|V pool from createKvPool, not an MLA latent pool');
+    return pool;
   }
 
   private checkPage(p: CpuKvPool, page: number): void {

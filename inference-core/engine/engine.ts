@@ -15,11 +15,12 @@
  *   engine.decodeBatch([s1…sn], [t1…tn])  one decode step for n sequences as one batch
  *   engine.step([{seq, tokens, logits}…])   decode rows and prefill chunks of many sequences in one forward
  */
-import type { Backend } from '../../native/index.ts';
+import type { Backend, KvPoolHandle } from '../../native/index.ts';
 import type { KvLayout } from '../kv/kv-pool.ts';
 import { KvPool, TOKENS_PER_BLOCK } from '../kv/kv-pool.ts';
 import { EngineError } from './engine-errors.ts';
 import { LlamaGraph, type GraphConfig, type ModelWeights, type RowSegment } from './llama-graph.ts';
+import type { DeepseekGraphConfig } from './deepseek-graph.ts';
 import { Sequence, type SequenceHost } from './sequence.ts';
 
 /** Rows of one prefill forward call: bounds activation memory for long prompts. */
@@ -27,9 +28,23 @@ export const DEFAULT_PREFILL_CHUNK = 512;
 /** Most sequences one decodeBatch call may carry. */
 export const DEFAULT_MAX_BATCH = 64;
 
+/** The forward pass the engine drives (LlamaGraph, DeepseekGraph). */
+export interface ForwardGraph {
+  readonly maxRows: number;
+  readonly maxLogitRows: number;
+  forward(pool: KvPoolHandle, tokens: Int32Array, positions: Int32Array, segments: RowSegment[], logitRows: Int32Array): Float32Array;
+  destroy(): void;
+}
+
 export interface EngineParts<Tok, Cfg> {
   backend: Backend;
-  graphConfig: GraphConfig;
+  graphConfig: GraphConfig | DeepseekGraphConfig;
+  /**
+   * Builds the forward pass for (maxRows, maxLogitRows); absent: LlamaGraph over
+   * graphConfig and weights. Models with their own graph (deepseek2) pass it and
+   * put all their handles in ownedTensors.
+   */
+  graph?: (maxRows: number, maxLogitRows: number) => ForwardGraph;
   weights: ModelWeights;
   /** Extra handles the engine frees on destroy (bias tensors, …). */
   ownedTensors: Parameters<Backend['free']>[0][];
@@ -59,12 +74,12 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
   readonly fingerprint: string;
   readonly tokenizer: Tok;
   readonly config: Cfg;
-  readonly graphConfig: GraphConfig;
+  readonly graphConfig: GraphConfig | DeepseekGraphConfig;
   readonly contextLength: number;
   readonly vocabSize: number;
   readonly prefillChunk: number;
   readonly maxBatch: number;
-  private readonly graph: LlamaGraph;
+  private readonly graph: ForwardGraph;
   private readonly weights: ModelWeights;
   private readonly owned: EngineParts<Tok, Cfg>['ownedTensors'];
   private readonly onDestroy: (() => void) | undefined;
@@ -87,7 +102,11 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
     this.owned = parts.ownedTensors;
     this.onDestroy = parts.onDestroy;
     this.pool = new KvPool(this.backend, parts.kvLayout, parts.poolBytes);
-    this.graph = new LlamaGraph(this.backend, parts.graphConfig, parts.weights, Math.max(this.prefillChunk, this.maxBatch), this.maxBatch);
+    const maxRows = Math.max(this.prefillChunk, this.maxBatch);
+    if (parts.graph) this.graph = parts.graph(maxRows, this.maxBatch);
+    else if (parts.graphConfig.architecture === 'deepseek2') {
+      throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'a deepseek2 engine needs its graph factory (EngineParts.graph); load it with loadEngine');
+    } else this.graph = new LlamaGraph(this.backend, parts.graphConfig, parts.weights, maxRows, this.maxBatch);
   }
 
   createSequence(): Sequence {

@@ -4,7 +4,7 @@
  *   'synthetic:tiny' | 'synthetic:small'   generated (once) under <dataDir>/models/
  *   'synthetic:small:q4_k_m'               the same with its weight type named (f32, f16, bf16, q8_0,
  *                                          q4_0, q4_k_m, q5_k_m, q6_k; overrides options.weightType)
- *   '/path/to/model.gguf'                  a llama (Llama 2/3/3.1+, Mistral), qwen2 or qwen3 GGUF;
+ *   '/path/to/model.gguf'                  a llama (Llama 2/3/3.1+, Mistral), qwen2, qwen3 or deepseek2 GGUF;
  *                                          weight types: model-weights.ts WEIGHT_DTYPE
  *
  * The GGUF is read once into memory; the CPU backend's weight handles view
@@ -26,6 +26,8 @@ import { kvLayoutOf } from '../kv/kv-pool.ts';
 import { Engine, DEFAULT_MAX_BATCH, DEFAULT_PREFILL_CHUNK } from './engine.ts';
 import { EngineError } from './engine-errors.ts';
 import { graphConfigFrom, uploadModelWeights } from './model-weights.ts';
+import { deepseekEngineParts } from './deepseek-load.ts';
+import type { DeepseekConfig } from '../deepseek-config.ts';
 
 export interface LoadEngineOptions {
   /** Where synthetic models are generated (<dataDir>/models/). Required for 'synthetic:*'. */
@@ -87,6 +89,21 @@ export async function loadEngine(spec: string, options: LoadEngineOptions = {}):
   try {
     if (options.threads !== undefined) setThreads(options.threads);
     const backend = options.backend ?? createBackend();
+    if (gguf.optString('general.architecture') === 'deepseek2') {
+      const ds = deepseekEngineParts(backend, gguf, kvDtype);
+      const engine = new Engine<Tokenizer, ModelConfig | DeepseekConfig>({
+        backend,
+        ...ds,
+        poolBytes: options.poolBytes ?? DEFAULT_POOL_BYTES,
+        contextLength: ds.config.ctxLen,
+        fingerprint: await modelFingerprint(gguf, { kvDtype }),
+        tokenizer: Tokenizer.fromGguf(gguf),
+        prefillChunk: options.prefillChunk ?? DEFAULT_PREFILL_CHUNK,
+        maxBatch: options.maxBatch ?? DEFAULT_MAX_BATCH,
+        onDestroy: () => gguf.close(),
+      });
+      return Object.assign(engine, { modelPath }) as LoadedEngine;
+    }
     const config = modelConfigFromGguf(gguf);
     const graphConfig = graphConfigFrom(gguf, config);
     const tokenizer = Tokenizer.fromGguf(gguf);

@@ -32,6 +32,18 @@ export interface KvLayout {
   tokensPerBlock: number;
   /** Bytes of one block payload. */
   blockBytes: number;
+  /**
+   * 'mla': a DeepSeek latent page, page[layer][64 tokens][headDim] with headDim =
+   * kv_lora_rank + rope dims and kvHeads 1 (no separate V: it is a prefix of each row).
+   * Absent: the K|V layout above.
+   */
+  kind?: 'mla';
+}
+
+/** Layout of an MLA latent page: one [c_kv | k_pe] row of `width` values per token and layer. */
+export function mlaKvLayoutOf(layers: number, width: number, dtype: KvDType): KvLayout {
+  const elem = dtype === 'f16' ? 2 : 4;
+  return { layers, kvHeads: 1, headDim: width, dtype, tokensPerBlock: TOKENS_PER_BLOCK, blockBytes: layers * TOKENS_PER_BLOCK * width * elem, kind: 'mla' };
 }
 
 export function kvLayoutOf(layers: number, kvHeads: number, headDim: number, dtype: KvDType): KvLayout {
@@ -132,7 +144,12 @@ export class KvPool {
       );
     }
     this.allocator = new PageAllocator(pages);
-    this.handle = backend.createKvPool({
+    if (layout.kind === 'mla' && !backend.createMlaKvPool) {
+      throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', `the ${backend.name} backend has no MLA latent KV pool; run this model on the cpu backend`);
+    }
+    this.handle = layout.kind === 'mla'
+      ? backend.createMlaKvPool!({ layers: layout.layers, width: layout.headDim, pages, dtype: layout.dtype })
+      : backend.createKvPool({
       layers: layout.layers,
       kvHeads: layout.kvHeads,
       headDim: layout.headDim,

@@ -14,6 +14,7 @@
 #include "memory.h"
 #include "ops/matmul-legacy.h"
 #include "ops/matmul-kquant.h"
+#include "ops/mla-attention.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
 #include "thread-pool.h"
@@ -574,6 +575,80 @@ Napi::Value Attention(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+// MLA latent pages at [i..i+3]: pages, layers, width, kvDtype. Checks the pool size.
+bool get_mla(const Napi::CallbackInfo& info, size_t i, Bytes* pages, MlaLayout* kv, size_t* n_pages) {
+  Napi::Env env = info.Env();
+  if (!get_bytes(info, i, pages, "pages") || !get_int(info, i + 1, &kv->layers, "layers", 1) ||
+      !get_int(info, i + 2, &kv->width, "width", 1, 4096) || !get_int(info, i + 3, &kv->dtype, "kvDtype"))
+    return false;
+  if (!need(env, kv->dtype == F32 || kv->dtype == F16, "kv dtype must be 0 (F32) or 1 (F16)")) return false;
+  size_t pb = kv->page_bytes();
+  *n_pages = pb ? pages->n / pb : 0;
+  return need(env, *n_pages > 0, "mla kv pool smaller than one page");
+}
+
+// mlaKvWrite(pages, layers, width, kvDtype, layer, blockTable, pos0, n, latent)
+template <bool kRef>
+Napi::Value MlaKvWrite(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Bytes pages;
+  MlaLayout kv;
+  size_t n_pages, n_table, n_lat;
+  int layer, pos0, n;
+  int32_t* table;
+  float* lat;
+  if (!get_mla(info, 0, &pages, &kv, &n_pages) || !get_int(info, 4, &layer, "layer") ||
+      !get_i32(info, 5, &table, &n_table, "blockTable") || !get_int(info, 6, &pos0, "pos0") || !get_int(info, 7, &n, "n") ||
+      !get_f32(info, 8, &lat, &n_lat, "latent"))
+    return env.Undefined();
+  if (!need(env, layer < kv.layers, "mlaKvWrite: layer out of range") ||
+      !need(env, n_lat >= (size_t)kv.width * n, "mlaKvWrite: latent needs n*width floats") ||
+      !check_table(env, table, n_table, n_pages, pos0 + n))
+    return env.Undefined();
+  if (kRef) mla_kv_write_ref(pages.p, kv, layer, table, pos0, n, lat);
+  else mla_kv_write(pages.p, kv, layer, table, pos0, n, lat, global_pool());
+  return env.Undefined();
+}
+
+// mlaAttention(out, q, pages, layers, width, kvDtype, layer, heads, vDim, scale, tables, segs)
+template <bool kRef>
+Napi::Value MlaAttention(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  float *out, *q;
+  size_t n_out, n_q, n_pages, n_tables, n_segs4;
+  Bytes pages;
+  MlaLayout kv;
+  int layer, heads, v_dim;
+  float scale;
+  int32_t *tables, *segs;
+  if (!get_f32(info, 0, &out, &n_out, "out") || !get_f32(info, 1, &q, &n_q, "q") || !get_mla(info, 2, &pages, &kv, &n_pages) ||
+      !get_int(info, 6, &layer, "layer") || !get_int(info, 7, &heads, "heads", 1) || !get_int(info, 8, &v_dim, "vDim", 1) ||
+      !get_float(info, 9, &scale, "scale") || !get_i32(info, 10, &tables, &n_tables, "tables") ||
+      !get_i32(info, 11, &segs, &n_segs4, "segments"))
+    return env.Undefined();
+  if (!need(env, layer < kv.layers, "mlaAttention: layer out of range") ||
+      !need(env, v_dim <= kv.width, "mlaAttention: vDim must be <= width") ||
+      !need(env, n_segs4 % 4 == 0, "mlaAttention: segments must hold 4 ints per segment"))
+    return env.Undefined();
+  std::vector<AttnSegment> sg(n_segs4 / 4);
+  int rows = 0;
+  for (size_t s = 0; s < sg.size(); ++s) {
+    int off = segs[s * 4], len = segs[s * 4 + 1], pos0 = segs[s * 4 + 2], nq = segs[s * 4 + 3];
+    if (!need(env, off >= 0 && len >= 0 && (size_t)off + len <= n_tables && pos0 >= 0 && nq >= 0,
+              "mlaAttention: segment " + std::to_string(s) + " has a bad table range, pos0 or query count") ||
+        !check_table(env, tables + off, (size_t)len, n_pages, pos0 + nq))
+      return env.Undefined();
+    sg[s] = AttnSegment{tables + off, len, pos0, nq, rows};
+    rows += nq;
+  }
+  if (!need(env, n_q >= (size_t)rows * heads * kv.width, "mlaAttention: q needs Σqueries*heads*width floats") ||
+      !need(env, n_out >= (size_t)rows * heads * v_dim, "mlaAttention: out needs Σqueries*heads*vDim floats"))
+    return env.Undefined();
+  if (kRef) mla_attention_ref(out, q, pages.p, kv, layer, heads, v_dim, scale, sg.data(), (int)sg.size());
+  else mla_attention(out, q, pages.p, kv, layer, heads, v_dim, scale, sg.data(), (int)sg.size(), global_pool());
+  return env.Undefined();
+}
+
 // dequantize(dst Float32Array, src bytes, dtype, count) / quantize(dst bytes, src Float32Array, dtype, count)
 template <bool kQuantize>
 Napi::Value Convert(const Napi::CallbackInfo& info) {
@@ -631,6 +706,10 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("kvWriteRef", Napi::Function::New(env, KvWrite<true>));
   exports.Set("attention", Napi::Function::New(env, Attention<false>));
   exports.Set("attentionRef", Napi::Function::New(env, Attention<true>));
+  exports.Set("mlaKvWrite", Napi::Function::New(env, MlaKvWrite<false>));
+  exports.Set("mlaKvWriteRef", Napi::Function::New(env, MlaKvWrite<true>));
+  exports.Set("mlaAttention", Napi::Function::New(env, MlaAttention<false>));
+  exports.Set("mlaAttentionRef", Napi::Function::New(env, MlaAttention<true>));
   exports.Set("dequantize", Napi::Function::New(env, Convert<false>));
   exports.Set("quantize", Napi::Function::New(env, Convert<true>));
   return exports;
