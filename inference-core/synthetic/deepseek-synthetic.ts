@@ -90,6 +90,8 @@ export interface DeepseekSyntheticOptions {
   weightType?: DeepseekWeightType;
   shape?: DeepseekShape;
   kvB?: 'split' | 'fused';
+  /** The same weights without the rope.scaling.* keys (tests: a parity check must notice). */
+  withoutRopeScaling?: boolean;
 }
 
 interface Resolved {
@@ -102,7 +104,8 @@ interface Resolved {
 
 function resolve(size: DeepseekSyntheticSize, o: DeepseekSyntheticOptions): Resolved {
   const shape = o.shape ?? 'v3';
-  return { size, shape, weightType: o.weightType ?? 'f16', kvB: o.kvB ?? 'split', spec: DEEPSEEK_SYNTHETIC_SPECS[size][shape] };
+  const spec = DEEPSEEK_SYNTHETIC_SPECS[size][shape];
+  return { size, shape, weightType: o.weightType ?? 'f16', kvB: o.kvB ?? 'split', spec: o.withoutRopeScaling ? { ...spec, yarn: null } : spec };
 }
 
 export function deepseekModelPath(size: DeepseekSyntheticSize, o: DeepseekSyntheticOptions): string {
@@ -112,7 +115,7 @@ export function deepseekModelPath(size: DeepseekSyntheticSize, o: DeepseekSynthe
     .update(loadCorpus().hash)
     .digest('hex')
     .slice(0, 12);
-  return path.join(o.dataDir, 'models', `${size}-${r.shape}${r.kvB === 'fused' ? '-fused' : ''}-${r.weightType}-${h}.gguf`);
+  return path.join(o.dataDir, 'models', `${size}-${r.shape}${r.kvB === 'fused' ? '-fused' : ''}${r.spec.yarn ? '' : '-noscale'}-${r.weightType}-${h}.gguf`);
 }
 
 /** Path of the synthetic DeepSeek GGUF, generating it first if needed. */

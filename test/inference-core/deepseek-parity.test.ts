@@ -1,0 +1,232 @@
+/**
+ * DeepSeek (GGUF `deepseek2`: MLA + MoE) against llama.cpp (node-llama-cpp
+ * 3.21.1's CPU build) on the same random-weight synthetic:deepseek-tiny files
+ * (inference-core/synthetic/deepseek-synthetic.ts), both shapes:
+ *   v3       q LoRA, sigmoid gating + exp_probs_b, 4 groups / 2 used, norm, scale 2.5,
+ *            split attn_k_b/attn_v_b, YaRN ×4 past an original context of 256
+ *   v2-lite  attn_q, softmax gating, 2 shared experts, no norm, YaRN mscale_all_dim 0.707
+ *   v2-lite fused   the same with the legacy attn_kv_b (llama.cpp runs it as MHA)
+ * Per file × {f32, f16, q8_0} weights (f16 KV on both sides):
+ *   - last-position log-softmax for 1-, 65- and 300-token prompts (300 is past the
+ *     original context), max |ours − llama.cpp| / llama.cpp's log-prob spread:
+ *     f32 1e-3 (measured ≤ 4.9e-4; with f32 KV on both sides ≤ 1.2e-6, so what is
+ *     left is the two sides rounding to f16 KV differently), f16 1.5e-3 (measured
+ *     ≤ 8.3e-4), q8_0 2.5e-2 (measured 7e-3..1.4e-2: both sides quantize activations);
+ *   - a 32-token greedy continuation equal up to llama.cpp's first near-tie, then
+ *     teacher-forced argmax agreement on every step that is not a near-tie;
+ *   - cache equivalence over the latent blocks: exported blocks imported into a
+ *     fresh sequence + the suffix prefilled == the whole prompt prefilled, bit for bit.
+ * And the check can fail: the same v3 weights without the YaRN keys (plain rope,
+ * kq scale 1/√kDim) miss llama.cpp on the scaled file by more than 5× the tolerance.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index.ts';
+import { ensureDeepseekModel, type DeepseekShape, type DeepseekWeightType } from '../../inference-core/synthetic/deepseek-synthetic.ts';
+import type { DeepseekConfig } from '../../inference-core/deepseek-config.ts';
+import { llamaBatch, type LlamaBatchRequest } from '../helpers/llamacpp.ts';
+import { TEST_DATA_DIR, argmax, greedyFrom, randomTokens } from './engine-fixtures.ts';
+
+const DTYPES: Array<{ weightType: DeepseekWeightType; tolerance: number; nearTie: number }> = [
+  { weightType: 'f32', tolerance: 1e-3, nearTie: 5e-3 },
+  { weightType: 'f16', tolerance: 1.5e-3, nearTie: 5e-3 },
+  { weightType: 'q8_0', tolerance: 2.5e-2, nearTie: 5e-2 },
+];
+const FILES: Array<{ shape: DeepseekShape; kvB: 'split' | 'fused'; dtypes: DeepseekWeightType[] }> = [
+  { shape: 'v3', kvB: 'split', dtypes: ['f32', 'f16', 'q8_0'] },
+  { shape: 'v2-lite', kvB: 'split', dtypes: ['f32', 'f16', 'q8_0'] },
+  { shape: 'v2-lite', kvB: 'fused', dtypes: ['f16'] },
+];
+const PROMPT_LENGTHS = [1, 65, 300];
+const GREEDY_TEXT = 'The cache keeps every block of the prompt for days, and the next request';
+
+interface Case {
+  name: string;
+  tolerance: number;
+  nearTie: number;
+  engine: LoadedEngine;
+  prompts: number[][];
+  greedyPrompt: number[];
+  refLogprobs: (number | null)[][];
+  refGreedy: { tokens: number[]; margins: number[] };
+}
+
+function logSoftmax(logits: Float32Array): Float64Array {
+  let max = -Infinity;
+  for (const v of logits) max = Math.max(max, v);
+  let sum = 0;
+  for (const v of logits) sum += Math.exp(v - max);
+  const lse = max + Math.log(sum);
+  return Float64Array.from(logits, (v) => v - lse);
+}
+
+function relError(ours: Float64Array, ref: (number | null)[]): number {
+  let lo = Infinity;
+  let hi = -Infinity;
+  let maxDiff = 0;
+  for (let i = 0; i < ref.length; i++) {
+    const r = ref[i];
+    if (r === null) continue;
+    lo = Math.min(lo, r);
+    hi = Math.max(hi, r);
+    maxDiff = Math.max(maxDiff, Math.abs(ours[i] - r));
+  }
+  return maxDiff / (hi - lo);
+}
+
+function lastLogits(engine: LoadedEngine, tokens: number[]): Float64Array {
+  const seq = engine.createSequence();
+  try {
+    return logSoftmax(seq.prefill(tokens));
+  } finally {
+    seq.free();
+  }
+}
+
+const CASES = FILES.flatMap((f) => DTYPES.filter((d) => f.dtypes.includes(d.weightType)).map((d) => ({ ...f, ...d, name: `${f.shape}${f.kvB === 'fused' ? '-fused' : ''}/${d.weightType}` })));
+const cases = new Map<string, Case>();
+let bare: LoadedEngine;
+
+beforeAll(async () => {
+  const requests: LlamaBatchRequest[] = [];
+  const pending: Array<Omit<Case, 'refLogprobs' | 'refGreedy'>> = [];
+  for (const c of CASES) {
+    const modelPath = ensureDeepseekModel('deepseek-tiny', { dataDir: TEST_DATA_DIR, shape: c.shape, kvB: c.kvB, weightType: c.weightType });
+    const engine = await loadEngine(modelPath, { kvDtype: 'f16', threads: 1, poolBytes: 8 * 2 ** 20 });
+    const prompts = PROMPT_LENGTHS.map((n) => randomTokens(n, engine.vocabSize, 100 + n));
+    const greedyPrompt = Array.from(engine.tokenizer.encode(GREEDY_TEXT));
+    pending.push({ name: c.name, tolerance: c.tolerance, nearTie: c.nearTie, engine, prompts, greedyPrompt });
+    requests.push({ op: 'logitsMany', modelPath, prompts, kvType: 'f16', threads: 1 });
+    requests.push({ op: 'greedy', modelPath, tokens: greedyPrompt, nPredict: 32, kvType: 'f16', threads: 1 });
+  }
+  bare = await loadEngine(ensureDeepseekModel('deepseek-tiny', { dataDir: TEST_DATA_DIR, shape: 'v3', weightType: 'f32', withoutRopeScaling: true }), {
+    kvDtype: 'f16', threads: 1, poolBytes: 8 * 2 ** 20,
+  });
+  const results = await llamaBatch(requests);
+  pending.forEach((p, i) => {
+    const g = results[2 * i + 1];
+    cases.set(p.name, { ...p, refLogprobs: results[2 * i].logprobs!, refGreedy: { tokens: g.tokens!, margins: g.margins! } });
+  });
+}, 300_000);
+
+afterAll(() => {
+  for (const c of cases.values()) c.engine.destroy();
+  bare?.destroy();
+});
+
+describe('deepseek2 read as llama.cpp reads it', () => {
+  const cfg = (name: string) => cases.get(name)!.engine.config as unknown as DeepseekConfig;
+  it('v3: q LoRA, sigmoid gating with groups, norm and scale, split k_b/v_b, YaRN with mscale_all_dim 1', () => {
+    expect(cfg('v3/f16')).toMatchObject({
+      arch: 'deepseek2', qLoraRank: 32, kvLoraRank: 64, qkNopeDim: 32, qkRopeDim: 16, vHeadDim: 32, kvB: 'split',
+      leadingDense: 1, expertCount: 16, expertUsed: 4, expertShared: 1, gating: 'sigmoid', expertGroups: 4, expertGroupsUsed: 2,
+      expertWeightsNorm: true, expertWeightsScale: 2.5, ropeScaling: { type: 'yarn', factor: 4, originalContext: 256 },
+    });
+    expect(cfg('v3/f16').yarnLogMul).toBeCloseTo(1, 6);
+  });
+  it('v2-lite: no q LoRA, softmax gating, no groups, no norm; the fused file reads key/value_length as per-head dims', () => {
+    expect(cfg('v2-lite/f16')).toMatchObject({ qLoraRank: 0, gating: 'softmax', expertGroups: 0, expertWeightsNorm: false, expertShared: 2, kvB: 'split' });
+    expect(cfg('v2-lite/f16').yarnLogMul).toBeCloseTo(0.707, 5);
+    expect(cfg('v2-lite-fused/f16')).toMatchObject({ kvB: 'fused', qkNopeDim: 32, qkRopeDim: 16, vHeadDim: 32 });
+  });
+  it('the KV layout is the latent one: one [c_kv | k_pe] row per token and layer', () => {
+    const e = cases.get('v3/f16')!.engine;
+    expect(e.kvLayout).toMatchObject({ kind: 'mla', layers: 3, kvHeads: 1, headDim: 64 + 16, dtype: 'f16' });
+    expect(e.kvLayout.blockBytes).toBe(3 * 64 * 80 * 2);
+  });
+});
+
+describe.each(CASES)('$name weights', ({ name, tolerance }) => {
+  const c = () => cases.get(name)!;
+
+  it.each(PROMPT_LENGTHS.map((n, i) => [n, i]))(`last-position logits of a %i-token prompt within ${tolerance} of llama.cpp`, (n, i) => {
+    const k = c();
+    expect(k.refLogprobs[i]).toHaveLength(k.engine.vocabSize);
+    const err = relError(lastLogits(k.engine, k.prompts[i]), k.refLogprobs[i]);
+    console.log(`deepseek parity ${name} n=${n}: relative error ${err.toExponential(2)} (tolerance ${tolerance})`);
+    expect(err).toBeLessThan(tolerance);
+  });
+
+  it('greedy 32 tokens equal up to llama.cpp’s first near-tie, teacher-forced argmax after', () => {
+    const k = c();
+    const ref = k.refGreedy;
+    const seq = k.engine.createSequence();
+    const ours = greedyFrom(seq, seq.prefill(k.greedyPrompt), 32);
+    seq.free();
+    const firstTie = ref.margins.findIndex((m) => m < k.nearTie);
+    const upTo = firstTie === -1 ? 32 : firstTie;
+    const firstDiff = ours.findIndex((t, i) => t !== ref.tokens[i]);
+    console.log(`deepseek greedy ${name}: ${firstDiff === -1 ? 'identical' : `first difference at ${firstDiff}`}; first near-tie ${firstTie === -1 ? 'none' : firstTie}`);
+    expect(ours.slice(0, upTo)).toEqual(ref.tokens.slice(0, upTo));
+    const forced = k.engine.createSequence();
+    let logits = forced.prefill(k.greedyPrompt);
+    let checked = 0;
+    for (let i = 0; i < ref.tokens.length; i++) {
+      if (ref.margins[i] >= k.nearTie) {
+        expect(argmax(logits), `step ${i}`).toBe(ref.tokens[i]);
+        checked++;
+      }
+      if (i + 1 < ref.tokens.length) logits = forced.decode(ref.tokens[i]);
+    }
+    forced.free();
+    expect(checked).toBeGreaterThanOrEqual(24);
+  });
+
+  it.each([
+    [1, 37],
+    [2, 5],
+  ])('cache equivalence: k=%i latent blocks imported + r=%i tokens prefilled == whole prompt, bit for bit', (kb, r) => {
+    const { engine } = c();
+    const prompt = randomTokens(64 * kb + r, engine.vocabSize, 7000 + 100 * kb + r);
+    const whole = engine.createSequence();
+    const wholeLogits = whole.prefill(prompt);
+    const wholeGreedy = greedyFrom(whole, wholeLogits, 16);
+    const exporter = engine.createSequence();
+    exporter.prefill(prompt.slice(0, 64 * kb));
+    exporter.decode(3);
+    const blocks = exporter.exportBlocks(0, kb);
+    exporter.free();
+    for (const b of blocks) expect(b.byteLength).toBe(engine.kvLayout.blockBytes);
+    const hit = engine.createSequence();
+    hit.importBlocks(blocks);
+    const hitLogits = hit.prefill(prompt.slice(64 * kb));
+    expect(Buffer.from(hitLogits.buffer).equals(Buffer.from(wholeLogits.buffer))).toBe(true);
+    expect(greedyFrom(hit, hitLogits, 16)).toEqual(wholeGreedy);
+    const a = whole.exportBlocks(0, kb);
+    const b = hit.exportBlocks(0, kb);
+    for (let i = 0; i < kb; i++) expect(Buffer.from(a[i]).equals(Buffer.from(b[i]))).toBe(true);
+    whole.free();
+    hit.free();
+  });
+});
+
+describe('batched decode and mixed steps', () => {
+  it('a decode batch (rows grouped by expert across sequences) gives each sequence its own result, bit for bit', () => {
+    const { engine } = cases.get('v3/f16')!;
+    const prompts = [randomTokens(70, engine.vocabSize, 1), randomTokens(3, engine.vocabSize, 2), randomTokens(130, engine.vocabSize, 3)];
+    const alone = prompts.map((p) => {
+      const s = engine.createSequence();
+      s.prefill(p);
+      const l = s.decode(5);
+      s.free();
+      return l;
+    });
+    const seqs = prompts.map((p) => {
+      const s = engine.createSequence();
+      s.prefill(p);
+      return s;
+    });
+    const batched = engine.decodeBatch(seqs, [5, 5, 5]);
+    batched.forEach((l, i) => expect(Buffer.from(l.buffer).equals(Buffer.from(alone[i].buffer))).toBe(true));
+    for (const s of seqs) s.free();
+  });
+});
+
+describe('the parity check notices a missing YaRN', () => {
+  it('v3 f32 without its rope scaling misses llama.cpp on the scaled file by > 5× the tolerance at 300 tokens', () => {
+    const k = cases.get('v3/f32')!;
+    const i = PROMPT_LENGTHS.length - 1;
+    const err = relError(lastLogits(bare, k.prompts[i]), k.refLogprobs[i]);
+    console.log(`deepseek parity v3/f32 without YaRN, n=${PROMPT_LENGTHS[i]}: relative error ${err.toExponential(2)}`);
+    expect(err).toBeGreaterThan(5 * k.tolerance);
+  });
+});
