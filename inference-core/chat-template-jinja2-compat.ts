@@ -27,7 +27,7 @@
  * reaches JavaScript as 1). Real templates tested do not use them
  * (test/inference-core/chat-template-real.test.ts).
  */
-import { Environment, Interpreter } from '@huggingface/jinja';
+import { Environment, Interpreter, Template } from '@huggingface/jinja';
 
 import { pythonStr, type PyValue } from './chat-template-python.ts';
 
@@ -42,6 +42,21 @@ interface AstNode {
 
 const PY_STR = 'KvtierPyStr';
 const PY_CONCAT = 'KvtierPyConcat';
+
+/**
+ * New nodes are made on the prototypes of the library's own AST classes: its
+ * static walks (which special names a macro body reads: caller, varargs,
+ * kwargs) visit only `instanceof Statement` nodes.
+ */
+const SAMPLE = (new Template('{{ a | join(b) }}') as unknown as { parsed: { body: AstNode[] } }).parsed.body[0];
+const FILTER_PROTO = Object.getPrototypeOf(SAMPLE) as object;
+const CALL_PROTO = Object.getPrototypeOf(SAMPLE.filter) as object;
+const IDENTIFIER_PROTO = Object.getPrototypeOf((SAMPLE.filter as AstNode).callee) as object;
+const EXPRESSION_PROTO = Object.getPrototypeOf(IDENTIFIER_PROTO) as object;
+
+function makeNode(proto: object, fields: AstNode): AstNode {
+  return Object.assign(Object.create(proto) as AstNode, fields);
+}
 
 /** A runtime value as the Python value jinja2 would hold. */
 export function runtimeToPy(value: RuntimeValue): PyValue {
@@ -118,7 +133,7 @@ const PRINTED = new Set([
 
 function rewriteExpression(node: AstNode): AstNode {
   if (node.type === 'BinaryExpression' && (node.operator as { value?: unknown } | undefined)?.value === '~') {
-    return { type: PY_CONCAT, left: node.left, right: node.right };
+    return makeNode(EXPRESSION_PROTO, { type: PY_CONCAT, left: node.left, right: node.right });
   }
   // Python's `sep.join(items)` (only strings have join): the library has the filter, not the method.
   if (node.type === 'CallExpression') {
@@ -126,12 +141,13 @@ function rewriteExpression(node: AstNode): AstNode {
     const property = callee?.property as AstNode | undefined;
     const args = node.args as AstNode[] | undefined;
     if (callee?.type === 'MemberExpression' && !callee.computed && property?.type === 'Identifier' && property.value === 'join' && args?.length === 1 && args[0].type !== 'KeywordArgumentExpression') {
-      return { type: 'FilterExpression', operand: args[0], filter: { type: 'CallExpression', callee: { type: 'Identifier', value: 'join' }, args: [callee.object] } };
+      const filter = makeNode(CALL_PROTO, { type: 'CallExpression', callee: makeNode(IDENTIFIER_PROTO, { type: 'Identifier', value: 'join' }), args: [callee.object] });
+      return makeNode(FILTER_PROTO, { type: 'FilterExpression', operand: args[0], filter });
     }
   }
   if (node.type === 'FilterExpression') {
     const filter = node.filter as AstNode | undefined;
-    if (filter?.type === 'Identifier' && filter.value === 'string') return { type: PY_STR, operand: node.operand };
+    if (filter?.type === 'Identifier' && filter.value === 'string') return makeNode(EXPRESSION_PROTO, { type: PY_STR, operand: node.operand });
   }
   return node;
 }
@@ -161,7 +177,7 @@ export function rewriteForPythonPrinting(parsed: unknown): void {
             continue;
           }
           let replaced = rewriteExpression(item);
-          if (printsItems && PRINTED.has(replaced.type)) replaced = { type: PY_STR, operand: replaced };
+          if (printsItems && PRINTED.has(replaced.type)) replaced = makeNode(EXPRESSION_PROTO, { type: PY_STR, operand: replaced });
           child[i] = replaced;
           stack.push(replaced);
         }

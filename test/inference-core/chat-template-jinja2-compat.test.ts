@@ -48,6 +48,7 @@ const SAME: Record<string, string> = {
   'filters': '{{ [3, 1, 2] | sort | join(",") }}{{ [1, 2] | first }}{{ "abc" | length }}{{ "Hi" | upper }}{{ " x " | trim }}{{ "a\\nb" | indent(2) }}',
   'str.join': "{{ '\\n'.join(['a', 'b']) }}|{{ ', '.join(messages | map(attribute='role')) }}|{{ ''.join(messages[0].content) }}",
   'select, map, reject': '{{ messages | selectattr("role", "equalto", "user") | list | length }}{{ messages | map(attribute="role") | join(",") }}{{ messages | rejectattr("tool_calls") | list | length }}',
+  'call blocks: caller() and varargs inside rewritten nodes': '{% macro m() %}[{{ caller() }}|{{ varargs | length }}]{% endmacro %}{% call m(1, 2) %}called {{ 1 ~ 2 }}{% endcall %}',
   'macros and namespaces': '{% macro f(a, b=2) %}{{ a }}{{ b }}{% endmacro %}{{ f(1) }}{{ f(1, b=3) }}{% set ns = namespace(a=1) %}{% for i in range(3) %}{% set ns.a = ns.a + i %}{% endfor %}{{ ns.a }}',
   'defaults': '{{ "x" | default("d") }}{{ undefinedvar | default("d") }}{{ undefinedvar }}|',
   'generation blocks': '{%- generation -%}g{{ 1 }}{%- endgeneration -%}',
