@@ -16,13 +16,23 @@ const required = [
   { command: 'radosgw-admin', packages: ['ceph-common'] },
   { command: 'ceph', packages: ['ceph-common'] },
   { command: 'chromium', packages: ['chromium'] },
+  // the chat-template tests render with jinja2 as transformers does (test/helpers/jinja2-render.ts
+  // tries $KVTIER_JINJA2_PYTHON, /usr/bin/python3, then python3 on PATH); the ggml reference
+  // tests call libggml-base through python3's ctypes
+  { command: 'python3', packages: ['python3'] },
+  { check: () => ['/usr/bin/python3', 'python3'].some(pythonHasJinja2), packages: ['python3-jinja2'] },
 ];
 
 function onPath(command) {
   return spawnSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' }).status === 0;
 }
 
-const missing = [...new Set(required.filter((r) => !onPath(r.command)).flatMap((r) => r.packages))];
+function pythonHasJinja2(python) {
+  return spawnSync(python, ['-c', 'import jinja2'], { stdio: 'ignore' }).status === 0;
+}
+
+const present = (r) => (r.check ? r.check() : onPath(r.command));
+const missing = [...new Set(required.filter((r) => !present(r)).flatMap((r) => r.packages))];
 if (missing.length === 0) process.exit(0);
 
 const install = `apt-get update && apt-get install -y --no-install-recommends ${missing.join(' ')}`;
