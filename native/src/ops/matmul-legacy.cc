@@ -33,7 +33,7 @@ constexpr int kGemmMR = KVT_LEGACY_GEMM_MR, kGemmNP = KVT_LEGACY_GEMM_NP;
 #elif KVT_V16_AVX512
 constexpr int kGemmMR = 8, kGemmNP = 1;
 #elif KVT_V16_AVX2
-constexpr int kGemmMR = 2, kGemmNP = 1;
+constexpr int kGemmMR = 4, kGemmNP = 1;
 #else
 constexpr int kGemmMR = 2, kGemmNP = 1;
 #endif
@@ -164,7 +164,8 @@ static void matmul_legacy_dt(float* out, const Q8Rows& xq, const float* sx, cons
     else legacy_panels<DT, kGemmMR, kGemmNP>(out, xr, w, m, b, e);
 #else
     if (m == 1) legacy_panels<DT, 1, 2, P>(out, xr, w, m, b, e);
-    else if (m <= 4) legacy_panels<DT, 2, 1, P>(out, xr, w, m, b, e);
+    else if (m == 2) legacy_panels<DT, 2, 1, P>(out, xr, w, m, b, e);
+    else if (m <= 4) legacy_panels<DT, 4, 1, P>(out, xr, w, m, b, e);
     else legacy_panels<DT, kGemmMR, kGemmNP>(out, xr, w, m, b, e);
 #endif
   });
