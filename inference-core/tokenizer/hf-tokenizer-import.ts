@@ -29,7 +29,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { gv, type GgufValue } from '../gguf/index.ts';
 import { TokenizerError } from './tokenizer-errors.ts';
-import { TokenType } from './tokenizer.ts';
+import { TokenType } from './token-type.ts';
 
 type Json = Record<string, unknown>;
 

@@ -18,17 +18,11 @@ import { IncrementalDetokenizer } from './incremental-detokenizer.ts';
 import { isPreTokenizerName, preTokenize, type PreTokenizerName } from './pre-tokenizer.ts';
 import { SpmModel } from './spm-model.ts';
 import { TokenizerError } from './tokenizer-errors.ts';
+import { EOG_TEXTS, FORCED_CONTROL_TEXTS, stripAttributesByModelName } from './llama-vocab-rules.ts';
+import { TokenType } from './token-type.ts';
 
-/** llama.cpp token types (tokenizer.ggml.token_type). */
-export enum TokenType {
-  UNDEFINED = 0,
-  NORMAL = 1,
-  UNKNOWN = 2,
-  CONTROL = 3,
-  USER_DEFINED = 4,
-  UNUSED = 5,
-  BYTE = 6,
-}
+export { TokenType } from './token-type.ts';
+
 
 export type TokenizerModelName = 'gpt2' | 'llama';
 
@@ -68,24 +62,6 @@ export interface TokenizerSpec {
   strip?: ReadonlyMap<number, { lstrip: boolean; rstrip: boolean }>;
 }
 
-/**
- * Token texts llama.cpp's vocabulary loader recognises whatever their GGUF type: it makes each one
- * CONTROL (so parse_special matches it in text and it decodes to nothing) and the end-of-generation
- * ones EOG. Checked against llama.cpp's attributes on the real vocabularies (Qwen's "</s>" is a
- * NORMAL token in the GGUF, CONTROL and EOG in llama.cpp; so are its FIM pad/repo/file-sep tokens).
- */
-const EOG_TEXTS = new Set([
-  '<|eot_id|>', '<|im_end|>', '<|end|>', '<end_of_turn>', '<|endoftext|>', '<|eom_id|>', '<EOT>', '_<EOT>', '<|end_of_text|>', '<end_of_utterance>', '</s>',
-  // FIM pad / repo / file separator
-  '<|fim_pad|>', '<fim-pad>', '<fim_pad>', '<PAD>', '<|fim_repo|>', '<|repo_name|>', '<fim-repo>', '<REPO>', '<reponame>', '<|file_sep|>', '<file_sep>',
-]);
-const FORCED_CONTROL_TEXTS = new Set([
-  ...EOG_TEXTS,
-  // FIM prefix / suffix / middle (not EOG)
-  '<|fim_prefix|>', '<fim-prefix>', '<fim_prefix>', '<｜fim▁begin｜>', '<PRE>', '▁<PRE>',
-  '<|fim_suffix|>', '<fim-suffix>', '<fim_suffix>', '<｜fim▁hole｜>', '<SUF>', '▁<SUF>',
-  '<|fim_middle|>', '<fim-middle>', '<fim_middle>', '<｜fim▁end｜>', '<MID>', '▁<MID>',
-]);
 const utf8 = new TextEncoder();
 const utf8Decoder = new TextDecoder('utf-8', { fatal: false, ignoreBOM: true });
 
@@ -356,23 +332,6 @@ function isAsciiSpace(c: number): boolean {
   return c === 0x20 || (c >= 0x09 && c <= 0x0d);
 }
 
-/**
- * llama.cpp (llama-vocab.cpp) gives specials the RSTRIP attribute only by model name: for a
- * general.name containing "phi-3"/"phi3" every control/user-defined/unknown token and "</s>"
- * rstrip, except "<unk>", "<s>" and "<|endoftext|>". HF's lstrip/rstrip flags never reach a GGUF.
- */
-function stripAttributesByModelName(name: string, tokens: string[], types: Int32Array | undefined): Map<number, { lstrip: boolean; rstrip: boolean }> | undefined {
-  const lower = name.toLowerCase();
-  if (!lower.includes('phi-3') && !lower.includes('phi3')) return undefined;
-  const out = new Map<number, { lstrip: boolean; rstrip: boolean }>();
-  const keep = new Set(['<unk>', '<s>', '<|endoftext|>']);
-  for (let i = 0; i < tokens.length; i++) {
-    const t = types?.[i] ?? TokenType.NORMAL;
-    const special = t === TokenType.CONTROL || t === TokenType.USER_DEFINED || t === TokenType.UNKNOWN;
-    if ((special || tokens[i] === '</s>') && !keep.has(tokens[i])) out.set(i, { lstrip: false, rstrip: true });
-  }
-  return out;
-}
 
 type WellFormedString = string & { isWellFormed(): boolean; toWellFormed(): string };
 
