@@ -15,14 +15,18 @@ size_t kquant_packed_bytes(int dtype, int rows, int cols) {
   return panels * ((size_t)cols / kQKK) * kq_spec(dtype).bytes();
 }
 
-// ORs the W-bit fields (codes >> shift) of row j's 256 columns into a plane.
+// Writes the W-bit fields (codes >> shift) of row j's 256 columns into a
+// plane: each byte (unit u, load l, row j, column t) assembled once.
 template <int W>
 static void put_fields(uint8_t* plane, int j, const uint8_t* codes, int shift) {
   constexpr int per = 8 / W;  // groups per 64-byte load
-  for (int c = 0; c < kQKK; ++c) {
-    const int u = c / 32, g = (c % 32) / 4, t = c % 4;
-    plane[(u * W + g / per) * 64 + j * 4 + t] |= (uint8_t)(((codes[c] >> shift) & ((1 << W) - 1)) << ((g % per) * W));
-  }
+  for (int u = 0; u < 8; ++u)
+    for (int l = 0; l < W; ++l)
+      for (int t = 0; t < 4; ++t) {
+        int byte = 0;
+        for (int s = 0; s < per; ++s) byte |= ((codes[u * 32 + (l * per + s) * 4 + t] >> shift) & ((1 << W) - 1)) << (s * W);
+        plane[(u * W + l) * 64 + j * 4 + t] = (uint8_t)byte;
+      }
 }
 static void put_plane(uint8_t* plane, int w, int j, const uint8_t* codes, int shift) {
   if (w == 4) put_fields<4>(plane, j, codes, shift);
