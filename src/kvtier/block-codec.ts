@@ -2,7 +2,7 @@ import type { XXHashAPI } from 'xxhash-wasm';
 
 import { BlockError } from './errors.ts';
 import { bytesToHex } from './hex.ts';
-import { assertValidLayout, KV_DTYPES, payloadBytesFor, type KvDtype, type KvLayout } from './kv-layout.ts';
+import { assertValidLayout, KV_DTYPES, KV_LAYOUT_KINDS, payloadBytesFor, type KvDtype, type KvLayout } from './kv-layout.ts';
 import { BLOCK_FORMAT_VERSION, KEY_BYTES } from './prefix-hasher.ts';
 import { loadXxhash } from './xxhash-runtime.ts';
 
@@ -21,7 +21,8 @@ import { loadXxhash } from './xxhash-runtime.ts';
  *  24    16  key
  *  40    16  parent key
  *  56    16  layout: layers, kvHeads, headDim, tokensPerBlock (u32 each)
- *  72     1  dtype (0 f32, 1 f16, 2 bf16, 3 q8_0), then 7 zero bytes
+ *  72     1  dtype (0 f32, 1 f16, 2 bf16, 3 q8_0)
+ *  73     1  layout kind (0 kv: K then V per layer, 1 mla: one latent row per token and layer), then 6 zero bytes
  *  80     8  payload length
  *  88     8  xxh64(payload, seed 0)
  *  96     8  xxh64(bytes [0, payload offset) with this field zeroed)
@@ -118,6 +119,7 @@ export class BlockCodec {
     view.setUint32(64, layout.headDim, true);
     view.setUint32(68, layout.tokensPerBlock, true);
     view.setUint8(72, KV_DTYPES.indexOf(layout.dtype));
+    view.setUint8(73, KV_LAYOUT_KINDS.indexOf(layout.kind ?? 'kv'));
     view.setBigUint64(80, BigInt(payload.byteLength), true);
     bytes.set(fingerprint, FIXED_HEADER_BYTES);
     bytes.set(new Uint8Array(tokens.buffer, tokens.byteOffset, tokens.length * 4), tokensOffset);
@@ -178,12 +180,15 @@ export class BlockCodec {
     }
     const dtypeCode = view.getUint8(72);
     if (dtypeCode >= KV_DTYPES.length) malformed(`dtype code ${dtypeCode}`);
+    const kindCode = view.getUint8(73);
+    if (kindCode >= KV_LAYOUT_KINDS.length) malformed(`layout kind code ${kindCode}`);
     const layout: KvLayout = {
       layers: view.getUint32(56, true),
       kvHeads: view.getUint32(60, true),
       headDim: view.getUint32(64, true),
       tokensPerBlock: view.getUint32(68, true),
       dtype: KV_DTYPES[dtypeCode] as KvDtype,
+      ...(kindCode === 1 ? { kind: 'mla' as const } : {}),
     };
     try {
       assertValidLayout(layout);
@@ -219,5 +224,5 @@ function align(value: number, to: number): number {
 }
 
 function describeLayout(layout: KvLayout): string {
-  return `{layers ${layout.layers}, kvHeads ${layout.kvHeads}, headDim ${layout.headDim}, ${layout.dtype}}`;
+  return `{${layout.kind === 'mla' ? 'mla, ' : ''}layers ${layout.layers}, kvHeads ${layout.kvHeads}, headDim ${layout.headDim}, ${layout.dtype}}`;
 }

@@ -3,14 +3,21 @@ import { BlockError } from './errors.ts';
 export type KvDtype = 'f32' | 'f16' | 'bf16' | 'q8_0';
 export const KV_DTYPES: readonly KvDtype[] = ['f32', 'f16', 'bf16', 'q8_0'];
 
+export type KvLayoutKind = 'kv' | 'mla';
+export const KV_LAYOUT_KINDS: readonly KvLayoutKind[] = ['kv', 'mla'];
+
 /**
  * Shape of one block's KV payload, as the engine exports and imports it:
  *
  * ```
- * for layer in 0..layers:  K[kvHead][token][headDim], then V[kvHead][token][headDim]
+ * kind 'kv' (absent):  for layer in 0..layers:  K[kvHead][token][headDim], then V[kvHead][token][headDim]
+ * kind 'mla':          for layer in 0..layers:  latent[token][headDim]     (kvHeads 1; DeepSeek's
+ *                      [c_kv | k_pe] row — V is a prefix of it, so there is no second half)
  * ```
  *
  * `q8_0` rows are ggml blocks of 32 values: an f16 scale then 32 int8 (34 bytes).
+ * The tier does not interpret the payload; the kind only sizes it and keeps
+ * layouts of different kinds apart.
  */
 export interface KvLayout {
   layers: number;
@@ -18,11 +25,12 @@ export interface KvLayout {
   headDim: number;
   dtype: KvDtype;
   tokensPerBlock: number;
+  kind?: KvLayoutKind;
 }
 
-/** Bytes of KV for one token: 2 (K and V) × layers × kvHeads × bytes of one headDim row. */
+/** Bytes of KV for one token: (2 for K and V | 1 for a latent row) × layers × kvHeads × bytes of one headDim row. */
 export function kvBytesPerToken(layout: KvLayout): number {
-  return 2 * layout.layers * layout.kvHeads * rowBytes(layout);
+  return (layout.kind === 'mla' ? 1 : 2) * layout.layers * layout.kvHeads * rowBytes(layout);
 }
 
 export function payloadBytesFor(layout: KvLayout, tokenCount: number): number {
@@ -54,11 +62,13 @@ export function assertValidLayout(layout: KvLayout): void {
     if (!Number.isInteger(value) || value < 1 || value > U16 * 16) bad(`${field} must be a positive integer`);
   }
   if (!KV_DTYPES.includes(layout.dtype)) bad(`dtype must be one of ${KV_DTYPES.join(', ')}`);
+  if (layout.kind !== undefined && !KV_LAYOUT_KINDS.includes(layout.kind)) bad(`kind must be one of ${KV_LAYOUT_KINDS.join(', ')} (or absent for kv)`);
   if (layout.dtype === 'q8_0' && layout.headDim % 32 !== 0) bad('q8_0 needs headDim to be a multiple of 32');
 }
 
 export function sameLayout(a: KvLayout, b: KvLayout): boolean {
   return (
-    a.layers === b.layers && a.kvHeads === b.kvHeads && a.headDim === b.headDim && a.dtype === b.dtype && a.tokensPerBlock === b.tokensPerBlock
+    a.layers === b.layers && a.kvHeads === b.kvHeads && a.headDim === b.headDim && a.dtype === b.dtype && a.tokensPerBlock === b.tokensPerBlock &&
+    (a.kind ?? 'kv') === (b.kind ?? 'kv')
   );
 }
