@@ -9,3 +9,4 @@ export * from './openai-format.ts';
 export * from './anthropic-format.ts';
 export { StopStringMatcher } from './stop-strings.ts';
 export { promptCodecFromGgufFile, promptCodecFrom } from './gguf-codec.ts';
+export { constraintFromOpenAi, constraintFromAnthropic, checkConstraintBudget, type ConstraintSpec } from './structured-output.ts';

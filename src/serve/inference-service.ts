@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 
 import { KvtError } from '../errors.ts';
-import { StopStringMatcher, ToolCallStreamSplitter, type CacheUsage, type FinishReason, type PromptCodec, type ReplyMemory, type SamplingRequest, type ToolCall } from '../recipe/index.ts';
+import { checkConstraintBudget, StopStringMatcher, ToolCallStreamSplitter, type ConstraintSpec, type CacheUsage, type FinishReason, type PromptCodec, type ReplyMemory, type SamplingRequest, type ToolCall } from '../recipe/index.ts';
 import type { JobEvent, JobRunner, PrefillJob } from '../workers/index.ts';
 import type { TenantIdentity } from './auth.ts';
 import type { ServeMetrics } from './metrics.ts';
@@ -24,6 +24,8 @@ export interface GenerateRequest {
   parseToolCalls: boolean;
   /** Request field that holds the prompt, for error messages. */
   promptParam: string;
+  /** Structured output (response_format, a forced tool call): compiled and checked by the route's codec. */
+  constraint?: ConstraintSpec;
 }
 
 export type GenerateEvent =
@@ -58,6 +60,7 @@ export class InferenceService {
         { param: 'max_tokens' },
       );
     }
+    checkConstraintBudget(request.constraint, request.sampling.maxTokens);
   }
 
   async *generate(request: GenerateRequest, clientSignal: AbortSignal): AsyncGenerator<GenerateEvent> {
@@ -80,6 +83,7 @@ export class InferenceService {
         stopTokenIds: [...codec.stopTokenIds],
       },
       submittedAt: Date.now(),
+      ...(request.constraint ? { constraint: request.constraint } : {}),
     };
     const jobAbort = new AbortController();
     const onClientAbort = () => jobAbort.abort(new KvtError('KVT_ERR_INTERNAL', 'client went away'));

@@ -11,6 +11,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 
 import { loadEngine, Sampler, type Sequence } from '../../inference-core/index.ts';
+import { constrainedDecoder } from '../../inference-core/grammar/index.ts';
 import { FetchOrRecompute } from '../cluster/index.ts';
 import { openBlobStore, type BlobStore } from '../../storage-adapters/index.ts';
 import { KvTier, RedisPolicyStore, type PolicyStore } from '../kvtier/index.ts';
@@ -62,7 +63,16 @@ async function main(init: EngineThreadInit): Promise<void> {
     emit: (jobId, event) => send({ type: 'event', jobId, event }),
     createSampler: (job) => {
       const sampler = new Sampler({ temperature: job.sampling.temperature, topK: job.sampling.topK, topP: job.sampling.topP, seed: job.sampling.seed, stopTokens: job.sampling.stopTokenIds });
-      return { sample: (logits) => sampler.sample(logits) };
+      if (!job.constraint) return { sample: (logits) => sampler.sample(logits) };
+      // Structured output: the grammar's mask (cached per schema and vocabulary) before every pick.
+      const decoder = constrainedDecoder(job.constraint, engine.tokenizer, job.sampling.maxTokens, job.sampling.stopTokenIds);
+      return {
+        sample: (logits) => {
+          const token = sampler.sample(logits, decoder.nextMask());
+          decoder.accept(token);
+          return token;
+        },
+      };
     },
     onStorageError: (phase, error) => {
       storageFaults[phase] = (storageFaults[phase] ?? 0) + 1;

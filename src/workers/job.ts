@@ -7,6 +7,7 @@
  * Token ids travel, not text: the API process owns detokenizing, stop strings
  * and the response shapes, so workers stay format-agnostic.
  */
+import type { ConstraintSpec } from '../../inference-core/grammar/index.ts';
 
 export interface JobSampling {
   maxTokens: number;
@@ -36,6 +37,8 @@ export interface PrefillJob {
    * in storage.
    */
   prefillOnly?: boolean;
+  /** Structured output: the reply is held to this grammar (JSON Schema, any JSON object, or a tool call). */
+  constraint?: ConstraintSpec;
 }
 
 export type JobEvent =

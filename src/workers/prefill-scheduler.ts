@@ -454,7 +454,7 @@ export class PrefillScheduler {
     owners.forEach((owner, i) => {
       const { run } = owner;
       for (const id of items[i].tokens) run.fedTokens.push(id);
-      if (owner.kind === 'decode') return this.accept(run, run.sampler!.sample(results[i]!, run.fedTokens));
+      if (owner.kind === 'decode') return this.sampleNext(run, results[i]!);
       run.prefillTokens += items[i].tokens.length;
       this.storeNewBlocks(run);
       if (owner.done) this.promptDone(run, results[i]);
@@ -489,9 +489,24 @@ export class PrefillScheduler {
       this.pendingStores.add(stored);
       return;
     }
-    run.sampler = this.options.createSampler(run.job);
+    try {
+      run.sampler = this.options.createSampler(run.job);
+    } catch (error) {
+      return this.fail(run, error);
+    }
     run.state = 'decode';
-    this.accept(run, run.sampler.sample(logits!, run.fedTokens));
+    this.sampleNext(run, logits!);
+  }
+
+  /** Samples and accepts the next token; a sampler that throws (a grammar dead end) fails only its own job. */
+  private sampleNext(run: Run, logits: Float32Array): void {
+    let token: number;
+    try {
+      token = run.sampler!.sample(logits, run.fedTokens);
+    } catch (error) {
+      return this.fail(run, error);
+    }
+    this.accept(run, token);
   }
 
   /** A sampled token: emit it, and end the job on a stop token, max_tokens or cancel. */

@@ -9,6 +9,7 @@ import {
   anthropicUsage,
   argumentsAsObject,
   chatInputFromAnthropic,
+  constraintFromAnthropic,
   samplingFromAnthropic,
   toolUseId,
   type AnthropicRequestBody,
@@ -27,10 +28,11 @@ export function registerAnthropicMessages(app: FastifyInstance, ctx: ServeContex
     const input = chatInputFromAnthropic(body);
     const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
     const sampling = samplingFromAnthropic(body, { defaultMaxTokens: ctx.defaultMaxTokens });
+    const constraint = constraintFromAnthropic(body, input.tools);
     const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages');
     const id = responseId('msg_');
     const generation = ctx.service.generate(
-      { route: '/v1/messages', tokens: prompt.tokens, sampling, identity, trafficClass, parseToolCalls: input.tools !== undefined, promptParam: 'messages' },
+      { route: '/v1/messages', tokens: prompt.tokens, sampling, identity, trafficClass, parseToolCalls: input.tools !== undefined, promptParam: 'messages', constraint },
       clientGone(reply),
     );
     const first = await generation.next();

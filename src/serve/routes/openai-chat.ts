@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
 import {
   chatInputFromOpenAi,
+  constraintFromOpenAi,
   openAiChatChunk,
   openAiChatResponse,
   openAiToolCall,
@@ -26,6 +27,7 @@ export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): voi
     await checkToolCallArguments(input.messages, ctx.config.maxJsonDepth);
     const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
     const sampling = samplingFromOpenAi(body, { defaultMaxTokens: ctx.defaultMaxTokens });
+    const constraint = constraintFromOpenAi(body, input.tools);
     const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages');
     const generateRequest = {
       route: '/v1/chat/completions',
@@ -35,6 +37,7 @@ export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): voi
       trafficClass,
       parseToolCalls: input.tools !== undefined,
       promptParam: 'messages',
+      constraint,
     };
     const base = { id: responseId('chatcmpl-'), created: Math.floor(Date.now() / 1000), model: ctx.modelId, systemFingerprint: ctx.fingerprint };
     const generation = ctx.service.generate(generateRequest, clientGone(reply));
