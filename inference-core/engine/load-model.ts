@@ -2,6 +2,8 @@
  * loadEngine: model spec → ready Engine.
  *
  *   'synthetic:tiny' | 'synthetic:small'   generated (once) under <dataDir>/models/
+ *   'synthetic:deepseek-tiny[:f16]'        a DeepSeek-V3-shaped deepseek2 model (MLA + MoE; f32, f16, q8_0),
+ *   'synthetic:deepseek-small[:q8_0]'      see synthetic/deepseek-synthetic.ts
  *   'synthetic:small:q4_k_m'               the same with its weight type named (f32, f16, bf16, q8_0,
  *                                          q4_0, q4_k_m, q5_k_m, q6_k; overrides options.weightType)
  *   '/path/to/model.gguf'                  a llama (Llama 2/3/3.1+, Mistral), qwen2, qwen3 or deepseek2 GGUF;
@@ -27,6 +29,7 @@ import { Engine, DEFAULT_MAX_BATCH, DEFAULT_PREFILL_CHUNK } from './engine.ts';
 import { EngineError } from './engine-errors.ts';
 import { graphConfigFrom, uploadModelWeights } from './model-weights.ts';
 import { deepseekEngineParts } from './deepseek-load.ts';
+import { DEEPSEEK_WEIGHT_TYPES, ensureDeepseekModel, type DeepseekWeightType } from '../synthetic/deepseek-synthetic.ts';
 import type { DeepseekConfig } from '../deepseek-config.ts';
 
 export interface LoadEngineOptions {
@@ -56,6 +59,7 @@ export type LoadedEngine = Engine<Tokenizer, ModelConfig> & { readonly modelPath
 
 /** Resolves a model spec to a GGUF path, generating a synthetic model if needed. */
 export function resolveModelPath(spec: string, options: LoadEngineOptions = {}): string {
+  if (spec.startsWith('synthetic:deepseek-')) return resolveDeepseekSpec(spec, options);
   if (spec.startsWith('synthetic:')) {
     const [name, typeSuffix, ...extra] = spec.slice('synthetic:'.length).split(':');
     if (typeSuffix !== undefined && (extra.length > 0 || !(SYNTHETIC_WEIGHT_TYPES as readonly string[]).includes(typeSuffix))) {
@@ -77,6 +81,20 @@ export function resolveModelPath(spec: string, options: LoadEngineOptions = {}):
     throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `model file ${spec} does not exist; pass a GGUF path or synthetic:small`);
   }
   return spec;
+}
+
+/** 'synthetic:deepseek-tiny' | 'synthetic:deepseek-small' (V3 shape), optionally ':f32' | ':f16' | ':q8_0'. */
+function resolveDeepseekSpec(spec: string, options: LoadEngineOptions): string {
+  const [name, typeSuffix, ...extra] = spec.slice('synthetic:'.length).split(':');
+  if (name !== 'deepseek-tiny' && name !== 'deepseek-small') {
+    throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `unknown synthetic model "${spec}"; use synthetic:deepseek-tiny or synthetic:deepseek-small`);
+  }
+  const weightType = typeSuffix ?? (options.weightType === undefined ? 'f16' : options.weightType);
+  if (extra.length > 0 || !(DEEPSEEK_WEIGHT_TYPES as readonly string[]).includes(weightType)) {
+    throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `synthetic DeepSeek models come as ${DEEPSEEK_WEIGHT_TYPES.join(', ')}; got "${spec}"${typeSuffix ? '' : ` with weightType ${weightType}`}`);
+  }
+  if (!options.dataDir) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `${spec} needs options.dataDir (where the generated GGUF is kept)`);
+  return ensureDeepseekModel(name, { dataDir: options.dataDir, weightType: weightType as DeepseekWeightType, shape: 'v3' });
 }
 
 export async function loadEngine(spec: string, options: LoadEngineOptions = {}): Promise<LoadedEngine> {
