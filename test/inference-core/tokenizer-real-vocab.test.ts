@@ -9,9 +9,11 @@
  * always parses special tokens) except the recorded disagreements below, where
  * kvtier follows llama.cpp; decode(encode(x)) == x.
  */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { Tokenizer as HfTokenizer } from '@huggingface/tokenizers';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { TokenType, Tokenizer, Xoshiro128, readGguf } from '../../inference-core/index.ts';
+import { CORPUS_DIR, TokenType, Tokenizer, Xoshiro128, readGguf } from '../../inference-core/index.ts';
 import { llamaCppTokenize } from '../helpers/llamacpp-tokenize.ts';
 import { llamaCppVocabInfo } from '../helpers/llamacpp-vocab-info.ts';
 import { buildRealVocabGguf, readRealVocab, REAL_VOCAB_NAMES, type RealVocabName } from '../helpers/real-vocab-gguf.ts';
@@ -62,7 +64,9 @@ describe.each(REAL_VOCAB_NAMES.map((name) => ({ name })))('real vocabulary $name
   let hf: HfTokenizer;
   let texts: LabeledText[];
   let fuzz: string[];
-  let llama: { plain: number[][]; special: number[][]; fuzz: number[][] };
+  let llama: { plain: number[][]; special: number[][]; fuzz: number[][]; long: number[][] };
+  // The project corpus (code, prose, Unicode samples, 520 kB of generated text): long inputs end to end.
+  const long = fs.readdirSync(CORPUS_DIR).filter((f) => f.endsWith('.txt')).sort().map((f) => fs.readFileSync(path.join(CORPUS_DIR, f), 'utf8'));
   let file: string;
 
   beforeAll(() => {
@@ -76,9 +80,10 @@ describe.each(REAL_VOCAB_NAMES.map((name) => ({ name })))('real vocabulary $name
       ...texts.map((t) => ({ text: t.text, parseSpecial: false })),
       ...texts.map((t) => ({ text: t.text, parseSpecial: true })),
       ...fuzz.map((text) => ({ text, parseSpecial: false })),
+      ...long.map((text) => ({ text, parseSpecial: true })),
     ];
     const ref = llamaCppTokenize(file, items).tokens;
-    llama = { plain: ref.slice(0, texts.length), special: ref.slice(texts.length, 2 * texts.length), fuzz: ref.slice(2 * texts.length) };
+    llama = { plain: ref.slice(0, texts.length), special: ref.slice(texts.length, 2 * texts.length), fuzz: ref.slice(2 * texts.length, 2 * texts.length + fuzz.length), long: ref.slice(2 * texts.length + fuzz.length) };
   }, 240_000);
 
   it('has at least 50 texts, special tokens written in text among them', () => {
@@ -124,6 +129,10 @@ describe.each(REAL_VOCAB_NAMES.map((name) => ({ name })))('real vocabulary $name
       if (JSON.stringify(hf.encode(text, { add_special_tokens: false }).ids) !== JSON.stringify(llama.fuzz[i])) bad.push(`HF: ${JSON.stringify(text)}`);
     });
     expect(bad).toEqual([]);
+  });
+
+  it('ids == llama.cpp on the long corpus files', () => {
+    long.forEach((text, i) => expect(Array.from(tok.encode(text, { addSpecial: false, parseSpecial: true })), `corpus file ${i}`).toEqual(llama.long[i]));
   });
 
   it('decode(encode(x)) == x (SentencePiece: minus the prefix space the tokenizer adds)', () => {
