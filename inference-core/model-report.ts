@@ -13,6 +13,8 @@ import { modelConfigFromGguf } from './model-config.ts';
 import { engineWeightDType, graphConfigFrom } from './engine/model-weights.ts';
 import { Tokenizer } from './tokenizer/index.ts';
 import { TOKENS_PER_BLOCK } from './kv/index.ts';
+import { deepseekConfigFromGguf } from './deepseek-config.ts';
+import { deepseekGraphConfig } from './engine/deepseek-graph.ts';
 
 export interface QuantMixRow {
   /** GGML type name (Q4_K, F32, …). */
@@ -49,6 +51,11 @@ export interface ModelReport {
   /** f16 K and V of every layer for one token, and for one 64-token kvtier block; undefined when the dims are not declared. */
   kvBytesPerToken?: number;
   kvBytesPerBlock?: number;
+  /**
+   * deepseek2 (MLA): the cache holds one latent row [c_kv | k_pe] per token and layer, so
+   * kvBytesPerToken/Block above are the latent sizes; `expanded*` is what per-head K and V would take.
+   */
+  mla?: { kvLoraRank: number; ropeDim: number; expandedBytesPerToken: number; expandedBytesPerBlock: number };
   runnable: { ok: true } | { ok: false; reason: string };
 }
 
@@ -94,6 +101,19 @@ export function inspectModel(g: GgufFile): ModelReport {
   }
   const { layers, kvHeads, valueDim } = dims;
   const kvBytesPerToken = layers && kvHeads && keyDim && valueDim ? layers * kvHeads * (keyDim + valueDim) * 2 : undefined;
+  let mla: ModelReport['mla'];
+  let kvPerToken = kvBytesPerToken;
+  if (arch === 'deepseek2') {
+    const kvLora = u32(key('attention.kv_lora_rank'));
+    const rope = u32(key('rope.dimension_count'));
+    const kMla = u32(key('attention.key_length_mla')) ?? keyDim;
+    const vMla = u32(key('attention.value_length_mla')) ?? valueDim;
+    kvPerToken = layers && kvLora && rope ? layers * (kvLora + rope) * 2 : undefined;
+    if (kvLora && rope && layers && heads && kMla && vMla) {
+      const expanded = layers * heads * (kMla + vMla) * 2;
+      mla = { kvLoraRank: kvLora, ropeDim: rope, expandedBytesPerToken: expanded, expandedBytesPerBlock: expanded * TOKENS_PER_BLOCK };
+    }
+  }
   const template = g.optString('tokenizer.chat_template');
   return {
     path: g.path,
@@ -109,8 +129,9 @@ export function inspectModel(g: GgufFile): ModelReport {
     bitsPerWeight: params > 0 ? (bytes * 8) / params : 0,
     vocab: { model: g.optString('tokenizer.ggml.model'), pre: g.optString('tokenizer.ggml.pre'), size: g.optStringArray('tokenizer.ggml.tokens')?.length },
     chatTemplate: { present: template !== undefined, chars: template?.length ?? 0 },
-    kvBytesPerToken,
-    kvBytesPerBlock: kvBytesPerToken === undefined ? undefined : kvBytesPerToken * TOKENS_PER_BLOCK,
+    kvBytesPerToken: kvPerToken,
+    kvBytesPerBlock: kvPerToken === undefined ? undefined : kvPerToken * TOKENS_PER_BLOCK,
+    ...(mla ? { mla } : {}),
     runnable: runnable(g),
   };
 }
@@ -118,8 +139,8 @@ export function inspectModel(g: GgufFile): ModelReport {
 /** The engine's own load-time checks, without uploading a weight. */
 function runnable(g: GgufFile): ModelReport['runnable'] {
   try {
-    const config = modelConfigFromGguf(g);
-    graphConfigFrom(g, config);
+    if (g.optString('general.architecture') === 'deepseek2') deepseekGraphConfig(deepseekConfigFromGguf(g), g.path);
+    else graphConfigFrom(g, modelConfigFromGguf(g));
     for (const t of g.tensors.values()) {
       if (t.dims.filter((d) => d > 1).length >= 2 && !engineWeightDType(t.type)) {
         return { ok: false, reason: `tensor ${t.name} has weight type ${ggmlTypeName(t.type)}, which the engine does not compute` };
