@@ -24,6 +24,7 @@
       "src/ops/swiglu.cc",
       "src/ops/add.cc",
       "src/ops/attention.cc",
+      "src/ops/mla-attention.cc",
       "src/ops/table.cc"
     ]
   },
@@ -82,7 +83,7 @@
         "src/ops/embed-ref.cc",
         "src/ops/kv-write.cc",
         "src/ops/kv-write-ref.cc",
-        "src/ops/mla-attention.cc",
+        "src/ops/mla-dispatch.cc",
         "src/ops/mla-attention-ref.cc",
         "src/quant/quant-dispatch.cc",
         "src/quant/quant-search.cc",

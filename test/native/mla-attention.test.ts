@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 
 import { CpuBackend, NativeError, PAGE_TOKENS, type AttentionSegment, type KvPoolHandle } from '../../native/index.ts';
 import { CpuKvPool, CpuTensor, packSegments } from '../../native/cpu-backend.ts';
-import { addon, bitsEqual, maxAbsDiff, rng, withThreads } from './native-fixtures.ts';
+import { ISAS, addon, bitsEqual, maxAbsDiff, rng, withIsa, withThreads } from './native-fixtures.ts';
 
 const backend = new CpuBackend();
 
@@ -86,9 +86,15 @@ describe.each(['f16', 'f32'] as const)('MLA attention over %s latent pages', (dt
     expect(err).toBeLessThan(1e-5);
   });
 
-  it('fast == reference twin bit for bit with 1 and 3 threads; split calls == one call', () => {
+  it(`fast == reference twin bit for bit on every ISA (${ISAS.join(', ')}), 1 and 3 threads; split calls == one call`, () => {
     const ref = run(true, s, segs, T, heads, W, V, 1, scale);
-    for (const threads of [1, 3]) expect(bitsEqual(withThreads(threads, () => run(false, s, segs, T, heads, W, V, 1, scale)), ref)).toBe(true);
+    for (const isa of ISAS)
+      for (const threads of [1, 3]) expect(bitsEqual(withIsa(isa, () => withThreads(threads, () => run(false, s, segs, T, heads, W, V, 1, scale))), ref), `${isa} ${threads}`).toBe(true);
+    // a width that is not a multiple of 16 (the kernels' masked tail) and a vDim that is not either
+    const odd = setup({ T: 70, heads: 3, W: 45, layers: 1, layer: 0, dtype, seed: 5 });
+    const oddSegs = [{ blockTable: odd.table, pos0: 0, queries: 70 }];
+    const oddRef = run(true, odd, oddSegs, 70, 3, 45, 37, 0, scale);
+    for (const isa of ISAS) expect(bitsEqual(withIsa(isa, () => run(false, odd, oddSegs, 70, 3, 45, 37, 0, scale)), oddRef), isa).toBe(true);
     // a decode-sized call (one row, heads split over items) and a prefill in two parts
     const split = [
       { blockTable: s.table, pos0: 0, queries: 100 },
