@@ -92,6 +92,11 @@ export interface DeepseekSyntheticOptions {
   kvB?: 'split' | 'fused';
   /** The same weights without the rope.scaling.* keys (tests: a parity check must notice). */
   withoutRopeScaling?: boolean;
+  /**
+   * Widths × this (d, q/kv LoRA ranks, head dims, FFN dims; heads, experts and layers
+   * unchanged), e.g. 4 so deepseek-tiny's rows are whole 256-value K-quant blocks.
+   */
+  widen?: number;
 }
 
 interface Resolved {
@@ -104,7 +109,14 @@ interface Resolved {
 
 function resolve(size: DeepseekSyntheticSize, o: DeepseekSyntheticOptions): Resolved {
   const shape = o.shape ?? 'v3';
-  const spec = DEEPSEEK_SYNTHETIC_SPECS[size][shape];
+  let spec = DEEPSEEK_SYNTHETIC_SPECS[size][shape];
+  const k = o.widen ?? 1;
+  if (k !== 1) {
+    spec = {
+      ...spec, dModel: spec.dModel * k, qLoraRank: spec.qLoraRank * k, kvLoraRank: spec.kvLoraRank * k, qkNopeDim: spec.qkNopeDim * k,
+      qkRopeDim: spec.qkRopeDim * k, vHeadDim: spec.vHeadDim * k, ffnDim: spec.ffnDim * k, expertFfnDim: spec.expertFfnDim * k,
+    };
+  }
   return { size, shape, weightType: o.weightType ?? 'f16', kvB: o.kvB ?? 'split', spec: o.withoutRopeScaling ? { ...spec, yarn: null } : spec };
 }
 
@@ -115,7 +127,7 @@ export function deepseekModelPath(size: DeepseekSyntheticSize, o: DeepseekSynthe
     .update(loadCorpus().hash)
     .digest('hex')
     .slice(0, 12);
-  return path.join(o.dataDir, 'models', `${size}-${r.shape}${r.kvB === 'fused' ? '-fused' : ''}${r.spec.yarn ? '' : '-noscale'}-${r.weightType}-${h}.gguf`);
+  return path.join(o.dataDir, 'models', `${size}${o.widen && o.widen !== 1 ? `-x${o.widen}` : ''}-${r.shape}${r.kvB === 'fused' ? '-fused' : ''}${r.spec.yarn ? '' : '-noscale'}-${r.weightType}-${h}.gguf`);
 }
 
 /** Path of the synthetic DeepSeek GGUF, generating it first if needed. */

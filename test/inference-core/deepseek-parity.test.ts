@@ -16,9 +16,19 @@
  *     teacher-forced argmax agreement on every step that is not a near-tie;
  *   - cache equivalence over the latent blocks: exported blocks imported into a
  *     fresh sequence + the suffix prefilled == the whole prompt prefilled, bit for bit.
+ * K-quants: deepseek-tiny 4× wider (rows of whole 256-value blocks) in f32, quantized by
+ * llama.cpp's own llama-quantize (test/helpers/llamacpp-quantize.py) to q4_k_m (Q4_K with
+ * Q5_0 fallbacks for the 128-wide attn_k_b / attn_q_b / ffn_down_exps rows, Q6_K head) and
+ * q6_k: the 3-D expert and per-head tensors are computed slice by slice. 1-token logits agree
+ * to ≤ 2e-6 (weights and Q8_K activations decode identically), longer prompts within 3e-2
+ * (measured 1.4e-2..2.3e-2; q8_0 at the same width measures 1.5e-2, f32 5.8e-4: both sides
+ * quantize activations, and a routed-expert choice that flips on a near-tie amplifies it).
  * And the check can fail: the same v3 weights without the YaRN keys (plain rope,
  * kq scale 1/√kDim) miss llama.cpp on the scaled file by more than 5× the tolerance.
  */
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index.ts';
 import { ensureDeepseekModel, type DeepseekShape, type DeepseekWeightType } from '../../inference-core/synthetic/deepseek-synthetic.ts';
@@ -36,6 +46,28 @@ const FILES: Array<{ shape: DeepseekShape; kvB: 'split' | 'fused'; dtypes: Deeps
   { shape: 'v2-lite', kvB: 'split', dtypes: ['f32', 'f16', 'q8_0'] },
   { shape: 'v2-lite', kvB: 'fused', dtypes: ['f16'] },
 ];
+/** K-quant files: llama-quantize's ftype of each (llama.h). */
+const KQUANTS: Array<{ shape: DeepseekShape; mix: 'q4_k_m' | 'q6_k'; ftype: number }> = [
+  { shape: 'v3', mix: 'q4_k_m', ftype: 15 },
+  { shape: 'v2-lite', mix: 'q4_k_m', ftype: 15 },
+  { shape: 'v3', mix: 'q6_k', ftype: 18 },
+];
+const KQUANT_TOLERANCE = 3e-2;
+const BINS = path.resolve('node_modules/@node-llama-cpp/linux-x64/bins/linux-x64');
+
+/** deepseek-tiny ×4 wide as llama.cpp's llama-quantize writes `mix`. */
+function llamaQuantized(shape: DeepseekShape, mix: string, ftype: number): string {
+  const f32 = ensureDeepseekModel('deepseek-tiny', { dataDir: TEST_DATA_DIR, shape, weightType: 'f32', widen: 4 });
+  const out = path.join(path.dirname(f32), `llama-quantize-${mix}-${path.basename(f32)}`);
+  if (!fs.existsSync(out)) {
+    const tmp = `${out}.tmp-${process.pid}`;
+    const r = spawnSync('python3', [path.resolve('test/helpers/llamacpp-quantize.py'), BINS, f32, tmp, String(ftype)], { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`llama-quantize failed: ${r.stderr.slice(-2000)}`);
+    fs.renameSync(tmp, out);
+  }
+  return out;
+}
+
 const PROMPT_LENGTHS = [1, 65, 300];
 const GREEDY_TEXT = 'The cache keeps every block of the prompt for days, and the next request';
 
@@ -82,7 +114,17 @@ function lastLogits(engine: LoadedEngine, tokens: number[]): Float64Array {
   }
 }
 
-const CASES = FILES.flatMap((f) => DTYPES.filter((d) => f.dtypes.includes(d.weightType)).map((d) => ({ ...f, ...d, name: `${f.shape}${f.kvB === 'fused' ? '-fused' : ''}/${d.weightType}` })));
+const CASES: Array<{ name: string; tolerance: number; nearTie: number; file: () => string }> = [
+  ...FILES.flatMap((f) =>
+    DTYPES.filter((d) => f.dtypes.includes(d.weightType)).map((d) => ({
+      name: `${f.shape}${f.kvB === 'fused' ? '-fused' : ''}/${d.weightType}`,
+      tolerance: d.tolerance,
+      nearTie: d.nearTie,
+      file: () => ensureDeepseekModel('deepseek-tiny', { dataDir: TEST_DATA_DIR, shape: f.shape, kvB: f.kvB, weightType: d.weightType }),
+    })),
+  ),
+  ...KQUANTS.map((k) => ({ name: `${k.shape}-x4/${k.mix}`, tolerance: KQUANT_TOLERANCE, nearTie: 5e-2, file: () => llamaQuantized(k.shape, k.mix, k.ftype) })),
+];
 const cases = new Map<string, Case>();
 let bare: LoadedEngine;
 
@@ -90,7 +132,7 @@ beforeAll(async () => {
   const requests: LlamaBatchRequest[] = [];
   const pending: Array<Omit<Case, 'refLogprobs' | 'refGreedy'>> = [];
   for (const c of CASES) {
-    const modelPath = ensureDeepseekModel('deepseek-tiny', { dataDir: TEST_DATA_DIR, shape: c.shape, kvB: c.kvB, weightType: c.weightType });
+    const modelPath = c.file();
     const engine = await loadEngine(modelPath, { kvDtype: 'f16', threads: 1, poolBytes: 8 * 2 ** 20 });
     const prompts = PROMPT_LENGTHS.map((n) => randomTokens(n, engine.vocabSize, 100 + n));
     const greedyPrompt = Array.from(engine.tokenizer.encode(GREEDY_TEXT));
