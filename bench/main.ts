@@ -6,7 +6,8 @@ export {};
  */
 const areas: Record<string, string[]> = {
   storage: ['./storage.ts', './storage-kvtier.ts'],
-  engine: ['./engine.ts'],
+  engine: ['./engine.ts', './engine-deepseek.ts'],
+  'engine-deepseek': ['./engine-deepseek.ts'],
   'model-files': ['./model-files.ts'],
   'native-kernels': ['./native-kernels.ts'],
   e2e: ['./e2e.ts'],

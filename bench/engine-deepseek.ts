@@ -1,0 +1,125 @@
+/**
+ * DeepSeek (deepseek2: MLA + MoE) engine benchmark on synthetic:deepseek-small
+ * (V3-shaped: d 512, 6 layers with the first dense, 32 routed experts top-4 +
+ * 1 shared, kv_lora_rank 128, rope 32; inference-core/synthetic/deepseek-synthetic.ts),
+ * ours vs llama.cpp (node-llama-cpp's CPU build) on the same GGUF and prompt,
+ * each side at its best thread count (1 or 2), f16 KV on both sides.
+ *
+ *   deepseek_prefill_tps / deepseek_llamacpp_prefill_tps   PREFILL_TOKENS random tokens
+ *   deepseek_decode_tps  / deepseek_llamacpp_decode_tps    DECODE_TOKENS greedy steps after them
+ *   deepseek_prefill_ratio, deepseek_decode_ratio           ours / llama.cpp (target ≥ 1.0)
+ *   mla_block_bytes            one 64-token block of latent KV (layers · 64 · (kv_lora_rank + rope) · 2)
+ *   mla_expanded_block_bytes   the same block with per-head K (nope + rope) and V (f16)
+ *   mla_block_ratio            mla / expanded (target ≤ 0.25)
+ *   deepseek_import_over_prefill  63 latent blocks (4032 tokens) imported as memory copies /
+ *                                 the same tokens prefilled (target ≤ 0.01)
+ *
+ * KVTIER_BENCH_DEEPSEEK_WEIGHTS: f16 or q8_0 (default q8_0).
+ */
+import * as os from 'node:os';
+import { argmax, loadEngine, resolveModelPath, type LoadedEngine } from '../inference-core/index.ts';
+import type { DeepseekConfig } from '../inference-core/deepseek-config.ts';
+import { llamaBench } from '../test/helpers/llamacpp.ts';
+import { randomTokens as promptOf } from '../test/inference-core/engine-fixtures.ts';
+
+const PREFILL_TOKENS = 2048;
+const DECODE_TOKENS = 64;
+const IMPORT_BLOCKS = 63;
+const THREAD_CHOICES = [1, 2].filter((t) => t <= Math.max(1, os.availableParallelism()));
+
+function say(line: string): void {
+  process.stderr.write(`bench engine-deepseek: ${line}\n`);
+}
+
+const round = (x: number, digits = 2) => Number(x.toFixed(digits));
+
+function measureOurs(engine: LoadedEngine, prompt: number[], decode: number): { prefillTps: number; decodeTps: number } {
+  const seq = engine.createSequence();
+  const t0 = performance.now();
+  let logits = seq.prefill(prompt);
+  const t1 = performance.now();
+  for (let i = 0; i < decode; i++) logits = seq.decode(argmax(logits));
+  const t2 = performance.now();
+  seq.free();
+  return { prefillTps: prompt.length / ((t1 - t0) / 1000), decodeTps: decode / ((t2 - t1) / 1000) };
+}
+
+export async function run(): Promise<Record<string, number | string>> {
+  const dataDir = process.env.KVTIER_DATA_DIR ?? 'data';
+  const weightType = process.env.KVTIER_BENCH_DEEPSEEK_WEIGHTS ?? 'q8_0';
+  if (weightType !== 'f16' && weightType !== 'q8_0') throw new Error(`KVTIER_BENCH_DEEPSEEK_WEIGHTS: use f16 or q8_0, got ${weightType}`);
+  const spec = `synthetic:deepseek-small:${weightType}`;
+  const modelPath = resolveModelPath(spec, { dataDir });
+  const poolBytes = 256 * 2 ** 20;
+  const result: Record<string, number | string> = { deepseek_model: spec };
+
+  const ours = { prefill: 0, prefillThreads: 0, decode: 0, decodeThreads: 0 };
+  let vocab = 0;
+  for (const threads of THREAD_CHOICES) {
+    const engine = await loadEngine(modelPath, { threads, kvDtype: 'f16', poolBytes });
+    vocab = engine.vocabSize;
+    const prompt = promptOf(PREFILL_TOKENS, vocab, 7);
+    measureOurs(engine, prompt.slice(0, 256), 4); // warm-up: pack weights, page them in
+    const m = measureOurs(engine, prompt, DECODE_TOKENS);
+    say(`ours threads=${threads}: prefill ${m.prefillTps.toFixed(1)} tok/s, decode ${m.decodeTps.toFixed(2)} tok/s`);
+    if (m.prefillTps > ours.prefill) Object.assign(ours, { prefill: m.prefillTps, prefillThreads: threads });
+    if (m.decodeTps > ours.decode) Object.assign(ours, { decode: m.decodeTps, decodeThreads: threads });
+    if (threads === THREAD_CHOICES[THREAD_CHOICES.length - 1]) {
+      const c = engine.config as unknown as DeepseekConfig;
+      result.mla_block_bytes = engine.kvLayout.blockBytes;
+      result.mla_expanded_block_bytes = c.nLayers * 64 * c.nHeads * (c.qkNopeDim + c.qkRopeDim + c.vHeadDim) * 2;
+      result.mla_block_ratio = round(engine.kvLayout.blockBytes / result.mla_expanded_block_bytes, 4);
+    }
+    engine.destroy();
+  }
+  const ref = { prefill: 0, prefillThreads: 0, decode: 0, decodeThreads: 0 };
+  const prompt = promptOf(PREFILL_TOKENS, vocab, 7);
+  for (const threads of THREAD_CHOICES) {
+    await llamaBench({ modelPath, tokens: prompt.slice(0, 256), nPredict: 4, threads, kvType: 'f16' }); // warm-up
+    const m = await llamaBench({ modelPath, tokens: prompt, nPredict: DECODE_TOKENS, threads, kvType: 'f16' });
+    say(`llama.cpp threads=${threads}: prefill ${m.prefillTps.toFixed(1)} tok/s, decode ${m.decodeTps.toFixed(2)} tok/s`);
+    if (m.prefillTps > ref.prefill) Object.assign(ref, { prefill: m.prefillTps, prefillThreads: threads });
+    if (m.decodeTps > ref.decode) Object.assign(ref, { decode: m.decodeTps, decodeThreads: threads });
+  }
+  Object.assign(result, {
+    deepseek_prefill_tps: round(ours.prefill),
+    deepseek_decode_tps: round(ours.decode),
+    deepseek_llamacpp_prefill_tps: round(ref.prefill),
+    deepseek_llamacpp_decode_tps: round(ref.decode),
+    deepseek_prefill_threads: ours.prefillThreads,
+    deepseek_decode_threads: ours.decodeThreads,
+    deepseek_llamacpp_prefill_threads: ref.prefillThreads,
+    deepseek_llamacpp_decode_threads: ref.decodeThreads,
+    deepseek_prefill_ratio: round(ours.prefill / ref.prefill, 3),
+    deepseek_decode_ratio: round(ours.decode / ref.decode, 3),
+  });
+
+  // A 4032-token prefix: imported as 63 latent blocks vs prefilled.
+  const engine = await loadEngine(modelPath, { threads: ours.prefillThreads || 1, kvDtype: 'f16', poolBytes });
+  try {
+    const long = promptOf(IMPORT_BLOCKS * 64, engine.vocabSize, 11);
+    const src = engine.createSequence();
+    const t0 = performance.now();
+    src.prefill(long);
+    const prefillMs = performance.now() - t0;
+    const blocks = src.exportBlocks(0, IMPORT_BLOCKS);
+    src.free();
+    let importMs = Infinity;
+    for (let rep = 0; rep < 5; rep++) {
+      const seq = engine.createSequence();
+      const t1 = performance.now();
+      seq.importBlocks(blocks);
+      importMs = Math.min(importMs, performance.now() - t1);
+      seq.free();
+    }
+    say(`4032-token prefix: prefill ${prefillMs.toFixed(0)} ms, import ${importMs.toFixed(2)} ms`);
+    Object.assign(result, {
+      deepseek_prefix_prefill_ms: round(prefillMs, 1),
+      deepseek_prefix_import_ms: round(importMs, 3),
+      deepseek_import_over_prefill: round(importMs / prefillMs, 5),
+    });
+  } finally {
+    engine.destroy();
+  }
+  return result;
+}
