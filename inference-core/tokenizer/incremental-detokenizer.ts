@@ -19,11 +19,12 @@ export class IncrementalDetokenizer {
   /** Feeds one token; returns the text that became complete (possibly ''). */
   push(id: number): string {
     let piece = this.tokenizer.tokenToPiece(id, { renderSpecial: this.options.renderSpecial });
-    if (piece.length === 0) return '';
+    // As Tokenizer.decode: the first token's piece, whatever it renders, is the one that may lose a space.
     if (this.first) {
       this.first = false;
-      if (this.options.stripLeadingSpace && piece[0] === 0x20) piece = piece.subarray(1);
+      if (this.options.stripLeadingSpace && piece.length > 0 && piece[0] === 0x20) piece = piece.subarray(1);
     }
+    if (piece.length === 0) return '';
     return this.decoder.decode(piece, { stream: true });
   }
 

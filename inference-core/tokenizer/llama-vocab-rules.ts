@@ -40,3 +40,51 @@ export function stripAttributesByModelName(name: string, tokens: string[], types
   }
   return out;
 }
+
+const SP = 0x20;
+const APOS = 0x27;
+
+/**
+ * llama_detokenize's clean_spaces, three passes over the bytes: drop the space before ? ! . and ,
+ * then turn " ' " into "'", then drop the space before 's 'm 're 've (not 't 'd 'll).
+ */
+export function cleanSpaces(input: Uint8Array): Uint8Array {
+  let t = input;
+  let n = t.length;
+  const pass = (body: (i: number, out: Uint8Array, w: number) => [number, number]) => {
+    const out = new Uint8Array(n);
+    let w = n > 0 ? 1 : 0;
+    if (n > 0) out[0] = t[0];
+    for (let i = 1; i < n; i++) [i, w] = body(i, out, w);
+    t = out;
+    n = w;
+  };
+  pass((i, out, w) => {
+    const x = t[i];
+    if (t[i - 1] === SP && (x === 0x3f || x === 0x21 || x === 0x2e || x === 0x2c)) w--;
+    out[w++] = x;
+    return [i, w];
+  });
+  pass((i, out, w) => {
+    const x = t[i];
+    if (x === APOS && i + 1 < n && t[i - 1] === SP && t[i + 1] === SP) {
+      w--;
+      // llama.cpp overwrites the skipped space with NUL, which the next byte then sees as its left neighbour.
+      t[++i] = 0;
+    }
+    out[w++] = x;
+    return [i, w];
+  });
+  pass((i, out, w) => {
+    const x = t[i];
+    if (t[i - 1] === SP && x === APOS && i + 1 < n) {
+      const x1 = t[i + 1];
+      const x2 = i + 2 < n ? t[i + 2] : -1;
+      if (x1 === 0x73 || x1 === 0x6d) w--; // 's 'm
+      else if (x1 !== 0x74 && x1 !== 0x64 && ((x1 === 0x72 && x2 === 0x65) || (x1 === 0x76 && x2 === 0x65))) w--; // 're 've
+    }
+    out[w++] = x;
+    return [i, w];
+  });
+  return t.subarray(0, n);
+}

@@ -18,7 +18,7 @@ import { IncrementalDetokenizer } from './incremental-detokenizer.ts';
 import { isPreTokenizerName, preTokenize, type PreTokenizerName } from './pre-tokenizer.ts';
 import { SpmModel } from './spm-model.ts';
 import { TokenizerError } from './tokenizer-errors.ts';
-import { EOG_TEXTS, FORCED_CONTROL_TEXTS, stripAttributesByModelName } from './llama-vocab-rules.ts';
+import { EOG_TEXTS, FORCED_CONTROL_TEXTS, cleanSpaces, stripAttributesByModelName } from './llama-vocab-rules.ts';
 import { TokenType } from './token-type.ts';
 
 export { TokenType } from './token-type.ts';
@@ -36,8 +36,13 @@ export interface EncodeOptions {
 export interface DecodeOptions {
   /** Render control tokens' text (default false: they decode to nothing). */
   renderSpecial?: boolean;
-  /** SPM: drop the space the tokenizer put in front of the text (default false). */
+  /** SPM: drop the space the tokenizer put in front of the text: one leading space of the first token's piece (default false). */
   stripLeadingSpace?: boolean;
+  /**
+   * llama_detokenize's clean-up of spaces before punctuation and contractions (" ?" → "?", " 's" → "'s").
+   * Lossy, so off by default; `Tokenizer.cleanSpaces` says whether llama.cpp applies it for this vocabulary.
+   */
+  cleanSpaces?: boolean;
 }
 
 export interface TokenizerSpec {
@@ -77,6 +82,8 @@ export class Tokenizer {
   readonly addBos: boolean;
   readonly addEos: boolean;
   readonly addSpacePrefix: boolean;
+  /** Whether llama_detokenize cleans spaces for this vocabulary (llama.cpp: byte-level BPE except the qwen2 and deepseek-v3 pre-tokenizers). */
+  readonly cleanSpaces: boolean;
   /** Ids that end generation: EOS, EOT and the end-of-turn / FIM tokens llama.cpp finds by text. */
   readonly eogIds: ReadonlySet<number>;
 
@@ -139,12 +146,14 @@ export class Tokenizer {
       this.addBos = spec.addBos ?? spec.pre === 'llama-bpe';
       this.addEos = spec.addEos ?? false;
       this.addSpacePrefix = false;
+      this.cleanSpaces = spec.pre === 'llama-bpe';
       this.bpe = new BpeModel(this.tokenToId, spec.merges, spec.pre === 'llama-bpe');
     } else {
       this.pre = undefined;
       this.addBos = spec.addBos ?? true;
       this.addEos = spec.addEos ?? false;
       this.addSpacePrefix = spec.addSpacePrefix ?? true;
+      this.cleanSpaces = false;
       const scores = spec.scores ?? new Float32Array(this.vocabSize);
       const byteTokens = new Int32Array(256).fill(-1);
       for (let b = 0; b < 256; b++) {
@@ -302,13 +311,14 @@ export class Tokenizer {
   decode(ids: ArrayLike<number>, options: DecodeOptions = {}): string {
     const pieces: Uint8Array[] = [];
     let total = 0;
-    // Only the first non-empty piece loses its space, even when that piece was just the space ('▁').
+    // As llama_detokenize: only the first token's piece loses a leading space, even when that
+    // token renders as nothing (a BOS in front keeps the text's own leading space).
     let strip = options.stripLeadingSpace === true;
     for (let i = 0; i < ids.length; i++) {
       let p = this.tokenToPiece(ids[i], options);
-      if (p.length === 0) continue;
-      if (strip && p[0] === 0x20) p = p.subarray(1);
+      if (strip && p.length > 0 && p[0] === 0x20) p = p.subarray(1);
       strip = false;
+      if (p.length === 0) continue;
       pieces.push(p);
       total += p.length;
     }
@@ -318,7 +328,7 @@ export class Tokenizer {
       all.set(p, off);
       off += p.length;
     }
-    return utf8Decoder.decode(all);
+    return utf8Decoder.decode(options.cleanSpaces ? cleanSpaces(all) : all);
   }
 
   /** Streaming decoder: emits text as soon as it is complete UTF-8, never a U+FFFD for a split character. */

@@ -3,9 +3,10 @@
  * What llama.cpp (node-llama-cpp 3.21.1, CPU) reads from a GGUF's vocabulary,
  * run as its own process like llamacpp-tokenize.mjs.
  *
- *   stdin : { modelPath }
+ *   stdin : { modelPath, detokenize?: [{ tokens: number[], special: boolean }] }
  *   stdout: { eogIds, controlIds, userDefinedIds, lstripIds, rstripIds: number[], bos, eos, eot } or { error }
- *   (the *Ids lists: tokens with that llama.cpp attribute, after llama.cpp's own adjustments)
+ *   (the *Ids lists: tokens with that llama.cpp attribute, after llama.cpp's own adjustments),
+ *   texts: llama_detokenize of each detokenize entry (special: render control tokens' text)
  */
 import { getLlama, LlamaLogLevel } from 'node-llama-cpp';
 
@@ -31,7 +32,8 @@ async function main() {
         if (a.lstrip) out.lstripIds.push(id);
         if (a.rstrip) out.rstripIds.push(id);
       }
-      return { ...out, bos: model.tokens.bos, eos: model.tokens.eos, eot: model.tokens.eot };
+      const texts = (req.detokenize ?? []).map((d) => model.detokenize(d.tokens, d.special === true));
+      return { ...out, texts, bos: model.tokens.bos, eos: model.tokens.eos, eot: model.tokens.eot };
     } finally {
       await model.dispose();
     }

@@ -11,13 +11,15 @@ export interface LlamaCppVocabInfo {
   userDefinedIds: number[];
   lstripIds: number[];
   rstripIds: number[];
+  /** llama_detokenize of each requested token list. */
+  texts: string[];
   bos: number | null;
   eos: number | null;
   eot: number | null;
 }
 
-export function llamaCppVocabInfo(modelPath: string): LlamaCppVocabInfo {
-  const r = spawnSync(process.execPath, [SCRIPT], { input: JSON.stringify({ modelPath }), encoding: 'utf8', maxBuffer: 256 << 20, timeout: 120_000 });
+export function llamaCppVocabInfo(modelPath: string, detokenize: Array<{ tokens: number[]; special: boolean }> = []): LlamaCppVocabInfo {
+  const r = spawnSync(process.execPath, [SCRIPT], { input: JSON.stringify({ modelPath, detokenize }), encoding: 'utf8', maxBuffer: 256 << 20, timeout: 120_000 });
   let res: { error?: string } & LlamaCppVocabInfo;
   try {
     res = JSON.parse(r.stdout);

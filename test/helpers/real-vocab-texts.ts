@@ -86,6 +86,7 @@ export const COMMON_TEXTS: LabeledText[] = [
   { label: 'math', text: '∀x ∈ ℝ, x² ≥ 0; √2 ≈ 1.41421; ∑ᵢ aᵢ ≠ ∞ — “quotes” «guill» ‘single’ …' },
   { label: 'punct runs', text: '!!!??? ... --- ___ *** ,,, ;;; ::: ((( ))) \'\'\' """' },
   { label: 'contractions', text: "don't can't I'm you're we've they'll she'd It's I'LL WE'VE DON'T" },
+  { label: 'detokenizer clean-up cases', text: "x ' ' y ' z it 's I 'm we 're you 've don 't I 'd we 'll ? ! . , end ." },
   { label: 'apostrophes', text: "rock 'n' roll, 'quoted', o'clock, ’curly’s" },
   // long
   { label: '500-letter word', text: word500() },
