@@ -69,6 +69,16 @@ export function stackKey(st: Stack, g: Grammar): string {
   return k;
 }
 
+/**
+ * The context boundary of a local walk: a stack [top frame, SENTINEL] runs
+ * the top frame alone; a byte that would go below it yields ESCAPED.
+ */
+export const SENTINEL_NODE = -1;
+export const ESCAPED: Stack = { f: { n: -2, p: 0, a: 0, b: 0, s: '', x: 0, key: 'ESC' }, up: null, key: 'ESC', cost: 0 };
+export function sentinelStack(): Stack {
+  return { f: { n: SENTINEL_NODE, p: 0, a: 0, b: 0, s: '', x: 0, key: 'S' }, up: null, key: 'S', cost: 0 };
+}
+
 export class FrameMachine {
   /** Per obj node: whether a required member is at index ≥ i; the fewest bytes of the required members from i; their count. */
   private readonly reqAfter: Array<Uint8Array | null>;
@@ -111,6 +121,10 @@ export class FrameMachine {
   /** Every stack that results from feeding byte `c` to `st`, appended to `out`. */
   feed(st: Stack, c: number, out: Stack[]): void {
     const f = st.f;
+    if (f.n < 0) {
+      out.push(ESCAPED);
+      return;
+    }
     const nd = this.g.nodes[f.n];
     switch (nd.kind) {
       case 'lit':
@@ -175,7 +189,8 @@ export class FrameMachine {
         if (x !== 0) {
           for (let i = 0; i < nd.exclude!.length; i++) if (x & (1 << i) && nd.exclude![i][f.b] !== c) x &= ~(1 << i);
         }
-        if (c < 0x80) return this.next(st, frame(f.n, S_BODY, clamp(f.a + 1), f.b + 1, '', x), out);
+        // b (byte position) matters only while an exclusion still matches: 0 otherwise, so states merge.
+        if (c < 0x80) return this.next(st, frame(f.n, S_BODY, clamp(f.a + 1), x !== 0 ? f.b + 1 : 0, '', x), out);
         // UTF-8 lead byte: b packs the continuation bytes still due and the range of the next one.
         let rem: number, lo = 0x80, hi = 0xbf;
         if (c >= 0xc2 && c <= 0xdf) rem = 1;
@@ -188,7 +203,7 @@ export class FrameMachine {
           if (c === 0xf0) lo = 0x90;
           if (c === 0xf4) hi = 0x8f;
         } else return;
-        return this.next(st, { n: f.n, p: S_UTF8, a: f.a, b: f.b + 1, s: String.fromCharCode(rem, lo, hi), x }, out);
+        return this.next(st, { n: f.n, p: S_UTF8, a: f.a, b: x !== 0 ? f.b + 1 : 0, s: String.fromCharCode(rem, lo, hi), x }, out);
       }
       case S_UTF8: {
         const rem = f.s.charCodeAt(0), lo = f.s.charCodeAt(1), hi = f.s.charCodeAt(2);
@@ -197,8 +212,8 @@ export class FrameMachine {
         if (x !== 0) {
           for (let i = 0; i < nd.exclude!.length; i++) if (x & (1 << i) && nd.exclude![i][f.b] !== c) x &= ~(1 << i);
         }
-        if (rem === 1) return this.next(st, frame(f.n, S_BODY, clamp(f.a + 1), f.b + 1, '', x), out);
-        return this.next(st, { n: f.n, p: S_UTF8, a: f.a, b: f.b + 1, s: String.fromCharCode(rem - 1, 0x80, 0xbf), x }, out);
+        if (rem === 1) return this.next(st, frame(f.n, S_BODY, clamp(f.a + 1), x !== 0 ? f.b + 1 : 0, '', x), out);
+        return this.next(st, { n: f.n, p: S_UTF8, a: f.a, b: x !== 0 ? f.b + 1 : 0, s: String.fromCharCode(rem - 1, 0x80, 0xbf), x }, out);
       }
       case S_ESC:
         if (c === 0x75) return this.next(st, frame(f.n, S_HEX, f.a, 0), out);
@@ -320,6 +335,7 @@ export class FrameMachine {
 
   /** The frame is complete: it may end here (a number may also go on). */
   frameEnds(f: Frame): boolean {
+    if (f.n < 0) return true;
     const nd = this.g.nodes[f.n];
     switch (nd.kind) {
       case 'lit':
@@ -354,6 +370,7 @@ export class FrameMachine {
   }
 
   frameCost(f: Frame): number {
+    if (f.n < 0) return 0;
     const g = this.g;
     const nd = g.nodes[f.n];
     switch (nd.kind) {

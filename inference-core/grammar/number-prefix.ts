@@ -87,8 +87,19 @@ function floorDiv(a: bigint, b: bigint): bigint {
   return a % b !== 0n && (a < 0n) !== (b < 0n) ? q - 1n : q;
 }
 
-/** Scaled integer bounds [lo, hi] (null = unbounded) of the values v/10^m allowed by `b`. */
+const scaledCache = new WeakMap<NumBounds, Array<{ lo: bigint | null; hi: bigint | null }>>();
+
+/** Scaled integer bounds [lo, hi] (null = unbounded) of the values v/10^m allowed by `b` (memoized per bounds and m). */
 function scaledBounds(b: NumBounds, m: number): { lo: bigint | null; hi: bigint | null } {
+  let list = scaledCache.get(b);
+  if (!list) {
+    list = [];
+    scaledCache.set(b, list);
+  }
+  return (list[m] ??= computeScaledBounds(b, m));
+}
+
+function computeScaledBounds(b: NumBounds, m: number): { lo: bigint | null; hi: bigint | null } {
   let lo: bigint | null = null;
   let hi: bigint | null = null;
   if (b.lo !== null) {
@@ -150,6 +161,10 @@ export function minNumberCompletion(p: Parts, integer: boolean, bounds: NumBound
   for (let j = 0; p.int.length + j <= MAX_INT_DIGITS && j < best; j++) {
     const r = intRange(p.int, j);
     if (r === null) continue;
+    // Magnitudes only grow with more digits: past the largest allowed one, no longer shape can fit.
+    const s0 = scaledBounds(bounds, 0);
+    const maxMagnitude = p.neg ? (s0.lo === null ? null : -s0.lo) : s0.hi;
+    if (maxMagnitude !== null && r[0] > maxMagnitude + 1n) break;
     if (meets(r[0], r[1], p.neg, bounds, 0)) {
       best = Math.min(best, j);
       break;

@@ -17,7 +17,7 @@
  * mask computed (and cached under state+budget).
  */
 import { GrammarError } from './grammar-errors.ts';
-import { FrameMachine, stackKey, type Stack } from './grammar-frames.ts';
+import { ESCAPED, FrameMachine, frameKey, sentinelStack, stackKey, type Frame, type Stack } from './grammar-frames.ts';
 import type { Grammar } from './grammar-nodes.ts';
 import { PLAIN_MAX_CHARS, type ByteTrie, type VocabIndex } from './vocab-index.ts';
 
@@ -37,9 +37,30 @@ export interface MaskEntry {
 
 const DEDUPE_OVER = 8;
 
+/**
+ * What one top frame allows regardless of the stack below it (xgrammar's
+ * context-independent tokens), and the tokens that leave the frame: those
+ * are checked against the real stack below, from the byte where they left.
+ */
+interface LocalEntry {
+  readonly bits: Uint32Array;
+  /** Largest close cost of the frame itself after an inside token (-1: none). */
+  readonly maxLocalCost: number;
+  /** The trie walked (the plain-string fast path walks the non-plain trie) and where stacks left the frame: the node reached and the byte that left. */
+  readonly trie: ByteTrie;
+  readonly escapeNodes: Int32Array;
+  readonly escapeBytes: Uint8Array;
+}
+
+interface Escapes {
+  nodes: number[];
+  bytes: number[];
+}
+
 export class GrammarMasks {
   readonly machine: FrameMachine;
   private readonly entries = new Map<string, MaskEntry>();
+  private readonly locals = new Map<string, LocalEntry>();
   private readonly words: number;
 
   constructor(
@@ -107,21 +128,95 @@ export class GrammarMasks {
     return tight;
   }
 
+  /**
+   * Without a binding budget: per stack, its top frame's local entry (cached
+   * by frame key, so shared by every context the frame appears in) plus its
+   * escaping tokens fed on into the stack below. Under a binding budget (the
+   * last tokens of a reply): one walk over the whole stacks.
+   */
   private compute(state: MatcherState, budget: number): MaskEntry {
     const bits = new Uint32Array(this.words);
     const stat = { maxCost: -1 };
     const accepts = this.accepts(state);
-    const top = state.stacks.length === 1 ? state.stacks[0] : null;
-    const node = top ? this.grammar.nodes[top.f.n] : null;
-    if (top && node && node.kind === 'str' && node.exclude === null && top.f.p === 1) {
-      this.plainString(top, node.min, node.max, budget, bits, stat);
-      this.walk(this.vocab.nonPlainTrie, state.stacks, budget, bits, stat);
-    } else this.walk(this.vocab.trie, state.stacks, budget, bits, stat);
+    if (budget !== Infinity) {
+      this.walkStacks(state.stacks, budget, bits, stat, null);
+      return { bits, accepts, maxCost: stat.maxCost };
+    }
+    const machine = this.machine;
+    for (let st of state.stacks) {
+      // A finished frame passes every byte down: the stack below is the same state.
+      while (st.up !== null && this.finishedOnly(st.f)) st = st.up;
+      if (this.finishedOnly(st.f)) continue; // the top level is complete: only a stop token
+      const local = this.localEntry(st.f);
+      const upCost = st.up === null ? 0 : machine.stackCost(st.up);
+      if (upCost === Infinity) continue;
+      if (local.maxLocalCost >= 0) {
+        for (let w = 0; w < bits.length; w++) bits[w] |= local.bits[w];
+        stat.maxCost = Math.max(stat.maxCost, local.maxLocalCost + upCost);
+      }
+      if (st.up === null) continue; // nothing may follow the top level
+      // Tokens that leave the frame: the rest of their bytes go to the stack below (a walk of those subtrees only).
+      const { trie } = local;
+      for (let i = 0; i < local.escapeNodes.length; i++) {
+        const node = local.escapeNodes[i];
+        const cur: Stack[] = [];
+        machine.feed(st.up, local.escapeBytes[i], cur);
+        if (cur.length === 0) continue;
+        this.allowTokensAt(trie, node, cur, Infinity, bits, stat);
+        this.walk(trie, cur, Infinity, bits, stat, null, node);
+      }
+    }
     return { bits, accepts, maxCost: stat.maxCost };
   }
 
+  /** lit done, string/object/array closed, seq complete: the frame can only pass bytes down. */
+  private finishedOnly(f: Frame): boolean {
+    const nd = this.grammar.nodes[f.n];
+    return nd.kind !== 'num' && this.machine.frameEnds(f);
+  }
+
+  private allowTokensAt(trie: ByteTrie, node: number, stacks: readonly Stack[], budget: number, bits: Uint32Array, stat: { maxCost: number }): void {
+    if (trie.tokStart[node] === trie.tokStart[node + 1]) return;
+    let cost = Infinity;
+    for (let i = 0; i < stacks.length; i++) cost = Math.min(cost, this.machine.stackCost(stacks[i]));
+    if (cost > budget || cost === Infinity) return;
+    if (cost > stat.maxCost) stat.maxCost = cost;
+    for (let t = trie.tokStart[node]; t < trie.tokStart[node + 1]; t++) {
+      const id = trie.tokIds[t];
+      bits[id >>> 5] |= 1 << (id & 31);
+    }
+  }
+
+  private localEntry(f: Frame): LocalEntry {
+    const key = frameKey(f, this.grammar);
+    let local = this.locals.get(key);
+    if (local !== undefined) return local;
+    const bits = new Uint32Array(this.words);
+    const stat = { maxCost: -1 };
+    const escapes: Escapes = { nodes: [], bytes: [] };
+    const trie = this.walkStacks([{ f, up: sentinelStack() }], Infinity, bits, stat, escapes);
+    local = { bits, maxLocalCost: stat.maxCost, trie, escapeNodes: Int32Array.from(escapes.nodes), escapeBytes: Uint8Array.from(escapes.bytes) };
+    this.locals.set(key, local);
+    return local;
+  }
+
+  /** A string body on top: plain tokens as one bitset, only the others walked. */
+  private walkStacks(stacks: readonly Stack[], budget: number, bits: Uint32Array, stat: { maxCost: number }, escapes: Escapes | null): ByteTrie {
+    const top = stacks.length === 1 ? stacks[0] : null;
+    const node = top ? this.grammar.nodes[top.f.n] : null;
+    // A plain token never closes the string, so excluded key names do not change which are allowed — only
+    // (by at most one byte) the cost after them; under a binding budget that must be exact, so walk instead.
+    if (top && node && node.kind === 'str' && top.f.p === 1 && (node.exclude === null || top.f.x === 0 || budget === Infinity)) {
+      this.plainString(top, node.min, node.max, budget, bits, stat, top.f.x !== 0 ? 1 : 0);
+      this.walk(this.vocab.nonPlainTrie, stacks, budget, bits, stat, escapes, 0);
+      return this.vocab.nonPlainTrie;
+    }
+    this.walk(this.vocab.trie, stacks, budget, bits, stat, escapes, 0);
+    return this.vocab.trie;
+  }
+
   /** Plain tokens inside a string body: chars ≤ what maxLength leaves, and (under a budget) enough chars to reach minLength in time. */
-  private plainString(top: Stack, min: number, max: number, budget: number, bits: Uint32Array, stat: { maxCost: number }): void {
+  private plainString(top: Stack, min: number, max: number, budget: number, bits: Uint32Array, stat: { maxCost: number }, slack: number): void {
     const count = top.f.a;
     const kmax = Math.min(PLAIN_MAX_CHARS, max - count);
     if (kmax < 1) return;
@@ -133,13 +228,19 @@ export class GrammarMasks {
     const upTo = this.vocab.plainUpTo[kmax];
     const below = nmin >= 2 ? this.vocab.plainUpTo[nmin - 1] : null;
     for (let w = 0; w < bits.length; w++) bits[w] |= below ? upTo[w] & ~below[w] : upTo[w];
-    stat.maxCost = Math.max(stat.maxCost, rest + 1 + Math.max(0, min - count - nmin));
+    stat.maxCost = Math.max(stat.maxCost, rest + 1 + Math.max(0, min - count - nmin) + slack);
   }
 
-  private walk(trie: ByteTrie, start: readonly Stack[], budget: number, bits: Uint32Array, stat: { maxCost: number }): void {
+  /**
+   * Depth-first over the trie, feeding each edge's byte to the stacks that
+   * reached its parent. With `escapes` (a local walk): where a stack leaves
+   * its frame (ESCAPED), every token of that subtree is recorded with the
+   * byte index it left at.
+   */
+  private walk(trie: ByteTrie, start: readonly Stack[], budget: number, bits: Uint32Array, stat: { maxCost: number }, escapes: Escapes | null, from: number): void {
     const { edgeStart, edgeByte, edgeChild, tokStart, tokIds } = trie;
     const machine = this.machine;
-    const nodes: number[] = [0];
+    const nodes: number[] = [from];
     const states: Stack[][] = [start as Stack[]];
     while (nodes.length > 0) {
       const n = nodes.pop()!;
@@ -149,8 +250,14 @@ export class GrammarMasks {
         let next: Stack[] = [];
         for (let i = 0; i < cur.length; i++) machine.feed(cur[i], c, next);
         if (next.length === 0) continue;
-        if (next.length > DEDUPE_OVER) next = dedupe(next, this.grammar);
         const child = edgeChild[e];
+        if (escapes !== null && next.includes(ESCAPED)) {
+          escapes.nodes.push(child);
+          escapes.bytes.push(c);
+          next = next.filter((s) => s !== ESCAPED);
+          if (next.length === 0) continue;
+        }
+        if (next.length > DEDUPE_OVER) next = dedupe(next, this.grammar);
         if (tokStart[child] < tokStart[child + 1]) {
           let cost = Infinity;
           for (let i = 0; i < next.length; i++) cost = Math.min(cost, machine.stackCost(next[i]));
