@@ -7,6 +7,7 @@ import type { GgufFile } from '../gguf/index.ts';
 import { deepseekConfigFromGguf, type DeepseekConfig } from '../deepseek-config.ts';
 import { mlaKvLayoutOf, type KvLayout } from '../kv/kv-pool.ts';
 import type { ForwardGraph } from './engine.ts';
+import { EngineError } from './engine-errors.ts';
 import { DeepseekGraph, deepseekGraphConfig, type DeepseekGraphConfig } from './deepseek-graph.ts';
 import { deepseekHandles, uploadDeepseekWeights } from './deepseek-weights.ts';
 import type { ModelWeights } from './llama-graph.ts';
@@ -22,6 +23,10 @@ export interface DeepseekEngineParts {
 }
 
 export function deepseekEngineParts(backend: Backend, gguf: GgufFile, kvDtype: KvDType): DeepseekEngineParts {
+  if (!backend.createMlaKvPool || !backend.mlaKvWrite || !backend.mlaAttention) {
+    // refuse before uploading any weight
+    throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', `${gguf.path}: the ${backend.name} backend has no MLA ops for deepseek2 models; run it on the cpu backend (KVTIER_DEVICE=cpu)`);
+  }
   const config = deepseekConfigFromGguf(gguf);
   const graphConfig = deepseekGraphConfig(config, gguf.path);
   const kvLayout = mlaKvLayoutOf(config.nLayers, graphConfig.latentDim, kvDtype);
