@@ -13,6 +13,7 @@ const areas: Record<string, string[]> = {
   e2e: ['./e2e.ts'],
   cluster: ['./cluster.ts'],
   prompt: ['./prompt.ts'],
+  features: ['./features.ts'],
 };
 
 type BenchModule = { run: () => Promise<Record<string, number | string | boolean>> };

@@ -238,6 +238,20 @@ export class Sampler {
       return best;
     }
     const src = x;
+    if ((this.topK === 0 || this.topK >= n) && this.topP >= 1) {
+      // Nothing is cut: draw over the allowed ids in id order (no sort of a vocabulary-sized candidate list).
+      let maxLogit = -Infinity;
+      for (let i = 0; i < n; i++) if (src[order[i]] > maxLogit) maxLogit = src[order[i]];
+      let total = 0;
+      for (let i = 0; i < n; i++) total += Math.exp((src[order[i]] - maxLogit) / this.temperature);
+      const r = this.prng.nextFloat() * total;
+      let acc = 0;
+      for (let i = 0; i < n; i++) {
+        acc += Math.exp((src[order[i]] - maxLogit) / this.temperature);
+        if (r < acc) return order[i];
+      }
+      return order[n - 1];
+    }
     const sorted = order.subarray(0, n).sort((a, b) => src[b] - src[a] || a - b);
     const k = this.topK > 0 && this.topK < n ? this.topK : n;
     const maxLogit = src[sorted[0]];
