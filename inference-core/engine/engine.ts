@@ -60,11 +60,15 @@ export interface EngineParts<Tok, Cfg> {
   onDestroy?: () => void;
 }
 
-/** One sequence's share of an Engine.step: its new tokens, and whether the last one's logits are wanted. */
+/**
+ * One sequence's share of an Engine.step: its new tokens, and whether the last
+ * one's logits are wanted — or, with 'all', every token's ([n][vocab], for
+ * verifying speculative drafts in the same forward as other sequences' rows).
+ */
 export interface StepItem {
   seq: Sequence;
   tokens: ArrayLike<number>;
-  logits: boolean;
+  logits: boolean | 'all';
 }
 
 export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
@@ -202,7 +206,8 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
       seq.checkContext(tokens.length);
       ids.push(seq.checkTokens(tokens));
       rows += tokens.length;
-      if (logits) logitRows++;
+      if (logits === 'all') logitRows += tokens.length;
+      else if (logits) logitRows++;
       pagesNeeded += seq.pagesNeededFor(tokens.length);
     }
     if (rows > this.graph.maxRows || logitRows > this.graph.maxLogitRows) {
@@ -224,8 +229,9 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
       allIds.set(ids[i], row);
       for (let j = 0; j < n; j++) positions[row + j] = seq.length + j;
       segments.push({ blockTable: seq.blockTable, pos0: seq.length, queries: n });
+      if (logits === 'all') for (let j = 0; j < n; j++) wanted[w++] = row + j;
+      else if (logits) wanted[w++] = row + n - 1;
       row += n;
-      if (logits) wanted[w++] = row - 1;
     });
     const out = this.graph.forward(this.pool.handle, allIds, positions, segments, wanted);
     const vocab = this.vocabSize;
@@ -233,8 +239,10 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
     return items.map(({ seq, logits }, i) => {
       seq.advance(ids[i].length);
       if (!logits) return null;
-      const at = w++;
-      return out.slice(at * vocab, (at + 1) * vocab);
+      const count = logits === 'all' ? ids[i].length : 1;
+      const at = w;
+      w += count;
+      return out.slice(at * vocab, (at + count) * vocab);
     });
   }
 

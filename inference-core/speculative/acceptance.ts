@@ -1,0 +1,91 @@
+/**
+ * Acceptance of drafted tokens against the target's verification logits.
+ *
+ * Verification feeds [g, d1 … dk] (g: the last accepted token, not yet in the
+ * KV) and gets k+1 logit rows; row i predicts the token after d_i (row 0:
+ * after g). The result is `accepted` drafts plus one more token from the
+ * target (the correction at the first rejection, or a bonus after all k), so
+ * every verification yields at least one token.
+ *
+ * Greedy: accept d_i while the target's argmax of row i-1 equals d_i; the
+ * output equals plain greedy decoding token for token.
+ *
+ * Sampling (Leviathan et al. / Chen et al.): accept d_i with probability
+ * min(1, p(d_i)/q(d_i)); on rejection draw from normalize(max(0, p − q)).
+ * The emitted tokens are then distributed exactly as the target's own
+ * samples. An n-gram draft is a point mass q = δ(d_i): accept with p(d_i),
+ * else draw from p with d_i removed.
+ */
+import type { SamplingOptions } from '../sampling/sampler.ts';
+import type { Prng } from '../sampling/sampler.ts';
+import { drawFrom, greedyToken, probabilityOf, targetDistribution, type TokenDistribution } from './target-distribution.ts';
+
+export interface AcceptResult {
+  /** Drafts accepted (a prefix of the draft). */
+  accepted: number;
+  /** The target's token after the accepted drafts. */
+  next: number;
+}
+
+/** Row `i` of a [rows][vocab] logits block. */
+export function logitRow(all: Float32Array, vocab: number, i: number): Float32Array {
+  return all.subarray(i * vocab, (i + 1) * vocab);
+}
+
+export function acceptGreedy(rows: Float32Array, vocab: number, draft: readonly number[], o: SamplingOptions, history: readonly number[]): AcceptResult {
+  const h = history.slice();
+  for (let i = 0; i < draft.length; i++) {
+    const want = greedyToken(logitRow(rows, vocab, i), o, h);
+    if (want !== draft[i]) return { accepted: i, next: want };
+    h.push(draft[i]);
+  }
+  return { accepted: draft.length, next: greedyToken(logitRow(rows, vocab, draft.length), o, h) };
+}
+
+/**
+ * One position of the rejection rule. `q` is the draft's distribution
+ * (null: a point mass on `drafted`). Returns the drafted token when accepted,
+ * else a draw from the residual, with `accepted` saying which.
+ */
+export function acceptOne(p: TokenDistribution, q: TokenDistribution | null, drafted: number, prng: Prng): { accepted: boolean; token: number } {
+  const pd = probabilityOf(p, drafted);
+  const qd = q ? probabilityOf(q, drafted) : 1;
+  if (qd > 0 && prng.nextFloat() < Math.min(1, pd / qd)) return { accepted: true, token: drafted };
+  // Residual max(0, p − q), normalized.
+  const ids: number[] = [];
+  const mass: number[] = [];
+  let total = 0;
+  for (let i = 0; i < p.ids.length; i++) {
+    const id = p.ids[i];
+    const r = p.probs[i] - (q ? probabilityOf(q, id) : id === drafted ? 1 : 0);
+    if (r > 0) {
+      ids.push(id);
+      mass.push(r);
+      total += r;
+    }
+  }
+  // p == q exactly (rejection then has probability 0 but rounding can reach it): p itself is the right law.
+  if (total <= 0) return { accepted: false, token: drawFrom(p, prng.nextFloat()) };
+  const residual: TokenDistribution = { ids: Int32Array.from(ids), probs: Float64Array.from(mass, (m) => m / total) };
+  return { accepted: false, token: drawFrom(residual, prng.nextFloat()) };
+}
+
+export function acceptSampled(
+  rows: Float32Array,
+  vocab: number,
+  draft: readonly number[],
+  draftDists: readonly (TokenDistribution | null)[],
+  o: SamplingOptions,
+  history: readonly number[],
+  prng: Prng,
+): AcceptResult {
+  const h = history.slice();
+  for (let i = 0; i < draft.length; i++) {
+    const p = targetDistribution(logitRow(rows, vocab, i), o, h);
+    const r = acceptOne(p, draftDists[i] ?? null, draft[i], prng);
+    if (!r.accepted) return { accepted: i, next: r.token };
+    h.push(draft[i]);
+  }
+  const p = targetDistribution(logitRow(rows, vocab, draft.length), o, h);
+  return { accepted: draft.length, next: drawFrom(p, prng.nextFloat()) };
+}

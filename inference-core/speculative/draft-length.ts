@@ -1,0 +1,176 @@
+/**
+ * How many drafted tokens to verify. Verifying k drafts costs one forward of
+ * k+1 rows instead of 1 — relative cost 1 + β·k, β the marginal row cost —
+ * and drafting them with a draft model costs γ·k (γ: a draft decode step over
+ * a target decode step). With α_i the chance that draft i is accepted given
+ * drafts 1..i-1 were, the tokens one verification yields are
+ *
+ *   E(k) = 1 + Σ_{i≤k} Π_{j≤i} α_j
+ *
+ * and the policy picks the k that maximizes E(k) / (1 + (β+γ)·k): an extra
+ * draft is only verified while its expected tokens pay for its row. k = 0 is
+ * plain decoding, so a workload whose drafts are useless falls back to it.
+ *
+ * α comes from what is known about each candidate: n-gram drafts use the
+ * running acceptance per match length (longer matches are likelier to
+ * continue), a Beta prior centred on the request's overall acceptance; a draft
+ * model's token uses its own probability, blended with the request's running
+ * acceptance (draft models are over-confident on text they copy badly).
+ * β and γ are measured online from the step times.
+ */
+
+export type DraftLengthMode = 'fixed' | 'adaptive';
+
+export const DEFAULT_FIXED_DRAFT = 5;
+export const DEFAULT_MAX_DRAFT = 12;
+/** Marginal verify-row cost before any step was timed (CPU, small batch). */
+const DEFAULT_ROW_COST = 0.15;
+/** Pseudo-counts of the Beta prior of each match length's acceptance. */
+const PRIOR_WEIGHT = 2;
+/** After this many steps without drafting, one 1-token probe refreshes the statistics. */
+const PROBE_AFTER = 64;
+const EMA = 0.1;
+
+export interface DraftLengthOptions {
+  mode: DraftLengthMode;
+  fixed?: number;
+  maxDraft?: number;
+  /** Fixed costs (tests: deterministic lengths); absent: measured. */
+  rowCost?: number;
+  draftCost?: number;
+}
+
+export class DraftLengthPolicy {
+  readonly mode: DraftLengthMode;
+  readonly fixed: number;
+  readonly maxDraft: number;
+  private readonly fixedRowCost: number | undefined;
+  private readonly fixedDraftCost: number | undefined;
+  /** Per n-gram match length: positions tried and accepted. */
+  private readonly tries = new Map<number, number>();
+  private readonly hits = new Map<number, number>();
+  proposed = 0;
+  accepted = 0;
+  verifications = 0;
+  private idle = 0;
+  private stepMs1 = 0;
+  private rowMs = 0;
+  private draftMs = 0;
+
+  constructor(o: DraftLengthOptions) {
+    this.mode = o.mode;
+    this.fixed = o.fixed ?? DEFAULT_FIXED_DRAFT;
+    this.maxDraft = Math.max(this.fixed, o.maxDraft ?? DEFAULT_MAX_DRAFT);
+    this.fixedRowCost = o.rowCost;
+    this.fixedDraftCost = o.draftCost;
+  }
+
+  /** Running acceptance of the request (proposed drafts that were accepted), with a weak optimistic prior. */
+  get acceptanceRate(): number {
+    return (this.accepted + 1) / (this.proposed + 2);
+  }
+
+  get rowCost(): number {
+    if (this.fixedRowCost !== undefined) return this.fixedRowCost;
+    if (this.stepMs1 <= 0 || this.rowMs <= 0) return DEFAULT_ROW_COST;
+    return Math.min(1, Math.max(0.01, this.rowMs / this.stepMs1));
+  }
+
+  get draftCost(): number {
+    if (this.fixedDraftCost !== undefined) return this.fixedDraftCost;
+    if (this.stepMs1 <= 0 || this.draftMs <= 0) return 0.1;
+    return Math.min(1, Math.max(0.005, this.draftMs / this.stepMs1));
+  }
+
+  /** Acceptance estimate of one n-gram draft position for a suffix match of length n. */
+  ngramAlpha(matchN: number): number {
+    const prior = this.acceptanceRate;
+    return ((this.hits.get(matchN) ?? 0) + PRIOR_WEIGHT * prior) / ((this.tries.get(matchN) ?? 0) + PRIOR_WEIGHT);
+  }
+
+  /** Drafts of an n-gram proposal of `available` tokens (match length `matchN`) worth verifying. */
+  ngramLength(available: number, matchN: number): number {
+    if (available === 0) return 0;
+    if (this.mode === 'fixed') return Math.min(available, this.fixed);
+    const k = bestLength(Math.min(available, this.maxDraft), () => this.ngramAlpha(matchN), this.rowCost);
+    return this.probe(k);
+  }
+
+  /**
+   * Draft model: whether drafting continues past `depth` tokens, whose
+   * cumulative acceptance estimate is `reach` (Π α so far), when the next
+   * token's draft probability will be known only after drafting it: uses the
+   * request's running acceptance as its guess.
+   */
+  continueDrafting(depth: number, reach: number): boolean {
+    if (depth >= this.maxDraft) return false;
+    if (this.mode === 'fixed') return depth < this.fixed;
+    return reach * this.acceptanceRate >= this.rowCost + this.draftCost;
+  }
+
+  /** Draft model: α of a drafted token whose draft probability is `q`. */
+  draftAlpha(q: number): number {
+    return 0.5 * q + 0.5 * this.acceptanceRate;
+  }
+
+  /** Draft model: how many of the drafted tokens (their α) to verify. */
+  draftModelLength(alphas: readonly number[]): number {
+    if (this.mode === 'fixed') return Math.min(alphas.length, this.fixed);
+    return bestLength(alphas.length, (i) => alphas[i], this.rowCost);
+  }
+
+  /** Records a verification of `proposed` drafts of which `accepted` were taken (matchN: n-gram source). */
+  record(proposed: number, accepted: number, matchN = 0): void {
+    if (proposed === 0) return;
+    this.verifications++;
+    this.proposed += proposed;
+    this.accepted += accepted;
+    if (matchN > 0) {
+      const tried = accepted < proposed ? accepted + 1 : accepted;
+      this.tries.set(matchN, (this.tries.get(matchN) ?? 0) + tried);
+      this.hits.set(matchN, (this.hits.get(matchN) ?? 0) + accepted);
+    }
+  }
+
+  /** Times of a target forward of `rows` rows for one sequence (ms). */
+  observeVerify(rows: number, ms: number): void {
+    if (rows === 1) this.stepMs1 = ema(this.stepMs1, ms);
+    else if (this.stepMs1 > 0) this.rowMs = ema(this.rowMs, Math.max(0, (ms - this.stepMs1) / (rows - 1)));
+  }
+
+  observeDraftStep(ms: number): void {
+    this.draftMs = ema(this.draftMs, ms);
+  }
+
+  private probe(k: number): number {
+    if (k > 0) {
+      this.idle = 0;
+      return k;
+    }
+    if (++this.idle < PROBE_AFTER) return 0;
+    this.idle = 0;
+    return 1;
+  }
+}
+
+/** argmax over k in [0, max] of E(k) / (1 + cost·k), E as in the file comment. */
+export function bestLength(max: number, alpha: (i: number) => number, cost: number): number {
+  let best = 0;
+  let bestRatio = 1;
+  let reach = 1;
+  let expected = 1;
+  for (let k = 1; k <= max; k++) {
+    reach *= alpha(k - 1);
+    expected += reach;
+    const ratio = expected / (1 + cost * k);
+    if (ratio > bestRatio) {
+      bestRatio = ratio;
+      best = k;
+    }
+  }
+  return best;
+}
+
+function ema(prev: number, x: number): number {
+  return prev === 0 ? x : prev + EMA * (x - prev);
+}

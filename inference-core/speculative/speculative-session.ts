@@ -1,0 +1,215 @@
+/**
+ * Speculative decoding of one sequence: draft k tokens (n-gram lookup or a
+ * draft model), verify them with one target forward over k+1 rows, keep the
+ * accepted prefix and roll the rest back.
+ *
+ *   KV: [ … context … ]  g  │  d1 d2 … dk        one forward of [g d1 … dk] → k+1 logit rows
+ *                           └ accepted a ┘       truncate the KV to context + g + d1..da
+ *   emitted: d1 … da, t                         t (correction or bonus) is the new g, not yet in the KV
+ *
+ * Invariant between steps (as in plain decoding): the sequence's KV holds the
+ * context but its last token. Rolled-back positions stay in the kept page
+ * past the length, are never read (attention stops at each query's position)
+ * and are overwritten by the next forward before the block can be full, so
+ * exported blocks only ever hold accepted tokens (numerics contract: a row's
+ * K/V does not depend on how rows are grouped into forward calls, so they are
+ * bit-identical to plain decoding's).
+ *
+ * plan() + complete() split a step so a scheduler can verify several
+ * sequences in one Engine.step (item logits: 'all'); next() does both alone.
+ */
+import type { Engine } from '../engine/engine.ts';
+import type { Sequence } from '../engine/sequence.ts';
+import { EngineError } from '../engine/engine-errors.ts';
+import { Prng, type SamplingOptions } from '../sampling/sampler.ts';
+import { acceptGreedy, acceptSampled } from './acceptance.ts';
+import { DraftLengthPolicy, type DraftLengthOptions } from './draft-length.ts';
+import { NgramIndex } from './ngram-draft.ts';
+import { greedyToken, probabilityOf, targetDistribution, drawFrom, type TokenDistribution } from './target-distribution.ts';
+
+export type SpeculativeMode = 'ngram' | 'draft';
+
+export interface SpeculativeSessionOptions {
+  target: Sequence;
+  /** Prompt and tokens generated so far; the KV holds all but the last. */
+  context: readonly number[];
+  sampling: SamplingOptions;
+  mode: SpeculativeMode;
+  /** mode 'draft': an engine with the same vocabulary (e.g. a lower-bit copy of the target). */
+  draftEngine?: Engine;
+  length: DraftLengthOptions;
+}
+
+export interface SpeculativeStats {
+  verifications: number;
+  proposed: number;
+  accepted: number;
+  emitted: number;
+  steps: number;
+}
+
+export interface SpeculativePlan {
+  /** Tokens to feed the target: [g, d1 … dk]. */
+  tokens: number[];
+}
+
+export class SpeculativeSession {
+  readonly policy: DraftLengthPolicy;
+  private readonly target: Sequence;
+  private readonly ctx: number[];
+  private readonly ngram: NgramIndex | null;
+  private readonly draftSeq: Sequence | null;
+  private readonly sampling: SamplingOptions;
+  private readonly greedy: boolean;
+  private readonly stops: ReadonlySet<number>;
+  private readonly prng: Prng;
+  private pending: { draft: number[]; dists: (TokenDistribution | null)[]; matchN: number } | null = null;
+  readonly stats: SpeculativeStats = { verifications: 0, proposed: 0, accepted: 0, emitted: 0, steps: 0 };
+
+  constructor(o: SpeculativeSessionOptions) {
+    if (o.context.length === 0 || o.target.length !== o.context.length - 1) {
+      throw new EngineError(
+        'KVT_ERR_ENGINE_SEQUENCE_STATE',
+        `a speculative session starts with the KV holding all of the context but its last token (KV ${o.target.length}, context ${o.context.length}); sample the first token before starting it`,
+      );
+    }
+    if (o.mode === 'draft' && !o.draftEngine) {
+      throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', "speculative mode 'draft' needs a draft engine; set KVTIER_DRAFT_MODEL or use mode 'ngram'");
+    }
+    if (o.draftEngine && o.draftEngine.vocabSize !== o.target.host.vocabSize) {
+      throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `the draft model's vocabulary (${o.draftEngine.vocabSize}) differs from the target's (${o.target.host.vocabSize}); use a draft of the same model family`);
+    }
+    this.target = o.target;
+    this.ctx = o.context.slice();
+    this.sampling = o.sampling;
+    this.greedy = (o.sampling.temperature ?? 0) === 0;
+    this.stops = new Set(o.sampling.stopTokens ?? []);
+    this.prng = new Prng((o.sampling.seed ?? 0) ^ 0x5bec);
+    this.policy = new DraftLengthPolicy(o.length);
+    this.ngram = o.mode === 'ngram' ? new NgramIndex() : null;
+    this.ngram?.append(this.ctx);
+    this.draftSeq = o.mode === 'draft' ? o.draftEngine!.createSequence() : null;
+  }
+
+  get context(): readonly number[] {
+    return this.ctx;
+  }
+
+  /** Drafts (at most `limit` − 1 tokens, so one verification emits at most `limit`) and returns what to feed. */
+  plan(limit: number): SpeculativePlan {
+    const room = Math.max(0, Math.min(limit - 1, this.target.host.contextLength - this.ctx.length));
+    let draft: number[] = [];
+    let dists: (TokenDistribution | null)[] = [];
+    let matchN = 0;
+    if (room > 0 && this.ngram) {
+      const found = this.ngram.lookup(Math.min(room, this.policy.maxDraft));
+      matchN = found.matchN;
+      draft = found.tokens.slice(0, this.policy.ngramLength(found.tokens.length, matchN));
+      dists = draft.map(() => null);
+    } else if (room > 0 && this.draftSeq) {
+      ({ draft, dists } = this.draftWithModel(room));
+    }
+    this.pending = { draft, dists, matchN };
+    return { tokens: [this.ctx[this.ctx.length - 1], ...draft] };
+  }
+
+  /**
+   * Takes the target's logits of the planned tokens ([k+1][vocab]; the
+   * sequence has advanced by k+1), rolls back the rejected tail, returns the
+   * emitted tokens (accepted drafts, then the target's own token; cut after a
+   * stop token).
+   */
+  complete(rows: Float32Array): number[] {
+    const p = this.pending;
+    if (!p) throw new EngineError('KVT_ERR_ENGINE_SEQUENCE_STATE', 'complete() without plan(); call plan() first');
+    this.pending = null;
+    const vocab = this.target.host.vocabSize;
+    const r = this.greedy
+      ? acceptGreedy(rows, vocab, p.draft, this.sampling, this.ctx)
+      : acceptSampled(rows, vocab, p.draft, p.dists, this.sampling, this.ctx, this.prng);
+    let accepted = r.accepted;
+    let next = r.next;
+    // A stop token among the accepted drafts ends the reply there: it becomes the emitted last token.
+    for (let i = 0; i < accepted; i++) {
+      if (this.stops.has(p.draft[i])) {
+        next = p.draft[i];
+        accepted = i;
+        break;
+      }
+    }
+    this.policy.record(p.draft.length, r.accepted, p.matchN);
+    this.stats.steps++;
+    if (p.draft.length > 0) this.stats.verifications++;
+    this.stats.proposed += p.draft.length;
+    this.stats.accepted += accepted;
+    // KV keeps g and the accepted drafts.
+    const valid = this.ctx.length + accepted;
+    this.target.truncate(valid);
+    if (this.draftSeq && this.draftSeq.length > valid) this.draftSeq.truncate(valid);
+    const emitted = [...p.draft.slice(0, accepted), next];
+    for (const t of emitted) this.ctx.push(t);
+    this.ngram?.append(emitted);
+    this.stats.emitted += emitted.length;
+    return emitted;
+  }
+
+  /** One speculative step on this sequence alone. */
+  next(limit = Number.MAX_SAFE_INTEGER): number[] {
+    const { tokens } = this.plan(limit);
+    const t0 = performance.now();
+    const rows = this.target.prefill(tokens, { allLogits: true });
+    this.policy.observeVerify(tokens.length, performance.now() - t0);
+    return this.complete(rows);
+  }
+
+  /** Frees the draft model's sequence (the target sequence belongs to the caller). */
+  free(): void {
+    this.draftSeq?.free();
+  }
+
+  /** Draft model: feed what it lacks of the context, then draft greedily/sampled while the policy says it pays. */
+  private draftWithModel(room: number): { draft: number[]; dists: (TokenDistribution | null)[] } {
+    const seq = this.draftSeq!;
+    const missing = this.ctx.slice(seq.length);
+    let logits = seq.prefill(missing);
+    const draft: number[] = [];
+    const dists: (TokenDistribution | null)[] = [];
+    const alphas: number[] = [];
+    const history = this.ctx.slice();
+    let reach = 1;
+    while (draft.length < room && this.policy.continueDrafting(draft.length, reach)) {
+      let d: number;
+      let q: number;
+      if (this.greedy) {
+        d = greedyToken(logits, this.sampling, history);
+        q = softmaxAt(logits, d);
+        dists.push(null);
+      } else {
+        const dist = targetDistribution(logits, this.sampling, history);
+        d = drawFrom(dist, this.prng.nextFloat());
+        q = probabilityOf(dist, d);
+        dists.push(dist);
+      }
+      draft.push(d);
+      history.push(d);
+      const a = this.policy.draftAlpha(q);
+      alphas.push(a);
+      reach *= a;
+      if (this.stops.has(d) || draft.length >= room || !this.policy.continueDrafting(draft.length, reach)) break;
+      const t0 = performance.now();
+      logits = seq.decode(d);
+      this.policy.observeDraftStep(performance.now() - t0);
+    }
+    const k = this.policy.draftModelLength(alphas);
+    return { draft: draft.slice(0, k), dists: dists.slice(0, k) };
+  }
+}
+
+/** Softmax probability (temperature 1) of `token`: the draft's confidence in its greedy pick. */
+function softmaxAt(logits: Float32Array, token: number): number {
+  let max = -Infinity;
+  for (let i = 0; i < logits.length; i++) if (logits[i] > max) max = logits[i];
+  let sum = 0;
+  for (let i = 0; i < logits.length; i++) sum += Math.exp(logits[i] - max);
+  return Math.exp(logits[token] - max) / sum;
+}

@@ -1,0 +1,83 @@
+/**
+ * The distribution the target would sample a token from, after the same
+ * pipeline as sampling/sampler.ts (repetition penalty → temperature → top-k →
+ * softmax → top-p), as explicit probabilities: the rejection rule of
+ * speculative sampling needs p(token), not one draw.
+ *
+ * Greedy (temperature 0) is the argmax of the penalized logits, first index
+ * on ties — exactly Sampler's choice, so greedy speculation reproduces plain
+ * greedy decoding token for token.
+ */
+import type { SamplingOptions } from '../sampling/sampler.ts';
+import { argmax } from '../sampling/sampler.ts';
+
+/** Sparse distribution: ids with p > 0 and their probabilities (summing to 1). */
+export interface TokenDistribution {
+  ids: Int32Array;
+  probs: Float64Array;
+}
+
+export function penalized(logits: Float32Array, o: SamplingOptions, history: readonly number[]): Float32Array {
+  const rp = o.repetitionPenalty ?? 1;
+  const lastN = o.repeatLastN ?? 64;
+  if (rp === 1 || lastN === 0 || history.length === 0) return logits;
+  const x = Float32Array.from(logits);
+  const recent = new Set(history.slice(Math.max(0, history.length - lastN)));
+  // llama.cpp's rule (as Sampler): shrink positive logits, push negative ones further down.
+  for (const t of recent) if (t < x.length) x[t] = x[t] > 0 ? x[t] / rp : x[t] * rp;
+  return x;
+}
+
+export function greedyToken(logits: Float32Array, o: SamplingOptions, history: readonly number[]): number {
+  return argmax(penalized(logits, o, history));
+}
+
+export function targetDistribution(logits: Float32Array, o: SamplingOptions, history: readonly number[]): TokenDistribution {
+  const x = penalized(logits, o, history);
+  const t = o.temperature ?? 0;
+  if (t === 0) return { ids: Int32Array.of(argmax(x)), probs: Float64Array.of(1) };
+  const vocab = x.length;
+  const order = new Int32Array(vocab);
+  for (let i = 0; i < vocab; i++) order[i] = i;
+  order.sort((a, b) => x[b] - x[a] || a - b);
+  const k = o.topK && o.topK > 0 && o.topK < vocab ? o.topK : vocab;
+  const max = x[order[0]];
+  const probs = new Float64Array(k);
+  let sum = 0;
+  for (let i = 0; i < k; i++) {
+    probs[i] = Math.exp((x[order[i]] - max) / t);
+    sum += probs[i];
+  }
+  let n = k;
+  const topP = o.topP ?? 1;
+  if (topP < 1) {
+    let cum = 0;
+    for (let i = 0; i < k; i++) {
+      cum += probs[i] / sum;
+      if (cum >= topP) {
+        n = i + 1;
+        break;
+      }
+    }
+  }
+  let kept = 0;
+  for (let i = 0; i < n; i++) kept += probs[i];
+  const out = new Float64Array(n);
+  for (let i = 0; i < n; i++) out[i] = probs[i] / kept;
+  return { ids: order.slice(0, n), probs: out };
+}
+
+export function probabilityOf(d: TokenDistribution, token: number): number {
+  for (let i = 0; i < d.ids.length; i++) if (d.ids[i] === token) return d.probs[i];
+  return 0;
+}
+
+/** Draws from `d` with a uniform u in [0, 1). */
+export function drawFrom(d: TokenDistribution, u: number): number {
+  let acc = 0;
+  for (let i = 0; i < d.ids.length; i++) {
+    acc += d.probs[i];
+    if (u < acc) return d.ids[i];
+  }
+  return d.ids[d.ids.length - 1];
+}
