@@ -22,6 +22,7 @@ import { adminPlugin, setupAdmin } from './admin/index.ts';
 import { registerAnthropicMessages } from './routes/anthropic-messages.ts';
 import { registerOpenAiChat } from './routes/openai-chat.ts';
 import { registerOpenAiCompletions } from './routes/openai-completions.ts';
+import { registerOpenAiResponses } from './routes/openai-responses.ts';
 import { registerServiceRoutes } from './routes/service-routes.ts';
 
 export interface BuiltApp {
@@ -114,6 +115,7 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
   registerServiceRoutes(app, context, Date.now());
   registerOpenAiChat(app, context);
   registerOpenAiCompletions(app, context);
+  registerOpenAiResponses(app, context);
   registerAnthropicMessages(app, context);
   // The stats recorder, the admin service and /dashboard; every /admin/* route sits in the guarded admin plugin.
   const admin = await setupAdmin(app, context);

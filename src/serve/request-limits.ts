@@ -47,10 +47,12 @@ export function generatePreflight(ctx: ServeContext): (request: FastifyRequest) 
   const { maxMessages, maxJsonDepth } = ctx.config;
   return async (request) => {
     identities.set(request, ctx.auth.identify(request.headers));
-    const body = request.body as { messages?: unknown } | null | undefined;
-    const messages = body !== null && typeof body === 'object' ? body.messages : undefined;
+    const body = request.body as { messages?: unknown; input?: unknown } | null | undefined;
+    // Chat routes send `messages`; /v1/responses sends `input` items.
+    const field = body !== null && typeof body === 'object' && body.messages === undefined && Array.isArray(body.input) ? 'input' : 'messages';
+    const messages = body !== null && typeof body === 'object' ? body[field] : undefined;
     if (Array.isArray(messages) && messages.length > maxMessages) {
-      throw new KvtError('KVT_ERR_REQUEST_TOO_MANY_MESSAGES', `messages holds ${messages.length} messages; this server takes at most ${maxMessages} (KVTIER_MAX_MESSAGES)`, { param: 'messages' });
+      throw new KvtError('KVT_ERR_REQUEST_TOO_MANY_MESSAGES', `${field} holds ${messages.length} messages; this server takes at most ${maxMessages} (KVTIER_MAX_MESSAGES)`, { param: field });
     }
     await checkJsonDepth(body, maxJsonDepth, '');
   };

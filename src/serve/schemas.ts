@@ -153,6 +153,61 @@ export const messagesBody = {
   },
 } as const;
 
+/** POST /v1/responses: items are checked further by the codec (recipe/responses-format.ts), which names the field. */
+const responsesParts = { type: 'array', items: { type: 'object', required: ['type'], properties: { type: { type: 'string' }, text: { type: 'string' } } } };
+
+export const responsesBody = {
+  type: 'object',
+  required: ['model'],
+  properties: {
+    model: { type: 'string', minLength: 1 },
+    instructions: { type: ['string', 'null'] },
+    input: {
+      anyOf: [
+        { type: 'string' },
+        {
+          type: 'array',
+          items: {
+            type: 'object',
+            properties: {
+              type: { type: 'string' },
+              role: { type: 'string' },
+              content: { anyOf: [{ type: 'string' }, responsesParts] },
+              call_id: { type: 'string' },
+              name: { type: 'string' },
+              arguments: { type: 'string' },
+              output: { anyOf: [{ type: 'string' }, responsesParts] },
+            },
+          },
+        },
+      ],
+    },
+    tools: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['type'],
+        properties: { type: { type: 'string' }, name: { type: 'string', minLength: 1, maxLength: 64 }, description: { type: ['string', 'null'] }, parameters: { type: ['object', 'null'] }, strict: { type: ['boolean', 'null'] } },
+      },
+    },
+    tool_choice: { anyOf: [{ type: 'string', enum: ['none', 'auto', 'required'] }, { type: 'object' }] },
+    text: { type: ['object', 'null'], properties: { format: { anyOf: [{ type: 'null' }, { type: 'object', required: ['type'], properties: { type: { type: 'string', enum: ['text', 'json_object', 'json_schema'] }, name: { type: 'string' }, schema: {}, strict: { type: ['boolean', 'null'] } } }] } } },
+    max_output_tokens: { type: ['integer', 'null'], minimum: 1 },
+    store: { type: ['boolean', 'null'] },
+    previous_response_id: { type: ['string', 'null'] },
+    metadata: { type: ['object', 'null'] },
+    parallel_tool_calls: { type: ['boolean', 'null'] },
+    chat_template_kwargs: { type: 'object' },
+    temperature: sampling.temperature,
+    top_p: sampling.top_p,
+    top_k: sampling.top_k,
+    seed: sampling.seed,
+    stream: sampling.stream,
+    kvtier_class: sampling.kvtier_class,
+    user: sampling.user,
+  },
+} as const;
+
 export const policyBody = {
   type: 'object',
   properties: {

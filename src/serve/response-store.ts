@@ -1,0 +1,105 @@
+/**
+ * Stored responses (`store: true`, `previous_response_id`, GET/DELETE
+ * /v1/responses/{id}). A record holds the response object and the transcript
+ * a chained turn continues from (history without instructions + this input +
+ * this output), so the next turn renders the same linear prompt prefix.
+ *
+ * Ownership: the key is tenant + id; another tenant's id is simply absent (404).
+ * Expiry: the record lives as long as its traffic class's retention TTL
+ * (the same TTL the tier gives the blocks of that conversation).
+ *
+ *   embedded (no REDIS_URL): in-process map with expiry; lost on restart and
+ *                            not shared between processes
+ *   REDIS_URL set:           Redis keys `kvtier:resp:<tenant>:<id>` with PX = TTL,
+ *                            shared by every API process of the cluster
+ */
+import { Redis } from 'ioredis';
+
+import type { ChatMessage, ToolSpec } from '../recipe/index.ts';
+
+export interface StoredResponse {
+  response: Record<string, unknown>;
+  /** The chained conversation so far (no instructions): what previous_response_id continues. */
+  transcript: ChatMessage[];
+  tools?: ToolSpec[];
+}
+
+export interface ResponseStore {
+  put(tenant: string, id: string, record: StoredResponse, ttlMs: number): Promise<void>;
+  get(tenant: string, id: string): Promise<StoredResponse | undefined>;
+  /** true when a record was deleted. */
+  delete(tenant: string, id: string): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+/** A bound on what one process keeps (oldest dropped first). */
+const MAX_MEMORY_RECORDS = 100_000;
+
+export class MemoryResponseStore implements ResponseStore {
+  private readonly records = new Map<string, { record: StoredResponse; expiresAt: number }>();
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  async put(tenant: string, id: string, record: StoredResponse, ttlMs: number): Promise<void> {
+    const key = keyOf(tenant, id);
+    this.records.delete(key);
+    this.records.set(key, { record: structuredClone(record), expiresAt: this.now() + ttlMs });
+    while (this.records.size > MAX_MEMORY_RECORDS) this.records.delete(this.records.keys().next().value!);
+  }
+
+  async get(tenant: string, id: string): Promise<StoredResponse | undefined> {
+    const key = keyOf(tenant, id);
+    const entry = this.records.get(key);
+    if (!entry) return undefined;
+    if (entry.expiresAt <= this.now()) {
+      this.records.delete(key);
+      return undefined;
+    }
+    return structuredClone(entry.record);
+  }
+
+  async delete(tenant: string, id: string): Promise<boolean> {
+    const key = keyOf(tenant, id);
+    const entry = this.records.get(key);
+    this.records.delete(key);
+    return entry !== undefined && entry.expiresAt > this.now();
+  }
+
+  async close(): Promise<void> {
+    this.records.clear();
+  }
+}
+
+export class RedisResponseStore implements ResponseStore {
+  private readonly client: Redis;
+
+  constructor(url: string, log: (level: 'warn', message: string) => void) {
+    this.client = new Redis(url, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false });
+    this.client.on('error', (error: Error) => log('warn', `redis (response store): ${error.message}`));
+  }
+
+  async put(tenant: string, id: string, record: StoredResponse, ttlMs: number): Promise<void> {
+    await this.client.set(redisKey(tenant, id), JSON.stringify(record), 'PX', Math.max(1, Math.floor(ttlMs)));
+  }
+
+  async get(tenant: string, id: string): Promise<StoredResponse | undefined> {
+    const text = await this.client.get(redisKey(tenant, id));
+    return text === null ? undefined : (JSON.parse(text) as StoredResponse);
+  }
+
+  async delete(tenant: string, id: string): Promise<boolean> {
+    return (await this.client.del(redisKey(tenant, id))) > 0;
+  }
+
+  async close(): Promise<void> {
+    this.client.disconnect();
+  }
+}
+
+function keyOf(tenant: string, id: string): string {
+  return `${tenant}\u0000${id}`;
+}
+
+function redisKey(tenant: string, id: string): string {
+  return `kvtier:resp:${encodeURIComponent(tenant)}:${id}`;
+}
