@@ -111,7 +111,7 @@ export async function inspect(api: AdminApi, args: ParsedArgs, io: CliIo, key: s
       lines.push(
         `  format      v${s.header.formatVersion}, parent ${s.header.parentKey}`,
         `  model       ${s.header.modelFingerprint}`,
-        `  layout      ${l.layers} layers × ${l.kvHeads} kv heads × ${l.headDim} dims, ${l.dtype}, ${s.header.tokenCount} tokens, payload ${formatBytes(s.header.payloadBytes)}`,
+        `  layout      ${l.kind === 'mla' ? `mla latent, ${l.layers} layers × ${l.headDim} dims per token` : `${l.layers} layers × ${l.kvHeads} kv heads × ${l.headDim} dims`}, ${l.dtype}, ${s.header.tokenCount} tokens, payload ${formatBytes(s.header.payloadBytes)}`,
         `  tokens      ${s.header.firstTokens.join(' ')}${s.header.tokenCount > s.header.firstTokens.length ? ' …' : ''}`,
       );
     }

@@ -54,7 +54,7 @@ export interface BlockDetail {
       modelFingerprint: string;
       parentKey: string;
       tokenCount: number;
-      layout: { layers: number; kvHeads: number; headDim: number; tokensPerBlock: number; dtype: string };
+      layout: { layers: number; kvHeads: number; headDim: number; tokensPerBlock: number; dtype: string; kind?: 'kv' | 'mla' };
       payloadBytes: number;
       firstTokens: number[];
     };

@@ -11,7 +11,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { BlockCodec } from '../../../src/kvtier/index.ts';
-import { KEYS, startTestServer, type TestServer } from './server-fixture.ts';
+import { ADMIN_TOKEN, KEYS, startTestServer, type TestServer } from './server-fixture.ts';
 
 const MODEL = 'synthetic:deepseek-tiny';
 const BLOCK = 64;
@@ -103,5 +103,10 @@ describe('DeepSeek (MLA) through the API', () => {
       expect(b!.layout).toMatchObject({ kind: 'mla', layers: 3, kvHeads: 1, headDim: 80, dtype: 'f16', tokensPerBlock: 64 });
       expect(b!.payload.byteLength).toBe(MLA_BLOCK_BYTES);
     }
+    // the admin API's block detail says so too
+    const res = await fetch(`${server.url}/admin/blocks/${blocks[0]!.key}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    expect(res.status).toBe(200);
+    const detail = (await res.json()) as { storage: { header: { layout: { kind?: string }; payloadBytes: number } } };
+    expect(detail.storage.header).toMatchObject({ layout: { kind: 'mla', headDim: 80 }, payloadBytes: MLA_BLOCK_BYTES });
   });
 });
