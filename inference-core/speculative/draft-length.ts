@@ -30,6 +30,8 @@ const PRIOR_WEIGHT = 2;
 /** After this many steps without drafting, one 1-token probe refreshes the statistics. */
 const PROBE_AFTER = 64;
 const EMA = 0.1;
+/** Weight a verification timing loses per later one (the machine's load changes). */
+const FIT_FORGET = 0.03;
 
 export interface DraftLengthOptions {
   mode: DraftLengthMode;
@@ -53,8 +55,9 @@ export class DraftLengthPolicy {
   accepted = 0;
   verifications = 0;
   private idle = 0;
+  /** Exponentially forgotten sums of a least-squares line t(rows) = a + b·rows over timed verifications. */
+  private fit = { n: 0, x: 0, y: 0, xx: 0, xy: 0 };
   private stepMs1 = 0;
-  private rowMs = 0;
   private draftMs = 0;
 
   constructor(o: DraftLengthOptions) {
@@ -72,8 +75,15 @@ export class DraftLengthPolicy {
 
   get rowCost(): number {
     if (this.fixedRowCost !== undefined) return this.fixedRowCost;
-    if (this.stepMs1 <= 0 || this.rowMs <= 0) return DEFAULT_ROW_COST;
-    return Math.min(1, Math.max(0.01, this.rowMs / this.stepMs1));
+    const f = this.fit;
+    const den = f.n * f.xx - f.x * f.x;
+    // Needs timings at two row counts at least before the fitted slope means anything.
+    if (f.n < 4 || den <= 1e-9 * f.n * f.n) return DEFAULT_ROW_COST;
+    const b = (f.n * f.xy - f.x * f.y) / den;
+    const a = (f.y - b * f.x) / f.n;
+    const t1 = a + b;
+    if (t1 <= 0) return DEFAULT_ROW_COST;
+    return Math.min(1, Math.max(0.01, b / t1));
   }
 
   get draftCost(): number {
@@ -135,7 +145,22 @@ export class DraftLengthPolicy {
   /** Times of a target forward of `rows` rows for one sequence (ms). */
   observeVerify(rows: number, ms: number): void {
     if (rows === 1) this.stepMs1 = ema(this.stepMs1, ms);
-    else if (this.stepMs1 > 0) this.rowMs = ema(this.rowMs, Math.max(0, (ms - this.stepMs1) / (rows - 1)));
+    const f = this.fit;
+    const keep = 1 - FIT_FORGET;
+    f.n = f.n * keep + 1;
+    f.x = f.x * keep + rows;
+    f.y = f.y * keep + ms;
+    f.xx = f.xx * keep + rows * rows;
+    f.xy = f.xy * keep + rows * ms;
+    if (this.stepMs1 === 0 && f.n >= 4) this.stepMs1 = Math.max(1e-6, this.fitAt(1));
+  }
+
+  private fitAt(rows: number): number {
+    const f = this.fit;
+    const den = f.n * f.xx - f.x * f.x;
+    if (den <= 0) return f.y / f.n;
+    const b = (f.n * f.xy - f.x * f.y) / den;
+    return (f.y - b * f.x) / f.n + b * rows;
   }
 
   observeDraftStep(ms: number): void {

@@ -63,8 +63,12 @@ export class NgramIndex {
     for (let n = Math.min(this.maxN, len); n >= this.minN; n--) {
       const end = this.latest[n].get(this.key(len - n, len));
       if (end === undefined) continue;
-      const stop = Math.min(len, end + maxTokens);
-      return { tokens: this.ctx.slice(end, stop), matchN: n };
+      // The continuation may run into the suffix itself (a loop of period len − end):
+      // then it repeats with that period, which is what the context says comes next.
+      const period = len - end;
+      const tokens: number[] = [];
+      for (let i = 0; i < maxTokens; i++) tokens.push(this.ctx[end + (i % period)]);
+      return { tokens, matchN: n };
     }
     return { tokens: [], matchN: 0 };
   }
