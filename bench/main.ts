@@ -14,6 +14,7 @@ const areas: Record<string, string[]> = {
   cluster: ['./cluster.ts'],
   prompt: ['./prompt.ts'],
   features: ['./features.ts'],
+  speculative: ['./speculative.ts'],
 };
 
 type BenchModule = { run: () => Promise<Record<string, number | string | boolean>> };
