@@ -28,11 +28,11 @@
  * function of its own row only, so the result of a row never depends on the
  * other rows of the call (cache equivalence holds bit for bit).
  */
-import type { AttentionSegment, Backend, KvPoolHandle, RopeOptions, RopeScaling, TensorHandle, WeightHandle } from '../../native/index.ts';
+import type { AttentionSegment, Backend, KvPoolHandle, RopeOptions, RopeScaling, TensorHandle } from '../../native/index.ts';
 import type { DeepseekConfig } from '../deepseek-config.ts';
 import { EngineError } from './engine-errors.ts';
 import type { DeepseekWeights } from './deepseek-weights.ts';
-import { groupByExpert, routeTokens, type RoutingConfig } from './deepseek-routing.ts';
+import { DeepseekFfn } from './deepseek-ffn.ts';
 import { ropeScalingFrom } from './rope-scaling.ts';
 
 /** What the engine sees of a deepseek2 model (GraphConfig's counterpart). */
@@ -81,8 +81,7 @@ export interface DeepseekRowSegment extends AttentionSegment {
 export class DeepseekGraph {
   private readonly t: Record<string, TensorHandle> = {};
   private readonly host: Record<string, Float32Array> = {};
-  private readonly routing: RoutingConfig;
-  private readonly ffnMax: number;
+  private readonly ffnBlock: DeepseekFfn;
 
   constructor(
     private readonly backend: Backend,
@@ -98,16 +97,7 @@ export class DeepseekGraph {
     const H = c.nHeads;
     const W = config.latentDim;
     const kDim = c.qkNopeDim + c.qkRopeDim;
-    this.ffnMax = Math.max(c.ffnDim, c.expertFfnDim * Math.max(1, c.expertShared));
-    this.routing = {
-      experts: c.expertCount,
-      used: c.expertUsed,
-      gating: c.gating,
-      groups: c.expertGroups,
-      groupsUsed: c.expertGroupsUsed,
-      norm: c.expertWeightsNorm,
-      scale: c.expertWeightsScale,
-    };
+    this.ffnBlock = new DeepseekFfn(backend, c, maxRows);
     const R = maxRows;
     const sizes: Record<string, number> = {
       x: R * c.dModel,
@@ -127,18 +117,11 @@ export class DeepseekGraph {
       lh: R * c.kvLoraRank,
       vh: R * c.vHeadDim,
       attnV: R * H * c.vHeadDim,
-      router: R * Math.max(1, c.expertCount),
-      gate: R * this.ffnMax,
-      up: R * this.ffnMax,
-      xe: R * c.dModel,
-      ye: R * c.dModel,
       normLast: maxLogitRows * c.dModel,
       logits: maxLogitRows * c.vocabSize,
     };
     for (const [k, n] of Object.entries(sizes)) this.t[k] = backend.alloc(n);
-    for (const k of ['q', 'kva', 'qpe', 'qn', 'qabs', 'qm', 'lat', 'olat', 'lh', 'vh', 'attnV', 'h', 'xe', 'ye', 'moe']) {
-      this.host[k] = new Float32Array(k === 'moe' ? R * c.dModel : sizes[k]);
-    }
+    for (const k of ['q', 'kva', 'qpe', 'qn', 'qabs', 'qm', 'lat', 'olat', 'lh', 'vh', 'attnV']) this.host[k] = new Float32Array(sizes[k]);
   }
 
   forward(pool: KvPoolHandle, tokens: Int32Array, positions: Int32Array, segments: DeepseekRowSegment[], logitRows: Int32Array): Float32Array {
@@ -165,8 +148,8 @@ export class DeepseekGraph {
       this.attention(pool, l, n, positions, segments);
       b.add(v('x', n * d), v('x', n * d), v('proj', n * d), n * d);
       b.rmsNorm(v('h', n * d), v('x', n * d), w.ffnNorm, n, d, c.rmsEps);
-      if (w.dense) this.ffn(v('proj', n * d), v('h', n * d), w.dense.gate, w.dense.up, w.dense.down, n);
-      else this.moe(l, n);
+      if (w.dense) this.ffnBlock.ffn(v('proj', n * d), v('h', n * d), w.dense.gate, w.dense.up, w.dense.down, n);
+      else this.ffnBlock.moe(v('proj', n * d), v('h', n * d), w.moe!, n);
       b.add(v('x', n * d), v('x', n * d), v('proj', n * d), n * d);
     }
     const m = logitRows.length;
@@ -275,65 +258,8 @@ export class DeepseekGraph {
     b.matmul(v('proj', n * d), v('attnV', n * H * V), w.wo, n);
   }
 
-  /** out[m][d] = (silu(x·Wgᵀ) ⊙ x·Wuᵀ)·Wdᵀ over m rows of x. */
-  private ffn(out: TensorHandle, x: TensorHandle, gate: WeightHandle, up: WeightHandle, down: WeightHandle, m: number): void {
-    const b = this.backend;
-    const ff = gate.rows;
-    const g = b.view(this.t.gate, 0, m * ff);
-    const u = b.view(this.t.up, 0, m * ff);
-    b.matmul(g, x, gate, m);
-    b.matmul(u, x, up, m);
-    b.swiglu(g, g, u, m * ff);
-    b.matmul(out, g, down, m);
-  }
-
-  /** Routed + shared experts for rows [0, n) of `h`; leaves the FFN output in `proj`. */
-  private moe(l: number, n: number): void {
-    const b = this.backend;
-    const c = this.config.model;
-    const w = this.weights.layers[l].moe!;
-    const t = this.t;
-    const hs = this.host;
-    const d = c.dModel;
-    const E = c.expertCount;
-    const K = c.expertUsed;
-    const v = (name: string, len: number, off = 0) => b.view(t[name], off, len);
-    b.matmul(v('router', n * E), v('h', n * d), w.router, n);
-    const routes = routeTokens(b.read(v('router', n * E)), n, this.routing, w.probsBias);
-    const h = b.read(v('h', n * d), hs.h.subarray(0, n * d));
-    // y[row][slot][d] = weight · FFN_expert(h[row])
-    const ys = new Float32Array(n * K * d);
-    const xe = hs.xe;
-    const ye = hs.ye;
-    for (const grp of groupByExpert(routes, n, K, E)) {
-      const m = grp.rows.length;
-      for (let i = 0; i < m; i++) xe.set(h.subarray(grp.rows[i] * d, (grp.rows[i] + 1) * d), i * d);
-      b.write(t.xe, xe.subarray(0, m * d));
-      this.ffn(v('ye', m * d), v('xe', m * d), w.gate[grp.expert], w.up[grp.expert], w.down[grp.expert], m);
-      b.read(v('ye', m * d), ye.subarray(0, m * d));
-      for (let i = 0; i < m; i++) {
-        const r = grp.rows[i];
-        const k = grp.slots[i];
-        const wt = routes.weights[r * K + k];
-        const dst = (r * K + k) * d;
-        for (let j = 0; j < d; j++) ys[dst + j] = f(ye[i * d + j] * wt);
-      }
-    }
-    const moe = hs.moe;
-    for (let r = 0; r < n; r++)
-      for (let j = 0; j < d; j++) {
-        let s = ys[r * K * d + j];
-        for (let k = 1; k < K; k++) s = f(s + ys[(r * K + k) * d + j]);
-        moe[r * d + j] = s;
-      }
-    if (w.shGate) {
-      this.ffn(v('proj', n * d), v('h', n * d), w.shGate, w.shUp!, w.shDown!, n);
-      b.write(t.ye, moe.subarray(0, n * d));
-      b.add(v('proj', n * d), v('ye', n * d), v('proj', n * d), n * d);
-    } else b.write(t.proj, moe.subarray(0, n * d));
-  }
-
   destroy(): void {
     for (const h of Object.values(this.t)) this.backend.free(h);
+    this.ffnBlock.destroy();
   }
 }
