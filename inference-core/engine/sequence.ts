@@ -110,7 +110,8 @@ export class Sequence {
 
   /**
    * Payloads of full blocks [from, to): byte copies of their pages, in the
-   * layout page[layer][K|V][kvHead][64 tokens][headDim] (see kv/kv-pool.ts).
+   * layout page[layer][K|V][kvHead][64 tokens][headDim], or for an MLA model
+   * (deepseek2) page[layer][64 tokens][kv_lora_rank + rope] (see kv/kv-pool.ts).
    */
   exportBlocks(from: number, to: number): Uint8Array[] {
     this.checkLive();
