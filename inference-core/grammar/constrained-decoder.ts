@@ -64,6 +64,7 @@ export class ConstrainedDecoder {
   private remaining: number;
   private readonly stops: readonly number[];
   private mask: Uint32Array;
+  private stopsOnly: Uint32Array | null = null;
 
   constructor(
     readonly masks: GrammarMasks,
@@ -83,17 +84,20 @@ export class ConstrainedDecoder {
     return this.state.stacks.length === 0;
   }
 
-  /** The allowed tokens of the next step (a bitset over the vocabulary, reused between calls). */
+  /** The allowed tokens of the next step: a bitset over the vocabulary, shared with the mask cache — read it, never write it. */
   nextMask(): Uint32Array {
     const budget = this.remaining - 2;
-    const out = this.mask;
     const entry = budget >= 0 ? this.masks.mask(this.state, budget) : null;
-    if (entry) out.set(entry.bits);
-    else out.fill(0);
     const accepts = this.masks.accepts(this.state);
-    if (accepts) for (const t of this.stops) out[t >>> 5] |= 1 << (t & 31);
     if (!accepts && (entry === null || entry.maxCost < 0)) throw deadEnd(`no token continues the reply at grammar state ${this.state.key.slice(0, 80)} with ${this.remaining} tokens left`);
-    return out;
+    if (entry === null) {
+      this.mask = this.stopsOnly ??= (() => {
+        const bits = new Uint32Array((this.masks.vocab.size + 31) >>> 5);
+        for (const t of this.stops) bits[t >>> 5] |= 1 << (t & 31);
+        return bits;
+      })();
+    } else this.mask = accepts ? this.masks.bitsWithStops(entry, this.stops) : entry.bits;
+    return this.mask;
   }
 
   /** Records the sampled token (it must have been allowed). */
@@ -104,7 +108,7 @@ export class ConstrainedDecoder {
       return;
     }
     if (!maskHas(this.mask, token)) throw deadEnd(`token ${token} was not allowed by the mask`);
-    this.state = this.masks.advance(this.state, this.masks.vocab.pieces[token]);
+    this.state = this.masks.advanceToken(this.state, token);
   }
 
   /** The state accepts (a stop token may end the reply). */

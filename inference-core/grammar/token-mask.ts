@@ -61,6 +61,10 @@ export class GrammarMasks {
   readonly machine: FrameMachine;
   private readonly entries = new Map<string, MaskEntry>();
   private readonly locals = new Map<string, LocalEntry>();
+  private readonly plainSteps = new Map<string, MatcherState>();
+  private readonly tokenSteps = new Map<string, MatcherState>();
+  /** Entries' bitsets with the stop tokens added (for accepting states), by entry. */
+  private readonly withStops = new WeakMap<MaskEntry, { stopsKey: string; bits: Uint32Array }>();
   private readonly words: number;
 
   constructor(
@@ -100,8 +104,59 @@ export class GrammarMasks {
     return this.stateOf(cur);
   }
 
+  /**
+   * The state after token `id`. Inside a string body a plain token only
+   * moves the character count, so its state is built directly (and cached by
+   * state and count) instead of feeding its bytes: the common step of a
+   * reply, and of every step of a random model inside a long string.
+   */
+  advanceToken(state: MatcherState, id: number): MatcherState {
+    const chars = this.vocab.plainChars[id];
+    const top = state.stacks.length === 1 ? state.stacks[0] : null;
+    if (chars > 0 && top !== null && top.f.p === 1) {
+      const node = this.grammar.nodes[top.f.n];
+      if (node.kind === 'str' && (node.exclude === null || top.f.x === 0)) {
+        const key = `${state.key}#${chars}`;
+        let next = this.plainSteps.get(key);
+        if (next === undefined) {
+          const count = top.f.a + chars;
+          if (count > node.max) next = { stacks: [], key: '' };
+          else {
+            const f = { n: top.f.n, p: 1, a: node.max === Infinity ? Math.min(count, node.min) : count, b: 0, s: '', x: 0 };
+            next = this.stateOf([{ f, up: top.up }]);
+          }
+          if (this.plainSteps.size > 65536) this.plainSteps.clear();
+          this.plainSteps.set(key, next);
+        }
+        return next;
+      }
+    }
+    // Other steps: cached per (state, token), since a model repeats itself (keys, punctuation, numbers).
+    const key = `${state.key}|${id}`;
+    let next = this.tokenSteps.get(key);
+    if (next === undefined) {
+      next = this.advance(state, this.vocab.pieces[id]);
+      if (this.tokenSteps.size > 65536) this.tokenSteps.clear();
+      this.tokenSteps.set(key, next);
+    }
+    return next;
+  }
+
   accepts(state: MatcherState): boolean {
     return state.stacks.some((s) => this.machine.accepts(s));
+  }
+
+  /** `entry.bits` plus `stops` (computed once per entry; the stop list is the same for a model). */
+  bitsWithStops(entry: MaskEntry, stops: readonly number[]): Uint32Array {
+    const stopsKey = stops.join(',');
+    let cached = this.withStops.get(entry);
+    if (cached === undefined || cached.stopsKey !== stopsKey) {
+      const bits = entry.bits.slice();
+      for (const t of stops) bits[t >>> 5] |= 1 << (t & 31);
+      cached = { stopsKey, bits };
+      this.withStops.set(entry, cached);
+    }
+    return cached.bits;
   }
 
   /** Fewest bytes that complete the grammar from `state` (Infinity: rejected). */
