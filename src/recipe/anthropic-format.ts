@@ -33,6 +33,10 @@ export interface AnthropicRequestBody {
   stream?: boolean;
   metadata?: Record<string, unknown>;
   kvtier_class?: string;
+  /** {type:'enabled', budget_tokens}: the reply's reasoning comes back as `thinking` blocks (else it is left out). */
+  thinking?: { type: string; budget_tokens?: number };
+  /** Template variables for the render (vLLM's chat_template_kwargs, e.g. enable_thinking). */
+  chat_template_kwargs?: Record<string, unknown>;
 }
 
 export function chatInputFromAnthropic(body: AnthropicRequestBody): ChatInput {
@@ -70,6 +74,8 @@ export function chatInputFromAnthropic(body: AnthropicRequestBody): ChatInput {
         agentic = true;
         const use = block as ToolUseBlock;
         toolCalls.push({ id: use.id, type: 'function', function: { name: use.name, arguments: use.input ?? {} } });
+      } else if (block.type === 'thinking' || block.type === 'redacted_thinking') {
+        // Earlier reasoning is not sent back to the template (thinking templates drop it themselves).
       } else throw unsupportedBlock(block.type, `${at}.content[${b}].type`);
     });
     // No text beside the tool_use blocks: content null, the shape of an OpenAI tool-call turn.
@@ -123,10 +129,13 @@ export interface AnthropicReply {
   finishReason: FinishReason;
   stopSequence: string | null;
   usage: CacheUsage;
+  /** The reply's reasoning, when the request enabled thinking and the reply had a think block. */
+  thinking?: string | null;
 }
 
-export function anthropicContentBlocks(content: string, toolCalls: ToolCall[]): Array<Record<string, unknown>> {
+export function anthropicContentBlocks(content: string, toolCalls: ToolCall[], thinking?: string | null): Array<Record<string, unknown>> {
   const blocks: Array<Record<string, unknown>> = [];
+  if (thinking !== undefined && thinking !== null) blocks.push({ type: 'thinking', thinking, signature: '' });
   if (content !== '' || toolCalls.length === 0) blocks.push({ type: 'text', text: content });
   for (const call of toolCalls) blocks.push({ type: 'tool_use', id: toolUseId(call), name: call.function.name, input: argumentsAsObject(call) });
   return blocks;
@@ -143,7 +152,7 @@ export function anthropicResponse(reply: AnthropicReply): Record<string, unknown
     type: 'message',
     role: 'assistant',
     model: reply.model,
-    content: anthropicContentBlocks(reply.content, reply.toolCalls),
+    content: anthropicContentBlocks(reply.content, reply.toolCalls, reply.thinking),
     stop_reason: anthropicStopReason(reply.finishReason, reply.stopSequence),
     stop_sequence: reply.stopSequence,
     usage: anthropicUsage(reply.usage),

@@ -84,8 +84,14 @@ export function checkPromptLength(codec: PromptCodec, text: string, limits: Prom
   }
 }
 
-export function draftChatPrompt(codec: PromptCodec, messages: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined, limits?: PromptLimits): ChatPromptDraft {
-  const options = tools && tools.length > 0 ? { tools } : {};
+export function draftChatPrompt(
+  codec: PromptCodec,
+  messages: readonly ChatMessage[],
+  tools: readonly ToolSpec[] | undefined,
+  limits?: PromptLimits,
+  templateKwargs?: Readonly<Record<string, unknown>>,
+): ChatPromptDraft {
+  const options = { ...(tools && tools.length > 0 ? { tools } : {}), ...(templateKwargs && Object.keys(templateKwargs).length > 0 ? { templateKwargs } : {}) };
   const full = codec.renderChat(messages, { ...options, addGenerationPrompt: true });
   checkPromptLength(codec, full, limits);
   const segmented = messages.length > 0 ? codec.renderChatSegmented(messages, { ...options, addGenerationPrompt: false }) : null;

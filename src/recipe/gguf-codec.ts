@@ -4,7 +4,7 @@
  * process can tokenize while the engine runs in a worker).
  */
 import { ChatTemplate, readGguf, Tokenizer, type ChatMessage as CoreChatMessage } from '../../inference-core/index.ts';
-import type { ChatMessage, PromptCodec, ToolSpec } from './types.ts';
+import type { ChatMessage, PromptCodec, RenderChatOptions } from './types.ts';
 
 export function promptCodecFromGgufFile(path: string): PromptCodec {
   const gguf = readGguf(path, { rejectUnsupportedTypes: false });
@@ -28,12 +28,12 @@ export function promptCodecFrom(tokenizer: Tokenizer, template: ChatTemplate | n
     encode: (text) => Array.from(tokenizer.encode(text, { addSpecial: false, parseSpecial: true })),
     decode: (ids) => tokenizer.decode(ids),
     createDetokenizer: () => tokenizer.createDetokenizer(),
-    renderChat(messages: readonly ChatMessage[], options: { tools?: readonly ToolSpec[]; addGenerationPrompt: boolean }): string {
+    renderChat(messages: readonly ChatMessage[], options: RenderChatOptions): string {
       if (!template) throw missingTemplate();
       // An empty transcript may not render in every template (messages[0] is read); it is then the empty text.
       if (messages.length === 0 && !options.addGenerationPrompt) {
         try {
-          return template.render({ messages: [], tools: options.tools ? [...options.tools] : undefined, addGenerationPrompt: false });
+          return template.render({ messages: [], tools: options.tools ? [...options.tools] : undefined, addGenerationPrompt: false, extra: extraOf(options) });
         } catch {
           return '';
         }
@@ -42,14 +42,16 @@ export function promptCodecFrom(tokenizer: Tokenizer, template: ChatTemplate | n
         messages: messages as CoreChatMessage[],
         tools: options.tools ? [...options.tools] : undefined,
         addGenerationPrompt: options.addGenerationPrompt,
+        extra: extraOf(options),
       });
     },
-    renderChatSegmented(messages: readonly ChatMessage[], options: { tools?: readonly ToolSpec[]; addGenerationPrompt: boolean }) {
+    renderChatSegmented(messages: readonly ChatMessage[], options: RenderChatOptions) {
       if (!template) throw missingTemplate();
       return template.renderWithMessageStarts({
         messages: messages as CoreChatMessage[],
         tools: options.tools ? [...options.tools] : undefined,
         addGenerationPrompt: options.addGenerationPrompt,
+        extra: extraOf(options),
       });
     },
     stopTokenIds: [...tokenizer.eogIds],
@@ -58,6 +60,13 @@ export function promptCodecFrom(tokenizer: Tokenizer, template: ChatTemplate | n
     vocabSize: tokenizer.vocabSize,
     maxTokenChars: longestPiece(tokenizer),
   };
+}
+
+/** The request's template kwargs; the variables the renderer sets itself (messages, tools, add_generation_prompt…) win. */
+function extraOf(options: RenderChatOptions): Record<string, unknown> | undefined {
+  if (!options.templateKwargs) return undefined;
+  // Special-token variables (bos_token, eos_token…) come from the model, never from a request.
+  return Object.fromEntries(Object.entries(options.templateKwargs).filter(([key]) => !key.endsWith('_token')));
 }
 
 function missingTemplate(): Error {

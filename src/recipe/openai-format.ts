@@ -39,6 +39,8 @@ export interface OpenAiChatRequestBody extends OpenAiCommonFields {
   max_tokens?: number | null;
   max_completion_tokens?: number | null;
   user?: string;
+  /** Template variables for the render (vLLM's chat_template_kwargs, e.g. Qwen3's enable_thinking). */
+  chat_template_kwargs?: Record<string, unknown>;
 }
 
 export interface OpenAiCompletionRequestBody extends OpenAiCommonFields {
@@ -148,10 +150,13 @@ export interface ChatReply {
   finishReason: FinishReason;
   usage: CacheUsage;
   systemFingerprint: string;
+  /** The reply's think block (DeepSeek's reasoning_content), null without one. */
+  reasoning?: string | null;
 }
 
 export function openAiChatResponse(reply: ChatReply): Record<string, unknown> {
   const message: Record<string, unknown> = { role: 'assistant', content: reply.toolCalls.length > 0 && reply.content === '' ? null : reply.content, refusal: null };
+  if (reply.reasoning !== undefined && reply.reasoning !== null) message.reasoning_content = reply.reasoning;
   if (reply.toolCalls.length > 0) message.tool_calls = reply.toolCalls.map(openAiToolCall);
   return {
     id: reply.id,

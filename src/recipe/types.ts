@@ -35,6 +35,13 @@ export interface ToolSpec {
   function: { name: string; description?: string; parameters?: Record<string, unknown> };
 }
 
+export interface RenderChatOptions {
+  tools?: readonly ToolSpec[];
+  addGenerationPrompt: boolean;
+  /** Extra template variables (the request's chat_template_kwargs, e.g. enable_thinking). */
+  templateKwargs?: Readonly<Record<string, unknown>>;
+}
+
 /**
  * What the recipe needs from the model: a tokenizer and its chat template.
  * inference-core's engine tokenizer + template provide it (see
@@ -47,9 +54,9 @@ export interface PromptCodec {
   /** Streaming detokenizer: text as soon as it is complete UTF-8; control tokens decode to nothing. */
   createDetokenizer(): { push(id: number): string; flush(): string };
   /** The model's chat template over `messages`. */
-  renderChat(messages: readonly ChatMessage[], options: { tools?: readonly ToolSpec[]; addGenerationPrompt: boolean }): string;
+  renderChat(messages: readonly ChatMessage[], options: RenderChatOptions): string;
   /** `renderChat` plus where each message's output begins (-1: not visited by the transcript loop), or null when the template cannot say. */
-  renderChatSegmented(messages: readonly ChatMessage[], options: { tools?: readonly ToolSpec[]; addGenerationPrompt: boolean }): { text: string; starts: number[] } | null;
+  renderChatSegmented(messages: readonly ChatMessage[], options: RenderChatOptions): { text: string; starts: number[] } | null;
   /** Ids that end a reply (EOS, end of turn). */
   readonly stopTokenIds: readonly number[];
   /** The BOS id the model expects first, or null. Prepended once unless the template emits it. */

@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 
 import { KvtError } from '../errors.ts';
 import { checkConstraintBudget, StopStringMatcher, ToolCallStreamSplitter, type ConstraintSpec, type CacheUsage, type FinishReason, type PromptCodec, type ReplyMemory, type SamplingRequest, type ToolCall } from '../recipe/index.ts';
+import { promptOpensThinking, ReasoningSplitter } from '../recipe/reasoning.ts';
 import type { JobEvent, JobRunner, PrefillJob } from '../workers/index.ts';
 import type { TenantIdentity } from './auth.ts';
 import type { ServeMetrics } from './metrics.ts';
@@ -31,7 +32,10 @@ export interface GenerateRequest {
 export type GenerateEvent =
   | { type: 'start'; usage: CacheUsage }
   | { type: 'text'; text: string }
-  | { type: 'end'; content: string; toolCalls: ToolCall[]; finishReason: FinishReason; stopSequence: string | null; usage: CacheUsage; workerMs: number; queueMs: number };
+  /** Thinking text of templates with a think block (recipe/reasoning.ts), apart from the content. */
+  | { type: 'reasoning'; text: string }
+  /** reasoning: null when the reply had no think block. */
+  | { type: 'end'; content: string; reasoning: string | null; toolCalls: ToolCall[]; finishReason: FinishReason; stopSequence: string | null; usage: CacheUsage; workerMs: number; queueMs: number };
 
 export interface InferenceServiceOptions {
   codec: PromptCodec;
@@ -101,6 +105,8 @@ export class InferenceService {
     const detokenizer = codec.createDetokenizer();
     const stops = new StopStringMatcher(request.sampling.stopStrings);
     const splitter = new ToolCallStreamSplitter(request.parseToolCalls);
+    // A prompt ending in `<think>` (the generation prompt opened it) starts the reply inside the reasoning.
+    const thinking = new ReasoningSplitter(promptOpensThinking(codec.decode(request.tokens.slice(-8))));
     const replyIds: number[] = [];
     let rawText = '';
     let usage: CacheUsage = { promptTokens: request.tokens.length, cachedTokens: 0, computedTokens: request.tokens.length, storedPromptTokens: 0, completionTokens: 0 };
@@ -132,7 +138,9 @@ export class InferenceService {
             if (piece === '') continue;
             const { text, stopped } = stops.push(piece);
             rawText += text;
-            const safe = splitter.push(text);
+            const split = thinking.push(text);
+            if (split.reasoning !== '') yield { type: 'reasoning', text: split.reasoning };
+            const safe = splitter.push(split.content);
             if (safe !== '') yield { type: 'text', text: safe };
             if (stopped !== null) {
               stopSequence = stopped;
@@ -156,7 +164,15 @@ export class InferenceService {
     if (stopSequence === null) {
       const tail = stops.push(detokenizer.flush()).text + stops.flush();
       rawText += tail;
-      const safe = splitter.push(tail);
+      const split = thinking.push(tail);
+      if (split.reasoning !== '') yield { type: 'reasoning', text: split.reasoning };
+      const safe = splitter.push(split.content);
+      if (safe !== '') yield { type: 'text', text: safe };
+    }
+    const last = thinking.finish();
+    if (last.reasoning !== '') yield { type: 'reasoning', text: last.reasoning };
+    if (last.content !== '') {
+      const safe = splitter.push(last.content);
       if (safe !== '') yield { type: 'text', text: safe };
     }
     const rest = splitter.finish();
@@ -164,6 +180,7 @@ export class InferenceService {
     // The next turn sends this reply back: remember its exact ids (only when they decode to exactly what we return).
     if (stopSequence === null && replyIds.length > 0 && rawText !== '' && codec.decode(replyIds) === rawText) {
       this.options.memory.remember(request.identity.scope, rawText, replyIds);
+      if (thinking.opened) rememberContentIds(codec, this.options.memory, request.identity.scope, thinking.content, replyIds);
     }
     const finishReason: FinishReason = rest.toolCalls.length > 0 ? 'tool_calls' : done?.finishReason === 'length' && stopSequence === null ? 'length' : 'stop';
     metrics.countPrompt(usage.promptTokens, usage.cachedTokens);
@@ -174,8 +191,32 @@ export class InferenceService {
     if (firstTokenAt !== null && usage.completionTokens > 1) {
       metrics.timePerOutputToken.observe({ route: request.route }, (performance.now() - firstTokenAt) / 1000 / (usage.completionTokens - 1));
     }
-    const content = rest.toolCalls.length > 0 ? splitterContent(rawText) : rawText;
-    yield { type: 'end', content, toolCalls: rest.toolCalls, finishReason, stopSequence, usage, workerMs, queueMs };
+    const content = rest.toolCalls.length > 0 ? splitterContent(thinking.content) : thinking.content;
+    yield { type: 'end', content, reasoning: thinking.opened ? thinking.reasoning : null, toolCalls: rest.toolCalls, finishReason, stopSequence, usage, workerMs, queueMs };
+  }
+}
+
+/**
+ * A reply with reasoning comes back next turn as its content only (templates drop
+ * earlier reasoning): remember the ids the content was sampled as, when a suffix
+ * of the reply's ids decodes to exactly it.
+ */
+function rememberContentIds(codec: PromptCodec, memory: ReplyMemory, scope: string, content: string, replyIds: readonly number[]): void {
+  if (content === '') return;
+  // The decoded suffix grows with fewer ids dropped: find the last start whose suffix is at least as long as the content.
+  let lo = 0;
+  let hi = replyIds.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (codec.decode(replyIds.slice(mid)).length >= content.length) lo = mid;
+    else hi = mid - 1;
+  }
+  for (let from = lo; from >= Math.max(0, lo - 2); from--) {
+    const ids = replyIds.slice(from);
+    if (codec.decode(ids) === content) {
+      memory.remember(scope, content, ids);
+      return;
+    }
   }
 }
 

@@ -40,7 +40,7 @@ export interface PromptThreadInit {
 /** A transcript goes over in slices (`chat-part`, then `chat` with the last one), so no single copy holds the loop long. */
 export type ToPromptThread =
   | { op: 'chat-part'; id: number; messages: ChatMessage[] }
-  | { op: 'chat'; id: number; messages: ChatMessage[]; tools: ToolSpec[] | undefined; contextLength: number; param: string }
+  | { op: 'chat'; id: number; messages: ChatMessage[]; tools: ToolSpec[] | undefined; contextLength: number; param: string; templateKwargs?: Record<string, unknown> }
   | { op: 'completion'; id: number; prompt: string; contextLength: number; param: string };
 
 type ThreadError = { code: string; message: string; param: string | null };
@@ -70,13 +70,14 @@ export class PromptService {
 
   constructor(private readonly options: PromptServiceOptions) {}
 
-  async chat(messages: ChatMessage[], tools: ToolSpec[] | undefined, tenantScope: string, param: string): Promise<ChatPrompt> {
+  /** templateKwargs: the request's chat_template_kwargs (e.g. enable_thinking), passed to the template as variables. */
+  async chat(messages: ChatMessage[], tools: ToolSpec[] | undefined, tenantScope: string, param: string, templateKwargs?: Record<string, unknown>): Promise<ChatPrompt> {
     const { codec, memory, contextLength } = this.options;
     const limits = { contextLength, param };
     if (messages.length <= INLINE_MAX_MESSAGES && !charsExceed([messages, tools], INLINE_MAX_CHARS)) {
-      return finishChatPrompt(draftChatPrompt(codec, messages, tools, limits), memory, tenantScope);
+      return finishChatPrompt(draftChatPrompt(codec, messages, tools, limits, templateKwargs), memory, tenantScope);
     }
-    const answer = await this.ask({ op: 'chat', id: 0, messages, tools, contextLength, param });
+    const answer = await this.ask({ op: 'chat', id: 0, messages, tools, contextLength, param, ...(templateKwargs ? { templateKwargs } : {}) });
     if (answer.type !== 'chat') throw new KvtError('KVT_ERR_INTERNAL', `prompt thread answered ${answer.type} to a chat prompt`);
     const draft: ChatPromptDraft = { tokens: Array.from(answer.tokens), messageStarts: answer.messageStarts, prefixStable: answer.prefixStable, replies: answer.replies };
     return finishChatPrompt(draft, memory, tenantScope);

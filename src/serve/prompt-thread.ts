@@ -31,7 +31,7 @@ try {
         const held = parts.get(request.id) ?? [];
         parts.delete(request.id);
         for (const message of request.messages) held.push(message);
-        const draft = draftChatPrompt(codec, held, request.tools, limits);
+        const draft = draftChatPrompt(codec, held, request.tools, limits, request.templateKwargs);
         const tokens = Int32Array.from(draft.tokens);
         send({ type: 'chat', id: request.id, tokens, messageStarts: draft.messageStarts, prefixStable: draft.prefixStable, replies: draft.replies }, [tokens.buffer]);
       } else {

@@ -76,6 +76,7 @@ export const chatCompletionsBody = {
     tool_choice: { anyOf: [{ type: 'string', enum: ['none', 'auto', 'required'] }, { type: 'object' }] },
     max_tokens: { type: ['integer', 'null'], minimum: 1 },
     max_completion_tokens: { type: ['integer', 'null'], minimum: 1 },
+    chat_template_kwargs: { type: 'object' },
     ...sampling,
   },
 } as const;
@@ -150,6 +151,8 @@ export const messagesBody = {
     stream: { type: 'boolean' },
     metadata: { type: 'object' },
     kvtier_class: { type: 'string', minLength: 1, maxLength: 64 },
+    thinking: { type: 'object', required: ['type'], properties: { type: { type: 'string', enum: ['enabled', 'disabled'] }, budget_tokens: { type: 'integer', minimum: 0 } } },
+    chat_template_kwargs: { type: 'object' },
   },
 } as const;
 

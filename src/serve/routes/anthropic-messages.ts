@@ -29,8 +29,9 @@ export function registerAnthropicMessages(app: FastifyInstance, ctx: ServeContex
     const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
     const sampling = samplingFromAnthropic(body, { defaultMaxTokens: ctx.defaultMaxTokens });
     const constraint = constraintFromAnthropic(body, input.tools);
-    const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages');
+    const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages', body.chat_template_kwargs);
     const id = responseId('msg_');
+    const wantsThinking = body.thinking?.type === 'enabled';
     const generation = ctx.service.generate(
       { route: '/v1/messages', tokens: prompt.tokens, sampling, identity, trafficClass, parseToolCalls: input.tools !== undefined, promptParam: 'messages', constraint },
       clientGone(reply),
@@ -40,25 +41,42 @@ export function registerAnthropicMessages(app: FastifyInstance, ctx: ServeContex
       let end: Extract<GenerateEvent, { type: 'end' }> | null = null;
       for (let step = first; !step.done; step = await generation.next()) if (step.value.type === 'end') end = step.value;
       setTimingHeaders(reply, end!);
-      return anthropicResponse({ id, model: ctx.modelId, content: end!.content, toolCalls: end!.toolCalls, finishReason: end!.finishReason, stopSequence: end!.stopSequence, usage: end!.usage });
+      return anthropicResponse({ id, model: ctx.modelId, content: end!.content, thinking: wantsThinking ? end!.reasoning : null, toolCalls: end!.toolCalls, finishReason: end!.finishReason, stopSequence: end!.stopSequence, usage: end!.usage });
     }
     const sse = new SseWriter(reply);
     sse.start();
     let textOpen = false;
+    let thinkingOpen = false;
     let blockIndex = 0;
+    const closeThinking = () => {
+      if (!thinkingOpen) return;
+      sse.send({ type: 'content_block_delta', index: blockIndex, delta: { type: 'signature_delta', signature: '' } }, 'content_block_delta');
+      sse.send({ type: 'content_block_stop', index: blockIndex }, 'content_block_stop');
+      thinkingOpen = false;
+      blockIndex++;
+    };
     try {
       for (let step = first; !step.done; step = await generation.next()) {
         const event = step.value;
         if (event.type === 'start') {
           sse.send(anthropicMessageStart(id, ctx.modelId, { ...event.usage, completionTokens: 0 }), 'message_start');
           sse.send({ type: 'ping' }, 'ping');
+        } else if (event.type === 'reasoning') {
+          if (!wantsThinking) continue;
+          if (!thinkingOpen) {
+            sse.send({ type: 'content_block_start', index: blockIndex, content_block: { type: 'thinking', thinking: '', signature: '' } }, 'content_block_start');
+            thinkingOpen = true;
+          }
+          sse.send({ type: 'content_block_delta', index: blockIndex, delta: { type: 'thinking_delta', thinking: event.text } }, 'content_block_delta');
         } else if (event.type === 'text') {
+          closeThinking();
           if (!textOpen) {
             sse.send({ type: 'content_block_start', index: blockIndex, content_block: { type: 'text', text: '' } }, 'content_block_start');
             textOpen = true;
           }
           sse.send({ type: 'content_block_delta', index: blockIndex, delta: { type: 'text_delta', text: event.text } }, 'content_block_delta');
         } else {
+          closeThinking();
           if (!textOpen && event.toolCalls.length === 0) {
             sse.send({ type: 'content_block_start', index: blockIndex, content_block: { type: 'text', text: '' } }, 'content_block_start');
             textOpen = true;

@@ -28,7 +28,7 @@ export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): voi
     const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
     const sampling = samplingFromOpenAi(body, { defaultMaxTokens: ctx.defaultMaxTokens });
     const constraint = constraintFromOpenAi(body, input.tools);
-    const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages');
+    const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages', body.chat_template_kwargs);
     const generateRequest = {
       route: '/v1/chat/completions',
       tokens: prompt.tokens,
@@ -47,7 +47,7 @@ export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): voi
       let end: Extract<GenerateEvent, { type: 'end' }> | null = null;
       for (let step = first; !step.done; step = await generation.next()) if (step.value.type === 'end') end = step.value;
       setTimingHeaders(reply, end!);
-      return openAiChatResponse({ ...base, content: end!.content, toolCalls: end!.toolCalls, finishReason: end!.finishReason, usage: end!.usage });
+      return openAiChatResponse({ ...base, content: end!.content, reasoning: end!.reasoning, toolCalls: end!.toolCalls, finishReason: end!.finishReason, usage: end!.usage });
     }
     const sse = new SseWriter(reply);
     sse.start();
@@ -56,6 +56,7 @@ export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): voi
       for (let step = first; !step.done; step = await generation.next()) {
         const event = step.value;
         if (event.type === 'text') sse.send(openAiChatChunk(base, { content: event.text }, null));
+        else if (event.type === 'reasoning') sse.send(openAiChatChunk(base, { reasoning_content: event.text }, null));
         else if (event.type === 'end') {
           if (event.toolCalls.length > 0) sse.send(openAiChatChunk(base, { tool_calls: event.toolCalls.map((call, i) => openAiToolCall(call, i)) }, null));
           sse.send(openAiChatChunk(base, {}, event.finishReason));

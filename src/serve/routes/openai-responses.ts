@@ -66,7 +66,7 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
     await checkToolCallArguments(messages, ctx.config.maxJsonDepth);
     const sampling = samplingFromResponses(body, { defaultMaxTokens: ctx.defaultMaxTokens });
     const constraint = constraintFromResponses(body, input.tools);
-    const prompt = await ctx.prompts.chat(messages, input.tools, identity.scope, 'input');
+    const prompt = await ctx.prompts.chat(messages, input.tools, identity.scope, 'input', body.chat_template_kwargs);
     const generateRequest: GenerateRequest = {
       route: '/v1/responses',
       tokens: prompt.tokens,
@@ -117,9 +117,19 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
     const emit = (type: string, fields: Record<string, unknown>) => sse.send({ type, sequence_number: sequence++, ...fields }, type);
     emit('response.created', { response: responseObject(shape) });
     emit('response.in_progress', { response: responseObject(shape) });
+    let thought: { id: string; index: number; text: string } | null = null;
+    const closeThought = () => {
+      if (thought === null) return;
+      const item: ResponsesOutputItem = { type: 'reasoning', id: thought.id, summary: [], content: [{ type: 'reasoning_text', text: thought.text }], status: 'completed' };
+      emit('response.reasoning_text.done', { item_id: thought.id, output_index: thought.index, content_index: 0, text: thought.text });
+      emit('response.output_item.done', { output_index: thought.index, item });
+      shape.output.push(item);
+      thought = null;
+    };
     let text: { id: string; index: number; text: string } | null = null;
     const openText = () => {
       if (text !== null) return text;
+      closeThought();
       text = { id: responseId('msg_'), index: shape.output.length, text: '' };
       emit('response.output_item.added', { output_index: text.index, item: { type: 'message', id: text.id, status: 'in_progress', role: 'assistant', content: [] } });
       emit('response.content_part.added', { item_id: text.id, output_index: text.index, content_index: 0, part: outputTextPart('') });
@@ -128,11 +138,19 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
     try {
       for (let step = first; !step.done; step = await generation.next()) {
         const event = step.value;
-        if (event.type === 'text') {
+        if (event.type === 'reasoning') {
+          if (thought === null) {
+            thought = { id: responseId('rs_'), index: shape.output.length, text: '' };
+            emit('response.output_item.added', { output_index: thought.index, item: { type: 'reasoning', id: thought.id, summary: [], content: [], status: 'in_progress' } });
+          }
+          thought.text += event.text;
+          emit('response.reasoning_text.delta', { item_id: thought.id, output_index: thought.index, content_index: 0, delta: event.text });
+        } else if (event.type === 'text') {
           const open = openText();
           open.text += event.text;
           emit('response.output_text.delta', { item_id: open.id, output_index: open.index, content_index: 0, delta: event.text, logprobs: [] });
         } else if (event.type === 'end') {
+          closeThought();
           const open = text ?? (event.toolCalls.length === 0 ? openText() : null);
           if (open) {
             const part = outputTextPart(open.text);
@@ -182,6 +200,7 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
 /** A finished generation → the Response's output items (a message unless the reply is calls only, then one function_call per call). */
 function outputItems(end: EndEvent): ResponsesOutputItem[] {
   const items: ResponsesOutputItem[] = [];
+  if (end.reasoning !== null) items.push({ type: 'reasoning', id: responseId('rs_'), summary: [], content: [{ type: 'reasoning_text', text: end.reasoning }], status: 'completed' });
   if (end.content !== '' || end.toolCalls.length === 0) {
     items.push({ type: 'message', id: responseId('msg_'), status: end.finishReason === 'length' ? 'incomplete' : 'completed', role: 'assistant', content: [outputTextPart(end.content)] });
   }

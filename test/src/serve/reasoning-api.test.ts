@@ -1,0 +1,160 @@
+/**
+ * Reasoning content end to end on real vocabularies and their templates
+ * (tiny random weights, test/helpers/real-vocab-gguf.ts):
+ *
+ *   - DeepSeek R1 style (the V3 template whose generation prompt opens
+ *     `<think>\n`, as R1's does): the reply is reasoning until `</think>`, so
+ *     it goes to message.reasoning_content / delta.reasoning_content (never
+ *     to content), Anthropic `thinking` blocks when thinking is enabled (left
+ *     out otherwise), a Responses `reasoning` item; streamed == not streamed;
+ *     the next turn (content sent back, as DeepSeek asks) keeps the previous
+ *     prompt cached up to the reply.
+ *   - Qwen3: chat_template_kwargs {enable_thinking: false} reaches the
+ *     template (its generation prompt gains the empty think block, the reply
+ *     is content).
+ */
+import { basename } from 'node:path';
+
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { buildRealVocabGguf } from '../../helpers/real-vocab-gguf.ts';
+import { realTemplates } from '../../inference-core/chat-template-real-fixtures.ts';
+import { KEYS, startTestServer, type TestServer } from './server-fixture.ts';
+
+const BLOCK = 64;
+const SYSTEM = 'You are kvtier, a terse assistant. ' + 'Think first, then answer in one short line and cite the cache. '.repeat(8);
+const floorBlocks = (n: number) => Math.floor(n / BLOCK) * BLOCK;
+
+/** DeepSeek V3's template with R1's generation prompt (`<｜Assistant｜><think>\n`). */
+function r1Template(): string {
+  const v3 = realTemplates('deepseek_v3')[0].source;
+  const generation = "{{'<｜Assistant｜>'}}{% endif %}";
+  if (!v3.endsWith(generation)) throw new Error('DeepSeek V3 template changed: its generation prompt is not where this test expects it');
+  return v3.slice(0, v3.length - generation.length) + "{{'<｜Assistant｜><think>\\n'}}{% endif %}";
+}
+
+describe('DeepSeek R1 style template: the reply opens inside <think>', () => {
+  let server: TestServer;
+  let model: string;
+  let openai: OpenAI;
+  let anthropic: Anthropic;
+
+  beforeAll(async () => {
+    const path = buildRealVocabGguf('deepseek_v3', { chatTemplate: r1Template(), variant: 'r1-think' });
+    model = basename(path, '.gguf');
+    server = await startTestServer({ model: path });
+    openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: KEYS.alice, maxRetries: 0 });
+    anthropic = new Anthropic({ baseURL: server.url, apiKey: KEYS.alice, maxRetries: 0 });
+  }, 300_000);
+
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  const messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [
+    { role: 'system', content: SYSTEM },
+    { role: 'user', content: 'What does a KV cache hold?' },
+  ];
+
+  it('chat completions: reasoning_content apart from content, streamed == not streamed', async () => {
+    const r = await openai.chat.completions.create({ model, messages, max_tokens: 12, temperature: 0 });
+    const message = r.choices[0].message as OpenAI.Chat.Completions.ChatCompletionMessage & { reasoning_content?: string };
+    expect(typeof message.reasoning_content).toBe('string');
+    expect(message.reasoning_content!.length).toBeGreaterThan(0);
+    expect(message.reasoning_content).not.toContain('<think>');
+
+    const stream = await openai.chat.completions.create({ model, messages, max_tokens: 12, temperature: 0, stream: true });
+    let reasoning = '';
+    let content = '';
+    for await (const chunk of stream) {
+      const delta = chunk.choices[0]?.delta as { content?: string | null; reasoning_content?: string } | undefined;
+      if (delta?.reasoning_content) reasoning += delta.reasoning_content;
+      if (delta?.content) content += delta.content;
+    }
+    expect(reasoning).toBe(message.reasoning_content);
+    expect(content).toBe(message.content ?? '');
+  });
+
+  it('the next turn (content sent back without reasoning) keeps the previous prompt cached', async () => {
+    const first = await openai.chat.completions.create({ model, messages, max_tokens: 12, temperature: 0 });
+    const next = await openai.chat.completions.create({
+      model,
+      messages: [...messages, { role: 'assistant', content: first.choices[0].message.content ?? '' }, { role: 'user', content: 'And then?' }],
+      max_tokens: 12,
+      temperature: 0,
+    });
+    // The previous prompt minus its generation prompt's `<think>\n` (the template renders history without it).
+    expect(next.usage!.prompt_tokens_details!.cached_tokens).toBeGreaterThanOrEqual(floorBlocks(first.usage!.prompt_tokens - 2));
+    expect(next.usage!.prompt_tokens_details!.cached_tokens).toBeGreaterThan(0);
+  });
+
+  it('Anthropic: thinking blocks when thinking is enabled (streamed and not), none otherwise', async () => {
+    const params = { model, system: SYSTEM, messages: [{ role: 'user' as const, content: 'What does a KV cache hold?' }], max_tokens: 12, temperature: 0 };
+    const on = await anthropic.messages.create({ ...params, thinking: { type: 'enabled', budget_tokens: 1024 } });
+    const thinking = on.content.find((block) => block.type === 'thinking');
+    expect(thinking).toBeDefined();
+    expect(thinking!.type === 'thinking' && thinking!.thinking.length > 0).toBe(true);
+    const off = await anthropic.messages.create(params);
+    expect(off.content.some((block) => block.type === 'thinking')).toBe(false);
+
+    const stream = anthropic.messages.stream({ ...params, thinking: { type: 'enabled', budget_tokens: 1024 } });
+    let streamed = '';
+    stream.on('thinking', (delta) => (streamed += delta));
+    const final = await stream.finalMessage();
+    expect(streamed).toBe(thinking!.type === 'thinking' ? thinking!.thinking : '');
+    expect(final.content[0].type).toBe('thinking');
+  });
+
+  it('Responses: a reasoning item before the message, streamed as reasoning_text deltas', async () => {
+    const r = await openai.responses.create({ model, instructions: SYSTEM, input: 'What does a KV cache hold?', max_output_tokens: 12, temperature: 0 });
+    const item = r.output.find((o) => o.type === 'reasoning');
+    expect(item?.type).toBe('reasoning');
+    const text = item?.type === 'reasoning' ? (item.content ?? []).map((c) => c.text).join('') : '';
+    expect(text.length).toBeGreaterThan(0);
+    expect(r.output[0].type).toBe('reasoning');
+
+    const stream = await openai.responses.create({ model, instructions: SYSTEM, input: 'What does a KV cache hold?', max_output_tokens: 12, temperature: 0, stream: true });
+    let deltas = '';
+    let textDeltas = '';
+    for await (const event of stream) {
+      if (event.type === 'response.reasoning_text.delta') deltas += event.delta;
+      if (event.type === 'response.output_text.delta') textDeltas += event.delta;
+    }
+    expect(deltas).toBe(text);
+    expect(textDeltas).toBe(r.output_text);
+  });
+});
+
+describe('Qwen3: chat_template_kwargs reach the template', () => {
+  let server: TestServer;
+  let model: string;
+
+  beforeAll(async () => {
+    const path = buildRealVocabGguf('qwen3');
+    model = basename(path, '.gguf');
+    server = await startTestServer({ model: path });
+  }, 300_000);
+
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it('enable_thinking false adds the empty think block to the prompt; the reply is content', async () => {
+    const ask = async (kwargs?: Record<string, unknown>) => {
+      const res = await fetch(`${server.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${KEYS.alice}` },
+        body: JSON.stringify({ model, messages: [{ role: 'user', content: 'Hi there' }], max_tokens: 6, temperature: 0, ...(kwargs ? { chat_template_kwargs: kwargs } : {}) }),
+      });
+      expect(res.status).toBe(200);
+      return (await res.json()) as { usage: { prompt_tokens: number }; choices: Array<{ message: { content: string; reasoning_content?: string } }> };
+    };
+    const plain = await ask();
+    const off = await ask({ enable_thinking: false });
+    // `<think>\n\n</think>\n\n` after the generation prompt: <think>, \n\n, </think>, \n\n.
+    expect(off.usage.prompt_tokens - plain.usage.prompt_tokens).toBe(4);
+    expect(off.choices[0].message.reasoning_content).toBeUndefined();
+  });
+});
