@@ -121,6 +121,7 @@ export class Sampler {
   // Scratch reused across calls (vocab-sized), so a decode step allocates nothing.
   private scratch: Float32Array | null = null;
   private order: Int32Array | null = null;
+  private weights: Float64Array | null = null;
 
   constructor(options: SamplingOptions = {}) {
     checkOptions(options);
@@ -242,12 +243,14 @@ export class Sampler {
       // Nothing is cut: draw over the allowed ids in id order (no sort of a vocabulary-sized candidate list).
       let maxLogit = -Infinity;
       for (let i = 0; i < n; i++) if (src[order[i]] > maxLogit) maxLogit = src[order[i]];
+      const weights = this.weightsOf(vocab);
+      const invT = 1 / this.temperature;
       let total = 0;
-      for (let i = 0; i < n; i++) total += Math.exp((src[order[i]] - maxLogit) / this.temperature);
+      for (let i = 0; i < n; i++) total += weights[i] = Math.exp((src[order[i]] - maxLogit) * invT);
       const r = this.prng.nextFloat() * total;
       let acc = 0;
       for (let i = 0; i < n; i++) {
-        acc += Math.exp((src[order[i]] - maxLogit) / this.temperature);
+        acc += weights[i];
         if (r < acc) return order[i];
       }
       return order[n - 1];
@@ -287,6 +290,11 @@ export class Sampler {
   private scratchOf(n: number): Float32Array {
     if (!this.scratch || this.scratch.length !== n) this.scratch = new Float32Array(n);
     return this.scratch;
+  }
+
+  private weightsOf(n: number): Float64Array {
+    if (!this.weights || this.weights.length !== n) this.weights = new Float64Array(n);
+    return this.weights;
   }
 
   private orderOf(n: number): Int32Array {
