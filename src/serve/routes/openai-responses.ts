@@ -45,7 +45,8 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
   app.addHook('onClose', async () => store.close());
   let policy: { value: RetentionPolicy; at: number } | null = null;
   const ttlMs = async (trafficClass: string, tenant: string): Promise<number> => {
-    if (policy === null || Date.now() - policy.at > POLICY_REFRESH_MS) {
+    // A class the cached policy does not know yet was just added: fetch again rather than fall back to the default class.
+    if (policy === null || Date.now() - policy.at > POLICY_REFRESH_MS || !policy.value.hasClass(trafficClass)) {
       policy = { value: new RetentionPolicy((await ctx.runner.admin({ op: 'getPolicy' })) as RetentionPolicyDoc), at: Date.now() };
     }
     return policy.value.ttlMs(trafficClass, tenant);

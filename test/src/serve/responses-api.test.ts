@@ -8,7 +8,7 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { KEYS, startTestServer, type TestServer } from './server-fixture.ts';
+import { ADMIN_TOKEN, KEYS, startTestServer, type TestServer } from './server-fixture.ts';
 
 const MODEL = 'synthetic:tiny';
 const BLOCK = 64;
@@ -196,6 +196,22 @@ describe('POST /v1/responses', () => {
     await expect(bob.responses.delete(r.id)).rejects.toMatchObject({ status: 404 });
     await expect(bob.responses.create({ model: MODEL, input: 'x', previous_response_id: r.id, max_output_tokens: 4 })).rejects.toMatchObject({ status: 404 });
     expect((await alice.responses.retrieve(r.id)).id).toBe(r.id);
+  });
+
+  it("a stored response expires with its traffic class's retention TTL", async () => {
+    const edit = await fetch(`${server.url}/admin/policy/edit`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${ADMIN_TOKEN}` },
+      body: JSON.stringify({ op: 'setClass', name: 'brief', ttlMs: 1000, create: true }),
+    });
+    expect(edit.status).toBe(200);
+    const brief = await alice.responses.create({ model: MODEL, input: 'Short-lived', max_output_tokens: 4, temperature: 0, kvtier_class: 'brief' } as OpenAI.Responses.ResponseCreateParamsNonStreaming);
+    const kept = await alice.responses.create({ model: MODEL, input: 'Long-lived', max_output_tokens: 4, temperature: 0 });
+    expect((await alice.responses.retrieve(brief.id)).id).toBe(brief.id);
+    await new Promise((resolve) => setTimeout(resolve, 1300));
+    await expect(alice.responses.retrieve(brief.id)).rejects.toMatchObject({ status: 404 });
+    await expect(alice.responses.create({ model: MODEL, input: 'x', previous_response_id: brief.id, max_output_tokens: 4 })).rejects.toMatchObject({ status: 404 });
+    expect((await alice.responses.retrieve(kept.id)).id).toBe(kept.id);
   });
 
   it('bad input → 400 naming the field', async () => {

@@ -1,0 +1,75 @@
+/**
+ * Stored responses: the in-process store (embedded mode) expires records at
+ * their TTL and keys them by tenant; the Redis store (REDIS_URL) does the same
+ * with PX keys, and two stores on one Redis (two API processes) share records.
+ */
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { MemoryResponseStore, RedisResponseStore, type StoredResponse } from '../../../src/serve/response-store.ts';
+import { startRedis, type RedisServer } from '../../helpers/redis-server.ts';
+
+const record = (text: string): StoredResponse => ({ response: { id: 'resp_1', output_text: text }, transcript: [{ role: 'user', content: text }] });
+
+describe('MemoryResponseStore', () => {
+  it('keys by tenant, expires at the TTL, deletes once', async () => {
+    let now = 1_000;
+    const store = new MemoryResponseStore(() => now);
+    await store.put('alice', 'resp_1', record('a'), 500);
+    expect(await store.get('alice', 'resp_1')).toEqual(record('a'));
+    expect(await store.get('bob', 'resp_1')).toBeUndefined();
+    expect(await store.delete('bob', 'resp_1')).toBe(false);
+    now += 499;
+    expect(await store.get('alice', 'resp_1')).toEqual(record('a'));
+    now += 1;
+    expect(await store.get('alice', 'resp_1')).toBeUndefined();
+    await store.put('alice', 'resp_2', record('b'), 500);
+    expect(await store.delete('alice', 'resp_2')).toBe(true);
+    expect(await store.delete('alice', 'resp_2')).toBe(false);
+  });
+
+  it('returns copies: a caller editing a record does not change the stored one', async () => {
+    const store = new MemoryResponseStore();
+    await store.put('alice', 'r', record('a'), 60_000);
+    const got = (await store.get('alice', 'r'))!;
+    got.transcript.push({ role: 'assistant', content: 'x' });
+    expect((await store.get('alice', 'r'))!.transcript).toHaveLength(1);
+  });
+});
+
+describe('RedisResponseStore', () => {
+  let redis: RedisServer;
+  let probe: Redis;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    probe = new Redis(redis.url);
+  }, 30_000);
+
+  afterAll(async () => {
+    probe?.disconnect();
+    await redis?.stop();
+  });
+
+  it('two API processes share records; the key carries the TTL; tenants are apart', async () => {
+    const log = () => undefined;
+    const one = new RedisResponseStore(redis.url, log);
+    const two = new RedisResponseStore(redis.url, log);
+    try {
+      await one.put('alice', 'resp_x', record('shared'), 60_000);
+      expect(await two.get('alice', 'resp_x')).toEqual(record('shared'));
+      expect(await two.get('bob', 'resp_x')).toBeUndefined();
+      const keys = await probe.keys('kvtier:resp:*');
+      expect(keys).toHaveLength(1);
+      const ttl = await probe.pttl(keys[0]);
+      expect(ttl).toBeGreaterThan(0);
+      expect(ttl).toBeLessThanOrEqual(60_000);
+      expect(await two.delete('bob', 'resp_x')).toBe(false);
+      expect(await two.delete('alice', 'resp_x')).toBe(true);
+      expect(await one.get('alice', 'resp_x')).toBeUndefined();
+    } finally {
+      await one.close();
+      await two.close();
+    }
+  });
+});
