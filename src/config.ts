@@ -65,6 +65,10 @@ export interface Config {
   /** API: JSON nested deeper than this (tool schemas, tool inputs) is refused with 400; templates walk it recursively. */
   maxJsonDepth: number;
   logLevel: string;
+  /** Speculative decoding: `ngram` (drafts from the request's own context), `draft` (a draft model, `draftModel`), `off`. */
+  speculative: 'off' | 'ngram' | 'draft';
+  /** The draft model of `speculative: draft`: a GGUF (or synthetic spec) with the target's vocabulary, e.g. a lower-bit copy. */
+  draftModel: string | null;
 }
 
 /** name of the env variable → [config key, parse]. Flags are the kebab-case of the name, with or without `kvtier-`. */
@@ -97,6 +101,8 @@ const FIELDS: Array<{ env: string; key: keyof Config; parse: (raw: string, env: 
   { env: 'KVTIER_MAX_MESSAGES', key: 'maxMessages', parse: (v, e) => intIn(v, e, 1, 10_000_000) },
   { env: 'KVTIER_MAX_JSON_DEPTH', key: 'maxJsonDepth', parse: (v, e) => intIn(v, e, 4, 10_000) },
   { env: 'KVTIER_LOG_LEVEL', key: 'logLevel', parse: (v, e) => oneOf(v, e, ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) },
+  { env: 'KVTIER_SPECULATIVE', key: 'speculative', parse: (v, e) => oneOf(v, e, ['off', 'ngram', 'draft']) },
+  { env: 'KVTIER_DRAFT_MODEL', key: 'draftModel', parse: (v) => v },
 ];
 
 export function defaultConfig(): Config {
@@ -130,6 +136,8 @@ export function defaultConfig(): Config {
     maxMessages: 10_000,
     maxJsonDepth: 64,
     logLevel: 'info',
+    speculative: 'off',
+    draftModel: null,
   };
 }
 
@@ -156,6 +164,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
   }
   Object.assign(config, overrides);
   if (config.storage === '') config.storage = `fs:${resolve(config.dataDir, 'blocks')}`;
+  if (config.speculative === 'draft' && !config.draftModel) {
+    throw new KvtError('KVT_ERR_CONFIG_INVALID', 'KVTIER_SPECULATIVE=draft needs KVTIER_DRAFT_MODEL (a GGUF with the model\'s vocabulary); or use KVTIER_SPECULATIVE=ngram', { param: 'KVTIER_DRAFT_MODEL' });
+  }
   return config;
 }
 

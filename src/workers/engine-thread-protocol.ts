@@ -19,6 +19,9 @@ export interface EngineThreadInit {
   fetchPolicy?: 'auto' | 'load';
   stepTokens?: number;
   retainSequences?: number;
+  /** Speculative decoding (absent: off); `draft` loads `draftModel` as a second engine. */
+  speculative?: 'off' | 'ngram' | 'draft';
+  draftModel?: string | null;
 }
 
 /** The engine thread's settings from the process config (API in embedded mode, or `kvtier worker`). */
@@ -36,6 +39,8 @@ export function engineThreadInit(config: Config, extra: Partial<EngineThreadInit
     fetchPolicy: config.fetchPolicy,
     stepTokens: config.stepTokens,
     retainSequences: config.retainSequences,
+    speculative: config.speculative,
+    draftModel: config.draftModel,
     ...extra,
   };
 }

@@ -11,6 +11,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 
 import { loadEngine, Sampler, type Sequence } from '../../inference-core/index.ts';
+import { SpeculativeSession } from '../../inference-core/speculative/index.ts';
 import { constrainedDecoder } from '../../inference-core/grammar/index.ts';
 import { FetchOrRecompute } from '../cluster/index.ts';
 import { openBlobStore, type BlobStore } from '../../storage-adapters/index.ts';
@@ -25,9 +26,15 @@ const port = parentPort;
 if (!port) throw new Error('engine-thread.ts runs as a worker thread (new Worker(...)), not as a script');
 
 const send = (message: FromEngineThread): void => port.postMessage(message);
+/** Rows one speculative verification feeds at most (the last token + 7 drafts). */
+const SPEC_ROWS = 8;
 
 async function main(init: EngineThreadInit): Promise<void> {
-  const engine = await loadEngine(init.model, { dataDir: init.dataDir, threads: init.threads, poolBytes: init.poolBytes, maxBatch: Math.max(1, init.maxBatch) });
+  const speculative = init.speculative ?? 'off';
+  // Verifying drafts returns logits for every drafted row: room for SPEC_ROWS logit rows per sequence.
+  const logitRowsPerSequence = speculative === 'off' ? 1 : SPEC_ROWS;
+  const engine = await loadEngine(init.model, { dataDir: init.dataDir, threads: init.threads, poolBytes: init.poolBytes, maxBatch: Math.max(1, init.maxBatch) * logitRowsPerSequence });
+  const draftEngine = speculative === 'draft' ? await loadEngine(init.draftModel!, { dataDir: init.dataDir, threads: init.threads, poolBytes: init.poolBytes }) : null;
   let tier: KvTier | null = null;
   let blobStore: BlobStore | null = null;
   let policyStore: PolicyStore | undefined;
@@ -49,6 +56,7 @@ async function main(init: EngineThreadInit): Promise<void> {
     freeBlocks: () => engine.pool.freePages,
     totalBlocks: () => engine.pool.pages,
     maxStepTokens: engine.prefillChunk,
+    maxLogitRows: engine.maxBatch,
     step: (items) => engine.step(items.map(({ sequence, tokens, logits }) => ({ seq: sequence as Sequence, tokens, logits }))),
   };
   const storageFaults: Record<string, number> = {};
@@ -74,6 +82,19 @@ async function main(init: EngineThreadInit): Promise<void> {
         },
       };
     },
+    createSpeculative: (job, sequence, context) => {
+      // A grammar's state follows accepted tokens only; constrained replies decode plainly.
+      if (speculative === 'off' || job.constraint) return null;
+      const s = job.sampling;
+      return new SpeculativeSession({
+        target: sequence as Sequence,
+        context,
+        sampling: { temperature: s.temperature, topK: s.topK, topP: s.topP, seed: s.seed, stopTokens: s.stopTokenIds },
+        mode: speculative,
+        ...(draftEngine ? { draftEngine } : {}),
+        length: { mode: 'adaptive', maxDraft: SPEC_ROWS - 1 },
+      });
+    },
     onStorageError: (phase, error) => {
       storageFaults[phase] = (storageFaults[phase] ?? 0) + 1;
       send({ type: 'log', level: 'warn', message: `storage ${phase} fault (degraded to a miss): ${(error as Error).message}` });
@@ -95,6 +116,7 @@ async function main(init: EngineThreadInit): Promise<void> {
         await policyStore?.close();
         await blobStore?.close();
         engine.destroy();
+        draftEngine?.destroy();
         send({ type: 'closed' });
       })();
     }

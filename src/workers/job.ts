@@ -66,6 +66,8 @@ export type JobEvent =
       workerMs: number;
       decodeTokens: number;
       prefillTokens: number;
+      /** Speculative decoding: drafted tokens verified, and accepted. */
+      speculative?: { proposed: number; accepted: number };
     }
   | { type: 'error'; code: string; message: string };
 

@@ -26,11 +26,28 @@ export interface EngineModel {
   totalBlocks(): number;
   /** Rows (tokens) one step may carry. */
   readonly maxStepTokens: number;
+  /** Logit rows one step may return (absent: one per item). */
+  readonly maxLogitRows?: number;
   /**
    * One forward over new tokens of several sequences (decode rows and prefill
-   * chunks mixed); per item, the last token's logits when asked, else null.
+   * chunks mixed); per item, the last token's logits when asked, every token's
+   * ([n][vocab]) with 'all' (speculative verification), else null.
    */
-  step(items: readonly { sequence: EngineSequence; tokens: readonly number[]; logits: boolean }[]): (Float32Array | null)[];
+  step(items: readonly { sequence: EngineSequence; tokens: readonly number[]; logits: boolean | 'all' }[]): (Float32Array | null)[];
+}
+
+/**
+ * Speculative decoding of one reply (inference-core/speculative): each step
+ * feeds the last token and the drafts, and turns the logits of all of them
+ * into the emitted tokens, the sequence's KV rolled back to what was accepted.
+ */
+export interface SpeculativeDecoder {
+  /** Tokens to feed: [last token, drafts…], emitting at most `limit` tokens. */
+  plan(limit: number): { tokens: number[] };
+  /** Logits of every planned token → emitted tokens (accepted drafts, then the target's own). */
+  complete(rows: Float32Array): number[];
+  readonly stats: { proposed: number; accepted: number };
+  free(): void;
 }
 
 export interface TokenSampler {

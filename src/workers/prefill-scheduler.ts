@@ -33,7 +33,7 @@
  */
 import type { FetchOrRecompute } from '../cluster/index.ts';
 import type { JobEvent, PrefillJob } from './job.ts';
-import type { CacheTier, EngineModel, EngineSequence, TokenSampler } from './ports.ts';
+import type { CacheTier, EngineModel, EngineSequence, SpeculativeDecoder, TokenSampler } from './ports.ts';
 import { RetainedSequences, type RetainedSequence } from './retained-sequences.ts';
 import { commonFullBlocks, planPrefillChunks } from './step-plan.ts';
 
@@ -44,6 +44,12 @@ export interface SchedulerOptions {
   maxBatch: number;
   emit: (jobId: string, event: JobEvent) => void;
   createSampler: (job: PrefillJob) => TokenSampler;
+  /**
+   * Speculative decoding for a job whose first token is sampled: `context` is
+   * the prompt and that token, the sequence's KV holds all but the last.
+   * Null (or absent): plain decoding.
+   */
+  createSpeculative?: (job: PrefillJob, sequence: EngineSequence, context: readonly number[]) => SpeculativeDecoder | null;
   onStorageError?: (phase: 'lookup' | 'load' | 'store', error: unknown) => void;
   /** Tokens one step carries (decode rows + prefill chunks); default 128, at most the engine's step size. */
   stepTokens?: number;
@@ -80,6 +86,8 @@ interface Run {
   state: 'fetching' | 'deferred' | 'prefill' | 'decode' | 'storing';
   sequence: EngineSequence | null;
   sampler: TokenSampler | null;
+  /** Set at the first decode step when the job decodes speculatively. */
+  speculative?: SpeculativeDecoder | null;
   namespace: unknown;
   /** Tokens whose KV is in the sequence: the prompt's computed part, then the reply as it is fed. */
   fedTokens: number[];
@@ -414,21 +422,41 @@ export class PrefillScheduler {
     }
   }
 
-  /** One engine forward: every decoding sequence's next token plus the chosen prefill chunks. */
+  /** One engine forward: every decoding sequence's next token (and drafts) plus the chosen prefill chunks. */
   private step(): void {
     const decoding = this.runs.filter((r) => r.state === 'decode');
     const prefilling = this.runs.filter((r) => r.state === 'prefill');
-    const chunks = planPrefillChunks(
-      prefilling.map((r) => ({ remaining: r.promptTarget - r.fedTokens.length, skipped: r.skipped, order: r.order })),
-      // Alone, a prompt has nobody to interleave with: it takes the engine's whole chunk.
-      { stepTokens: decoding.length + prefilling.length > 1 ? this.stepTokens : this.options.engine.maxStepTokens, maxRows: this.options.engine.maxStepTokens, agingSteps: AGING_STEPS, decodeRows: decoding.length },
-    );
-    const items: { sequence: EngineSequence; tokens: number[]; logits: boolean }[] = [];
-    const owners: Array<{ run: Run; kind: 'decode' } | { run: Run; kind: 'prefill'; done: boolean }> = [];
+    const items: { sequence: EngineSequence; tokens: number[]; logits: boolean | 'all' }[] = [];
+    const owners: Array<{ run: Run; kind: 'decode' } | { run: Run; kind: 'spec' } | { run: Run; kind: 'prefill'; done: boolean }> = [];
+    // Drafts take the rows and logit rows left after one row per decoding sequence and one logit row per prompt.
+    let draftRows = Math.min(this.options.engine.maxStepTokens, this.options.engine.maxLogitRows ?? Infinity) - decoding.length - prefilling.length;
+    let decodeRows = 0;
     for (const run of decoding) {
+      let spec: SpeculativeDecoder | null;
+      try {
+        spec = this.speculativeOf(run);
+      } catch (error) {
+        this.fail(run, error);
+        continue;
+      }
+      if (spec) {
+        const remaining = run.job.sampling.maxTokens - run.generated.length;
+        const { tokens } = spec.plan(Math.max(1, Math.min(remaining, 1 + Math.max(0, draftRows))));
+        draftRows -= tokens.length - 1;
+        decodeRows += tokens.length;
+        items.push({ sequence: run.sequence!, tokens, logits: 'all' });
+        owners.push({ run, kind: 'spec' });
+        continue;
+      }
+      decodeRows++;
       items.push({ sequence: run.sequence!, tokens: [run.generated[run.generated.length - 1]], logits: true });
       owners.push({ run, kind: 'decode' });
     }
+    const chunks = planPrefillChunks(
+      prefilling.map((r) => ({ remaining: r.promptTarget - r.fedTokens.length, skipped: r.skipped, order: r.order })),
+      // Alone, a prompt has nobody to interleave with: it takes the engine's whole chunk.
+      { stepTokens: decoding.length + prefilling.length > 1 ? this.stepTokens : this.options.engine.maxStepTokens, maxRows: this.options.engine.maxStepTokens, agingSteps: AGING_STEPS, decodeRows },
+    );
     prefilling.forEach((run, i) => {
       if (chunks[i] === 0) {
         run.skipped++;
@@ -455,6 +483,7 @@ export class PrefillScheduler {
       const { run } = owner;
       for (const id of items[i].tokens) run.fedTokens.push(id);
       if (owner.kind === 'decode') return this.sampleNext(run, results[i]!);
+      if (owner.kind === 'spec') return this.acceptSpeculative(run, items[i].tokens.length, results[i]!);
       run.prefillTokens += items[i].tokens.length;
       this.storeNewBlocks(run);
       if (owner.done) this.promptDone(run, results[i]);
@@ -509,6 +538,32 @@ export class PrefillScheduler {
     this.accept(run, token);
   }
 
+  /**
+   * Verified drafts: the KV now holds the fed token and the accepted drafts
+   * (fedTokens mirrors it), each emitted token goes through `accept` until
+   * the job ends.
+   */
+  private acceptSpeculative(run: Run, fed: number, rows: Float32Array): void {
+    let emitted: number[];
+    try {
+      emitted = run.speculative!.complete(rows);
+    } catch (error) {
+      return this.fail(run, error);
+    }
+    // step() pushed every fed token; only the first (the last sampled) and the accepted drafts stay in the KV.
+    run.fedTokens.length -= fed - 1;
+    for (let i = 0; i + 1 < emitted.length; i++) run.fedTokens.push(emitted[i]);
+    for (const token of emitted) {
+      this.accept(run, token);
+      if (!this.runs.includes(run)) break;
+    }
+  }
+
+  private speculativeOf(run: Run): SpeculativeDecoder | null {
+    if (run.speculative === undefined) run.speculative = this.options.createSpeculative?.(run.job, run.sequence!, [...run.fedTokens, ...run.generated]) ?? null;
+    return run.speculative;
+  }
+
   /** A sampled token: emit it, and end the job on a stop token, max_tokens or cancel. */
   private accept(run: Run, token: number): void {
     const isStop = run.job.sampling.stopTokenIds.includes(token);
@@ -528,7 +583,9 @@ export class PrefillScheduler {
       workerMs: this.now() - run.startedAt,
       decodeTokens: Math.max(0, run.generated.length - 1),
       prefillTokens: run.prefillTokens,
+      ...(run.speculative ? { speculative: { proposed: run.speculative.stats.proposed, accepted: run.speculative.stats.accepted } } : {}),
     });
+    run.speculative?.free();
     const sequence = run.sequence;
     if (!sequence) return;
     // After the answer is out: feed the last token when it completes a block, then store the reply's blocks.
@@ -549,6 +606,7 @@ export class PrefillScheduler {
 
   private fail(run: Run, error: unknown): void {
     if (!this.remove(run)) return;
+    run.speculative?.free();
     run.sequence?.free();
     const coded = error as { code?: unknown };
     const code = typeof coded.code === 'string' && coded.code.startsWith('KVT_ERR_') ? coded.code : 'KVT_ERR_WORKER_FAILED';

@@ -1,0 +1,168 @@
+/**
+ * Speculative decoding in the worker's step loop (real engine, real KvTier):
+ * several replies verified in one engine step with plain decode rows and
+ * prefill chunks, each reply equal token for token to plain greedy decoding,
+ * the blocks the tier stores for prompt + reply byte-identical to those of a
+ * plain sequence (rejected drafts never reach the tier), a stop token met
+ * inside accepted drafts ends the reply there, and the done event carries the
+ * acceptance counts.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { type LoadedEngine, type Sequence } from '../../../inference-core/index.ts';
+import { SpeculativeSession } from '../../../inference-core/speculative/index.ts';
+import { FsBlobStore } from '../../../storage-adapters/index.ts';
+import { KvTier } from '../../../src/kvtier/index.ts';
+import { KvTierCache } from '../../../src/workers/cache-adapter.ts';
+import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
+import type { EngineModel } from '../../../src/workers/ports.ts';
+import { PrefillScheduler } from '../../../src/workers/prefill-scheduler.ts';
+import { argmax, randomTokens, tinyEngine } from '../../inference-core/engine-fixtures.ts';
+
+const BLOCK = 64;
+let engine: LoadedEngine;
+let dir: string;
+let tier: KvTier;
+let store: FsBlobStore;
+let cache: KvTierCache;
+
+beforeAll(async () => {
+  engine = await tinyEngine({ weightType: 'f16', kvDtype: 'f16', poolBytes: 32 * 2 ** 20, maxBatch: 64 });
+  dir = mkdtempSync(join(tmpdir(), 'kvtier-spec-sched-'));
+  store = await FsBlobStore.open({ dir: join(dir, 'blocks') });
+  tier = await KvTier.open({ dataDir: join(dir, 'index'), store, blockTokens: BLOCK, hotCacheBytes: 0 });
+  cache = await KvTierCache.create(tier, engine.kvLayout);
+});
+
+afterAll(async () => {
+  await tier?.close();
+  await store?.close();
+  engine?.destroy();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+function run(jobs: PrefillJob[], speculative: boolean, stepRows: number[][]): Promise<Map<string, JobEvent[]>> {
+  const model: EngineModel = {
+    fingerprint: engine.fingerprint,
+    contextLength: engine.contextLength,
+    maxStepTokens: engine.prefillChunk,
+    maxLogitRows: engine.maxBatch,
+    createSequence: () => engine.createSequence(),
+    freeBlocks: () => engine.pool.freePages,
+    totalBlocks: () => engine.pool.pages,
+    step: (items) => {
+      stepRows.push(items.map((i) => (i.logits === 'all' ? -i.tokens.length : i.tokens.length)));
+      return engine.step(items.map(({ sequence, tokens, logits }) => ({ seq: sequence as Sequence, tokens, logits })));
+    },
+  };
+  const events = new Map<string, JobEvent[]>(jobs.map((j) => [j.id, []]));
+  let left = jobs.length;
+  return new Promise((resolve) => {
+    const scheduler = new PrefillScheduler({
+      engine: model,
+      cache,
+      blockTokens: BLOCK,
+      maxBatch: 8,
+      retainSequences: 0,
+      createSampler: () => ({ sample: (logits) => argmax(logits) }),
+      ...(speculative
+        ? {
+            createSpeculative: (job: PrefillJob, sequence: unknown, context: readonly number[]) =>
+              new SpeculativeSession({ target: sequence as Sequence, context, sampling: { temperature: 0, stopTokens: job.sampling.stopTokenIds }, mode: 'ngram', length: { mode: 'fixed', fixed: 5 } }),
+          }
+        : {}),
+      emit: (jobId, event) => {
+        events.get(jobId)!.push(event);
+        if ((event.type === 'done' || event.type === 'error') && --left === 0) void scheduler.close().then(() => resolve(events));
+      },
+    });
+    for (const j of jobs) scheduler.submit(j);
+  });
+}
+
+const job = (id: string, tokens: number[], maxTokens: number, salt: string, stopTokenIds: number[] = []): PrefillJob => ({
+  id,
+  model: 'synthetic:tiny',
+  tenant: 't',
+  tenantSalt: salt,
+  trafficClass: 'chat',
+  tokens,
+  sampling: { maxTokens, temperature: 0, topP: 1, topK: 0, seed: 1, stopTokenIds },
+  submittedAt: Date.now(),
+});
+const tokensOf = (events: JobEvent[]) => events.flatMap((e) => (e.type === 'tokens' ? e.ids : []));
+
+function solo(tokens: number[], n: number): number[] {
+  const seq = engine.createSequence();
+  let logits = seq.prefill(tokens);
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    out.push(argmax(logits));
+    if (i + 1 < n) logits = seq.decode(out[i]);
+  }
+  seq.free();
+  return out;
+}
+
+function soloBlocks(tokens: number[], blocks: number): Uint8Array[] {
+  const seq = engine.createSequence();
+  seq.prefill(tokens.slice(0, blocks * BLOCK));
+  const out = seq.exportBlocks(0, blocks);
+  seq.free();
+  return out;
+}
+
+function copyPrompt(n: number, seed: number): number[] {
+  const span = randomTokens(20, engine.vocabSize, seed, 4);
+  return [...randomTokens(n, engine.vocabSize, seed + 1, 4), ...span, ...randomTokens(7, engine.vocabSize, seed + 2, 4), ...span];
+}
+
+describe('speculative decoding in the scheduler', () => {
+  it('batched verification: replies == plain greedy, stored blocks byte-identical, acceptance reported', async () => {
+    const prompts = [copyPrompt(30, 1), copyPrompt(75, 2), copyPrompt(140, 3)];
+    const salt = 'c0ffee01';
+    const steps: number[][] = [];
+    const events = await run(
+      prompts.map((p, i) => job(`s${i}`, p, 90, salt)),
+      true,
+      steps,
+    );
+    // Some step verified drafts of two sequences in one forward.
+    expect(steps.some((s) => s.filter((r) => r < -1).length >= 2)).toBe(true);
+    await cache.flush();
+    for (let i = 0; i < prompts.length; i++) {
+      const ev = events.get(`s${i}`)!;
+      const reply = tokensOf(ev);
+      expect(reply).toEqual(solo(prompts[i], 90));
+      const done = ev.find((e): e is Extract<JobEvent, { type: 'done' }> => e.type === 'done')!;
+      expect(done.completionTokens).toBe(90);
+      expect(done.speculative!.proposed).toBeGreaterThan(0);
+      expect(done.speculative!.accepted).toBeLessThanOrEqual(done.speculative!.proposed);
+      // Everything the reply completed is stored; the tier's blocks equal a plain sequence's.
+      const all = [...prompts[i], ...reply];
+      const full = Math.floor(all.length / BLOCK);
+      const ns = cache.namespace(engine.fingerprint, salt);
+      const hit = await cache.lookup(ns, all, { tenant: 't', trafficClass: 'chat' }, full);
+      expect(hit.blocks).toBe(full);
+      const { payloads } = await cache.load(hit, full);
+      const expected = soloBlocks(all, full);
+      for (let b = 0; b < full; b++) expect(Buffer.from(payloads[b]).equals(Buffer.from(expected[b]))).toBe(true);
+    }
+  }, 60_000);
+
+  it('a stop token inside accepted drafts ends the reply at it, as plain decoding', async () => {
+    const prompt = copyPrompt(40, 9);
+    const plain = solo(prompt, 60);
+    // Stop at a token that appears late in the plain reply (the first time it appears).
+    const stop = plain[40];
+    const cut = plain.indexOf(stop) + 1;
+    const events = await run([job('stop', prompt, 60, 'c0ffee02', [stop])], true, []);
+    expect(tokensOf(events.get('stop')!)).toEqual(plain.slice(0, cut));
+    const done = events.get('stop')!.find((e) => e.type === 'done') as Extract<JobEvent, { type: 'done' }>;
+    expect(done.finishReason).toBe('stop');
+  }, 60_000);
+});
