@@ -19,6 +19,7 @@ import { compileConstraint, constrainedDecoder, vocabOf } from '../inference-cor
 import { argmax, loadEngine, Sampler } from '../inference-core/index.ts';
 import { buildRealVocabGguf } from '../test/helpers/real-vocab-gguf.ts';
 import { STRUCTURED_SCHEMAS } from '../test/helpers/structured-schemas.ts';
+import { responsesHitRatio } from './features-responses.ts';
 
 const MAX_TOKENS = 128;
 const DECODE_STEPS = 64;
@@ -123,6 +124,7 @@ export async function run(): Promise<Record<string, number | string | boolean>> 
       schema_compile_ms_p50: round(quantile(compileMs, 0.5), 3),
       vocab_index_ms: round(vocabIndexMs, 0),
       features_decoded_tokens: cold.mask.length + warm.mask.length,
+      ...(await responsesHitRatio()),
     };
   } finally {
     engine.destroy();
