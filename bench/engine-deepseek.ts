@@ -14,7 +14,7 @@
  *   deepseek_import_over_prefill  63 latent blocks (4032 tokens) imported as memory copies /
  *                                 the same tokens prefilled (target ≤ 0.01)
  *
- * KVTIER_BENCH_DEEPSEEK_WEIGHTS: f16 or q8_0 (default q8_0).
+ * KVTIER_BENCH_DEEPSEEK_WEIGHTS: f16, q8_0 (default) or q4_k_m (llama-quantize's mix).
  */
 import * as os from 'node:os';
 import { argmax, loadEngine, resolveModelPath, type LoadedEngine } from '../inference-core/index.ts';
@@ -47,7 +47,7 @@ function measureOurs(engine: LoadedEngine, prompt: number[], decode: number): { 
 export async function run(): Promise<Record<string, number | string>> {
   const dataDir = process.env.KVTIER_DATA_DIR ?? 'data';
   const weightType = process.env.KVTIER_BENCH_DEEPSEEK_WEIGHTS ?? 'q8_0';
-  if (weightType !== 'f16' && weightType !== 'q8_0') throw new Error(`KVTIER_BENCH_DEEPSEEK_WEIGHTS: use f16 or q8_0, got ${weightType}`);
+  if (!['f16', 'q8_0', 'q4_k_m'].includes(weightType)) throw new Error(`KVTIER_BENCH_DEEPSEEK_WEIGHTS: use f16, q8_0 or q4_k_m, got ${weightType}`);
   const spec = `synthetic:deepseek-small:${weightType}`;
   const modelPath = resolveModelPath(spec, { dataDir });
   const poolBytes = 256 * 2 ** 20;

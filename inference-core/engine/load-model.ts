@@ -2,7 +2,7 @@
  * loadEngine: model spec → ready Engine.
  *
  *   'synthetic:tiny' | 'synthetic:small'   generated (once) under <dataDir>/models/
- *   'synthetic:deepseek-tiny[:f16]'        a DeepSeek-V3-shaped deepseek2 model (MLA + MoE; f32, f16, q8_0),
+ *   'synthetic:deepseek-tiny[:f16]'        a DeepSeek-V3-shaped deepseek2 model (MLA + MoE; f32, f16, q8_0, q4_k_m, q5_k_m, q6_k),
  *   'synthetic:deepseek-small[:q8_0]'      see synthetic/deepseek-synthetic.ts
  *   'synthetic:small:q4_k_m'               the same with its weight type named (f32, f16, bf16, q8_0,
  *                                          q4_0, q4_k_m, q5_k_m, q6_k; overrides options.weightType)
@@ -83,7 +83,7 @@ export function resolveModelPath(spec: string, options: LoadEngineOptions = {}):
   return spec;
 }
 
-/** 'synthetic:deepseek-tiny' | 'synthetic:deepseek-small' (V3 shape), optionally ':f32' | ':f16' | ':q8_0'. */
+/** 'synthetic:deepseek-tiny' | 'synthetic:deepseek-small' (V3 shape), optionally ':<weight type>' (DEEPSEEK_WEIGHT_TYPES). */
 function resolveDeepseekSpec(spec: string, options: LoadEngineOptions): string {
   const [name, typeSuffix, ...extra] = spec.slice('synthetic:'.length).split(':');
   if (name !== 'deepseek-tiny' && name !== 'deepseek-small') {

@@ -46,7 +46,8 @@ function blockOf(type: GgmlType): number {
   return SUPPORTED_GGML_TYPES.get(type)!.blockElems;
 }
 
-function fallback(cols: number, type: GgmlType): GgmlType {
+/** llama.cpp's tensor_type_fallback: the type a row of `cols` values gets when `type`'s block does not divide it. */
+export function fallback(cols: number, type: GgmlType): GgmlType {
   if (cols % blockOf(type) === 0) return type;
   const to: Partial<Record<GgmlType, GgmlType>> = {
     [GgmlType.Q2_K]: GgmlType.Q4_0, [GgmlType.Q3_K]: GgmlType.Q4_0, [GgmlType.Q4_K]: GgmlType.Q5_0,

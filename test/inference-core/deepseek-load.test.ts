@@ -37,6 +37,6 @@ describe('loading deepseek2', () => {
       e.destroy();
     }
     await expect(loadEngine('synthetic:deepseek-huge', { dataDir: TEST_DATA_DIR })).rejects.toMatchObject({ code: 'KVT_ERR_ENGINE_BAD_ARGUMENT' });
-    await expect(loadEngine('synthetic:deepseek-tiny:q4_k_m', { dataDir: TEST_DATA_DIR })).rejects.toMatchObject({ code: 'KVT_ERR_ENGINE_BAD_ARGUMENT' });
+    await expect(loadEngine('synthetic:deepseek-tiny:q3_k', { dataDir: TEST_DATA_DIR })).rejects.toMatchObject({ code: 'KVT_ERR_ENGINE_BAD_ARGUMENT' });
   });
 });
