@@ -188,6 +188,7 @@ export class InferenceService {
     metrics.decodeTokens.inc(Math.max(0, usage.completionTokens - 1));
     const workerMs = done?.workerMs ?? 0;
     metrics.workerMs.observe(workerMs / 1000);
+    if (done?.speculative) metrics.countSpeculative(done.speculative);
     if (firstTokenAt !== null && usage.completionTokens > 1) {
       metrics.timePerOutputToken.observe({ route: request.route }, (performance.now() - firstTokenAt) / 1000 / (usage.completionTokens - 1));
     }

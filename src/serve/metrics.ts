@@ -20,6 +20,8 @@ export class ServeMetrics {
   readonly errors: Counter<'code'>;
   readonly storageFaults: Counter<'phase'>;
   readonly workerMs: Histogram;
+  readonly speculativeDrafts: Counter<'result'>;
+  readonly speculativeAcceptance: Histogram;
   private hitTokens = 0;
   private missTokens = 0;
 
@@ -46,6 +48,20 @@ export class ServeMetrics {
     this.errors = new Counter({ name: 'kvtier_errors_total', help: 'Errors by KVT_ERR code', labelNames: ['code'], registers });
     this.storageFaults = new Counter({ name: 'kvtier_storage_faults_total', help: 'Storage faults degraded to a miss, by phase', labelNames: ['phase'], registers });
     this.workerMs = new Histogram({ name: 'kvtier_worker_seconds', help: 'Worker time per request (lookup, load, prefill, decode)', buckets, registers });
+    this.speculativeDrafts = new Counter({ name: 'kvtier_speculative_draft_tokens_total', help: 'Speculative decoding: drafted tokens verified, by result (accepted, rejected)', labelNames: ['result'], registers });
+    this.speculativeAcceptance = new Histogram({
+      name: 'kvtier_speculative_acceptance_ratio',
+      help: 'Per request with speculative decoding: accepted / verified drafted tokens',
+      buckets: [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1],
+      registers,
+    });
+  }
+
+  /** One request's speculative decoding counts (from its worker's done event). */
+  countSpeculative(s: { proposed: number; accepted: number }): void {
+    this.speculativeDrafts.inc({ result: 'accepted' }, s.accepted);
+    this.speculativeDrafts.inc({ result: 'rejected' }, s.proposed - s.accepted);
+    if (s.proposed > 0) this.speculativeAcceptance.observe(s.accepted / s.proposed);
   }
 
   countPrompt(promptTokens: number, cachedTokens: number): void {
