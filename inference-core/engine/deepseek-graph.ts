@@ -121,7 +121,7 @@ export class DeepseekGraph {
       logits: maxLogitRows * c.vocabSize,
     };
     for (const [k, n] of Object.entries(sizes)) this.t[k] = backend.alloc(n);
-    for (const k of ['q', 'kva', 'qpe', 'qn', 'qabs', 'qm', 'lat', 'olat', 'lh', 'vh', 'attnV']) this.host[k] = new Float32Array(sizes[k]);
+    for (const k of ['q', 'kva', 'kpe', 'qpe', 'qn', 'qabs', 'qm', 'lat', 'olat', 'lh', 'vh', 'attnV']) this.host[k] = new Float32Array(sizes[k]);
   }
 
   forward(pool: KvPoolHandle, tokens: Int32Array, positions: Int32Array, segments: DeepseekRowSegment[], logitRows: Int32Array): Float32Array {
@@ -193,7 +193,7 @@ export class DeepseekGraph {
 
     // c_kv: rows [n][R] normed; k_pe: rows [n][P] roped
     const ckvHost = hs.lat; // staging, overwritten below by the concat
-    const kpeHost = hs.qabs;
+    const kpeHost = hs.kpe;
     for (let r = 0; r < n; r++) {
       ckvHost.set(kva.subarray(r * W, r * W + R), r * R);
       kpeHost.set(kva.subarray(r * W + R, (r + 1) * W), r * P);
