@@ -107,15 +107,19 @@ export class DraftLengthPolicy {
   }
 
   /**
-   * Draft model: whether drafting continues past `depth` tokens, whose
-   * cumulative acceptance estimate is `reach` (Π α so far), when the next
-   * token's draft probability will be known only after drafting it: uses the
-   * request's running acceptance as its guess.
+   * Draft model: whether drafting continues past `depth` tokens whose
+   * cumulative acceptance estimates sum to `expected` − 1 and end at `reach`
+   * (Π α so far). The next token's draft probability is known only after
+   * drafting it, so the request's running acceptance stands in for it. One
+   * more token raises tokens per step only when its expected gain beats its
+   * cost (a row to verify, a draft step) times the current tokens per cost.
    */
-  continueDrafting(depth: number, reach: number): boolean {
+  continueDrafting(depth: number, reach: number, expected = 1 + depth * reach): boolean {
     if (depth >= this.maxDraft) return false;
     if (this.mode === 'fixed') return depth < this.fixed;
-    return reach * this.acceptanceRate >= this.rowCost + this.draftCost;
+    const perToken = this.rowCost + this.draftCost;
+    const ratio = expected / (1 + perToken * depth);
+    return reach * this.acceptanceRate >= perToken * ratio;
   }
 
   /** Draft model: α of a drafted token whose draft probability is `q`. */

@@ -177,7 +177,8 @@ export class SpeculativeSession {
     const alphas: number[] = [];
     const history = this.ctx.slice();
     let reach = 1;
-    while (draft.length < room && this.policy.continueDrafting(draft.length, reach)) {
+    let expected = 1;
+    while (draft.length < room && this.policy.continueDrafting(draft.length, reach, expected)) {
       let d: number;
       let q: number;
       if (this.greedy) {
@@ -195,7 +196,8 @@ export class SpeculativeSession {
       const a = this.policy.draftAlpha(q);
       alphas.push(a);
       reach *= a;
-      if (this.stops.has(d) || draft.length >= room || !this.policy.continueDrafting(draft.length, reach)) break;
+      expected += reach;
+      if (this.stops.has(d) || draft.length >= room || !this.policy.continueDrafting(draft.length, reach, expected)) break;
       const t0 = performance.now();
       logits = seq.decode(d);
       this.policy.observeDraftStep(performance.now() - t0);
