@@ -67,6 +67,7 @@ export function chatInputFromAnthropic(body: AnthropicRequestBody): ChatInput {
       return;
     }
     const texts: string[] = [];
+    const thoughts: string[] = [];
     const toolCalls: ToolCall[] = [];
     message.content.forEach((block, b) => {
       if (block.type === 'text') texts.push(textOf(block, `${at}.content[${b}]`));
@@ -74,14 +75,19 @@ export function chatInputFromAnthropic(body: AnthropicRequestBody): ChatInput {
         agentic = true;
         const use = block as ToolUseBlock;
         toolCalls.push({ id: use.id, type: 'function', function: { name: use.name, arguments: use.input ?? {} } });
-      } else if (block.type === 'thinking' || block.type === 'redacted_thinking') {
-        // Earlier reasoning is not sent back to the template (thinking templates drop it themselves).
+      } else if (block.type === 'thinking') {
+        const thinking = (block as { thinking?: unknown }).thinking;
+        if (typeof thinking === 'string') thoughts.push(thinking);
+      } else if (block.type === 'redacted_thinking') {
+        // Nothing readable to render.
       } else throw unsupportedBlock(block.type, `${at}.content[${b}].type`);
     });
     // No text beside the tool_use blocks: content null, the shape of an OpenAI tool-call turn.
     const text = texts.join('');
     const out: ChatMessage = { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text };
     if (toolCalls.length > 0) out.tool_calls = toolCalls;
+    // Thinking blocks sent back are the turn's reasoning: the template decides whether to render them.
+    if (thoughts.length > 0) out.reasoning_content = thoughts.join('');
     messages.push(out);
   });
   const wantsNoTools = body.tool_choice?.type === 'none';

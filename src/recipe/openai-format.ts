@@ -33,6 +33,7 @@ export interface OpenAiChatRequestBody extends OpenAiCommonFields {
     name?: string;
     tool_calls?: Array<{ id: string; type?: string; function: { name: string; arguments: string } }>;
     tool_call_id?: string;
+    reasoning_content?: string | null;
   }>;
   tools?: Array<{ type: string; function: { name: string; description?: string; parameters?: Record<string, unknown> } }>;
   tool_choice?: unknown;
@@ -72,6 +73,7 @@ export function chatInputFromOpenAi(body: OpenAiChatRequestBody): ChatInput {
         const hasToolCalls = message.tool_calls !== undefined && message.tool_calls.length > 0;
         // A tool-call turn without text is content null (null, absent or ""): some templates (DeepSeek V3) render the calls only then.
         const out: ChatMessage = { role: 'assistant', content: hasToolCalls && content === '' ? null : content };
+        if (typeof message.reasoning_content === 'string') out.reasoning_content = message.reasoning_content;
         if (hasToolCalls) {
           agentic = true;
           out.tool_calls = message.tool_calls!.map(

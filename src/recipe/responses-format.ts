@@ -7,7 +7,7 @@
  *     {role, content} / {type:'message'}   → a message (input_text / output_text parts joined)
  *     {type:'function_call'}               → a tool call of the assistant message before it (or a new one)
  *     {type:'function_call_output'}        → a tool message
- *     {type:'reasoning'}                   → dropped (templates drop earlier reasoning too)
+ *     {type:'reasoning'}                   → reasoning_content of the assistant turn after it (the template decides)
  *
  * The transcript is the one Chat Completions builds for the same
  * conversation (assistant text + its calls in one message, content null for
@@ -73,6 +73,13 @@ export function messagesFromResponsesInput(input: ResponsesRequestBody['input'],
   if (input === undefined) return [];
   if (typeof input === 'string') return [{ role: 'user', content: input }];
   const messages: ChatMessage[] = [];
+  // A reasoning item belongs to the assistant turn that follows it.
+  let reasoning: string | undefined;
+  const assistant = (message: ChatMessage): ChatMessage => {
+    if (reasoning !== undefined) message.reasoning_content = reasoning;
+    reasoning = undefined;
+    return message;
+  };
   input.forEach((item, index) => {
     const at = `${param}[${index}]`;
     const type = item.type ?? 'message';
@@ -87,7 +94,7 @@ export function messagesFromResponsesInput(input: ResponsesRequestBody['input'],
           messages.push({ role: 'user', content });
           return;
         case 'assistant':
-          messages.push({ role: 'assistant', content });
+          messages.push(assistant({ role: 'assistant', content }));
           return;
         default:
           throw invalid(`${at}.role "${String(item.role)}" is not one of system, developer, user, assistant`, `${at}.role`);
@@ -103,7 +110,7 @@ export function messagesFromResponsesInput(input: ResponsesRequestBody['input'],
       if (last && last.role === 'assistant') {
         last.tool_calls = [...(last.tool_calls ?? []), call];
         if (last.content === '') last.content = null;
-      } else messages.push({ role: 'assistant', content: null, tool_calls: [call] });
+      } else messages.push(assistant({ role: 'assistant', content: null, tool_calls: [call] }));
       return;
     }
     if (type === 'function_call_output') {
@@ -111,7 +118,12 @@ export function messagesFromResponsesInput(input: ResponsesRequestBody['input'],
       messages.push({ role: 'tool', content: joinParts(item.output, `${at}.output`), tool_call_id: item.call_id });
       return;
     }
-    if (type === 'reasoning') return;
+    if (type === 'reasoning') {
+      const parts = (item as { content?: Array<{ text?: unknown }> }).content;
+      const text = Array.isArray(parts) ? parts.map((p) => (typeof p.text === 'string' ? p.text : '')).join('') : '';
+      if (text !== '') reasoning = (reasoning ?? '') + text;
+      return;
+    }
     throw invalid(`${at}.type "${type}" is not one of message, function_call, function_call_output, reasoning`, `${at}.type`);
   });
   return messages;
@@ -263,6 +275,8 @@ export function messagesFromOutput(output: readonly ResponsesOutputItem[]): Chat
   const text = output.filter((item) => item.type === 'message').map((item) => item.content.map((p) => p.text).join('')).join('');
   const calls = output.filter((item) => item.type === 'function_call');
   const message: ChatMessage = { role: 'assistant', content: calls.length > 0 && text === '' ? null : text };
+  const thought = output.filter((item) => item.type === 'reasoning');
+  if (thought.length > 0) message.reasoning_content = thought.map((item) => item.content.map((c) => c.text).join('')).join('');
   if (calls.length > 0) {
     message.tool_calls = calls.map((item) => ({ id: item.call_id, type: 'function', function: { name: item.name, arguments: argumentsFromJson(item.arguments) }, rawArguments: item.arguments }));
   }

@@ -28,6 +28,13 @@ export interface ChatMessage {
   tool_call_id?: string;
   /** role 'tool': the tool's name, when the client gave it. */
   name?: string;
+  /**
+   * role 'assistant': the turn's reasoning, when the client sends it back
+   * (DeepSeek's reasoning_content, an Anthropic thinking block, a Responses
+   * reasoning item). The template decides: Qwen3's re-renders it inside the
+   * current tool loop and drops it before, templates that never read it ignore it.
+   */
+  reasoning_content?: string;
 }
 
 export interface ToolSpec {

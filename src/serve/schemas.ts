@@ -43,6 +43,7 @@ export const chatCompletionsBody = {
           content: openAiContent,
           name: { type: 'string' },
           tool_call_id: { type: 'string' },
+          reasoning_content: { type: ['string', 'null'] },
           tool_calls: {
             type: 'array',
             items: {
@@ -127,6 +128,7 @@ export const messagesBody = {
                     tool_use_id: { type: 'string' },
                     content: { anyOf: [{ type: 'string' }, { type: 'array', items: anthropicText }] },
                     is_error: { type: 'boolean' },
+                    thinking: { type: 'string' },
                   },
                 },
               },

@@ -157,4 +157,47 @@ describe('Qwen3: chat_template_kwargs reach the template', () => {
     expect(off.usage.prompt_tokens - plain.usage.prompt_tokens).toBe(4);
     expect(off.choices[0].message.reasoning_content).toBeUndefined();
   });
+
+  it('reasoning sent back inside a tool loop is rendered where Qwen3 expects it, the same from every API', async () => {
+    const post = async (route: string, body: Record<string, unknown>) => {
+      const res = await fetch(`${server.url}${route}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${KEYS.alice}` }, body: JSON.stringify({ model, temperature: 0, ...body }) });
+      const json = (await res.json()) as Record<string, unknown>;
+      expect(res.status, JSON.stringify(json)).toBe(200);
+      return json as { usage: Record<string, number> };
+    };
+    const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather of a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+    const call = { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } };
+    const chat = async (assistant: Record<string, unknown>) =>
+      (await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'Weather in Paris?' }, { role: 'assistant', tool_calls: [call], ...assistant }, { role: 'tool', tool_call_id: 'call_1', content: 'sunny' }], tools, max_tokens: 4 })).usage.prompt_tokens;
+    const withField = await chat({ content: null, reasoning_content: 'Need the tool.' });
+    const inContent = await chat({ content: '<think>\nNeed the tool.\n</think>\n\n' });
+    const without = await chat({ content: null });
+    // The template's own extraction from the content and the field render the same; dropping it shortens the prompt.
+    expect(withField).toBe(inContent);
+    expect(withField).toBeGreaterThan(without);
+
+    const anthropic = await post('/v1/messages', {
+      max_tokens: 4,
+      tools: [{ name: 'get_weather', description: 'Weather of a city', input_schema: { type: 'object', properties: { city: { type: 'string' } } } }],
+      messages: [
+        { role: 'user', content: 'Weather in Paris?' },
+        { role: 'assistant', content: [{ type: 'thinking', thinking: 'Need the tool.', signature: '' }, { type: 'tool_use', id: 'call_1', name: 'get_weather', input: { city: 'Paris' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_1', content: 'sunny' }] },
+      ],
+    });
+    const a = anthropic.usage;
+    expect(a.input_tokens + a.cache_read_input_tokens + a.cache_creation_input_tokens).toBe(withField);
+
+    const responses = await post('/v1/responses', {
+      max_output_tokens: 4,
+      tools: [{ type: 'function', name: 'get_weather', description: 'Weather of a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } }],
+      input: [
+        { role: 'user', content: 'Weather in Paris?' },
+        { type: 'reasoning', summary: [], content: [{ type: 'reasoning_text', text: 'Need the tool.' }] },
+        { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{"city": "Paris"}' },
+        { type: 'function_call_output', call_id: 'call_1', output: 'sunny' },
+      ],
+    });
+    expect(responses.usage.input_tokens).toBe(withField);
+  });
 });
