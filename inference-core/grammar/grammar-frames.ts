@@ -45,6 +45,15 @@ const S_OPEN = 0, S_BODY = 1, S_ESC = 2, S_HEX = 3, S_UTF8 = 4, S_END = 5;
 const O_OPEN = 0, O_MEMBER_OR_CLOSE = 1, O_MEMBER = 2, O_VALUE = 4, O_COLON = 5, O_EXTRA_VALUE = 6, O_END = 9;
 // arr phases
 const A_OPEN = 0, A_FIRST = 1, A_NEXT = 2, A_ITEM = 3, A_END = 9;
+// trig phases
+export const T_TEXT = 0;
+const T_MARKED = 1, T_END = 9;
+
+/** Longest prefix of `marker` that ends the text after byte `c`, given `a` bytes matched before. */
+export function kmpStep(marker: Uint8Array, fail: Int32Array, a: number, c: number): number {
+  while (a > 0 && marker[a] !== c) a = fail[a - 1];
+  return marker[a] === c ? a + 1 : 0;
+}
 
 function frame(n: number, p: number, a = 0, b = 0, s = '', x = 0): Frame {
   return { n, p, a, b, s, x };
@@ -142,6 +151,13 @@ export class FrameMachine {
       case 'seq':
         if (f.a === nd.parts.length) return this.pop(st, c, out);
         return this.call(st, nd.parts[f.a], frame(f.n, 0, f.a + 1), c, out);
+      case 'trig':
+        if (f.p === T_TEXT) {
+          const k = kmpStep(nd.marker, nd.fail, f.a, c);
+          return this.next(st, k === nd.marker.length ? frame(f.n, T_MARKED) : frame(f.n, T_TEXT, k), out);
+        }
+        if (f.p === T_MARKED) return this.call(st, nd.then, frame(f.n, T_END), c, out);
+        return this.pop(st, c, out);
       case 'alt':
         return; // never on a stack: expanded by push
     }
@@ -350,9 +366,18 @@ export class FrameMachine {
         return f.p === A_END;
       case 'seq':
         return f.a === nd.parts.length;
+      case 'trig':
+        return f.p !== T_MARKED;
       case 'alt':
         return false;
     }
+  }
+
+  /** Complete and can only pass bytes down (not a number, which may go on, nor free text). */
+  finishedOnly(f: Frame): boolean {
+    const nd = this.g.nodes[f.n];
+    if (nd.kind === 'num' || (nd.kind === 'trig' && f.p === T_TEXT)) return false;
+    return this.frameEnds(f);
   }
 
   /** Every frame of the stack is complete: the reply may end (EOS). */
@@ -439,6 +464,8 @@ export class FrameMachine {
         }
         return Infinity;
       }
+      case 'trig':
+        return f.p === T_MARKED ? g.minLen[nd.then] : 0;
       case 'alt':
         return Infinity;
     }

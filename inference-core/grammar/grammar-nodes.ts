@@ -11,6 +11,8 @@
  *   arr  items of one node, count within [min, max]
  *   alt  one of several nodes (anyOf, oneOf, enum, type arrays, nullable)
  *   seq  nodes one after another (the tool-call envelope)
+ *   trig any text; once it contains `marker`, `then` follows (an optional,
+ *        constrained tool call after free content)
  *
  * No whitespace between tokens: a constrained reply is compact JSON.
  */
@@ -29,7 +31,9 @@ export type GrammarNode =
   | { kind: 'obj'; props: ObjProp[]; extra: number | null; extraKey: number }
   | { kind: 'arr'; item: number; min: number; max: number }
   | { kind: 'alt'; alts: number[] }
-  | { kind: 'seq'; parts: number[] };
+  | { kind: 'seq'; parts: number[] }
+  /** Free text until `marker` (KMP failure table `fail`), then `then`: a reply that may call a tool. */
+  | { kind: 'trig'; marker: Uint8Array; fail: Int32Array; then: number };
 
 export interface ObjProp {
   name: string;

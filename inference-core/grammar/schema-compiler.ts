@@ -36,8 +36,11 @@ type Schema = boolean | Record<string, unknown>;
 export type ConstraintSpec =
   | { kind: 'json_schema'; schema: unknown }
   | { kind: 'json_object' }
-  /** The whole reply is one `<tool_call>` envelope (Hermes format) of one of these tools, arguments held to `parameters`. */
-  | { kind: 'tool_call'; tools: Array<{ name: string; parameters: unknown }> };
+  /**
+   * One `<tool_call>` envelope (Hermes format) of one of these tools, arguments held to `parameters`: the whole
+   * reply, or with `optional` free content that may end in one (strict tools under tool_choice auto).
+   */
+  | { kind: 'tool_call'; tools: Array<{ name: string; parameters: unknown }>; optional?: boolean };
 
 class Builder {
   readonly nodes: GrammarNode[] = [];
@@ -317,6 +320,9 @@ function minLengths(nodes: readonly GrammarNode[]): Float64Array {
           v = 0;
           for (const p of nd.parts) v += len[p];
           break;
+        case 'trig':
+          v = 0;
+          break;
       }
       if (v < len[i]) {
         len[i] = v;
@@ -352,9 +358,23 @@ export function compileConstraint(spec: ConstraintSpec): Grammar {
     const params = sub.schema(tool.parameters ?? { type: 'object' }, `/${i}`);
     const offset = b.nodes.length;
     for (const nd of sub.nodes) b.add(shift(nd, offset));
-    return b.add({ kind: 'seq', parts: [b.lit(`<tool_call>\n{"name": ${JSON.stringify(tool.name)}, "arguments": `), params + offset, b.lit('}\n</tool_call>')] });
+    const open = spec.optional ? '\n' : '<tool_call>\n';
+    return b.add({ kind: 'seq', parts: [b.lit(`${open}{"name": ${JSON.stringify(tool.name)}, "arguments": `), params + offset, b.lit('}\n</tool_call>')] });
   });
-  return finish(b, alts.length === 1 ? alts[0] : b.add({ kind: 'alt', alts }), key, '');
+  const call = alts.length === 1 ? alts[0] : b.add({ kind: 'alt', alts });
+  if (!spec.optional) return finish(b, call, key, '');
+  const marker = utf8.encode('<tool_call>');
+  return finish(b, b.add({ kind: 'trig', marker, fail: kmpFailure(marker), then: call }), key, '');
+}
+
+function kmpFailure(m: Uint8Array): Int32Array {
+  const fail = new Int32Array(m.length);
+  for (let i = 1, k = 0; i < m.length; i++) {
+    while (k > 0 && m[i] !== m[k]) k = fail[k - 1];
+    if (m[i] === m[k]) k++;
+    fail[i] = k;
+  }
+  return fail;
 }
 
 function shift(nd: GrammarNode, by: number): GrammarNode {
@@ -367,6 +387,8 @@ function shift(nd: GrammarNode, by: number): GrammarNode {
       return { kind: 'alt', alts: nd.alts.map((a) => a + by) };
     case 'seq':
       return { kind: 'seq', parts: nd.parts.map((p) => p + by) };
+    case 'trig':
+      return { ...nd, then: nd.then + by };
     default:
       return nd;
   }

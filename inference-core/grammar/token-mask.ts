@@ -17,9 +17,9 @@
  * mask computed (and cached under state+budget).
  */
 import { GrammarError } from './grammar-errors.ts';
-import { ESCAPED, FrameMachine, frameKey, sentinelStack, stackKey, type Frame, type Stack } from './grammar-frames.ts';
+import { ESCAPED, FrameMachine, frameKey, sentinelStack, stackKey, T_TEXT, type Frame, type Stack } from './grammar-frames.ts';
 import type { Grammar } from './grammar-nodes.ts';
-import { PLAIN_MAX_CHARS, type ByteTrie, type VocabIndex } from './vocab-index.ts';
+import { buildTrie, PLAIN_MAX_CHARS, type ByteTrie, type VocabIndex } from './vocab-index.ts';
 
 export interface MatcherState {
   readonly stacks: readonly Stack[];
@@ -63,6 +63,7 @@ export class GrammarMasks {
   private readonly locals = new Map<string, LocalEntry>();
   private readonly plainSteps = new Map<string, MatcherState>();
   private readonly tokenSteps = new Map<string, MatcherState>();
+  private readonly byteSplits = new Map<number, { without: Uint32Array; withTrie: ByteTrie }>();
   /** Entries' bitsets with the stop tokens added (for accepting states), by entry. */
   private readonly withStops = new WeakMap<MaskEntry, { stopsKey: string; bits: Uint32Array }>();
   private readonly words: number;
@@ -129,6 +130,12 @@ export class GrammarMasks {
           this.plainSteps.set(key, next);
         }
         return next;
+      }
+    }
+    if (top !== null && top.f.p === T_TEXT) {
+      const node = this.grammar.nodes[top.f.n];
+      if (node.kind === 'trig' && !this.vocab.pieces[id].includes(node.marker[0])) {
+        return top.f.a === 0 ? state : this.stateOf([{ f: { n: top.f.n, p: T_TEXT, a: 0, b: 0, s: '', x: 0 }, up: top.up }]);
       }
     }
     // Other steps: cached per (state, token), since a model repeats itself (keys, punctuation, numbers).
@@ -226,8 +233,24 @@ export class GrammarMasks {
 
   /** lit done, string/object/array closed, seq complete: the frame can only pass bytes down. */
   private finishedOnly(f: Frame): boolean {
-    const nd = this.grammar.nodes[f.n];
-    return nd.kind !== 'num' && this.machine.frameEnds(f);
+    return this.machine.finishedOnly(f);
+  }
+
+  /** Tokens without byte `b` (a bitset) and a trie of the others, made once per byte and vocabulary. */
+  private byByte(b: number): { without: Uint32Array; withTrie: ByteTrie } {
+    let known = this.byteSplits.get(b);
+    if (known === undefined) {
+      const without = new Uint32Array(this.words);
+      const has = new Uint8Array(this.vocab.size);
+      this.vocab.pieces.forEach((p, id) => {
+        if (p.length === 0) return;
+        if (p.includes(b)) has[id] = 1;
+        else without[id >>> 5] |= 1 << (id & 31);
+      });
+      known = { without, withTrie: buildTrie(this.vocab.pieces, (id) => has[id] === 1) };
+      this.byteSplits.set(b, known);
+    }
+    return known;
   }
 
   private allowTokensAt(trie: ByteTrie, node: number, stacks: readonly Stack[], budget: number, bits: Uint32Array, stat: { maxCost: number }): void {
@@ -265,6 +288,17 @@ export class GrammarMasks {
       this.plainString(top, node.min, node.max, budget, bits, stat, top.f.x !== 0 ? 1 : 0);
       this.walk(this.vocab.nonPlainTrie, stacks, budget, bits, stat, escapes, 0);
       return this.vocab.nonPlainTrie;
+    }
+    if (top && node && node.kind === 'trig' && top.f.p === T_TEXT) {
+      // Free text: a token without the marker's first byte stays text (cost 0 here); walk only the others.
+      const rest = top.up === null ? 0 : this.machine.stackCost(top.up);
+      const split = this.byByte(node.marker[0]);
+      if (rest <= budget && rest !== Infinity) {
+        for (let w = 0; w < bits.length; w++) bits[w] |= split.without[w];
+        stat.maxCost = Math.max(stat.maxCost, rest);
+      }
+      this.walk(split.withTrie, stacks, budget, bits, stat, escapes, 0);
+      return split.withTrie;
     }
     this.walk(this.vocab.trie, stacks, budget, bits, stat, escapes, 0);
     return this.vocab.trie;

@@ -39,14 +39,16 @@ function invalid(message: string, param: string): KvtError {
   return new KvtError('KVT_ERR_REQUEST_INVALID', message, { param });
 }
 
-function toolConstraint(tools: readonly ToolSpec[] | undefined, names: string[] | null, param: string, toolsParam: string, schemaField: string): ConstraintSpec {
+function toolConstraint(tools: readonly ToolSpec[] | undefined, names: string[] | null, param: string, toolsParam: string, schemaField: string, optional?: { strict: (tool: ToolSpec) => boolean }): ConstraintSpec {
   if (!tools || tools.length === 0) throw invalid(`${param} forces a tool call but the request has no tools`, param);
   const chosen = names === null ? tools : names.map((name) => {
     const tool = tools.find((t) => t.function.name === name);
     if (!tool) throw invalid(`${param} names tool "${name}", which is not in ${toolsParam}`, param);
     return tool;
   });
-  const spec: ConstraintSpec = { kind: 'tool_call', tools: chosen.map((t) => ({ name: t.function.name, parameters: t.function.parameters ?? { type: 'object' } })) };
+  // Optional calls (tool_choice auto): a strict tool's arguments follow its parameters, another's are any object.
+  const parametersOf = (t: ToolSpec): unknown => (optional && !optional.strict(t) ? { type: 'object' } : (t.function.parameters ?? { type: 'object' }));
+  const spec: ConstraintSpec = { kind: 'tool_call', tools: chosen.map((t) => ({ name: t.function.name, parameters: parametersOf(t) })), ...(optional ? { optional: true } : {}) };
   // Paths of a tool-call grammar's errors start with the tool's index among `chosen`.
   return checked(spec, (pointer) => {
     const [, index, ...rest] = pointer.split('/');
@@ -55,8 +57,11 @@ function toolConstraint(tools: readonly ToolSpec[] | undefined, names: string[] 
   });
 }
 
-/** OpenAI chat: response_format, or a forced tool call. */
-export function constraintFromOpenAi(body: { response_format?: unknown; tool_choice?: unknown }, tools: readonly ToolSpec[] | undefined): ConstraintSpec | undefined {
+/** OpenAI chat: response_format, a forced tool call, or (tool_choice auto) strict tools' arguments when the reply calls one. */
+export function constraintFromOpenAi(
+  body: { response_format?: unknown; tool_choice?: unknown; tools?: Array<{ function: { name: string; strict?: boolean | null } }> },
+  tools: readonly ToolSpec[] | undefined,
+): ConstraintSpec | undefined {
   const choice = body.tool_choice;
   if (choice === 'required') return toolConstraint(tools, null, 'tool_choice', 'tools', 'function.parameters');
   if (choice !== null && typeof choice === 'object') {
@@ -65,6 +70,10 @@ export function constraintFromOpenAi(body: { response_format?: unknown; tool_cho
     return toolConstraint(tools, [name], 'tool_choice', 'tools', 'function.parameters');
   }
   const format = body.response_format;
+  const strictNames = new Set((body.tools ?? []).filter((t) => t.function?.strict === true).map((t) => t.function.name));
+  if ((format === undefined || format === null) && tools && strictNames.size > 0 && (choice === undefined || choice === null || choice === 'auto')) {
+    return toolConstraint(tools, null, 'tools', 'tools', 'function.parameters', { strict: (t) => strictNames.has(t.function.name) });
+  }
   if (format === undefined || format === null) return undefined;
   if (typeof format !== 'object') throw invalid('response_format must be an object with a type', 'response_format');
   const type = (format as { type?: unknown }).type;

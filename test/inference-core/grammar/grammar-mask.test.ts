@@ -66,6 +66,46 @@ describe('grammar token mask', () => {
     });
   }
 
+  it('optional tool call (strict tools, tool_choice auto): free text, or text then one valid call; mask equals the twin', () => {
+    const tools = [
+      { name: 'add', parameters: { type: 'object', properties: { a: { type: 'integer' }, b: { type: 'integer' } }, required: ['a', 'b'], additionalProperties: false } },
+      { name: 'echo', parameters: { type: 'object', properties: { text: { type: 'string', maxLength: 5 } }, required: ['text'], additionalProperties: false } },
+    ];
+    const spec = { kind: 'tool_call' as const, tools, optional: true };
+    const masks = masksOf(grammarOf(spec), vocabOf(vocab));
+    const marker = vocab.pieces.findIndex((p) => new TextDecoder().decode(p) === '<tool_call>');
+    let calls = 0;
+    for (let seed = 1; seed <= 12; seed++) {
+      const rng = new Xoshiro128(seed);
+      const maxTokens = 60;
+      const dec = constrainedDecoder(spec, vocab, maxTokens, [stop]);
+      let state = masks.initial();
+      const bytes: number[] = [];
+      for (let step = 0; step < maxTokens; step++) {
+        const bits = dec.nextMask();
+        const withoutStop = bits.slice();
+        withoutStop[stop >>> 5] &= ~(1 << (stop & 31));
+        expect([...withoutStop]).toEqual([...bruteForceMask(masks, state, maxTokens - step - 2)]);
+        // Steer towards the marker now and then, so calls happen.
+        const token = step === 3 && seed % 2 === 0 && maskHas(bits, marker) ? marker : randomAllowed(bits, rng);
+        dec.accept(token);
+        if (token === stop) break;
+        for (const b of vocab.pieces[token]) bytes.push(b);
+        state = masks.advance(state, vocab.pieces[token]);
+      }
+      const text = new TextDecoder().decode(Uint8Array.from(bytes));
+      const at = text.indexOf('<tool_call>');
+      if (at === -1) continue;
+      calls++;
+      const body = text.slice(at + '<tool_call>'.length);
+      expect(body.endsWith('}\n</tool_call>')).toBe(true);
+      const call = JSON.parse(body.slice(0, -'\n</tool_call>'.length)) as { name: string; arguments: unknown };
+      const tool = tools.find((t) => t.name === call.name)!;
+      expect(ajv.compile(tool.parameters)(call.arguments)).toBe(true);
+    }
+    expect(calls).toBeGreaterThan(0);
+  });
+
   it('a budget below the shortest reply is refused up front', () => {
     expect(() => constrainedDecoder({ kind: 'json_schema', schema: { type: 'string', minLength: 20 } }, vocab, 10, [stop])).toThrow(/KVT_ERR_GRAMMAR_BUDGET/);
   });

@@ -162,6 +162,19 @@ describe('forced tool calls', () => {
     }
   });
 
+  it('strict tools under tool_choice auto: a reply is text, or a call whose arguments validate; a strict schema is compiled (400 names its keyword)', async () => {
+    for (let seed = 0; seed < 6; seed++) {
+      const r = await openai.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: `maybe call (${seed})` }], tools: TOOLS, max_tokens: 48, temperature: 1, seed });
+      const choice = r.choices[0];
+      if (choice.finish_reason === 'tool_calls') {
+        const call = choice.message.tool_calls![0] as { function: { name: string; arguments: string } };
+        if (call.function.name !== 'search') expect(validateCall(call.function.name, JSON.parse(call.function.arguments))).toBe(true);
+      } else expect(['stop', 'length']).toContain(choice.finish_reason);
+    }
+    const strictBad = [...TOOLS, { type: 'function' as const, function: { name: 'bad', strict: true, parameters: { type: 'object', properties: { s: { type: 'string', pattern: 'x' } } } } }];
+    await expect(openai.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], tools: strictBad, max_tokens: 16 })).rejects.toMatchObject({ status: 400, param: 'tools[3].function.parameters.properties.s.pattern' });
+  });
+
   it('a forced tool that is not in tools is a 400', async () => {
     await expect(openai.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], tools: TOOLS, tool_choice: { type: 'function', function: { name: 'nope' } }, max_tokens: 16 })).rejects.toMatchObject({ status: 400 });
   });
