@@ -17,6 +17,7 @@
  * the next turn keeps the previous prompt as its prefix.
  */
 import { partialSuffixLength } from './tool-calls.ts';
+import type { PromptCodec } from './types.ts';
 
 export const THINK_OPEN = '<think>';
 export const THINK_CLOSE = '</think>';
@@ -114,4 +115,27 @@ export function splitReasoning(text: string, startsInReasoning: boolean): { reas
   splitter.push(text);
   splitter.finish();
   return { reasoning: splitter.opened ? splitter.reasoning : null, content: splitter.content };
+}
+
+/**
+ * The suffix of a reply's sampled ids that decodes to exactly its content (the
+ * part after the think block), or null when no token boundary falls there.
+ * Re-encoding the content may give other ids than were sampled; a turn that
+ * sends the content back recalls these, so its prompt keeps the stored KV.
+ */
+export function contentIdsOf(codec: Pick<PromptCodec, 'decode'>, content: string, replyIds: readonly number[]): number[] | null {
+  if (content === '' || replyIds.length === 0) return null;
+  // The decoded suffix only grows as its start moves left: the last start whose suffix is at least as long as the content.
+  let lo = 0;
+  let hi = replyIds.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (codec.decode(replyIds.slice(mid)).length >= content.length) lo = mid;
+    else hi = mid - 1;
+  }
+  for (let from = lo; from >= Math.max(0, lo - 2); from--) {
+    const ids = replyIds.slice(from);
+    if (codec.decode(ids) === content) return ids;
+  }
+  return null;
 }

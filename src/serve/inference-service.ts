@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 
 import { KvtError } from '../errors.ts';
 import { checkConstraintBudget, StopStringMatcher, ToolCallStreamSplitter, type ConstraintSpec, type CacheUsage, type FinishReason, type PromptCodec, type ReplyMemory, type SamplingRequest, type ToolCall } from '../recipe/index.ts';
-import { promptOpensThinking, ReasoningSplitter } from '../recipe/reasoning.ts';
+import { contentIdsOf, promptOpensThinking, ReasoningSplitter } from '../recipe/reasoning.ts';
 import type { JobEvent, JobRunner, PrefillJob } from '../workers/index.ts';
 import type { TenantIdentity } from './auth.ts';
 import type { ServeMetrics } from './metrics.ts';
@@ -180,7 +180,9 @@ export class InferenceService {
     // The next turn sends this reply back: remember its exact ids (only when they decode to exactly what we return).
     if (stopSequence === null && replyIds.length > 0 && rawText !== '' && codec.decode(replyIds) === rawText) {
       this.options.memory.remember(request.identity.scope, rawText, replyIds);
-      if (thinking.opened) rememberContentIds(codec, this.options.memory, request.identity.scope, thinking.content, replyIds);
+      // The next turn sends back the content alone (templates drop earlier reasoning): remember its own ids too.
+      const contentIds = thinking.opened ? contentIdsOf(codec, thinking.content, replyIds) : null;
+      if (contentIds) this.options.memory.remember(request.identity.scope, thinking.content, contentIds);
     }
     const finishReason: FinishReason = rest.toolCalls.length > 0 ? 'tool_calls' : done?.finishReason === 'length' && stopSequence === null ? 'length' : 'stop';
     metrics.countPrompt(usage.promptTokens, usage.cachedTokens);
@@ -194,30 +196,6 @@ export class InferenceService {
     }
     const content = rest.toolCalls.length > 0 ? splitterContent(thinking.content) : thinking.content;
     yield { type: 'end', content, reasoning: thinking.opened ? thinking.reasoning : null, toolCalls: rest.toolCalls, finishReason, stopSequence, usage, workerMs, queueMs };
-  }
-}
-
-/**
- * A reply with reasoning comes back next turn as its content only (templates drop
- * earlier reasoning): remember the ids the content was sampled as, when a suffix
- * of the reply's ids decodes to exactly it.
- */
-function rememberContentIds(codec: PromptCodec, memory: ReplyMemory, scope: string, content: string, replyIds: readonly number[]): void {
-  if (content === '') return;
-  // The decoded suffix grows with fewer ids dropped: find the last start whose suffix is at least as long as the content.
-  let lo = 0;
-  let hi = replyIds.length - 1;
-  while (lo < hi) {
-    const mid = (lo + hi + 1) >> 1;
-    if (codec.decode(replyIds.slice(mid)).length >= content.length) lo = mid;
-    else hi = mid - 1;
-  }
-  for (let from = lo; from >= Math.max(0, lo - 2); from--) {
-    const ids = replyIds.slice(from);
-    if (codec.decode(ids) === content) {
-      memory.remember(scope, content, ids);
-      return;
-    }
   }
 }
 

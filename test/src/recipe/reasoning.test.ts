@@ -5,7 +5,9 @@
  */
 import { describe, expect, it } from 'vitest';
 
-import { promptOpensThinking, ReasoningSplitter, splitReasoning } from '../../../src/recipe/reasoning.ts';
+import { promptCodecFromGgufFile } from '../../../src/recipe/index.ts';
+import { contentIdsOf, promptOpensThinking, ReasoningSplitter, splitReasoning } from '../../../src/recipe/reasoning.ts';
+import { buildRealVocabGguf } from '../../helpers/real-vocab-gguf.ts';
 
 /** Pushes `text` in pieces cut at every `step` characters and joins what comes out. */
 function streamed(text: string, startsInside: boolean, step: number): { reasoning: string; content: string; opened: boolean } {
@@ -47,5 +49,23 @@ describe('reasoning split', () => {
     expect(promptOpensThinking('<|im_start|>assistant\n<think>\n\n</think>\n\n')).toBe(false);
     expect(promptOpensThinking('<|im_start|>assistant\n')).toBe(false);
     expect(promptOpensThinking('<think>x')).toBe(false);
+  });
+});
+
+describe('content ids of a reply with reasoning', () => {
+  it('finds the sampled ids of the content after </think> on the Qwen3 vocabulary', () => {
+    const codec = promptCodecFromGgufFile(buildRealVocabGguf('qwen3'));
+    const reply = '<think>\nThe user wants a greeting.\n</think>\n\nHello, world — ünïcödé!';
+    const ids = codec.encode(reply);
+    const { content } = splitReasoning(reply, false);
+    const found = contentIdsOf(codec, content, ids);
+    expect(found).not.toBeNull();
+    expect(codec.decode(found!)).toBe(content);
+    expect(ids.slice(ids.length - found!.length)).toEqual(found);
+    // Whitespace glued to the first content token: no boundary there, so nothing is remembered (the text is re-encoded).
+    const glued = '<think>a</think> y';
+    expect(splitReasoning(glued, false).content).toBe('y');
+    expect(contentIdsOf(codec, 'y', codec.encode(glued))).toBeNull();
+    expect(contentIdsOf(codec, '', ids)).toBeNull();
   });
 });
