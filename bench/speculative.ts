@@ -16,7 +16,8 @@
  *
  * Configurations are interleaved round by round (off, fixed5, adaptive, …) so
  * a noisy shared machine slows them alike. KVTIER_DATA_DIR: where synthetic
- * models are generated (default data/); KVTIER_BENCH_SPEC_ROUNDS (default 2).
+ * models are generated (default data/); KVTIER_BENCH_SPEC_ROUNDS (default 2),
+ * KVTIER_BENCH_SPEC_THREADS (default min(2, cores)).
  */
 import * as os from 'node:os';
 import { loadEngine, type LoadedEngine } from '../inference-core/index.ts';
@@ -122,7 +123,7 @@ async function workload(
 
 export async function run(): Promise<Record<string, number | string | boolean>> {
   const dataDir = process.env.KVTIER_DATA_DIR ?? 'data';
-  const threads = Math.min(2, Math.max(1, os.availableParallelism()));
+  const threads = Number(process.env.KVTIER_BENCH_SPEC_THREADS ?? Math.min(2, Math.max(1, os.availableParallelism())));
   const opts = { dataDir, threads, kvDtype: 'f16' as const, poolBytes: 64 * 2 ** 20 };
   const out: Record<string, number | string | boolean> = { spec_threads: threads, spec_gen_tokens: GEN, spec_prompts: PROMPTS, spec_rounds: ROUNDS };
   let identical = true;

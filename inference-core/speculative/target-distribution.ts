@@ -37,10 +37,12 @@ export function targetDistribution(logits: Float32Array, o: SamplingOptions, his
   const t = o.temperature ?? 0;
   if (t === 0) return { ids: Int32Array.of(argmax(x)), probs: Float64Array.of(1) };
   const vocab = x.length;
-  const order = new Int32Array(vocab);
-  for (let i = 0; i < vocab; i++) order[i] = i;
-  order.sort((a, b) => x[b] - x[a] || a - b);
   const k = o.topK && o.topK > 0 && o.topK < vocab ? o.topK : vocab;
+  const topP = o.topP ?? 1;
+  // Without top-p the law needs no order: every kept token's softmax weight (a verify
+  // step computes one law per row, so a full sort of a 128k vocabulary per row would cost).
+  if (topP >= 1 && k === vocab) return softmaxAll(x, t);
+  const order = k <= SELECT_MAX_K ? topKOrder(x, k) : fullOrder(x);
   const max = x[order[0]];
   const probs = new Float64Array(k);
   let sum = 0;
@@ -49,7 +51,6 @@ export function targetDistribution(logits: Float32Array, o: SamplingOptions, his
     sum += probs[i];
   }
   let n = k;
-  const topP = o.topP ?? 1;
   if (topP < 1) {
     let cum = 0;
     for (let i = 0; i < k; i++) {
@@ -65,6 +66,49 @@ export function targetDistribution(logits: Float32Array, o: SamplingOptions, his
   const out = new Float64Array(n);
   for (let i = 0; i < n; i++) out[i] = probs[i] / kept;
   return { ids: order.slice(0, n), probs: out };
+}
+
+/** Top-k by selection: ids by logit descending, lower id first on ties (the sort's order), O(vocab·k). */
+const SELECT_MAX_K = 64;
+
+function topKOrder(x: Float32Array, k: number): Int32Array {
+  const ids = new Int32Array(k);
+  let n = 0;
+  for (let id = 0; id < x.length; id++) {
+    const v = x[id];
+    if (n === k && !(v > x[ids[k - 1]])) continue;
+    let j = n < k ? n++ : k - 1;
+    // Strictly greater moves up: an equal logit stays behind the lower id already kept.
+    while (j > 0 && v > x[ids[j - 1]]) {
+      ids[j] = ids[j - 1];
+      j--;
+    }
+    ids[j] = id;
+  }
+  return ids;
+}
+
+function fullOrder(x: Float32Array): Int32Array {
+  const order = new Int32Array(x.length);
+  for (let i = 0; i < x.length; i++) order[i] = i;
+  return order.sort((a, b) => x[b] - x[a] || a - b);
+}
+
+function softmaxAll(x: Float32Array, t: number): TokenDistribution {
+  let max = -Infinity;
+  for (let i = 0; i < x.length; i++) if (x[i] > max) max = x[i];
+  const probs = new Float64Array(x.length);
+  let sum = 0;
+  for (let i = 0; i < x.length; i++) {
+    probs[i] = Math.exp((x[i] - max) / t);
+    sum += probs[i];
+  }
+  const ids = new Int32Array(x.length);
+  for (let i = 0; i < x.length; i++) {
+    ids[i] = i;
+    probs[i] /= sum;
+  }
+  return { ids, probs };
 }
 
 export function probabilityOf(d: TokenDistribution, token: number): number {

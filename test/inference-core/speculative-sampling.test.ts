@@ -110,3 +110,45 @@ describe('rejection sampling keeps the target distribution (vocab of 6)', () => 
     expect(chiSquare(counts, full0, N)).toBeLessThan(CHI2_999[4]);
   });
 });
+
+describe('targetDistribution', () => {
+  /** Plain reference: full sort (ties: lower id first), top-k, softmax, top-p — Sampler's pipeline. */
+  function reference(logits: Float32Array, t: number, topK: number, topP: number): Map<number, number> {
+    const ids = [...logits.keys()].sort((a, b) => logits[b] - logits[a] || a - b);
+    const k = topK > 0 && topK < ids.length ? topK : ids.length;
+    const w = ids.slice(0, k).map((id) => Math.exp((logits[id] - logits[ids[0]]) / t));
+    const sum = w.reduce((a, b) => a + b, 0);
+    let n = k;
+    if (topP < 1) {
+      let cum = 0;
+      for (let i = 0; i < k; i++) {
+        cum += w[i] / sum;
+        if (cum >= topP) {
+          n = i + 1;
+          break;
+        }
+      }
+    }
+    const kept = w.slice(0, n).reduce((a, b) => a + b, 0);
+    return new Map(ids.slice(0, n).map((id, i) => [id, w[i] / kept]));
+  }
+
+  it.each([
+    [0, 1],
+    [3, 1],
+    [4, 1],
+    [7, 1],
+    [0, 0.8],
+    [5, 0.6],
+    [100, 1],
+  ])('top-k %i, top-p %f: same law as the sorted pipeline, ties keep the lower id', (topK, topP) => {
+    // Ties on purpose: ids 2, 5 and 9 share the top logit; 4 and 11 share another.
+    const logits = Float32Array.from([0.1, -1, 2, 0.5, 1.25, 2, -0.3, 0.9, 0.2, 2, 0.0, 1.25, -2, 0.7]);
+    const got = targetDistribution(logits, { temperature: 0.7, topK, topP }, []);
+    const want = reference(logits, 0.7, topK, topP);
+    const gotMap = new Map<number, number>();
+    got.ids.forEach((id, i) => gotMap.set(id, got.probs[i]));
+    expect([...gotMap.keys()].sort((a, b) => a - b)).toEqual([...want.keys()].sort((a, b) => a - b));
+    for (const [id, p] of want) expect(gotMap.get(id)!).toBeCloseTo(p, 12);
+  });
+});
