@@ -23,7 +23,8 @@ export interface TokenVocabulary {
   tokenToPiece(id: number): Uint8Array;
 }
 
-const MAX_GRAMMARS = 64;
+/** Grammars (and their mask caches, up to MAX_CACHED_MASKS bitsets each) kept, least recently used dropped. */
+const MAX_GRAMMARS = 16;
 const grammarCache = new Map<string, Grammar>();
 const maskCache = new Map<string, GrammarMasks>();
 

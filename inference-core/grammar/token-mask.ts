@@ -36,6 +36,13 @@ export interface MaskEntry {
 }
 
 const DEDUPE_OVER = 8;
+/**
+ * Masks kept per grammar (each is one bit per token: 16 KiB at 128k tokens).
+ * Past this the cache starts over: bounded numbers and strings with
+ * maxLength make positions that a long-running server would otherwise
+ * accumulate without end.
+ */
+export const MAX_CACHED_MASKS = 1024;
 
 /**
  * What one top frame allows regardless of the stack below it (xgrammar's
@@ -177,6 +184,8 @@ export class GrammarMasks {
   mask(state: MatcherState, budget: number): MaskEntry {
     let entry = this.entries.get(state.key);
     if (entry === undefined) {
+      if (this.entries.size >= MAX_CACHED_MASKS) this.entries.clear();
+      if (this.locals.size >= MAX_CACHED_MASKS) this.locals.clear();
       entry = this.compute(state, Infinity);
       this.entries.set(state.key, entry);
     }
