@@ -1,0 +1,58 @@
+/**
+ * Stored responses in a cluster (REDIS_URL): two API processes and one
+ * `kvtier worker` on one Redis. A response created through one API process is
+ * read, continued (previous_response_id) and deleted through the other; the
+ * record stays its tenant's.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { freePort, RedisProcess, startWorker, type WorkerProcess } from '../workers/processes.ts';
+import { KEYS, startTestServer, type TestServer } from './server-fixture.ts';
+
+const MODEL = 'synthetic:tiny';
+const INSTRUCTIONS = 'You are a distributed cache test. '.repeat(20);
+
+let redis: RedisProcess;
+let worker: WorkerProcess;
+let first: TestServer;
+let second: TestServer;
+
+beforeAll(async () => {
+  redis = new RedisProcess(await freePort());
+  await redis.start();
+  const storage = mkdtempSync(join(tmpdir(), 'kvtier-responses-blocks-'));
+  worker = await startWorker({ REDIS_URL: redis.url, KVTIER_MODEL: MODEL, KVTIER_DATA_DIR: mkdtempSync(join(tmpdir(), 'kvtier-worker-responses-')), KVTIER_STORAGE: `fs:${storage}` });
+  // One data dir: API processes that share a cache share the server secret (tenant salts).
+  const options = { redisUrl: redis.url, storage: `fs:${storage}`, requestTimeoutMs: 60_000, queueWaitTimeoutMs: 30_000, dataDir: mkdtempSync(join(tmpdir(), 'kvtier-responses-api-')) };
+  first = await startTestServer(options);
+  second = await startTestServer(options);
+}, 120_000);
+
+afterAll(async () => {
+  await first?.close();
+  await second?.close();
+  await worker?.stop('SIGKILL');
+  await redis?.stop();
+});
+
+describe('/v1/responses with REDIS_URL', () => {
+  it('one API process stores, the other reads, continues and deletes; another tenant sees nothing', async () => {
+    const one = new OpenAI({ baseURL: `${first.url}/v1`, apiKey: KEYS.alice, maxRetries: 0 });
+    const two = new OpenAI({ baseURL: `${second.url}/v1`, apiKey: KEYS.alice, maxRetries: 0 });
+    const bob = new OpenAI({ baseURL: `${second.url}/v1`, apiKey: KEYS.bob, maxRetries: 0 });
+    const created = await one.responses.create({ model: MODEL, instructions: INSTRUCTIONS, input: 'Turn 1', max_output_tokens: 8, temperature: 0 });
+    expect((await two.responses.retrieve(created.id)).output_text).toBe(created.output_text);
+    await expect(bob.responses.retrieve(created.id)).rejects.toMatchObject({ status: 404 });
+    const next = await two.responses.create({ model: MODEL, instructions: INSTRUCTIONS, input: 'Turn 2', previous_response_id: created.id, max_output_tokens: 8, temperature: 0 });
+    expect(next.usage!.input_tokens).toBeGreaterThan(created.usage!.input_tokens + created.usage!.output_tokens);
+    expect(next.usage!.input_tokens_details.cached_tokens).toBeGreaterThanOrEqual(Math.floor(created.usage!.input_tokens / 64) * 64);
+    await two.responses.delete(created.id);
+    await expect(one.responses.retrieve(created.id)).rejects.toMatchObject({ status: 404 });
+    expect((await one.responses.retrieve(next.id)).id).toBe(next.id);
+  }, 120_000);
+});
