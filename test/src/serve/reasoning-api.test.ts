@@ -2,10 +2,11 @@
  * Reasoning content end to end on real vocabularies and their templates
  * (tiny random weights, test/helpers/real-vocab-gguf.ts):
  *
- *   - DeepSeek R1 style (the V3 template whose generation prompt opens
- *     `<think>\n`, as R1's does): the reply is reasoning until `</think>`, so
- *     it goes to message.reasoning_content / delta.reasoning_content (never
- *     to content), Anthropic `thinking` blocks when thinking is enabled (left
+ *   - DeepSeek R1's template (inference-core/synthetic/deepseek-r1-template.ts:
+ *     V3's with the history's reasoning dropped and a generation prompt that
+ *     opens `<think>\n`): the reply is reasoning until `</think>`, so it goes
+ *     to message.reasoning_content / delta.reasoning_content (never to
+ *     content), Anthropic `thinking` blocks when thinking is enabled (left
  *     out otherwise), a Responses `reasoning` item; streamed == not streamed;
  *     the next turn (content sent back, as DeepSeek asks) keeps the previous
  *     prompt cached up to the reply.
@@ -20,20 +21,12 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { buildRealVocabGguf } from '../../helpers/real-vocab-gguf.ts';
-import { realTemplates } from '../../inference-core/chat-template-real-fixtures.ts';
+import { DEEPSEEK_R1_CHAT_TEMPLATE } from '../../../inference-core/synthetic/deepseek-r1-template.ts';
 import { KEYS, startTestServer, type TestServer } from './server-fixture.ts';
 
 const BLOCK = 64;
 const SYSTEM = 'You are kvtier, a terse assistant. ' + 'Think first, then answer in one short line and cite the cache. '.repeat(8);
 const floorBlocks = (n: number) => Math.floor(n / BLOCK) * BLOCK;
-
-/** DeepSeek V3's template with R1's generation prompt (`<｜Assistant｜><think>\n`). */
-function r1Template(): string {
-  const v3 = realTemplates('deepseek_v3')[0].source;
-  const generation = "{{'<｜Assistant｜>'}}{% endif %}";
-  if (!v3.endsWith(generation)) throw new Error('DeepSeek V3 template changed: its generation prompt is not where this test expects it');
-  return v3.slice(0, v3.length - generation.length) + "{{'<｜Assistant｜><think>\\n'}}{% endif %}";
-}
 
 describe('DeepSeek R1 style template: the reply opens inside <think>', () => {
   let server: TestServer;
@@ -42,7 +35,7 @@ describe('DeepSeek R1 style template: the reply opens inside <think>', () => {
   let anthropic: Anthropic;
 
   beforeAll(async () => {
-    const path = buildRealVocabGguf('deepseek_v3', { chatTemplate: r1Template(), variant: 'r1-think' });
+    const path = buildRealVocabGguf('deepseek_v3', { chatTemplate: DEEPSEEK_R1_CHAT_TEMPLATE, variant: 'r1-think' });
     model = basename(path, '.gguf');
     server = await startTestServer({ model: path });
     openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: KEYS.alice, maxRetries: 0 });
