@@ -105,8 +105,9 @@ export class InferenceService {
     const detokenizer = codec.createDetokenizer();
     const stops = new StopStringMatcher(request.sampling.stopStrings);
     const splitter = new ToolCallStreamSplitter(request.parseToolCalls);
-    // A prompt ending in `<think>` (the generation prompt opened it) starts the reply inside the reasoning.
-    const thinking = new ReasoningSplitter(promptOpensThinking(codec.decode(request.tokens.slice(-8))));
+    // A prompt ending in `<think>` (the generation prompt opened it) starts the reply inside the reasoning,
+    // unless a grammar holds the reply: then it is the constrained content from its first token.
+    const thinking = new ReasoningSplitter(request.constraint === undefined && promptOpensThinking(codec.decode(request.tokens.slice(-8))));
     const replyIds: number[] = [];
     let rawText = '';
     let usage: CacheUsage = { promptTokens: request.tokens.length, cachedTokens: 0, computedTokens: request.tokens.length, storedPromptTokens: 0, completionTokens: 0 };

@@ -70,6 +70,13 @@ describe('DeepSeek R1 style template: the reply opens inside <think>', () => {
     expect(content).toBe(message.content ?? '');
   });
 
+  it('a constrained reply (response_format) is content, not reasoning, even after the opened <think>', async () => {
+    const r = await openai.chat.completions.create({ model, messages, max_tokens: 48, temperature: 0, response_format: { type: 'json_object' } });
+    const message = r.choices[0].message as OpenAI.Chat.Completions.ChatCompletionMessage & { reasoning_content?: string };
+    expect(message.reasoning_content).toBeUndefined();
+    expect(typeof JSON.parse(message.content!)).toBe('object');
+  });
+
   it('the next turn (content sent back without reasoning) keeps the previous prompt cached', async () => {
     const first = await openai.chat.completions.create({ model, messages, max_tokens: 12, temperature: 0 });
     const next = await openai.chat.completions.create({
