@@ -35,7 +35,13 @@ export type GenerateEvent =
   /** Thinking text of templates with a think block (recipe/reasoning.ts), apart from the content. */
   | { type: 'reasoning'; text: string }
   /** reasoning: null when the reply had no think block. */
-  | { type: 'end'; content: string; reasoning: string | null; toolCalls: ToolCall[]; finishReason: FinishReason; stopSequence: string | null; usage: CacheUsage; workerMs: number; queueMs: number };
+  | { type: 'end'; content: string; reasoning: string | null; sampled: SampledReply[]; toolCalls: ToolCall[]; finishReason: FinishReason; stopSequence: string | null; usage: CacheUsage; workerMs: number; queueMs: number };
+
+/** A reply text and the ids it was sampled as (what the reply memory keeps for the next turn). */
+export interface SampledReply {
+  text: string;
+  ids: number[];
+}
 
 export interface InferenceServiceOptions {
   codec: PromptCodec;
@@ -49,6 +55,15 @@ export interface InferenceServiceOptions {
 
 export class InferenceService {
   constructor(private readonly options: InferenceServiceOptions) {}
+
+  /**
+   * Puts replies sampled elsewhere into this process's reply memory: a stored
+   * response continued through another API process (REDIS_URL) re-uses the
+   * ids its reply was sampled as, not a re-encoding of its text.
+   */
+  rememberReplies(tenantScope: string, replies: readonly SampledReply[]): void {
+    for (const reply of replies) this.options.memory.remember(tenantScope, reply.text, reply.ids);
+  }
 
   /** Throws the 4xx of a request that cannot run (before anything is queued). */
   check(request: GenerateRequest): void {
@@ -179,11 +194,13 @@ export class InferenceService {
     const rest = splitter.finish();
     if (rest.content !== '') yield { type: 'text', text: rest.content };
     // The next turn sends this reply back: remember its exact ids (only when they decode to exactly what we return).
+    const sampled: SampledReply[] = [];
     if (stopSequence === null && replyIds.length > 0 && rawText !== '' && codec.decode(replyIds) === rawText) {
-      this.options.memory.remember(request.identity.scope, rawText, replyIds);
+      sampled.push({ text: rawText, ids: replyIds });
       // The next turn sends back the content alone (templates drop earlier reasoning): remember its own ids too.
       const contentIds = thinking.opened ? contentIdsOf(codec, thinking.content, replyIds) : null;
-      if (contentIds) this.options.memory.remember(request.identity.scope, thinking.content, contentIds);
+      if (contentIds) sampled.push({ text: thinking.content, ids: contentIds });
+      this.rememberReplies(request.identity.scope, sampled);
     }
     const finishReason: FinishReason = rest.toolCalls.length > 0 ? 'tool_calls' : done?.finishReason === 'length' && stopSequence === null ? 'length' : 'stop';
     metrics.countPrompt(usage.promptTokens, usage.cachedTokens);
@@ -196,7 +213,7 @@ export class InferenceService {
       metrics.timePerOutputToken.observe({ route: request.route }, (performance.now() - firstTokenAt) / 1000 / (usage.completionTokens - 1));
     }
     const content = rest.toolCalls.length > 0 ? splitterContent(thinking.content) : thinking.content;
-    yield { type: 'end', content, reasoning: thinking.opened ? thinking.reasoning : null, toolCalls: rest.toolCalls, finishReason, stopSequence, usage, workerMs, queueMs };
+    yield { type: 'end', content, reasoning: thinking.opened ? thinking.reasoning : null, sampled, toolCalls: rest.toolCalls, finishReason, stopSequence, usage, workerMs, queueMs };
   }
 }
 

@@ -22,6 +22,8 @@ export interface StoredResponse {
   /** The chained conversation so far (no instructions): what previous_response_id continues. */
   transcript: ChatMessage[];
   tools?: ToolSpec[];
+  /** The reply texts of the transcript with the ids they were sampled as, for the reply memory of whichever API process continues it. */
+  sampled?: Array<{ text: string; ids: number[] }>;
 }
 
 export interface ResponseStore {

@@ -28,7 +28,7 @@ import {
 } from '../../recipe/responses-format.ts';
 import type { ChatMessage } from '../../recipe/index.ts';
 import type { ServeContext } from '../context.ts';
-import type { GenerateEvent, GenerateRequest } from '../inference-service.ts';
+import type { GenerateEvent, GenerateRequest, SampledReply } from '../inference-service.ts';
 import { MemoryResponseStore, RedisResponseStore, type ResponseStore } from '../response-store.ts';
 import { responsesBody } from '../schemas.ts';
 import { clientGone, SseWriter } from '../sse.ts';
@@ -57,10 +57,13 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
     const input = responsesInput(body);
     const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
     let history: ChatMessage[] = [];
+    let historySampled: SampledReply[] = [];
     if (body.previous_response_id) {
       const previous = await store.get(identity.tenant, body.previous_response_id);
       if (!previous) throw notFound(body.previous_response_id, 'previous_response_id');
       history = previous.transcript;
+      historySampled = previous.sampled ?? [];
+      ctx.service.rememberReplies(identity.scope, historySampled);
     }
     const messages = responsesTranscript(input.instructions, history, input.inputMessages);
     if (messages.length === 0) throw new KvtError('KVT_ERR_REQUEST_EMPTY_PROMPT', 'input is empty and there is no previous_response_id: send at least one input item', { param: 'input' });
@@ -100,7 +103,7 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
       shape.usage = end.usage;
       if (!shape.store) return;
       const transcript = [...history, ...input.inputMessages, ...messagesFromOutput(shape.output)];
-      await store.put(identity.tenant, shape.id, { response: responseObject(shape), transcript }, await ttlMs(trafficClass, identity.tenant));
+      await store.put(identity.tenant, shape.id, { response: responseObject(shape), transcript, sampled: [...historySampled, ...end.sampled] }, await ttlMs(trafficClass, identity.tenant));
     };
     const generation = ctx.service.generate(generateRequest, clientGone(reply));
     const first = await generation.next();

@@ -48,9 +48,16 @@ describe('/v1/responses with REDIS_URL', () => {
     const created = await one.responses.create({ model: MODEL, instructions: INSTRUCTIONS, input: 'Turn 1', max_output_tokens: 8, temperature: 0 });
     expect((await two.responses.retrieve(created.id)).output_text).toBe(created.output_text);
     await expect(bob.responses.retrieve(created.id)).rejects.toMatchObject({ status: 404 });
-    const next = await two.responses.create({ model: MODEL, instructions: INSTRUCTIONS, input: 'Turn 2', previous_response_id: created.id, max_output_tokens: 8, temperature: 0 });
-    expect(next.usage!.input_tokens).toBeGreaterThan(created.usage!.input_tokens + created.usage!.output_tokens);
-    expect(next.usage!.input_tokens_details.cached_tokens).toBeGreaterThanOrEqual(Math.floor(created.usage!.input_tokens / 64) * 64);
+    // Continued on the other process, chained three times back and forth: each turn's cache covers the whole
+    // previous turn (its reply's sampled ids travel with the stored response, not a re-encoding of its text).
+    let previous = created;
+    for (const [turn, client] of [[2, two], [3, one], [4, two]] as const) {
+      const next = await client.responses.create({ model: MODEL, instructions: INSTRUCTIONS, input: `Turn ${turn}`, previous_response_id: previous.id, max_output_tokens: 8, temperature: 1 });
+      expect(next.usage!.input_tokens).toBeGreaterThan(previous.usage!.input_tokens + previous.usage!.output_tokens);
+      expect(next.usage!.input_tokens_details.cached_tokens).toBeGreaterThanOrEqual(Math.floor((previous.usage!.input_tokens + previous.usage!.output_tokens - 1) / 64) * 64);
+      previous = next;
+    }
+    const next = previous;
     await two.responses.delete(created.id);
     await expect(one.responses.retrieve(created.id)).rejects.toMatchObject({ status: 404 });
     expect((await one.responses.retrieve(next.id)).id).toBe(next.id);
