@@ -12,6 +12,10 @@
  *   spec_<w>_tps_off | _fixed5 | _adaptive     decode tok/s (sum over prompts and rounds)
  *   spec_<w>_adaptive_over_fixed5, spec_<w>_adaptive_over_off
  *   spec_<w>_accept_fixed5 | _adaptive         accepted / proposed drafts
+ *   spec_useless_tps_nodraft                    the speculative loop with drafting off: its target law
+ *                                               picks top-k by selection where Sampler sorts the whole
+ *                                               vocabulary, so off is slower for reasons other than drafts;
+ *                                               adaptive_over_nodraft is the cost of the useless drafts
  *   spec_greedy_identical                       greedy outputs of all speculative runs == plain
  *
  * Configurations are interleaved round by round (off, fixed5, adaptive, …) so
@@ -29,8 +33,8 @@ const GEN = 64;
 const PROMPTS = 2;
 const ROUNDS = Number(process.env.KVTIER_BENCH_SPEC_ROUNDS ?? 2);
 
-type Config = 'off' | 'fixed5' | 'adaptive';
-const CONFIGS: Config[] = ['off', 'fixed5', 'adaptive'];
+/** nodraft: the speculative loop with drafts disabled (its sampling code, no drafts): what useless drafts are compared to besides off. */
+type Config = 'off' | 'fixed5' | 'adaptive' | 'nodraft';
 
 interface Run {
   tokens: number[];
@@ -50,8 +54,8 @@ function generate(target: LoadedEngine, prompt: number[], sampling: SamplingOpti
       while (out.length < GEN) out.push(sampler.sample(seq.decode(out[out.length - 1])));
       return { tokens: out, ms: performance.now() - t0, proposed: 0, accepted: 0 };
     }
-    const length: DraftLengthMode = config === 'fixed5' ? 'fixed' : 'adaptive';
-    const session = new SpeculativeSession({ target: seq, context: [...prompt, first], sampling, mode, length: { mode: length, fixed: 5 }, ...(draft ? { draftEngine: draft } : {}) });
+    const length: DraftLengthMode = config === 'adaptive' ? 'adaptive' : 'fixed';
+    const session = new SpeculativeSession({ target: seq, context: [...prompt, first], sampling, mode, length: { mode: length, fixed: config === 'nodraft' ? 0 : 5 }, ...(draft ? { draftEngine: draft } : {}) });
     while (out.length < GEN) out.push(...session.next(GEN - out.length));
     const ms = performance.now() - t0;
     session.free();
@@ -80,18 +84,20 @@ async function workload(
   sampling: SamplingOptions,
   mode: SpeculativeMode,
   draft?: LoadedEngine,
+  configs: Config[] = ['off', 'fixed5', 'adaptive'],
 ): Promise<{ fields: Record<string, number>; identical: boolean }> {
-  const ms: Record<Config, number> = { off: 0, fixed5: 0, adaptive: 0 };
-  const tokens: Record<Config, number> = { off: 0, fixed5: 0, adaptive: 0 };
-  const prop: Record<Config, number> = { off: 0, fixed5: 0, adaptive: 0 };
-  const acc: Record<Config, number> = { off: 0, fixed5: 0, adaptive: 0 };
+  const zero = (): Record<Config, number> => ({ off: 0, fixed5: 0, adaptive: 0, nodraft: 0 });
+  const ms = zero();
+  const tokens = zero();
+  const prop = zero();
+  const acc = zero();
   let identical = true;
   // Warm-up (page faults, thread pool, draft engine).
   generate(target, prompts[0], sampling, 'adaptive', mode, draft);
   for (let r = 0; r < ROUNDS; r++) {
     for (const prompt of prompts) {
       const outs: Partial<Record<Config, number[]>> = {};
-      for (const c of CONFIGS) {
+      for (const c of configs) {
         const run = generate(target, prompt, sampling, c, mode, draft);
         ms[c] += run.ms;
         tokens[c] += run.tokens.length - 1;
@@ -117,6 +123,7 @@ async function workload(
       [`spec_${name}_accept_adaptive`]: round(acc.adaptive / Math.max(1, prop.adaptive), 3),
       [`spec_${name}_drafts_per_token_fixed5`]: round(prop.fixed5 / Math.max(1, tokens.fixed5), 3),
       [`spec_${name}_drafts_per_token_adaptive`]: round(prop.adaptive / Math.max(1, tokens.adaptive), 3),
+      ...(configs.includes('nodraft') ? { [`spec_${name}_tps_nodraft`]: round(tps('nodraft')), [`spec_${name}_adaptive_over_nodraft`]: round(tps('adaptive') / tps('nodraft'), 3) } : {}),
     },
   };
 }
@@ -146,7 +153,7 @@ export async function run(): Promise<Record<string, number | string | boolean>> 
     Object.assign(out, copy.fields);
     identical &&= copy.identical;
     // Top-k 8: the reply reuses few tokens, so suffixes match often, but a matched continuation is rarely the draw.
-    const useless = await workload('useless', q8, Array.from({ length: PROMPTS }, (_, i) => repetitivePrompt(q8.vocabSize, 900 + i)), { temperature: 1.5, topK: 8, seed: 3 }, 'ngram');
+    const useless = await workload('useless', q8, Array.from({ length: PROMPTS }, (_, i) => repetitivePrompt(q8.vocabSize, 900 + i)), { temperature: 1.5, topK: 8, seed: 3 }, 'ngram', undefined, ['off', 'fixed5', 'adaptive', 'nodraft']);
     Object.assign(out, useless.fields);
   } finally {
     q8.destroy();
