@@ -3,19 +3,11 @@
 #include <vector>
 
 #include "../kernels.h"
+#include "softmax-ref.h"
 
 namespace kvt {
 
-static float kv_at(const uint8_t* pages, const KvLayout& kv, size_t idx) {
-  if (kv.dtype == F32) {
-    float f;
-    std::memcpy(&f, pages + idx * 4, 4);
-    return f;
-  }
-  uint16_t h;
-  std::memcpy(&h, pages + idx * 2, 2);
-  return f16_to_f32(h);
-}
+static float kv_at(const uint8_t* pages, const KvLayout& kv, size_t idx) { return page_elem_at(pages, kv.dtype, idx); }
 
 void attention_ref(float* out, const float* q, const uint8_t* pages, const KvLayout& kv, int layer, int n_heads,
                    float scale, const AttnSegment* segs, int n_segs) {
@@ -39,14 +31,7 @@ void attention_ref(float* out, const float* q, const uint8_t* pages, const KvLay
           for (int d = 0; d < D; ++d) lanes[d % 16] = std::fmaf(qh[d], kv_at(pages, kv, base + d), lanes[d % 16]);
           s[j] = reduce16(lanes) * scale;
         }
-        float m = s[0];
-        for (int j = 1; j < n_keys; ++j) m = s[j] > m ? s[j] : m;
-        float lanes[16] = {0};
-        for (int j = 0; j < n_keys; ++j) {
-          s[j] = exp_kvt(s[j] - m);
-          lanes[j % 16] += s[j];
-        }
-        float inv = 1.0f / reduce16(lanes);
+        float inv = softmax_scores_ref(s.data(), n_keys);
         std::fill(o.begin(), o.end(), 0.0f);
         for (int j = 0; j < n_keys; ++j) {
           size_t base = (size_t)seg.block_table[j / kPageTokens] * page_elems + kv.offset(layer, 1, kvh, j % kPageTokens);

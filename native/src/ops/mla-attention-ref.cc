@@ -4,19 +4,11 @@
 #include <vector>
 
 #include "mla-attention.h"
+#include "softmax-ref.h"
 
 namespace kvt {
 
-static float latent_at(const uint8_t* pages, const MlaLayout& kv, size_t idx) {
-  if (kv.dtype == F32) {
-    float f;
-    std::memcpy(&f, pages + idx * 4, 4);
-    return f;
-  }
-  uint16_t h;
-  std::memcpy(&h, pages + idx * 2, 2);
-  return f16_to_f32(h);
-}
+static float latent_at(const uint8_t* pages, const MlaLayout& kv, size_t idx) { return page_elem_at(pages, kv.dtype, idx); }
 
 void mla_kv_write_ref(uint8_t* pages, const MlaLayout& kv, int layer, const int32_t* block_table, int pos0, int n,
                       const float* latent) {
@@ -52,14 +44,7 @@ void mla_attention_ref(float* out, const float* q, const uint8_t* pages, const M
           for (int d = 0; d < W; ++d) lanes[d % 16] = std::fmaf(qh[d], latent_at(pages, kv, base + d), lanes[d % 16]);
           s[j] = reduce16(lanes) * scale;
         }
-        float m = s[0];
-        for (int j = 1; j < n_keys; ++j) m = s[j] > m ? s[j] : m;
-        float lanes[16] = {0};
-        for (int j = 0; j < n_keys; ++j) {
-          s[j] = exp_kvt(s[j] - m);
-          lanes[j % 16] += s[j];
-        }
-        float inv = 1.0f / reduce16(lanes);
+        float inv = softmax_scores_ref(s.data(), n_keys);
         std::fill(o.begin(), o.end(), 0.0f);
         for (int j = 0; j < n_keys; ++j) {
           size_t base = (size_t)seg.block_table[j / kPageTokens] * kv.page_elems() + kv.offset(layer, j % kPageTokens);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../simd/v16.h"
+#include "softmax-scores.h"
 #include "mla-attention.h"
 
 namespace kvt {
@@ -49,37 +50,6 @@ inline V16 chunk(const float* p, int c, int W) {
   return rem >= 16 ? load(p + c * 16) : load_n(p + c * 16, rem);
 }
 }  // namespace
-
-// s[0..n) := exp(s − max); returns 1/Σ — the twin's scan, max, exp_kvt and
-// lane-j%16 sum on 16 lanes (as ops/attention.cc's softmax_scores): the max
-// is exact, exp16 is exp_kvt per lane, lane l sums s[l], s[l+16], … in order.
-static float softmax_scores(float* s, int n) {
-  float m;
-  int j0 = 0;
-  {
-    V16 vm = set1(s[0]);
-    for (; j0 + 16 <= n; j0 += 16) vm = max(load(s + j0), vm);
-    m = reduce_max(vm);
-  }
-  for (; j0 < n; ++j0) m = s[j0] > m ? s[j0] : m;
-  const V16 vm = set1(m);
-  V16 sum = zero();
-  int j = 0;
-  for (; j + 16 <= n; j += 16) {
-    const V16 e = exp16(sub(load(s + j), vm));
-    store(s + j, e);
-    sum = add(sum, e);
-  }
-  if (j < n) {
-    float tmp[16];
-    store(tmp, exp16(sub(load_n(s + j, n - j), vm)));
-    for (int t = n - j; t < 16; ++t) tmp[t] = 0.0f;
-    const V16 e = load(tmp);
-    store_n(s + j, e, n - j);
-    sum = add(sum, e);
-  }
-  return 1.0f / reduce_sum(sum);
-}
 
 void mla_attention(float* out, const float* q, const uint8_t* pages, const MlaLayout& kv, int layer, int n_heads,
                    int v_dim, float scale, const AttnSegment* segs, int n_segs, ThreadPool& pool) {

@@ -1,5 +1,6 @@
 // Reference twin of ops/softmax.cc.  x[rows][cols] in place.
 #include "../kernels.h"
+#include "softmax-ref.h"
 
 namespace kvt {
 
@@ -8,12 +9,7 @@ void softmax_ref(float* x, int rows, int cols) {
     float* xr = x + (size_t)r * cols;
     float m = -3.402823466e38f;
     for (int i = 0; i < cols; ++i) m = xr[i] > m ? xr[i] : m;
-    float lanes[16] = {0};
-    for (int i = 0; i < cols; ++i) {
-      xr[i] = exp_kvt(xr[i] - m);
-      lanes[i % 16] += xr[i];
-    }
-    float inv = 1.0f / reduce16(lanes);
+    float inv = exp_shift_inv_sum_ref(xr, cols, m);
     for (int i = 0; i < cols; ++i) xr[i] *= inv;
   }
 }
