@@ -45,6 +45,17 @@ describe('speculative decoding in the server', () => {
     expect(plainMetrics).toMatch(/kvtier_speculative_acceptance_ratio_count 0\b/);
   }, 60_000);
 
+  it('draft mode (KVTIER_DRAFT_MODEL = a q8_0 copy of the f16 model): same greedy reply', async () => {
+    const draft = await startTestServer({ speculative: 'draft', draftModel: 'synthetic:tiny:q8_0' });
+    try {
+      expect(await chat(draft)).toBe(await chat(plain));
+      const metrics = await (await fetch(`${draft.url}/metrics`)).text();
+      expect(metrics).toMatch(/kvtier_speculative_acceptance_ratio_count 1\b/);
+    } finally {
+      await draft.close();
+    }
+  }, 60_000);
+
   it('KVTIER_SPECULATIVE=draft without KVTIER_DRAFT_MODEL is a config error', () => {
     expect(() => loadConfig({ KVTIER_SPECULATIVE: 'draft' })).toThrow(/KVTIER_DRAFT_MODEL/);
     expect(() => loadConfig({ KVTIER_SPECULATIVE: 'maybe' })).toThrow(/KVTIER_SPECULATIVE/);
