@@ -154,6 +154,7 @@ export interface ChatReply {
   systemFingerprint: string;
   /** The reply's think block (DeepSeek's reasoning_content), null without one. */
   reasoning?: string | null;
+  reasoningTokens?: number;
 }
 
 export function openAiChatResponse(reply: ChatReply): Record<string, unknown> {
@@ -167,7 +168,7 @@ export function openAiChatResponse(reply: ChatReply): Record<string, unknown> {
     model: reply.model,
     system_fingerprint: reply.systemFingerprint,
     choices: [{ index: 0, message, logprobs: null, finish_reason: reply.finishReason }],
-    usage: openAiUsage(reply.usage),
+    usage: openAiUsage(reply.usage, reply.reasoning !== undefined && reply.reasoning !== null ? reply.reasoningTokens : undefined),
   };
 }
 
@@ -195,8 +196,8 @@ export function openAiChatChunk(base: ChunkBase, delta: Record<string, unknown>,
   };
 }
 
-export function openAiUsageChunk(base: ChunkBase, usage: CacheUsage, object: 'chat.completion.chunk' | 'text_completion'): Record<string, unknown> {
-  return { id: base.id, object, created: base.created, model: base.model, system_fingerprint: base.systemFingerprint, choices: [], usage: openAiUsage(usage) };
+export function openAiUsageChunk(base: ChunkBase, usage: CacheUsage, object: 'chat.completion.chunk' | 'text_completion', reasoningTokens?: number): Record<string, unknown> {
+  return { id: base.id, object, created: base.created, model: base.model, system_fingerprint: base.systemFingerprint, choices: [], usage: openAiUsage(usage, reasoningTokens) };
 }
 
 export function openAiCompletionResponse(base: ChunkBase, text: string, finishReason: FinishReason, usage: CacheUsage): Record<string, unknown> {

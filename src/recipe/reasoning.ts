@@ -50,6 +50,11 @@ export class ReasoningSplitter {
 
   private closed = false;
 
+  /** The think block was opened and not closed yet. */
+  get inReasoning(): boolean {
+    return this.state === 'reasoning';
+  }
+
   push(text: string): { reasoning: string; content: string } {
     this.held += text;
     let reasoning = '';

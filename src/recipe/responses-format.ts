@@ -237,6 +237,7 @@ export interface ResponseShape {
   finishReason: FinishReason | null;
   usage: CacheUsage | null;
   store: boolean;
+  reasoningTokens?: number;
 }
 
 /** The Response object (GET, non-streamed POST, and the stream's created/in_progress/completed events). */
@@ -264,7 +265,7 @@ export function responseObject(shape: ResponseShape): Record<string, unknown> {
     tools: body.tools ?? [],
     top_p: body.top_p ?? 1,
     truncation: 'disabled',
-    usage: shape.usage ? responsesUsage(shape.usage) : null,
+    usage: shape.usage ? responsesUsage(shape.usage, shape.reasoningTokens ?? 0) : null,
     user: body.user ?? null,
     metadata: body.metadata ?? {},
   };

@@ -13,12 +13,15 @@ export interface OpenAiUsage {
   completion_tokens: number;
   total_tokens: number;
   prompt_tokens_details: { cached_tokens: number };
+  /** Present when the reply had a think block (OpenAI's field for reasoning models). */
+  completion_tokens_details?: { reasoning_tokens: number };
   prompt_cache_hit_tokens: number;
   prompt_cache_miss_tokens: number;
 }
 
-export function openAiUsage(usage: CacheUsage): OpenAiUsage {
+export function openAiUsage(usage: CacheUsage, reasoningTokens?: number): OpenAiUsage {
   return {
+    ...(reasoningTokens !== undefined ? { completion_tokens_details: { reasoning_tokens: reasoningTokens } } : {}),
     prompt_tokens: usage.promptTokens,
     completion_tokens: usage.completionTokens,
     total_tokens: usage.promptTokens + usage.completionTokens,

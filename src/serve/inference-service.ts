@@ -35,7 +35,7 @@ export type GenerateEvent =
   /** Thinking text of templates with a think block (recipe/reasoning.ts), apart from the content. */
   | { type: 'reasoning'; text: string }
   /** reasoning: null when the reply had no think block. */
-  | { type: 'end'; content: string; reasoning: string | null; sampled: SampledReply[]; toolCalls: ToolCall[]; finishReason: FinishReason; stopSequence: string | null; usage: CacheUsage; workerMs: number; queueMs: number };
+  | { type: 'end'; content: string; reasoning: string | null; reasoningTokens: number; sampled: SampledReply[]; toolCalls: ToolCall[]; finishReason: FinishReason; stopSequence: string | null; usage: CacheUsage; workerMs: number; queueMs: number };
 
 /** A reply text and the ids it was sampled as (what the reply memory keeps for the next turn). */
 export interface SampledReply {
@@ -122,6 +122,8 @@ export class InferenceService {
     const splitter = new ToolCallStreamSplitter(request.parseToolCalls);
     // A prompt ending in `<think>` (the generation prompt opened it) starts the reply inside the reasoning,
     // unless a grammar holds the reply: then it is the constrained content from its first token.
+    let reasoningTokens = 0;
+    let countingReasoning = true;
     const thinking = new ReasoningSplitter(request.constraint === undefined && promptOpensThinking(codec.decode(request.tokens.slice(-8))));
     const replyIds: number[] = [];
     let rawText = '';
@@ -155,6 +157,9 @@ export class InferenceService {
             const { text, stopped } = stops.push(piece);
             rawText += text;
             const split = thinking.push(text);
+            // Reasoning tokens: every token up to the one that closed the think block.
+            if (thinking.opened && countingReasoning) reasoningTokens = usage.completionTokens;
+            if (thinking.opened && !thinking.inReasoning) countingReasoning = false;
             if (split.reasoning !== '') yield { type: 'reasoning', text: split.reasoning };
             const safe = splitter.push(split.content);
             if (safe !== '') yield { type: 'text', text: safe };
@@ -213,7 +218,7 @@ export class InferenceService {
       metrics.timePerOutputToken.observe({ route: request.route }, (performance.now() - firstTokenAt) / 1000 / (usage.completionTokens - 1));
     }
     const content = rest.toolCalls.length > 0 ? splitterContent(thinking.content) : thinking.content;
-    yield { type: 'end', content, reasoning: thinking.opened ? thinking.reasoning : null, sampled, toolCalls: rest.toolCalls, finishReason, stopSequence, usage, workerMs, queueMs };
+    yield { type: 'end', content, reasoning: thinking.opened ? thinking.reasoning : null, reasoningTokens: thinking.opened ? (thinking.inReasoning ? usage.completionTokens : reasoningTokens) : 0, sampled, toolCalls: rest.toolCalls, finishReason, stopSequence, usage, workerMs, queueMs };
   }
 }
 

@@ -47,7 +47,7 @@ export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): voi
       let end: Extract<GenerateEvent, { type: 'end' }> | null = null;
       for (let step = first; !step.done; step = await generation.next()) if (step.value.type === 'end') end = step.value;
       setTimingHeaders(reply, end!);
-      return openAiChatResponse({ ...base, content: end!.content, reasoning: end!.reasoning, toolCalls: end!.toolCalls, finishReason: end!.finishReason, usage: end!.usage });
+      return openAiChatResponse({ ...base, content: end!.content, reasoning: end!.reasoning, reasoningTokens: end!.reasoningTokens, toolCalls: end!.toolCalls, finishReason: end!.finishReason, usage: end!.usage });
     }
     const sse = new SseWriter(reply);
     sse.start();
@@ -60,7 +60,7 @@ export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): voi
         else if (event.type === 'end') {
           if (event.toolCalls.length > 0) sse.send(openAiChatChunk(base, { tool_calls: event.toolCalls.map((call, i) => openAiToolCall(call, i)) }, null));
           sse.send(openAiChatChunk(base, {}, event.finishReason));
-          if (body.stream_options?.include_usage) sse.send(openAiUsageChunk(base, event.usage, 'chat.completion.chunk'));
+          if (body.stream_options?.include_usage) sse.send(openAiUsageChunk(base, event.usage, 'chat.completion.chunk', event.reasoning !== null ? event.reasoningTokens : undefined));
         }
       }
     } catch (error) {

@@ -98,6 +98,7 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
       store: body.store !== false,
     };
     const remember = async (end: EndEvent): Promise<void> => {
+      shape.reasoningTokens = end.reasoningTokens;
       shape.status = end.finishReason === 'length' ? 'incomplete' : 'completed';
       shape.finishReason = end.finishReason;
       shape.usage = end.usage;

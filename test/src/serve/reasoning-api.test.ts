@@ -57,6 +57,8 @@ describe('DeepSeek R1 style template: the reply opens inside <think>', () => {
     expect(typeof message.reasoning_content).toBe('string');
     expect(message.reasoning_content!.length).toBeGreaterThan(0);
     expect(message.reasoning_content).not.toContain('<think>');
+    // Never closed in 12 tokens: every output token is a reasoning token.
+    expect(r.usage!.completion_tokens_details?.reasoning_tokens).toBe(r.usage!.completion_tokens);
 
     const stream = await openai.chat.completions.create({ model, messages, max_tokens: 12, temperature: 0, stream: true });
     let reasoning = '';
@@ -114,6 +116,7 @@ describe('DeepSeek R1 style template: the reply opens inside <think>', () => {
     const text = item?.type === 'reasoning' ? (item.content ?? []).map((c) => c.text).join('') : '';
     expect(text.length).toBeGreaterThan(0);
     expect(r.output[0].type).toBe('reasoning');
+    expect(r.usage!.output_tokens_details.reasoning_tokens).toBe(r.usage!.output_tokens);
 
     const stream = await openai.responses.create({ model, instructions: SYSTEM, input: 'What does a KV cache hold?', max_output_tokens: 12, temperature: 0, stream: true });
     let deltas = '';
@@ -156,6 +159,7 @@ describe('Qwen3: chat_template_kwargs reach the template', () => {
     // `<think>\n\n</think>\n\n` after the generation prompt: <think>, \n\n, </think>, \n\n.
     expect(off.usage.prompt_tokens - plain.usage.prompt_tokens).toBe(4);
     expect(off.choices[0].message.reasoning_content).toBeUndefined();
+    expect((off.usage as { completion_tokens_details?: unknown }).completion_tokens_details).toBeUndefined();
   });
 
   it('reasoning sent back inside a tool loop is rendered where Qwen3 expects it, the same from every API', async () => {
