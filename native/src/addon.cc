@@ -511,6 +511,26 @@ bool check_table(Napi::Env env, const int32_t* table, size_t n_table, size_t n_p
   return true;
 }
 
+// Attention segments: segs holds [tableOffset, tableLen, pos0, nQueries] per
+// segment, into tables; checks each range and block table against the pool
+// and gives rows = Σ nQueries (the segments' query rows are consecutive).
+bool get_segments(Napi::Env env, const std::string& op, int32_t* tables, size_t n_tables, const int32_t* segs,
+                  size_t n_segs4, size_t n_pages, std::vector<AttnSegment>* sg, int* rows) {
+  if (!need(env, n_segs4 % 4 == 0, op + ": segments must hold 4 ints per segment")) return false;
+  sg->resize(n_segs4 / 4);
+  *rows = 0;
+  for (size_t s = 0; s < sg->size(); ++s) {
+    int off = segs[s * 4], len = segs[s * 4 + 1], pos0 = segs[s * 4 + 2], nq = segs[s * 4 + 3];
+    if (!need(env, off >= 0 && len >= 0 && (size_t)off + len <= n_tables && pos0 >= 0 && nq >= 0,
+              op + ": segment " + std::to_string(s) + " has a bad table range, pos0 or query count") ||
+        !check_table(env, tables + off, (size_t)len, n_pages, pos0 + nq))
+      return false;
+    (*sg)[s] = AttnSegment{tables + off, len, pos0, nq, *rows};
+    *rows += nq;
+  }
+  return true;
+}
+
 // kvWrite(pages, layers, kvHeads, headDim, kvDtype, layer, blockTable, pos0, n, k, v)
 template <bool kRef>
 Napi::Value KvWrite(const Napi::CallbackInfo& info) {
@@ -553,20 +573,11 @@ Napi::Value Attention(const Napi::CallbackInfo& info) {
       !get_i32(info, 10, &tables, &n_tables, "tables") || !get_i32(info, 11, &segs, &n_segs4, "segments"))
     return env.Undefined();
   if (!need(env, layer < kv.layers, "attention: layer out of range") ||
-      !need(env, heads % kv.kv_heads == 0, "attention: heads must be a multiple of kvHeads") ||
-      !need(env, n_segs4 % 4 == 0, "attention: segments must hold 4 ints per segment"))
+      !need(env, heads % kv.kv_heads == 0, "attention: heads must be a multiple of kvHeads"))
     return env.Undefined();
-  std::vector<AttnSegment> sg(n_segs4 / 4);
+  std::vector<AttnSegment> sg;
   int rows = 0;
-  for (size_t s = 0; s < sg.size(); ++s) {
-    int off = segs[s * 4], len = segs[s * 4 + 1], pos0 = segs[s * 4 + 2], nq = segs[s * 4 + 3];
-    if (!need(env, off >= 0 && len >= 0 && (size_t)off + len <= n_tables && pos0 >= 0 && nq >= 0,
-              "attention: segment " + std::to_string(s) + " has a bad table range, pos0 or query count") ||
-        !check_table(env, tables + off, (size_t)len, n_pages, pos0 + nq))
-      return env.Undefined();
-    sg[s] = AttnSegment{tables + off, len, pos0, nq, rows};
-    rows += nq;
-  }
+  if (!get_segments(env, "attention", tables, n_tables, segs, n_segs4, n_pages, &sg, &rows)) return env.Undefined();
   size_t need_f = (size_t)rows * heads * kv.head_dim;
   if (!need(env, n_out >= need_f && n_q >= need_f, "attention: q and out need Σqueries*heads*headDim floats"))
     return env.Undefined();
@@ -627,20 +638,11 @@ Napi::Value MlaAttention(const Napi::CallbackInfo& info) {
       !get_i32(info, 11, &segs, &n_segs4, "segments"))
     return env.Undefined();
   if (!need(env, layer < kv.layers, "mlaAttention: layer out of range") ||
-      !need(env, v_dim <= kv.width, "mlaAttention: vDim must be <= width") ||
-      !need(env, n_segs4 % 4 == 0, "mlaAttention: segments must hold 4 ints per segment"))
+      !need(env, v_dim <= kv.width, "mlaAttention: vDim must be <= width"))
     return env.Undefined();
-  std::vector<AttnSegment> sg(n_segs4 / 4);
+  std::vector<AttnSegment> sg;
   int rows = 0;
-  for (size_t s = 0; s < sg.size(); ++s) {
-    int off = segs[s * 4], len = segs[s * 4 + 1], pos0 = segs[s * 4 + 2], nq = segs[s * 4 + 3];
-    if (!need(env, off >= 0 && len >= 0 && (size_t)off + len <= n_tables && pos0 >= 0 && nq >= 0,
-              "mlaAttention: segment " + std::to_string(s) + " has a bad table range, pos0 or query count") ||
-        !check_table(env, tables + off, (size_t)len, n_pages, pos0 + nq))
-      return env.Undefined();
-    sg[s] = AttnSegment{tables + off, len, pos0, nq, rows};
-    rows += nq;
-  }
+  if (!get_segments(env, "mlaAttention", tables, n_tables, segs, n_segs4, n_pages, &sg, &rows)) return env.Undefined();
   if (!need(env, n_q >= (size_t)rows * heads * kv.width, "mlaAttention: q needs Σqueries*heads*width floats") ||
       !need(env, n_out >= (size_t)rows * heads * v_dim, "mlaAttention: out needs Σqueries*heads*vDim floats"))
     return env.Undefined();
