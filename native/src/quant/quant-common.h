@@ -30,6 +30,30 @@ inline T imin(T a, T b) { return a < b ? a : b; }
 template <typename T>
 inline T imax(T a, T b) { return a > b ? a : b; }
 
+// The value of largest magnitude in x[0..n), the first one on ties (0 when all
+// are 0); *amax, when given, gets its magnitude. ggml's scan in every quantizer.
+inline float signed_absmax(const float* x, int n, float* amax = nullptr) {
+  float a = 0, max = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > a) {
+      a = ax;
+      max = x[i];
+    }
+  }
+  if (amax) *amax = a;
+  return max;
+}
+
+// q2_K / q3_K 2-bit packing of L[0..n) (n a multiple of 128): byte l of the
+// 32-byte quarter of each 128 values holds values l, l+32, l+64, l+96 at bits 0, 2, 4, 6.
+template <typename T>
+inline void pack_2bit_quarters(uint8_t* qs, const T* L, int n) {
+  for (int j = 0; j < n; j += 128)
+    for (int l = 0; l < 32; ++l)
+      qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+}
+
 // Index of the level of the sorted `val` (n a power of two) nearest to x; a
 // value on the midpoint of two levels takes the upper one. Compares 2x with
 // the integer sum of neighbours, so the midpoint test is exact.

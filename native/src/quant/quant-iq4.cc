@@ -24,14 +24,8 @@ constexpr int kLevels = 16;
 float iq4_group_scale(const float* xb, uint8_t* Lb) {
   float weight[32];
   for (int j = 0; j < 32; ++j) weight[j] = xb[j] * xb[j];
-  float amax = 0, max = 0;
-  for (int j = 0; j < 32; ++j) {
-    const float ax = std::fabs(xb[j]);
-    if (ax > amax) {
-      amax = ax;
-      max = xb[j];
-    }
-  }
+  float amax;
+  const float max = signed_absmax(xb, 32, &amax);
   if (amax < kGroupMaxEps) {
     std::memset(Lb, 0, 32);
     return 0.0f;
@@ -102,15 +96,8 @@ void quantize_row_iq4_xs(const float* x, uint8_t* y, int64_t k) {
   for (int64_t b = 0; b < k / kQKK; ++b, x += kQKK) {
     BlockIq4Xs blk;
     std::memset(&blk, 0, sizeof blk);
-    float max_scale = 0, amax_scale = 0;
-    for (int g = 0; g < kQKK / 32; ++g) {
-      scales[g] = iq4_group_scale(x + 32 * g, L + 32 * g);
-      const float a = std::fabs(scales[g]);
-      if (a > amax_scale) {
-        amax_scale = a;
-        max_scale = scales[g];
-      }
-    }
+    for (int g = 0; g < kQKK / 32; ++g) scales[g] = iq4_group_scale(x + 32 * g, L + 32 * g);
+    const float max_scale = signed_absmax(scales, kQKK / 32);
     const float d = -max_scale / 32;
     blk.d = to_half(d);
     const float id = d != 0.0f ? 1 / d : 0.f;

@@ -15,17 +15,6 @@ using namespace quant;
 
 namespace {
 
-// Value of largest magnitude in a block (the first one on ties).
-float signed_absmax(const float* x) {
-  float amax = 0.0f, max = 0.0f;
-  for (int j = 0; j < kQK; ++j)
-    if (amax < std::fabs(x[j])) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  return max;
-}
-
 void min_max(const float* x, float* mn, float* mx) {
   float lo = FLT_MAX, hi = -FLT_MAX;
   for (int j = 0; j < kQK; ++j) {
@@ -48,7 +37,7 @@ void store_high_bits(uint8_t qh_out[4], const uint8_t* q5) {
 void quantize_row_q4_0(const float* x, uint8_t* y, int64_t k) {
   for (int64_t b = 0; b < k / kQK; ++b, x += kQK) {
     BlockQ4_0 blk;
-    const float d = signed_absmax(x) / -8;
+    const float d = signed_absmax(x, kQK) / -8;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     blk.d = to_half(d);
     for (int j = 0; j < kQK / 2; ++j) {
@@ -105,7 +94,7 @@ void dequantize_row_q4_1(const uint8_t* x, float* y, int64_t k) {
 void quantize_row_q5_0(const float* x, uint8_t* y, int64_t k) {
   for (int64_t b = 0; b < k / kQK; ++b, x += kQK) {
     BlockQ5_0 blk;
-    const float d = signed_absmax(x) / -16;
+    const float d = signed_absmax(x, kQK) / -16;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     blk.d = to_half(d);
     uint8_t q[kQK];

@@ -46,10 +46,7 @@ void quantize_row_q2_K(const float* x, uint8_t* y, int64_t k) {
       const float dm = half(blk.dmin) * (float)(blk.scales[j] >> 4);
       for (int i = 0; i < 16; ++i) L[16 * j + i] = (uint8_t)imax(0, imin(3, nearest_int((x[16 * j + i] + dm) / d)));
     }
-    // byte l of each 32-byte quarter q holds values 128q' + l + 32s at bits 2s (q' = half, s = 0..3)
-    for (int j = 0; j < kQKK; j += 128)
-      for (int l = 0; l < 32; ++l)
-        blk.qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+    pack_2bit_quarters(blk.qs, L, kQKK);
     std::memcpy(y + b * sizeof blk, &blk, sizeof blk);
   }
 }

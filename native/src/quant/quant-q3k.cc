@@ -29,15 +29,8 @@ void quantize_row_q3_K(const float* x, uint8_t* y, int64_t k) {
   float scales[kQKK / 16];
   for (int64_t b = 0; b < k / kQKK; ++b, x += kQKK) {
     BlockQ3_K blk;
-    float max_scale = 0, amax = 0;
-    for (int j = 0; j < kQKK / 16; ++j) {
-      scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
-      const float s = std::fabs(scales[j]);
-      if (s > amax) {
-        amax = s;
-        max_scale = scales[j];
-      }
-    }
+    for (int j = 0; j < kQKK / 16; ++j) scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+    const float max_scale = signed_absmax(scales, kQKK / 16);
     std::memset(blk.scales, 0, sizeof blk.scales);
     if (max_scale != 0.0f) {
       const float iscale = -32.f / max_scale;
@@ -65,9 +58,7 @@ void quantize_row_q3_K(const float* x, uint8_t* y, int64_t k) {
         blk.hmask[e % 32] |= (uint8_t)(1 << (e / 32));
         L[e] = (int8_t)(L[e] - 4);
       }
-    for (int j = 0; j < kQKK; j += 128)
-      for (int l = 0; l < 32; ++l)
-        blk.qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+    pack_2bit_quarters(blk.qs, L, kQKK);
     std::memcpy(y + b * sizeof blk, &blk, sizeof blk);
   }
 }

@@ -19,15 +19,9 @@ void quantize_row_q6_K(const float* x, uint8_t* y, int64_t k) {
   float scales[kQKK / 16];
   for (int64_t b = 0; b < k / kQKK; ++b, x += kQKK) {
     BlockQ6_K blk;
-    float max_scale = 0, max_abs_scale = 0;
-    for (int g = 0; g < kQKK / 16; ++g) {
-      scales[g] = make_qx_quants(16, 32, x + 16 * g, L + 16 * g);
-      const float a = std::fabs(scales[g]);
-      if (a > max_abs_scale) {
-        max_abs_scale = a;
-        max_scale = scales[g];
-      }
-    }
+    for (int g = 0; g < kQKK / 16; ++g) scales[g] = make_qx_quants(16, 32, x + 16 * g, L + 16 * g);
+    float max_abs_scale;
+    const float max_scale = signed_absmax(scales, kQKK / 16, &max_abs_scale);
     if (max_abs_scale < kGroupMaxEps) {
       std::memset(&blk, 0, sizeof blk);
       blk.d = to_half(0.f);

@@ -11,14 +11,8 @@ namespace kvt {
 namespace quant {
 
 float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
+  float amax;
+  const float max = signed_absmax(x, n, &amax);
   if (amax < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.0f;
@@ -55,14 +49,8 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
 }
 
 float make_q3_quants(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
+  float amax;
+  const float max = signed_absmax(x, n, &amax);
   if (amax < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.0f;
