@@ -42,6 +42,8 @@ export interface OpenAiChatRequestBody extends OpenAiCommonFields {
   user?: string;
   /** Template variables for the render (vLLM's chat_template_kwargs, e.g. Qwen3's enable_thinking). */
   chat_template_kwargs?: Record<string, unknown>;
+  /** Qwen3's thinking switch as a top-level field (DashScope, SGLang); see templateKwargsOf. */
+  enable_thinking?: boolean;
 }
 
 export interface OpenAiCompletionRequestBody extends OpenAiCommonFields {

@@ -144,3 +144,19 @@ export function contentIdsOf(codec: Pick<PromptCodec, 'decode'>, content: string
   }
   return null;
 }
+
+/**
+ * Template variables of a request: `chat_template_kwargs` (vLLM's field), plus
+ * the thinking switch where the request says it another way — a top-level
+ * `enable_thinking` (Qwen3's / DashScope's field) or an explicit Anthropic
+ * `thinking: {type: 'enabled' | 'disabled'}` — as `enable_thinking` (Qwen3)
+ * and `thinking` (DeepSeek V3.1). chat_template_kwargs wins where both say it.
+ */
+export function templateKwargsOf(body: { chat_template_kwargs?: Record<string, unknown> | null; enable_thinking?: unknown; thinking?: unknown }): Record<string, unknown> | undefined {
+  let switchOn: boolean | undefined;
+  if (typeof body.enable_thinking === 'boolean') switchOn = body.enable_thinking;
+  const anthropic = body.thinking as { type?: unknown } | undefined;
+  if (anthropic && typeof anthropic === 'object' && (anthropic.type === 'enabled' || anthropic.type === 'disabled')) switchOn = anthropic.type === 'enabled';
+  const kwargs = { ...(switchOn !== undefined ? { enable_thinking: switchOn, thinking: switchOn } : {}), ...(body.chat_template_kwargs ?? {}) };
+  return Object.keys(kwargs).length > 0 ? kwargs : undefined;
+}

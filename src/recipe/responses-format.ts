@@ -38,6 +38,7 @@ export interface ResponsesRequestBody {
   user?: string;
   kvtier_class?: string;
   chat_template_kwargs?: Record<string, unknown>;
+  enable_thinking?: boolean;
 }
 
 export interface ResponsesInputItem {

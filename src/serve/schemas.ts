@@ -78,6 +78,7 @@ export const chatCompletionsBody = {
     max_tokens: { type: ['integer', 'null'], minimum: 1 },
     max_completion_tokens: { type: ['integer', 'null'], minimum: 1 },
     chat_template_kwargs: { type: 'object' },
+    enable_thinking: { type: 'boolean' },
     ...sampling,
   },
 } as const;
@@ -155,6 +156,7 @@ export const messagesBody = {
     kvtier_class: { type: 'string', minLength: 1, maxLength: 64 },
     thinking: { type: 'object', required: ['type'], properties: { type: { type: 'string', enum: ['enabled', 'disabled'] }, budget_tokens: { type: 'integer', minimum: 0 } } },
     chat_template_kwargs: { type: 'object' },
+    enable_thinking: { type: 'boolean' },
   },
 } as const;
 
@@ -203,6 +205,7 @@ export const responsesBody = {
     metadata: { type: ['object', 'null'] },
     parallel_tool_calls: { type: ['boolean', 'null'] },
     chat_template_kwargs: { type: 'object' },
+    enable_thinking: { type: 'boolean' },
     temperature: sampling.temperature,
     top_p: sampling.top_p,
     top_k: sampling.top_k,

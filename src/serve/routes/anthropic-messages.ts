@@ -2,6 +2,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
 import { describeError } from '../../errors.ts';
+import { templateKwargsOf } from '../../recipe/reasoning.ts';
 import {
   anthropicMessageStart,
   anthropicResponse,
@@ -29,7 +30,7 @@ export function registerAnthropicMessages(app: FastifyInstance, ctx: ServeContex
     const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
     const sampling = samplingFromAnthropic(body, { defaultMaxTokens: ctx.defaultMaxTokens });
     const constraint = constraintFromAnthropic(body, input.tools);
-    const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages', body.chat_template_kwargs);
+    const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages', templateKwargsOf(body));
     const id = responseId('msg_');
     const wantsThinking = body.thinking?.type === 'enabled';
     const generation = ctx.service.generate(

@@ -12,6 +12,7 @@ import {
   type OpenAiChatRequestBody,
 } from '../../recipe/index.ts';
 import { describeError } from '../../errors.ts';
+import { templateKwargsOf } from '../../recipe/reasoning.ts';
 import type { ServeContext } from '../context.ts';
 import { errorBody } from '../http-errors.ts';
 import type { GenerateEvent } from '../inference-service.ts';
@@ -28,7 +29,7 @@ export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): voi
     const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
     const sampling = samplingFromOpenAi(body, { defaultMaxTokens: ctx.defaultMaxTokens });
     const constraint = constraintFromOpenAi(body, input.tools);
-    const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages', body.chat_template_kwargs);
+    const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages', templateKwargsOf(body));
     const generateRequest = {
       route: '/v1/chat/completions',
       tokens: prompt.tokens,

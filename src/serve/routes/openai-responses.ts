@@ -11,6 +11,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
 import { describeError, KvtError } from '../../errors.ts';
+import { templateKwargsOf } from '../../recipe/reasoning.ts';
 import { RetentionPolicy, type RetentionPolicyDoc } from '../../kvtier/index.ts';
 import {
   constraintFromResponses,
@@ -70,7 +71,7 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
     await checkToolCallArguments(messages, ctx.config.maxJsonDepth);
     const sampling = samplingFromResponses(body, { defaultMaxTokens: ctx.defaultMaxTokens });
     const constraint = constraintFromResponses(body, input.tools);
-    const prompt = await ctx.prompts.chat(messages, input.tools, identity.scope, 'input', body.chat_template_kwargs);
+    const prompt = await ctx.prompts.chat(messages, input.tools, identity.scope, 'input', templateKwargsOf(body));
     const generateRequest: GenerateRequest = {
       route: '/v1/responses',
       tokens: prompt.tokens,

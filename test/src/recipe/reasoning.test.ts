@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { promptCodecFromGgufFile } from '../../../src/recipe/index.ts';
-import { contentIdsOf, promptOpensThinking, ReasoningSplitter, splitReasoning } from '../../../src/recipe/reasoning.ts';
+import { contentIdsOf, promptOpensThinking, ReasoningSplitter, splitReasoning, templateKwargsOf } from '../../../src/recipe/reasoning.ts';
 import { buildRealVocabGguf } from '../../helpers/real-vocab-gguf.ts';
 
 /** Pushes `text` in pieces cut at every `step` characters and joins what comes out. */
@@ -67,5 +67,14 @@ describe('content ids of a reply with reasoning', () => {
     expect(splitReasoning(glued, false).content).toBe('y');
     expect(contentIdsOf(codec, 'y', codec.encode(glued))).toBeNull();
     expect(contentIdsOf(codec, '', ids)).toBeNull();
+  });
+});
+
+describe('template kwargs of a request', () => {
+  it('chat_template_kwargs, the top-level enable_thinking and an explicit Anthropic thinking; kwargs win', () => {
+    expect(templateKwargsOf({})).toBeUndefined();
+    expect(templateKwargsOf({ thinking: { type: 'enabled', budget_tokens: 10 } })).toEqual({ enable_thinking: true, thinking: true });
+    expect(templateKwargsOf({ enable_thinking: false })).toEqual({ enable_thinking: false, thinking: false });
+    expect(templateKwargsOf({ enable_thinking: false, chat_template_kwargs: { enable_thinking: true, x: 1 } })).toEqual({ enable_thinking: true, thinking: false, x: 1 });
   });
 });

@@ -160,6 +160,20 @@ describe('Qwen3: chat_template_kwargs reach the template', () => {
     expect(off.usage.prompt_tokens - plain.usage.prompt_tokens).toBe(4);
     expect(off.choices[0].message.reasoning_content).toBeUndefined();
     expect((off.usage as { completion_tokens_details?: unknown }).completion_tokens_details).toBeUndefined();
+    // Qwen3's top-level switch and an explicit Anthropic thinking: disabled say the same.
+    const topLevel = await fetch(`${server.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEYS.alice}` },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'Hi there' }], max_tokens: 6, temperature: 0, enable_thinking: false }),
+    });
+    expect(((await topLevel.json()) as { usage: { prompt_tokens: number } }).usage.prompt_tokens).toBe(off.usage.prompt_tokens);
+    const anthropic = await fetch(`${server.url}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEYS.alice },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'Hi there' }], max_tokens: 6, temperature: 0, thinking: { type: 'disabled' } }),
+    });
+    const u = ((await anthropic.json()) as { usage: Record<string, number> }).usage;
+    expect(u.input_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens).toBe(off.usage.prompt_tokens);
   });
 
   it('reasoning sent back inside a tool loop is rendered where Qwen3 expects it, the same from every API', async () => {
