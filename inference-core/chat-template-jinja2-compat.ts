@@ -29,6 +29,7 @@
  */
 import { Environment, Interpreter, Template } from '@huggingface/jinja';
 
+import { walkTemplateAst } from './chat-template-ast-walk.ts';
 import { pythonStr, type PyValue } from './chat-template-python.ts';
 
 interface RuntimeValue {
@@ -159,12 +160,7 @@ function rewriteExpression(node: AstNode): AstNode {
  */
 export function rewriteForPythonPrinting(parsed: unknown): void {
   if (!JINJA2_PRINTING_AVAILABLE) return;
-  const seen = new Set<unknown>();
-  const stack: unknown[] = [parsed];
-  while (stack.length > 0) {
-    const node = stack.pop();
-    if (node === null || typeof node !== 'object' || seen.has(node)) continue;
-    seen.add(node);
+  walkTemplateAst(parsed, (node, push) => {
     const record = node as Record<string, unknown>;
     const isStatement = typeof record.type === 'string';
     for (const [key, child] of Object.entries(record)) {
@@ -173,26 +169,26 @@ export function rewriteForPythonPrinting(parsed: unknown): void {
         for (let i = 0; i < child.length; i++) {
           const item = child[i] as AstNode | null;
           if (item === null || typeof item !== 'object' || typeof item.type !== 'string') {
-            stack.push(item);
+            push(item);
             continue;
           }
           let replaced = rewriteExpression(item);
           if (printsItems && PRINTED.has(replaced.type)) replaced = makeNode(EXPRESSION_PROTO, { type: PY_STR, operand: replaced });
           child[i] = replaced;
-          stack.push(replaced);
+          push(replaced);
         }
       } else if (child instanceof Map) {
         // ObjectLiteral: key and value expressions.
         for (const [k, v] of Array.from(child)) {
           if (v !== null && typeof v === 'object' && typeof (v as AstNode).type === 'string') child.set(k, rewriteExpression(v as AstNode));
-          stack.push(k, child.get(k));
+          push(k, child.get(k));
         }
       } else if (child !== null && typeof child === 'object' && typeof (child as AstNode).type === 'string') {
         record[key] = rewriteExpression(child as AstNode);
-        stack.push(record[key]);
+        push(record[key]);
       } else if (child !== null && typeof child === 'object') {
-        stack.push(child);
+        push(child);
       }
     }
-  }
+  });
 }

@@ -22,6 +22,8 @@
  */
 import { Environment, Interpreter } from '@huggingface/jinja';
 
+import { objectChildren, walkTemplateAst } from './chat-template-ast-walk.ts';
+
 interface AstNode {
   type: string;
   [key: string]: unknown;
@@ -105,14 +107,9 @@ export function markLoopControls(parsed: unknown): void {
     if (found) controlLists.add(list as object);
     return found;
   };
-  const seen = new Set<unknown>();
-  const stack: unknown[] = [parsed];
-  while (stack.length > 0) {
-    const node = stack.pop();
-    if (node === null || typeof node !== 'object' || seen.has(node)) continue;
-    seen.add(node);
+  walkTemplateAst(parsed, (node, push) => {
     const record = node as AstNode;
     if (record.type === 'For' && reaches(record.body)) loopBodies.add(record.body as object);
-    for (const child of Object.values(record)) if (child !== null && typeof child === 'object') stack.push(child);
-  }
+    push(...objectChildren(record));
+  });
 }

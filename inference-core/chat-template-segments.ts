@@ -32,6 +32,7 @@ import { Interpreter, type Template } from '@huggingface/jinja';
 
 // The loop-control layer patches renderBlock too; it must sit below this hook (see that file).
 import './chat-template-loop-controls.ts';
+import { objectChildren, walkTemplateAst } from './chat-template-ast-walk.ts';
 
 const OPEN = '\uFDD0';
 const CLOSE = '\uFDD1';
@@ -76,18 +77,13 @@ function indexMessages(value: unknown): Map<unknown, number> {
 /** Every `{% for <name> in … %}` body of the template's AST (the template is the server's, not a client's: its depth is bounded). */
 function forLoops(parsed: unknown): Map<unknown, [number, string]> {
   const loops = new Map<unknown, [number, string]>();
-  const seen = new Set<unknown>();
-  const stack: unknown[] = [parsed];
-  while (stack.length > 0) {
-    const node = stack.pop();
-    if (node === null || typeof node !== 'object' || seen.has(node)) continue;
-    seen.add(node);
+  walkTemplateAst(parsed, (node, push) => {
     const record = node as { type?: unknown; body?: unknown; loopvar?: { type?: unknown; value?: unknown } };
     if (record.type === 'For' && Array.isArray(record.body) && record.loopvar?.type === 'Identifier' && typeof record.loopvar.value === 'string') {
       loops.set(record.body, [loops.size, record.loopvar.value]);
     }
-    for (const child of Object.values(node)) if (child !== null && typeof child === 'object') stack.push(child);
-  }
+    push(...objectChildren(node));
+  });
   return loops;
 }
 
