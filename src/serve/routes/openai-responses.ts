@@ -126,8 +126,10 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
     let thought: { id: string; index: number; text: string } | null = null;
     const closeThought = () => {
       if (thought === null) return;
-      const item: ResponsesOutputItem = { type: 'reasoning', id: thought.id, summary: [], content: [{ type: 'reasoning_text', text: thought.text }], status: 'completed' };
+      const part = { type: 'reasoning_text' as const, text: thought.text };
+      const item: ResponsesOutputItem = { type: 'reasoning', id: thought.id, summary: [], content: [part], status: 'completed' };
       emit('response.reasoning_text.done', { item_id: thought.id, output_index: thought.index, content_index: 0, text: thought.text });
+      emit('response.content_part.done', { item_id: thought.id, output_index: thought.index, content_index: 0, part });
       emit('response.output_item.done', { output_index: thought.index, item });
       shape.output.push(item);
       thought = null;
@@ -148,6 +150,8 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
           if (thought === null) {
             thought = { id: responseId('rs_'), index: shape.output.length, text: '' };
             emit('response.output_item.added', { output_index: thought.index, item: { type: 'reasoning', id: thought.id, summary: [], content: [], status: 'in_progress' } });
+            // The SDK's stream helper appends deltas to the part this announces.
+            emit('response.content_part.added', { item_id: thought.id, output_index: thought.index, content_index: 0, part: { type: 'reasoning_text', text: '' } });
           }
           thought.text += event.text;
           emit('response.reasoning_text.delta', { item_id: thought.id, output_index: thought.index, content_index: 0, delta: event.text });

@@ -127,6 +127,12 @@ describe('DeepSeek R1 style template: the reply opens inside <think>', () => {
     }
     expect(deltas).toBe(text);
     expect(textDeltas).toBe(r.output_text);
+
+    // The SDK's stream helper accumulates the reasoning item from the same events.
+    const helper = openai.responses.stream({ model, instructions: SYSTEM, input: 'What does a KV cache hold?', max_output_tokens: 12, temperature: 0 });
+    const final = await helper.finalResponse();
+    const reasoningItem = final.output.find((o) => o.type === 'reasoning');
+    expect(reasoningItem?.type === 'reasoning' ? (reasoningItem.content ?? []).map((c) => c.text).join('') : null).toBe(text);
   });
 });
 

@@ -72,6 +72,17 @@ describe('POST /v1/responses', () => {
     expect(plain.output_text).toBe(deltas);
   });
 
+  it("the SDK's responses.stream() helper assembles the final response from the events", async () => {
+    const stream = alice.responses.stream({ model: MODEL, instructions: INSTRUCTIONS, input: 'Stream it.', max_output_tokens: 12, temperature: 0 });
+    let deltas = '';
+    stream.on('response.output_text.delta', (event) => (deltas += event.delta));
+    const final = await stream.finalResponse();
+    // The helper keeps the accumulated snapshot (output_text is only added by non-streamed create).
+    const text = final.output.flatMap((item) => (item.type === 'message' ? item.content.map((p) => (p.type === 'output_text' ? p.text : '')) : [])).join('');
+    expect(deltas.length).toBeGreaterThan(0);
+    expect(text).toBe(deltas);
+  });
+
   it('chained with previous_response_id: cached tokens cover the previous turn and grow every turn', async () => {
     let previous: OpenAI.Responses.Response | null = null;
     let previousTotal = 0;
