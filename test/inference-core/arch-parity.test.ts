@@ -35,6 +35,7 @@ import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index
 import { ARCH_VARIANTS, ensureArchVariantModel, type ArchVariant, type ArchVariantWeightType } from '../../inference-core/synthetic/arch-variants.ts';
 import { llamaBatch, type LlamaBatchRequest } from '../helpers/llamacpp.ts';
 import { TEST_DATA_DIR, argmax, greedyFrom, randomTokens } from './engine-fixtures.ts';
+import { lastLogits, relError } from './logit-parity.ts';
 
 const DTYPES: Array<{ weightType: ArchVariantWeightType; tolerance: number; nearTie: number }> = [
   { weightType: 'f16', tolerance: 1e-3, nearTie: 5e-3 },
@@ -58,38 +59,6 @@ interface Case {
   greedyPrompt: number[];
   refLogprobs: (number | null)[][];
   refGreedy: { tokens: number[]; margins: number[] };
-}
-
-function logSoftmax(logits: Float32Array): Float64Array {
-  let max = -Infinity;
-  for (const v of logits) max = Math.max(max, v);
-  let sum = 0;
-  for (const v of logits) sum += Math.exp(v - max);
-  const lse = max + Math.log(sum);
-  return Float64Array.from(logits, (v) => v - lse);
-}
-
-function relError(ours: Float64Array, ref: (number | null)[]): number {
-  let lo = Infinity;
-  let hi = -Infinity;
-  let maxDiff = 0;
-  for (let i = 0; i < ref.length; i++) {
-    const r = ref[i];
-    if (r === null) continue;
-    lo = Math.min(lo, r);
-    hi = Math.max(hi, r);
-    maxDiff = Math.max(maxDiff, Math.abs(ours[i] - r));
-  }
-  return maxDiff / (hi - lo);
-}
-
-function lastLogits(engine: LoadedEngine, tokens: number[]): Float64Array {
-  const seq = engine.createSequence();
-  try {
-    return logSoftmax(seq.prefill(tokens));
-  } finally {
-    seq.free();
-  }
 }
 
 const cases = new Map<string, Case>();

@@ -33,6 +33,7 @@ import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index
 import { ensureSyntheticModel } from '../../inference-core/synthetic/index.ts';
 import { llamaGreedy, llamaLogprobs, llamaLogprobsMany } from '../helpers/llamacpp.ts';
 import { TEST_DATA_DIR, argmax, greedyFrom, randomTokens, tinyEngine } from './engine-fixtures.ts';
+import { logSoftmax, relError } from './logit-parity.ts';
 
 type Case = { arch: 'llama' | 'qwen2'; weightType: 'f32' | 'f16' | 'q8_0'; kvDtype: 'f32' | 'f16'; tolerance: number; nearTie: number };
 const CASES: Case[] = [
@@ -43,29 +44,6 @@ const CASES: Case[] = [
   { arch: 'qwen2', weightType: 'q8_0', kvDtype: 'f16', tolerance: 1e-2, nearTie: 5e-2 },
 ];
 const PROMPT_LENGTHS = [1, 63, 64, 65, 500];
-
-function logSoftmax(logits: Float32Array): Float64Array {
-  let max = -Infinity;
-  for (const v of logits) max = Math.max(max, v);
-  let sum = 0;
-  for (const v of logits) sum += Math.exp(v - max);
-  const lse = max + Math.log(sum);
-  return Float64Array.from(logits, (v) => v - lse);
-}
-
-function relError(ours: Float64Array, ref: (number | null)[]): number {
-  let lo = Infinity;
-  let hi = -Infinity;
-  let maxDiff = 0;
-  for (let i = 0; i < ref.length; i++) {
-    const r = ref[i];
-    if (r === null) continue; // underflowed in llama.cpp's f32 softmax
-    lo = Math.min(lo, r);
-    hi = Math.max(hi, r);
-    maxDiff = Math.max(maxDiff, Math.abs(ours[i] - r));
-  }
-  return maxDiff / (hi - lo);
-}
 
 describe.each(CASES)('llama.cpp parity, $arch, $weightType weights / $kvDtype KV', (c) => {
   let engine: LoadedEngine;
