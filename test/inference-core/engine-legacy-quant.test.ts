@@ -15,11 +15,9 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import {
-  dequantize, ensureSyntheticModel, loadEngine, quantize, readGguf, SUPPORTED_GGML_TYPES, writeGguf, GgmlType,
-} from '../../inference-core/index.ts';
+import { ensureSyntheticModel, loadEngine, SUPPORTED_GGML_TYPES, GgmlType } from '../../inference-core/index.ts';
 import { ensureArchVariantModel } from '../../inference-core/synthetic/arch-variants.ts';
-import { llamaLogprobs } from '../helpers/llamacpp.ts';
+import { nextTokenVsLlamaCpp, requantizeMatrices } from './quant-engine-fixtures.ts';
 
 let dataDir: string;
 beforeAll(() => {
@@ -40,15 +38,7 @@ function requantized(type: GgmlType, name: string): { file: string; converted: n
   const source = block === 256
     ? ensureArchVariantModel('llama31', { dataDir, weightType: 'q4_k_m' })
     : ensureSyntheticModel('tiny', { dataDir, weightType: 'f32', progress: null });
-  const src = readGguf(source);
-  let converted = 0;
-  const tensors = [...src.tensors.values()].map((t) => {
-    if (t.dims.length < 2 || t.dims[0]! % block !== 0) return { name: t.name, dims: t.dims, type: t.type, data: t.data };
-    converted++;
-    return { name: t.name, dims: t.dims, type, data: quantize(type, dequantize(t.type, t.data, t.elements)) };
-  });
-  const file = writeGguf(path.join(dataDir, `tiny-${name}.gguf`), src.metadata, tensors);
-  return { file, converted };
+  return requantizeMatrices(source, type, block, path.join(dataDir, `tiny-${name}.gguf`));
 }
 
 const TOL = 1e-5; // max |Δ log-probability| allowed (measured ≤ 1.1e-6)
@@ -67,19 +57,9 @@ describe('engine on legacy-quant weights vs llama.cpp', () => {
     expect(converted).toBeGreaterThan(0);
     const engine = await loadEngine(file, { dataDir, kvDtype: 'f32', threads: 1 });
     try {
-      const tokens = [1, 2, 3, 4, 5, 6, 7, 8];
-      const seq = engine.createSequence();
-      const logits = seq.prefill(tokens);
-      seq.free();
-      const max = Math.max(...logits);
-      const lse = max + Math.log(logits.reduce((a, v) => a + Math.exp(v - max), 0));
-      const ref = await llamaLogprobs({ modelPath: file, tokens, threads: 1, kvType: 'f32' });
-      let worst = 0;
-      ref.forEach((r, i) => {
-        if (r !== null) worst = Math.max(worst, Math.abs(logits[i]! - lse - r));
-      });
+      const { worst, argmax, refArgmax } = await nextTokenVsLlamaCpp(engine);
       expect(worst, `${name}: ${converted} tensors requantized`).toBeLessThan(TOL);
-      expect(logits.indexOf(max)).toBe(ref.indexOf(Math.max(...ref.map((v) => v ?? -Infinity))));
+      expect(argmax).toBe(refArgmax);
     } finally {
       engine.destroy();
     }

@@ -23,6 +23,7 @@ import {
   loadEngine,
 } from '../../inference-core/index.ts';
 import { llamaLogprobs } from '../helpers/llamacpp.ts';
+import { nextTokenVsLlamaCpp } from './quant-engine-fixtures.ts';
 
 let dataDir: string;
 beforeAll(() => {
@@ -322,20 +323,10 @@ describe('synthetic models as llama.cpp quantization mixes', () => {
     for (const spec of ['synthetic:tiny:q4_k_m', 'synthetic:tiny:q4_0']) {
       const engine = await loadEngine(spec, { dataDir, kvDtype: 'f32', threads: 1 });
       try {
-        const tokens = [1, 2, 3, 4, 5, 6, 7, 8];
-        const seq = engine.createSequence();
-        const logits = seq.prefill(tokens);
-        seq.free();
-        const max = Math.max(...logits);
-        const lse = max + Math.log(logits.reduce((a, v) => a + Math.exp(v - max), 0));
-        const ref = await llamaLogprobs({ modelPath: engine.modelPath, tokens, threads: 1, kvType: 'f32' });
-        let worst = 0;
-        ref.forEach((r, i) => {
-          if (r !== null) worst = Math.max(worst, Math.abs(logits[i]! - lse - r));
-        });
+        const { worst, argmax, refArgmax } = await nextTokenVsLlamaCpp(engine);
         // llama.cpp quantizes activations to Q8 in its quantized matmuls: ~1e-3 .. 2e-2 apart measured
         expect(worst, spec).toBeLessThan(0.05);
-        expect(logits.indexOf(max)).toBe(ref.indexOf(Math.max(...ref.map((v) => v ?? -Infinity))));
+        expect(argmax).toBe(refArgmax);
       } finally {
         engine.destroy();
       }

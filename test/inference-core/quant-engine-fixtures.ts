@@ -1,0 +1,44 @@
+/**
+ * Fixtures of the engine-on-quantized-weights tests (engine-kquant,
+ * engine-legacy-quant, synthetic): a model's matrices requantized to one
+ * type, and the next-token comparison with llama.cpp after 8 tokens.
+ */
+import { dequantize, quantize, readGguf, writeGguf, type GgmlType, type LoadedEngine } from '../../inference-core/index.ts';
+import { llamaLogprobs } from '../helpers/llamacpp.ts';
+
+/**
+ * `source` written to `out` with every 2-D matrix whose rows are whole
+ * `block`-value blocks requantized to `type` (the rest keep their type).
+ */
+export function requantizeMatrices(source: string, type: GgmlType, block: number, out: string): { file: string; converted: number } {
+  const src = readGguf(source);
+  let converted = 0;
+  const tensors = [...src.tensors.values()].map((t) => {
+    if (t.dims.length < 2 || t.dims[0]! % block !== 0) return { name: t.name, dims: t.dims, type: t.type, data: t.data };
+    converted++;
+    return { name: t.name, dims: t.dims, type, data: quantize(type, dequantize(t.type, t.data, t.elements)) };
+  });
+  const file = writeGguf(out, src.metadata, tensors);
+  src.close();
+  return { file, converted };
+}
+
+/**
+ * Next-token log-probabilities after tokens 1..8 from `engine` and from
+ * llama.cpp on the same file (f32 KV, one thread): the largest difference
+ * and both argmaxes.
+ */
+export async function nextTokenVsLlamaCpp(engine: LoadedEngine): Promise<{ worst: number; argmax: number; refArgmax: number }> {
+  const tokens = [1, 2, 3, 4, 5, 6, 7, 8];
+  const seq = engine.createSequence();
+  const logits = seq.prefill(tokens);
+  seq.free();
+  const max = Math.max(...logits);
+  const lse = max + Math.log(logits.reduce((a, v) => a + Math.exp(v - max), 0));
+  const ref = await llamaLogprobs({ modelPath: engine.modelPath, tokens, threads: 1, kvType: 'f32' });
+  let worst = 0;
+  ref.forEach((r, i) => {
+    if (r !== null) worst = Math.max(worst, Math.abs(logits[i]! - lse - r));
+  });
+  return { worst, argmax: logits.indexOf(max), refArgmax: ref.indexOf(Math.max(...ref.map((v) => v ?? -Infinity))) };
+}
