@@ -8,44 +8,22 @@
  *   (the *Ids lists: tokens with that llama.cpp attribute, after llama.cpp's own adjustments),
  *   texts: llama_detokenize of each detokenize entry (special: render control tokens' text)
  */
-import { getLlama, LlamaLogLevel } from 'node-llama-cpp';
+import { runLlamaChild } from './llamacpp-child.mjs';
 
-async function readStdin() {
-  const chunks = [];
-  for await (const c of process.stdin) chunks.push(c);
-  return JSON.parse(Buffer.concat(chunks).toString('utf8'));
-}
-
-async function main() {
-  const req = await readStdin();
-  const llama = await getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error });
-  try {
-    const model = await llama.loadModel({ modelPath: req.modelPath, gpuLayers: 0, vocabOnly: true });
-    try {
-      const out = { eogIds: [], controlIds: [], userDefinedIds: [], lstripIds: [], rstripIds: [] };
-      const n = model.fileInfo.metadata.tokenizer.ggml.tokens.length;
-      for (let id = 0; id < n; id++) {
-        if (model.isEogToken(id)) out.eogIds.push(id);
-        const a = model.getTokenAttributes(id);
-        if (a.control) out.controlIds.push(id);
-        if (a.userDefined) out.userDefinedIds.push(id);
-        if (a.lstrip) out.lstripIds.push(id);
-        if (a.rstrip) out.rstripIds.push(id);
-      }
-      const texts = (req.detokenize ?? []).map((d) => model.detokenize(d.tokens, d.special === true));
-      return { ...out, texts, bos: model.tokens.bos, eos: model.tokens.eos, eot: model.tokens.eot };
-    } finally {
-      await model.dispose();
+runLlamaChild(
+  () => true,
+  (model, req) => {
+    const out = { eogIds: [], controlIds: [], userDefinedIds: [], lstripIds: [], rstripIds: [] };
+    const n = model.fileInfo.metadata.tokenizer.ggml.tokens.length;
+    for (let id = 0; id < n; id++) {
+      if (model.isEogToken(id)) out.eogIds.push(id);
+      const a = model.getTokenAttributes(id);
+      if (a.control) out.controlIds.push(id);
+      if (a.userDefined) out.userDefinedIds.push(id);
+      if (a.lstrip) out.lstripIds.push(id);
+      if (a.rstrip) out.rstripIds.push(id);
     }
-  } finally {
-    await llama.dispose();
-  }
-}
-
-main().then(
-  (res) => process.stdout.write(JSON.stringify(res), () => process.exit(0)),
-  (err) => {
-    process.stdout.write(JSON.stringify({ error: String(err?.stack ?? err) }));
-    process.exit(1);
+    const texts = (req.detokenize ?? []).map((d) => model.detokenize(d.tokens, d.special === true));
+    return { ...out, texts, bos: model.tokens.bos, eos: model.tokens.eos, eot: model.tokens.eot };
   },
 );

@@ -1,0 +1,41 @@
+/**
+ * The frame of the llama.cpp helper processes (llamacpp-tokenize.mjs,
+ * llamacpp-vocab-info.mjs): read a JSON request on stdin, load req.modelPath
+ * with node-llama-cpp 3.21.1 on the CPU prebuilt (never built), answer
+ * work(model, req) as JSON on stdout, or { error } with exit status 1. They
+ * run as their own process because node-llama-cpp's binary self-test forks
+ * process.execArgv, which breaks inside vitest workers.
+ */
+import { getLlama, LlamaLogLevel } from 'node-llama-cpp';
+
+async function readStdin() {
+  const chunks = [];
+  for await (const c of process.stdin) chunks.push(c);
+  return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+}
+
+/** vocabOnly(req): whether to load the vocabulary alone (no weights). */
+export function runLlamaChild(vocabOnly, work) {
+  const main = async () => {
+    const req = await readStdin();
+    const llama = await getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error });
+    try {
+      const model = await llama.loadModel({ modelPath: req.modelPath, gpuLayers: 0, vocabOnly: vocabOnly(req) });
+      try {
+        return await work(model, req);
+      } finally {
+        await model.dispose();
+      }
+    } finally {
+      await llama.dispose();
+    }
+  };
+  main().then(
+    // Exit only once the (possibly large) answer has drained into the pipe.
+    (res) => process.stdout.write(JSON.stringify(res), () => process.exit(0)),
+    (err) => {
+      process.stdout.write(JSON.stringify({ error: String(err?.stack ?? err) }));
+      process.exit(1);
+    },
+  );
+}
