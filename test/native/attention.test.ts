@@ -5,17 +5,9 @@ import { describe, expect, it } from 'vitest';
 
 import { CpuBackend, PAGE_TOKENS, type AttentionSegment, type KvPoolHandle } from '../../native/index.ts';
 import { CpuKvPool, CpuTensor, packSegments } from '../../native/cpu-backend.ts';
-import { addon, bitsEqual, ISAS, maxAbsDiff, rng, withIsa, withThreads } from './native-fixtures.ts';
+import { addon, bitsEqual, gridValues, ISAS, maxAbsDiff, withIsa, withThreads } from './native-fixtures.ts';
 
 const backend = new CpuBackend();
-
-/** Values on a 1/256 grid in [-2, 2]: exact in f16, so pages hold exactly these numbers. */
-function gridValues(n: number, seed: number): Float32Array {
-  const r = rng(seed);
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) out[i] = Math.round((r() * 4 - 2) * 256) / 256;
-  return out;
-}
 
 interface Setup {
   pool: KvPoolHandle;

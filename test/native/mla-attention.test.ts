@@ -8,17 +8,9 @@ import { describe, expect, it } from 'vitest';
 
 import { CpuBackend, NativeError, PAGE_TOKENS, type AttentionSegment, type KvPoolHandle } from '../../native/index.ts';
 import { CpuKvPool, CpuTensor, packSegments } from '../../native/cpu-backend.ts';
-import { ISAS, addon, bitsEqual, maxAbsDiff, rng, withIsa, withThreads } from './native-fixtures.ts';
+import { ISAS, addon, bitsEqual, gridValues, maxAbsDiff, withIsa, withThreads } from './native-fixtures.ts';
 
 const backend = new CpuBackend();
-
-/** Values on a 1/256 grid in [-2, 2]: exact in f16. */
-function gridValues(n: number, seed: number): Float32Array {
-  const r = rng(seed);
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) out[i] = Math.round((r() * 4 - 2) * 256) / 256;
-  return out;
-}
 
 interface Setup {
   pool: KvPoolHandle;

@@ -23,6 +23,14 @@ export function randomF32(n: number, seed: number, scale = 1): Float32Array {
   return out;
 }
 
+/** Values on a 1/256 grid in [-2, 2]: exact in f16, so f16 pages hold exactly these numbers. */
+export function gridValues(n: number, seed: number): Float32Array {
+  const r = rng(seed);
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = Math.round((r() * 4 - 2) * 256) / 256;
+  return out;
+}
+
 export function rowBytes(dtype: WeightDType, cols: number): number {
   return dtype === 'f32' ? cols * 4 : dtype === 'q8_0' ? (cols / 32) * 34 : cols * 2;
 }
