@@ -12,18 +12,9 @@ import { CpuTensor } from '../native/cpu-backend.ts';
 import { loadEngine } from '../inference-core/index.ts';
 import { randomTokens } from '../test/inference-core/engine-fixtures.ts';
 import { legacyQuantMatmul } from './native-legacy-quant.ts';
+import { rand } from './random-inputs.ts';
 
 const addon = nativeAddon();
-
-function rand(n: number, seed: number): Float32Array {
-  let s = seed >>> 0;
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    out[i] = s / 2147483648 - 1;
-  }
-  return out;
-}
 
 function rowBytes(dtype: WeightDType, cols: number): number {
   return dtype === 'f32' ? cols * 4 : dtype === 'q8_0' ? (cols / 32) * 34 : cols * 2;

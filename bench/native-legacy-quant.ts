@@ -6,18 +6,9 @@
 // (9-18 MB of weights: past L2, inside this machine's L3).
 // Part of `npm run bench -- native-kernels`; KVT_BENCH_ONLY=legacy-quant runs only this.
 import { GGML_TYPE, nativeAddon, WEIGHT_BLOCK, type WeightDType } from '../native/index.ts';
+import { rand } from './random-inputs.ts';
 
 const addon = nativeAddon();
-
-function rand(n: number, seed: number): Float32Array {
-  let s = seed >>> 0;
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    out[i] = s / 2147483648 - 1;
-  }
-  return out;
-}
 
 /**
  * Fewest CPU seconds per call over 9 samples of ≥ minSec/9 each: on a shared,
