@@ -39,8 +39,9 @@ export class ReasoningSplitter {
   reasoning = '';
   content = '';
 
-  constructor(startsInReasoning: boolean) {
-    this.state = startsInReasoning ? 'reasoning' : 'start';
+  /** true: the prompt opened the block; false: the reply may open it; 'off': all content (raw completions). */
+  constructor(startsInReasoning: boolean | 'off') {
+    this.state = startsInReasoning === 'off' ? 'content' : startsInReasoning ? 'reasoning' : 'start';
   }
 
   /** Whether the reply had a think block (opened by the prompt or by the reply). */

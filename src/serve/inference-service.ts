@@ -23,6 +23,8 @@ export interface GenerateRequest {
   identity: TenantIdentity;
   trafficClass: string;
   parseToolCalls: boolean;
+  /** false: the reply is returned raw, a think block included (/v1/completions). Default: split it off (recipe/reasoning.ts). */
+  splitReasoning?: boolean;
   /** Request field that holds the prompt, for error messages. */
   promptParam: string;
   /** Structured output (response_format, a forced tool call): compiled and checked by the route's codec. */
@@ -124,7 +126,7 @@ export class InferenceService {
     // unless a grammar holds the reply: then it is the constrained content from its first token.
     let reasoningTokens = 0;
     let countingReasoning = true;
-    const thinking = new ReasoningSplitter(request.constraint === undefined && promptOpensThinking(codec.decode(request.tokens.slice(-8))));
+    const thinking = new ReasoningSplitter(request.splitReasoning === false ? 'off' : request.constraint === undefined && promptOpensThinking(codec.decode(request.tokens.slice(-8))));
     const replyIds: number[] = [];
     let rawText = '';
     let usage: CacheUsage = { promptTokens: request.tokens.length, cachedTokens: 0, computedTokens: request.tokens.length, storedPromptTokens: 0, completionTokens: 0 };

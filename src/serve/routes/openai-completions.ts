@@ -24,7 +24,7 @@ export function registerOpenAiCompletions(app: FastifyInstance, ctx: ServeContex
     if (bad !== undefined) throw new KvtError('KVT_ERR_REQUEST_INVALID', `prompt token id ${bad} is outside the vocabulary (${ctx.vocabSize})`, { param: 'prompt' });
     const base = { id: responseId('cmpl-'), created: Math.floor(Date.now() / 1000), model: ctx.modelId, systemFingerprint: ctx.fingerprint };
     const generation = ctx.service.generate(
-      { route: '/v1/completions', tokens, sampling, identity, trafficClass, parseToolCalls: false, promptParam: 'prompt' },
+      { route: '/v1/completions', tokens, sampling, identity, trafficClass, parseToolCalls: false, splitReasoning: false, promptParam: 'prompt' },
       clientGone(reply),
     );
     const first = await generation.next();

@@ -78,3 +78,13 @@ describe('template kwargs of a request', () => {
     expect(templateKwargsOf({ enable_thinking: false, chat_template_kwargs: { enable_thinking: true, x: 1 } })).toEqual({ enable_thinking: true, thinking: false, x: 1 });
   });
 });
+
+describe('reasoning split off', () => {
+  it("'off' passes every byte through as content", () => {
+    const splitter = new ReasoningSplitter('off');
+    const text = '<think>a</think>\n\nb';
+    expect(splitter.push(text)).toEqual({ reasoning: '', content: text });
+    expect(splitter.finish()).toEqual({ reasoning: '', content: '' });
+    expect(splitter.opened).toBe(false);
+  });
+});

@@ -79,6 +79,11 @@ describe('DeepSeek R1 style template: the reply opens inside <think>', () => {
     expect(typeof JSON.parse(message.content!)).toBe('object');
   });
 
+  it('/v1/completions returns the raw text: a prompt ending in <think> keeps its reply (no split there)', async () => {
+    const r = await openai.completions.create({ model, prompt: '<｜User｜>What does a KV cache hold?<｜Assistant｜><think>\n', max_tokens: 8, temperature: 0 });
+    expect(r.choices[0].text.length).toBeGreaterThan(0);
+  });
+
   it('the next turn (content sent back without reasoning) keeps the previous prompt cached', async () => {
     const first = await openai.chat.completions.create({ model, messages, max_tokens: 12, temperature: 0 });
     const next = await openai.chat.completions.create({
