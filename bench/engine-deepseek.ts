@@ -17,10 +17,11 @@
  * KVTIER_BENCH_DEEPSEEK_WEIGHTS: f16, q8_0 (default) or q4_k_m (llama-quantize's mix).
  */
 import * as os from 'node:os';
-import { argmax, loadEngine, resolveModelPath, type LoadedEngine } from '../inference-core/index.ts';
+import { loadEngine, resolveModelPath } from '../inference-core/index.ts';
 import type { DeepseekConfig } from '../inference-core/deepseek-config.ts';
 import { llamaBench } from '../test/helpers/llamacpp.ts';
 import { randomTokens as promptOf } from '../test/inference-core/engine-fixtures.ts';
+import { measurePrefillDecode, prefillVsImport } from './engine-timing.ts';
 
 const PREFILL_TOKENS = 2048;
 const DECODE_TOKENS = 64;
@@ -32,17 +33,6 @@ function say(line: string): void {
 }
 
 const round = (x: number, digits = 2) => Number(x.toFixed(digits));
-
-function measureOurs(engine: LoadedEngine, prompt: number[], decode: number): { prefillTps: number; decodeTps: number } {
-  const seq = engine.createSequence();
-  const t0 = performance.now();
-  let logits = seq.prefill(prompt);
-  const t1 = performance.now();
-  for (let i = 0; i < decode; i++) logits = seq.decode(argmax(logits));
-  const t2 = performance.now();
-  seq.free();
-  return { prefillTps: prompt.length / ((t1 - t0) / 1000), decodeTps: decode / ((t2 - t1) / 1000) };
-}
 
 export async function run(): Promise<Record<string, number | string>> {
   const dataDir = process.env.KVTIER_DATA_DIR ?? 'data';
@@ -59,8 +49,8 @@ export async function run(): Promise<Record<string, number | string>> {
     const engine = await loadEngine(modelPath, { threads, kvDtype: 'f16', poolBytes });
     vocab = engine.vocabSize;
     const prompt = promptOf(PREFILL_TOKENS, vocab, 7);
-    measureOurs(engine, prompt.slice(0, 256), 4); // warm-up: pack weights, page them in
-    const m = measureOurs(engine, prompt, DECODE_TOKENS);
+    measurePrefillDecode(engine, prompt.slice(0, 256), 4); // warm-up: pack weights, page them in
+    const m = measurePrefillDecode(engine, prompt, DECODE_TOKENS);
     say(`ours threads=${threads}: prefill ${m.prefillTps.toFixed(1)} tok/s, decode ${m.decodeTps.toFixed(2)} tok/s`);
     if (m.prefillTps > ours.prefill) Object.assign(ours, { prefill: m.prefillTps, prefillThreads: threads });
     if (m.decodeTps > ours.decode) Object.assign(ours, { decode: m.decodeTps, decodeThreads: threads });
@@ -98,20 +88,7 @@ export async function run(): Promise<Record<string, number | string>> {
   const engine = await loadEngine(modelPath, { threads: ours.prefillThreads || 1, kvDtype: 'f16', poolBytes });
   try {
     const long = promptOf(IMPORT_BLOCKS * 64, engine.vocabSize, 11);
-    const src = engine.createSequence();
-    const t0 = performance.now();
-    src.prefill(long);
-    const prefillMs = performance.now() - t0;
-    const blocks = src.exportBlocks(0, IMPORT_BLOCKS);
-    src.free();
-    let importMs = Infinity;
-    for (let rep = 0; rep < 5; rep++) {
-      const seq = engine.createSequence();
-      const t1 = performance.now();
-      seq.importBlocks(blocks);
-      importMs = Math.min(importMs, performance.now() - t1);
-      seq.free();
-    }
+    const { prefillMs, importMs } = prefillVsImport(engine, long, IMPORT_BLOCKS);
     say(`4032-token prefix: prefill ${prefillMs.toFixed(0)} ms, import ${importMs.toFixed(2)} ms`);
     Object.assign(result, {
       deepseek_prefix_prefill_ms: round(prefillMs, 1),

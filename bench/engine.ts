@@ -25,6 +25,7 @@ import { GgmlType, argmax, loadEngine, readGguf, resolveModelPath, type LoadedEn
 import { nativeAddon } from '../native/index.ts';
 import { llamaBench } from '../test/helpers/llamacpp.ts';
 import { randomTokens as promptOf } from '../test/inference-core/engine-fixtures.ts';
+import { measurePrefillDecode, prefillVsImport } from './engine-timing.ts';
 
 const PREFILL_TOKENS = 2048;
 const DECODE_TOKENS = 128;
@@ -70,21 +71,8 @@ function say(line: string): void {
 }
 
 
-interface Measured {
-  prefillTps: number;
-  decodeTps: number;
-  prefillMs: number;
-}
-
-function measureOurs(engine: LoadedEngine, prompt: number[]): Measured {
-  const seq = engine.createSequence();
-  const t0 = performance.now();
-  let logits = seq.prefill(prompt);
-  const t1 = performance.now();
-  for (let i = 0; i < DECODE_TOKENS; i++) logits = seq.decode(argmax(logits));
-  const t2 = performance.now();
-  seq.free();
-  return { prefillMs: t1 - t0, prefillTps: prompt.length / ((t1 - t0) / 1000), decodeTps: DECODE_TOKENS / ((t2 - t1) / 1000) };
+function measureOurs(engine: LoadedEngine, prompt: number[]): ReturnType<typeof measurePrefillDecode> {
+  return measurePrefillDecode(engine, prompt, DECODE_TOKENS);
 }
 
 export async function run(): Promise<Record<string, number | string>> {
@@ -140,20 +128,7 @@ export async function run(): Promise<Record<string, number | string>> {
     const engine = await loadEngine('synthetic:small', { dataDir, weightType: 'f16', threads, kvDtype: 'f16', poolBytes });
     const n = IMPORT_BLOCKS * 64;
     const prompt = promptOf(n, engine.vocabSize, 11);
-    const src = engine.createSequence();
-    const t0 = performance.now();
-    src.prefill(prompt);
-    const prefillMs = performance.now() - t0;
-    const blocks = src.exportBlocks(0, IMPORT_BLOCKS);
-    src.free();
-    let importMs = Infinity;
-    for (let rep = 0; rep < 5; rep++) {
-      const dst = engine.createSequence();
-      const t1 = performance.now();
-      dst.importBlocks(blocks);
-      importMs = Math.min(importMs, performance.now() - t1);
-      dst.free();
-    }
+    const { prefillMs, importMs } = prefillVsImport(engine, prompt, IMPORT_BLOCKS);
     say(`import ${IMPORT_BLOCKS} blocks: ${importMs.toFixed(2)} ms vs prefill ${prefillMs.toFixed(0)} ms`);
     result.import_blocks = IMPORT_BLOCKS;
     result.import_bytes = IMPORT_BLOCKS * engine.kvLayout.blockBytes;
