@@ -67,6 +67,8 @@ export class PromptService {
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private closed = false;
+  /** Prompts built on the API thread and on the prompt thread (what keeps the event loop free for large ones). */
+  readonly built = { inline: 0, thread: 0 };
 
   constructor(private readonly options: PromptServiceOptions) {}
 
@@ -75,8 +77,10 @@ export class PromptService {
     const { codec, memory, contextLength } = this.options;
     const limits = { contextLength, param };
     if (messages.length <= INLINE_MAX_MESSAGES && !charsExceed([messages, tools], INLINE_MAX_CHARS)) {
+      this.built.inline++;
       return finishChatPrompt(draftChatPrompt(codec, messages, tools, limits, templateKwargs), memory, tenantScope);
     }
+    this.built.thread++;
     const answer = await this.ask({ op: 'chat', id: 0, messages, tools, contextLength, param, ...(templateKwargs ? { templateKwargs } : {}) });
     if (answer.type !== 'chat') throw new KvtError('KVT_ERR_INTERNAL', `prompt thread answered ${answer.type} to a chat prompt`);
     const draft: ChatPromptDraft = { tokens: Array.from(answer.tokens), messageStarts: answer.messageStarts, prefixStable: answer.prefixStable, replies: answer.replies };
@@ -85,7 +89,11 @@ export class PromptService {
 
   async completion(prompt: string | number[], param: string): Promise<number[]> {
     const { codec, contextLength } = this.options;
-    if (Array.isArray(prompt) || prompt.length <= INLINE_MAX_CHARS) return encodeCompletionPrompt(codec, prompt, { contextLength, param });
+    if (Array.isArray(prompt) || prompt.length <= INLINE_MAX_CHARS) {
+      this.built.inline++;
+      return encodeCompletionPrompt(codec, prompt, { contextLength, param });
+    }
+    this.built.thread++;
     const answer = await this.ask({ op: 'completion', id: 0, prompt, contextLength, param });
     if (answer.type !== 'completion') throw new KvtError('KVT_ERR_INTERNAL', `prompt thread answered ${answer.type} to a completion prompt`);
     return Array.from(answer.tokens);
