@@ -5,28 +5,20 @@
 // products to f32, a few ulps of the value).
 import { describe, expect, it } from 'vitest';
 
+import type { RopeScaling } from '../../native/backend.ts';
 import { addon, bitsEqual, randomF32, withThreads } from './native-fixtures.ts';
-
-interface Scaling {
-  freqScale: number;
-  extFactor: number;
-  attnFactor: number;
-  betaFast: number;
-  betaSlow: number;
-  nCtxOrig: number;
-}
 
 const f = Math.fround;
 
 // ggml_rope_yarn_corr_dims, float by float as ggml computes them.
-function corrDims(rot: number, s: Scaling, base: number): [number, number] {
+function corrDims(rot: number, s: RopeScaling, base: number): [number, number] {
   const dim = (beta: number) => f(f(rot * f(Math.log(f(s.nCtxOrig / f(f(beta * 2) * f(Math.PI)))))) / f(2 * f(Math.log(base))));
   return [Math.max(0, Math.floor(dim(s.betaFast))), Math.min(rot - 1, Math.ceil(dim(s.betaSlow)))];
 }
 
 function ropeF64(
   x: Float32Array, pos: Int32Array, rows: number, heads: number, hd: number, rot: number, neox: boolean, base: number,
-  s: Scaling | null, ff: Float32Array | null,
+  s: RopeScaling | null, ff: Float32Array | null,
 ): Float64Array {
   const out = Float64Array.from(x);
   const half = rot / 2;
@@ -56,10 +48,10 @@ function ropeF64(
   return out;
 }
 
-const yarn = (factor: number, nCtxOrig: number, attnFactor = 1): Scaling => ({
+const yarn = (factor: number, nCtxOrig: number, attnFactor = 1): RopeScaling => ({
   freqScale: 1 / factor, extFactor: 1, attnFactor, betaFast: 32, betaSlow: 1, nCtxOrig,
 });
-const CASES: Array<{ name: string; s: Scaling | null; ff: boolean }> = [
+const CASES: Array<{ name: string; s: RopeScaling | null; ff: boolean }> = [
   { name: 'frequency factors (Llama 3.1 rope_freqs)', s: null, ff: true },
   { name: 'linear factor 4', s: { freqScale: 0.25, extFactor: 0, attnFactor: 1, betaFast: 32, betaSlow: 1, nCtxOrig: 0 }, ff: false },
   { name: 'YaRN factor 4 over 4096', s: yarn(4, 4096), ff: false },
