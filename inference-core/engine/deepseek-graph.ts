@@ -30,7 +30,7 @@
  */
 import type { AttentionSegment, Backend, KvPoolHandle, RopeOptions, RopeScaling, TensorHandle } from '../../native/index.ts';
 import type { DeepseekConfig } from '../deepseek-config.ts';
-import { EngineError } from './engine-errors.ts';
+import { checkForwardRows, EngineError } from './engine-errors.ts';
 import type { DeepseekWeights } from './deepseek-weights.ts';
 import { DeepseekFfn } from './deepseek-ffn.ts';
 import { ropeScalingFrom } from './rope-scaling.ts';
@@ -129,12 +129,7 @@ export class DeepseekGraph {
     const cfg = this.config;
     const c = cfg.model;
     const n = tokens.length;
-    if (n === 0 || n > this.maxRows || positions.length !== n) {
-      throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `forward carries 1..${this.maxRows} rows with one position each, got ${n}/${positions.length}`);
-    }
-    if (logitRows.length > this.maxLogitRows) {
-      throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `at most ${this.maxLogitRows} logit rows per call, got ${logitRows.length}`);
-    }
+    checkForwardRows(n, positions.length, this.maxRows, logitRows.length, this.maxLogitRows);
     let rowsCovered = 0;
     for (const s of segments) rowsCovered += s.queries;
     if (rowsCovered !== n) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `segments cover ${rowsCovered} rows, the call has ${n}`);

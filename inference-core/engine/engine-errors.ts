@@ -20,3 +20,13 @@ export class EngineError extends Error {
     this.name = 'EngineError';
   }
 }
+
+/** The row counts every graph's forward() accepts: 1..maxRows rows with one position each, at most maxLogitRows logit rows. */
+export function checkForwardRows(rows: number, positions: number, maxRows: number, logitRows: number, maxLogitRows: number): void {
+  if (rows === 0 || rows > maxRows || positions !== rows) {
+    throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `forward carries 1..${maxRows} rows with one position each, got ${rows}/${positions}`);
+  }
+  if (logitRows > maxLogitRows) {
+    throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `at most ${maxLogitRows} logit rows per call, got ${logitRows}`);
+  }
+}

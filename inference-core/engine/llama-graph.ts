@@ -27,7 +27,7 @@
  * metadata and the returned logits.
  */
 import type { AttentionSegment, Backend, KvPoolHandle, RopeMode, RopeOptions, RopeScaling, TensorHandle, WeightHandle } from '../../native/index.ts';
-import { EngineError } from './engine-errors.ts';
+import { checkForwardRows, EngineError } from './engine-errors.ts';
 
 export type LlamaArchitecture = 'llama' | 'qwen2' | 'qwen3';
 
@@ -156,12 +156,7 @@ export class LlamaGraph {
     const c = this.config;
     const s = this.scratch;
     const n = tokens.length;
-    if (n === 0 || n > s.rows || positions.length !== n) {
-      throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `forward carries 1..${s.rows} rows with one position each, got ${n}/${positions.length}`);
-    }
-    if (logitRows.length > this.maxLogitRows) {
-      throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `at most ${this.maxLogitRows} logit rows per call, got ${logitRows.length}`);
-    }
+    checkForwardRows(n, positions.length, s.rows, logitRows.length, this.maxLogitRows);
     const v = (t: TensorHandle, rows: number, width: number) => b.view(t, 0, rows * width);
     const x = v(s.x, n, c.dim);
     const h = v(s.h, n, c.dim);
