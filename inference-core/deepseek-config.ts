@@ -29,8 +29,8 @@
  * q_lora_rank: llama.cpp reads it only for non-"lite" layer counts (27/26 layers mean
  * V2-Lite-style, no q LoRA); absent or 0 means no q LoRA here.
  */
-import { GgufError, type GgufFile, type GgufTensor } from './gguf/index.ts';
-import type { RopeScalingConfig } from './model-config.ts';
+import { GgufError, type GgufFile } from './gguf/index.ts';
+import { expectTensorShape, type RopeScalingConfig } from './model-config.ts';
 
 export type ExpertGating = 'softmax' | 'sigmoid';
 
@@ -239,12 +239,7 @@ function validateShapes(g: GgufFile, c: DeepseekConfig): void {
   const n = deepseekTensorNames(c);
   const kDim = c.qkNopeDim + c.qkRopeDim;
   const sh = c.expertFfnDim * c.expertShared;
-  const expect = (name: string, dims: number[]) => {
-    const t: GgufTensor = g.tensor(name);
-    if (t.dims.length !== dims.length || t.dims.some((x, i) => x !== dims[i])) {
-      throw new GgufError('KVT_ERR_GGUF_BAD_TENSOR', g.path, `tensor ${name}`, `shape [${t.dims.join(', ')}] does not match the metadata, expected [${dims.join(', ')}]`);
-    }
-  };
+  const expect = (name: string, dims: number[]) => expectTensorShape(g, name, dims);
   expect(n.tokenEmbd, [c.dModel, c.vocabSize]);
   expect(n.outputNorm, [c.dModel]);
   if (!c.tiedEmbeddings) expect(n.output, [c.dModel, c.vocabSize]);

@@ -165,17 +165,20 @@ export function modelTensorNames(cfg: ModelConfig): ModelTensorNames {
   };
 }
 
+/** Tensor `name` exists in `gguf` with shape `dims` (ne0 first); a typed KVT_ERR_GGUF_BAD_TENSOR otherwise. */
+export function expectTensorShape(gguf: GgufFile, name: string, dims: number[]): void {
+  const t: GgufTensor = gguf.tensor(name);
+  if (t.dims.length !== dims.length || t.dims.some((x, i) => x !== dims[i])) {
+    throw new GgufError('KVT_ERR_GGUF_BAD_TENSOR', gguf.path, `tensor ${name}`, `shape [${t.dims.join(', ')}] does not match the metadata, expected [${dims.join(', ')}]`);
+  }
+}
+
 /** Checks every tensor the graph needs exists with the shape the config implies (ne0 first). */
 function validateShapes(gguf: GgufFile, cfg: ModelConfig): void {
   const names = modelTensorNames(cfg);
   const q = cfg.nHeads * cfg.headDim;
   const kv = cfg.nKvHeads * cfg.headDim;
-  const expect = (name: string, dims: number[]) => {
-    const t: GgufTensor = gguf.tensor(name);
-    if (t.dims.length !== dims.length || t.dims.some((x, i) => x !== dims[i])) {
-      throw new GgufError('KVT_ERR_GGUF_BAD_TENSOR', gguf.path, `tensor ${name}`, `shape [${t.dims.join(', ')}] does not match the metadata, expected [${dims.join(', ')}]`);
-    }
-  };
+  const expect = (name: string, dims: number[]) => expectTensorShape(gguf, name, dims);
   expect(names.tokenEmbd, [cfg.dModel, cfg.vocabSize]);
   expect(names.outputNorm, [cfg.dModel]);
   if (!cfg.tiedEmbeddings) expect(names.output, [cfg.dModel, cfg.vocabSize]);
