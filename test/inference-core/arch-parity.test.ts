@@ -34,8 +34,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index.ts';
 import { ARCH_VARIANTS, ensureArchVariantModel, type ArchVariant, type ArchVariantWeightType } from '../../inference-core/synthetic/arch-variants.ts';
 import { llamaBatch, type LlamaBatchRequest } from '../helpers/llamacpp.ts';
-import { TEST_DATA_DIR, argmax, greedyFrom, randomTokens } from './engine-fixtures.ts';
-import { lastLogits, relError } from './logit-parity.ts';
+import { TEST_DATA_DIR, argmax, randomTokens } from './engine-fixtures.ts';
+import { expectCacheEquivalence, expectGreedyParity, lastLogits, relError } from './logit-parity.ts';
 
 const DTYPES: Array<{ weightType: ArchVariantWeightType; tolerance: number; nearTie: number }> = [
   { weightType: 'f16', tolerance: 1e-3, nearTie: 5e-3 },
@@ -130,53 +130,14 @@ describe.each(ARCH_VARIANTS.flatMap((variant) => DTYPES.map((d) => ({ variant, .
 
     it('greedy 32 tokens equal up to llama.cpp’s first near-tie, teacher-forced argmax after', () => {
       const k = c();
-      const ref = k.refGreedy;
-      const seq = k.engine.createSequence();
-      const ours = greedyFrom(seq, seq.prefill(k.greedyPrompt), 32);
-      seq.free();
-      const firstTie = ref.margins.findIndex((m) => m < k.nearTie);
-      const upTo = firstTie === -1 ? 32 : firstTie;
-      const firstDiff = ours.findIndex((t, i) => t !== ref.tokens[i]);
-      console.log(`arch greedy ${variant}/${weightType}: ${firstDiff === -1 ? 'identical' : `first difference at ${firstDiff}`}; first near-tie ${firstTie === -1 ? 'none' : firstTie}`);
-      expect(ours.slice(0, upTo)).toEqual(ref.tokens.slice(0, upTo));
-      const forced = k.engine.createSequence();
-      let logits = forced.prefill(k.greedyPrompt);
-      let checked = 0;
-      for (let i = 0; i < ref.tokens.length; i++) {
-        if (ref.margins[i] >= k.nearTie) {
-          expect(argmax(logits), `step ${i}`).toBe(ref.tokens[i]);
-          checked++;
-        }
-        if (i + 1 < ref.tokens.length) logits = forced.decode(ref.tokens[i]);
-      }
-      forced.free();
-      expect(checked).toBeGreaterThanOrEqual(24);
+      expectGreedyParity(k.engine, k.greedyPrompt, k.refGreedy, k.nearTie, `arch greedy ${variant}/${weightType}`);
     });
 
     it.each([
       [1, 37],
       [2, 5],
     ])('cache equivalence: k=%i blocks imported + r=%i tokens prefilled == whole prompt, bit for bit', (kb, r) => {
-      const { engine } = c();
-      const prompt = randomTokens(64 * kb + r, engine.vocabSize, 7000 + 100 * kb + r);
-      const whole = engine.createSequence();
-      const wholeLogits = whole.prefill(prompt);
-      const wholeGreedy = greedyFrom(whole, wholeLogits, 16);
-      const exporter = engine.createSequence();
-      exporter.prefill(prompt.slice(0, 64 * kb));
-      exporter.decode(3);
-      const blocks = exporter.exportBlocks(0, kb);
-      exporter.free();
-      const hit = engine.createSequence();
-      hit.importBlocks(blocks);
-      const hitLogits = hit.prefill(prompt.slice(64 * kb));
-      expect(Buffer.from(hitLogits.buffer).equals(Buffer.from(wholeLogits.buffer))).toBe(true);
-      expect(greedyFrom(hit, hitLogits, 16)).toEqual(wholeGreedy);
-      const a = whole.exportBlocks(0, kb);
-      const b = hit.exportBlocks(0, kb);
-      for (let i = 0; i < kb; i++) expect(Buffer.from(a[i]).equals(Buffer.from(b[i]))).toBe(true);
-      whole.free();
-      hit.free();
+      expectCacheEquivalence(c().engine, kb, r);
     });
   },
 );
