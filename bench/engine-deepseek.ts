@@ -19,9 +19,8 @@
 import * as os from 'node:os';
 import { loadEngine, resolveModelPath } from '../inference-core/index.ts';
 import type { DeepseekConfig } from '../inference-core/deepseek-config.ts';
-import { llamaBench } from '../test/helpers/llamacpp.ts';
 import { randomTokens as promptOf } from '../test/inference-core/engine-fixtures.ts';
-import { measurePrefillDecode, prefillVsImport } from './engine-timing.ts';
+import { bestLlamaCppRates, measurePrefillDecode, prefillVsImport } from './engine-timing.ts';
 
 const PREFILL_TOKENS = 2048;
 const DECODE_TOKENS = 64;
@@ -62,15 +61,10 @@ export async function run(): Promise<Record<string, number | string>> {
     }
     engine.destroy();
   }
-  const ref = { prefill: 0, prefillThreads: 0, decode: 0, decodeThreads: 0 };
   const prompt = promptOf(PREFILL_TOKENS, vocab, 7);
-  for (const threads of THREAD_CHOICES) {
-    await llamaBench({ modelPath, tokens: prompt.slice(0, 256), nPredict: 4, threads, kvType: 'f16' }); // warm-up
-    const m = await llamaBench({ modelPath, tokens: prompt, nPredict: DECODE_TOKENS, threads, kvType: 'f16' });
-    say(`llama.cpp threads=${threads}: prefill ${m.prefillTps.toFixed(1)} tok/s, decode ${m.decodeTps.toFixed(2)} tok/s`);
-    if (m.prefillTps > ref.prefill) Object.assign(ref, { prefill: m.prefillTps, prefillThreads: threads });
-    if (m.decodeTps > ref.decode) Object.assign(ref, { decode: m.decodeTps, decodeThreads: threads });
-  }
+  const ref = await bestLlamaCppRates(modelPath, prompt, DECODE_TOKENS, THREAD_CHOICES, 4, (threads, m) =>
+    say(`llama.cpp threads=${threads}: prefill ${m.prefillTps.toFixed(1)} tok/s, decode ${m.decodeTps.toFixed(2)} tok/s`),
+  );
   Object.assign(result, {
     deepseek_prefill_tps: round(ours.prefill),
     deepseek_decode_tps: round(ours.decode),

@@ -1,5 +1,6 @@
 /** Engine timings shared by bench/engine.ts and bench/engine-deepseek.ts (wall time of one fresh sequence each). */
 import { argmax, type LoadedEngine } from '../inference-core/index.ts';
+import { llamaBench } from '../test/helpers/llamacpp.ts';
 
 /** Prefill `prompt`, then `decode` greedy steps. */
 export function measurePrefillDecode(engine: LoadedEngine, prompt: number[], decode: number): { prefillMs: number; prefillTps: number; decodeTps: number } {
@@ -30,4 +31,28 @@ export function prefillVsImport(engine: LoadedEngine, prompt: number[], blocks: 
     dst.free();
   }
   return { prefillMs, importMs };
+}
+
+/**
+ * llama.cpp's best prefill and best decode rate on `modelPath` over
+ * `threadChoices` (f16 KV), each after a 256-token warm-up run; `report`
+ * gets every measurement.
+ */
+export async function bestLlamaCppRates(
+  modelPath: string,
+  prompt: number[],
+  decode: number,
+  threadChoices: number[],
+  warmupPredict: number,
+  report: (threads: number, m: { prefillTps: number; decodeTps: number }) => void,
+): Promise<{ prefill: number; prefillThreads: number; decode: number; decodeThreads: number }> {
+  const ref = { prefill: 0, prefillThreads: 0, decode: 0, decodeThreads: 0 };
+  for (const threads of threadChoices) {
+    await llamaBench({ modelPath, tokens: prompt.slice(0, 256), nPredict: warmupPredict, threads, kvType: 'f16' }); // warm-up
+    const m = await llamaBench({ modelPath, tokens: prompt, nPredict: decode, threads, kvType: 'f16' });
+    report(threads, m);
+    if (m.prefillTps > ref.prefill) Object.assign(ref, { prefill: m.prefillTps, prefillThreads: threads });
+    if (m.decodeTps > ref.decode) Object.assign(ref, { decode: m.decodeTps, decodeThreads: threads });
+  }
+  return ref;
 }

@@ -23,9 +23,8 @@
 import * as os from 'node:os';
 import { GgmlType, argmax, loadEngine, readGguf, resolveModelPath, type LoadedEngine } from '../inference-core/index.ts';
 import { nativeAddon } from '../native/index.ts';
-import { llamaBench } from '../test/helpers/llamacpp.ts';
 import { randomTokens as promptOf } from '../test/inference-core/engine-fixtures.ts';
-import { measurePrefillDecode, prefillVsImport } from './engine-timing.ts';
+import { bestLlamaCppRates, measurePrefillDecode, prefillVsImport } from './engine-timing.ts';
 
 const PREFILL_TOKENS = 2048;
 const DECODE_TOKENS = 128;
@@ -95,15 +94,10 @@ export async function run(): Promise<Record<string, number | string>> {
       if (m.decodeTps > ours.decode) ours = { ...ours, decode: m.decodeTps, decodeThreads: threads };
       engine.destroy();
     }
-    const ref = { prefill: 0, prefillThreads: 0, decode: 0, decodeThreads: 0 };
     const prompt = promptOf(PREFILL_TOKENS, vocab, 7);
-    for (const threads of THREAD_CHOICES) {
-      await llamaBench({ modelPath, tokens: prompt.slice(0, 256), nPredict: 8, threads, kvType: 'f16' }); // warm-up
-      const m = await llamaBench({ modelPath, tokens: prompt, nPredict: DECODE_TOKENS, threads, kvType: 'f16' });
-      say(`llama.cpp ${weightType} threads=${threads}: prefill ${m.prefillTps.toFixed(1)} tok/s, decode ${m.decodeTps.toFixed(2)} tok/s`);
-      if (m.prefillTps > ref.prefill) Object.assign(ref, { prefill: m.prefillTps, prefillThreads: threads });
-      if (m.decodeTps > ref.decode) Object.assign(ref, { decode: m.decodeTps, decodeThreads: threads });
-    }
+    const ref = await bestLlamaCppRates(modelPath, prompt, DECODE_TOKENS, THREAD_CHOICES, 8, (threads, m) =>
+      say(`llama.cpp ${weightType} threads=${threads}: prefill ${m.prefillTps.toFixed(1)} tok/s, decode ${m.decodeTps.toFixed(2)} tok/s`),
+    );
     const w = weightType;
     result[`${w}_prefill_tps`] = round(ours.prefill);
     result[`${w}_decode_tps`] = round(ours.decode);
