@@ -17,7 +17,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { loadEngine, GgmlType } from '../../inference-core/index.ts';
+import { GgmlType } from '../../inference-core/index.ts';
 import { ensureArchVariantModel } from '../../inference-core/synthetic/arch-variants.ts';
 import { nextTokenVsLlamaCpp, requantizeMatrices } from './quant-engine-fixtures.ts';
 
@@ -47,13 +47,8 @@ describe('engine on K-quant weights vs llama.cpp', () => {
   it.each(CASES)(`%s (ggml type %i): next-token log-probabilities within ${TOL} of llama.cpp, same argmax`, async (name, type) => {
     const { file, converted } = requantized(type, name);
     expect(converted).toBeGreaterThan(0);
-    const engine = await loadEngine(file, { dataDir, kvDtype: 'f32', threads: 1 });
-    try {
-      const { worst, argmax, refArgmax } = await nextTokenVsLlamaCpp(engine);
-      expect(worst, `${name}: ${converted} tensors requantized`).toBeLessThan(TOL);
-      expect(argmax).toBe(refArgmax);
-    } finally {
-      engine.destroy();
-    }
+    const { worst, argmax, refArgmax } = await nextTokenVsLlamaCpp(file, dataDir);
+    expect(worst, `${name}: ${converted} tensors requantized`).toBeLessThan(TOL);
+    expect(argmax).toBe(refArgmax);
   }, 180_000);
 });

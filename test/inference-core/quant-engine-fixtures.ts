@@ -3,7 +3,7 @@
  * engine-legacy-quant, synthetic): a model's matrices requantized to one
  * type, and the next-token comparison with llama.cpp after 8 tokens.
  */
-import { dequantize, quantize, readGguf, writeGguf, type GgmlType, type LoadedEngine } from '../../inference-core/index.ts';
+import { dequantize, loadEngine, quantize, readGguf, writeGguf, type GgmlType, type LoadedEngine } from '../../inference-core/index.ts';
 import { llamaLogprobs } from '../helpers/llamacpp.ts';
 
 /**
@@ -24,11 +24,20 @@ export function requantizeMatrices(source: string, type: GgmlType, block: number
 }
 
 /**
- * Next-token log-probabilities after tokens 1..8 from `engine` and from
- * llama.cpp on the same file (f32 KV, one thread): the largest difference
- * and both argmaxes.
+ * Next-token log-probabilities after tokens 1..8 from the engine on `model`
+ * (a file or spec) and from llama.cpp on the same file (f32 KV, one thread):
+ * the largest difference and both argmaxes.
  */
-export async function nextTokenVsLlamaCpp(engine: LoadedEngine): Promise<{ worst: number; argmax: number; refArgmax: number }> {
+export async function nextTokenVsLlamaCpp(model: string, dataDir: string): Promise<{ worst: number; argmax: number; refArgmax: number }> {
+  const engine = await loadEngine(model, { dataDir, kvDtype: 'f32', threads: 1 });
+  try {
+    return await compareNextToken(engine);
+  } finally {
+    engine.destroy();
+  }
+}
+
+async function compareNextToken(engine: LoadedEngine): Promise<{ worst: number; argmax: number; refArgmax: number }> {
   const tokens = [1, 2, 3, 4, 5, 6, 7, 8];
   const seq = engine.createSequence();
   const logits = seq.prefill(tokens);
