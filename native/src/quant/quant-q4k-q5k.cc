@@ -58,6 +58,18 @@ void quantize_kx_block(const float* x, int nmax, float rmin, float rdelta, int n
 
 }  // namespace
 
+// Dequantization scale and min of the two 32-value sub-blocks 2c and 2c+1 of
+// 64-value chunk c (Q4_K and Q5_K share the scale layout).
+static void chunk_scales(const uint8_t* scales, int c, float d, float dmin, float* d1, float* m1, float* d2, float* m2) {
+  uint8_t sc, m;
+  k_scale_min(2 * c, scales, &sc, &m);
+  *d1 = d * (float)sc;
+  *m1 = dmin * (float)m;
+  k_scale_min(2 * c + 1, scales, &sc, &m);
+  *d2 = d * (float)sc;
+  *m2 = dmin * (float)m;
+}
+
 void quantize_row_q4_K(const float* x, uint8_t* y, int64_t k) {
   uint8_t L[kQKK];
   for (int64_t b = 0; b < k / kQKK; ++b, x += kQKK) {
@@ -77,11 +89,8 @@ void dequantize_row_q4_K(const uint8_t* x, float* y, int64_t k) {
     const float d = half(blk.d), dmin = half(blk.dmin);
     for (int c = 0; c < kQKK / 64; ++c) {
       const uint8_t* q = blk.qs + 32 * c;
-      uint8_t sc, m;
-      k_scale_min(2 * c, blk.scales, &sc, &m);
-      const float d1 = d * (float)sc, m1 = dmin * (float)m;
-      k_scale_min(2 * c + 1, blk.scales, &sc, &m);
-      const float d2 = d * (float)sc, m2 = dmin * (float)m;
+      float d1, m1, d2, m2;
+      chunk_scales(blk.scales, c, d, dmin, &d1, &m1, &d2, &m2);
       for (int l = 0; l < 32; ++l) *y++ = d1 * (float)(q[l] & 0xF) - m1;
       for (int l = 0; l < 32; ++l) *y++ = d2 * (float)(q[l] >> 4) - m2;
     }
@@ -120,11 +129,8 @@ void dequantize_row_q5_K(const uint8_t* x, float* y, int64_t k) {
     for (int c = 0; c < kQKK / 64; ++c) {
       const uint8_t* ql = blk.qs + 32 * c;
       const uint8_t u1 = (uint8_t)(1 << (2 * c)), u2 = (uint8_t)(2 << (2 * c));
-      uint8_t sc, m;
-      k_scale_min(2 * c, blk.scales, &sc, &m);
-      const float d1 = d * (float)sc, m1 = dmin * (float)m;
-      k_scale_min(2 * c + 1, blk.scales, &sc, &m);
-      const float d2 = d * (float)sc, m2 = dmin * (float)m;
+      float d1, m1, d2, m2;
+      chunk_scales(blk.scales, c, d, dmin, &d1, &m1, &d2, &m2);
       for (int l = 0; l < 32; ++l) *y++ = d1 * (float)((ql[l] & 0xF) + (blk.qh[l] & u1 ? 16 : 0)) - m1;
       for (int l = 0; l < 32; ++l) *y++ = d2 * (float)((ql[l] >> 4) + (blk.qh[l] & u2 ? 16 : 0)) - m2;
     }
