@@ -34,6 +34,7 @@ import { GgmlType, GgufWriter, gv, quantize, type GgufValue } from '../gguf/inde
 import { Xoshiro128, seedFromString } from './prng.ts';
 import { SYNTHETIC_FILE_TYPE, syntheticTensorTypes } from './quant-mix.ts';
 import { SYNTHETIC_GENERATOR_VERSION } from './synthetic-model.ts';
+import { baseModelMetadata } from './synthetic-metadata.ts';
 import { byteLevelVocabMetadata, loadCorpus } from './synthetic-vocab.ts';
 
 export type ArchVariant = 'llama31' | 'llama32-tied' | 'llama-linear' | 'llama-yarn' | 'qwen3' | 'qwen3-yarn' | 'qwen2-tied' | 'mistral-swa';
@@ -159,18 +160,7 @@ function writeVariant(file: string, variant: ArchVariant, s: VariantSpec, weight
   const w = new GgufWriter(file);
   try {
     const meta: Array<[string, GgufValue]> = [
-      ['general.architecture', gv.str(a)],
-      ['general.name', gv.str(`kvtier arch variant ${variant}`)],
-      ['general.file_type', gv.u32(SYNTHETIC_FILE_TYPE[weightType])],
-      ['general.quantization_version', gv.u32(2)],
-      [`${a}.block_count`, gv.u32(s.nLayers)],
-      [`${a}.context_length`, gv.u32(s.ctxLen)],
-      [`${a}.embedding_length`, gv.u32(d)],
-      [`${a}.feed_forward_length`, gv.u32(s.ffnDim)],
-      [`${a}.attention.head_count`, gv.u32(s.nHeads)],
-      [`${a}.attention.head_count_kv`, gv.u32(s.nKvHeads)],
-      [`${a}.rope.freq_base`, gv.f32(s.ropeTheta)],
-      [`${a}.attention.layer_norm_rms_epsilon`, gv.f32(s.rmsEps)],
+      ...baseModelMetadata(a, `kvtier arch variant ${variant}`, SYNTHETIC_FILE_TYPE[weightType], s),
       ...(a === 'llama' ? ([[`${a}.vocab_size`, gv.u32(nVocab)], [`${a}.rope.dimension_count`, gv.u32(s.headDim)]] as Array<[string, GgufValue]>) : []),
       ...(s.headDim !== d / s.nHeads
         ? ([[`${a}.attention.key_length`, gv.u32(s.headDim)], [`${a}.attention.value_length`, gv.u32(s.headDim)]] as Array<[string, GgufValue]>)

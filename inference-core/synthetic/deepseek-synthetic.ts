@@ -38,6 +38,7 @@ import { SYNTHETIC_GENERATOR_VERSION, SyntheticModelError } from './synthetic-mo
 import { importHfTokenizer } from '../tokenizer/index.ts';
 import { byteLevelVocabMetadata, loadCorpus } from './synthetic-vocab.ts';
 import { DEEPSEEK_R1_CHAT_TEMPLATE } from './deepseek-r1-template.ts';
+import { baseModelMetadata } from './synthetic-metadata.ts';
 
 export type DeepseekSyntheticSize = 'deepseek-tiny' | 'deepseek-small';
 export type DeepseekShape = 'v3' | 'v2-lite';
@@ -253,18 +254,7 @@ function writeDeepseek(file: string, r: Resolved): void {
   const base = GgmlType.F32; // placeholder: deepseekTensorTypes picks each matrix's type below
   const qkStd = 1.6 / Math.sqrt(d);
   const meta: Array<[string, GgufValue]> = [
-    ['general.architecture', gv.str(a)],
-    ['general.name', gv.str(`kvtier synthetic ${r.size} ${r.shape}${r.template === 'r1' ? ' r1' : ''}`)],
-    ['general.file_type', gv.u32(SYNTHETIC_FILE_TYPE[r.weightType])],
-    ['general.quantization_version', gv.u32(2)],
-    [`${a}.block_count`, gv.u32(s.nLayers)],
-    [`${a}.context_length`, gv.u32(s.ctxLen)],
-    [`${a}.embedding_length`, gv.u32(d)],
-    [`${a}.feed_forward_length`, gv.u32(s.ffnDim)],
-    [`${a}.attention.head_count`, gv.u32(s.nHeads)],
-    [`${a}.attention.head_count_kv`, gv.u32(split ? 1 : s.nHeads)],
-    [`${a}.rope.freq_base`, gv.f32(s.ropeTheta)],
-    [`${a}.attention.layer_norm_rms_epsilon`, gv.f32(s.rmsEps)],
+    ...baseModelMetadata(a, `kvtier synthetic ${r.size} ${r.shape}${r.template === 'r1' ? ' r1' : ''}`, SYNTHETIC_FILE_TYPE[r.weightType], { ...s, nKvHeads: split ? 1 : s.nHeads }),
     [`${a}.expert_used_count`, gv.u32(s.expertUsed)],
     [`${a}.expert_count`, gv.u32(s.expertCount)],
     [`${a}.expert_gating_func`, gv.u32(s.gating)],
