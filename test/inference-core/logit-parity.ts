@@ -2,12 +2,12 @@
  * The comparison the llama.cpp parity tests (llamacpp-, arch-, deepseek-parity)
  * share: our last-position log-probabilities against llama.cpp's, as the
  * largest difference relative to llama.cpp's log-prob range; llama.cpp's
- * greedy run against ours; the cache-equivalence check on the same engine.
+ * greedy run against ours.
  */
 import { expect } from 'vitest';
 
 import type { LoadedEngine } from '../../inference-core/engine/index.ts';
-import { argmax, greedyFrom, randomTokens } from './engine-fixtures.ts';
+import { argmax, greedyFrom } from './engine-fixtures.ts';
 
 export function logSoftmax(logits: Float32Array): Float64Array {
   let max = -Infinity;
@@ -69,32 +69,4 @@ export function expectGreedyParity(engine: LoadedEngine, prompt: number[], ref: 
   }
   forced.free();
   expect(checked).toBeGreaterThanOrEqual(24);
-}
-
-/**
- * kb blocks exported after a decode step, imported into a fresh sequence,
- * then r more tokens prefilled: the logits, 16 greedy tokens and the blocks
- * equal the whole prompt's, bit for bit.
- */
-export function expectCacheEquivalence(engine: LoadedEngine, kb: number, r: number): void {
-  const prompt = randomTokens(64 * kb + r, engine.vocabSize, 7000 + 100 * kb + r);
-  const whole = engine.createSequence();
-  const wholeLogits = whole.prefill(prompt);
-  const wholeGreedy = greedyFrom(whole, wholeLogits, 16);
-  const exporter = engine.createSequence();
-  exporter.prefill(prompt.slice(0, 64 * kb));
-  exporter.decode(3);
-  const blocks = exporter.exportBlocks(0, kb);
-  exporter.free();
-  for (const b of blocks) expect(b.byteLength).toBe(engine.kvLayout.blockBytes);
-  const hit = engine.createSequence();
-  hit.importBlocks(blocks);
-  const hitLogits = hit.prefill(prompt.slice(64 * kb));
-  expect(Buffer.from(hitLogits.buffer).equals(Buffer.from(wholeLogits.buffer))).toBe(true);
-  expect(greedyFrom(hit, hitLogits, 16)).toEqual(wholeGreedy);
-  const a = whole.exportBlocks(0, kb);
-  const b = hit.exportBlocks(0, kb);
-  for (let i = 0; i < kb; i++) expect(Buffer.from(a[i]).equals(Buffer.from(b[i]))).toBe(true);
-  whole.free();
-  hit.free();
 }
