@@ -177,36 +177,44 @@ export class Sampler {
     for (let i = 0; i < vocab; i++) order[i] = i;
     const k = this.topK > 0 && this.topK < vocab ? this.topK : vocab;
     const src = x;
-    const sorted = order.sort((a, b) => src[b] - src[a] || a - b);
-    const n0 = k;
+    return this.drawSorted(src, order.sort((a, b) => src[b] - src[a] || a - b), k);
+  }
+
+  /**
+   * One draw from the first `k` candidates of `sorted` (logits descending, ties
+   * lower id first): softmax at the temperature, the top-p cut, then the
+   * seeded draw over what is kept. `pick` and `pickMasked` share it, so a
+   * mask that allows every id samples exactly as no mask.
+   */
+  private drawSorted(src: Float32Array, sorted: Int32Array, k: number): number {
     const maxLogit = src[sorted[0]];
-    const probs = new Float64Array(n0);
+    const probs = new Float64Array(k);
     let sum = 0;
-    for (let i = 0; i < n0; i++) {
+    for (let i = 0; i < k; i++) {
       const p = Math.exp((src[sorted[i]] - maxLogit) / this.temperature);
       probs[i] = p;
       sum += p;
     }
-    let n = n0;
+    let m = k;
     if (this.topP < 1) {
       let cum = 0;
-      for (let i = 0; i < n0; i++) {
+      for (let i = 0; i < k; i++) {
         cum += probs[i] / sum;
         if (cum >= this.topP) {
-          n = i + 1;
+          m = i + 1;
           break;
         }
       }
     }
     let kept = 0;
-    for (let i = 0; i < n; i++) kept += probs[i];
+    for (let i = 0; i < m; i++) kept += probs[i];
     const r = this.prng.nextFloat() * kept;
     let acc = 0;
-    for (let i = 0; i < n; i++) {
+    for (let i = 0; i < m; i++) {
       acc += probs[i];
       if (r < acc) return sorted[i];
     }
-    return sorted[n - 1];
+    return sorted[m - 1];
   }
 
   /** `pick` over the allowed ids only (same pipeline, same tie rules). */
@@ -256,35 +264,7 @@ export class Sampler {
       return order[n - 1];
     }
     const sorted = order.subarray(0, n).sort((a, b) => src[b] - src[a] || a - b);
-    const k = this.topK > 0 && this.topK < n ? this.topK : n;
-    const maxLogit = src[sorted[0]];
-    const probs = new Float64Array(k);
-    let sum = 0;
-    for (let i = 0; i < k; i++) {
-      const p = Math.exp((src[sorted[i]] - maxLogit) / this.temperature);
-      probs[i] = p;
-      sum += p;
-    }
-    let m = k;
-    if (this.topP < 1) {
-      let cum = 0;
-      for (let i = 0; i < k; i++) {
-        cum += probs[i] / sum;
-        if (cum >= this.topP) {
-          m = i + 1;
-          break;
-        }
-      }
-    }
-    let kept = 0;
-    for (let i = 0; i < m; i++) kept += probs[i];
-    const r = this.prng.nextFloat() * kept;
-    let acc = 0;
-    for (let i = 0; i < m; i++) {
-      acc += probs[i];
-      if (r < acc) return sorted[i];
-    }
-    return sorted[m - 1];
+    return this.drawSorted(src, sorted, this.topK > 0 && this.topK < n ? this.topK : n);
   }
 
   private scratchOf(n: number): Float32Array {
