@@ -89,7 +89,7 @@ export class ConstrainedDecoder {
   nextMask(): Uint32Array {
     const budget = this.remaining - 2;
     const entry = budget >= 0 ? this.masks.mask(this.state, budget) : null;
-    const accepts = this.masks.accepts(this.state);
+    const accepts = entry !== null ? entry.accepts : this.masks.accepts(this.state);
     if (!accepts && (entry === null || entry.maxCost < 0)) throw deadEnd(`no token continues the reply at grammar state ${this.state.key.slice(0, 80)} with ${this.remaining} tokens left`);
     if (entry === null) {
       this.mask = this.stopsOnly ??= (() => {

@@ -43,6 +43,8 @@ const DEDUPE_OVER = 8;
  * accumulate without end.
  */
 export const MAX_CACHED_MASKS = 1024;
+/** Cached matcher steps per grammar (state objects; a few hundred bytes each). */
+const MAX_CACHED_STEPS = 65536;
 
 /**
  * What one top frame allows regardless of the stack below it (xgrammar's
@@ -68,11 +70,12 @@ export class GrammarMasks {
   readonly machine: FrameMachine;
   private readonly entries = new Map<string, MaskEntry>();
   private readonly locals = new Map<string, LocalEntry>();
-  private readonly plainSteps = new Map<string, MatcherState>();
-  private readonly tokenSteps = new Map<string, MatcherState>();
+  /** Steps taken from a state (advanceToken), by state object; started over past MAX_CACHED_STEPS. */
+  private steps = new WeakMap<MatcherState, Map<number, MatcherState>>();
+  private stepCount = 0;
   private readonly byteSplits = new Map<number, { without: Uint32Array; withTrie: ByteTrie }>();
   /** Entries' bitsets with the stop tokens added (for accepting states), by entry. */
-  private readonly withStops = new WeakMap<MaskEntry, { stopsKey: string; bits: Uint32Array }>();
+  private readonly withStops = new WeakMap<MaskEntry, { stops: readonly number[]; stopsKey: string; bits: Uint32Array }>();
   private readonly words: number;
 
   constructor(
@@ -119,13 +122,23 @@ export class GrammarMasks {
    * reply, and of every step of a random model inside a long string.
    */
   advanceToken(state: MatcherState, id: number): MatcherState {
+    // Steps are cached per state object (a cached step returns the same object, so a reply's next lookup hits
+    // by identity): no per-step key string to build and hash. Key: -chars for a plain step, else the token id.
+    let steps = this.steps.get(state);
+    if (steps === undefined) {
+      if (this.stepCount > MAX_CACHED_STEPS) {
+        this.steps = new WeakMap();
+        this.stepCount = 0;
+      }
+      steps = new Map();
+      this.steps.set(state, steps);
+    }
     const chars = this.vocab.plainChars[id];
     const top = state.stacks.length === 1 ? state.stacks[0] : null;
     if (chars > 0 && top !== null && top.f.p === 1) {
       const node = this.grammar.nodes[top.f.n];
       if (node.kind === 'str' && (node.exclude === null || top.f.x === 0)) {
-        const key = `${state.key}#${chars}`;
-        let next = this.plainSteps.get(key);
+        let next = steps.get(-chars);
         if (next === undefined) {
           const count = top.f.a + chars;
           if (count > node.max) next = { stacks: [], key: '' };
@@ -133,8 +146,8 @@ export class GrammarMasks {
             const f = { n: top.f.n, p: 1, a: node.max === Infinity ? Math.min(count, node.min) : count, b: 0, s: '', x: 0 };
             next = this.stateOf([{ f, up: top.up }]);
           }
-          if (this.plainSteps.size > 65536) this.plainSteps.clear();
-          this.plainSteps.set(key, next);
+          this.stepCount++;
+          steps.set(-chars, next);
         }
         return next;
       }
@@ -146,12 +159,11 @@ export class GrammarMasks {
       }
     }
     // Other steps: cached per (state, token), since a model repeats itself (keys, punctuation, numbers).
-    const key = `${state.key}|${id}`;
-    let next = this.tokenSteps.get(key);
+    let next = steps.get(id);
     if (next === undefined) {
       next = this.advance(state, this.vocab.pieces[id]);
-      if (this.tokenSteps.size > 65536) this.tokenSteps.clear();
-      this.tokenSteps.set(key, next);
+      this.stepCount++;
+      steps.set(id, next);
     }
     return next;
   }
@@ -162,14 +174,16 @@ export class GrammarMasks {
 
   /** `entry.bits` plus `stops` (computed once per entry; the stop list is the same for a model). */
   bitsWithStops(entry: MaskEntry, stops: readonly number[]): Uint32Array {
-    const stopsKey = stops.join(',');
     let cached = this.withStops.get(entry);
+    // Same stop array as last time (one decoder's steps): no key string built per step.
+    if (cached !== undefined && cached.stops === stops) return cached.bits;
+    const stopsKey = stops.join(',');
     if (cached === undefined || cached.stopsKey !== stopsKey) {
       const bits = entry.bits.slice();
       for (const t of stops) bits[t >>> 5] |= 1 << (t & 31);
-      cached = { stopsKey, bits };
+      cached = { stops, stopsKey, bits };
       this.withStops.set(entry, cached);
-    }
+    } else cached.stops = stops;
     return cached.bits;
   }
 
