@@ -55,6 +55,15 @@ export function kmpStep(marker: Uint8Array, fail: Int32Array, a: number, c: numb
   return marker[a] === c ? a + 1 : 0;
 }
 
+/**
+ * Counted characters or items of an unbounded string or array stop at its minimum (only reaching it matters),
+ * so positions past it share one key. A module function, not a closure per fed byte: those cost an allocation
+ * (and, under tsx, a defineProperty for the name) on every step of the trie walk.
+ */
+function clampCount(nd: { readonly min: number; readonly max: number }, count: number): number {
+  return nd.max === Infinity ? Math.min(count, nd.min) : count;
+}
+
 function frame(n: number, p: number, a = 0, b = 0, s = '', x = 0): Frame {
   return { n, p, a, b, s, x };
 }
@@ -180,7 +189,6 @@ export class FrameMachine {
 
   private feedStr(st: Stack, nd: Extract<GrammarNode, { kind: 'str' }>, c: number, out: Stack[]): void {
     const f = st.f;
-    const clamp = (count: number): number => (nd.max === Infinity ? Math.min(count, nd.min) : count);
     switch (f.p) {
       case S_OPEN:
         if (c === 0x22) this.next(st, frame(f.n, S_BODY, 0, 0, '', f.x), out);
@@ -206,7 +214,7 @@ export class FrameMachine {
           for (let i = 0; i < nd.exclude!.length; i++) if (x & (1 << i) && nd.exclude![i][f.b] !== c) x &= ~(1 << i);
         }
         // b (byte position) matters only while an exclusion still matches: 0 otherwise, so states merge.
-        if (c < 0x80) return this.next(st, frame(f.n, S_BODY, clamp(f.a + 1), x !== 0 ? f.b + 1 : 0, '', x), out);
+        if (c < 0x80) return this.next(st, frame(f.n, S_BODY, clampCount(nd, f.a + 1), x !== 0 ? f.b + 1 : 0, '', x), out);
         // UTF-8 lead byte: b packs the continuation bytes still due and the range of the next one.
         let rem: number, lo = 0x80, hi = 0xbf;
         if (c >= 0xc2 && c <= 0xdf) rem = 1;
@@ -228,20 +236,20 @@ export class FrameMachine {
         if (x !== 0) {
           for (let i = 0; i < nd.exclude!.length; i++) if (x & (1 << i) && nd.exclude![i][f.b] !== c) x &= ~(1 << i);
         }
-        if (rem === 1) return this.next(st, frame(f.n, S_BODY, clamp(f.a + 1), x !== 0 ? f.b + 1 : 0, '', x), out);
+        if (rem === 1) return this.next(st, frame(f.n, S_BODY, clampCount(nd, f.a + 1), x !== 0 ? f.b + 1 : 0, '', x), out);
         return this.next(st, { n: f.n, p: S_UTF8, a: f.a, b: x !== 0 ? f.b + 1 : 0, s: String.fromCharCode(rem - 1, 0x80, 0xbf), x }, out);
       }
       case S_ESC:
         if (c === 0x75) return this.next(st, frame(f.n, S_HEX, f.a, 0), out);
         if (c === 0x22 || c === 0x5c || c === 0x2f || c === 0x62 || c === 0x66 || c === 0x6e || c === 0x72 || c === 0x74) {
-          return this.next(st, frame(f.n, S_BODY, clamp(f.a + 1)), out);
+          return this.next(st, frame(f.n, S_BODY, clampCount(nd, f.a + 1)), out);
         }
         return;
       case S_HEX: {
         const isHex = (c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66) || (c >= 0x41 && c <= 0x46);
         // No surrogate escapes (\uD800-\uDFFF): a code point then counts as one character for every validator.
         if (!isHex || (f.b === 0 && (c === 0x64 || c === 0x44))) return;
-        if (f.b === 3) return this.next(st, frame(f.n, S_BODY, clamp(f.a + 1)), out);
+        if (f.b === 3) return this.next(st, frame(f.n, S_BODY, clampCount(nd, f.a + 1)), out);
         return this.next(st, frame(f.n, S_HEX, f.a, f.b + 1), out);
       }
     }
@@ -323,7 +331,6 @@ export class FrameMachine {
 
   private feedArr(st: Stack, nd: Extract<GrammarNode, { kind: 'arr' }>, c: number, out: Stack[]): void {
     const f = st.f;
-    const count = (k: number): number => (nd.max === Infinity ? Math.min(k, nd.min) : k);
     switch (f.p) {
       case A_OPEN:
         if (c === 0x5b) this.next(st, frame(f.n, A_FIRST), out);
@@ -335,7 +342,7 @@ export class FrameMachine {
           if (nd.min === 0) this.next(st, frame(f.n, A_END), out);
           return;
         }
-        if (nd.max > 0) this.call(st, nd.item, frame(f.n, A_NEXT, count(1)), c, out);
+        if (nd.max > 0) this.call(st, nd.item, frame(f.n, A_NEXT, clampCount(nd, 1)), c, out);
         return;
       case A_NEXT:
         if (c === 0x5d) {
@@ -345,7 +352,7 @@ export class FrameMachine {
         if (c === 0x2c && f.a < nd.max) this.next(st, frame(f.n, A_ITEM, f.a), out);
         return;
       case A_ITEM:
-        return this.call(st, nd.item, frame(f.n, A_NEXT, count(f.a + 1)), c, out);
+        return this.call(st, nd.item, frame(f.n, A_NEXT, clampCount(nd, f.a + 1)), c, out);
     }
   }
 
@@ -407,7 +414,6 @@ export class FrameMachine {
         return sum;
       }
       case 'str': {
-        const need = (count: number): number => Math.max(0, nd.min - count);
         switch (f.p) {
           case S_OPEN:
             return g.minLen[f.n];
@@ -417,14 +423,14 @@ export class FrameMachine {
             let blocked = false;
             if (nd.exclude && f.x !== 0) for (let i = 0; i < nd.exclude.length; i++) if (f.x & (1 << i) && nd.exclude[i].length === f.b) blocked = true;
             // An excluded content can always be escaped by one more character (one that continues no exclusion).
-            return Math.max(need(f.a), blocked ? 1 : 0) + 1;
+            return Math.max(Math.max(0, nd.min - f.a), blocked ? 1 : 0) + 1;
           }
           case S_ESC:
-            return 1 + need(f.a + 1) + 1;
+            return 1 + Math.max(0, nd.min - f.a - 1) + 1;
           case S_HEX:
-            return 4 - f.b + need(f.a + 1) + 1;
+            return 4 - f.b + Math.max(0, nd.min - f.a - 1) + 1;
           case S_UTF8:
-            return f.s.charCodeAt(0) + need(f.a + 1) + 1;
+            return f.s.charCodeAt(0) + Math.max(0, nd.min - f.a - 1) + 1;
         }
         return Infinity;
       }
