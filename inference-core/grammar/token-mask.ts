@@ -97,6 +97,9 @@ export class GrammarMasks {
   }
 
   stateOf(stacks: Stack[]): MatcherState {
+    // One stack (the usual step) or none: its key as is, without the dedupe map, sort and join.
+    if (stacks.length === 0) return { stacks: [], key: '' };
+    if (stacks.length === 1) return { stacks: [stacks[0]], key: stackKey(stacks[0], this.grammar) };
     const byKey = new Map<string, Stack>();
     for (const s of stacks) byKey.set(stackKey(s, this.grammar), s);
     const keys = [...byKey.keys()].sort();
