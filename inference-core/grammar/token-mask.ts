@@ -231,6 +231,7 @@ export class GrammarMasks {
       return { bits, accepts, maxCost: stat.maxCost };
     }
     const machine = this.machine;
+    let touched = false;
     for (let st of state.stacks) {
       // A finished frame passes every byte down: the stack below is the same state.
       while (st.up !== null && this.finishedOnly(st.f)) st = st.up;
@@ -239,7 +240,10 @@ export class GrammarMasks {
       const upCost = st.up === null ? 0 : machine.stackCost(st.up);
       if (upCost === Infinity) continue;
       if (local.maxLocalCost >= 0) {
-        for (let w = 0; w < bits.length; w++) bits[w] |= local.bits[w];
+        // Nothing set yet (the usual one-stack state): a copy, not a word-by-word OR.
+        if (!touched) bits.set(local.bits);
+        else for (let w = 0; w < bits.length; w++) bits[w] |= local.bits[w];
+        touched = true;
         stat.maxCost = Math.max(stat.maxCost, local.maxLocalCost + upCost);
       }
       if (st.up === null) continue; // nothing may follow the top level
@@ -250,6 +254,7 @@ export class GrammarMasks {
         const cur: Stack[] = [];
         machine.feed(st.up, local.escapeBytes[i], cur);
         if (cur.length === 0) continue;
+        touched = true;
         this.allowTokensAt(trie, node, cur, Infinity, bits, stat);
         this.walk(trie, cur, Infinity, bits, stat, null, node);
       }
