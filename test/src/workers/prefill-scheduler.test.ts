@@ -3,8 +3,6 @@
  * fs block store: chunked prefill interleaved with decode, single flight,
  * prefill-only jobs (written through), fetch-or-recompute, cancel.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,9 +15,10 @@ import { KvTierCache } from '../../../src/workers/cache-adapter.ts';
 import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
 import type { EngineModel } from '../../../src/workers/ports.ts';
 import { PrefillScheduler, type SchedulerOptions } from '../../../src/workers/prefill-scheduler.ts';
-import { argmax, randomTokens, tinyEngine } from '../../inference-core/engine-fixtures.ts';
+import { argmax, randomTokens } from '../../inference-core/engine-fixtures.ts';
+import { BLOCK, openSchedulerRig, type SchedulerRig } from './scheduler-fixtures.ts';
 
-const BLOCK = 64;
+let rig: SchedulerRig;
 let engine: LoadedEngine;
 let dir: string;
 let tier: KvTier;
@@ -27,18 +26,12 @@ let store: FsBlobStore;
 let cache: KvTierCache;
 
 beforeAll(async () => {
-  engine = await tinyEngine({ weightType: 'f16', kvDtype: 'f16', poolBytes: 32 * 2 ** 20, maxBatch: 8 });
-  dir = mkdtempSync(join(tmpdir(), 'kvtier-sched-'));
-  store = await FsBlobStore.open({ dir: join(dir, 'blocks') });
-  tier = await KvTier.open({ dataDir: join(dir, 'index'), store, blockTokens: BLOCK, hotCacheBytes: 0 });
-  cache = await KvTierCache.create(tier, engine.kvLayout);
+  rig = await openSchedulerRig(8, 'kvtier-sched-');
+  ({ engine, dir, tier, store, cache } = rig);
 });
 
 afterAll(async () => {
-  await tier?.close();
-  await store?.close();
-  engine?.destroy();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  await rig?.close();
 });
 
 function engineModel(onStep?: (stepTokens: number[]) => void): EngineModel {
