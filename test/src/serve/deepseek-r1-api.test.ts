@@ -17,6 +17,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { KEYS, startTestServer, type TestServer } from './server-fixture.ts';
+import { collectReasoningStream } from './reasoning-stream.ts';
 
 const MODEL = 'synthetic:deepseek-r1-tiny';
 const BLOCK = 64;
@@ -52,13 +53,7 @@ describe('DeepSeek R1 template (synthetic:deepseek-r1-tiny) through the API', ()
     expect(message.content ?? '').not.toContain(message.reasoning_content!);
 
     const stream = await client.chat.completions.create({ model: MODEL, messages: first, max_tokens: 12, temperature: 0, stream: true });
-    let reasoning = '';
-    let content = '';
-    for await (const chunk of stream) {
-      const delta = chunk.choices[0]?.delta as { content?: string | null; reasoning_content?: string } | undefined;
-      if (delta?.reasoning_content) reasoning += delta.reasoning_content;
-      if (delta?.content) content += delta.content;
-    }
+    const { reasoning, content } = await collectReasoningStream(stream);
     expect(reasoning).toBe(message.reasoning_content);
     expect(content).toBe(message.content ?? '');
   });

@@ -23,6 +23,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildRealVocabGguf } from '../../helpers/real-vocab-gguf.ts';
 import { DEEPSEEK_R1_CHAT_TEMPLATE } from '../../../inference-core/synthetic/deepseek-r1-template.ts';
 import { KEYS, startTestServer, type TestServer } from './server-fixture.ts';
+import { collectReasoningStream } from './reasoning-stream.ts';
 
 const BLOCK = 64;
 const SYSTEM = 'You are kvtier, a terse assistant. ' + 'Think first, then answer in one short line and cite the cache. '.repeat(8);
@@ -61,13 +62,7 @@ describe('DeepSeek R1 style template: the reply opens inside <think>', () => {
     expect(r.usage!.completion_tokens_details?.reasoning_tokens).toBe(r.usage!.completion_tokens);
 
     const stream = await openai.chat.completions.create({ model, messages, max_tokens: 12, temperature: 0, stream: true });
-    let reasoning = '';
-    let content = '';
-    for await (const chunk of stream) {
-      const delta = chunk.choices[0]?.delta as { content?: string | null; reasoning_content?: string } | undefined;
-      if (delta?.reasoning_content) reasoning += delta.reasoning_content;
-      if (delta?.content) content += delta.content;
-    }
+    const { reasoning, content } = await collectReasoningStream(stream);
     expect(reasoning).toBe(message.reasoning_content);
     expect(content).toBe(message.content ?? '');
   });
