@@ -137,6 +137,8 @@ export interface StoreRequest extends RequestScope {
   layout: KvLayout;
   /** The lookup's chain for these tokens, to skip re-hashing. */
   chain?: PrefixChain;
+  /** Client retention hint (ms after last use), already capped by the caller to what policy allows; kept in the block's plane record and honoured as a cap on the class TTL. Absent/0 = policy TTL. */
+  ttlMs?: number;
 }
 
 export interface StoreReceipt {

@@ -1,0 +1,118 @@
+/**
+ * The cluster metadata plane: one shared record per stored block, the
+ * retention truth every node and the GC judge by. Drivers: `RedisMetadataPlane`
+ * (cluster, `REDIS_URL`) and `LmdbMetadataPlane` (embedded default). Both pass
+ * test/src/kvtier/metadata/plane-conformance.ts.
+ *
+ * Contract (unstorage-style: few methods, every driver the same semantics):
+ * - Keys are the block keys (32 lowercase hex chars, as on storage).
+ * - `lastUseAt` only moves forward: a renewal older than the stored value is
+ *   a no-op, so renewals from many nodes commute.
+ * - `renew` is buffered and coalesced (a key renewed many times before the
+ *   next flush costs one write); `flush` writes the buffer (pipelined / one
+ *   transaction). A renewal of a key with no record creates nothing.
+ * - `upsert` replaces class/tenant/size/writer/ttl of a record and raises its
+ *   lastUse; `createdAt` of an existing record is kept. With `ifAbsent` only
+ *   missing records are written (rebuild after data loss).
+ * - `remove` returns the records it removed and tells every subscriber of
+ *   `onRemoved` (all nodes, in the Redis driver) so node caches drop them.
+ * - `scanByLastUse` walks records oldest last use first; the cursor makes a
+ *   killed walk restartable. `capped` walks only records with a `ttlMs` cap.
+ * - `state()` says whether the plane can be trusted: `trusted: false` after
+ *   it lost its data (a Redis restarted empty or replaced: the generation
+ *   marker is gone), until a GC rebuilt the records from the storage listing
+ *   and called `markTrusted(generation)`.
+ * - Orphan bookkeeping (blobs on storage with no record) lives here too, so a
+ *   blob is swept only after it was seen orphaned for a whole grace period,
+ *   measured on the injected clock and by any GC node.
+ */
+
+/** One block as the whole cluster knows it. Times are ms since the epoch. */
+export interface BlockRecord {
+  /** 32 hex chars. */
+  key: string;
+  trafficClass: string;
+  tenant: string;
+  /** Encoded size on storage. */
+  sizeBytes: number;
+  /** Node id of the writer (`KvTierOptions.nodeId`); '' when rebuilt from storage. */
+  writer: string;
+  createdAt: number;
+  /** Latest use (write or hit) on any node. */
+  lastUseAt: number;
+  /** Client retention hint: this block expires `ttlMs` after its last use if that is sooner than the policy's TTL. 0 = no cap. */
+  ttlMs: number;
+  /** Block number in its prompt (deeper blocks go first among equal last use). */
+  depth: number;
+}
+
+export type PlaneKind = 'redis' | 'lmdb';
+
+export interface PlaneState {
+  /** Changes whenever the plane's data was lost and started afresh. */
+  generation: string;
+  /** False until a rebuild from the storage listing finished for this generation. */
+  trusted: boolean;
+}
+
+export interface ScanOptions {
+  /** Only records whose lastUseAt ≤ this. */
+  maxLastUseAt?: number;
+  /** Opaque cursor from the previous page. */
+  cursor?: string;
+  /** Records per page; default 512. */
+  limit?: number;
+  /** Walk only records with a ttlMs cap. */
+  capped?: boolean;
+}
+
+export interface ScanPage {
+  records: BlockRecord[];
+  /** Undefined when the walk is done. */
+  cursor: string | undefined;
+}
+
+/** Bytes and blocks per scope tag: "g", "c:<class>", "t:<tenant>". */
+export interface PlaneUsage {
+  bytes: Record<string, number>;
+  blocks: Record<string, number>;
+}
+
+export interface MetadataPlane {
+  readonly kind: PlaneKind;
+  state(): Promise<PlaneState>;
+  /** Marks `generation` as rebuilt; a no-op if the generation changed meanwhile (returns false then). */
+  markTrusted(generation: string): Promise<boolean>;
+  /** Records, in the order of `keys` (null = no record). */
+  get(keys: readonly string[]): Promise<(BlockRecord | null)[]>;
+  /** Writes records (after a block was put, or rebuilt). */
+  upsert(records: readonly BlockRecord[], options?: { ifAbsent?: boolean }): Promise<void>;
+  /** Buffers a use of each key at `at`; coalesced until `flush` (or the driver's own timer). */
+  renew(keys: readonly string[], at: number): void;
+  /** Writes buffered renewals. */
+  flush(): Promise<void>;
+  /** Removes records; returns those that existed. */
+  remove(keys: readonly string[]): Promise<BlockRecord[]>;
+  scanByLastUse(options?: ScanOptions): Promise<ScanPage>;
+  usage(): Promise<PlaneUsage>;
+  /** Notes keys seen on storage without a record at `at`; returns when each was first seen (earliest sighting wins). */
+  noteOrphans(keys: readonly string[], at: number): Promise<number[]>;
+  /** Forgets orphan sightings (swept, or a record appeared). */
+  clearOrphans(keys: readonly string[]): Promise<void>;
+  /** Every orphan sighting (key → first seen); GC reconciles it with the listing. */
+  orphanSightings(): Promise<Map<string, number>>;
+  /** Called with the keys any node removed (purge, GC). Returns an unsubscribe function. */
+  onRemoved(listener: (keys: string[]) => void): () => void;
+  /** Flushes, then closes. */
+  close(): Promise<void>;
+}
+
+/** Effective TTL of a record: the policy's for its class and tenant, capped by the record's own hint. */
+export function effectiveTtlMs(record: Pick<BlockRecord, 'trafficClass' | 'tenant' | 'ttlMs'>, policyTtlMs: (trafficClass: string, tenant: string) => number): number {
+  const ttl = policyTtlMs(record.trafficClass, record.tenant);
+  return record.ttlMs > 0 && record.ttlMs < ttl ? record.ttlMs : ttl;
+}
+
+export function scopeTagsOf(record: Pick<BlockRecord, 'trafficClass' | 'tenant'>): [string, string, string] {
+  return ['g', `c:${record.trafficClass}`, `t:${record.tenant}`];
+}
