@@ -45,7 +45,7 @@ export function loadAddon(): NativeAddon {
 /** Re-throws an addon error as a NativeError with its stable code. */
 export function wrapNativeError(e: unknown): never {
   const err = e as { code?: unknown; message?: string };
-  if (typeof err?.code === 'string' && err.code.startsWith('KVT_ERR_NATIVE')) {
+  if (typeof err?.code === 'string' && err.code.startsWith('KVT_ERR_NATIVE_')) {
     throw new NativeError(err.code, err.message ?? String(e));
   }
   throw e;

@@ -64,6 +64,17 @@ export const ERROR_REGISTRY = {
   KVT_ERR_CONFIG_API_KEYS: { status: 500, type: 'api_error', hint: 'KVTIER_API_KEYS must name a JSON file {"key": "tenant"|{tenant,shared}} or lines "key tenant [shared]"' },
   // --- admin ------------------------------------------------------------------
   KVT_ERR_ADMIN_POLICY: { status: 400, type: 'invalid_request_error', hint: 'send a policy with ttl per class in seconds and an optional byte quota' },
+  KVT_ERR_ADMIN_BAD_REQUEST: { status: 400, type: 'invalid_request_error', hint: 'fix the named field; see kvtier --help' },
+  KVT_ERR_ADMIN_NOT_FOUND: { status: 404, type: 'not_found_error', hint: 'kvtier ls lists the blocks this node knows' },
+  KVT_ERR_ADMIN_UNAVAILABLE: { status: 503, type: 'overloaded_error', hint: 'the cache tier is not open on this server; see its log' },
+  // --- structured output (inference-core/grammar) -----------------------------
+  KVT_ERR_GRAMMAR_UNSUPPORTED_KEYWORD: { status: 400, type: 'invalid_request_error', hint: 'remove the named JSON Schema keyword or use one the grammar compiler supports (see README: structured output)' },
+  KVT_ERR_GRAMMAR_INVALID_SCHEMA: { status: 400, type: 'invalid_request_error', hint: 'send a valid JSON Schema at the named path' },
+  KVT_ERR_GRAMMAR_UNSATISFIABLE: { status: 400, type: 'invalid_request_error', hint: 'the schema admits no value (conflicting bounds, empty enum); relax it' },
+  KVT_ERR_GRAMMAR_BUDGET: { status: 400, type: 'invalid_request_error', hint: 'raise max_tokens: the shortest reply the schema allows does not fit' },
+  KVT_ERR_GRAMMAR_DEAD_END: { status: 500, type: 'api_error', hint: 'the model vocabulary cannot spell what the schema needs; report the schema and model' },
+  // --- the cache tier's own contract (caller faults inside the server) --------
+  KVT_ERR_KVTIER_CLOSED: { status: 503, type: 'overloaded_error', hint: 'the cache tier is closing with the server; retry on another instance', retryAfterS: 1 },
   // --- fallback ---------------------------------------------------------------
   KVT_ERR_INTERNAL: { status: 500, type: 'api_error', hint: 'an unexpected fault; see the server log' },
 } as const satisfies Record<string, ErrorSpec>;
@@ -76,6 +87,14 @@ export type KvtErrorCode = keyof typeof ERROR_REGISTRY;
  */
 const AREA_SPECS: Array<[prefix: string, spec: ErrorSpec]> = [
   ['KVT_ERR_CLUSTER_GC_BUSY', { status: 409, type: 'conflict_error', hint: 'another node is collecting now; retry when it finishes', retryAfterS: 5 }],
+  ['KVT_ERR_CLUSTER_BAD_', { status: 500, type: 'api_error', hint: 'fix the cluster option named in the message (REDIS_URL, lease settings)' }],
+  ['KVT_ERR_CLUSTER_', { status: 503, type: 'overloaded_error', hint: 'cluster coordination through Redis failed; retry, and check REDIS_URL', retryAfterS: 2 }],
+  ['KVT_ERR_CLI_', { status: 400, type: 'invalid_request_error', hint: 'see kvtier --help for the command\'s flags' }],
+  ['KVT_ERR_KVTIER_', { status: 500, type: 'api_error', hint: 'the server called the cache tier wrongly (a bug): see the server log and report it' }],
+  ['KVT_ERR_HASH_', { status: 500, type: 'api_error', hint: 'prefix hashing failed: see the server log (WebAssembly and a little-endian CPU are required)' }],
+  ['KVT_ERR_FINGERPRINT_', { status: 500, type: 'api_error', hint: 'the model cannot be fingerprinted for the cache; check the model file and KVTIER_KV_DTYPE' }],
+  ['KVT_ERR_SYNTHETIC_', { status: 500, type: 'api_error', hint: 'fix the synthetic model name (synthetic:<tiny|small|1b|deepseek-…>[:type])' }],
+  ['KVT_ERR_OTHER_', { status: 500, type: 'api_error', hint: 'a lower layer failed with a foreign error code; see the server log' }],
   ['KVT_ERR_STORAGE_BAD_', { status: 500, type: 'api_error', hint: 'fix KVTIER_STORAGE (fs:<dir> or s3://bucket/prefix?endpoint=…)' }],
   ['KVT_ERR_STORAGE_', { status: 503, type: 'overloaded_error', hint: 'the block store failed; requests fall back to full prefill, check the storage backend', retryAfterS: 1 }],
   ['KVT_ERR_BLOCK_', { status: 500, type: 'api_error', hint: 'a cached block failed verification and was treated as a miss; check the storage for corruption' }],
