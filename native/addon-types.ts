@@ -55,4 +55,9 @@ export interface NativeAddon {
     layer: number, heads: number, vDim: number, scale: number, tables: Int32Array, segments: Int32Array): void;
   dequantize(dst: Float32Array, src: Bytes, dtype: number, count: number): void;
   quantize(dst: Bytes, src: Float32Array, dtype: number, count: number): void;
+  /** KV block codecs (src/ops/kv-codec.h): codec 1 int8, 2 fp8, 3 int4; dtype 0 f32, 1 f16; mla 0|1. */
+  kvCodecBytes(codec: number, dtype: number, mla: number, layers: number, kvHeads: number, headDim: number, tokens: number): number;
+  kvEncode(dst: Uint8Array, src: Uint8Array, codec: number, dtype: number, mla: number, layers: number, kvHeads: number, headDim: number, tokens: number): boolean;
+  kvDecode(dst: Uint8Array, src: Uint8Array, codec: number, dtype: number, mla: number, layers: number, kvHeads: number, headDim: number, tokens: number): void;
+  kvDecodeRef(dst: Uint8Array, src: Uint8Array, codec: number, dtype: number, mla: number, layers: number, kvHeads: number, headDim: number, tokens: number): void;
 }

@@ -25,7 +25,8 @@
       "src/ops/add.cc",
       "src/ops/attention.cc",
       "src/ops/mla-attention.cc",
-      "src/ops/table.cc"
+      "src/ops/table.cc",
+      "src/ops/kv-codec.cc"
     ]
   },
   "target_defaults": {
@@ -85,6 +86,10 @@
         "src/ops/kv-write-ref.cc",
         "src/ops/mla-dispatch.cc",
         "src/ops/mla-attention-ref.cc",
+        "src/ops/kv-codec-dispatch.cc",
+        "src/ops/kv-codec-encode.cc",
+        "src/ops/kv-codec-ref.cc",
+        "src/kv-codec-napi.cc",
         "src/quant/quant-dispatch.cc",
         "src/quant/quant-search.cc",
         "src/quant/quant-legacy.cc",

@@ -21,6 +21,10 @@
 
 using namespace kvt;
 
+namespace kvt {
+void register_kv_codec(Napi::Env env, Napi::Object exports);  // kv-codec-napi.cc
+}
+
 namespace {
 
 constexpr int kAbiVersion = 2;
@@ -714,6 +718,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("mlaAttentionRef", Napi::Function::New(env, MlaAttention<true>));
   exports.Set("dequantize", Napi::Function::New(env, Convert<false>));
   exports.Set("quantize", Napi::Function::New(env, Convert<true>));
+  kvt::register_kv_codec(env, exports);  // kv-codec-napi.cc
   return exports;
 }
 
