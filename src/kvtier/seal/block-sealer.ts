@@ -1,0 +1,113 @@
+import { createCipheriv, createDecipheriv } from 'node:crypto';
+
+import { NonceSource } from './nonce-source.ts';
+import { looksSealed, readSealHeader, SEAL_HEADER_BYTES, SEAL_OVERHEAD_BYTES, SEAL_TAG_BYTES, writeSealHeader, type SealHeader } from './seal-envelope.ts';
+import { SealError } from './seal-errors.ts';
+import { SealKeyring, type SealKeyringSpec } from './seal-keyring.ts';
+
+const BLOCK_KEY_BYTES = 16;
+/** Ciphertext is produced this many bytes at a time straight into the envelope, so each piece is copied while still in cache. */
+const SEAL_CHUNK_BYTES = 64 * 1024;
+
+/**
+ * AES-256-GCM envelopes around encoded blocks (format in seal-envelope.ts).
+ *
+ *   store: encoded block ──seal(block key, tenant salt)──▶ envelope ──▶ BlobStore.put
+ *   load:  BlobStore.get ──▶ envelope ──open(block key, tenant salt)──▶ encoded block ──▶ BlockCodec.decode
+ *
+ * `open` throws a SealError (the caller counts it and treats the block as a
+ * miss); it returns plaintext only after the tag has verified.
+ */
+export class BlockSealer {
+  readonly keyring: SealKeyring;
+  private readonly nonces: NonceSource;
+
+  constructor(keyring: SealKeyring | SealKeyringSpec, nonces: NonceSource = new NonceSource()) {
+    this.keyring = keyring instanceof SealKeyring ? keyring : new SealKeyring(keyring);
+    this.nonces = nonces;
+  }
+
+  /** Seals `plain` (an encoded block) stored under `blockKey` for the tenant with `tenantSalt`, under the current key id. */
+  seal(plain: Uint8Array, blockKey: Uint8Array, tenantSalt: string): Uint8Array {
+    assertBlockKey(blockKey);
+    const keyId = this.keyring.currentKeyId;
+    const key = this.keyring.tenantKey(keyId, tenantSalt)!;
+    const nonce = this.nonces.take();
+    const out = Buffer.allocUnsafeSlow(plain.byteLength + SEAL_OVERHEAD_BYTES);
+    writeSealHeader(out, keyId, nonce);
+    const cipher = createCipheriv('aes-256-gcm', key, nonce, { authTagLength: SEAL_TAG_BYTES });
+    cipher.setAAD(associatedData(out, blockKey));
+    let at = SEAL_HEADER_BYTES;
+    for (let from = 0; from < plain.byteLength; from += SEAL_CHUNK_BYTES) {
+      const piece = cipher.update(plain.subarray(from, Math.min(plain.byteLength, from + SEAL_CHUNK_BYTES)));
+      out.set(piece, at);
+      at += piece.byteLength;
+    }
+    const tail = cipher.final(); // empty for GCM; kept for completeness
+    out.set(tail, at);
+    at += tail.byteLength;
+    out.set(cipher.getAuthTag(), at);
+    return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
+  }
+
+  /** The encoded block inside `sealed`, after its tag verified against `blockKey` and the tenant's key. */
+  open(sealed: Uint8Array, blockKey: Uint8Array, tenantSalt: string): Uint8Array {
+    assertBlockKey(blockKey);
+    const header = readSealHeader(sealed);
+    const key = this.keyring.tenantKey(header.keyId, tenantSalt);
+    if (key === undefined) {
+      throw new SealError('KVT_ERR_SEAL_UNKNOWN_KEY', `block sealed under key id ${header.keyId}, which this keyring (ids ${this.keyring.keyIds.join(', ')}) does not hold; keep an old id until its blocks expire`);
+    }
+    const tagAt = sealed.byteLength - SEAL_TAG_BYTES;
+    const decipher = createDecipheriv('aes-256-gcm', key, header.nonce, { authTagLength: SEAL_TAG_BYTES });
+    decipher.setAAD(associatedData(sealed, blockKey));
+    decipher.setAuthTag(sealed.subarray(tagAt));
+    const plain = decipher.update(sealed.subarray(SEAL_HEADER_BYTES, tagAt));
+    try {
+      decipher.final();
+    } catch {
+      plain.fill(0); // unauthenticated plaintext never leaves here
+      throw new SealError('KVT_ERR_SEAL_AUTH_FAILED', 'sealed block failed authentication: tampered, stored under another key, or sealed for another tenant');
+    }
+    return new Uint8Array(plain.buffer, plain.byteOffset, plain.byteLength);
+  }
+}
+
+/**
+ * What a store holds → the encoded block, for KvTier's load path. With a
+ * sealer only envelopes open (a plaintext block is refused: KVT_ERR_SEAL_NOT_SEALED);
+ * without one only plaintext passes (an envelope is KVT_ERR_SEAL_NO_KEYRING).
+ */
+export function openStored(sealer: BlockSealer | undefined, stored: Uint8Array, blockKey: Uint8Array, tenantSalt: string): Uint8Array {
+  if (sealer === undefined) {
+    if (looksSealed(stored)) throw new SealError('KVT_ERR_SEAL_NO_KEYRING', 'this block is sealed but encryption is off on this node; set KVTIER_ENCRYPTION_SECRET or KVTIER_ENCRYPTION_KEYRING as the writers do');
+    return stored;
+  }
+  if (!looksSealed(stored)) throw new SealError('KVT_ERR_SEAL_NOT_SEALED', 'a plaintext block was read while encryption is on; it is not served (it expires like any block)');
+  return sealer.open(stored, blockKey, tenantSalt);
+}
+
+/** Encryption of a stored blob as `kvtier inspect` shows it: null for a plaintext block. */
+export function describeSealed(stored: Uint8Array): { algorithm: SealHeader['algorithm']; keyId: number; envelopeVersion: number } | { problem: string } | null {
+  if (!looksSealed(stored)) return null;
+  try {
+    const header = readSealHeader(stored);
+    return { algorithm: header.algorithm, keyId: header.keyId, envelopeVersion: header.version };
+  } catch (error) {
+    return { problem: (error as Error).message };
+  }
+}
+
+/** header ‖ block key: 40 bytes. */
+function associatedData(envelope: Uint8Array, blockKey: Uint8Array): Buffer {
+  const aad = Buffer.allocUnsafe(SEAL_HEADER_BYTES + BLOCK_KEY_BYTES);
+  aad.set(envelope.subarray(0, SEAL_HEADER_BYTES), 0);
+  aad.set(blockKey, SEAL_HEADER_BYTES);
+  return aad;
+}
+
+function assertBlockKey(blockKey: Uint8Array): void {
+  if (!(blockKey instanceof Uint8Array) || blockKey.byteLength !== BLOCK_KEY_BYTES) {
+    throw new SealError('KVT_ERR_SEAL_MALFORMED', `the block key bound to an envelope is ${BLOCK_KEY_BYTES} bytes, got ${blockKey?.byteLength}`);
+  }
+}
