@@ -15,6 +15,13 @@
  * The emitted tokens are then distributed exactly as the target's own
  * samples. An n-gram draft is a point mass q = δ(d_i): accept with p(d_i),
  * else draw from p with d_i removed.
+ *
+ * Constrained replies: `maskOf(i)` is the grammar's mask for row i (the state
+ * after the accepted tokens and d1..di). Every row's p is the masked law, the
+ * one plain constrained decoding samples from, so greedy output stays equal
+ * to plain constrained greedy and sampled output keeps that law; drafts were
+ * cut at the first token the grammar rejects, so each d_i is allowed by row
+ * i−1's mask.
  */
 import type { SamplingOptions } from '../sampling/sampler.ts';
 import type { Prng } from '../sampling/sampler.ts';
@@ -32,14 +39,18 @@ export function logitRow(all: Float32Array, vocab: number, i: number): Float32Ar
   return all.subarray(i * vocab, (i + 1) * vocab);
 }
 
-export function acceptGreedy(rows: Float32Array, vocab: number, draft: readonly number[], o: SamplingOptions, history: readonly number[]): AcceptResult {
+/** Row i's grammar mask (null: unconstrained). */
+export type RowMask = (row: number) => Uint32Array | null;
+const NO_MASK: RowMask = () => null;
+
+export function acceptGreedy(rows: Float32Array, vocab: number, draft: readonly number[], o: SamplingOptions, history: readonly number[], maskOf: RowMask = NO_MASK): AcceptResult {
   const h = history.slice();
   for (let i = 0; i < draft.length; i++) {
-    const want = greedyToken(logitRow(rows, vocab, i), o, h);
+    const want = greedyToken(logitRow(rows, vocab, i), o, h, maskOf(i));
     if (want !== draft[i]) return { accepted: i, next: want };
     h.push(draft[i]);
   }
-  return { accepted: draft.length, next: greedyToken(logitRow(rows, vocab, draft.length), o, h) };
+  return { accepted: draft.length, next: greedyToken(logitRow(rows, vocab, draft.length), o, h, maskOf(draft.length)) };
 }
 
 /**
@@ -78,14 +89,15 @@ export function acceptSampled(
   o: SamplingOptions,
   history: readonly number[],
   prng: Prng,
+  maskOf: RowMask = NO_MASK,
 ): AcceptResult {
   const h = history.slice();
   for (let i = 0; i < draft.length; i++) {
-    const p = targetDistribution(logitRow(rows, vocab, i), o, h);
+    const p = targetDistribution(logitRow(rows, vocab, i), o, h, maskOf(i));
     const r = acceptOne(p, draftDists[i] ?? null, draft[i], prng);
     if (!r.accepted) return { accepted: i, next: r.token };
     h.push(draft[i]);
   }
-  const p = targetDistribution(logitRow(rows, vocab, draft.length), o, h);
+  const p = targetDistribution(logitRow(rows, vocab, draft.length), o, h, maskOf(draft.length));
   return { accepted: draft.length, next: drawFrom(p, prng.nextFloat()) };
 }

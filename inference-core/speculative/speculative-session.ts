@@ -17,6 +17,8 @@
  *
  * plan() + complete() split a step so a scheduler can verify several
  * sequences in one Engine.step (item logits: 'all'); next() does both alone.
+ * plan() is itself beginPlan() + endPlan(), so several sequences' draft-model
+ * steps can share draft-engine forwards too (draft-batch.ts).
  */
 import type { Engine } from '../engine/engine.ts';
 import type { Sequence } from '../engine/sequence.ts';
@@ -25,7 +27,9 @@ import { Prng, type SamplingOptions } from '../sampling/sampler.ts';
 import { acceptGreedy, acceptSampled } from './acceptance.ts';
 import { DraftLengthPolicy, type DraftLengthOptions } from './draft-length.ts';
 import { NgramIndex } from './ngram-draft.ts';
-import { greedyToken, probabilityOf, targetDistribution, drawFrom, type TokenDistribution } from './target-distribution.ts';
+import type { TokenConstraint } from './grammar-cursor.ts';
+import { ModelDraft } from './model-draft.ts';
+import type { TokenDistribution } from './target-distribution.ts';
 
 export type SpeculativeMode = 'ngram' | 'draft';
 
@@ -38,6 +42,12 @@ export interface SpeculativeSessionOptions {
   /** mode 'draft': an engine with the same vocabulary (e.g. a lower-bit copy of the target). */
   draftEngine?: Engine;
   length: DraftLengthOptions;
+  /**
+   * Constrained reply: the grammar after the context (the first token was
+   * sampled under it). Drafts are cut at the first token it rejects, every
+   * verified row is masked by it, and it advances over emitted tokens only.
+   */
+  constraint?: TokenConstraint;
 }
 
 export interface SpeculativeStats {
@@ -63,7 +73,10 @@ export class SpeculativeSession {
   private readonly greedy: boolean;
   private readonly stops: ReadonlySet<number>;
   private readonly prng: Prng;
-  private pending: { draft: number[]; dists: (TokenDistribution | null)[]; matchN: number } | null = null;
+  private readonly draftEngine: Engine | null;
+  /** Constrained replies: the grammar after the context (its last token included). */
+  private constraint: TokenConstraint | null;
+  private pending: { draft: number[]; dists: (TokenDistribution | null)[]; matchN: number; cursors: TokenConstraint[] | null } | null = null;
   readonly stats: SpeculativeStats = { verifications: 0, proposed: 0, accepted: 0, emitted: 0, steps: 0 };
 
   constructor(o: SpeculativeSessionOptions) {
@@ -88,7 +101,9 @@ export class SpeculativeSession {
     this.policy = new DraftLengthPolicy(o.length);
     this.ngram = o.mode === 'ngram' ? new NgramIndex() : null;
     this.ngram?.append(this.ctx);
-    this.draftSeq = o.mode === 'draft' ? o.draftEngine!.createSequence() : null;
+    this.draftEngine = o.mode === 'draft' ? o.draftEngine! : null;
+    this.draftSeq = this.draftEngine ? this.draftEngine.createSequence() : null;
+    this.constraint = o.constraint ?? null;
   }
 
   get context(): readonly number[] {
@@ -97,20 +112,38 @@ export class SpeculativeSession {
 
   /** Drafts (at most `limit` − 1 tokens, so one verification emits at most `limit`) and returns what to feed. */
   plan(limit: number): SpeculativePlan {
+    const modelDraft = this.beginPlan(limit);
+    modelDraft?.runAlone();
+    return this.endPlan(modelDraft);
+  }
+
+  /**
+   * First half of plan(): n-gram drafts are planned at once (null returned);
+   * a draft model's drafting is returned for the caller to drive — alone, or
+   * batched with other sequences' (draft-batch.ts) — then given to endPlan().
+   */
+  beginPlan(limit: number): ModelDraft | null {
     const room = Math.max(0, Math.min(limit - 1, this.target.host.contextLength - this.ctx.length));
+    if (room > 0 && this.draftSeq) return new ModelDraft(this.draftEngine!, this.draftSeq, this.ctx, room, this.policy, this.sampling, this.stops, this.prng, this.constraint);
     let draft: number[] = [];
-    let dists: (TokenDistribution | null)[] = [];
+    let cursors: TokenConstraint[] | null = this.constraint ? [this.constraint] : null;
     let matchN = 0;
     if (room > 0 && this.ngram) {
       const found = this.ngram.lookup(Math.min(room, this.policy.maxDraft));
       matchN = found.matchN;
-      draft = found.tokens.slice(0, this.policy.ngramLength(found.tokens.length, matchN));
-      dists = draft.map(() => null);
-    } else if (room > 0 && this.draftSeq) {
-      ({ draft, dists } = this.draftWithModel(room));
+      let tokens = found.tokens;
+      if (this.constraint) ({ tokens, cursors } = cutToGrammar(tokens, this.constraint, this.stops));
+      draft = tokens.slice(0, this.policy.ngramLength(tokens.length, matchN));
+      cursors = cursors?.slice(0, draft.length + 1) ?? null;
     }
-    this.pending = { draft, dists, matchN };
-    return { tokens: [this.ctx[this.ctx.length - 1], ...draft] };
+    this.pending = { draft, dists: draft.map(() => null), matchN, cursors };
+    return null;
+  }
+
+  /** Second half of plan(): the tokens to verify ([g, d1 … dk]). */
+  endPlan(modelDraft: ModelDraft | null): SpeculativePlan {
+    if (modelDraft) this.pending = { ...modelDraft.result(), matchN: 0 };
+    return { tokens: [this.ctx[this.ctx.length - 1], ...this.pending!.draft] };
   }
 
   /**
@@ -124,9 +157,12 @@ export class SpeculativeSession {
     if (!p) throw new EngineError('KVT_ERR_ENGINE_SEQUENCE_STATE', 'complete() without plan(); call plan() first');
     this.pending = null;
     const vocab = this.target.host.vocabSize;
+    const cursors = p.cursors;
+    // A row after a drafted stop token has no grammar left (and its token is dropped below): unmasked.
+    const maskOf = (row: number) => (cursors && !cursors[row].finished ? cursors[row].mask() : null);
     const r = this.greedy
-      ? acceptGreedy(rows, vocab, p.draft, this.sampling, this.ctx)
-      : acceptSampled(rows, vocab, p.draft, p.dists, this.sampling, this.ctx, this.prng);
+      ? acceptGreedy(rows, vocab, p.draft, this.sampling, this.ctx, maskOf)
+      : acceptSampled(rows, vocab, p.draft, p.dists, this.sampling, this.ctx, this.prng, maskOf);
     let accepted = r.accepted;
     let next = r.next;
     // A stop token among the accepted drafts ends the reply there: it becomes the emitted last token.
@@ -147,6 +183,8 @@ export class SpeculativeSession {
     this.target.truncate(valid);
     if (this.draftSeq && this.draftSeq.length > valid) this.draftSeq.truncate(valid);
     const emitted = [...p.draft.slice(0, accepted), next];
+    // The grammar carries on from the accepted prefix: rejected drafts were only ever fed to copies.
+    if (cursors) this.constraint = cursors[accepted].advance(next);
     for (const t of emitted) this.ctx.push(t);
     this.ngram?.append(emitted);
     this.stats.emitted += emitted.length;
@@ -166,52 +204,25 @@ export class SpeculativeSession {
   free(): void {
     this.draftSeq?.free();
   }
-
-  /** Draft model: feed what it lacks of the context, then draft greedily/sampled while the policy says it pays. */
-  private draftWithModel(room: number): { draft: number[]; dists: (TokenDistribution | null)[] } {
-    const seq = this.draftSeq!;
-    const missing = this.ctx.slice(seq.length);
-    let logits = seq.prefill(missing);
-    const draft: number[] = [];
-    const dists: (TokenDistribution | null)[] = [];
-    const alphas: number[] = [];
-    const history = this.ctx.slice();
-    let reach = 1;
-    let expected = 1;
-    while (draft.length < room && this.policy.continueDrafting(draft.length, reach, expected)) {
-      let d: number;
-      let q: number;
-      if (this.greedy) {
-        d = greedyToken(logits, this.sampling, history);
-        q = softmaxAt(logits, d);
-        dists.push(null);
-      } else {
-        const dist = targetDistribution(logits, this.sampling, history);
-        d = drawFrom(dist, this.prng.nextFloat());
-        q = probabilityOf(dist, d);
-        dists.push(dist);
-      }
-      draft.push(d);
-      history.push(d);
-      const a = this.policy.draftAlpha(q);
-      alphas.push(a);
-      reach *= a;
-      expected += reach;
-      if (this.stops.has(d) || draft.length >= room || !this.policy.continueDrafting(draft.length, reach, expected)) break;
-      const t0 = performance.now();
-      logits = seq.decode(d);
-      this.policy.observeDraftStep(performance.now() - t0);
-    }
-    const k = this.policy.draftModelLength(alphas);
-    return { draft: draft.slice(0, k), dists: dists.slice(0, k) };
-  }
 }
 
-/** Softmax probability (temperature 1) of `token`: the draft's confidence in its greedy pick. */
-function softmaxAt(logits: Float32Array, token: number): number {
-  let max = -Infinity;
-  for (let i = 0; i < logits.length; i++) if (logits[i] > max) max = logits[i];
-  let sum = 0;
-  for (let i = 0; i < logits.length; i++) sum += Math.exp(logits[i] - max);
-  return Math.exp(logits[token] - max) / sum;
+/**
+ * An n-gram draft cut before the first token the grammar rejects (and after a
+ * stop token, which ends the reply), with the grammar at each position.
+ */
+function cutToGrammar(tokens: readonly number[], start: TokenConstraint, stops: ReadonlySet<number>): { tokens: number[]; cursors: TokenConstraint[] } {
+  const cursors = [start];
+  const kept: number[] = [];
+  for (const t of tokens) {
+    const at = cursors[cursors.length - 1];
+    if (!maskHas(at.mask(), t)) break;
+    kept.push(t);
+    cursors.push(at.advance(t));
+    if (stops.has(t)) break;
+  }
+  return { tokens: kept, cursors };
+}
+
+function maskHas(bits: Uint32Array, id: number): boolean {
+  return (bits[id >>> 5] & (1 << (id & 31))) !== 0;
 }

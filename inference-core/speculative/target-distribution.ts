@@ -7,9 +7,15 @@
  * Greedy (temperature 0) is the argmax of the penalized logits, first index
  * on ties — exactly Sampler's choice, so greedy speculation reproduces plain
  * greedy decoding token for token.
+ *
+ * With a mask (a grammar's allowed tokens, a bitset over ids) the law is
+ * Sampler's masked one: only allowed ids are candidates, before the penalty,
+ * temperature, top-k and top-p (as if every other logit were -Infinity);
+ * greedy takes the lowest allowed id among the largest.
  */
 import type { SamplingOptions } from '../sampling/sampler.ts';
 import { argmax } from '../sampling/sampler.ts';
+import { EngineError } from '../engine/engine-errors.ts';
 
 /** Sparse distribution: ids with p > 0 and their probabilities (summing to 1). */
 export interface TokenDistribution {
@@ -28,13 +34,15 @@ export function penalized(logits: Float32Array, o: SamplingOptions, history: rea
   return x;
 }
 
-export function greedyToken(logits: Float32Array, o: SamplingOptions, history: readonly number[]): number {
-  return argmax(penalized(logits, o, history));
+export function greedyToken(logits: Float32Array, o: SamplingOptions, history: readonly number[], mask: Uint32Array | null = null): number {
+  const x = penalized(logits, o, history);
+  return mask ? maskedArgmax(x, allowedIds(mask, x.length)) : argmax(x);
 }
 
-export function targetDistribution(logits: Float32Array, o: SamplingOptions, history: readonly number[]): TokenDistribution {
+export function targetDistribution(logits: Float32Array, o: SamplingOptions, history: readonly number[], mask: Uint32Array | null = null): TokenDistribution {
   const x = penalized(logits, o, history);
   const t = o.temperature ?? 0;
+  if (mask) return maskedDistribution(x, allowedIds(mask, x.length), t, o);
   if (t === 0) return { ids: Int32Array.of(argmax(x)), probs: Float64Array.of(1) };
   const vocab = x.length;
   const k = o.topK && o.topK > 0 && o.topK < vocab ? o.topK : vocab;
@@ -66,6 +74,59 @@ export function targetDistribution(logits: Float32Array, o: SamplingOptions, his
   const out = new Float64Array(n);
   for (let i = 0; i < n; i++) out[i] = probs[i] / kept;
   return { ids: order.slice(0, n), probs: out };
+}
+
+/** Allowed ids in ascending order; a mask allowing nothing is a caller's bug (the grammar throws its dead end first). */
+function allowedIds(mask: Uint32Array, vocab: number): Int32Array {
+  const ids: number[] = [];
+  for (let w = 0; w < mask.length; w++) {
+    let bits = mask[w];
+    while (bits !== 0) {
+      const low = bits & -bits;
+      const id = (w << 5) + (31 - Math.clz32(low));
+      bits ^= low;
+      if (id < vocab) ids.push(id);
+    }
+  }
+  if (ids.length === 0) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'the token mask allows no token; nothing can be sampled');
+  return Int32Array.from(ids);
+}
+
+function maskedArgmax(x: Float32Array, ids: Int32Array): number {
+  // Ids ascend: the first maximum is the lowest id (argmax's tie rule).
+  let best = ids[0];
+  for (let i = 1; i < ids.length; i++) if (x[ids[i]] > x[best]) best = ids[i];
+  return best;
+}
+
+/** Sampler.pickMasked's law over the allowed `ids` (penalized logits `x`). */
+function maskedDistribution(x: Float32Array, ids: Int32Array, t: number, o: SamplingOptions): TokenDistribution {
+  if (t === 0) return { ids: Int32Array.of(maskedArgmax(x, ids)), probs: Float64Array.of(1) };
+  const n = ids.length;
+  const k = o.topK && o.topK > 0 && o.topK < n ? o.topK : n;
+  const topP = o.topP ?? 1;
+  const order = k === n && topP >= 1 ? ids : ids.slice().sort((a, b) => x[b] - x[a] || a - b);
+  let max = -Infinity;
+  for (let i = 0; i < k; i++) if (x[order[i]] > max) max = x[order[i]];
+  const w = new Float64Array(k);
+  let sum = 0;
+  for (let i = 0; i < k; i++) sum += w[i] = Math.exp((x[order[i]] - max) / t);
+  let m = k;
+  if (topP < 1) {
+    let cum = 0;
+    for (let i = 0; i < k; i++) {
+      cum += w[i] / sum;
+      if (cum >= topP) {
+        m = i + 1;
+        break;
+      }
+    }
+  }
+  let kept = 0;
+  for (let i = 0; i < m; i++) kept += w[i];
+  const probs = new Float64Array(m);
+  for (let i = 0; i < m; i++) probs[i] = w[i] / kept;
+  return { ids: order.slice(0, m), probs };
 }
 
 /** Top-k by selection: ids by logit descending, lower id first on ties (the sort's order), O(vocab·k). */
