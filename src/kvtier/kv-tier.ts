@@ -15,6 +15,7 @@ import { LmdbPolicyStore, type PolicyStore } from './policy-store.ts';
 import { BLOCK_FORMAT_VERSION, PrefixHasher, type Hash128, type NamespaceSpec, type PrefixChain } from './prefix-hasher.ts';
 import { assertTenantName, type RetentionPolicy } from './retention-policy.ts';
 import { WriteBehindQueue } from './write-behind-queue.ts';
+import { openStored, type BlockSealer } from './seal/index.ts';
 
 const MIB = 1024 * 1024;
 
@@ -45,6 +46,8 @@ export interface KvTierOptions {
   gcIntervalMs?: number;
   /** Keys remembered as live in front of the LMDB index (see LiveEntryCache); default 262144, 0 disables. */
   liveCacheEntries?: number;
+  /** Encryption at rest: blocks are sealed before `store.put` and opened after `store.get` (seal/); absent = plaintext blocks. */
+  seal?: BlockSealer;
   /** Tests only: replace the 128-bit hash to force collisions. */
   hash128?: Hash128;
 }
@@ -646,9 +649,19 @@ export class KvTier {
       return { failed: 'KVT_ERR_BLOCK_MISSING' };
     }
     if (!fromPending) this.counters.bytesRead += bytes.byteLength;
+    // Encryption at rest (seal/): a blob that does not open is a miss and is kept (the keyring may be what is wrong).
+    let plain = bytes;
+    if (!fromPending) {
+      try {
+        plain = openStored(this.options.seal, bytes, lookup.chain.keyBytes(i), lookup.namespace.tenantSalt);
+      } catch (error) {
+        this.noteError(error, 'stored block did not open (encryption at rest); treated as a miss');
+        return { failed: errorCodeOf(error) };
+      }
+    }
     let block: DecodedBlock;
     try {
-      block = this.codec.decode(bytes);
+      block = this.codec.decode(plain);
     } catch (error) {
       this.discardCorrupt(key, lookup.chain.keyBytes(i), error);
       return { failed: errorCodeOf(error) };
@@ -710,17 +723,19 @@ export class KvTier {
   }
 
   private async writeBlockNow(key: string, keyBytes: Uint8Array, bytes: Uint8Array, depth: number, request: StoreRequest): Promise<void> {
+    let stored = bytes;
     try {
-      await this.blobStore.put(key, bytes);
+      if (this.options.seal !== undefined) stored = this.options.seal.seal(bytes, keyBytes, request.namespace.tenantSalt);
+      await this.blobStore.put(key, stored);
     } catch (error) {
       this.noteError(error, 'block write failed; block not stored');
       return;
     }
-    this.counters.bytesWritten += bytes.byteLength;
+    this.counters.bytesWritten += stored.byteLength;
     this.counters.blocksWritten++;
     try {
       await this.index.recordWrites(
-        [{ keyBytes, sizeBytes: bytes.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth }],
+        [{ keyBytes, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth }],
         this.clock.now(),
         this.policy.current(),
       );
