@@ -14,6 +14,7 @@
  * a calls-only turn), so both APIs render the same prompt tokens.
  */
 import { KvtError } from '../errors.ts';
+import { reasoningFromToken } from './responses-include.ts';
 import { constraintFromOpenAi, type ConstraintSpec } from './structured-output.ts';
 import { argumentsAsJson, argumentsFromJson } from './tool-calls.ts';
 import type { CacheUsage, ChatMessage, FinishReason, SamplingRequest, ToolCall, ToolSpec } from './types.ts';
@@ -39,6 +40,12 @@ export interface ResponsesRequestBody {
   kvtier_class?: string;
   chat_template_kwargs?: Record<string, unknown>;
   enable_thinking?: boolean;
+  /** Extra output data (responses-include.ts). */
+  include?: string[] | null;
+  /** Run on after the POST returns (status queued → in_progress → completed; requires store). */
+  background?: boolean | null;
+  /** 'auto': drop the oldest input items until the prompt fits the context; 'disabled' (default): a 400. */
+  truncation?: 'auto' | 'disabled' | null;
 }
 
 export interface ResponsesInputItem {
@@ -50,6 +57,8 @@ export interface ResponsesInputItem {
   arguments?: string;
   output?: string | Array<{ type: string; text?: string }>;
   id?: string;
+  /** A reasoning item's token from include: ["reasoning.encrypted_content"] (responses-include.ts). */
+  encrypted_content?: string | null;
 }
 
 function invalid(message: string, param: string): KvtError {
@@ -121,7 +130,9 @@ export function messagesFromResponsesInput(input: ResponsesRequestBody['input'],
     }
     if (type === 'reasoning') {
       const parts = (item as { content?: Array<{ text?: unknown }> }).content;
-      const text = Array.isArray(parts) ? parts.map((p) => (typeof p.text === 'string' ? p.text : '')).join('') : '';
+      let text = Array.isArray(parts) ? parts.map((p) => (typeof p.text === 'string' ? p.text : '')).join('') : '';
+      // A stateless client (store: false) sends reasoning back as the token it was given.
+      if (text === '' && typeof item.encrypted_content === 'string') text = reasoningFromToken(item.encrypted_content, `${at}.encrypted_content`);
       if (text !== '') reasoning = (reasoning ?? '') + text;
       return;
     }
@@ -208,7 +219,7 @@ export { renamed as responsesParamNames };
 export type ResponsesOutputItem =
   | { type: 'message'; id: string; status: 'completed' | 'incomplete'; role: 'assistant'; content: Array<{ type: 'output_text'; text: string; annotations: unknown[]; logprobs: unknown[] }> }
   | { type: 'function_call'; id: string; call_id: string; name: string; arguments: string; status: 'completed' }
-  | { type: 'reasoning'; id: string; summary: unknown[]; content: Array<{ type: 'reasoning_text'; text: string }>; status: 'completed' };
+  | { type: 'reasoning'; id: string; summary: unknown[]; content: Array<{ type: 'reasoning_text'; text: string }>; status: 'completed'; encrypted_content?: string };
 
 export function outputTextPart(text: string): { type: 'output_text'; text: string; annotations: unknown[]; logprobs: unknown[] } {
   return { type: 'output_text', text, annotations: [], logprobs: [] };
@@ -233,12 +244,16 @@ export interface ResponseShape {
   createdAt: number;
   model: string;
   body: ResponsesRequestBody;
-  status: 'in_progress' | 'completed' | 'incomplete';
+  /** queued → in_progress → completed | incomplete | failed | cancelled (the last two: background runs). */
+  status: 'queued' | 'in_progress' | 'completed' | 'incomplete' | 'failed' | 'cancelled';
   output: ResponsesOutputItem[];
   finishReason: FinishReason | null;
   usage: CacheUsage | null;
   store: boolean;
   reasoningTokens?: number;
+  background?: boolean;
+  /** A background run that failed: its error. */
+  error?: { code: string; message: string } | null;
 }
 
 /** The Response object (GET, non-streamed POST, and the stream's created/in_progress/completed events). */
@@ -249,8 +264,8 @@ export function responseObject(shape: ResponseShape): Record<string, unknown> {
     object: 'response',
     created_at: shape.createdAt,
     status: shape.status,
-    background: false,
-    error: null,
+    background: shape.background === true,
+    error: shape.error ?? null,
     incomplete_details: shape.status === 'incomplete' ? { reason: 'max_output_tokens' } : null,
     instructions: body.instructions ?? null,
     max_output_tokens: body.max_output_tokens ?? null,
@@ -265,7 +280,7 @@ export function responseObject(shape: ResponseShape): Record<string, unknown> {
     tool_choice: body.tool_choice ?? 'auto',
     tools: body.tools ?? [],
     top_p: body.top_p ?? 1,
-    truncation: 'disabled',
+    truncation: body.truncation ?? 'disabled',
     usage: shape.usage ? responsesUsage(shape.usage, shape.reasoningTokens ?? 0) : null,
     user: body.user ?? null,
     metadata: body.metadata ?? {},

@@ -16,6 +16,7 @@
 import { Redis } from 'ioredis';
 
 import type { ChatMessage, ToolSpec } from '../recipe/index.ts';
+import type { ResponsesListItem } from '../recipe/responses-items.ts';
 
 export interface StoredResponse {
   response: Record<string, unknown>;
@@ -24,6 +25,8 @@ export interface StoredResponse {
   tools?: ToolSpec[];
   /** The reply texts of the transcript with the ids they were sampled as, for the reply memory of whichever API process continues it. */
   sampled?: Array<{ text: string; ids: number[] }>;
+  /** What GET /v1/responses/{id}/input_items lists: the chain's items, then this request's input (recipe/responses-items.ts). */
+  inputItems?: ResponsesListItem[];
 }
 
 export interface ResponseStore {

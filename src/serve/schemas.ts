@@ -202,6 +202,10 @@ export const responsesBody = {
     max_output_tokens: { type: ['integer', 'null'], minimum: 1 },
     store: { type: ['boolean', 'null'] },
     previous_response_id: { type: ['string', 'null'] },
+    // include values, background and truncation semantics: recipe/responses-include.ts, routes/openai-responses.ts.
+    include: { type: ['array', 'null'], items: { type: 'string' } },
+    background: { type: ['boolean', 'null'] },
+    truncation: { anyOf: [{ type: 'string', enum: ['auto', 'disabled'] }, { type: 'null' }] },
     metadata: { type: ['object', 'null'] },
     parallel_tool_calls: { type: ['boolean', 'null'] },
     chat_template_kwargs: { type: 'object' },

@@ -1,12 +1,16 @@
 /**
- * POST /v1/responses (OpenAI Responses API), streamed or not; GET and DELETE
- * /v1/responses/{id} for stored responses.
+ * POST /v1/responses (OpenAI Responses API): streamed or not, in the
+ * foreground or in the background (`background: true`: the POST answers
+ * `queued` at once, the run goes on; GET polls it, POST …/cancel stops it).
+ * The stored-response routes (GET, DELETE, input_items, cancel) are in
+ * openai-responses-stored.ts.
  *
  * A request becomes the Chat Completions transcript of the same conversation
  * (instructions → system, then the chained history, then this input) and goes
  * through the same prompt builder, so it renders the same tokens, and a
  * chained turn's prompt starts with the previous turn's prompt + reply: its
- * cached tokens grow turn after turn.
+ * cached tokens grow turn after turn. `truncation: "auto"` drops the oldest
+ * items when that transcript does not fit (response-truncation.ts).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
@@ -27,23 +31,34 @@ import {
   type ResponsesOutputItem,
   type ResponsesRequestBody,
 } from '../../recipe/responses-format.ts';
+import { parseInclude, reasoningToken } from '../../recipe/responses-include.ts';
+import { inputListItems, outputListItems, type ResponsesListItem } from '../../recipe/responses-items.ts';
 import type { ChatMessage } from '../../recipe/index.ts';
 import type { ServeContext } from '../context.ts';
-import type { GenerateEvent, GenerateRequest, SampledReply } from '../inference-service.ts';
+import type { GenerateRequest, SampledReply } from '../inference-service.ts';
 import { MemoryResponseStore, RedisResponseStore, type ResponseStore } from '../response-store.ts';
+import { driveResponse, ResponseRun, ResponseRuns, streamRun, type EndEvent } from '../response-run.ts';
+import { fitToContext } from '../response-truncation.ts';
 import { responsesBody } from '../schemas.ts';
-import { clientGone, SseWriter } from '../sse.ts';
-import { checkToolCallArguments, generatePreflight, requestIdentity } from '../request-limits.ts';
+import { clientGone } from '../sse.ts';
+import { checkToolCallArguments, generatePreflight } from '../request-limits.ts';
 import { preamble, responseId, setTimingHeaders } from './common.ts';
-
-type EndEvent = Extract<GenerateEvent, { type: 'end' }>;
+import { notFound, registerStoredResponses } from './openai-responses-stored.ts';
 
 /** How long a fetched retention policy is trusted for the TTL of new records. */
 const POLICY_REFRESH_MS = 2000;
 
+function invalid(message: string, param: string): KvtError {
+  return new KvtError('KVT_ERR_REQUEST_INVALID', message, { param });
+}
+
 export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext): void {
   const store: ResponseStore = ctx.config.redisUrl ? new RedisResponseStore(ctx.config.redisUrl, (level, message) => app.log[level](message)) : new MemoryResponseStore();
-  app.addHook('onClose', async () => store.close());
+  const runs = new ResponseRuns();
+  app.addHook('onClose', async () => {
+    runs.abortAll();
+    await store.close();
+  });
   let policy: { value: RetentionPolicy; at: number } | null = null;
   const ttlMs = async (trafficClass: string, tenant: string): Promise<number> => {
     // A class the cached policy does not know yet was just added: fetch again rather than fall back to the default class.
@@ -52,26 +67,41 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
     }
     return policy.value.ttlMs(trafficClass, tenant);
   };
+  registerStoredResponses(app, ctx, store, runs);
 
   app.post('/v1/responses', { schema: { body: responsesBody }, preValidation: generatePreflight(ctx) }, async (request: FastifyRequest, reply: FastifyReply) => {
     const body = request.body as ResponsesRequestBody;
+    const include = parseInclude(body.include);
+    // As the reference: a background run is polled through its stored record.
+    if (body.background === true && body.store === false) throw invalid('background: true needs store: true (a background response is read back by GET /v1/responses/{id}); drop store: false', 'background');
     const input = responsesInput(body);
     const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
     let history: ChatMessage[] = [];
     let historySampled: SampledReply[] = [];
+    const taken = new Set<string>();
+    let historyItems: ResponsesListItem[] = [];
     if (body.previous_response_id) {
       const previous = await store.get(identity.tenant, body.previous_response_id);
       if (!previous) throw notFound(body.previous_response_id, 'previous_response_id');
+      const status = previous.response.status as ResponseShape['status'];
+      if (status !== 'completed' && status !== 'incomplete') {
+        const wait = status === 'queued' || status === 'in_progress' ? ': poll GET /v1/responses/{id} until it is completed' : '';
+        throw invalid(`previous_response_id "${body.previous_response_id}" is ${status}; only a completed or incomplete response can be continued${wait}`, 'previous_response_id');
+      }
       history = previous.transcript;
       historySampled = previous.sampled ?? [];
+      for (const item of previous.inputItems ?? []) taken.add(item.id);
+      historyItems = [...(previous.inputItems ?? []), ...outputListItems(previous.response.output as ResponsesOutputItem[], taken)];
       ctx.service.rememberReplies(identity.scope, historySampled);
     }
+    const inputItems = [...historyItems, ...inputListItems(body.input, responseId, taken)];
     const messages = responsesTranscript(input.instructions, history, input.inputMessages);
     if (messages.length === 0) throw new KvtError('KVT_ERR_REQUEST_EMPTY_PROMPT', 'input is empty and there is no previous_response_id: send at least one input item', { param: 'input' });
     await checkToolCallArguments(messages, ctx.config.maxJsonDepth);
     const sampling = samplingFromResponses(body, { defaultMaxTokens: ctx.defaultMaxTokens });
     const constraint = constraintFromResponses(body, input.tools);
-    const prompt = await ctx.prompts.chat(messages, input.tools, identity.scope, 'input', templateKwargsOf(body));
+    const render = (kept: ChatMessage[]) => ctx.prompts.chat(kept, input.tools, identity.scope, 'input', templateKwargsOf(body));
+    const prompt = body.truncation === 'auto' ? (await fitToContext(messages, render, { contextLength: ctx.contextLength, maxTokens: sampling.maxTokens })).prompt : await render(messages).catch((error: unknown) => Promise.reject(truncationHint(error)));
     const generateRequest: GenerateRequest = {
       route: '/v1/responses',
       tokens: prompt.tokens,
@@ -85,132 +115,113 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
     try {
       ctx.service.check(generateRequest);
     } catch (error) {
-      throw responsesParamNames(error);
+      throw responsesParamNames(truncationHint(error));
     }
     const shape: ResponseShape = {
       id: responseId('resp_'),
       createdAt: Math.floor(Date.now() / 1000),
       model: ctx.modelId,
       body,
-      status: 'in_progress',
+      status: body.background === true ? 'queued' : 'in_progress',
       output: [],
       finishReason: null,
       usage: null,
       store: body.store !== false,
+      background: body.background === true,
     };
-    const remember = async (end: EndEvent): Promise<void> => {
-      shape.reasoningTokens = end.reasoningTokens;
-      shape.status = end.finishReason === 'length' ? 'incomplete' : 'completed';
-      shape.finishReason = end.finishReason;
-      shape.usage = end.usage;
+    /** Writes the record: the response now, and once it ended, the transcript a chained turn continues. */
+    const save = async (end: EndEvent | null): Promise<void> => {
       if (!shape.store) return;
-      const transcript = [...history, ...input.inputMessages, ...messagesFromOutput(shape.output)];
-      await store.put(identity.tenant, shape.id, { response: responseObject(shape), transcript, sampled: [...historySampled, ...end.sampled] }, await ttlMs(trafficClass, identity.tenant));
+      const transcript = end ? [...history, ...input.inputMessages, ...messagesFromOutput(shape.output)] : [];
+      const sampled = end ? [...historySampled, ...end.sampled] : [];
+      await store.put(identity.tenant, shape.id, { response: responseObject(shape), transcript, sampled, inputItems }, await ttlMs(trafficClass, identity.tenant));
     };
+
+    if (body.background === true) {
+      const run = new ResponseRun(identity.tenant, shape, include.reasoningToken);
+      await save(null);
+      runs.add(run);
+      run.emit('response.created', { response: run.snapshot() });
+      run.emit('response.queued', { response: run.snapshot() });
+      void runInBackground(run, ctx, generateRequest, async (end) => {
+        if (!run.deleted) await save(end);
+      }).finally(() => runs.retire(run));
+      if (!body.stream) return run.snapshot();
+      // The stream follows the run; the client going away stops reading, not the run.
+      await streamRun(reply, run, -1);
+      return reply;
+    }
+
     const generation = ctx.service.generate(generateRequest, clientGone(reply));
     const first = await generation.next();
     if (!body.stream) {
       let end: EndEvent | null = null;
       for (let step = first; !step.done; step = await generation.next()) if (step.value.type === 'end') end = step.value;
-      shape.output = outputItems(end!);
-      await remember(end!);
+      shape.output = outputItems(end!, include.reasoningToken);
+      shape.reasoningTokens = end!.reasoningTokens;
+      shape.status = end!.finishReason === 'length' ? 'incomplete' : 'completed';
+      shape.finishReason = end!.finishReason;
+      shape.usage = end!.usage;
+      await save(end);
       setTimingHeaders(reply, end!);
       return responseObject(shape);
     }
-    const sse = new SseWriter(reply);
-    sse.start();
-    let sequence = 0;
-    const emit = (type: string, fields: Record<string, unknown>) => sse.send({ type, sequence_number: sequence++, ...fields }, type);
-    emit('response.created', { response: responseObject(shape) });
-    emit('response.in_progress', { response: responseObject(shape) });
-    let thought: { id: string; index: number; text: string } | null = null;
-    const closeThought = () => {
-      if (thought === null) return;
-      const part = { type: 'reasoning_text' as const, text: thought.text };
-      const item: ResponsesOutputItem = { type: 'reasoning', id: thought.id, summary: [], content: [part], status: 'completed' };
-      emit('response.reasoning_text.done', { item_id: thought.id, output_index: thought.index, content_index: 0, text: thought.text });
-      emit('response.content_part.done', { item_id: thought.id, output_index: thought.index, content_index: 0, part });
-      emit('response.output_item.done', { output_index: thought.index, item });
-      shape.output.push(item);
-      thought = null;
-    };
-    let text: { id: string; index: number; text: string } | null = null;
-    const openText = () => {
-      if (text !== null) return text;
-      closeThought();
-      text = { id: responseId('msg_'), index: shape.output.length, text: '' };
-      emit('response.output_item.added', { output_index: text.index, item: { type: 'message', id: text.id, status: 'in_progress', role: 'assistant', content: [] } });
-      emit('response.content_part.added', { item_id: text.id, output_index: text.index, content_index: 0, part: outputTextPart('') });
-      return text;
-    };
+    const run = new ResponseRun(identity.tenant, shape, include.reasoningToken);
+    run.emit('response.created', { response: run.snapshot() });
+    run.emit('response.in_progress', { response: run.snapshot() });
+    const streamed = streamRun(reply, run, -1);
     try {
-      for (let step = first; !step.done; step = await generation.next()) {
-        const event = step.value;
-        if (event.type === 'reasoning') {
-          if (thought === null) {
-            thought = { id: responseId('rs_'), index: shape.output.length, text: '' };
-            emit('response.output_item.added', { output_index: thought.index, item: { type: 'reasoning', id: thought.id, summary: [], content: [], status: 'in_progress' } });
-            // The SDK's stream helper appends deltas to the part this announces.
-            emit('response.content_part.added', { item_id: thought.id, output_index: thought.index, content_index: 0, part: { type: 'reasoning_text', text: '' } });
-          }
-          thought.text += event.text;
-          emit('response.reasoning_text.delta', { item_id: thought.id, output_index: thought.index, content_index: 0, delta: event.text });
-        } else if (event.type === 'text') {
-          const open = openText();
-          open.text += event.text;
-          emit('response.output_text.delta', { item_id: open.id, output_index: open.index, content_index: 0, delta: event.text, logprobs: [] });
-        } else if (event.type === 'end') {
-          closeThought();
-          const open = text ?? (event.toolCalls.length === 0 ? openText() : null);
-          if (open) {
-            const part = outputTextPart(open.text);
-            const item: ResponsesOutputItem = { type: 'message', id: open.id, status: event.finishReason === 'length' ? 'incomplete' : 'completed', role: 'assistant', content: [part] };
-            emit('response.output_text.done', { item_id: open.id, output_index: open.index, content_index: 0, text: open.text, logprobs: [] });
-            emit('response.content_part.done', { item_id: open.id, output_index: open.index, content_index: 0, part });
-            emit('response.output_item.done', { output_index: open.index, item });
-            shape.output.push(item);
-          }
-          for (const call of event.toolCalls) {
-            const item = functionCallItem(call, responseId('fc_'));
-            const index = shape.output.length;
-            emit('response.output_item.added', { output_index: index, item: { ...item, arguments: '', status: 'in_progress' } });
-            emit('response.function_call_arguments.delta', { item_id: item.id, output_index: index, delta: item.arguments });
-            emit('response.function_call_arguments.done', { item_id: item.id, output_index: index, name: item.name, arguments: item.arguments });
-            emit('response.output_item.done', { output_index: index, item });
-            shape.output.push(item);
-          }
-          await remember(event);
-          emit(shape.status === 'incomplete' ? 'response.incomplete' : 'response.completed', { response: responseObject(shape) });
-        }
-      }
+      await driveResponse(run, generation, first, save);
     } catch (error) {
       const described = describeError(error);
       ctx.metrics.errors.inc({ code: described.code });
       request.log.warn({ code: described.code }, `stream failed after it started: ${described.message}`);
-      emit('error', { code: described.code, message: described.message, param: described.param ?? null });
+      run.emit('error', { code: described.code, message: described.message, param: described.param ?? null });
     }
-    sse.end();
+    run.finish();
+    await streamed;
     return reply;
-  });
-
-  app.get('/v1/responses/:id', async (request: FastifyRequest<{ Params: { id: string } }>) => {
-    const identity = requestIdentity(ctx, request);
-    const record = await store.get(identity.tenant, request.params.id);
-    if (!record) throw notFound(request.params.id, 'id');
-    return record.response;
-  });
-
-  app.delete('/v1/responses/:id', async (request: FastifyRequest<{ Params: { id: string } }>) => {
-    const identity = requestIdentity(ctx, request);
-    if (!(await store.delete(identity.tenant, request.params.id))) throw notFound(request.params.id, 'id');
-    return { id: request.params.id, object: 'response.deleted', deleted: true };
   });
 }
 
+/**
+ * A background run: queued until the engine takes it, then the same event
+ * sequence as a streamed response; a failure or a cancel settles the record
+ * as failed / cancelled (response.failed / response.cancelled events).
+ */
+async function runInBackground(run: ResponseRun, ctx: ServeContext, request: GenerateRequest, saveEnd: (end: EndEvent | null) => Promise<void>): Promise<void> {
+  const { shape } = run;
+  try {
+    const generation = ctx.service.generate(request, run.abort.signal);
+    const first = await generation.next();
+    if (!run.cancelled) {
+      shape.status = 'in_progress';
+      await saveEnd(null);
+      run.emit('response.in_progress', { response: run.snapshot() });
+    }
+    await driveResponse(run, generation, first, saveEnd);
+    if (run.cancelled && shape.status === 'in_progress') throw new KvtError('KVT_ERR_INTERNAL', 'cancelled');
+  } catch (error) {
+    if (run.cancelled) shape.status = 'cancelled';
+    else {
+      const described = describeError(error);
+      ctx.metrics.errors.inc({ code: described.code });
+      shape.status = 'failed';
+      shape.error = { code: described.code, message: described.message };
+    }
+    await saveEnd(null).catch(() => undefined);
+    run.emit(run.cancelled ? 'response.cancelled' : 'response.failed', { response: run.snapshot() });
+  } finally {
+    run.finish();
+  }
+}
+
 /** A finished generation → the Response's output items (a message unless the reply is calls only, then one function_call per call). */
-function outputItems(end: EndEvent): ResponsesOutputItem[] {
+function outputItems(end: EndEvent, withToken: boolean): ResponsesOutputItem[] {
   const items: ResponsesOutputItem[] = [];
-  if (end.reasoning !== null) items.push({ type: 'reasoning', id: responseId('rs_'), summary: [], content: [{ type: 'reasoning_text', text: end.reasoning }], status: 'completed' });
+  if (end.reasoning !== null) {
+    items.push({ type: 'reasoning', id: responseId('rs_'), summary: [], content: [{ type: 'reasoning_text', text: end.reasoning }], status: 'completed', ...(withToken ? { encrypted_content: reasoningToken(end.reasoning) } : {}) });
+  }
   if (end.content !== '' || end.toolCalls.length === 0) {
     items.push({ type: 'message', id: responseId('msg_'), status: end.finishReason === 'length' ? 'incomplete' : 'completed', role: 'assistant', content: [outputTextPart(end.content)] });
   }
@@ -218,6 +229,8 @@ function outputItems(end: EndEvent): ResponsesOutputItem[] {
   return items;
 }
 
-function notFound(id: string, param: string): KvtError {
-  return new KvtError('KVT_ERR_RESPONSE_NOT_FOUND', `no stored response "${id}" for this API key`, { param });
+/** truncation "disabled" (the default): a prompt over the context says how to let the server drop old items. */
+function truncationHint(error: unknown): unknown {
+  if (!(error instanceof KvtError) || error.code !== 'KVT_ERR_REQUEST_CONTEXT_OVERFLOW') return error;
+  return new KvtError(error.code, `${error.message}; send truncation: "auto" to drop the oldest input items until it fits`, { param: error.param ?? 'input', cause: error });
 }
