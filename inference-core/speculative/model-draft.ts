@@ -48,6 +48,8 @@ export class ModelDraft {
     constraint: TokenConstraint | null,
   ) {
     this.history = context.slice();
+    // Drafts fed by a plan that was never verified (a step that failed and is planned again) are dropped.
+    if (seq.length > context.length) seq.truncate(context.length);
     this.cursors = constraint ? [constraint] : null;
     // Nothing to draft: not even the context is fed (it will be next time, with what it lacks then).
     this.toFeed = room > 0 && policy.continueDrafting(0, 1, 1) ? context.slice(seq.length) : null;

@@ -11,8 +11,9 @@
 import { parentPort, workerData } from 'node:worker_threads';
 
 import { loadEngine, Sampler, type Sequence } from '../../inference-core/index.ts';
-import { SpeculativeSession } from '../../inference-core/speculative/index.ts';
-import { constrainedDecoder } from '../../inference-core/grammar/index.ts';
+import { GrammarCursor, planSpeculativeBatch, SpeculativeSession } from '../../inference-core/speculative/index.ts';
+import { constrainedDecoder, grammarOf, masksOf, vocabOf } from '../../inference-core/grammar/index.ts';
+import type { PrefillJob } from './job.ts';
 import { FetchOrRecompute } from '../cluster/index.ts';
 import { openBlobStore, type BlobStore } from '../../storage-adapters/index.ts';
 import { KvTier, RedisPolicyStore, type PolicyStore } from '../kvtier/index.ts';
@@ -60,6 +61,8 @@ async function main(init: EngineThreadInit): Promise<void> {
     step: (items) => engine.step(items.map(({ sequence, tokens, logits }) => ({ seq: sequence as Sequence, tokens, logits }))),
   };
   const storageFaults: Record<string, number> = {};
+  /** Constrained jobs under speculation: the grammar after the tokens sampled so far, until the session takes it. */
+  const grammarTracks = new WeakMap<PrefillJob, { cursor: GrammarCursor }>();
   const scheduler = new PrefillScheduler({
     engine: model,
     cache,
@@ -72,6 +75,19 @@ async function main(init: EngineThreadInit): Promise<void> {
     createSampler: (job) => {
       const sampler = new Sampler({ temperature: job.sampling.temperature, topK: job.sampling.topK, topP: job.sampling.topP, seed: job.sampling.seed, stopTokens: job.sampling.stopTokenIds });
       if (!job.constraint) return { sample: (logits) => sampler.sample(logits) };
+      if (speculative !== 'off') {
+        // Speculative decoding takes over after the first token: that token goes through the grammar cursor the
+        // session carries on with (same masks as the decoder below; speculative-constrained.test.ts checks that).
+        const track = { cursor: GrammarCursor.start(masksOf(grammarOf(job.constraint), vocabOf(engine.tokenizer)), job.sampling.maxTokens, job.sampling.stopTokenIds) };
+        grammarTracks.set(job, track);
+        return {
+          sample: (logits) => {
+            const token = sampler.sample(logits, track.cursor.mask());
+            track.cursor = track.cursor.advance(token);
+            return token;
+          },
+        };
+      }
       // Structured output: the grammar's mask (cached per schema and vocabulary) before every pick.
       const decoder = constrainedDecoder(job.constraint, engine.tokenizer, job.sampling.maxTokens, job.sampling.stopTokenIds);
       return {
@@ -83,8 +99,11 @@ async function main(init: EngineThreadInit): Promise<void> {
       };
     },
     createSpeculative: (job, sequence, context) => {
-      // A grammar's state follows accepted tokens only; constrained replies decode plainly.
-      if (speculative === 'off' || job.constraint) return null;
+      if (speculative === 'off') return null;
+      // A constrained reply continues from the grammar after its first token (sampled by createSampler's sampler).
+      const track = job.constraint ? grammarTracks.get(job) : undefined;
+      if (job.constraint && !track) return null;
+      grammarTracks.delete(job);
       const s = job.sampling;
       return new SpeculativeSession({
         target: sequence as Sequence,
@@ -93,8 +112,11 @@ async function main(init: EngineThreadInit): Promise<void> {
         mode: speculative,
         ...(draftEngine ? { draftEngine } : {}),
         length: { mode: 'adaptive', maxDraft: SPEC_ROWS - 1 },
+        ...(track ? { constraint: track.cursor } : {}),
       });
     },
+    // Draft-model steps of all decoding sequences in one draft-engine step per draft position.
+    planSpeculative: (batch) => planSpeculativeBatch(batch.map(({ decoder, limit }) => ({ session: decoder as SpeculativeSession, limit }))),
     onStorageError: (phase, error) => {
       storageFaults[phase] = (storageFaults[phase] ?? 0) + 1;
       send({ type: 'log', level: 'warn', message: `storage ${phase} fault (degraded to a miss): ${(error as Error).message}` });

@@ -50,6 +50,12 @@ export interface SchedulerOptions {
    * Null (or absent): plain decoding.
    */
   createSpeculative?: (job: PrefillJob, sequence: EngineSequence, context: readonly number[]) => SpeculativeDecoder | null;
+  /**
+   * Plans the speculative decoders of one step together (e.g. their draft-model
+   * steps batched in one draft forward per position); result i is
+   * `batch[i].decoder.plan(batch[i].limit)`. Absent: each plans alone.
+   */
+  planSpeculative?: (batch: readonly { decoder: SpeculativeDecoder; limit: number }[]) => { tokens: number[] }[];
   onStorageError?: (phase: 'lookup' | 'load' | 'store', error: unknown) => void;
   /** Tokens one step carries (decode rows + prefill chunks); default 128, at most the engine's step size. */
   stepTokens?: number;
@@ -431,6 +437,7 @@ export class PrefillScheduler {
     // Drafts take the rows and logit rows left after one row per decoding sequence and one logit row per prompt.
     let draftRows = Math.min(this.options.engine.maxStepTokens, this.options.engine.maxLogitRows ?? Infinity) - decoding.length - prefilling.length;
     let decodeRows = 0;
+    const specBatch: { run: Run; decoder: SpeculativeDecoder; limit: number }[] = [];
     for (const run of decoding) {
       let spec: SpeculativeDecoder | null;
       try {
@@ -441,16 +448,21 @@ export class PrefillScheduler {
       }
       if (spec) {
         const remaining = run.job.sampling.maxTokens - run.generated.length;
-        const { tokens } = spec.plan(Math.max(1, Math.min(remaining, 1 + Math.max(0, draftRows))));
-        draftRows -= tokens.length - 1;
-        decodeRows += tokens.length;
-        items.push({ sequence: run.sequence!, tokens, logits: 'all' });
-        owners.push({ run, kind: 'spec' });
+        // Invariant: a decoder's plan emits at most `limit` tokens (limit − 1 drafts). Rows are reserved at that
+        // bound, so all decoders can be planned in one batch below and the step never exceeds the engine's rows.
+        const limit = Math.max(1, Math.min(remaining, 1 + Math.max(0, draftRows)));
+        draftRows -= limit - 1;
+        specBatch.push({ run, decoder: spec, limit });
         continue;
       }
       decodeRows++;
       items.push({ sequence: run.sequence!, tokens: [run.generated[run.generated.length - 1]], logits: true });
       owners.push({ run, kind: 'decode' });
+    }
+    for (const { run, tokens } of this.planSpeculative(specBatch)) {
+      decodeRows += tokens.length;
+      items.push({ sequence: run.sequence!, tokens, logits: 'all' });
+      owners.push({ run, kind: 'spec' });
     }
     const chunks = planPrefillChunks(
       prefilling.map((r) => ({ remaining: r.promptTarget - r.fedTokens.length, skipped: r.skipped, order: r.order })),
@@ -559,6 +571,33 @@ export class PrefillScheduler {
     }
   }
 
+  /**
+   * The step's drafts, batched by `planSpeculative` when given. A batch that
+   * throws is planned again one decoder at a time, so an error (a grammar dead
+   * end, a full pool) fails only the job it belongs to.
+   */
+  private planSpeculative(batch: readonly { run: Run; decoder: SpeculativeDecoder; limit: number }[]): { run: Run; tokens: number[] }[] {
+    if (batch.length === 0) return [];
+    const together = this.options.planSpeculative;
+    if (together) {
+      try {
+        const plans = together(batch);
+        return batch.map(({ run }, i) => ({ run, tokens: plans[i].tokens }));
+      } catch {
+        // Re-planned alone below; the failing decoder throws again there and fails its own job.
+      }
+    }
+    const planned: { run: Run; tokens: number[] }[] = [];
+    for (const { run, decoder, limit } of batch) {
+      try {
+        planned.push({ run, tokens: decoder.plan(limit).tokens });
+      } catch (error) {
+        this.fail(run, error);
+      }
+    }
+    return planned;
+  }
+
   private speculativeOf(run: Run): SpeculativeDecoder | null {
     if (run.speculative === undefined) run.speculative = this.options.createSpeculative?.(run.job, run.sequence!, [...run.fedTokens, ...run.generated]) ?? null;
     return run.speculative;
@@ -643,6 +682,7 @@ export class PrefillScheduler {
           payloads,
           tenant: run.job.tenant,
           trafficClass: run.job.trafficClass,
+          ...(run.job.retention ? { retention: run.job.retention } : {}),
         })
         .catch((error: unknown) => this.options.onStorageError?.('store', error));
       this.pendingStores.add(pending);
