@@ -55,3 +55,16 @@ export {
   type BlockErrorCode,
   type KvTierErrorCode,
 } from './errors.ts';
+export {
+  BlockSealer,
+  describeSealed,
+  keyringFromSecret,
+  looksSealed,
+  NonceSource,
+  openStored,
+  parseKeyringJson,
+  SealError,
+  SealKeyring,
+  type SealErrorCode,
+  type SealKeyringSpec,
+} from './seal/index.ts';
