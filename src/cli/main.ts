@@ -7,12 +7,12 @@
  *
  * Flags mirror the environment variables (PORT, KVTIER_MODEL, …); flags win.
  */
-import { loadConfig } from '../config.ts';
 import { describeError } from '../errors.ts';
-import { buildApp } from '../serve/index.ts';
-import { startBullmqWorker } from '../workers/index.ts';
-import { ADMIN_USAGE, processIo, runAdminCommand } from './commands/index.ts';
-import { MODEL_USAGE, runModelCommand, unrunnableModelLine } from './commands/model-command.ts';
+
+// Each command imports what it needs when it runs: an admin command such as
+// `kvtier policy show` must not load the server, the engine and BullMQ first.
+const admin = () => import('./commands/index.ts');
+const model = () => import('./commands/model-command.ts');
 
 const USAGE = `usage: kvtier <serve|worker> [--port N] [--host H] [--model synthetic:small|path.gguf] [--data-dir DIR]
                 [--storage fs:DIR|s3://bucket/prefix?endpoint=URL] [--redis-url redis://…] [--api-keys FILE]
@@ -24,22 +24,25 @@ const USAGE = `usage: kvtier <serve|worker> [--port N] [--host H] [--model synth
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
+    const [{ ADMIN_USAGE }, { MODEL_USAGE }] = await Promise.all([admin(), model()]);
     process.stdout.write(USAGE + '\n' + MODEL_USAGE + '\n' + ADMIN_USAGE + '\n');
     return;
   }
   if (command === 'serve') return serve(rest);
   if (command === 'worker') return worker(rest);
   if (command === 'model') {
+    const [{ runModelCommand }, { processIo }] = await Promise.all([model(), admin()]);
     process.exitCode = runModelCommand(rest, processIo());
     return;
   }
   // The admin subcommands (and an unknown command's one-line error) are src/cli/commands'.
+  const { processIo, runAdminCommand } = await admin();
   process.exitCode = await runAdminCommand(argv, processIo());
 }
 
 /** An unrunnable --model file is one line and exit 2, before anything is loaded or bound. */
-function refuseUnrunnableModel(model: string): boolean {
-  const line = unrunnableModelLine(model);
+async function refuseUnrunnableModel(modelPath: string): Promise<boolean> {
+  const line = (await model()).unrunnableModelLine(modelPath);
   if (line === undefined) return false;
   process.stderr.write(line + '\n');
   process.exitCode = 2;
@@ -47,8 +50,10 @@ function refuseUnrunnableModel(model: string): boolean {
 }
 
 async function serve(argv: string[]): Promise<void> {
+  const { loadConfig } = await import('../config.ts');
   const config = loadConfig(process.env, argv);
-  if (refuseUnrunnableModel(config.model)) return;
+  if (await refuseUnrunnableModel(config.model)) return;
+  const { buildApp } = await import('../serve/index.ts');
   const built = await buildApp(config);
   const address = await built.app.listen({ host: config.host, port: config.port });
   process.stderr.write(`kvtier serving ${built.context.modelId} on ${address} (${built.context.runner.kind} runner, storage ${config.storage})\n`);
@@ -61,8 +66,10 @@ async function serve(argv: string[]): Promise<void> {
 }
 
 async function worker(argv: string[]): Promise<void> {
+  const { loadConfig } = await import('../config.ts');
   const config = loadConfig(process.env, argv);
-  if (refuseUnrunnableModel(config.model)) return;
+  if (await refuseUnrunnableModel(config.model)) return;
+  const { startBullmqWorker } = await import('../workers/index.ts');
   const log = (level: string, message: string) => process.stderr.write(`[kvtier worker] ${level}: ${message}\n`);
   const running = await startBullmqWorker(config, log);
   process.stderr.write(`kvtier worker ${running.id} ready\n`);
