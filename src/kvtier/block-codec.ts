@@ -4,6 +4,7 @@ import { BlockError } from './errors.ts';
 import { bytesToHex } from './hex.ts';
 import { assertValidLayout, KV_DTYPES, KV_LAYOUT_KINDS, payloadBytesFor, type KvDtype, type KvLayout } from './kv-layout.ts';
 import { BLOCK_FORMAT_VERSION, KEY_BYTES } from './prefix-hasher.ts';
+import { codecApplies, codecId, codecName, compressPayload, decompressPayloadInto, storedPayloadBytes, type BlockCodecName } from './codecs/kv-codecs.ts';
 import { loadXxhash } from './xxhash-runtime.ts';
 
 /**
@@ -22,13 +23,20 @@ import { loadXxhash } from './xxhash-runtime.ts';
  *  40    16  parent key
  *  56    16  layout: layers, kvHeads, headDim, tokensPerBlock (u32 each)
  *  72     1  dtype (0 f32, 1 f16, 2 bf16, 3 q8_0)
- *  73     1  layout kind (0 kv: K then V per layer, 1 mla: one latent row per token and layer), then 6 zero bytes
- *  80     8  payload length
- *  88     8  xxh64(payload, seed 0)
+ *  73     1  layout kind (0 kv: K then V per layer, 1 mla: one latent row per token and layer)
+ *  74     1  payload codec (0 none, 1 int8, 2 fp8, 3 int4: codecs/kv-codecs.ts), then 5 zero bytes
+ *  80     8  payload length (as stored: compressed under a codec)
+ *  88     8  xxh64(payload as stored, seed 0)
  *  96     8  xxh64(bytes [0, payload offset) with this field zeroed)
  * 104     …  model fingerprint (utf8), zero pad, tokens (u32), zero pad
- *  payload offset: KV payload, exactly as the engine exported it
+ *  payload offset: KV payload, exactly as the engine exported it (codec 0), or its compressed form
  * ```
+ *
+ * Byte 74 was one of the zero bytes before codecs existed, so every older
+ * file reads as codec none, unchanged: no version bump (the namespace, which
+ * includes the version, stays the same and old blocks stay hits). A block is
+ * decoded by the codec its header names, whatever the policy says now. (A
+ * build from before codecs reads a compressed file as malformed: a miss.)
  *
  * The payload starts on a 64-byte boundary so the engine can view it (as
  * f32/f16 rows, or for DMA) without a copy. The meta checksum covers the
@@ -53,6 +61,7 @@ export interface BlockToEncode {
   payload: Uint8Array;
 }
 
+
 /** A verified block. `tokens` and `payload` are views into `bytes` (no copy). */
 export interface DecodedBlock {
   key: string;
@@ -66,6 +75,12 @@ export interface DecodedBlock {
   payload: Uint8Array;
   /** The whole encoded file. */
   bytes: Uint8Array;
+  /** How the payload is stored in `bytes`; for a codec other than none, `payload` is its decompressed copy. */
+  codec: BlockCodecName;
+  /** Payload bytes as stored (compressed size under a codec). */
+  storedPayloadBytes: number;
+  /** Bytes this object holds: the file, plus the decompressed payload when it is a separate buffer. */
+  residentBytes: number;
 }
 
 export class BlockCodec {
@@ -75,8 +90,12 @@ export class BlockCodec {
     return new BlockCodec((await loadXxhash()).api);
   }
 
-  /** Header + tokens + payload in one buffer; the payload is copied exactly once. */
-  encode(block: BlockToEncode): Uint8Array {
+  /**
+   * Header + tokens + payload in one buffer; the payload is copied exactly
+   * once, or compressed under `codec` (none when the codec does not apply to
+   * the layout's dtype or a value is not finite: the header says which).
+   */
+  encode(block: BlockToEncode, codec: BlockCodecName = 'none'): Uint8Array {
     const { key, parentKey, tokens, layout, payload } = block;
     assertValidLayout(layout);
     if (!(key instanceof Uint8Array) || key.length !== KEY_BYTES || !(parentKey instanceof Uint8Array) || parentKey.length !== KEY_BYTES) {
@@ -96,6 +115,8 @@ export class BlockCodec {
         `payload is ${payload.byteLength} bytes but ${tokens.length} tokens of layout ${describeLayout(layout)} need ${expected}; export per layer K then V, each [kvHead][token][headDim]`,
       );
     }
+    const stored = codec === 'none' ? null : compressPayload(codec, layout, tokens.length, payload);
+    const body = stored ?? payload;
     const fingerprint = new TextEncoder().encode(block.modelFingerprint);
     if (fingerprint.length === 0 || fingerprint.length > MAX_FINGERPRINT_BYTES) {
       throw new BlockError('KVT_ERR_BLOCK_MALFORMED', `model fingerprint must be 1..${MAX_FINGERPRINT_BYTES} bytes of utf8`);
@@ -103,7 +124,7 @@ export class BlockCodec {
     const tokensOffset = align(FIXED_HEADER_BYTES + fingerprint.length, 4);
     const payloadOffset = align(tokensOffset + tokens.length * 4, PAYLOAD_ALIGNMENT);
     // Own ArrayBuffer, zero-filled (padding is covered by the checksum).
-    const bytes = new Uint8Array(payloadOffset + payload.byteLength);
+    const bytes = new Uint8Array(payloadOffset + body.byteLength);
     const view = new DataView(bytes.buffer);
     view.setUint32(0, BLOCK_MAGIC, true);
     view.setUint16(4, BLOCK_FORMAT_VERSION, true);
@@ -120,10 +141,11 @@ export class BlockCodec {
     view.setUint32(68, layout.tokensPerBlock, true);
     view.setUint8(72, KV_DTYPES.indexOf(layout.dtype));
     view.setUint8(73, KV_LAYOUT_KINDS.indexOf(layout.kind ?? 'kv'));
-    view.setBigUint64(80, BigInt(payload.byteLength), true);
+    view.setUint8(74, stored === null ? 0 : codecId(codec));
+    view.setBigUint64(80, BigInt(body.byteLength), true);
     bytes.set(fingerprint, FIXED_HEADER_BYTES);
     bytes.set(new Uint8Array(tokens.buffer, tokens.byteOffset, tokens.length * 4), tokensOffset);
-    bytes.set(payload, payloadOffset);
+    bytes.set(body, payloadOffset);
     view.setBigUint64(88, this.xxh.h64Raw(bytes.subarray(payloadOffset), 0n), true);
     view.setBigUint64(96, this.xxh.h64Raw(bytes.subarray(0, payloadOffset), 0n), true);
     return bytes;
@@ -174,8 +196,8 @@ export class BlockCodec {
     if (this.xxh.h64Raw(meta, 0n) !== view.getBigUint64(96, true)) {
       throw new BlockError('KVT_ERR_BLOCK_HEADER_CHECKSUM', 'block header/tokens checksum mismatch: the file is corrupt');
     }
-    const payload = bytes.subarray(payloadOffset, total);
-    if (this.xxh.h64Raw(payload, 0n) !== view.getBigUint64(88, true)) {
+    const storedPayload = bytes.subarray(payloadOffset, total);
+    if (this.xxh.h64Raw(storedPayload, 0n) !== view.getBigUint64(88, true)) {
       throw new BlockError('KVT_ERR_BLOCK_PAYLOAD_CHECKSUM', 'block payload checksum mismatch: the file is corrupt');
     }
     const dtypeCode = view.getUint8(72);
@@ -196,7 +218,18 @@ export class BlockCodec {
       malformed((error as Error).message);
     }
     if (tokenCount > layout.tokensPerBlock) malformed(`token count ${tokenCount} exceeds tokensPerBlock ${layout.tokensPerBlock}`);
-    if (payloadLength !== payloadBytesFor(layout, tokenCount)) malformed(`payload length ${payloadLength} does not match the layout`);
+    const codec = codecName(view.getUint8(74));
+    if (codec === undefined) malformed(`payload codec code ${view.getUint8(74)}`);
+    const rawLength = payloadBytesFor(layout, tokenCount);
+    let payload = storedPayload;
+    if (codec === 'none') {
+      if (payloadLength !== rawLength) malformed(`payload length ${payloadLength} does not match the layout`);
+    } else {
+      if (!codecApplies(codec!, layout)) malformed(`codec ${codec} on a ${layout.dtype} payload`);
+      if (payloadLength !== storedPayloadBytes(codec!, layout, tokenCount, rawLength)) malformed(`payload length ${payloadLength} does not match the layout under codec ${codec}`);
+      payload = new Uint8Array(rawLength);
+      decompressPayloadInto(payload, codec!, layout, tokenCount, storedPayload);
+    }
     const absoluteTokens = bytes.byteOffset + tokensOffset;
     const tokens =
       absoluteTokens % 4 === 0
@@ -215,7 +248,17 @@ export class BlockCodec {
       layout,
       payload,
       bytes,
+      codec: codec!,
+      storedPayloadBytes: payloadLength,
+      residentBytes: bytes.byteLength + (codec === 'none' ? 0 : rawLength),
     };
+  }
+
+  /** The same block stored under `codec` (the file itself when it already is). */
+  recode(bytes: Uint8Array, codec: BlockCodecName): Uint8Array {
+    const block = this.decode(bytes);
+    if (block.codec === codec) return bytes;
+    return this.encode({ key: block.keyBytes, parentKey: block.parentKeyBytes, modelFingerprint: block.modelFingerprint, tokens: block.tokens, layout: block.layout, payload: block.payload }, codec);
   }
 }
 
