@@ -1,3 +1,4 @@
+import { BLOCK_CODECS, type BlockCodecName } from './codecs/kv-codecs.ts';
 import { PolicyError } from './errors.ts';
 
 export const HOUR_MS = 60 * 60 * 1000;
@@ -7,6 +8,8 @@ export const DAY_MS = 24 * HOUR_MS;
 export interface RetentionClassSpec {
   ttlMs: number;
   quotaBytes?: number;
+  /** How this class's new blocks are stored (codecs/kv-codecs.ts); absent = the document's `codec`. */
+  codec?: BlockCodecName;
 }
 
 /** Per-tenant override: other TTLs for some classes and/or a byte quota for the tenant. */
@@ -28,6 +31,13 @@ export interface RetentionPolicyDoc {
   /** Global byte quota over all blocks; absent = unlimited. */
   quotaBytes?: number;
   tenants: Record<string, TenantOverride>;
+  /** How new blocks are stored unless their class says otherwise; absent = none. Blocks already stored keep their codec. */
+  codec?: BlockCodecName;
+  /**
+   * Longest TTL a client's retention hint (prompt_cache_retention, cache_control ttl) may set for its blocks;
+   * absent = any hint up to the class TTL. A hint only ever shortens the class TTL (the plane keeps it as a cap).
+   */
+  clientTtlMaxMs?: number;
 }
 
 /** DeepSeek's published retention: agent traffic 3 days, chat 7 days, from the last use. */
@@ -87,6 +97,18 @@ export class RetentionPolicy {
     return spec.ttlMs;
   }
 
+  /** The TTL cap to record for a client's hint: the hint, capped by `clientTtlMaxMs`. */
+  clientTtlMs(hintMs: number): number {
+    const max = this.doc.clientTtlMaxMs;
+    return max !== undefined && max < hintMs ? max : hintMs;
+  }
+
+  /** The codec new blocks of `trafficClass` are stored under (a class deleted since falls back to the default class). */
+  codecFor(trafficClass: string): BlockCodecName {
+    const spec = Object.hasOwn(this.doc.classes, trafficClass) ? this.doc.classes[trafficClass] : this.doc.classes[this.doc.defaultClass];
+    return spec.codec ?? this.doc.codec ?? 'none';
+  }
+
   /** Every scope with a byte quota, with that quota. */
   quotas(): { scope: QuotaScope; quotaBytes: number }[] {
     const out: { scope: QuotaScope; quotaBytes: number }[] = [];
@@ -121,9 +143,12 @@ export function validatePolicyDoc(doc: RetentionPolicyDoc): RetentionPolicyDoc {
     const spec = doc.classes[name];
     checkTtl(`classes.${name}.ttlMs`, spec?.ttlMs, invalid);
     if (spec.quotaBytes !== undefined) checkQuota(`classes.${name}.quotaBytes`, spec.quotaBytes, invalid);
+    if (spec.codec !== undefined) checkCodec(`classes.${name}.codec`, spec.codec, invalid);
   }
+  if (doc.codec !== undefined) checkCodec('codec', doc.codec, invalid);
   if (!Object.hasOwn(doc.classes, doc.defaultClass)) invalid(`defaultClass ${JSON.stringify(doc.defaultClass)} is not one of ${classNames.join(', ')}`);
   if (doc.quotaBytes !== undefined) checkQuota('quotaBytes', doc.quotaBytes, invalid);
+  if (doc.clientTtlMaxMs !== undefined) checkTtl('clientTtlMaxMs', doc.clientTtlMaxMs, invalid);
   if (typeof doc.tenants !== 'object' || doc.tenants === null) invalid('tenants must be an object (use {} for none)');
   for (const [tenant, override] of Object.entries(doc.tenants)) {
     if (tenant.length === 0 || tenant.length > MAX_TENANT_LENGTH || tenant.includes('\0')) invalid(`tenant name ${JSON.stringify(tenant)}`);
@@ -140,6 +165,10 @@ function checkTtl(field: string, value: unknown, invalid: (what: string) => neve
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1000 || value > 3650 * DAY_MS) {
     invalid(`${field} must be an integer number of ms between 1 s and 10 years, got ${String(value)}`);
   }
+}
+
+function checkCodec(field: string, value: unknown, invalid: (what: string) => never): void {
+  if (!(BLOCK_CODECS as readonly unknown[]).includes(value)) invalid(`${field} must be one of ${BLOCK_CODECS.join(', ')}, got ${JSON.stringify(value)}`);
 }
 
 function checkQuota(field: string, value: unknown, invalid: (what: string) => never): void {

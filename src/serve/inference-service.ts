@@ -13,6 +13,7 @@ import { KvtError } from '../errors.ts';
 import { checkConstraintBudget, StopStringMatcher, ToolCallStreamSplitter, type ConstraintSpec, type CacheUsage, type FinishReason, type PromptCodec, type ReplyMemory, type SamplingRequest, type ToolCall } from '../recipe/index.ts';
 import { contentIdsOf, promptOpensThinking, ReasoningSplitter } from '../recipe/reasoning.ts';
 import type { JobEvent, JobRunner, PrefillJob } from '../workers/index.ts';
+import type { CacheRetentionHint } from '../recipe/cache-retention.ts';
 import type { TenantIdentity } from './auth.ts';
 import type { ServeMetrics } from './metrics.ts';
 
@@ -29,6 +30,8 @@ export interface GenerateRequest {
   promptParam: string;
   /** Structured output (response_format, a forced tool call): compiled and checked by the route's codec. */
   constraint?: ConstraintSpec;
+  /** Retention the client asked for (recipe/cache-retention.ts); absent: the class TTL. */
+  retention?: CacheRetentionHint;
 }
 
 export type GenerateEvent =
@@ -105,6 +108,7 @@ export class InferenceService {
       },
       submittedAt: Date.now(),
       ...(request.constraint ? { constraint: request.constraint } : {}),
+      ...(request.retention ? { retention: request.retention } : {}),
     };
     const jobAbort = new AbortController();
     const onClientAbort = () => jobAbort.abort(new KvtError('KVT_ERR_INTERNAL', 'client went away'));

@@ -14,6 +14,13 @@ const openAiContent = {
   anyOf: [{ type: 'string' }, { type: 'null' }, { type: 'array', items: textPart }],
 };
 
+/** OpenAI prompt caching fields and kvtier's no-store switch (values checked by recipe/cache-retention.ts). */
+const cacheRetentionFields = {
+  prompt_cache_key: { type: ['string', 'null'] },
+  prompt_cache_retention: { type: ['string', 'null'] },
+  kvtier_cache: { type: ['string', 'null'] },
+};
+
 const sampling = {
   temperature: { type: ['number', 'null'], minimum: 0, maximum: 2 },
   top_p: { type: ['number', 'null'], exclusiveMinimum: 0, maximum: 1 },
@@ -25,6 +32,8 @@ const sampling = {
   stream_options: { anyOf: [{ type: 'null' }, { type: 'object', properties: { include_usage: { type: 'boolean' } } }] },
   kvtier_class: { type: 'string', minLength: 1, maxLength: 64 },
   user: { type: 'string' },
+  // Retention hints: checked and named by recipe/cache-retention.ts (types only here, so its messages list the allowed values).
+  ...cacheRetentionFields,
 };
 
 export const chatCompletionsBody = {
@@ -154,6 +163,7 @@ export const messagesBody = {
     stream: { type: 'boolean' },
     metadata: { type: 'object' },
     kvtier_class: { type: 'string', minLength: 1, maxLength: 64 },
+    kvtier_cache: cacheRetentionFields.kvtier_cache,
     thinking: { type: 'object', required: ['type'], properties: { type: { type: 'string', enum: ['enabled', 'disabled'] }, budget_tokens: { type: 'integer', minimum: 0 } } },
     chat_template_kwargs: { type: 'object' },
     enable_thinking: { type: 'boolean' },
@@ -217,6 +227,7 @@ export const responsesBody = {
     stream: sampling.stream,
     kvtier_class: sampling.kvtier_class,
     user: sampling.user,
+    ...cacheRetentionFields,
   },
 } as const;
 
@@ -234,6 +245,7 @@ export const policyBody = {
     },
     quotaBytes: { type: ['integer', 'null'], minimum: 0 },
     tenants: { type: 'object' },
+    clientTtlMaxMs: { type: ['integer', 'null'], minimum: 1000 },
   },
   additionalProperties: false,
 } as const;

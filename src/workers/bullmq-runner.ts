@@ -241,7 +241,8 @@ export class BullmqRunner implements JobRunner {
     const waiting = [...this.pending.values()].filter((p) => !p.started).length;
     if (waiting >= this.config.maxQueueDepth) throw new KvtError('KVT_ERR_QUEUE_FULL', `${waiting} requests are already waiting for a worker (KVTIER_MAX_QUEUE=${this.config.maxQueueDepth})`);
     if ((job as SplitJob).prefillOnly || !(await this.splitAvailable())) return this.runJob(job, 'both', onEvent, signal);
-    if (await this.prefillsOnDecodeSide(job)) return this.runJob({ ...job, id: `${job.id}-d` }, 'decode', onEvent, signal);
+    // No-store: a prefill half would compute blocks only for the decode half to read back; run it whole.
+    if (job.retention?.noStore || (await this.prefillsOnDecodeSide(job))) return this.runJob({ ...job, id: `${job.id}-d` }, 'decode', onEvent, signal);
     // The client's `prefilled` is the prefill half's (its cached tokens are the hits before
     // this request); the decode half's own one is swallowed, unless the prefill half failed.
     let prefilledSent = false;

@@ -79,7 +79,10 @@ export class KvTierCache implements CacheTier {
     payloads: readonly Uint8Array[];
     tenant: string;
     trafficClass: string;
+    retention?: { ttlMs?: number; noStore?: boolean };
   }): Promise<void> {
+    // No-store: not kept here either (the recent buffer would serve it to the next request).
+    if (request.retention?.noStore) return;
     const namespace = request.namespace as KvNamespace;
     const tokens = Uint32Array.from(request.tokens);
     const chain = this.hasher.chain(namespace.keyBytes, tokens);
@@ -94,6 +97,8 @@ export class KvTierCache implements CacheTier {
       tenant: request.tenant,
       trafficClass: request.trafficClass,
       chain,
+      // The operator's cap on client hints applies here; the plane caps again by the class TTL.
+      ...(request.retention?.ttlMs !== undefined ? { ttlMs: this.tier.policy.current().clientTtlMs(request.retention.ttlMs) } : {}),
     });
   }
 

@@ -39,6 +39,8 @@ export interface PrefillJob {
   prefillOnly?: boolean;
   /** Structured output: the reply is held to this grammar (JSON Schema, any JSON object, or a tool call). */
   constraint?: ConstraintSpec;
+  /** Retention the client asked for (recipe/cache-retention.ts); the tier caps ttlMs by the policy. */
+  retention?: { ttlMs?: number; noStore?: boolean };
 }
 
 export type JobEvent =

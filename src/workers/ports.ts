@@ -74,6 +74,8 @@ export interface CacheTier {
     payloads: readonly Uint8Array[];
     tenant: string;
     trafficClass: string;
+    /** The client's retention hint: a TTL cap (capped again by the policy), or no storing at all. */
+    retention?: { ttlMs?: number; noStore?: boolean };
   }): Promise<void>;
   /** Resolves once every block handed to `store` so far is written to storage (write-through for a prefill/decode split). */
   flush(): Promise<void>;

@@ -26,6 +26,10 @@ export async function adminCall(tier: KvTier | null, call: AdminCall, extra: Rec
           ...(patch.classes !== undefined ? { classes: { ...doc.classes, ...patch.classes } } : {}),
           ...(patch.tenants !== undefined ? { tenants: { ...doc.tenants, ...patch.tenants } } : {}),
         };
+        if ('clientTtlMaxMs' in patch) {
+          if (patch.clientTtlMaxMs === null || patch.clientTtlMaxMs === undefined) delete merged.clientTtlMaxMs;
+          else merged.clientTtlMaxMs = patch.clientTtlMaxMs;
+        }
         if ('quotaBytes' in patch) {
           if (patch.quotaBytes === null || patch.quotaBytes === undefined) delete merged.quotaBytes;
           else merged.quotaBytes = patch.quotaBytes;

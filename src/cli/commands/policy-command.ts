@@ -25,6 +25,7 @@ export const POLICY_SET: CommandSpec = {
     '  kvtier policy set --tenant acme --class chat --ttl 1d   (acme keeps chat blocks 1 day)',
     '  kvtier policy set --tenant acme --quota 10GiB',
     '  kvtier policy set --global-quota 2TiB',
+    '  kvtier policy set --client-ttl-max 1h                 (a client hint such as prompt_cache_retention keeps blocks ≤ 1 h)',
     'durations: 90s, 90m, 72h, 3d, 1w · sizes: 10MB, 500GiB (MB = 10^6, MiB = 2^20) · "none" removes a quota',
   ].join('\n'),
   flags: [
@@ -33,6 +34,7 @@ export const POLICY_SET: CommandSpec = {
     { name: 'ttl', kind: 'string', value: 'DURATION', help: 'time a block lives after its last use: 90m, 72h, 3d, 1w' },
     { name: 'quota', kind: 'string', value: 'SIZE', help: 'byte quota of the class or tenant (500GiB, 10MB; none removes it)' },
     { name: 'global-quota', kind: 'string', value: 'SIZE', help: 'byte quota over all blocks (none removes it)' },
+    { name: 'client-ttl-max', kind: 'string', value: 'DURATION', help: 'longest TTL a client retention hint may set (none: up to the class TTL)' },
     { name: 'add', kind: 'boolean', help: 'create --class NAME (needs --ttl)' },
     { name: 'json', kind: 'boolean', help: 'print the resulting policy as JSON' },
   ],
@@ -62,6 +64,13 @@ export function policySetEdit(args: ParsedArgs): PolicyEdit {
   const ttlMs = ttlRaw === undefined ? undefined : parseDuration(ttlRaw, '--ttl');
   const quotaBytes = quotaOf(stringFlag(args, 'quota'), '--quota');
   const globalQuota = quotaOf(stringFlag(args, 'global-quota'), '--global-quota');
+  const clientTtlRaw = stringFlag(args, 'client-ttl-max');
+  if (clientTtlRaw !== undefined) {
+    if (className !== undefined || tenant !== undefined || ttlMs !== undefined || quotaBytes !== undefined || globalQuota !== undefined) {
+      throw new CliError('KVT_ERR_CLI_USAGE', 'kvtier policy set: --client-ttl-max goes alone');
+    }
+    return { op: 'setClientTtlMax', ttlMs: clientTtlRaw === 'none' ? null : parseDuration(clientTtlRaw, '--client-ttl-max') };
+  }
   if (globalQuota !== undefined) {
     if (className !== undefined || tenant !== undefined || ttlMs !== undefined || quotaBytes !== undefined) {
       throw new CliError('KVT_ERR_CLI_USAGE', 'kvtier policy set: --global-quota goes alone (set classes and tenants in another call)');
@@ -86,6 +95,7 @@ export function formatPolicy(doc: RetentionPolicyDoc, target: string): string {
     Object.entries(doc.classes).map(([name, spec]) => [name, formatDuration(spec.ttlMs), spec.quotaBytes === undefined ? '–' : formatBytes(spec.quotaBytes), name === doc.defaultClass ? '(default)' : '']),
   );
   text += `\nglobal quota: ${doc.quotaBytes === undefined ? 'none' : formatBytes(doc.quotaBytes)}\n`;
+  text += `client TTL hints: ${doc.clientTtlMaxMs === undefined ? 'up to the class TTL' : `at most ${formatDuration(doc.clientTtlMaxMs)}`}\n`;
   const tenants = Object.entries(doc.tenants);
   if (tenants.length === 0) return text + 'tenant overrides: none\n';
   text += '\ntenant overrides:\n';
@@ -118,6 +128,8 @@ function describeEdit(edit: PolicyEdit, result: PolicyEditResult): string {
     }
     case 'reset':
       return `${edit.tenant === undefined ? 'policy reset to the defaults' : `tenant ${edit.tenant}: override removed`} (policy v${doc.version}, ${applied})\n`;
+    case 'setClientTtlMax':
+      return `client TTL hints: ${edit.ttlMs === null ? 'up to the class TTL' : `at most ${formatDuration(edit.ttlMs)}`} (policy v${doc.version}, ${applied})\n`;
     case 'setGlobalQuota':
       return `global quota: ${edit.quotaBytes === null ? 'none' : formatBytes(edit.quotaBytes)} (policy v${doc.version}, ${applied})\n`;
   }

@@ -13,7 +13,9 @@ export type PolicyEdit =
   | { op: 'setTenant'; tenant: string; trafficClass?: string; ttlMs?: number; quotaBytes?: number | null }
   /** The whole policy back to the defaults, or only one tenant's override removed. */
   | { op: 'reset'; tenant?: string }
-  | { op: 'setGlobalQuota'; quotaBytes: number | null };
+  | { op: 'setGlobalQuota'; quotaBytes: number | null }
+  /** The longest TTL a client's retention hint may set; null: up to the class TTL. */
+  | { op: 'setClientTtlMax'; ttlMs: number | null };
 
 export interface PolicyEditResult {
   policy: RetentionPolicyDoc;

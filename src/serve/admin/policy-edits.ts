@@ -52,13 +52,18 @@ export function policyChangeFor(edit: PolicyEdit): PolicyChange {
         }
         delete doc.tenants[edit.tenant];
       };
+    case 'setClientTtlMax':
+      return (doc) => {
+        if (edit.ttlMs === null) delete doc.clientTtlMaxMs;
+        else doc.clientTtlMaxMs = edit.ttlMs;
+      };
     case 'setGlobalQuota':
       return (doc) => {
         if (edit.quotaBytes === null) delete doc.quotaBytes;
         else doc.quotaBytes = edit.quotaBytes;
       };
     default:
-      throw new AdminError('KVT_ERR_ADMIN_BAD_REQUEST', `unknown policy edit ${JSON.stringify((edit as { op?: unknown }).op)}; use setClass, setTenant, reset or setGlobalQuota`, 'op');
+      throw new AdminError('KVT_ERR_ADMIN_BAD_REQUEST', `unknown policy edit ${JSON.stringify((edit as { op?: unknown }).op)}; use setClass, setTenant, reset, setGlobalQuota or setClientTtlMax`, 'op');
   }
 }
 
@@ -96,7 +101,13 @@ export function parsePolicyEdit(body: unknown): PolicyEdit {
       if (quota === undefined) bad('quotaBytes is required (null removes the quota)', 'quotaBytes');
       return { op: 'setGlobalQuota', quotaBytes: quota as number | null };
     }
+    case 'setClientTtlMax': {
+      if (edit.ttlMs === null) return { op: 'setClientTtlMax', ttlMs: null };
+      const ttl = optionalTtl();
+      if (ttl === undefined) bad('ttlMs is required (null: client hints up to the class TTL)', 'ttlMs');
+      return { op: 'setClientTtlMax', ttlMs: ttl as number };
+    }
     default:
-      return bad(`unknown op ${JSON.stringify(edit.op)}; use setClass, setTenant, reset or setGlobalQuota`, 'op');
+      return bad(`unknown op ${JSON.stringify(edit.op)}; use setClass, setTenant, reset, setGlobalQuota or setClientTtlMax`, 'op');
   }
 }

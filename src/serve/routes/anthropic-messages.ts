@@ -21,20 +21,21 @@ import type { GenerateEvent } from '../inference-service.ts';
 import { messagesBody } from '../schemas.ts';
 import { clientGone, SseWriter } from '../sse.ts';
 import { generatePreflight } from '../request-limits.ts';
-import { preamble, responseId, setTimingHeaders } from './common.ts';
+import { anthropicRetention, preamble, responseId, setTimingHeaders } from './common.ts';
 
 export function registerAnthropicMessages(app: FastifyInstance, ctx: ServeContext): void {
   app.post('/v1/messages', { schema: { body: messagesBody }, preValidation: generatePreflight(ctx) }, async (request: FastifyRequest, reply: FastifyReply) => {
     const body = request.body as AnthropicRequestBody;
     const input = chatInputFromAnthropic(body);
     const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
+    const retention = anthropicRetention(request, body);
     const sampling = samplingFromAnthropic(body, { defaultMaxTokens: ctx.defaultMaxTokens });
     const constraint = constraintFromAnthropic(body, input.tools);
     const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages', templateKwargsOf(body));
     const id = responseId('msg_');
     const wantsThinking = body.thinking?.type === 'enabled';
     const generation = ctx.service.generate(
-      { route: '/v1/messages', tokens: prompt.tokens, sampling, identity, trafficClass, parseToolCalls: input.tools !== undefined, promptParam: 'messages', constraint },
+      { route: '/v1/messages', tokens: prompt.tokens, sampling, identity, trafficClass, parseToolCalls: input.tools !== undefined, promptParam: 'messages', constraint, retention },
       clientGone(reply),
     );
     const first = await generation.next();

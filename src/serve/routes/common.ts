@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
 import { KvtError } from '../../errors.ts';
+import { retentionFromAnthropic, retentionFromOpenAi, retentionOrUndefined, type CacheRetentionHint } from '../../recipe/cache-retention.ts';
 import { resolveTrafficClass, type TenantIdentity } from '../auth.ts';
 import type { ServeContext } from '../context.ts';
 import { requestIdentity } from '../request-limits.ts';
@@ -21,6 +22,16 @@ export function preamble(ctx: ServeContext, request: FastifyRequest, body: { mod
   checkModel(ctx, body.model);
   const trafficClass = resolveTrafficClass(request.headers['x-kvtier-class'], body.kvtier_class, agentic, ctx.knownClasses());
   return { identity, trafficClass };
+}
+
+/** The client's retention hint of an OpenAI body (+ the x-kvtier-cache header); undefined when it asked for nothing. */
+export function openAiRetention(request: FastifyRequest, body: object): CacheRetentionHint | undefined {
+  return retentionOrUndefined(retentionFromOpenAi(body, request.headers['x-kvtier-cache']));
+}
+
+/** The client's retention hint of an Anthropic body (cache_control markers + the x-kvtier-cache header). */
+export function anthropicRetention(request: FastifyRequest, body: object): CacheRetentionHint | undefined {
+  return retentionOrUndefined(retentionFromAnthropic(body, request.headers['x-kvtier-cache']));
 }
 
 let counter = 0;

@@ -19,7 +19,7 @@ import type { GenerateEvent } from '../inference-service.ts';
 import { chatCompletionsBody } from '../schemas.ts';
 import { clientGone, SseWriter } from '../sse.ts';
 import { checkToolCallArguments, generatePreflight } from '../request-limits.ts';
-import { preamble, responseId, setTimingHeaders } from './common.ts';
+import { openAiRetention, preamble, responseId, setTimingHeaders } from './common.ts';
 
 export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): void {
   app.post('/v1/chat/completions', { schema: { body: chatCompletionsBody }, preValidation: generatePreflight(ctx) }, async (request: FastifyRequest, reply: FastifyReply) => {
@@ -27,6 +27,7 @@ export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): voi
     const input = chatInputFromOpenAi(body);
     await checkToolCallArguments(input.messages, ctx.config.maxJsonDepth);
     const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
+    const retention = openAiRetention(request, body);
     const sampling = samplingFromOpenAi(body, { defaultMaxTokens: ctx.defaultMaxTokens });
     const constraint = constraintFromOpenAi(body, input.tools);
     const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages', templateKwargsOf(body));
@@ -39,6 +40,7 @@ export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): voi
       parseToolCalls: input.tools !== undefined,
       promptParam: 'messages',
       constraint,
+      retention,
     };
     const base = { id: responseId('chatcmpl-'), created: Math.floor(Date.now() / 1000), model: ctx.modelId, systemFingerprint: ctx.fingerprint };
     const generation = ctx.service.generate(generateRequest, clientGone(reply));

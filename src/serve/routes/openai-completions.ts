@@ -9,13 +9,14 @@ import type { GenerateEvent } from '../inference-service.ts';
 import { completionsBody } from '../schemas.ts';
 import { clientGone, SseWriter } from '../sse.ts';
 import { generatePreflight } from '../request-limits.ts';
-import { preamble, responseId, setTimingHeaders } from './common.ts';
+import { openAiRetention, preamble, responseId, setTimingHeaders } from './common.ts';
 import { KvtError } from '../../errors.ts';
 
 export function registerOpenAiCompletions(app: FastifyInstance, ctx: ServeContext): void {
   app.post('/v1/completions', { schema: { body: completionsBody }, preValidation: generatePreflight(ctx) }, async (request: FastifyRequest, reply: FastifyReply) => {
     const body = request.body as OpenAiCompletionRequestBody;
     const { identity, trafficClass } = preamble(ctx, request, body, false);
+    const retention = openAiRetention(request, body);
     if (body.echo) throw new KvtError('KVT_ERR_REQUEST_INVALID', 'echo=true is not supported', { param: 'echo' });
     const sampling = samplingFromOpenAi(body, { defaultMaxTokens: 16 });
     const promptInput = Array.isArray(body.prompt) && typeof body.prompt[0] === 'string' ? (body.prompt[0] as string) : (body.prompt as string | number[]);
@@ -24,7 +25,7 @@ export function registerOpenAiCompletions(app: FastifyInstance, ctx: ServeContex
     if (bad !== undefined) throw new KvtError('KVT_ERR_REQUEST_INVALID', `prompt token id ${bad} is outside the vocabulary (${ctx.vocabSize})`, { param: 'prompt' });
     const base = { id: responseId('cmpl-'), created: Math.floor(Date.now() / 1000), model: ctx.modelId, systemFingerprint: ctx.fingerprint };
     const generation = ctx.service.generate(
-      { route: '/v1/completions', tokens, sampling, identity, trafficClass, parseToolCalls: false, splitReasoning: false, promptParam: 'prompt' },
+      { route: '/v1/completions', tokens, sampling, identity, trafficClass, parseToolCalls: false, splitReasoning: false, promptParam: 'prompt', retention },
       clientGone(reply),
     );
     const first = await generation.next();
