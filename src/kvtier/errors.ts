@@ -36,7 +36,11 @@ export type KvTierErrorCode =
   | 'KVT_ERR_INDEX_BAD_VALUE'
   | 'KVT_ERR_KVTIER_BAD_CONFIG'
   | 'KVT_ERR_KVTIER_BAD_REQUEST'
-  | 'KVT_ERR_KVTIER_CLOSED';
+  | 'KVT_ERR_KVTIER_CLOSED'
+  | 'KVT_ERR_PLANE_OPEN'
+  | 'KVT_ERR_PLANE_UNREACHABLE'
+  | 'KVT_ERR_PLANE_BAD_RECORD'
+  | 'KVT_ERR_PLANE_CLOSED';
 
 export class KvTierError extends Error {
   readonly code: KvTierErrorCode;
@@ -54,6 +58,9 @@ export class BlockError extends KvTierError {
     super(code, message);
   }
 }
+
+/** The cluster metadata plane cannot be opened or reached, or holds a record it cannot read. */
+export class PlaneError extends KvTierError {}
 
 /** Invalid retention policy, unknown class, or a concurrent edit that lost. */
 export class PolicyError extends KvTierError {}

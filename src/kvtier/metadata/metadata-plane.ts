@@ -37,6 +37,7 @@ export interface BlockRecord {
   sizeBytes: number;
   /** Node id of the writer (`KvTierOptions.nodeId`); '' when rebuilt from storage. */
   writer: string;
+  /** When first written; drivers may keep it to whole seconds. */
   createdAt: number;
   /** Latest use (write or hit) on any node. */
   lastUseAt: number;
@@ -87,8 +88,12 @@ export interface MetadataPlane {
   get(keys: readonly string[]): Promise<(BlockRecord | null)[]>;
   /** Writes records (after a block was put, or rebuilt). */
   upsert(records: readonly BlockRecord[], options?: { ifAbsent?: boolean }): Promise<void>;
-  /** Buffers a use of each key at `at`; coalesced until `flush` (or the driver's own timer). */
-  renew(keys: readonly string[], at: number): void;
+  /**
+   * Buffers a use of each key at `at`; coalesced until `flush` (or the
+   * driver's own timer / size trigger). `depths[i]` (block number in its
+   * prompt) keeps deeper blocks first among equal last use; default 0.
+   */
+  renew(keys: readonly string[], at: number, depths?: readonly number[]): void;
   /** Writes buffered renewals. */
   flush(): Promise<void>;
   /** Removes records; returns those that existed. */

@@ -1,0 +1,14 @@
+export {
+  effectiveTtlMs,
+  scopeTagsOf,
+  type BlockRecord,
+  type MetadataPlane,
+  type PlaneKind,
+  type PlaneState,
+  type PlaneUsage,
+  type ScanOptions,
+  type ScanPage,
+} from './metadata-plane.ts';
+export { LmdbMetadataPlane, type LmdbMetadataPlaneOptions } from './lmdb-metadata-plane.ts';
+export { RedisMetadataPlane, lruScore, type RedisMetadataPlaneOptions } from './redis-metadata-plane.ts';
+export { openMetadataPlane, type OpenMetadataPlaneOptions } from './open-metadata-plane.ts';

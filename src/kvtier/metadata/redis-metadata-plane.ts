@@ -1,0 +1,356 @@
+import { randomBytes } from 'node:crypto';
+
+import { Redis } from 'ioredis';
+
+import { PlaneError } from '../errors.ts';
+import { stderrLogger, type KvTierLogger } from '../logger.ts';
+import type { BlockRecord, MetadataPlane, PlaneState, PlaneUsage, ScanOptions, ScanPage } from './metadata-plane.ts';
+import { GET_LUA, MARK_TRUSTED_LUA, NOTE_ORPHANS_LUA, REMOVE_LUA, SCAN_LUA, UPSERT_LUA } from './redis-plane-scripts.ts';
+import { RenewalBuffer, type PendingRenewal } from './renewal-buffer.ts';
+
+export interface RedisMetadataPlaneOptions {
+  /** `redis://host:port/db`; defaults to `REDIS_URL`. */
+  url?: string;
+  /** Key prefix; default `kvtier:plane:`. */
+  keyPrefix?: string;
+  connectTimeoutMs?: number;
+  logger?: KvTierLogger;
+  /** Renewals buffered before a flush; default 8192. */
+  renewBatchKeys?: number;
+  /** Longest a renewal waits in the buffer (wall ms); default 1000. */
+  renewFlushMs?: number;
+  /**
+   * Records are spread over 2^bucketBits hashes (1..16, default 16: sized for
+   * 10^6–10^7 blocks, 15–150 per hash; past 128 per hash raise Redis'
+   * hash-max-listpack-entries or a hash turns into a ~2× larger hashtable).
+   * Every node of a cluster must use the same value.
+   */
+  bucketBits?: number;
+}
+
+/** Depth bits folded into the score: lastUse × 2048 + (2047 − depth) stays an exact double until 2109. */
+const DEPTH_SLOTS = 2048;
+const MEMBERS_PER_COMMAND = 1024;
+
+/** Score of a record in the LRU zsets: last use, deeper blocks first among equals. */
+export function lruScore(lastUseAt: number, depth: number): number {
+  return Math.floor(lastUseAt) * DEPTH_SLOTS + (DEPTH_SLOTS - 1 - Math.min(Math.max(depth, 0), DEPTH_SLOTS - 1));
+}
+
+function lastUseOf(score: number): number {
+  return Math.floor(score / DEPTH_SLOTS);
+}
+
+/**
+ * Cluster driver: the plane in Redis.
+ *
+ * ```
+ * <p>gen         "<generation>:<0|1>"   (1 = rebuilt from storage, trusted)
+ * <p>use         zset  key16 → lastUse × 2048 + (2047 − depth)   (LRU walk, renewals: ZADD XX GT)
+ * <p>cap         zset  same, only records with a ttlMs cap
+ * <p>r:<b>:<h>   hash  key bytes after the first ⌊b/8⌋ → "size,created s,ttl,depth\0class\0tenant\0writer" (base 36); h = first b bits of the key
+ * <p>usage       hash  "b|<tag>", "n|<tag>" → bytes, blocks
+ * <p>orph        hash  key16 → first seen on storage without a record
+ * <p>removed     channel: instance id ‖ key16… removed by any node
+ * ```
+ *
+ * A renewal is one member of a batched `ZADD XX GT` (it neither creates a
+ * record nor moves one back in time), so renewals from many nodes commute
+ * and a flush of N keys is ⌈N/1024⌉ commands in one pipeline. The record
+ * itself is written only by `upsert` and `remove` (Lua, atomic with the
+ * usage counters). Losing Redis loses `<p>gen`: the next `state()` starts a
+ * new, untrusted generation and GC rebuilds before it judges anything.
+ */
+export class RedisMetadataPlane implements MetadataPlane {
+  readonly kind = 'redis';
+  private readonly listeners = new Set<(keys: string[]) => void>();
+  private readonly renewals: RenewalBuffer;
+  private readonly instanceId = randomBytes(8);
+  private closed = false;
+  private readonly keys: { gen: string; use: string; cap: string; bucket: string; usage: string; orphans: string; removed: string };
+
+  private constructor(
+    private readonly redis: Redis,
+    private readonly subscriber: Redis,
+    prefix: string,
+    private readonly logger: KvTierLogger,
+    options: RedisMetadataPlaneOptions,
+  ) {
+    this.keys = {
+      gen: `${prefix}gen`,
+      use: `${prefix}use`,
+      cap: `${prefix}cap`,
+      bucket: `${prefix}r:${options.bucketBits ?? 16}:`,
+      usage: `${prefix}usage`,
+      orphans: `${prefix}orph`,
+      removed: `${prefix}removed`,
+    };
+    this.renewals = new RenewalBuffer(
+      (batch) => this.writeRenewals(batch),
+      (error) => this.logger.warn({ code: 'KVT_ERR_PLANE_UNREACHABLE', err: (error as Error).message }, 'plane renewal flush failed; the next hit renews again'),
+      options.renewBatchKeys ?? 8192,
+      options.renewFlushMs ?? 1000,
+    );
+  }
+
+  static async open(options: RedisMetadataPlaneOptions = {}): Promise<RedisMetadataPlane> {
+    const url = options.url ?? process.env.REDIS_URL;
+    if (url === undefined || url === '') {
+      throw new PlaneError('KVT_ERR_PLANE_OPEN', 'RedisMetadataPlane needs a url (or REDIS_URL), e.g. redis://127.0.0.1:6379');
+    }
+    const logger = options.logger ?? stderrLogger;
+    const bits = options.bucketBits ?? 16;
+    if (!Number.isInteger(bits) || bits < 1 || bits > 16) throw new PlaneError('KVT_ERR_PLANE_OPEN', `bucketBits must be an integer 1..16, got ${bits}`);
+    const connect = (): Redis => new Redis(url, { lazyConnect: true, connectTimeout: options.connectTimeoutMs ?? 5000, maxRetriesPerRequest: 3, enableAutoPipelining: false });
+    const redis = connect();
+    const subscriber = connect();
+    let opened = false;
+    for (const connection of [redis, subscriber]) {
+      connection.on('error', (error: Error) => {
+        if (opened) logger.warn({ code: 'KVT_ERR_PLANE_UNREACHABLE', err: error.message }, 'Redis connection of the metadata plane failed; retrying');
+      });
+    }
+    for (const [name, lua, numberOfKeys] of [
+      ['kvtPlaneUpsert', UPSERT_LUA, 3],
+      ['kvtPlaneRemove', REMOVE_LUA, 3],
+      ['kvtPlaneGet', GET_LUA, 1],
+      ['kvtPlaneScan', SCAN_LUA, 1],
+      ['kvtPlaneNoteOrphans', NOTE_ORPHANS_LUA, 1],
+      ['kvtPlaneMarkTrusted', MARK_TRUSTED_LUA, 1],
+    ] as const) {
+      redis.defineCommand(name, { lua, numberOfKeys });
+    }
+    try {
+      await redis.connect();
+      await subscriber.connect();
+      const plane = new RedisMetadataPlane(redis, subscriber, options.keyPrefix ?? 'kvtier:plane:', logger, options);
+      subscriber.on('messageBuffer', (channel: Buffer, message: Buffer) => plane.onRemovedMessage(channel, message));
+      await subscriber.subscribe(plane.keys.removed);
+      await plane.state();
+      opened = true;
+      return plane;
+    } catch (error) {
+      redis.disconnect();
+      subscriber.disconnect();
+      throw new PlaneError('KVT_ERR_PLANE_UNREACHABLE', `cannot reach Redis at ${url.replace(/\/\/([^@/]*)@/, '//***@')} for the metadata plane: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+  }
+
+  async state(): Promise<PlaneState> {
+    let stored = await this.call(() => this.redis.get(this.keys.gen));
+    if (stored === null) {
+      // The marker is gone: a new Redis, or one restarted empty. Start an untrusted generation.
+      await this.call(() => this.redis.set(this.keys.gen, `${randomBytes(8).toString('hex')}:0`, 'NX'));
+      stored = await this.call(() => this.redis.get(this.keys.gen));
+    }
+    const [generation, trusted] = (stored ?? ':0').split(':');
+    return { generation, trusted: trusted === '1' };
+  }
+
+  async markTrusted(generation: string): Promise<boolean> {
+    return (await this.call(() => this.script('kvtPlaneMarkTrusted', this.keys.gen, generation))) === 1;
+  }
+
+  async get(keys: readonly string[]): Promise<(BlockRecord | null)[]> {
+    const out: (BlockRecord | null)[] = [];
+    for (let i = 0; i < keys.length; i += MEMBERS_PER_COMMAND) {
+      const chunk = keys.slice(i, i + MEMBERS_PER_COMMAND);
+      const reply = (await this.call(() => this.scriptBuffer('kvtPlaneGet', this.keys.use, this.keys.bucket, ...chunk.map(memberOf)))) as (Buffer | null)[];
+      for (let j = 0; j < chunk.length; j++) {
+        const value = reply[2 * j];
+        const score = reply[2 * j + 1];
+        out.push(value === null || value === undefined || score === null || score === undefined ? null : decodeValue(chunk[j], value, Number(score.toString())));
+      }
+    }
+    return out;
+  }
+
+  async upsert(records: readonly BlockRecord[], options: { ifAbsent?: boolean } = {}): Promise<void> {
+    for (let i = 0; i < records.length; i += MEMBERS_PER_COMMAND / 4) {
+      const args: (string | Buffer)[] = [this.keys.bucket, options.ifAbsent ? '1' : '0'];
+      for (const record of records.slice(i, i + MEMBERS_PER_COMMAND / 4)) {
+        args.push(memberOf(record.key), encodeValue(record), String(lruScore(record.lastUseAt, record.depth)), record.ttlMs > 0 ? '1' : '0');
+      }
+      await this.call(() => this.script('kvtPlaneUpsert', this.keys.use, this.keys.cap, this.keys.usage, ...args));
+    }
+  }
+
+  renew(keys: readonly string[], at: number, depths?: readonly number[]): void {
+    if (this.closed) throw new PlaneError('KVT_ERR_PLANE_CLOSED', 'this metadata plane is closed; open a new one');
+    this.renewals.add(keys, at, depths);
+  }
+
+  flush(): Promise<void> {
+    return this.renewals.flush();
+  }
+
+  async remove(keys: readonly string[]): Promise<BlockRecord[]> {
+    const removed: BlockRecord[] = [];
+    for (let i = 0; i < keys.length; i += MEMBERS_PER_COMMAND) {
+      const chunk = keys.slice(i, i + MEMBERS_PER_COMMAND);
+      const reply = (await this.call(() =>
+        this.scriptBuffer('kvtPlaneRemove', this.keys.use, this.keys.cap, this.keys.usage, this.keys.bucket, ...chunk.map(memberOf)),
+      )) as Buffer[];
+      for (let j = 0; j < reply.length; j += 3) {
+        removed.push(decodeValue(reply[j].toString('hex'), reply[j + 1], Number(reply[j + 2].toString())));
+      }
+    }
+    if (removed.length > 0) {
+      const removedKeys = removed.map((record) => record.key);
+      for (const listener of this.listeners) listener(removedKeys);
+      const message = Buffer.concat([this.instanceId, ...removedKeys.map(memberOf)]);
+      await this.call(() => this.redis.publish(this.keys.removed, message));
+    }
+    return removed;
+  }
+
+  async scanByLastUse(options: ScanOptions = {}): Promise<ScanPage> {
+    const limit = options.limit ?? 512;
+    const maxScore = options.maxLastUseAt === undefined ? '+inf' : String(lruScore(options.maxLastUseAt, 0));
+    let cursorScore = '';
+    let cursorMember: Buffer = Buffer.alloc(0);
+    if (options.cursor !== undefined) {
+      const [score, member] = options.cursor.split(':');
+      cursorScore = score;
+      cursorMember = Buffer.from(member, 'hex');
+    }
+    const reply = (await this.call(() =>
+      this.scriptBuffer('kvtPlaneScan', options.capped ? this.keys.cap : this.keys.use, cursorScore, cursorMember, maxScore, String(limit)),
+    )) as (Buffer | number)[];
+    const more = Number(reply[0]) === 1;
+    const members: Buffer[] = [];
+    let cursor: string | undefined;
+    for (let i = 1; i < reply.length; i += 2) {
+      const member = reply[i] as Buffer;
+      members.push(member);
+      cursor = `${(reply[i + 1] as Buffer).toString()}:${member.toString('hex')}`;
+    }
+    const found = await this.get(members.map((member) => member.toString('hex')));
+    return { records: found.filter((record): record is BlockRecord => record !== null), cursor: more ? cursor : undefined };
+  }
+
+  async usage(): Promise<PlaneUsage> {
+    const all = await this.call(() => this.redis.hgetall(this.keys.usage));
+    const bytes: Record<string, number> = {};
+    const blocks: Record<string, number> = {};
+    for (const [name, value] of Object.entries(all)) {
+      const n = Number(value);
+      if (n === 0) continue;
+      if (name.startsWith('b|')) bytes[name.slice(2)] = n;
+      else if (name.startsWith('n|')) blocks[name.slice(2)] = n;
+    }
+    return { bytes, blocks };
+  }
+
+  async noteOrphans(keys: readonly string[], at: number): Promise<number[]> {
+    if (keys.length === 0) return [];
+    const reply = (await this.call(() => this.script('kvtPlaneNoteOrphans', this.keys.orphans, String(Math.floor(at)), ...keys.map(memberOf)))) as string[];
+    return reply.map(Number);
+  }
+
+  async clearOrphans(keys: readonly string[]): Promise<void> {
+    if (keys.length === 0) return;
+    for (let i = 0; i < keys.length; i += MEMBERS_PER_COMMAND) {
+      await this.call(() => this.redis.hdel(this.keys.orphans, ...keys.slice(i, i + MEMBERS_PER_COMMAND).map(memberOf)));
+    }
+  }
+
+  async orphanSightings(): Promise<Map<string, number>> {
+    const flat = (await this.call(() => this.redis.callBuffer('HGETALL', this.keys.orphans))) as Buffer[];
+    const out = new Map<string, number>();
+    for (let i = 0; i + 1 < flat.length; i += 2) out.set(flat[i].toString('hex'), Number(flat[i + 1].toString()));
+    return out;
+  }
+
+  onRemoved(listener: (keys: string[]) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    await this.renewals.flush().catch(() => undefined);
+    this.renewals.stop();
+    this.closed = true;
+    this.listeners.clear();
+    await Promise.allSettled([this.redis.quit(), this.subscriber.quit()]);
+  }
+
+  // ── internals ──────────────────────────────────────────────────────────
+
+  private async writeRenewals(batch: Map<string, PendingRenewal>): Promise<void> {
+    if (this.closed) return;
+    const args: (string | Buffer)[] = [];
+    const pipeline = this.redis.pipeline();
+    const push = () => {
+      pipeline.zadd(this.keys.use, 'XX', 'GT', ...(args as [string, Buffer]));
+      pipeline.zadd(this.keys.cap, 'XX', 'GT', ...(args as [string, Buffer]));
+      args.length = 0;
+    };
+    for (const [key, { at, depth }] of batch) {
+      args.push(String(lruScore(at, depth)), memberOf(key));
+      if (args.length >= 2 * MEMBERS_PER_COMMAND) push();
+    }
+    if (args.length > 0) push();
+    const results = await this.call(() => pipeline.exec());
+    const failed = results?.find(([error]) => error !== null);
+    if (failed !== undefined) throw new PlaneError('KVT_ERR_PLANE_UNREACHABLE', `plane renewal failed: ${(failed[0] as Error).message}`);
+  }
+
+  private onRemovedMessage(channel: Buffer, message: Buffer): void {
+    if (channel.toString() !== this.keys.removed || message.length < 8) return;
+    if (message.subarray(0, 8).equals(this.instanceId)) return; // our own removal: listeners already told
+    const keys: string[] = [];
+    for (let offset = 8; offset + 16 <= message.length; offset += 16) keys.push(message.subarray(offset, offset + 16).toString('hex'));
+    for (const listener of this.listeners) {
+      try {
+        listener(keys);
+      } catch (error) {
+        this.logger.warn({ err: (error as Error).message }, 'a plane removal listener threw');
+      }
+    }
+  }
+
+  private script(name: string, ...args: (string | Buffer)[]): Promise<unknown> {
+    return (this.redis as unknown as Record<string, (...a: (string | Buffer)[]) => Promise<unknown>>)[name](...args);
+  }
+
+  private scriptBuffer(name: string, ...args: (string | Buffer)[]): Promise<unknown> {
+    return (this.redis as unknown as Record<string, (...a: (string | Buffer)[]) => Promise<unknown>>)[`${name}Buffer`](...args);
+  }
+
+  private async call<T>(run: () => Promise<T>): Promise<T> {
+    if (this.closed) throw new PlaneError('KVT_ERR_PLANE_CLOSED', 'this metadata plane is closed; open a new one');
+    try {
+      return await run();
+    } catch (error) {
+      if (error instanceof PlaneError) throw error;
+      throw new PlaneError('KVT_ERR_PLANE_UNREACHABLE', `metadata plane (Redis) failed: ${(error as Error).message}`, { cause: error });
+    }
+  }
+}
+
+function memberOf(key: string): Buffer {
+  if (key.length !== 32) throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `a block key is 32 hex characters, got ${JSON.stringify(key)}`);
+  return Buffer.from(key, 'hex');
+}
+
+function encodeValue(record: BlockRecord): Buffer {
+  const n = (value: number) => Math.max(0, Math.floor(value)).toString(36);
+  for (const field of [record.trafficClass, record.tenant, record.writer]) {
+    if (field.includes('\0')) throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `class, tenant and writer must not contain NUL (block ${record.key})`);
+  }
+  return Buffer.from(`${n(record.sizeBytes)},${n(record.createdAt / 1000)},${n(record.ttlMs)},${n(record.depth)}\0${record.trafficClass}\0${record.tenant}\0${record.writer}`);
+}
+
+function decodeValue(key: string, value: Buffer, score: number): BlockRecord {
+  const text = value.toString('utf8');
+  const nul = text.indexOf('\0');
+  const numbers = text.slice(0, nul).split(',');
+  const names = text.slice(nul + 1).split('\0');
+  if (numbers.length !== 4 || names.length !== 3) throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `plane record of ${key} is malformed; remove it (GC rebuilds it from storage)`);
+  const [size, created, ttl, depth] = numbers.map((value) => parseInt(value, 36));
+  return { key, sizeBytes: size, createdAt: created * 1000, ttlMs: ttl, depth, trafficClass: names[0], tenant: names[1], writer: names[2], lastUseAt: lastUseOf(score) };
+}

@@ -1,0 +1,171 @@
+/**
+ * Lua run inside Redis so each multi-key change of the plane is atomic (a
+ * record, its LRU row and the usage counters move together) and one round
+ * trip per batch. Members are the 16 raw key bytes; a record lives in the
+ * hash bucket `<prefix>r:<hex of its first two bytes>` (65536 small hashes
+ * stay listpack-encoded: ~45 B per record instead of ~100 B as its own key).
+ *
+ * Record value: `size,created s,ttl,depth` (base 36; created in whole seconds) NUL class NUL tenant NUL writer.
+ */
+
+const COMMON = `
+-- prefix is '<p>r:<bits>:'; the bucket is the key's first <bits> bits (≤ 16),
+-- and the field drops the whole bytes the bucket name already holds.
+local function bucket(prefix, member)
+  local bits = tonumber(string.match(prefix, ':(%d+):$'))
+  local hi, lo = string.byte(member, 1, 2)
+  return prefix .. string.format('%x', math.floor((hi * 256 + lo) / 2 ^ (16 - bits))), string.sub(member, math.floor(bits / 8) + 1)
+end
+local function parse(v)
+  local size, created, ttl, depth, cl, te = string.match(v, '^([0-9a-z]+),([0-9a-z]+),([0-9a-z]+),([0-9a-z]+)%z([^%z]*)%z([^%z]*)%z')
+  return tonumber(size, 36), created, cl, te
+end
+-- Usage deltas are summed per call and written once per tag.
+local deltas = {}
+local function account(size, cl, te, sign)
+  for _, tag in ipairs({'g', 'c:' .. cl, 't:' .. te}) do
+    local d = deltas[tag]
+    if not d then d = {0, 0}; deltas[tag] = d end
+    d[1] = d[1] + sign * size
+    d[2] = d[2] + sign
+  end
+end
+local function writeUsage(usage)
+  for tag, d in pairs(deltas) do
+    if d[1] ~= 0 then redis.call('HINCRBY', usage, 'b|' .. tag, d[1]) end
+    if d[2] ~= 0 then redis.call('HINCRBY', usage, 'n|' .. tag, d[2]) end
+  end
+end
+`;
+
+/** KEYS: use, cap, usage. ARGV: bucket prefix, ifAbsent (0/1), then member, value, score, capped (0/1) per record. */
+export const UPSERT_LUA = `${COMMON}
+local use, cap, usage = KEYS[1], KEYS[2], KEYS[3]
+local prefix, ifAbsent = ARGV[1], ARGV[2]
+for i = 3, #ARGV, 4 do
+  local member, value, score, capped = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local b, f = bucket(prefix, member)
+  local old = redis.call('HGET', b, f)
+  if not (old and ifAbsent == '1') then
+    if old then
+      local size, created, cl, te = parse(old)
+      if size then
+        account(size, cl, te, -1)
+        local a, _, rest = string.match(value, '^([^,]*),([^,]*),(.*)$')
+        value = a .. ',' .. created .. ',' .. rest
+      end
+    end
+    redis.call('HSET', b, f, value)
+    local size, _, cl, te = parse(value)
+    account(size, cl, te, 1)
+    redis.call('ZADD', use, 'GT', score, member)
+    if capped == '1' then redis.call('ZADD', cap, 'GT', score, member) else redis.call('ZREM', cap, member) end
+  end
+end
+writeUsage(usage)
+return 1
+`;
+
+/** KEYS: use, cap, usage. ARGV: bucket prefix, members… Returns member, value, score for each removed record. */
+export const REMOVE_LUA = `${COMMON}
+local use, cap, usage = KEYS[1], KEYS[2], KEYS[3]
+local out = {}
+for i = 2, #ARGV do
+  local member = ARGV[i]
+  local b, f = bucket(ARGV[1], member)
+  local old = redis.call('HGET', b, f)
+  local score = redis.call('ZSCORE', use, member)
+  if old then
+    local size, _, cl, te = parse(old)
+    if size then account(size, cl, te, -1) end
+    redis.call('HDEL', b, f)
+    out[#out + 1] = member
+    out[#out + 1] = old
+    out[#out + 1] = score or '0'
+  end
+  redis.call('ZREM', use, member)
+  redis.call('ZREM', cap, member)
+end
+writeUsage(usage)
+return out
+`;
+
+/** KEYS: use. ARGV: bucket prefix, members… Returns value (or false) and score (or false) per member. */
+export const GET_LUA = `${COMMON}
+local out = {}
+for i = 2, #ARGV do
+  local member = ARGV[i]
+  local b, f = bucket(ARGV[1], member)
+  out[#out + 1] = redis.call('HGET', b, f) or false
+  out[#out + 1] = redis.call('ZSCORE', KEYS[1], member) or false
+end
+return out
+`;
+
+/**
+ * KEYS: a zset. ARGV: cursor score ('' = from the start), cursor member, max score, limit.
+ * Returns more (0/1), then member, score pairs after (cursor score, cursor member)
+ * in zset order. A cursor member still at its score continues by rank; one
+ * deleted or moved meanwhile continues after its (score, member) position.
+ */
+export const SCAN_LUA = `
+local z, cs, cm, maxs, limit = KEYS[1], ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local out = {0}
+local function take(page, skipTies)
+  for i = 1, #page, 2 do
+    local s = tonumber(page[i + 1])
+    if s > tonumber(maxs) then return true end
+    if not skipTies or s > tonumber(cs) or page[i] > cm then
+      out[#out + 1] = page[i]
+      out[#out + 1] = page[i + 1]
+    end
+  end
+  return false
+end
+if cs == '' then
+  local page = redis.call('ZRANGEBYSCORE', z, '-inf', maxs, 'WITHSCORES', 'LIMIT', 0, limit)
+  take(page, false)
+  if #page == 2 * limit then out[1] = 1 end
+  return out
+end
+local s = redis.call('ZSCORE', z, cm)
+if s and tonumber(s) == tonumber(cs) then
+  local r = redis.call('ZRANK', z, cm)
+  local page = redis.call('ZRANGE', z, r + 1, r + limit, 'WITHSCORES')
+  local past = take(page, false)
+  if not past and #page == 2 * limit then out[1] = 1 end
+  return out
+end
+local offset = 0
+while true do
+  local page = redis.call('ZRANGEBYSCORE', z, cs, maxs, 'WITHSCORES', 'LIMIT', offset, limit)
+  take(page, true)
+  if #page < 2 * limit then return out end
+  if #out > 1 then out[1] = 1; return out end
+  offset = offset + limit
+end
+`;
+
+/** KEYS: orphan hash. ARGV: at, members… Returns the first sighting per member. */
+export const NOTE_ORPHANS_LUA = `
+local out = {}
+for i = 2, #ARGV do
+  local seen = redis.call('HGET', KEYS[1], ARGV[i])
+  if not seen or tonumber(seen) > tonumber(ARGV[1]) then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[1])
+    seen = ARGV[1]
+  end
+  out[#out + 1] = seen
+end
+return out
+`;
+
+/** KEYS: generation key. ARGV: generation. Sets trusted only if that generation is still current. */
+export const MARK_TRUSTED_LUA = `
+if redis.call('GET', KEYS[1]) == ARGV[1] .. ':0' then
+  redis.call('SET', KEYS[1], ARGV[1] .. ':1')
+  return 1
+end
+if redis.call('GET', KEYS[1]) == ARGV[1] .. ':1' then return 1 end
+return 0
+`;

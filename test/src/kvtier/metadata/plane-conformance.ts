@@ -1,0 +1,167 @@
+/**
+ * The MetadataPlane contract (src/kvtier/metadata/metadata-plane.ts), run by
+ * lmdb-plane.test.ts and redis-plane.test.ts against a real driver.
+ */
+import { createHash } from 'node:crypto';
+
+import { describe, expect, it } from 'vitest';
+
+import type { BlockRecord, MetadataPlane } from '../../../../src/kvtier/metadata/index.ts';
+
+export interface PlaneFixture {
+  /** A fresh, empty plane; a second call opens another handle on the same data (another node). */
+  open(): Promise<MetadataPlane>;
+  dispose(): Promise<void>;
+}
+
+const T0 = Date.UTC(2026, 0, 1);
+
+export function keyOf(n: number): string {
+  return createHash('sha256').update(`block-${n}`).digest('hex').slice(0, 32);
+}
+
+export function recordOf(n: number, extra: Partial<BlockRecord> = {}): BlockRecord {
+  return { key: keyOf(n), trafficClass: 'chat', tenant: 'acme', sizeBytes: 1000 + n, writer: 'node-a', createdAt: T0, lastUseAt: T0, ttlMs: 0, depth: 0, ...extra };
+}
+
+export function runPlaneConformance(name: string, makeFixture: () => Promise<PlaneFixture>): void {
+  describe(`MetadataPlane contract: ${name}`, () => {
+    const withPlane = async (body: (plane: MetadataPlane, fixture: PlaneFixture) => Promise<void>) => {
+      const fixture = await makeFixture();
+      const plane = await fixture.open();
+      try {
+        await body(plane, fixture);
+      } finally {
+        await plane.close();
+        await fixture.dispose();
+      }
+    };
+
+    it('upsert then get returns the record; a rewrite keeps createdAt, never moves lastUse back, and keeps usage exact', () =>
+      withPlane(async (plane) => {
+        await plane.upsert([recordOf(1, { tenant: 'tënant/ü', writer: 'node-ä', ttlMs: 3_600_000, depth: 5 }), recordOf(2, { trafficClass: 'agent' })]);
+        const [one, two, none] = await plane.get([keyOf(1), keyOf(2), keyOf(3)]);
+        expect(one).toEqual(recordOf(1, { tenant: 'tënant/ü', writer: 'node-ä', ttlMs: 3_600_000, depth: 5 }));
+        expect(two?.trafficClass).toBe('agent');
+        expect(none).toBeNull();
+        await plane.upsert([recordOf(2, { trafficClass: 'agent', createdAt: T0 + 50, lastUseAt: T0 + 100, sizeBytes: 5000, writer: 'node-b' })]);
+        await plane.upsert([recordOf(2, { trafficClass: 'agent', createdAt: T0 + 60, lastUseAt: T0 + 10, sizeBytes: 5000, writer: 'node-b' })]);
+        const [rewritten] = await plane.get([keyOf(2)]);
+        expect(rewritten).toMatchObject({ createdAt: T0, lastUseAt: T0 + 100, sizeBytes: 5000, writer: 'node-b' });
+        const usage = await plane.usage();
+        expect(usage.blocks).toEqual({ g: 2, 'c:chat': 1, 'c:agent': 1, 't:tënant/ü': 1, 't:acme': 1 });
+        expect(usage.bytes.g).toBe(1001 + 5000);
+        expect(usage.bytes['c:agent']).toBe(5000);
+        // ifAbsent writes only what is missing (rebuild).
+        await plane.upsert([recordOf(2, { trafficClass: 'chat', sizeBytes: 1 }), recordOf(3)], { ifAbsent: true });
+        const [kept, added] = await plane.get([keyOf(2), keyOf(3)]);
+        expect(kept?.trafficClass).toBe('agent');
+        expect(added?.sizeBytes).toBe(1003);
+      }));
+
+    it('renewals are coalesced, only move forward, never create records, and every handle sees them after flush', () =>
+      withPlane(async (plane, fixture) => {
+        await plane.upsert([recordOf(1), recordOf(2)]);
+        for (let i = 0; i < 100; i++) plane.renew([keyOf(1)], T0 + 1000 + i);
+        plane.renew([keyOf(2)], T0 - 5000);
+        plane.renew([keyOf(9)], T0 + 1000);
+        await plane.flush();
+        const other = await fixture.open();
+        try {
+          const [one, two, ghost] = await other.get([keyOf(1), keyOf(2), keyOf(9)]);
+          expect(one?.lastUseAt).toBe(T0 + 1099);
+          expect(two?.lastUseAt).toBe(T0);
+          expect(ghost).toBeNull();
+          other.renew([keyOf(2)], T0 + 7);
+          await other.flush();
+        } finally {
+          await other.close();
+        }
+        expect((await plane.get([keyOf(2)]))[0]?.lastUseAt).toBe(T0 + 7);
+        expect((await plane.usage()).blocks.g).toBe(2);
+      }));
+
+    it('scans oldest last use first (deeper first among equals), bounded by maxLastUseAt, restartable by cursor while pages are deleted', () =>
+      withPlane(async (plane) => {
+        const records: BlockRecord[] = [];
+        for (let n = 0; n < 40; n++) records.push(recordOf(n, { lastUseAt: T0 + Math.floor(n / 4) * 1000, depth: n % 4, ttlMs: n % 10 === 0 ? 60_000 : 0 }));
+        await plane.upsert(records);
+        const expected = [...records].sort((a, b) => a.lastUseAt - b.lastUseAt || b.depth - a.depth).map((record) => record.key);
+        const seen: string[] = [];
+        let cursor: string | undefined;
+        let pages = 0;
+        do {
+          const page = await plane.scanByLastUse({ limit: 3, cursor });
+          seen.push(...page.records.map((record) => record.key));
+          // Delete every other page as GC would: the cursor must still continue after it.
+          if (pages++ % 2 === 0) await plane.remove(page.records.map((record) => record.key));
+          cursor = page.cursor;
+        } while (cursor !== undefined);
+        expect(seen).toEqual(expected);
+        const bounded = await plane.scanByLastUse({ maxLastUseAt: T0 + 2000, limit: 100 });
+        expect(bounded.records.every((record) => record.lastUseAt <= T0 + 2000)).toBe(true);
+        expect(bounded.cursor).toBeUndefined();
+        const capped = await plane.scanByLastUse({ capped: true, limit: 100 });
+        const cappedLeft = (await plane.get(records.filter((record) => record.ttlMs > 0).map((record) => record.key))).filter((record) => record !== null);
+        expect(capped.records.map((record) => record.key).sort()).toEqual(cappedLeft.map((record) => record!.key).sort());
+      }));
+
+    it('equal last use and depth across many records: a cursor still visits each exactly once', () =>
+      withPlane(async (plane) => {
+        await plane.upsert(Array.from({ length: 25 }, (_, n) => recordOf(n)));
+        const seen = new Set<string>();
+        let cursor: string | undefined;
+        let page = 0;
+        do {
+          const result = await plane.scanByLastUse({ limit: 4, cursor });
+          for (const record of result.records) {
+            expect(seen.has(record.key)).toBe(false);
+            seen.add(record.key);
+          }
+          if (page++ === 1) await plane.remove(result.records.map((record) => record.key));
+          cursor = result.cursor;
+        } while (cursor !== undefined);
+        expect(seen.size).toBe(25);
+      }));
+
+    it('remove returns what existed, tells removal listeners, and zeroes usage', () =>
+      withPlane(async (plane) => {
+        await plane.upsert([recordOf(1), recordOf(2, { trafficClass: 'agent' })]);
+        const told: string[][] = [];
+        const unsubscribe = plane.onRemoved((keys) => told.push(keys));
+        const removed = await plane.remove([keyOf(1), keyOf(2), keyOf(3)]);
+        expect(removed.map((record) => record.key).sort()).toEqual([keyOf(1), keyOf(2)].sort());
+        expect(removed.find((record) => record.key === keyOf(2))?.trafficClass).toBe('agent');
+        expect(told.flat().sort()).toEqual([keyOf(1), keyOf(2)].sort());
+        unsubscribe();
+        expect(await plane.get([keyOf(1), keyOf(2)])).toEqual([null, null]);
+        const usage = await plane.usage();
+        expect(usage.blocks).toEqual({});
+        expect(usage.bytes).toEqual({});
+        expect((await plane.scanByLastUse()).records).toEqual([]);
+      }));
+
+    it('a new plane is untrusted until markTrusted for its generation', () =>
+      withPlane(async (plane) => {
+        const first = await plane.state();
+        expect(first.trusted).toBe(false);
+        expect(await plane.markTrusted('not-' + first.generation)).toBe(false);
+        expect((await plane.state()).trusted).toBe(false);
+        expect(await plane.markTrusted(first.generation)).toBe(true);
+        expect(await plane.state()).toEqual({ generation: first.generation, trusted: true });
+      }));
+
+    it('orphan sightings keep the earliest time until cleared', () =>
+      withPlane(async (plane) => {
+        expect(await plane.noteOrphans([keyOf(1), keyOf(2)], T0 + 100)).toEqual([T0 + 100, T0 + 100]);
+        expect(await plane.noteOrphans([keyOf(1), keyOf(3)], T0 + 500)).toEqual([T0 + 100, T0 + 500]);
+        await plane.clearOrphans([keyOf(2)]);
+        expect([...(await plane.orphanSightings()).entries()].sort()).toEqual(
+          [
+            [keyOf(1), T0 + 100],
+            [keyOf(3), T0 + 500],
+          ].sort(),
+        );
+      }));
+  });
+}

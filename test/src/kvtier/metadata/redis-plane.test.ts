@@ -1,0 +1,96 @@
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { RedisMetadataPlane, type MetadataPlane } from '../../../../src/kvtier/metadata/index.ts';
+import { startRedis, type RedisServer } from '../../../helpers/redis-server.ts';
+import { keyOf, recordOf, runPlaneConformance } from './plane-conformance.ts';
+
+let server: RedisServer;
+let run = 0;
+
+beforeAll(async () => {
+  server = await startRedis();
+});
+
+afterAll(async () => {
+  await server?.stop();
+});
+
+runPlaneConformance('redis', async () => {
+  const keyPrefix = `t${run++}:plane:`;
+  const opened: MetadataPlane[] = [];
+  return {
+    open: async () => {
+      const plane = await RedisMetadataPlane.open({ url: server.url, keyPrefix });
+      opened.push(plane);
+      return plane;
+    },
+    dispose: async () => {
+      for (const plane of opened) await plane.close();
+    },
+  };
+});
+
+describe('RedisMetadataPlane', () => {
+  it('a removal on one node reaches the listeners of every other node', async () => {
+    const keyPrefix = `t${run++}:plane:`;
+    const a = await RedisMetadataPlane.open({ url: server.url, keyPrefix });
+    const b = await RedisMetadataPlane.open({ url: server.url, keyPrefix });
+    try {
+      await a.upsert([recordOf(1), recordOf(2)]);
+      const told: string[] = [];
+      b.onRemoved((keys) => told.push(...keys));
+      await a.remove([keyOf(2)]);
+      const deadline = Date.now() + 5000;
+      while (told.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(told).toEqual([keyOf(2)]);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it('FLUSHALL loses the generation marker: the plane reports a new, untrusted generation', async () => {
+    const keyPrefix = `t${run++}:plane:`;
+    const plane = await RedisMetadataPlane.open({ url: server.url, keyPrefix });
+    const admin = new Redis(server.url);
+    try {
+      const before = await plane.state();
+      await plane.markTrusted(before.generation);
+      expect((await plane.state()).trusted).toBe(true);
+      await plane.upsert([recordOf(1)]);
+      await admin.flushall();
+      const after = await plane.state();
+      expect(after.generation).not.toBe(before.generation);
+      expect(after.trusted).toBe(false);
+      expect(await plane.get([keyOf(1)])).toEqual([null]);
+    } finally {
+      admin.disconnect();
+      await plane.close();
+    }
+  });
+
+  // 50k records over 2^12 hashes: ~12 per hash, as 10^6 blocks over the default 2^16.
+  it('stays within 200 bytes of Redis memory per record at production fill (used_memory delta)', async () => {
+    const keyPrefix = `mem${run++}:plane:`;
+    const plane = await RedisMetadataPlane.open({ url: server.url, keyPrefix, bucketBits: 12 });
+    const admin = new Redis(server.url);
+    try {
+      const usedMemory = async () => Number(/used_memory:(\d+)/.exec(await admin.info('memory'))![1]);
+      const before = await usedMemory();
+      const n = 50_000;
+      const batch = [];
+      for (let i = 0; i < n; i++) {
+        batch.push(recordOf(i, { tenant: `tenant-${i % 50}`, writer: `node-${i % 4}`, lastUseAt: Date.UTC(2026, 0, 1) + i * 1000, depth: i % 30 }));
+        if (batch.length === 2000) await plane.upsert(batch.splice(0));
+      }
+      await plane.upsert(batch);
+      const perRecord = ((await usedMemory()) - before) / n;
+      expect(perRecord).toBeLessThanOrEqual(200);
+      expect((await plane.usage()).blocks.g).toBe(n);
+    } finally {
+      admin.disconnect();
+      await plane.close();
+    }
+  });
+});
