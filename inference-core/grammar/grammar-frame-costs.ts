@@ -4,7 +4,8 @@
  * budget rule leans on). The base of FrameMachine, which feeds the bytes.
  */
 import type { Grammar, GrammarNode } from './grammar-nodes.ts';
-import { isCompleteNumber, minNumberCompletion, parseNumberPrefix, withinBounds } from './number-prefix.ts';
+import { minNumberCompletion, parseNumberPrefix, withinBounds } from './number-prefix.ts';
+import { numberComplete, unboundedNumberCost } from './number-state.ts';
 import { A_END, A_FIRST, A_ITEM, A_NEXT, A_OPEN, O_COLON, O_END, O_EXTRA_VALUE, O_MEMBER, O_MEMBER_OR_CLOSE, O_OPEN, O_VALUE, S_BODY, S_END, S_ESC, S_HEX, S_OPEN, S_UTF8, T_MARKED, T_TEXT, type Frame, type Stack } from './grammar-frame-types.ts';
 
 export class FrameCosts {
@@ -12,12 +13,16 @@ export class FrameCosts {
   protected readonly reqAfter: Array<Uint8Array | null>;
   protected readonly restCost: Array<Float64Array | null>;
   protected readonly reqCount: Array<Int32Array | null>;
-  private readonly numCost = new Map<string, number>();
+  /** Per bounded num node: close cost and whether the text is a complete in-bounds value, by number text. */
+  private readonly numCost: Array<Map<string, number> | null>;
+  private readonly numEnds: Array<Map<string, boolean> | null>;
 
   constructor(readonly g: Grammar) {
     this.reqAfter = g.nodes.map(() => null);
     this.restCost = g.nodes.map(() => null);
     this.reqCount = g.nodes.map(() => null);
+    this.numCost = g.nodes.map((nd) => (nd.kind === 'num' && nd.bounds !== null ? new Map() : null));
+    this.numEnds = g.nodes.map((nd) => (nd.kind === 'num' && nd.bounds !== null ? new Map() : null));
     g.nodes.forEach((node, id) => {
       if (node.kind !== 'obj') return;
       const n = node.props.length;
@@ -36,22 +41,31 @@ export class FrameCosts {
     });
   }
 
-  numberEnds(s: string, nd: Extract<GrammarNode, { kind: 'num' }>): boolean {
-    const p = parseNumberPrefix(s, nd.integer, nd.bounds === null);
-    return p !== null && isCompleteNumber(p) && withinBounds(s, nd.bounds);
+  /**
+   * A number frame carries its automaton state (number-state.ts: phase p, counts a, b) and, when bounded, its
+   * text s: the phase decides completeness and the unbounded cost; the bounds need the text, once per text.
+   */
+  numberEnds(f: Frame, nd: Extract<GrammarNode, { kind: 'num' }>): boolean {
+    if (!numberComplete(f.p)) return false;
+    if (nd.bounds === null) return true;
+    const memo = this.numEnds[f.n]!;
+    let v = memo.get(f.s);
+    if (v === undefined) {
+      v = withinBounds(f.s, nd.bounds);
+      memo.set(f.s, v);
+    }
+    return v;
   }
 
-  numberCost(s: string, nd: Extract<GrammarNode, { kind: 'num' }>): number {
-    if (nd.bounds === null) {
-      const p = parseNumberPrefix(s, nd.integer, true);
-      return p === null ? Infinity : minNumberCompletion(p, nd.integer, null);
-    }
-    const key = `${nd.integer ? 'i' : 'n'}${nd.bounds.lo},${nd.bounds.loExclusive},${nd.bounds.hi},${nd.bounds.hiExclusive}|${s}`;
-    let v = this.numCost.get(key);
+  /** Fewest bytes that complete a number frame; for a bounded one, of text `s` (Infinity: no value in bounds). */
+  numberCost(n: number, p: number, s: string, nd: Extract<GrammarNode, { kind: 'num' }>): number {
+    if (nd.bounds === null) return unboundedNumberCost(p);
+    const memo = this.numCost[n]!;
+    let v = memo.get(s);
     if (v === undefined) {
-      const p = parseNumberPrefix(s, nd.integer, false);
-      v = p === null ? Infinity : minNumberCompletion(p, nd.integer, nd.bounds);
-      this.numCost.set(key, v);
+      const parts = parseNumberPrefix(s, nd.integer, false);
+      v = parts === null ? Infinity : minNumberCompletion(parts, nd.integer, nd.bounds);
+      memo.set(s, v);
     }
     return v;
   }
@@ -66,7 +80,7 @@ export class FrameCosts {
       case 'str':
         return f.p === S_END;
       case 'num':
-        return this.numberEnds(f.s, nd);
+        return this.numberEnds(f, nd);
       case 'obj':
         return f.p === O_END;
       case 'arr':
@@ -135,7 +149,7 @@ export class FrameCosts {
         return Infinity;
       }
       case 'num':
-        return this.numberCost(f.s, nd);
+        return this.numberCost(f.n, f.p, f.s, nd);
       case 'obj':
         switch (f.p) {
           case O_OPEN:

@@ -5,7 +5,8 @@
 import type { Grammar } from './grammar-nodes.ts';
 
 /**
- * p: phase; a, b: counters; s: number text so far; x: bitmask of excluded
+ * p: phase; a, b: counters; s: a bounded number's text so far (number
+ * frames: p, a, b are the number-state.ts automaton); x: bitmask of excluded
  * key contents that still match.
  */
 export interface Frame {
@@ -55,14 +56,10 @@ export function frame(n: number, p: number, a = 0, b = 0, s = '', x = 0): Frame 
   return { n, p, a, b, s, x };
 }
 
-export function frameKey(f: Frame, g: Grammar): string {
+/** The frame's cache key (an unbounded number frame keeps no text: its automaton state is its whole key). */
+export function frameKey(f: Frame, _g?: Grammar): string {
   if (f.key !== undefined) return f.key;
-  const node = g.nodes[f.n];
-  let k: string;
-  if (node.kind === 'num' && node.bounds === null) {
-    // Unbounded: only the shape matters (digit counts, for the caps), not the digits.
-    k = `${f.n}#${f.s.replace(/(?<=\d)\d/g, 'd').replace(/(?<!\d)[1-9]/g, 'd')}`;
-  } else k = `${f.n}.${f.p}.${f.a}.${f.b}.${f.s}.${f.x}`;
+  const k = `${f.n}.${f.p}.${f.a}.${f.b}.${f.s}.${f.x}`;
   f.key = k;
   return k;
 }

@@ -18,7 +18,7 @@
  * grammar-frame-costs.ts (the base class); this file feeds bytes.
  */
 import type { GrammarNode } from './grammar-nodes.ts';
-import { parseNumberPrefix } from './number-prefix.ts';
+import { numberA, numberB, numberPhase, numberStep } from './number-state.ts';
 import { FrameCosts } from './grammar-frame-costs.ts';
 import { A_END, A_FIRST, A_ITEM, A_NEXT, A_OPEN, clampCount, DONE, ESCAPED, frame, kmpStep, O_COLON, O_END, O_EXTRA_VALUE, O_MEMBER, O_MEMBER_OR_CLOSE, O_OPEN, O_VALUE, S_BODY, S_END, S_ESC, S_HEX, S_OPEN, S_UTF8, T_END, T_MARKED, T_TEXT, type Frame, type Stack } from './grammar-frame-types.ts';
 
@@ -156,12 +156,16 @@ export class FrameMachine extends FrameCosts {
 
   private feedNum(st: Stack, nd: Extract<GrammarNode, { kind: 'num' }>, c: number, out: Stack[]): void {
     const f = st.f;
-    const s2 = f.s + String.fromCharCode(c);
-    const p = parseNumberPrefix(s2, nd.integer, nd.bounds === null);
-    if (p !== null && (nd.bounds === null || this.numberCost(s2, nd) !== Infinity)) {
-      return this.next(st, frame(f.n, 1, 0, 0, s2), out);
+    const unbounded = nd.bounds === null;
+    const packed = numberStep(f.p, f.a, f.b, c, nd.integer, unbounded);
+    if (packed >= 0) {
+      const p = numberPhase(packed);
+      // Unbounded: the automaton state is all that matters (no text kept, so frames of equal shape share keys).
+      if (unbounded) return this.next(st, frame(f.n, p, numberA(packed), numberB(packed)), out);
+      const s2 = f.s + String.fromCharCode(c);
+      if (this.numberCost(f.n, p, s2, nd) !== Infinity) return this.next(st, frame(f.n, p, numberA(packed), numberB(packed), s2), out);
     }
-    if (this.numberEnds(f.s, nd)) this.pop(st, c, out);
+    if (this.numberEnds(f, nd)) this.pop(st, c, out);
   }
 
   private feedObj(st: Stack, nd: Extract<GrammarNode, { kind: 'obj' }>, c: number, out: Stack[]): void {

@@ -15,7 +15,7 @@ import type { NumBounds } from './grammar-nodes.ts';
 
 export const MAX_INT_DIGITS = 15;
 export const MAX_FRAC_DIGITS = 6;
-const MAX_EXP_DIGITS = 2;
+export const MAX_EXP_DIGITS = 2;
 
 interface Parts {
   neg: boolean;
