@@ -1,8 +1,8 @@
 import type { DecodedBlock } from './block-codec.ts';
 
 /**
- * In-RAM LRU of verified blocks, bounded by bytes (the encoded size, which is
- * what each entry pins). A Map iterates in insertion order, so re-inserting
+ * In-RAM LRU of verified blocks, bounded by bytes (the encoded file plus a
+ * compressed block's decompressed payload: what each entry pins). A Map iterates in insertion order, so re-inserting
  * on a hit makes the first entry the least recently used: O(1) get, put and
  * evict.
  */
@@ -21,7 +21,7 @@ export class HotBlockCache {
   }
 
   put(block: DecodedBlock): void {
-    const size = block.bytes.byteLength;
+    const size = block.residentBytes;
     if (size > this.budgetBytes) return;
     this.delete(block.key);
     this.entries.set(block.key, block);
@@ -29,7 +29,7 @@ export class HotBlockCache {
     for (const [key, oldest] of this.entries) {
       if (this.bytes <= this.budgetBytes) break;
       this.entries.delete(key);
-      this.bytes -= oldest.bytes.byteLength;
+      this.bytes -= oldest.residentBytes;
     }
   }
 
@@ -37,7 +37,7 @@ export class HotBlockCache {
     const block = this.entries.get(key);
     if (block === undefined) return;
     this.entries.delete(key);
-    this.bytes -= block.bytes.byteLength;
+    this.bytes -= block.residentBytes;
   }
 
   get size(): number {

@@ -1,18 +1,23 @@
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 
 import type { BlobStore } from '../../storage-adapters/index.ts';
 
 import { BlockCodec, type DecodedBlock } from './block-codec.ts';
+import type { BlockCodecName } from './codecs/kv-codecs.ts';
 import { BlockIndex, PROBE_ABSENT, PROBE_EXPIRED } from './block-index.ts';
 import { systemClock, type Clock } from './clock.ts';
 import { BlockError, errorCodeOf, KvTierConfigError, KvTierError } from './errors.ts';
 import { runGc, type GcOptions, type GcReport, type GcTally } from './gc.ts';
 import { HotBlockCache } from './hot-block-cache.ts';
 import { LiveEntryCache } from './live-entry-cache.ts';
+import type { MetadataPlane } from './metadata/metadata-plane.ts';
+import { openMetadataPlane } from './metadata/open-metadata-plane.ts';
+import { PlaneLink } from './plane-link.ts';
 import { assertValidLayout, payloadBytesFor, type KvLayout } from './kv-layout.ts';
 import { stderrLogger, type KvTierLogger } from './logger.ts';
 import { LmdbPolicyStore, type PolicyStore } from './policy-store.ts';
-import { BLOCK_FORMAT_VERSION, PrefixHasher, type Hash128, type NamespaceSpec, type PrefixChain } from './prefix-hasher.ts';
+import { BLOCK_FORMAT_VERSION, hexToKeyBytes, PrefixHasher, type Hash128, type NamespaceSpec, type PrefixChain } from './prefix-hasher.ts';
 import { assertTenantName, type RetentionPolicy } from './retention-policy.ts';
 import { WriteBehindQueue } from './write-behind-queue.ts';
 import { openStored, type BlockSealer } from './seal/index.ts';
@@ -48,6 +53,14 @@ export interface KvTierOptions {
   liveCacheEntries?: number;
   /** Encryption at rest: blocks are sealed before `store.put` and opened after `store.get` (seal/); absent = plaintext blocks. */
   seal?: BlockSealer;
+  /**
+   * The cluster metadata plane (metadata/): one shared record per block that
+   * lookups, renewals and GC judge by. Owned by the caller when given;
+   * default: Redis when `REDIS_URL` is set, else an LMDB plane at `<dataDir>/plane` (closed by `close()`).
+   */
+  metadataPlane?: MetadataPlane;
+  /** This node's name in plane records (`writer`); default `<hostname>:<pid>`. */
+  nodeId?: string;
   /** Tests only: replace the 128-bit hash to force collisions. */
   hash128?: Hash128;
 }
@@ -220,6 +233,9 @@ export class KvTier {
   private gcRunning: Promise<GcReport> | undefined;
   private gcTimer: NodeJS.Timeout | undefined;
   private closed = false;
+  /** Set by `open` (plane hook): the node index is a cache in front of it. */
+  private planeLink!: PlaneLink;
+  private unsubscribePlane: () => void = () => undefined;
 
   private constructor(
     private readonly options: KvTierOptions,
@@ -298,7 +314,22 @@ export class KvTier {
       await index.close();
       throw error;
     }
-    return new KvTier(options, hasher, codec, index, policy, ownsPolicy, clock, logger);
+    let plane = options.metadataPlane;
+    try {
+      plane ??= await openMetadataPlane({ dataDir: options.dataDir, logger });
+    } catch (error) {
+      if (ownsPolicy) await policy.close();
+      await index.close();
+      throw error;
+    }
+    const tier = new KvTier(options, hasher, codec, index, policy, ownsPolicy, clock, logger);
+    tier.attachPlane(plane, options.metadataPlane === undefined);
+    return tier;
+  }
+
+  /** The cluster metadata plane this tier records into (purge, cluster stats). */
+  get plane(): MetadataPlane {
+    return this.planeLink.plane;
   }
 
   /** A namespace: model fingerprint + tenant salt + block format version. */
@@ -341,14 +372,21 @@ export class KvTier {
       }
     } catch (error) {
       this.noteError(error, 'index probe failed; treating the rest as a miss');
-      stop = PROBE_EXPIRED; // do not go around a broken index to storage
+      stop = PROBE_INDEX_BROKEN; // do not go around a broken index to storage
     }
     let adopted = 0;
-    // An expired local entry ends the run: its blob may still be on storage
-    // until GC runs, and must not be served.
-    if (hits < blockCount && stop === PROBE_ABSENT) {
-      adopted = await this.probeStorage(chain, hits, scope, now, policy);
-      hits += adopted;
+    if (hits < blockCount && stop !== PROBE_INDEX_BROKEN) {
+      // The plane knows what other nodes wrote and used (plane-link.ts).
+      const fromPlane = await this.planeLink.probe(chain, hits, now, policy);
+      hits += fromPlane.found;
+      adopted += fromPlane.found;
+      // Without a trusted plane: an absent entry may be another node's block on storage; an
+      // expired local entry ends the run (its blob may still be on storage until GC runs).
+      if (!fromPlane.trusted && hits < blockCount && (stop === PROBE_ABSENT || fromPlane.found > 0)) {
+        const fromStorage = await this.probeStorage(chain, hits, scope, now, policy);
+        hits += fromStorage;
+        adopted += fromStorage;
+      }
     }
     if (stale.length > 0) {
       this.track(
@@ -360,6 +398,11 @@ export class KvTier {
         'index touch failed',
       );
       for (const i of stale) this.liveEntries.renewed(chain.keyHex(i), now);
+      this.planeLink.renew(
+        stale.map((i) => chain.keyHex(i)),
+        now,
+        stale,
+      );
     }
     const c = this.counters;
     c.lookups++;
@@ -427,6 +470,7 @@ export class KvTier {
     const policy = this.policy.current();
     this.assertScope(request, policy);
     const { namespace, tokens, layout } = request;
+    const storeCodec = policy.codecFor(request.trafficClass);
     try {
       assertValidLayout(layout);
     } catch (error) {
@@ -492,7 +536,7 @@ export class KvTier {
           let bytes: Uint8Array;
           try {
             const payload = await payloads(i);
-            bytes = this.codec.encode({ key: keyBytes, parentKey: parentKeyBytes, modelFingerprint: namespace.modelFingerprint, tokens: ownTokens, layout, payload });
+            bytes = this.codec.encode({ key: keyBytes, parentKey: parentKeyBytes, modelFingerprint: namespace.modelFingerprint, tokens: ownTokens, layout, payload }, storeCodec);
           } catch (error) {
             this.noteError(error, `payload callback for block ${i} failed; block not stored`);
             return;
@@ -503,7 +547,7 @@ export class KvTier {
         const bytes = encodeWith(payloads[i - fromBlock]);
         encoded = bytes;
         const keyBytes = chain.keyBytes(i).slice();
-        run = () => this.writeBlock(key, keyBytes, bytes, i, request);
+        run = async () => this.writeBlock(key, keyBytes, await this.compressForStore(bytes, storeCodec), i, request);
       }
       const outcome = this.writes.offer({ key, bytes: estimate, run });
       if (outcome === 'queued') {
@@ -544,21 +588,26 @@ export class KvTier {
   gc(options: GcOptions = {}): Promise<GcReport> {
     this.assertOpen();
     if (this.gcRunning !== undefined) return this.gcRunning;
-    const run = runGc(
-      {
-        index: this.index,
-        store: this.blobStore,
-        policy: this.policy.current(),
-        clock: this.clock,
-        onRemoved: (keys) => {
-          for (const key of keys) {
-            this.hotCache.delete(key);
-            this.liveEntries.forget(key);
-          }
-        },
-      },
-      options,
-    ).then((report) => {
+    const run = this.planeLink
+      .plane.flush()
+      .catch((error: unknown) => this.noteError(error, 'flushing plane renewals before GC failed'))
+      .then(() =>
+        runGc(
+          {
+            plane: this.planeLink.plane,
+            index: this.index,
+            store: this.blobStore,
+            policy: this.policy.current(),
+            clock: this.clock,
+            onRemoved: (keys) => this.dropLocal(keys),
+          },
+          options,
+        ),
+      )
+      .then(async (report) => {
+      this.planeLink.noteState(report.plane.trusted);
+      // Removals reach this node's index through dropLocal; let them land before reporting.
+      while (this.background.size > 0) await Promise.allSettled([...this.background]);
       const gc = this.counters.gc;
       gc.runs++;
       if (!report.dryRun) {
@@ -588,7 +637,25 @@ export class KvTier {
     this.hotCache.clear();
     this.liveEntries.clear();
     if (this.ownsPolicy) await this.policy.close();
+    this.unsubscribePlane();
+    await this.planeLink.close();
     await this.index.close();
+  }
+
+  /** Plane hook: link the plane and drop blocks any node removes from it. */
+  private attachPlane(plane: MetadataPlane, owned: boolean): void {
+    this.planeLink = new PlaneLink(plane, owned, this.options.nodeId ?? `${hostname()}:${process.pid}`, this.index, (error, what) => this.noteError(error, what), this.options.probeWindow ?? 8);
+    this.unsubscribePlane = plane.onRemoved((keys) => this.dropLocal(keys));
+  }
+
+  /** Forgets blocks removed from the plane (by this node or another): caches, then this node's index. */
+  private dropLocal(keys: readonly string[]): void {
+    if (this.closed) return;
+    for (const key of keys) {
+      this.hotCache.delete(key);
+      this.liveEntries.forget(key);
+    }
+    this.track(this.index.remove(keys.map((key) => hexToKeyBytes(key))), 'index remove after a plane removal failed');
   }
 
   // ── internals ──────────────────────────────────────────────────────────
@@ -646,6 +713,7 @@ export class KvTier {
       this.noteError(new BlockError('KVT_ERR_BLOCK_MISSING', `block ${key} is in the index but not on storage`), 'block vanished from storage');
       this.liveEntries.forget(key);
       this.track(this.index.remove([lookup.chain.keyBytes(i).slice()]), 'index remove failed');
+      this.track(this.planeLink.forget([key]), 'plane remove of a vanished block failed');
       return { failed: 'KVT_ERR_BLOCK_MISSING' };
     }
     if (!fromPending) this.counters.bytesRead += bytes.byteLength;
@@ -708,6 +776,7 @@ export class KvTier {
       (async () => {
         await this.blobStore.delete([key]);
         await this.index.remove([ownKey]);
+        await this.planeLink.forget([key]);
       })(),
       'deleting a corrupt block failed',
     );
@@ -735,7 +804,7 @@ export class KvTier {
     this.counters.blocksWritten++;
     try {
       await this.index.recordWrites(
-        [{ keyBytes, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth }],
+        [{ keyBytes, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlCapMs: request.ttlMs }],
         this.clock.now(),
         this.policy.current(),
       );
@@ -744,12 +813,33 @@ export class KvTier {
       // The blob is on storage; a later lookup adopts it.
       this.noteError(error, 'index update after a block write failed');
     }
+    await this.planeLink.recordWrite(
+      { key, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlMs: request.ttlMs },
+      this.clock.now(),
+    );
     if (this.hotCache.budgetBytes > 0) {
       try {
         this.hotCache.put(this.codec.decode(bytes));
       } catch (error) {
         this.noteError(error, 'a block we just encoded does not decode');
       }
+    }
+  }
+
+  /**
+   * Codec hook (codecs/): the block re-encoded under the policy's codec, in
+   * the write-behind job after a setImmediate yield (the queue starts a job
+   * inside `offer`, so without it the request would pay for compression).
+   * Until the write lands, `pending` serves the raw block. A failure stores it uncompressed.
+   */
+  private async compressForStore(bytes: Uint8Array, codec: BlockCodecName): Promise<Uint8Array> {
+    if (codec === 'none') return bytes;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    try {
+      return this.codec.recode(bytes, codec);
+    } catch (error) {
+      this.noteError(error, `compressing a block under ${codec} failed; stored uncompressed`);
+      return bytes;
     }
   }
 

@@ -1,4 +1,5 @@
 import { BLOCK_CODECS, type BlockCodecName } from './codecs/kv-codecs.ts';
+import { BLOCK_CODECS, type BlockCodecName } from './codecs/kv-codecs.ts';
 import { PolicyError } from './errors.ts';
 
 export const HOUR_MS = 60 * 60 * 1000;
@@ -31,6 +32,8 @@ export interface RetentionPolicyDoc {
   /** Global byte quota over all blocks; absent = unlimited. */
   quotaBytes?: number;
   tenants: Record<string, TenantOverride>;
+  /** How new blocks are stored unless their class says otherwise; absent = none. Blocks already stored keep their codec. */
+  codec?: BlockCodecName;
   /** How new blocks are stored unless their class says otherwise; absent = none. Blocks already stored keep their codec. */
   codec?: BlockCodecName;
   /**
@@ -109,6 +112,12 @@ export class RetentionPolicy {
     return spec.codec ?? this.doc.codec ?? 'none';
   }
 
+  /** The codec new blocks of `trafficClass` are stored under (a class deleted since falls back to the default class). */
+  codecFor(trafficClass: string): BlockCodecName {
+    const spec = Object.hasOwn(this.doc.classes, trafficClass) ? this.doc.classes[trafficClass] : this.doc.classes[this.doc.defaultClass];
+    return spec.codec ?? this.doc.codec ?? 'none';
+  }
+
   /** Every scope with a byte quota, with that quota. */
   quotas(): { scope: QuotaScope; quotaBytes: number }[] {
     const out: { scope: QuotaScope; quotaBytes: number }[] = [];
@@ -165,6 +174,10 @@ function checkTtl(field: string, value: unknown, invalid: (what: string) => neve
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1000 || value > 3650 * DAY_MS) {
     invalid(`${field} must be an integer number of ms between 1 s and 10 years, got ${String(value)}`);
   }
+}
+
+function checkCodec(field: string, value: unknown, invalid: (what: string) => never): void {
+  if (!(BLOCK_CODECS as readonly unknown[]).includes(value)) invalid(`${field} must be one of ${BLOCK_CODECS.join(', ')}, got ${JSON.stringify(value)}`);
 }
 
 function checkCodec(field: string, value: unknown, invalid: (what: string) => never): void {
