@@ -1,0 +1,131 @@
+/**
+ * The worker's step loop with a draft model and batched planning
+ * (planSpeculative = planSpeculativeBatch, as engine-thread wires it): several
+ * replies' draft steps share draft-engine forwards, each reply equals plain
+ * greedy decoding token for token, and the blocks the tier stores for prompt
+ * + reply are byte-identical to a plain sequence's (cache equivalence).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { loadEngine, type LoadedEngine, type Sequence, type StepItem } from '../../../inference-core/index.ts';
+import { planSpeculativeBatch, SpeculativeSession } from '../../../inference-core/speculative/index.ts';
+import type { KvTierCache } from '../../../src/workers/cache-adapter.ts';
+import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
+import type { EngineModel } from '../../../src/workers/ports.ts';
+import { PrefillScheduler } from '../../../src/workers/prefill-scheduler.ts';
+import { TEST_DATA_DIR, argmax, randomTokens } from '../../inference-core/engine-fixtures.ts';
+import { BLOCK, openSchedulerRig, type SchedulerRig } from './scheduler-fixtures.ts';
+
+let rig: SchedulerRig;
+let engine: LoadedEngine;
+let cache: KvTierCache;
+let draft: LoadedEngine;
+
+beforeAll(async () => {
+  rig = await openSchedulerRig(64, 'kvtier-spec-draft-batch-');
+  ({ engine, cache } = rig);
+  draft = await loadEngine('synthetic:tiny', { dataDir: TEST_DATA_DIR, threads: 1, poolBytes: 16 * 2 ** 20, kvDtype: 'f16', weightType: 'q8_0' });
+}, 120_000);
+
+afterAll(async () => {
+  draft?.destroy();
+  await rig?.close();
+});
+
+function run(jobs: PrefillJob[], draftSteps: number[]): Promise<Map<string, JobEvent[]>> {
+  const model: EngineModel = {
+    fingerprint: engine.fingerprint,
+    contextLength: engine.contextLength,
+    maxStepTokens: engine.prefillChunk,
+    maxLogitRows: engine.maxBatch,
+    createSequence: () => engine.createSequence(),
+    freeBlocks: () => engine.pool.freePages,
+    totalBlocks: () => engine.pool.pages,
+    step: (items) => engine.step(items.map(({ sequence, tokens, logits }) => ({ seq: sequence as Sequence, tokens, logits }))),
+  };
+  const step = draft.step.bind(draft);
+  draft.step = (items: readonly StepItem[]) => {
+    draftSteps.push(items.length);
+    return step(items);
+  };
+  const events = new Map<string, JobEvent[]>(jobs.map((j) => [j.id, []]));
+  let left = jobs.length;
+  return new Promise((resolve) => {
+    const scheduler = new PrefillScheduler({
+      engine: model,
+      cache,
+      blockTokens: BLOCK,
+      maxBatch: 8,
+      retainSequences: 0,
+      createSampler: () => ({ sample: (logits) => argmax(logits) }),
+      createSpeculative: (job, sequence, context) =>
+        new SpeculativeSession({ target: sequence as Sequence, context, sampling: { temperature: 0, stopTokens: job.sampling.stopTokenIds }, mode: 'draft', draftEngine: draft, length: { mode: 'fixed', fixed: 4 } }),
+      planSpeculative: (batch) => planSpeculativeBatch(batch.map(({ decoder, limit }) => ({ session: decoder as SpeculativeSession, limit }))),
+      emit: (jobId, event) => {
+        events.get(jobId)!.push(event);
+        if ((event.type === 'done' || event.type === 'error') && --left === 0) {
+          draft.step = step;
+          void scheduler.close().then(() => resolve(events));
+        }
+      },
+    });
+    for (const j of jobs) scheduler.submit(j);
+  });
+}
+
+const job = (id: string, tokens: number[], maxTokens: number, salt: string): PrefillJob => ({
+  id,
+  model: 'synthetic:tiny',
+  tenant: 't',
+  tenantSalt: salt,
+  trafficClass: 'chat',
+  tokens,
+  sampling: { maxTokens, temperature: 0, topP: 1, topK: 0, seed: 1, stopTokenIds: [] },
+  submittedAt: Date.now(),
+});
+const tokensOf = (events: JobEvent[]) => events.flatMap((e) => (e.type === 'tokens' ? e.ids : []));
+
+function solo(tokens: number[], n: number): number[] {
+  const seq = engine.createSequence();
+  let logits = seq.prefill(tokens);
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    out.push(argmax(logits));
+    if (i + 1 < n) logits = seq.decode(out[i]);
+  }
+  seq.free();
+  return out;
+}
+
+function soloBlocks(tokens: number[], blocks: number): Uint8Array[] {
+  const seq = engine.createSequence();
+  seq.prefill(tokens.slice(0, blocks * BLOCK));
+  const out = seq.exportBlocks(0, blocks);
+  seq.free();
+  return out;
+}
+
+describe('batched draft-model drafting in the scheduler', () => {
+  it('replies == plain greedy, draft forwards shared across sequences, stored blocks byte-identical', async () => {
+    const prompts = [randomTokens(30, engine.vocabSize, 21, 4), randomTokens(75, engine.vocabSize, 22, 4), randomTokens(140, engine.vocabSize, 23, 4)];
+    const salt = 'd4af7b01';
+    const draftSteps: number[] = [];
+    const events = await run(prompts.map((p, i) => job(`d${i}`, p, 80, salt)), draftSteps);
+    expect(draftSteps.some((n) => n >= 2)).toBe(true);
+    await cache.flush();
+    for (let i = 0; i < prompts.length; i++) {
+      const ev = events.get(`d${i}`)!;
+      const reply = tokensOf(ev);
+      expect(reply).toEqual(solo(prompts[i], 80));
+      const done = ev.find((e): e is Extract<JobEvent, { type: 'done' }> => e.type === 'done')!;
+      expect(done.speculative!.proposed).toBeGreaterThan(0);
+      const all = [...prompts[i], ...reply];
+      const full = Math.floor(all.length / BLOCK);
+      const hit = await cache.lookup(cache.namespace(engine.fingerprint, salt), all, { tenant: 't', trafficClass: 'chat' }, full);
+      expect(hit.blocks).toBe(full);
+      const { payloads } = await cache.load(hit, full);
+      const expected = soloBlocks(all, full);
+      for (let b = 0; b < full; b++) expect(Buffer.from(payloads[b]).equals(Buffer.from(expected[b]))).toBe(true);
+    }
+  }, 120_000);
+});
