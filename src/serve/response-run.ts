@@ -63,13 +63,20 @@ export class ResponseRun {
   /** The events after sequence number `startingAfter`, then each new one as it comes, until the run finishes or `stop` fires. */
   async *follow(startingAfter: number, stop?: AbortSignal): AsyncGenerator<RunEvent> {
     let next = Math.max(0, startingAfter + 1);
-    for (;;) {
-      while (next < this.log.length) yield this.log[next++];
-      if (this.finished || stop?.aborted) return;
-      await new Promise<void>((resolve) => {
-        this.waiters.add(resolve);
-        stop?.addEventListener('abort', () => resolve(), { once: true });
-      });
+    let wake: (() => void) | null = null;
+    const onStop = () => wake?.();
+    stop?.addEventListener('abort', onStop, { once: true });
+    try {
+      for (;;) {
+        while (next < this.log.length) yield this.log[next++];
+        if (this.finished || stop?.aborted) return;
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          this.waiters.add(resolve);
+        });
+      }
+    } finally {
+      stop?.removeEventListener('abort', onStop);
     }
   }
 
