@@ -1,7 +1,7 @@
 import { createCipheriv, createDecipheriv } from 'node:crypto';
 
 import { NonceSource } from './nonce-source.ts';
-import { looksSealed, readSealHeader, SEAL_HEADER_BYTES, SEAL_OVERHEAD_BYTES, SEAL_TAG_BYTES, writeSealHeader, type SealHeader } from './seal-envelope.ts';
+import { looksSealed, readSealHeader, SEAL_HEADER_BYTES, SEAL_NONCE_OFFSET, SEAL_OVERHEAD_BYTES, SEAL_TAG_BYTES, writeSealHeader, type SealHeader } from './seal-envelope.ts';
 import { SealError } from './seal-errors.ts';
 import { SealKeyring, type SealKeyringSpec } from './seal-keyring.ts';
 
@@ -21,6 +21,8 @@ const SEAL_CHUNK_BYTES = 64 * 1024;
 export class BlockSealer {
   readonly keyring: SealKeyring;
   private readonly nonces: NonceSource;
+  /** header ‖ block key, rebuilt per call (seal and open are synchronous, so one scratch buffer serves). */
+  private readonly aad = Buffer.alloc(SEAL_HEADER_BYTES + BLOCK_KEY_BYTES);
 
   constructor(keyring: SealKeyring | SealKeyringSpec, nonces: NonceSource = new NonceSource()) {
     this.keyring = keyring instanceof SealKeyring ? keyring : new SealKeyring(keyring);
@@ -32,11 +34,11 @@ export class BlockSealer {
     assertBlockKey(blockKey);
     const keyId = this.keyring.currentKeyId;
     const key = this.keyring.tenantKey(keyId, tenantSalt)!;
-    const nonce = this.nonces.take();
     const out = Buffer.allocUnsafeSlow(plain.byteLength + SEAL_OVERHEAD_BYTES);
-    writeSealHeader(out, keyId, nonce);
-    const cipher = createCipheriv('aes-256-gcm', key, nonce, { authTagLength: SEAL_TAG_BYTES });
-    cipher.setAAD(associatedData(out, blockKey));
+    this.nonces.next(out, SEAL_NONCE_OFFSET);
+    writeSealHeader(out, keyId);
+    const cipher = createCipheriv('aes-256-gcm', key, out.subarray(SEAL_NONCE_OFFSET, SEAL_HEADER_BYTES), { authTagLength: SEAL_TAG_BYTES });
+    cipher.setAAD(this.associatedData(out, blockKey));
     let at = SEAL_HEADER_BYTES;
     for (let from = 0; from < plain.byteLength; from += SEAL_CHUNK_BYTES) {
       const piece = cipher.update(plain.subarray(from, Math.min(plain.byteLength, from + SEAL_CHUNK_BYTES)));
@@ -60,7 +62,7 @@ export class BlockSealer {
     }
     const tagAt = sealed.byteLength - SEAL_TAG_BYTES;
     const decipher = createDecipheriv('aes-256-gcm', key, header.nonce, { authTagLength: SEAL_TAG_BYTES });
-    decipher.setAAD(associatedData(sealed, blockKey));
+    decipher.setAAD(this.associatedData(sealed, blockKey));
     decipher.setAuthTag(sealed.subarray(tagAt));
     const plain = decipher.update(sealed.subarray(SEAL_HEADER_BYTES, tagAt));
     try {
@@ -70,6 +72,12 @@ export class BlockSealer {
       throw new SealError('KVT_ERR_SEAL_AUTH_FAILED', 'sealed block failed authentication: tampered, stored under another key, or sealed for another tenant');
     }
     return new Uint8Array(plain.buffer, plain.byteOffset, plain.byteLength);
+  }
+
+  private associatedData(envelope: Uint8Array, blockKey: Uint8Array): Buffer {
+    this.aad.set(envelope.subarray(0, SEAL_HEADER_BYTES), 0);
+    this.aad.set(blockKey, SEAL_HEADER_BYTES);
+    return this.aad;
   }
 }
 
@@ -96,14 +104,6 @@ export function describeSealed(stored: Uint8Array): { algorithm: SealHeader['alg
   } catch (error) {
     return { problem: (error as Error).message };
   }
-}
-
-/** header ‖ block key: 40 bytes. */
-function associatedData(envelope: Uint8Array, blockKey: Uint8Array): Buffer {
-  const aad = Buffer.allocUnsafe(SEAL_HEADER_BYTES + BLOCK_KEY_BYTES);
-  aad.set(envelope.subarray(0, SEAL_HEADER_BYTES), 0);
-  aad.set(blockKey, SEAL_HEADER_BYTES);
-  return aad;
 }
 
 function assertBlockKey(blockKey: Uint8Array): void {

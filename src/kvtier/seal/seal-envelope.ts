@@ -30,7 +30,7 @@ export const SEAL_HEADER_BYTES = 24;
 export const SEAL_NONCE_BYTES = 12;
 export const SEAL_TAG_BYTES = 16;
 export const SEAL_OVERHEAD_BYTES = SEAL_HEADER_BYTES + SEAL_TAG_BYTES;
-const NONCE_OFFSET = 12;
+export const SEAL_NONCE_OFFSET = 12;
 const MAX_KEY_ID = 0xffffffff;
 
 export interface SealHeader {
@@ -45,15 +45,14 @@ export function looksSealed(bytes: Uint8Array): boolean {
   return bytes.byteLength >= 4 && bytes[0] === 0x4b && bytes[1] === 0x56 && bytes[2] === 0x54 && bytes[3] === 0x53;
 }
 
-/** Writes the 24-byte header at the start of `out`; the nonce is copied in. */
-export function writeSealHeader(out: Uint8Array, keyId: number, nonce: Uint8Array): void {
+/** Writes the header fields before the nonce (bytes [0, 12)); the caller writes the nonce at SEAL_NONCE_OFFSET. */
+export function writeSealHeader(out: Uint8Array, keyId: number): void {
   const view = new DataView(out.buffer, out.byteOffset, SEAL_HEADER_BYTES);
   view.setUint32(0, SEAL_MAGIC, true);
   view.setUint8(4, SEAL_VERSION);
   view.setUint8(5, SEAL_ALGORITHM_AES_256_GCM);
   view.setUint16(6, SEAL_HEADER_BYTES, true);
   view.setUint32(8, keyId, true);
-  out.set(nonce, NONCE_OFFSET);
 }
 
 /** Parses and checks the header (not the tag). Throws KVT_ERR_SEAL_MALFORMED; the nonce is a view. */
@@ -68,7 +67,7 @@ export function readSealHeader(bytes: Uint8Array): SealHeader {
   const algorithm = view.getUint8(5);
   if (algorithm !== SEAL_ALGORITHM_AES_256_GCM) throw new SealError('KVT_ERR_SEAL_MALFORMED', `envelope algorithm ${algorithm}; this build knows 1 (AES-256-GCM) only`);
   if (view.getUint16(6, true) !== SEAL_HEADER_BYTES) throw new SealError('KVT_ERR_SEAL_MALFORMED', `envelope header size ${view.getUint16(6, true)}, expected ${SEAL_HEADER_BYTES}`);
-  return { version, algorithm: 'aes-256-gcm', keyId: view.getUint32(8, true), nonce: bytes.subarray(NONCE_OFFSET, NONCE_OFFSET + SEAL_NONCE_BYTES) };
+  return { version, algorithm: 'aes-256-gcm', keyId: view.getUint32(8, true), nonce: bytes.subarray(SEAL_NONCE_OFFSET, SEAL_NONCE_OFFSET + SEAL_NONCE_BYTES) };
 }
 
 /** A key id as the envelope stores it: a u32 ≥ 1. */
