@@ -7,7 +7,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { loadEngine, type LoadedEngine, type Sequence, type StepItem } from '../../../inference-core/index.ts';
+import { loadEngine, type LoadedEngine, type Sequence } from '../../../inference-core/index.ts';
+import type { StepItem } from '../../../inference-core/engine/index.ts';
 import { planSpeculativeBatch, SpeculativeSession } from '../../../inference-core/speculative/index.ts';
 import type { KvTierCache } from '../../../src/workers/cache-adapter.ts';
 import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
