@@ -42,7 +42,7 @@ import { fitToContext } from '../response-truncation.ts';
 import { responsesBody } from '../schemas.ts';
 import { clientGone } from '../sse.ts';
 import { checkToolCallArguments, generatePreflight } from '../request-limits.ts';
-import { preamble, responseId, setTimingHeaders } from './common.ts';
+import { openAiRetention, preamble, responseId, setTimingHeaders } from './common.ts';
 import { notFound, registerStoredResponses } from './openai-responses-stored.ts';
 
 /** How long a fetched retention policy is trusted for the TTL of new records. */
@@ -76,6 +76,7 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
     if (body.background === true && body.store === false) throw invalid('background: true needs store: true (a background response is read back by GET /v1/responses/{id}); drop store: false', 'background');
     const input = responsesInput(body);
     const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
+    const retention = openAiRetention(request, body);
     let history: ChatMessage[] = [];
     let historySampled: SampledReply[] = [];
     const taken = new Set<string>();
@@ -111,6 +112,7 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
       parseToolCalls: input.tools !== undefined,
       promptParam: 'input',
       constraint,
+      retention,
     };
     try {
       ctx.service.check(generateRequest);
