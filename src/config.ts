@@ -4,10 +4,12 @@
  * Every value is checked here, so a bad one stops the process at start with a
  * KVT_ERR_CONFIG_INVALID that names the variable, never at the first request.
  */
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
 
 import { KvtError } from './errors.ts';
+import { keyringFromSecret, parseKeyringJson, type SealKeyringSpec } from './kvtier/seal/index.ts';
 
 export interface Config {
   host: string;
@@ -69,6 +71,12 @@ export interface Config {
   speculative: 'off' | 'ngram' | 'draft';
   /** The draft model of `speculative: draft`: a GGUF (or synthetic spec) with the target's vocabulary, e.g. a lower-bit copy. */
   draftModel: string | null;
+  /**
+   * Encryption at rest of stored KV blocks (src/kvtier/seal): the keyring from
+   * KVTIER_ENCRYPTION_SECRET (one secret, key id 1) or KVTIER_ENCRYPTION_KEYRING
+   * (a JSON file of key ids, for rotation); null = off (the default).
+   */
+  encryption: SealKeyringSpec | null;
 }
 
 /** name of the env variable → [config key, parse]. Flags are the kebab-case of the name, with or without `kvtier-`. */
@@ -103,6 +111,8 @@ const FIELDS: Array<{ env: string; key: keyof Config; parse: (raw: string, env: 
   { env: 'KVTIER_LOG_LEVEL', key: 'logLevel', parse: (v, e) => oneOf(v, e, ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) },
   { env: 'KVTIER_SPECULATIVE', key: 'speculative', parse: (v, e) => oneOf(v, e, ['off', 'ngram', 'draft']) },
   { env: 'KVTIER_DRAFT_MODEL', key: 'draftModel', parse: (v) => v },
+  { env: 'KVTIER_ENCRYPTION_SECRET', key: 'encryption', parse: (v, e) => keyring(() => keyringFromSecret(v), e) },
+  { env: 'KVTIER_ENCRYPTION_KEYRING', key: 'encryption', parse: (v, e) => keyring(() => parseKeyringJson(readFileSync(resolve(v), 'utf8'), `${e} file ${v}`), e) },
 ];
 
 export function defaultConfig(): Config {
@@ -138,6 +148,7 @@ export function defaultConfig(): Config {
     logLevel: 'info',
     speculative: 'off',
     draftModel: null,
+    encryption: null,
   };
 }
 
@@ -161,6 +172,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
       throw new KvtError('KVT_ERR_CONFIG_INVALID', `unknown flag --${flag}; known: ${FIELDS.map((f) => '--' + flagNames(f.env)[0]).join(' ')}`, { param: flag });
     }
     set(field, raw, `--${flag}`);
+  }
+  const encryptionSources = ['KVTIER_ENCRYPTION_SECRET', 'KVTIER_ENCRYPTION_KEYRING'].filter((name) => (env[name] ?? '') !== '' || flags.some(([flag]) => flagNames(name).includes(flag)));
+  if (encryptionSources.length > 1) {
+    throw new KvtError('KVT_ERR_CONFIG_INVALID', 'set one of KVTIER_ENCRYPTION_SECRET (one key) or KVTIER_ENCRYPTION_KEYRING (a keyring file for rotation), not both', { param: 'KVTIER_ENCRYPTION_KEYRING' });
   }
   Object.assign(config, overrides);
   if (config.storage === '') config.storage = `fs:${resolve(config.dataDir, 'blocks')}`;
@@ -205,6 +220,15 @@ function intIn(raw: string, source: string, min: number, max: number): number {
 function oneOf(raw: string, source: string, allowed: string[]): string {
   if (!allowed.includes(raw)) throw new KvtError('KVT_ERR_CONFIG_INVALID', `${source}=${raw}: use one of ${allowed.join(', ')}`, { param: source });
   return raw;
+}
+
+/** The seal keyring's own errors (too short a secret, unknown current id, bad JSON, unreadable file), named after the variable. */
+function keyring(parse: () => SealKeyringSpec, source: string): SealKeyringSpec {
+  try {
+    return parse();
+  } catch (error) {
+    throw new KvtError('KVT_ERR_CONFIG_INVALID', `${source}: ${(error as Error).message}`, { param: source });
+  }
 }
 
 function redisUrl(raw: string, source: string): string {

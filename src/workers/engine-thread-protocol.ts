@@ -1,5 +1,6 @@
 /** Messages between an engine thread and its owner (see engine-thread.ts). */
 import type { Config } from '../config.ts';
+import type { SealKeyringSpec } from '../kvtier/seal/index.ts';
 import type { AdminCall } from './job-runner.ts';
 import type { JobEvent, PrefillJob } from './job.ts';
 
@@ -22,6 +23,8 @@ export interface EngineThreadInit {
   /** Speculative decoding (absent: off); `draft` loads `draftModel` as a second engine. */
   speculative?: 'off' | 'ngram' | 'draft';
   draftModel?: string | null;
+  /** Encryption at rest of stored blocks (absent or null: off). */
+  encryption?: SealKeyringSpec | null;
 }
 
 /** The engine thread's settings from the process config (API in embedded mode, or `kvtier worker`). */
@@ -41,6 +44,7 @@ export function engineThreadInit(config: Config, extra: Partial<EngineThreadInit
     retainSequences: config.retainSequences,
     speculative: config.speculative,
     draftModel: config.draftModel,
+    encryption: config.encryption,
     ...extra,
   };
 }
