@@ -16,7 +16,7 @@ import { constrainedDecoder, grammarOf, masksOf, vocabOf } from '../../inference
 import type { PrefillJob } from './job.ts';
 import { FetchOrRecompute } from '../cluster/index.ts';
 import { openBlobStore, type BlobStore } from '../../storage-adapters/index.ts';
-import { KvTier, RedisPolicyStore, type PolicyStore } from '../kvtier/index.ts';
+import { BlockSealer, KvTier, RedisPolicyStore, type PolicyStore } from '../kvtier/index.ts';
 import { KvTierCache } from './cache-adapter.ts';
 import type { EngineThreadInit, FromEngineThread, ToEngineThread } from './engine-thread-protocol.ts';
 import { PrefillScheduler } from './prefill-scheduler.ts';
@@ -43,7 +43,7 @@ async function main(init: EngineThreadInit): Promise<void> {
   try {
     blobStore = await openBlobStore(init.storage);
     policyStore = init.redisUrl ? await RedisPolicyStore.open({ url: init.redisUrl }) : undefined;
-    tier = await KvTier.open({ dataDir: init.dataDir, store: blobStore, blockTokens: init.blockTokens, hotCacheBytes: init.hotCacheBytes, policyStore, gcIntervalMs: init.gcIntervalMs });
+    tier = await KvTier.open({ dataDir: init.dataDir, store: blobStore, blockTokens: init.blockTokens, hotCacheBytes: init.hotCacheBytes, policyStore, gcIntervalMs: init.gcIntervalMs, seal: init.encryption ? new BlockSealer(init.encryption) : undefined });
   } catch (error) {
     // A cache that cannot open must not stop serving: every request is then a (correct) full prefill.
     cacheProblem = `${(error as { code?: string }).code ?? 'KVT_ERR_INTERNAL'}: ${(error as Error).message}`;
