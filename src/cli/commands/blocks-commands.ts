@@ -105,7 +105,13 @@ export async function inspect(api: AdminApi, args: ParsedArgs, io: CliIo, key: s
   const s = detail.storage;
   if (!s.present) lines.push(`  storage     ${s.problem ? `unreadable: ${s.problem.message} [${s.problem.code}]` : 'missing (a lookup will drop the index entry)'}`);
   else {
-    lines.push(`  storage     ${formatBytes(s.fileBytes ?? 0)} file, ${s.verified ? 'verified' : `FAILED verification: ${s.problem?.message} [${s.problem?.code}]`}`);
+    if (s.encryption) {
+      lines.push(
+        `  storage     ${formatBytes(s.fileBytes ?? 0)} file, sealed`,
+        `  encryption  ${s.encryption.algorithm}, key id ${s.encryption.keyId} (header, tokens and payload open only with the tenant's key)`,
+      );
+    } else lines.push(`  storage     ${formatBytes(s.fileBytes ?? 0)} file, ${s.verified ? 'verified' : `FAILED verification: ${s.problem?.message} [${s.problem?.code}]`}`);
+    if (s.encryption === null) lines.push('  encryption  none (plaintext block)');
     if (s.header) {
       const l = s.header.layout;
       lines.push(

@@ -49,6 +49,8 @@ export interface BlockDetail {
   storage: {
     present: boolean;
     fileBytes?: number;
+    /** Encryption at rest: the envelope's algorithm and key id; null for a plaintext block. A sealed block's header and tokens are not shown (only the tenant's key opens them). */
+    encryption?: { algorithm: 'aes-256-gcm'; keyId: number; envelopeVersion: number } | null;
     verified?: boolean;
     problem?: { code: string; message: string };
     header?: {

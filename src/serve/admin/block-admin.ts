@@ -12,6 +12,7 @@
 import type { BlobStore } from '../../../storage-adapters/index.ts';
 import {
   BlockCodec,
+  describeSealed,
   errorCodeOf,
   hexToKeyBytes,
   isKeyHex,
@@ -98,6 +99,15 @@ export class BlockAdmin {
     }
     detail.storage.present = true;
     detail.storage.fileBytes = bytes.byteLength;
+    // Encryption at rest: the envelope names its key id; what it holds opens only with the tenant's key, which inspect does not derive.
+    const sealed = describeSealed(bytes);
+    if (sealed !== null && 'problem' in sealed) {
+      detail.storage.verified = false;
+      detail.storage.problem = { code: 'KVT_ERR_SEAL_MALFORMED', message: sealed.problem };
+      return detail;
+    }
+    detail.storage.encryption = sealed;
+    if (sealed !== null) return detail;
     try {
       const block = this.codec.decode(bytes);
       detail.storage.verified = block.key === key;
