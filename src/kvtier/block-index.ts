@@ -21,6 +21,8 @@ export interface IndexEntry {
   hits: number;
   /** Block number in its prompt (0 = first block). Deeper blocks are evicted first among equals. */
   depth: number;
+  /** Client retention hint: expires this long after last use if sooner than the policy TTL. Absent = none. */
+  ttlCapMs?: number;
 }
 
 export interface IndexWrite {
@@ -29,6 +31,19 @@ export interface IndexWrite {
   trafficClass: string;
   tenant: string;
   depth: number;
+  ttlCapMs?: number;
+}
+
+/** A cluster record to mirror into this node's index (see `adoptRecords`). */
+export interface AdoptedRecord {
+  keyBytes: Uint8Array;
+  sizeBytes: number;
+  trafficClass: string;
+  tenant: string;
+  depth: number;
+  createdAt: number;
+  lastUseAt: number;
+  ttlCapMs: number;
 }
 
 export const PROBE_ABSENT = -1;
@@ -45,7 +60,7 @@ export const PROBE_EXPIRED = -2;
  *
  * scope: "g" (all), "c:<class>", "t:<tenant>" — each entry has one byUse row per scope.
  * record: f64 expiresAt, f64 lastUse, f64 created, f64 size, u32 hits, u32 depth,
- *         u16 classLen, u16 tenantLen, class utf8, tenant utf8   (little-endian)
+ *         u16 classLen, u16 tenantLen, class utf8, tenant utf8 [, f64 ttlCapMs]   (little-endian)
  * ```
  *
  * Invariant: every entry has exactly one byExpiry row and three byUse rows
@@ -102,9 +117,12 @@ export class BlockIndex {
     const record = this.entries.getBinaryFast(keyBytes);
     if (record === undefined) return PROBE_ABSENT;
     const lastUse = record.readDoubleLE(8);
-    if (expiry === undefined && now - lastUse < policy.minTtlMs) return lastUse;
+    const capOffset = 44 + record.readUInt16LE(40) + record.readUInt16LE(42);
+    const cap = record.length >= capOffset + 8 ? record.readDoubleLE(capOffset) : 0;
+    if (expiry === undefined && cap === 0 && now - lastUse < policy.minTtlMs) return lastUse;
     const { trafficClass, tenant } = decodeNames(record);
-    const expiresAt = lastUse + policy.ttlMs(trafficClass, tenant);
+    const ttl = policy.ttlMs(trafficClass, tenant);
+    const expiresAt = lastUse + (cap > 0 && cap < ttl ? cap : ttl);
     if (expiresAt <= now) return PROBE_EXPIRED;
     if (expiry !== undefined) expiry[0] = expiresAt;
     return lastUse;
@@ -131,8 +149,9 @@ export class BlockIndex {
           expiresAt: 0,
           hits: existing?.hits ?? 0,
           depth: write.depth,
+          ttlCapMs: write.ttlCapMs ?? existing?.ttlCapMs,
         };
-        next.expiresAt = now + policy.ttlMs(next.trafficClass, next.tenant);
+        next.expiresAt = now + ttlOf(next, policy);
         this.replace(write.keyBytes, existing, next);
       }
     });
@@ -162,6 +181,37 @@ export class BlockIndex {
     });
   }
 
+  /**
+   * Mirrors cluster records (the metadata plane) into this index: a block
+   * this node lacks, or holds as expired, that another node wrote or used.
+   * Last use only moves forward; class, tenant, size and cap come from the record.
+   */
+  adoptRecords(records: readonly AdoptedRecord[], policy: RetentionPolicy): Promise<number> {
+    return this.entries.transaction(() => {
+      let changed = 0;
+      for (const record of records) {
+        const existing = this.readEntry(record.keyBytes);
+        const lastUseAt = Math.max(existing?.lastUseAt ?? 0, record.lastUseAt);
+        const next: IndexEntry = {
+          key: bytesToHex(record.keyBytes),
+          sizeBytes: record.sizeBytes,
+          trafficClass: record.trafficClass,
+          tenant: record.tenant,
+          createdAt: existing?.createdAt ?? record.createdAt,
+          lastUseAt,
+          expiresAt: 0,
+          hits: existing?.hits ?? 0,
+          depth: record.depth,
+          ttlCapMs: record.ttlCapMs > 0 ? record.ttlCapMs : undefined,
+        };
+        next.expiresAt = lastUseAt + ttlOf(next, policy);
+        this.replace(record.keyBytes, existing, next);
+        changed++;
+      }
+      return changed;
+    });
+  }
+
   /** A hit: last use = now, hits + 1, expiry slides. Missing keys are skipped. */
   touch(keys: readonly Uint8Array[], now: number, policy: RetentionPolicy): Promise<void> {
     return this.entries.transaction(() => {
@@ -173,7 +223,7 @@ export class BlockIndex {
           ...existing,
           lastUseAt,
           hits: existing.hits + 1,
-          expiresAt: lastUseAt + policy.ttlMs(existing.trafficClass, existing.tenant),
+          expiresAt: lastUseAt + ttlOf(existing, policy),
         });
       }
     });
@@ -219,7 +269,7 @@ export class BlockIndex {
         for (const keyBytes of keys) {
           const existing = this.readEntry(keyBytes);
           if (existing === undefined) continue;
-          const expiresAt = existing.lastUseAt + policy.ttlMs(existing.trafficClass, existing.tenant);
+          const expiresAt = existing.lastUseAt + ttlOf(existing, policy);
           if (expiresAt === existing.expiresAt) continue;
           this.replace(keyBytes, existing, { ...existing, expiresAt });
           n++;
@@ -371,10 +421,17 @@ function successor(key: Buffer): Buffer {
   return Buffer.concat([key, Buffer.from([0])]);
 }
 
+/** The policy TTL for the entry's class and tenant, capped by its client hint. */
+function ttlOf(entry: Pick<IndexEntry, 'trafficClass' | 'tenant' | 'ttlCapMs'>, policy: RetentionPolicy): number {
+  const ttl = policy.ttlMs(entry.trafficClass, entry.tenant);
+  return entry.ttlCapMs !== undefined && entry.ttlCapMs > 0 && entry.ttlCapMs < ttl ? entry.ttlCapMs : ttl;
+}
+
 function encodeRecord(entry: IndexEntry): Buffer {
   const trafficClass = Buffer.from(entry.trafficClass);
   const tenant = Buffer.from(entry.tenant);
-  const record = Buffer.allocUnsafe(44 + trafficClass.length + tenant.length);
+  const cap = entry.ttlCapMs !== undefined && entry.ttlCapMs > 0 ? entry.ttlCapMs : 0;
+  const record = Buffer.allocUnsafe(44 + trafficClass.length + tenant.length + (cap > 0 ? 8 : 0));
   record.writeDoubleLE(entry.expiresAt, 0);
   record.writeDoubleLE(entry.lastUseAt, 8);
   record.writeDoubleLE(entry.createdAt, 16);
@@ -385,6 +442,7 @@ function encodeRecord(entry: IndexEntry): Buffer {
   record.writeUInt16LE(tenant.length, 42);
   trafficClass.copy(record, 44);
   tenant.copy(record, 44 + trafficClass.length);
+  if (cap > 0) record.writeDoubleLE(cap, 44 + trafficClass.length + tenant.length);
   return record;
 }
 
@@ -400,7 +458,10 @@ function decodeNames(record: Buffer): { trafficClass: string; tenant: string } {
 
 function decodeRecord(keyBytes: Uint8Array, record: Buffer): IndexEntry {
   const { trafficClass, tenant } = decodeNames(record);
+  const capOffset = 44 + record.readUInt16LE(40) + record.readUInt16LE(42);
+  const cap = record.length >= capOffset + 8 ? record.readDoubleLE(capOffset) : 0;
   return {
+    ...(cap > 0 ? { ttlCapMs: cap } : {}),
     key: bytesToHex(keyBytes),
     expiresAt: record.readDoubleLE(0),
     lastUseAt: record.readDoubleLE(8),

@@ -1,9 +1,10 @@
 import { FsBlobStore, type BlobStore } from '../../storage-adapters/index.ts';
 
-import type { BlockIndex, IndexEntry } from './block-index.ts';
+import type { BlockIndex } from './block-index.ts';
 import type { Clock } from './clock.ts';
 import { errorCodeOf } from './errors.ts';
-import { bytesToHex } from './hex.ts';
+import { effectiveTtlMs, scopeTagsOf, type BlockRecord, type MetadataPlane } from './metadata/metadata-plane.ts';
+import { rebuildRecords } from './plane-rebuild.ts';
 import type { QuotaScope, RetentionPolicy } from './retention-policy.ts';
 
 export type GcReason = 'expired' | 'evicted';
@@ -14,7 +15,7 @@ export interface GcTally {
 }
 
 export interface GcProgress {
-  phase: 'rebase' | 'expire' | 'evict' | 'sweep';
+  phase: 'rebuild' | 'expire' | 'evict' | 'orphans' | 'sweep';
   scannedBlocks: number;
   removedBlocks: number;
   removedBytes: number;
@@ -23,14 +24,18 @@ export interface GcProgress {
 export interface GcOptions {
   /** Report what would be removed; change nothing. */
   dryRun?: boolean;
-  /** Blocks per storage delete / index transaction. Default 256. */
+  /** Records per plane page / storage delete. Default 512. */
   batchSize?: number;
   /** Called after every batch (long runs over millions of blocks). */
   onProgress?: (progress: GcProgress) => void;
-  /** Stops between batches; the report says `aborted`. */
+  /** Stops between batches; the report says `aborted`. A later run continues where this one stopped. */
   signal?: AbortSignal;
   /** Age beyond which a crashed writer's temp file is swept (fs stores). Default 1 h. */
   staleTempFileMs?: number;
+  /** A blob with no record is deleted once it has been seen orphaned for this long. Default 1 h. */
+  orphanGraceMs?: number;
+  /** List storage for orphans this run. Default true (a full listing: on S3 one request per 1000 blobs). */
+  sweepOrphans?: boolean;
 }
 
 export interface GcReport {
@@ -42,44 +47,62 @@ export interface GcReport {
   /** Removed (or, in a dry run, removable) blocks by reason, and by reason then class. */
   removed: Record<GcReason, GcTally>;
   byClass: Record<string, Record<GcReason, GcTally>>;
-  /** Entries whose expiry was recomputed because the policy changed since the last GC. */
+  /** Kept for callers of the per-node GC; expiry is judged from last use under the current policy, so nothing is rebased. */
   rebasedEntries: number;
   tempFilesRemoved: number;
-  /** Bytes and blocks the index holds after the run (before it, in a dry run, minus what would go). */
+  /** Records written from the storage listing because the plane had lost its data (that run deletes nothing). */
+  rebuiltRecords: number;
+  /** Blobs without a record deleted after the grace period. */
+  orphansSwept: number;
+  /** Blobs without a record seen this run and still within the grace period. */
+  orphansPending: number;
+  plane: { kind: string; generation: string; trusted: boolean };
+  /** Bytes and blocks the plane holds after the run (in a dry run, minus what would go). */
   remaining: GcTally;
   errors: { code: string; message: string }[];
 }
 
 export interface GcDeps {
+  /** The cluster's records: GC judges by them, whatever node ran it. */
+  plane: MetadataPlane;
+  /** This node's index: class/tenant hints when records are rebuilt. */
   index: BlockIndex;
   store: BlobStore;
   policy: RetentionPolicy;
   clock: Clock;
-  /** Told about every key removed, so caches above the index drop it. */
+  /** Told about every key removed here (removals by other nodes arrive through `plane.onRemoved`). */
   onRemoved?: (keys: string[]) => void;
 }
 
 /**
- * One garbage-collection run:
+ * One cluster GC run over the metadata plane (one node at a time: the
+ * cluster lease in cluster mode, a timer in embedded mode):
  *
- * 1. If the policy version moved since the last run, recompute every
- *    entry's expiry (TTL edits apply to existing blocks).
- * 2. Expire: walk `byExpiry` up to now, delete those blocks.
- * 3. Evict: for each scope over its byte quota (tenant, class, then global),
- *    walk `byUse` oldest-first and delete until under quota.
- * 4. Sweep stale temp files of crashed writers (fs stores).
+ * 0. Rebuild: when the plane lost its data (untrusted generation), write a
+ *    record for every blob on storage that has none (last use = now, so
+ *    nothing live can look expired) and stop: nothing is deleted until the
+ *    rebuild completes and the generation is marked trusted.
+ * 1. Expire: walk records oldest last use first up to now − the smallest
+ *    TTL anywhere (and the capped records), delete those past their TTL
+ *    (class and tenant TTL under the current policy, capped by the client hint).
+ * 2. Evict: for each scope over its byte quota (tenant, class, then global),
+ *    delete the least recently used records of that scope anywhere in the cluster.
+ * 3. Orphans: list storage; a blob with no record is noted, and deleted once
+ *    it has been orphaned for `orphanGraceMs` (a writer puts the blob, then
+ *    the record: the grace covers that gap).
+ * 4. Temp files of crashed writers (fs stores).
  *
- * Each batch deletes from storage first, then from the index. A crash in
- * between leaves index entries whose blob is gone: they read as misses and
- * the next run removes them. The other order could leave a blob with no
- * index entry that another node would adopt and serve after its expiry.
- * A failed storage delete keeps the batch in the index for the next run.
+ * Each batch re-reads its records (a renewal since the scan saves a block),
+ * deletes from storage, then from the plane. Killed in between, the next run
+ * finds the same records expired again and finishes them; a blob whose
+ * record went first cannot happen. Cursors make every phase restartable.
  */
 export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcReport> {
-  const { index, store, policy, clock } = deps;
+  const { plane, store, policy, clock } = deps;
   const dryRun = options.dryRun ?? false;
-  const batchSize = options.batchSize ?? 256;
+  const batchSize = options.batchSize ?? 512;
   const now = clock.now();
+  const state = await plane.state();
   const report: GcReport = {
     dryRun,
     aborted: false,
@@ -90,100 +113,140 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
     byClass: {},
     rebasedEntries: 0,
     tempFilesRemoved: 0,
+    rebuiltRecords: 0,
+    orphansSwept: 0,
+    orphansPending: 0,
+    plane: { kind: plane.kind, ...state },
     remaining: { blocks: 0, bytes: 0 },
     errors: [],
   };
-  const progress: GcProgress = { phase: 'rebase', scannedBlocks: 0, removedBlocks: 0, removedBytes: 0 };
+  const progress: GcProgress = { phase: 'rebuild', scannedBlocks: 0, removedBlocks: 0, removedBytes: 0 };
   const aborted = () => {
     if (options.signal?.aborted) report.aborted = true;
     return report.aborted;
   };
-  // Dry run: what we would have removed, so later phases do not count it twice.
+  const fail = (error: unknown, what: string) => report.errors.push({ code: errorCodeOf(error), message: `${what}: ${(error as Error)?.message ?? String(error)}` });
   const counted = new Set<string>();
   const freedByScope = new Map<string, number>();
-
-  const tally = (entry: IndexEntry, reason: GcReason) => {
+  const tally = (record: BlockRecord, reason: GcReason) => {
     report.removed[reason].blocks++;
-    report.removed[reason].bytes += entry.sizeBytes;
-    const perClass = (report.byClass[entry.trafficClass] ??= { expired: { blocks: 0, bytes: 0 }, evicted: { blocks: 0, bytes: 0 } });
+    report.removed[reason].bytes += record.sizeBytes;
+    const perClass = (report.byClass[record.trafficClass] ??= { expired: { blocks: 0, bytes: 0 }, evicted: { blocks: 0, bytes: 0 } });
     perClass[reason].blocks++;
-    perClass[reason].bytes += entry.sizeBytes;
+    perClass[reason].bytes += record.sizeBytes;
     progress.removedBlocks++;
-    progress.removedBytes += entry.sizeBytes;
-    if (dryRun) {
-      counted.add(entry.key);
-      for (const tag of ['g', `c:${entry.trafficClass}`, `t:${entry.tenant}`]) freedByScope.set(tag, (freedByScope.get(tag) ?? 0) + entry.sizeBytes);
+    progress.removedBytes += record.sizeBytes;
+    counted.add(record.key);
+    for (const tag of scopeTagsOf(record)) freedByScope.set(tag, (freedByScope.get(tag) ?? 0) + record.sizeBytes);
+  };
+  const finish = async () => {
+    try {
+      const usage = await plane.usage();
+      report.remaining = { blocks: (usage.blocks.g ?? 0) - (dryRun ? counted.size : 0), bytes: (usage.bytes.g ?? 0) - (dryRun ? (freedByScope.get('g') ?? 0) : 0) };
+    } catch (error) {
+      fail(error, 'reading plane usage failed');
     }
+    report.finishedAt = clock.now();
+    return report;
   };
 
-  /** Storage first, then index. Returns false when storage refused (batch kept for next run). */
-  const removeBatch = async (victims: IndexEntry[], reason: GcReason): Promise<boolean> => {
-    if (victims.length === 0) return true;
+  // 0. A plane that lost its data judges nothing until rebuilt.
+  if (!state.trusted) {
+    if (dryRun) return finish();
+    try {
+      const rebuilt = await rebuildRecords({ plane, store, index: deps.index, policy, now, batchSize, signal: options.signal, onBatch: (n) => {
+        progress.scannedBlocks += n;
+        options.onProgress?.({ ...progress });
+      } });
+      report.rebuiltRecords = rebuilt.written;
+      if (rebuilt.complete && !aborted()) report.plane.trusted = await plane.markTrusted(state.generation);
+    } catch (error) {
+      fail(error, 'rebuilding plane records from the storage listing failed; nothing deleted');
+    }
+    aborted();
+    return finish();
+  }
+
+  /** Re-reads victims (renewed ones are spared), deletes storage then plane. False when storage refused. */
+  const removeBatch = async (candidates: BlockRecord[], reason: GcReason, stillVictim: (record: BlockRecord) => boolean): Promise<boolean> => {
+    if (candidates.length === 0) return true;
     if (dryRun) {
-      for (const victim of victims) tally(victim, reason);
+      for (const record of candidates) tally(record, reason);
       return true;
     }
+    const fresh = await plane.get(candidates.map((record) => record.key));
+    const victims = fresh.filter((record): record is BlockRecord => record !== null && stillVictim(record));
+    if (victims.length === 0) return true;
     try {
-      await store.delete(victims.map((victim) => victim.key));
+      await store.delete(victims.map((record) => record.key));
     } catch (error) {
-      report.errors.push({ code: errorCodeOf(error), message: `storage delete of ${victims.length} blocks failed: ${(error as Error).message}` });
+      fail(error, `storage delete of ${victims.length} blocks failed; kept for the next run`);
       return false;
     }
-    const removed = await index.remove(victims.map((victim) => keyBytesOf(victim.key)));
-    for (const entry of removed) tally(entry, reason);
-    deps.onRemoved?.(removed.map((entry) => entry.key));
+    const removed = await plane.remove(victims.map((record) => record.key));
+    for (const record of removed) tally(record, reason);
+    deps.onRemoved?.(removed.map((record) => record.key));
     return true;
   };
 
-  // 1. Rebase expiries after a policy change.
-  if (!dryRun && index.appliedPolicyVersion() !== policy.version) {
-    report.rebasedEntries = await index.reapplyPolicy(policy);
-    options.onProgress?.({ ...progress });
-  }
+  const ttlOf = (record: BlockRecord) => effectiveTtlMs(record, (c, t) => policy.ttlMs(c, t));
+  const isExpired = (record: BlockRecord) => record.lastUseAt + ttlOf(record) <= now;
 
-  // 2. Expire.
-  progress.phase = 'expire';
-  let cursor: Buffer | undefined;
-  while (!aborted()) {
-    const batch = index.expiredBatch(now, batchSize, cursor);
-    if (batch.keys.length === 0) break;
-    cursor = batch.cursor;
-    progress.scannedBlocks += batch.keys.length;
-    const victims: IndexEntry[] = [];
-    for (const keyBytes of batch.keys) {
-      const entry = index.get(keyBytes);
-      // Stored expiry can lag a TTL that grew in a dry run (no rebase); the current policy decides.
-      if (entry !== undefined && entry.lastUseAt + policy.ttlMs(entry.trafficClass, entry.tenant) <= now) victims.push(entry);
+  try {
+    // 1. Expire.
+    progress.phase = 'expire';
+    for (const capped of [false, true]) {
+      const maxLastUseAt = capped ? now - 1 : now - policy.minTtlMs;
+      let cursor: string | undefined;
+      do {
+        if (aborted()) break;
+        const page = await plane.scanByLastUse({ maxLastUseAt, cursor, limit: batchSize, capped });
+        cursor = page.cursor;
+        progress.scannedBlocks += page.records.length;
+        const candidates = page.records.filter((record) => !counted.has(record.key) && isExpired(record));
+        await removeBatch(candidates, 'expired', isExpired);
+        options.onProgress?.({ ...progress });
+      } while (cursor !== undefined);
     }
-    await removeBatch(victims, 'expired');
-    options.onProgress?.({ ...progress });
-  }
 
-  // 3. Evict least recently used while over quota; narrow scopes first.
-  progress.phase = 'evict';
-  const quotas = policy.quotas().sort((a, b) => scopeRank(b.scope) - scopeRank(a.scope));
-  for (const { scope, quotaBytes } of quotas) {
-    const tag = tagOf(scope);
-    let scopeCursor: Buffer | undefined;
-    const used = () => index.bytesIn(scope) - (freedByScope.get(tag) ?? 0);
-    while (!aborted() && used() > quotaBytes) {
-      const batch = index.oldestBatch(scope, batchSize, scopeCursor);
-      if (batch.keys.length === 0) break;
-      scopeCursor = batch.cursor;
-      progress.scannedBlocks += batch.keys.length;
-      const victims: IndexEntry[] = [];
-      let excess = used() - quotaBytes;
-      for (const keyBytes of batch.keys) {
-        if (excess <= 0) break;
-        const entry = index.get(keyBytes);
-        if (entry === undefined || counted.has(entry.key)) continue;
-        victims.push(entry);
-        excess -= entry.sizeBytes;
+    // 2. Evict least recently used anywhere while a scope is over quota; narrow scopes first.
+    progress.phase = 'evict';
+    const quotas = policy.quotas().sort((a, b) => scopeRank(b.scope) - scopeRank(a.scope));
+    if (quotas.length > 0 && !aborted()) {
+      const usage = await plane.usage();
+      // A real run's usage already lacks what expiry removed; a dry run's does not.
+      const removedBefore = dryRun ? new Map<string, number>() : new Map(freedByScope);
+      for (const { scope, quotaBytes } of quotas) {
+        const tag = tagOf(scope);
+        const used = () => (usage.bytes[tag] ?? 0) - (freedByScope.get(tag) ?? 0) + (removedBefore.get(tag) ?? 0);
+        let cursor: string | undefined;
+        while (!aborted() && used() > quotaBytes) {
+          const page = await plane.scanByLastUse({ cursor, limit: batchSize });
+          progress.scannedBlocks += page.records.length;
+          const victims: BlockRecord[] = [];
+          let excess = used() - quotaBytes;
+          for (const record of page.records) {
+            if (excess <= 0) break;
+            if (counted.has(record.key) || !scopeTagsOf(record).includes(tag)) continue;
+            victims.push(record);
+            excess -= record.sizeBytes;
+          }
+          const scanned = new Map(victims.map((record) => [record.key, record.lastUseAt]));
+          const ok = await removeBatch(victims, 'evicted', (record) => record.lastUseAt <= (scanned.get(record.key) ?? -Infinity));
+          options.onProgress?.({ ...progress });
+          if (!ok || page.cursor === undefined) break;
+          cursor = page.cursor;
+        }
       }
-      const ok = await removeBatch(victims, 'evicted');
-      options.onProgress?.({ ...progress });
-      if (!ok) break;
     }
+
+    // 3. Orphans: blobs no record knows.
+    if (!dryRun && !aborted() && (options.sweepOrphans ?? true)) {
+      progress.phase = 'orphans';
+      await sweepOrphans(deps, options, now, batchSize, report, progress, aborted);
+    }
+  } catch (error) {
+    fail(error, 'metadata plane failed mid-run; the next run continues');
   }
 
   // 4. Temp files of writers that died mid-put.
@@ -192,17 +255,82 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
     try {
       report.tempFilesRemoved = await store.removeStaleTempFiles(options.staleTempFileMs ?? 60 * 60 * 1000);
     } catch (error) {
-      report.errors.push({ code: errorCodeOf(error), message: `temp file sweep failed: ${(error as Error).message}` });
+      fail(error, 'temp file sweep failed');
     }
     options.onProgress?.({ ...progress });
   }
+  return finish();
+}
 
-  report.remaining = {
-    blocks: index.countIn({ kind: 'global' }) - (dryRun ? counted.size : 0),
-    bytes: index.bytesIn({ kind: 'global' }) - (freedByScope.get('g') ?? 0),
+async function sweepOrphans(
+  deps: GcDeps,
+  options: GcOptions,
+  now: number,
+  batchSize: number,
+  report: GcReport,
+  progress: GcProgress,
+  aborted: () => boolean,
+): Promise<void> {
+  const { plane, store } = deps;
+  const grace = options.orphanGraceMs ?? 60 * 60 * 1000;
+  const sightings = await plane.orphanSightings();
+  const listed = new Set<string>();
+  let complete = true;
+  const judge = async (keys: string[]) => {
+    const records = await plane.get(keys);
+    const orphans = keys.filter((_, i) => records[i] === null);
+    const known = keys.filter((key, i) => records[i] !== null && sightings.has(key));
+    if (known.length > 0) await plane.clearOrphans(known);
+    if (orphans.length === 0) return;
+    const firstSeen = await plane.noteOrphans(orphans, now);
+    const due = orphans.filter((_, i) => now - firstSeen[i] >= grace);
+    report.orphansPending += orphans.length - due.length;
+    if (due.length === 0) return;
+    // A record may have appeared since (a slow writer): judge again right before deleting.
+    const again = await plane.get(due);
+    const victims = due.filter((_, i) => again[i] === null);
+    try {
+      await store.delete(victims);
+    } catch (error) {
+      report.errors.push({ code: errorCodeOf(error), message: `deleting ${victims.length} orphan blobs failed: ${(error as Error).message}` });
+      return;
+    }
+    await plane.clearOrphans(victims);
+    report.orphansSwept += victims.length;
+    deps.onRemoved?.(victims);
   };
-  report.finishedAt = clock.now();
-  return report;
+  let batch: string[] = [];
+  for await (const key of store.list()) {
+    if (!isBlockKey(key)) continue;
+    listed.add(key);
+    batch.push(key);
+    if (batch.length >= batchSize) {
+      progress.scannedBlocks += batch.length;
+      await judge(batch);
+      batch = [];
+      options.onProgress?.({ ...progress });
+      if (aborted()) {
+        complete = false;
+        break;
+      }
+    }
+  }
+  if (complete && batch.length > 0) {
+    progress.scannedBlocks += batch.length;
+    await judge(batch);
+    options.onProgress?.({ ...progress });
+  }
+  // Sightings of blobs that are gone (deleted by hand, swept by an earlier run killed before clearing).
+  if (complete) {
+    const gone = [...sightings.keys()].filter((key) => !listed.has(key));
+    if (gone.length > 0) await plane.clearOrphans(gone);
+  }
+}
+
+const BLOCK_KEY = /^[0-9a-f]{32}$/;
+
+function isBlockKey(key: string): boolean {
+  return BLOCK_KEY.test(key);
 }
 
 function scopeRank(scope: QuotaScope): number {
@@ -212,8 +340,3 @@ function scopeRank(scope: QuotaScope): number {
 function tagOf(scope: QuotaScope): string {
   return scope.kind === 'global' ? 'g' : scope.kind === 'class' ? `c:${scope.name}` : `t:${scope.name}`;
 }
-
-function keyBytesOf(hex: string): Uint8Array {
-  return Uint8Array.from(Buffer.from(hex, 'hex'));
-}
-

@@ -42,6 +42,27 @@ export {
 } from './retention-policy.ts';
 export { LmdbPolicyStore, RedisPolicyStore, type PolicyChange, type PolicyStore, type RedisPolicyStoreOptions } from './policy-store.ts';
 export { runGc, type GcDeps, type GcOptions, type GcProgress, type GcReason, type GcReport, type GcTally } from './gc.ts';
+export {
+  LmdbMetadataPlane,
+  RedisMetadataPlane,
+  effectiveTtlMs,
+  lruScore,
+  openMetadataPlane,
+  scopeTagsOf,
+  type BlockRecord,
+  type LmdbMetadataPlaneOptions,
+  type MetadataPlane,
+  type OpenMetadataPlaneOptions,
+  type PlaneKind,
+  type PlaneState,
+  type PlaneUsage,
+  type RedisMetadataPlaneOptions,
+  type ScanOptions,
+  type ScanPage,
+} from './metadata/index.ts';
+export { REBUILT_TENANT } from './plane-rebuild.ts';
+export { PlaneError } from './errors.ts';
+export { matchesPurge, purgeFilterProblem, purgeIndex, purgePlane, type PurgeFilter as BlockPurgeFilter, type PurgeProgress, type PurgeResult } from './purge.ts';
 export { HotBlockCache } from './hot-block-cache.ts';
 export { WriteBehindQueue, type OfferOutcome, type WriteJob } from './write-behind-queue.ts';
 export { ManualClock, systemClock, type Clock } from './clock.ts';

@@ -187,6 +187,9 @@ export interface KvTierStats {
   errors: Record<string, number>;
 }
 
+/** Lookup stop reason: the node index threw; neither the plane nor storage is asked (it would go around a broken cache). */
+const PROBE_INDEX_BROKEN = -3;
+
 /** Verification failures that mean the stored file itself is bad (deleted); the others are collisions (kept for their owner). */
 const CORRUPT_CODES = new Set<string>([
   'KVT_ERR_BLOCK_TRUNCATED',

@@ -9,6 +9,8 @@
  * misses and are dropped by the next lookup; the other order could leave a
  * blob that another node adopts.
  */
+import { dirname } from 'node:path';
+
 import type { BlobStore } from '../../../storage-adapters/index.ts';
 import {
   BlockCodec,
@@ -16,11 +18,13 @@ import {
   errorCodeOf,
   hexToKeyBytes,
   isKeyHex,
+  openMetadataPlane,
   runGc,
   type BlockIndex,
   type Clock,
   type GcReport,
   type IndexEntry,
+  type MetadataPlane,
   type RetentionPolicy,
 } from '../../kvtier/index.ts';
 import { AdminError } from './admin-error.ts';
@@ -31,6 +35,8 @@ export interface BlockAdminDeps {
   store: BlobStore;
   policy: () => RetentionPolicy;
   clock: Clock;
+  /** The cluster metadata plane GC judges by; default: opened per GC run (REDIS_URL, else `<dataDir>/plane` beside the index). */
+  plane?: MetadataPlane;
 }
 
 const PURGE_BATCH = 256;
@@ -166,10 +172,15 @@ export class BlockAdmin {
   }
 
   /** GC on this handle of the index, under the current policy. */
-  gc(options: { dryRun: boolean }, onProgress: (progress: AdminProgress) => void = () => undefined): Promise<GcReport> {
-    return runGc(
-      { index: this.deps.index, store: this.deps.store, policy: this.deps.policy(), clock: this.deps.clock },
-      { dryRun: options.dryRun, onProgress: (p) => onProgress({ ...p }) },
-    );
+  async gc(options: { dryRun: boolean }, onProgress: (progress: AdminProgress) => void = () => undefined): Promise<GcReport> {
+    const plane = this.deps.plane ?? (await openMetadataPlane({ dataDir: dirname(this.deps.index.path) }));
+    try {
+      return await runGc(
+        { plane, index: this.deps.index, store: this.deps.store, policy: this.deps.policy(), clock: this.deps.clock },
+        { dryRun: options.dryRun, onProgress: (p) => onProgress({ ...p }) },
+      );
+    } finally {
+      if (this.deps.plane === undefined) await plane.close();
+    }
   }
 }
