@@ -1,10 +1,9 @@
-import type { XXHashAPI } from 'xxhash-wasm';
-
 import { BlockError } from './errors.ts';
 import { bytesToHex } from './hex.ts';
 import { assertValidLayout, KV_DTYPES, KV_LAYOUT_KINDS, payloadBytesFor, type KvDtype, type KvLayout } from './kv-layout.ts';
 import { BLOCK_FORMAT_VERSION, KEY_BYTES } from './prefix-hasher.ts';
 import { codecApplies, codecId, codecName, compressPayload, decompressPayloadInto, storedPayloadBytes, type BlockCodecName } from './codecs/kv-codecs.ts';
+import { blockChecksum, type BlockChecksum } from './block-checksum.ts';
 import { loadXxhash } from './xxhash-runtime.ts';
 
 /**
@@ -84,10 +83,15 @@ export interface DecodedBlock {
 }
 
 export class BlockCodec {
-  private constructor(private readonly xxh: XXHashAPI) {}
+  private constructor(private readonly xxh: BlockChecksum) {}
 
   static async create(): Promise<BlockCodec> {
-    return new BlockCodec((await loadXxhash()).api);
+    return new BlockCodec(blockChecksum((await loadXxhash()).api));
+  }
+
+  /** Which XXH64 verifies blocks: `native` (in place) or `wasm` (copies each block into wasm memory). */
+  get checksumKind(): BlockChecksum['kind'] {
+    return this.xxh.kind;
   }
 
   /**
