@@ -62,7 +62,6 @@ export {
 } from './metadata/index.ts';
 export { REBUILT_TENANT } from './plane-rebuild.ts';
 export { PlaneError } from './errors.ts';
-export { matchesPurge, purgeFilterProblem, purgeIndex, purgePlane, type PurgeFilter as BlockPurgeFilter, type PurgeProgress, type PurgeResult } from './purge.ts';
 export { HotBlockCache } from './hot-block-cache.ts';
 export { WriteBehindQueue, type OfferOutcome, type WriteJob } from './write-behind-queue.ts';
 export { ManualClock, systemClock, type Clock } from './clock.ts';
