@@ -1,5 +1,4 @@
 import { BLOCK_CODECS, type BlockCodecName } from './codecs/kv-codecs.ts';
-import { BLOCK_CODECS, type BlockCodecName } from './codecs/kv-codecs.ts';
 import { PolicyError } from './errors.ts';
 
 export const HOUR_MS = 60 * 60 * 1000;
