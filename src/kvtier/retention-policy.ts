@@ -33,8 +33,6 @@ export interface RetentionPolicyDoc {
   tenants: Record<string, TenantOverride>;
   /** How new blocks are stored unless their class says otherwise; absent = none. Blocks already stored keep their codec. */
   codec?: BlockCodecName;
-  /** How new blocks are stored unless their class says otherwise; absent = none. Blocks already stored keep their codec. */
-  codec?: BlockCodecName;
   /**
    * Longest TTL a client's retention hint (prompt_cache_retention, cache_control ttl) may set for its blocks;
    * absent = any hint up to the class TTL. A hint only ever shortens the class TTL (the plane keeps it as a cap).
@@ -111,12 +109,6 @@ export class RetentionPolicy {
     return spec.codec ?? this.doc.codec ?? 'none';
   }
 
-  /** The codec new blocks of `trafficClass` are stored under (a class deleted since falls back to the default class). */
-  codecFor(trafficClass: string): BlockCodecName {
-    const spec = Object.hasOwn(this.doc.classes, trafficClass) ? this.doc.classes[trafficClass] : this.doc.classes[this.doc.defaultClass];
-    return spec.codec ?? this.doc.codec ?? 'none';
-  }
-
   /** Every scope with a byte quota, with that quota. */
   quotas(): { scope: QuotaScope; quotaBytes: number }[] {
     const out: { scope: QuotaScope; quotaBytes: number }[] = [];
@@ -173,10 +165,6 @@ function checkTtl(field: string, value: unknown, invalid: (what: string) => neve
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1000 || value > 3650 * DAY_MS) {
     invalid(`${field} must be an integer number of ms between 1 s and 10 years, got ${String(value)}`);
   }
-}
-
-function checkCodec(field: string, value: unknown, invalid: (what: string) => never): void {
-  if (!(BLOCK_CODECS as readonly unknown[]).includes(value)) invalid(`${field} must be one of ${BLOCK_CODECS.join(', ')}, got ${JSON.stringify(value)}`);
 }
 
 function checkCodec(field: string, value: unknown, invalid: (what: string) => never): void {
