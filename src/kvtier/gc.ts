@@ -47,7 +47,7 @@ export interface GcReport {
   /** Removed (or, in a dry run, removable) blocks by reason, and by reason then class. */
   removed: Record<GcReason, GcTally>;
   byClass: Record<string, Record<GcReason, GcTally>>;
-  /** Kept for callers of the per-node GC; expiry is judged from last use under the current policy, so nothing is rebased. */
+  /** Entries of this node's index whose expiry was recomputed because the policy changed since its last GC (the plane needs none: it keeps last use and judges under the current policy). */
   rebasedEntries: number;
   tempFilesRemoved: number;
   /** Records written from the storage listing because the plane had lost its data (that run deletes nothing). */
@@ -78,10 +78,12 @@ export interface GcDeps {
  * One cluster GC run over the metadata plane (one node at a time: the
  * cluster lease in cluster mode, a timer in embedded mode):
  *
- * 0. Rebuild: when the plane lost its data (untrusted generation), write a
- *    record for every blob on storage that has none (last use = now, so
- *    nothing live can look expired) and stop: nothing is deleted until the
- *    rebuild completes and the generation is marked trusted.
+ * 0. Rebuild: when the plane lost its data, or is new (untrusted
+ *    generation), write a record for every blob on storage that has none
+ *    (last use = now, so nothing live can look expired). Nothing is deleted
+ *    until the listing completed and the generation is marked trusted; the
+ *    run that rebuilt records then expires but does not evict (their last
+ *    use, class and tenant are guesses).
  * 1. Expire: walk records oldest last use first up to now − the smallest
  *    TTL anywhere (and the capped records), delete those past their TTL
  *    (class and tenant TTL under the current policy, capped by the client hint).
@@ -150,21 +152,33 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
     return report;
   };
 
-  // 0. A plane that lost its data judges nothing until rebuilt.
-  if (!state.trusted) {
-    if (dryRun) return finish();
+  // This node's index (a cache) keeps its expiry ordering in step with the policy.
+  if (!dryRun && deps.index.appliedPolicyVersion() !== policy.version) {
+    try {
+      report.rebasedEntries = await deps.index.reapplyPolicy(policy);
+    } catch (error) {
+      fail(error, 'rebasing this node index after a policy change failed');
+    }
+  }
+
+  // 0. A plane that lost its data (or is new) first gets a record for every blob on storage.
+  let rebuiltThisRun = false;
+  // A dry run writes nothing: it judges the records there are (a blob without one is live until rebuilt).
+  if (!state.trusted && !dryRun) {
+    progress.phase = 'rebuild';
     try {
       const rebuilt = await rebuildRecords({ plane, store, index: deps.index, policy, now, batchSize, signal: options.signal, onBatch: (n) => {
         progress.scannedBlocks += n;
         options.onProgress?.({ ...progress });
       } });
       report.rebuiltRecords = rebuilt.written;
+      rebuiltThisRun = rebuilt.written > 0;
       if (rebuilt.complete && !aborted()) report.plane.trusted = await plane.markTrusted(state.generation);
     } catch (error) {
       fail(error, 'rebuilding plane records from the storage listing failed; nothing deleted');
     }
-    aborted();
-    return finish();
+    // Unfinished: nothing can be judged yet (a blob with no record may be a live block).
+    if (!report.plane.trusted) return finish();
   }
 
   /** Re-reads victims (renewed ones are spared), deletes storage then plane. False when storage refused. */
@@ -212,7 +226,8 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
     // 2. Evict least recently used anywhere while a scope is over quota; narrow scopes first.
     progress.phase = 'evict';
     const quotas = policy.quotas().sort((a, b) => scopeRank(b.scope) - scopeRank(a.scope));
-    if (quotas.length > 0 && !aborted()) {
+    // Rebuilt records carry a guessed last use, class and tenant: the run that wrote them evicts nothing.
+    if (quotas.length > 0 && !aborted() && !rebuiltThisRun) {
       const usage = await plane.usage();
       // A real run's usage already lacks what expiry removed; a dry run's does not.
       const removedBefore = dryRun ? new Map<string, number>() : new Map(freedByScope);
