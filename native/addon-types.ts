@@ -60,6 +60,12 @@ export interface NativeAddon {
   kvEncode(dst: Uint8Array, src: Uint8Array, codec: number, dtype: number, mla: number, layers: number, kvHeads: number, headDim: number, tokens: number): boolean;
   kvDecode(dst: Uint8Array, src: Uint8Array, codec: number, dtype: number, mla: number, layers: number, kvHeads: number, headDim: number, tokens: number): void;
   kvDecodeRef(dst: Uint8Array, src: Uint8Array, codec: number, dtype: number, mla: number, layers: number, kvHeads: number, headDim: number, tokens: number): void;
+  /**
+   * One draw at temperature 1/invTemp over the ids `mask` allows (null: all), after top-k (0: off) and top-p (1: off);
+   * u = uHi·2^32 + uLo uniform. The law: src/ops/sample-masked.h. → token id, or -1 when no id below logits.length is allowed.
+   */
+  sampleMasked(logits: Float32Array, mask: Uint32Array | null, invTemp: number, topK: number, topP: number, uHi: number, uLo: number): number;
+  sampleMaskedRef(logits: Float32Array, mask: Uint32Array | null, invTemp: number, topK: number, topP: number, uHi: number, uLo: number): number;
   /** XXH64 of the bytes where they are (src/xxh64-napi.cc); kvtier's block checksums. */
   xxh64(bytes: Uint8Array, seed: bigint): bigint;
 }

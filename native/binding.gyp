@@ -26,7 +26,8 @@
       "src/ops/attention.cc",
       "src/ops/mla-attention.cc",
       "src/ops/table.cc",
-      "src/ops/kv-codec.cc"
+      "src/ops/kv-codec.cc",
+      "src/ops/sample-masked.cc"
     ]
   },
   "target_defaults": {
@@ -90,6 +91,9 @@
         "src/ops/kv-codec-encode.cc",
         "src/ops/kv-codec-ref.cc",
         "src/kv-codec-napi.cc",
+        "src/ops/sample-masked-select.cc",
+        "src/ops/sample-masked-ref.cc",
+        "src/sample-napi.cc",
         "src/xxh64-napi.cc",
         "src/quant/quant-dispatch.cc",
         "src/quant/quant-search.cc",

@@ -8,9 +8,18 @@
  *          ─► temperature 0 ? argmax (first index wins ties)
  *          ─► ÷ temperature ─► top-k ─► softmax ─► top-p (nucleus) ─► draw
  *
+ * Temperature > 0 draws through the native sampleMasked (native/src/ops/sample-masked.h):
+ * softmax weights exp((x − max)/T) as integers (2^-40 of the largest), the
+ * top-k / top-p cut found without sorting the vocabulary, then one draw over
+ * the kept ids in id order — P(id) = its weight / the kept total, exactly.
+ * A plain twin (sampleMaskedRef, a full sort) gives the same token bit for bit.
+ *
  * Determinism: the same seed, logits and history give the same token on
- * every machine (xoshiro128** in 32-bit integer arithmetic, no Math.random).
+ * every machine (xoshiro128** in 32-bit integer arithmetic, no Math.random;
+ * a draw takes two 32-bit words as one 64-bit uniform; the native draw is
+ * integer arithmetic on weights that are the same on every ISA).
  */
+import { nativeAddon, type NativeAddon } from '../../native/index.ts';
 import { EngineError } from '../engine/engine-errors.ts';
 
 export interface SamplingOptions {
@@ -120,8 +129,8 @@ export class Sampler {
   private readonly recent: number[] = [];
   // Scratch reused across calls (vocab-sized), so a decode step allocates nothing.
   private scratch: Float32Array | null = null;
-  private order: Int32Array | null = null;
-  private weights: Float64Array | null = null;
+  private wideMask: Uint32Array | null = null;
+  private addon: NativeAddon | null = null;
 
   constructor(options: SamplingOptions = {}) {
     checkOptions(options);
@@ -161,124 +170,59 @@ export class Sampler {
     const vocab = logits.length;
     if (vocab === 0) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'cannot sample from empty logits');
     if (allowed) return this.pickMasked(logits, allowed);
-    let x = logits;
-    if (this.repetitionPenalty !== 1 && this.recent.length > 0) {
-      x = this.scratchOf(vocab);
-      x.set(logits);
-      // llama.cpp's rule: shrink positive logits, push negative ones further down.
-      for (const t of new Set(this.recent)) {
-        if (t < vocab) x[t] = x[t] > 0 ? x[t] / this.repetitionPenalty : x[t] * this.repetitionPenalty;
-      }
-    }
+    const x = this.penalized(logits);
     if (this.temperature === 0) return argmax(x);
-
-    // Candidates sorted by logit, descending (ties: lower id first).
-    const order = this.orderOf(vocab);
-    for (let i = 0; i < vocab; i++) order[i] = i;
-    const k = this.topK > 0 && this.topK < vocab ? this.topK : vocab;
-    const src = x;
-    return this.drawSorted(src, order.sort((a, b) => src[b] - src[a] || a - b), k);
+    return this.draw(x, null);
   }
 
-  /**
-   * One draw from the first `k` candidates of `sorted` (logits descending, ties
-   * lower id first): softmax at the temperature, the top-p cut, then the
-   * seeded draw over what is kept. `pick` and `pickMasked` share it, so a
-   * mask that allows every id samples exactly as no mask.
-   */
-  private drawSorted(src: Float32Array, sorted: Int32Array, k: number): number {
-    const maxLogit = src[sorted[0]];
-    const probs = new Float64Array(k);
-    let sum = 0;
-    for (let i = 0; i < k; i++) {
-      const p = Math.exp((src[sorted[i]] - maxLogit) / this.temperature);
-      probs[i] = p;
-      sum += p;
-    }
-    let m = k;
-    if (this.topP < 1) {
-      let cum = 0;
-      for (let i = 0; i < k; i++) {
-        cum += probs[i] / sum;
-        if (cum >= this.topP) {
-          m = i + 1;
-          break;
-        }
-      }
-    }
-    let kept = 0;
-    for (let i = 0; i < m; i++) kept += probs[i];
-    const r = this.prng.nextFloat() * kept;
-    let acc = 0;
-    for (let i = 0; i < m; i++) {
-      acc += probs[i];
-      if (r < acc) return sorted[i];
-    }
-    return sorted[m - 1];
+  /** The native draw (see the file comment); `allowed` null: every id. */
+  private draw(x: Float32Array, allowed: Uint32Array | null): number {
+    const addon = (this.addon ??= nativeAddon());
+    const hi = this.prng.nextU32();
+    const lo = this.prng.nextU32();
+    const token = addon.sampleMasked(x, allowed, 1 / this.temperature, this.topK, this.topP, hi, lo);
+    if (token < 0) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'the token mask allows no token; nothing can be sampled');
+    return token;
   }
 
   /** `pick` over the allowed ids only (same pipeline, same tie rules). */
   private pickMasked(logits: Float32Array, allowed: Uint32Array): number {
     const vocab = logits.length;
-    const order = this.orderOf(vocab);
-    let n = 0;
-    for (let w = 0; w < allowed.length; w++) {
+    const words = (vocab + 31) >>> 5;
+    if (allowed.length < words) {
+      // A shorter mask allows nothing past its end: widen it with zeros (the native draw reads ceil(vocab/32) words).
+      if (!this.wideMask || this.wideMask.length !== words) this.wideMask = new Uint32Array(words);
+      this.wideMask.fill(0);
+      this.wideMask.set(allowed);
+      allowed = this.wideMask;
+    }
+    const x = this.penalized(logits);
+    if (this.temperature > 0) return this.draw(x, allowed);
+    // Greedy: the first maximum in id order is the lowest id (argmax's tie rule).
+    let best = -1;
+    for (let w = 0; w < words; w++) {
       let bits = allowed[w];
       while (bits !== 0) {
         const low = bits & -bits;
         const id = (w << 5) + (31 - Math.clz32(low));
         bits ^= low;
-        if (id < vocab) order[n++] = id;
+        if (id < vocab && (best < 0 || x[id] > x[best])) best = id;
       }
     }
-    if (n === 0) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'the token mask allows no token; nothing can be sampled');
-    let x = logits;
-    if (this.repetitionPenalty !== 1 && this.recent.length > 0) {
-      x = this.scratchOf(vocab);
-      x.set(logits);
-      for (const t of new Set(this.recent)) {
-        if (t < vocab) x[t] = x[t] > 0 ? x[t] / this.repetitionPenalty : x[t] * this.repetitionPenalty;
-      }
-    }
-    if (this.temperature === 0) {
-      // Ids are ascending, so the first maximum is the lowest id (argmax's tie rule).
-      let best = order[0];
-      for (let i = 1; i < n; i++) if (x[order[i]] > x[best]) best = order[i];
-      return best;
-    }
-    const src = x;
-    if ((this.topK === 0 || this.topK >= n) && this.topP >= 1) {
-      // Nothing is cut: draw over the allowed ids in id order (no sort of a vocabulary-sized candidate list).
-      let maxLogit = -Infinity;
-      for (let i = 0; i < n; i++) if (src[order[i]] > maxLogit) maxLogit = src[order[i]];
-      const weights = this.weightsOf(vocab);
-      const invT = 1 / this.temperature;
-      let total = 0;
-      for (let i = 0; i < n; i++) total += weights[i] = Math.exp((src[order[i]] - maxLogit) * invT);
-      const r = this.prng.nextFloat() * total;
-      let acc = 0;
-      for (let i = 0; i < n; i++) {
-        acc += weights[i];
-        if (r < acc) return order[i];
-      }
-      return order[n - 1];
-    }
-    const sorted = order.subarray(0, n).sort((a, b) => src[b] - src[a] || a - b);
-    return this.drawSorted(src, sorted, this.topK > 0 && this.topK < n ? this.topK : n);
+    if (best < 0) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'the token mask allows no token; nothing can be sampled');
+    return best;
   }
 
-  private scratchOf(n: number): Float32Array {
-    if (!this.scratch || this.scratch.length !== n) this.scratch = new Float32Array(n);
-    return this.scratch;
-  }
-
-  private weightsOf(n: number): Float64Array {
-    if (!this.weights || this.weights.length !== n) this.weights = new Float64Array(n);
-    return this.weights;
-  }
-
-  private orderOf(n: number): Int32Array {
-    if (!this.order || this.order.length !== n) this.order = new Int32Array(n);
-    return this.order;
+  /** `logits`, or a scratch copy with the repetition penalty applied (llama.cpp's rule: shrink positive logits, push negative ones further down). */
+  private penalized(logits: Float32Array): Float32Array {
+    if (this.repetitionPenalty === 1 || this.recent.length === 0) return logits;
+    const vocab = logits.length;
+    if (!this.scratch || this.scratch.length !== vocab) this.scratch = new Float32Array(vocab);
+    const x = this.scratch;
+    x.set(logits);
+    for (const t of new Set(this.recent)) {
+      if (t < vocab) x[t] = x[t] > 0 ? x[t] / this.repetitionPenalty : x[t] * this.repetitionPenalty;
+    }
+    return x;
   }
 }

@@ -23,6 +23,7 @@ using namespace kvt;
 
 namespace kvt {
 void register_kv_codec(Napi::Env env, Napi::Object exports);  // kv-codec-napi.cc
+void register_sampling(Napi::Env env, Napi::Object exports);  // sample-napi.cc
 void register_xxh64(Napi::Env env, Napi::Object exports);     // xxh64-napi.cc
 }
 
@@ -720,6 +721,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("dequantize", Napi::Function::New(env, Convert<false>));
   exports.Set("quantize", Napi::Function::New(env, Convert<true>));
   kvt::register_kv_codec(env, exports);  // kv-codec-napi.cc
+  kvt::register_sampling(env, exports);  // sample-napi.cc
   kvt::register_xxh64(env, exports);     // xxh64-napi.cc
   return exports;
 }
