@@ -572,6 +572,8 @@ export class KvTier {
   async flush(): Promise<void> {
     await this.writes.drain();
     while (this.background.size > 0) await Promise.allSettled([...this.background]);
+    // Plane hook: buffered renewals reach the shared records (other nodes, GC) now rather than within a second.
+    await this.planeLink.plane.flush().catch((error: unknown) => this.noteError(error, 'flushing plane renewals failed'));
   }
 
   /** Counters since open, plus the current queue and cache sizes. */
