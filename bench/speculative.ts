@@ -16,6 +16,13 @@
  *                                               picks top-k by selection where Sampler sorts the whole
  *                                               vocabulary, so off is slower for reasons other than drafts;
  *                                               adaptive_over_nodraft is the cost of the useless drafts
+ *   spec_json_tps_off | _fixed5 | _adaptive     a JSON-schema (constrained) reply, n-gram drafts, greedy:
+ *                                               decode tok/s with the grammar's masks on every row
+ *   spec_json_identical                          constrained speculative replies == plain constrained, token for token
+ *   spec_batch_tps_per_seq | _batched           4 concurrent sequences with the draft model (adaptive), verified
+ *                                               in one target step each round; drafting per sequence (one draft
+ *                                               forward per sequence and position) vs batched (one per position)
+ *   spec_batch_draft_forwards_per_seq | _batched  draft-engine forwards per emitted token
  *   spec_greedy_identical                       greedy outputs of all speculative runs == plain
  *
  * Configurations are interleaved round by round (off, fixed5, adaptive, …) so
@@ -27,11 +34,15 @@ import * as os from 'node:os';
 import { loadEngine, type LoadedEngine } from '../inference-core/index.ts';
 import { Sampler, type SamplingOptions } from '../inference-core/sampling/sampler.ts';
 import { SpeculativeSession, type DraftLengthMode, type SpeculativeMode } from '../inference-core/speculative/index.ts';
+import { BATCH_SEQS, batchWorkload } from './speculative-batch.ts';
+import { jsonWorkload } from './speculative-constrained.ts';
 import { randomTokens } from '../test/inference-core/engine-fixtures.ts';
 
 const GEN = 64;
 const PROMPTS = 2;
 const ROUNDS = Number(process.env.KVTIER_BENCH_SPEC_ROUNDS ?? 2);
+/** The added workloads (json, batch) can be left out: KVTIER_BENCH_SPEC_EXTRA=none (default both). */
+const WORKLOADS = new Set((process.env.KVTIER_BENCH_SPEC_EXTRA ?? 'json,batch').split(','));
 
 /** nodraft: the speculative loop with drafts disabled (its sampling code, no drafts): what useless drafts are compared to besides off. */
 type Config = 'off' | 'fixed5' | 'adaptive' | 'nodraft';
@@ -128,6 +139,7 @@ async function workload(
   };
 }
 
+
 export async function run(): Promise<Record<string, number | string | boolean>> {
   const dataDir = process.env.KVTIER_DATA_DIR ?? 'data';
   const threads = Number(process.env.KVTIER_BENCH_SPEC_THREADS ?? Math.min(2, Math.max(1, os.availableParallelism())));
@@ -142,6 +154,11 @@ export async function run(): Promise<Record<string, number | string | boolean>> 
     const w = await workload('draft', f16, prompts, { temperature: 0 }, 'draft', q4);
     Object.assign(out, w.fields);
     identical &&= w.identical;
+    if (WORKLOADS.has('batch')) {
+      const b = batchWorkload(f16, q4, ROUNDS, Array.from({ length: BATCH_SEQS }, (_, i) => randomTokens(64, f16.vocabSize, 600 + i, 16)));
+      Object.assign(out, b.fields);
+      identical &&= b.identical;
+    }
   } finally {
     q4.destroy();
     f16.destroy();
@@ -155,6 +172,12 @@ export async function run(): Promise<Record<string, number | string | boolean>> 
     // Top-k 8: the reply reuses few tokens, so suffixes match often, but a matched continuation is rarely the draw.
     const useless = await workload('useless', q8, Array.from({ length: PROMPTS }, (_, i) => repetitivePrompt(q8.vocabSize, 900 + i)), { temperature: 1.5, topK: 8, seed: 3 }, 'ngram', undefined, ['off', 'fixed5', 'adaptive', 'nodraft']);
     Object.assign(out, useless.fields);
+    if (WORKLOADS.has('json')) {
+      const json = jsonWorkload(q8, ROUNDS, Array.from({ length: PROMPTS }, (_, i) => agentPrompt(q8.vocabSize, 800 + i)));
+      Object.assign(out, json.fields);
+      out.spec_json_identical = json.identical;
+      identical &&= json.identical;
+    }
   } finally {
     q8.destroy();
   }
