@@ -1,0 +1,194 @@
+/**
+ * The AES-256-GCM envelope on its own: round trip, every way a blob can be
+ * wrong (other tenant, flipped bit in header / ciphertext / tag, other block
+ * key, unknown key id), nonce uniqueness, keyring rotation and parsing.
+ */
+import { randomBytes } from 'node:crypto';
+
+import { describe, expect, it } from 'vitest';
+
+import { BlockCodec, errorCodeOf } from '../../../../src/kvtier/index.ts';
+import {
+  BlockSealer,
+  describeSealed,
+  keyringFromSecret,
+  NonceSource,
+  openStored,
+  parseKeyringJson,
+  readSealHeader,
+  SEAL_HEADER_BYTES,
+  SEAL_OVERHEAD_BYTES,
+  SEAL_TAG_BYTES,
+  SealError,
+} from '../../../../src/kvtier/seal/index.ts';
+import { LAYOUT, payloadFor, tokensOf } from '../fixtures.ts';
+
+const SECRET_1 = 'a'.repeat(16) + '0123456789abcdef0123456789abcdef';
+const SECRET_2 = 'b'.repeat(16) + 'fedcba9876543210fedcba9876543210';
+const ALICE = '5f1c0e1a2b3c4d5e6f708192a3b4c5d6';
+const BOB = '0a9b8c7d6e5f4e3d2c1b0a9988776655';
+
+const codec = await BlockCodec.create();
+
+function encodedBlock(seed = 1): { bytes: Uint8Array; key: Uint8Array; tokens: Uint32Array } {
+  const key = Uint8Array.from(randomBytes(16));
+  const tokens = tokensOf(64, seed);
+  const bytes = codec.encode({ key, parentKey: new Uint8Array(16), modelFingerprint: 'model-seal-test', tokens, layout: LAYOUT, payload: payloadFor(seed, 0) });
+  return { bytes, key, tokens };
+}
+
+function codeOf(run: () => unknown): string {
+  try {
+    run();
+  } catch (error) {
+    expect(error).toBeInstanceOf(SealError);
+    return errorCodeOf(error);
+  }
+  return 'opened';
+}
+
+function contains(haystack: Uint8Array, needle: Uint8Array): boolean {
+  return Buffer.from(haystack.buffer, haystack.byteOffset, haystack.byteLength).indexOf(Buffer.from(needle.buffer, needle.byteOffset, needle.byteLength)) !== -1;
+}
+
+describe('BlockSealer', () => {
+  const sealer = new BlockSealer(keyringFromSecret(SECRET_1));
+
+  it('round trip: the opened bytes are the encoded block, and decode', () => {
+    const { bytes, key } = encodedBlock();
+    const sealed = sealer.seal(bytes, key, ALICE);
+    expect(sealed.byteLength).toBe(bytes.byteLength + SEAL_OVERHEAD_BYTES);
+    const opened = sealer.open(sealed, key, ALICE);
+    expect(Buffer.from(opened).equals(Buffer.from(bytes))).toBe(true);
+    expect(codec.decode(opened).payload).toEqual(payloadFor(1, 0));
+    expect(describeSealed(sealed)).toEqual({ algorithm: 'aes-256-gcm', keyId: 1, envelopeVersion: 1 });
+    expect(describeSealed(bytes)).toBeNull();
+  });
+
+  it('another tenant\'s key does not open it', () => {
+    const { bytes, key } = encodedBlock();
+    const sealed = sealer.seal(bytes, key, ALICE);
+    expect(codeOf(() => sealer.open(sealed, key, BOB))).toBe('KVT_ERR_SEAL_AUTH_FAILED');
+    // Another server secret under the same key id and tenant: also refused.
+    expect(codeOf(() => new BlockSealer(keyringFromSecret(SECRET_2)).open(sealed, key, ALICE))).toBe('KVT_ERR_SEAL_AUTH_FAILED');
+  });
+
+  it('tenants that share a salt (shared keys) share a key', () => {
+    const { bytes, key } = encodedBlock();
+    const other = new BlockSealer(keyringFromSecret(SECRET_1)); // another process with the same secret
+    expect(Buffer.from(other.open(sealer.seal(bytes, key, ALICE), key, ALICE)).equals(Buffer.from(bytes))).toBe(true);
+  });
+
+  it('a blob moved under another block key does not open', () => {
+    const { bytes, key } = encodedBlock();
+    const sealed = sealer.seal(bytes, key, ALICE);
+    const otherKey = key.slice();
+    otherKey[15] ^= 1;
+    expect(codeOf(() => sealer.open(sealed, otherKey, ALICE))).toBe('KVT_ERR_SEAL_AUTH_FAILED');
+  });
+
+  it('a flipped bit anywhere (header, ciphertext, tag) is refused, never plaintext', () => {
+    const { bytes, key } = encodedBlock();
+    const sealed = sealer.seal(bytes, key, ALICE);
+    const positions = [
+      ...Array.from({ length: SEAL_HEADER_BYTES }, (_, i) => i), // every header byte
+      SEAL_HEADER_BYTES, SEAL_HEADER_BYTES + 1000, sealed.byteLength - SEAL_TAG_BYTES - 1, // ciphertext
+      ...Array.from({ length: SEAL_TAG_BYTES }, (_, i) => sealed.byteLength - SEAL_TAG_BYTES + i), // every tag byte
+    ];
+    const codes = new Set<string>();
+    for (const at of positions) {
+      for (const bit of [0, 7]) {
+        const tampered = sealed.slice();
+        tampered[at] ^= 1 << bit;
+        // Through the load path's entry point: a magic flip makes it "not sealed", refused while encryption is on.
+        const code = codeOf(() => openStored(sealer, tampered, key, ALICE));
+        expect(code, `byte ${at} bit ${bit}`).not.toBe('opened');
+        codes.add(code);
+      }
+    }
+    expect([...codes].sort()).toEqual(['KVT_ERR_SEAL_AUTH_FAILED', 'KVT_ERR_SEAL_MALFORMED', 'KVT_ERR_SEAL_NOT_SEALED', 'KVT_ERR_SEAL_UNKNOWN_KEY']);
+    // A truncated blob too.
+    expect(codeOf(() => sealer.open(sealed.subarray(0, SEAL_OVERHEAD_BYTES - 1), key, ALICE))).toBe('KVT_ERR_SEAL_MALFORMED');
+    expect(codeOf(() => sealer.open(sealed.subarray(0, sealed.byteLength - 1), key, ALICE))).toBe('KVT_ERR_SEAL_AUTH_FAILED');
+  });
+
+  it('nothing readable in the stored bytes: no token run, fingerprint or payload run appears', () => {
+    const { bytes, key, tokens } = encodedBlock(7);
+    const sealed = sealer.seal(bytes, key, ALICE);
+    const tokenBytes = new Uint8Array(tokens.buffer, tokens.byteOffset, tokens.byteLength);
+    expect(contains(bytes, tokenBytes)).toBe(true); // the check can fail: the plaintext has them
+    for (let from = 0; from + 12 <= tokenBytes.length; from += 4) expect(contains(sealed, tokenBytes.subarray(from, from + 12))).toBe(false); // any 3 consecutive tokens
+    expect(contains(sealed, new TextEncoder().encode('model-seal-test'))).toBe(false);
+    expect(contains(sealed, payloadFor(7, 0).subarray(0, 32))).toBe(false);
+    expect(contains(sealed, new TextEncoder().encode('KVTB'))).toBe(false);
+  });
+
+  it('plaintext passes only with encryption off; an envelope only with it on', () => {
+    const { bytes, key } = encodedBlock();
+    const sealed = sealer.seal(bytes, key, ALICE);
+    expect(openStored(undefined, bytes, key, ALICE)).toBe(bytes);
+    expect(codeOf(() => openStored(undefined, sealed, key, ALICE))).toBe('KVT_ERR_SEAL_NO_KEYRING');
+    expect(codeOf(() => openStored(sealer, bytes, key, ALICE))).toBe('KVT_ERR_SEAL_NOT_SEALED');
+  });
+});
+
+describe('key rotation', () => {
+  it('new writes use the new id; old blocks open while the old id is kept, and not after it is dropped', () => {
+    const { bytes, key } = encodedBlock();
+    const old = new BlockSealer(keyringFromSecret(SECRET_1));
+    const sealedOld = old.seal(bytes, key, ALICE);
+    const rotated = new BlockSealer(parseKeyringJson(JSON.stringify({ current: 2, keys: { 1: SECRET_1, 2: SECRET_2 } }), 'test keyring'));
+    const sealedNew = rotated.seal(bytes, key, ALICE);
+    expect(readSealHeader(sealedOld).keyId).toBe(1);
+    expect(readSealHeader(sealedNew).keyId).toBe(2);
+    expect(Buffer.from(rotated.open(sealedOld, key, ALICE)).equals(Buffer.from(bytes))).toBe(true);
+    expect(Buffer.from(rotated.open(sealedNew, key, ALICE)).equals(Buffer.from(bytes))).toBe(true);
+    const dropped = new BlockSealer(parseKeyringJson(JSON.stringify({ current: 2, keys: { 2: SECRET_2 } }), 'test keyring'));
+    expect(codeOf(() => dropped.open(sealedOld, key, ALICE))).toBe('KVT_ERR_SEAL_UNKNOWN_KEY');
+    expect(Buffer.from(dropped.open(sealedNew, key, ALICE)).equals(Buffer.from(bytes))).toBe(true);
+    // The old sealer cannot open what the new id sealed.
+    expect(codeOf(() => old.open(sealedNew, key, ALICE))).toBe('KVT_ERR_SEAL_UNKNOWN_KEY');
+  });
+
+  it('keyrings that cannot work are refused with a reason', () => {
+    const bad = (text: string) => codeOf(() => parseKeyringJson(text, 'k.json'));
+    expect(bad('{')).toBe('KVT_ERR_SEAL_BAD_CONFIG');
+    expect(bad(JSON.stringify({ current: 3, keys: { 1: SECRET_1 } }))).toBe('KVT_ERR_SEAL_BAD_CONFIG');
+    expect(bad(JSON.stringify({ current: 1, keys: { 1: 'short' } }))).toBe('KVT_ERR_SEAL_BAD_CONFIG');
+    expect(bad(JSON.stringify({ current: 0, keys: { 0: SECRET_1 } }))).toBe('KVT_ERR_SEAL_BAD_CONFIG');
+    expect(bad(JSON.stringify({ current: 1, keys: {} }))).toBe('KVT_ERR_SEAL_BAD_CONFIG');
+    expect(codeOf(() => keyringFromSecret('too short'))).toBe('KVT_ERR_SEAL_BAD_CONFIG');
+  });
+});
+
+describe('nonces', () => {
+  it('10^6 sealed blocks carry 10^6 distinct nonces', () => {
+    const sealer = new BlockSealer(keyringFromSecret(SECRET_1));
+    const key = new Uint8Array(16);
+    const plain = new Uint8Array(16);
+    const seen = new Set<string>();
+    const N = 1_000_000;
+    for (let i = 0; i < N; i++) {
+      const sealed = sealer.seal(plain, key, ALICE);
+      seen.add(Buffer.from(sealed.buffer, sealed.byteOffset + 12, 12).toString('latin1'));
+    }
+    expect(seen.size).toBe(N);
+  }, 300_000);
+
+  it('the counter never wraps onto an old nonce: a fresh random prefix is drawn instead', () => {
+    const source = new NonceSource(0xffff_fffe);
+    const a = source.take();
+    const b = source.take();
+    const c = source.take(); // counter would wrap here
+    expect(source.prefixDraws).toBe(2);
+    expect(Buffer.from(a.subarray(0, 8)).equals(Buffer.from(b.subarray(0, 8)))).toBe(true);
+    expect(Buffer.from(c.subarray(0, 8)).equals(Buffer.from(a.subarray(0, 8)))).toBe(false);
+    expect(Array.from(c.subarray(8))).toEqual([0, 0, 0, 0]);
+    expect(new Set([a, b, c].map((n) => Buffer.from(n).toString('hex'))).size).toBe(3);
+  });
+
+  it('two sealers (two processes) draw different prefixes', () => {
+    const prefixes = new Set(Array.from({ length: 64 }, () => Buffer.from(new NonceSource().take().subarray(0, 8)).toString('hex')));
+    expect(prefixes.size).toBe(64);
+  });
+});
