@@ -1,0 +1,46 @@
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+
+import { afterAll, beforeAll } from 'vitest';
+
+import { FsBlobStore } from '../../../../storage-adapters/index.ts';
+import { LmdbMetadataPlane, RedisMetadataPlane } from '../../../../src/kvtier/index.ts';
+import { startRedis, type RedisServer } from '../../../helpers/redis-server.ts';
+import { tempDir } from '../fixtures.ts';
+import { runClusterRetentionSuite } from './cluster-retention-suite.ts';
+
+let server: RedisServer;
+
+beforeAll(async () => {
+  server = await startRedis();
+});
+
+afterAll(async () => {
+  await server?.stop();
+});
+
+runClusterRetentionSuite('an fs store, Redis plane', async () => {
+  const dir = await tempDir('kvtier-cluster-fs-');
+  const run = randomUUID().slice(0, 8);
+  return {
+    redisUrl: server.url,
+    store: () => FsBlobStore.open({ dir: join(dir.path, 'blocks') }),
+    plane: () => RedisMetadataPlane.open({ url: server.url, keyPrefix: `${run}:plane:` }),
+    policyPrefix: `${run}:`,
+    flushable: true,
+    dispose: () => dir.remove(),
+  };
+});
+
+runClusterRetentionSuite('an fs store, LMDB plane (embedded, two processes on one host)', async () => {
+  const dir = await tempDir('kvtier-cluster-lmdb-');
+  const run = randomUUID().slice(0, 8);
+  return {
+    redisUrl: server.url,
+    store: () => FsBlobStore.open({ dir: join(dir.path, 'blocks') }),
+    plane: () => LmdbMetadataPlane.open({ path: join(dir.path, 'plane') }),
+    policyPrefix: `${run}:`,
+    flushable: false,
+    dispose: () => dir.remove(),
+  };
+});
