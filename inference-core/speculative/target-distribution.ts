@@ -36,12 +36,13 @@ export function penalized(logits: Float32Array, o: SamplingOptions, history: rea
 
 export function greedyToken(logits: Float32Array, o: SamplingOptions, history: readonly number[], mask: Uint32Array | null = null): number {
   const x = penalized(logits, o, history);
-  return mask ? maskedArgmax(x, allowedIds(mask, x.length)) : argmax(x);
+  return mask ? maskedArgmax(x, mask) : argmax(x);
 }
 
 export function targetDistribution(logits: Float32Array, o: SamplingOptions, history: readonly number[], mask: Uint32Array | null = null): TokenDistribution {
   const x = penalized(logits, o, history);
   const t = o.temperature ?? 0;
+  if (mask && t === 0) return { ids: Int32Array.of(maskedArgmax(x, mask)), probs: Float64Array.of(1) };
   if (mask) return maskedDistribution(x, allowedIds(mask, x.length), t, o);
   if (t === 0) return { ids: Int32Array.of(argmax(x)), probs: Float64Array.of(1) };
   const vocab = x.length;
@@ -78,34 +79,51 @@ export function targetDistribution(logits: Float32Array, o: SamplingOptions, his
 
 /** Allowed ids in ascending order; a mask allowing nothing is a caller's bug (the grammar throws its dead end first). */
 function allowedIds(mask: Uint32Array, vocab: number): Int32Array {
-  const ids: number[] = [];
+  const ids = new Int32Array(vocab);
+  let n = 0;
   for (let w = 0; w < mask.length; w++) {
     let bits = mask[w];
     while (bits !== 0) {
       const low = bits & -bits;
       const id = (w << 5) + (31 - Math.clz32(low));
       bits ^= low;
-      if (id < vocab) ids.push(id);
+      if (id < vocab) ids[n++] = id;
     }
   }
-  if (ids.length === 0) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'the token mask allows no token; nothing can be sampled');
-  return Int32Array.from(ids);
+  if (n === 0) throw noneAllowed();
+  return ids.subarray(0, n);
 }
 
-function maskedArgmax(x: Float32Array, ids: Int32Array): number {
-  // Ids ascend: the first maximum is the lowest id (argmax's tie rule).
-  let best = ids[0];
-  for (let i = 1; i < ids.length; i++) if (x[ids[i]] > x[best]) best = ids[i];
+/** Lowest allowed id among the largest (ids are visited ascending: argmax's tie rule), without listing the ids. */
+function maskedArgmax(x: Float32Array, mask: Uint32Array): number {
+  let best = -1;
+  let bestValue = -Infinity;
+  for (let w = 0; w < mask.length; w++) {
+    let bits = mask[w];
+    while (bits !== 0) {
+      const low = bits & -bits;
+      const id = (w << 5) + (31 - Math.clz32(low));
+      bits ^= low;
+      if (id < x.length && (best === -1 || x[id] > bestValue)) {
+        best = id;
+        bestValue = x[id];
+      }
+    }
+  }
+  if (best === -1) throw noneAllowed();
   return best;
+}
+
+function noneAllowed(): EngineError {
+  return new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'the token mask allows no token; nothing can be sampled');
 }
 
 /** Sampler.pickMasked's law over the allowed `ids` (penalized logits `x`). */
 function maskedDistribution(x: Float32Array, ids: Int32Array, t: number, o: SamplingOptions): TokenDistribution {
-  if (t === 0) return { ids: Int32Array.of(maskedArgmax(x, ids)), probs: Float64Array.of(1) };
   const n = ids.length;
   const k = o.topK && o.topK > 0 && o.topK < n ? o.topK : n;
   const topP = o.topP ?? 1;
-  const order = k === n && topP >= 1 ? ids : ids.slice().sort((a, b) => x[b] - x[a] || a - b);
+  const order = k === n && topP >= 1 ? ids : ids.sort((a, b) => x[b] - x[a] || a - b);
   let max = -Infinity;
   for (let i = 0; i < k; i++) if (x[order[i]] > max) max = x[order[i]];
   const w = new Float64Array(k);
