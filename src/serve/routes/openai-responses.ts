@@ -202,7 +202,6 @@ async function runInBackground(run: ResponseRun, ctx: ServeContext, request: Gen
       run.emit('response.in_progress', { response: run.snapshot() });
     }
     await driveResponse(run, generation, first, saveEnd);
-    if (run.cancelled && shape.status === 'in_progress') throw new KvtError('KVT_ERR_INTERNAL', 'cancelled');
   } catch (error) {
     if (run.cancelled) shape.status = 'cancelled';
     else {
