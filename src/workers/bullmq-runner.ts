@@ -48,7 +48,7 @@ import { randomUUID } from 'node:crypto';
 import { Queue, QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
 
-import { CacheAwareRouter, routeKeys, type WorkerRole } from '../cluster/index.ts';
+import { appendPurge, awaitPurgeAcks, CacheAwareRouter, PURGE_CHANNEL, routeKeys, type WorkerRole } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
 import { KvtError } from '../errors.ts';
 import { modelConfigFromGguf, modelFingerprint, readGguf } from '../../inference-core/index.ts';
@@ -589,6 +589,13 @@ export class BullmqRunner implements JobRunner {
           return validatePolicyDoc(merged);
         });
         return next.doc;
+      }
+      case 'purge': {
+        // Every live worker applies it to its own index and caches (src/cluster/purge-log.ts) and acknowledges.
+        const gen = await appendPurge(this.connection, call.filter ?? {}, call.at ?? Date.now());
+        await this.connection.publish(PURGE_CHANNEL, String(gen));
+        const acks = await awaitPurgeAcks(this.connection, WORKER_STATS_PREFIX, gen, 30_000);
+        return { gen, workers: acks };
       }
       case 'gc': {
         // Kept a while after completion: waitUntilFinished polls the job once after subscribing, and a

@@ -32,12 +32,13 @@ import { randomUUID } from 'node:crypto';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 
-import { CacheAwareRouter, gcUnderClusterLease, routeKeys } from '../cluster/index.ts';
+import { CacheAwareRouter, gcUnderClusterLease, PURGE_CHANNEL, PurgeFollower, routeKeys } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
 import { EngineHost, type EngineLog } from './engine-host.ts';
 import { engineThreadInit } from './engine-thread-protocol.ts';
 import { CANCEL_CHANNEL, LIVE_TTL_MS, QUEUE_NAME, roleQueueName, routeScope, WORKER_STATS_PREFIX, workerQueueName, type PublishedEvent, type QueuedJob } from './bullmq-runner.ts';
 import { modelIdOf, type JobEvent } from './job.ts';
+import { startWorkerStats } from './worker-stats.ts';
 
 export interface RunningWorker {
   id: string;
@@ -54,13 +55,21 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
   const workerId = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`.replace(/[^A-Za-z0-9._-]/g, '_');
   const role = config.role;
   const host = await EngineHost.start(engineThreadInit(config), log);
+  // This worker's tier and engine counters, counted here once (not by every API process).
+  const stats = await startWorkerStats(config, host, log);
   const options = { maxRetriesPerRequest: null, retryStrategy: (times: number) => Math.min(200 * times, 1000) };
   const publisher = new Redis(config.redisUrl, options);
   const cancels = new Redis(config.redisUrl, options);
   publisher.on('error', (error: Error) => log('warn', `redis: ${error.message}`));
   cancels.on('error', (error: Error) => log('warn', `redis: ${error.message}`));
-  await cancels.subscribe(CANCEL_CHANNEL);
-  cancels.on('message', (_channel: string, jobId: string) => host.cancel(jobId));
+  // Cluster purges (src/cluster/purge-log.ts): applied to this node's index and caches, acknowledged in the heartbeat.
+  const purges = new PurgeFollower(publisher, async (purge) => {
+    const result = (await host.admin({ op: 'purge', filter: purge.filter, at: purge.at })) as { removedBlocks: number; removedBytes: number };
+    return { removedBlocks: result.removedBlocks, removedBytes: result.removedBytes };
+  });
+  await purges.catchUp(); // purges logged while this worker was down: its index on disk still lists those blocks
+  await cancels.subscribe(CANCEL_CHANNEL, PURGE_CHANNEL);
+  cancels.on('message', (channel: string, message: string) => (channel === PURGE_CHANNEL ? heartbeat() : host.cancel(message)));
 
   // The router shares the publisher connection: an announcement is sent before the job's
   // `done` on the same connection, so Redis has it before the client can send its next turn.
@@ -154,12 +163,14 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
   }
 
   const heartbeat = (): void => {
-    host
-      .admin({ op: 'stats' })
+    purges
+      .catchUp()
+      .catch((error: Error) => log('warn', `applying a cluster purge failed (retried at the next heartbeat): ${error.message}`))
+      .then(() => host.admin({ op: 'stats' }))
       .then((stats) => {
         const hot = (stats as { cache?: { hotCache?: { blocks: number; bytes: number; budgetBytes: number } } | null }).cache?.hotCache;
         if (hot && hot.blocks > 0 && hot.bytes > 0 && hot.budgetBytes > 0) hotBlocks = Math.max(1, Math.floor(hot.budgetBytes / (hot.bytes / hot.blocks)));
-        return publisher.set(`${WORKER_STATS_PREFIX}${workerId}`, JSON.stringify({ workerId, role, at: Date.now(), ...(stats as object) }), 'EX', 15);
+        return publisher.set(`${WORKER_STATS_PREFIX}${workerId}`, JSON.stringify({ workerId, role, at: Date.now(), ...(stats as object), purgeGen: purges.appliedGen, purges: Object.fromEntries(purges.outcomes) }), 'EX', 15);
       })
       .catch(() => undefined);
     announce([]);
@@ -182,6 +193,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
       withdrawn = true;
       await router.withdraw(workerId).catch((error: Error) => log('warn', `withdrawing from the router failed: ${error.message}`));
       await Promise.all(workers.map((w) => w.close()));
+      await stats.close();
       await host.close();
       cancels.disconnect();
       publisher.disconnect();

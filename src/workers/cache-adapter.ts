@@ -102,6 +102,12 @@ export class KvTierCache implements CacheTier {
     });
   }
 
+  /** Drops every recently stored payload (a purge: they would continue a lookup into purged blocks). */
+  forgetRecent(): void {
+    this.recent.clear();
+    this.recentBytes = 0;
+  }
+
   private remember(key: string, payload: Uint8Array, now: number): void {
     if (this.recentBudgetBytes === 0) return;
     const old = this.recent.get(key);

@@ -18,8 +18,11 @@ export interface RunnerStatus {
 }
 
 export interface AdminCall {
-  op: 'stats' | 'getPolicy' | 'setPolicy' | 'gc';
+  op: 'stats' | 'getPolicy' | 'setPolicy' | 'gc' | 'purge';
   policy?: unknown;
+  /** op purge: what to remove (kvtier/purge.ts PurgeFilter) and when the operator asked (ms since the epoch). */
+  filter?: { tenant?: string; trafficClass?: string; olderThanMs?: number; all?: boolean };
+  at?: number;
 }
 
 export interface JobRunner {

@@ -178,6 +178,11 @@ export class PrefillScheduler {
     this.retained.clear();
   }
 
+  /** Frees every retained sequence (a purge: their KV must not be continued). Sequences in use are not retained. */
+  dropRetained(): void {
+    this.retained.clear();
+  }
+
   private kick(): void {
     if (this.loopActive) return;
     this.loopActive = true;

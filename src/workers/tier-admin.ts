@@ -40,6 +40,8 @@ export async function adminCall(tier: KvTier | null, call: AdminCall, extra: Rec
     }
     case 'gc':
       return tier.gc();
+    case 'purge':
+      return tier.purge(call.filter ?? {}, { at: call.at });
     default:
       throw new KvtError('KVT_ERR_REQUEST_INVALID', `unknown admin op ${String((call as { op: unknown }).op)}`);
   }

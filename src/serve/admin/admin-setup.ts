@@ -82,6 +82,11 @@ export async function setupAdmin(app: FastifyInstance, ctx: ServeContext, option
     const blocks =
       typeof blockHandles === 'string' ? blockHandles : await BlockAdmin.create({ ...blockHandles, policy: () => policy.current(), clock: systemClock });
     const service = new AdminService({ blocks, policy, recorder, pricing, tier: ctx.runner });
+    // /metrics reports the tier's figures as the cluster counts them (each event once, at its source).
+    ctx.metrics.useTierTotals(async () => {
+      await recorder.flush(); // this process's own share up to now; workers flush theirs every step
+      return (await statsStore.totals()).counters;
+    });
     registerDashboard(app, { pricing });
     return {
       service,
@@ -99,15 +104,16 @@ export async function setupAdmin(app: FastifyInstance, ctx: ServeContext, option
 
 /**
  * The serving tier's counters. Embedded: the engine thread's tier. BullMQ:
- * each live worker's own report (workerId keeps their counts apart; every
- * reporting worker is an engine that is up).
+ * only the workers' stored bytes/blocks (gauges); their I/O, GC and engine
+ * time are counted by each worker itself (workers/worker-stats.ts), so that
+ * several API processes do not add them again.
  */
 async function sampleTier(ctx: ServeContext): Promise<TierSample | TierSources | null> {
   const stats = (await ctx.runner.admin({ op: 'stats' })) as (TierSample & { workers?: Array<TierSample & { workerId?: string }> }) | null;
   if (!stats) return null;
   if (ctx.runner.kind === 'bullmq') {
     const workers = (stats.workers ?? []).filter((w) => typeof w.workerId === 'string');
-    return { sources: workers.map((w) => ({ id: w.workerId!, sample: { cache: w.cache ?? null, usage: w.usage } })), enginesUp: workers.length };
+    return { sources: workers.map((w) => ({ id: w.workerId!, sample: { cache: null, usage: w.usage } })), enginesUp: 0 };
   }
   return { cache: stats.cache ?? null, usage: stats.usage };
 }

@@ -75,6 +75,8 @@ export interface PurgeReport {
 }
 
 export interface AdminProgress {
+  /** Each serving node's share (its own index and caches); absent with no server (kvtier --data-dir). */
+  nodes?: { node: string; acknowledged: boolean; removedBlocks: number; removedBytes: number; errors?: { code: string; message: string }[] }[];
   phase: string;
   scannedBlocks: number;
   removedBlocks: number;

@@ -16,9 +16,10 @@ import {
   BlockCodec,
   describeSealed,
   errorCodeOf,
-  hexToKeyBytes,
   isKeyHex,
   openMetadataPlane,
+  purgeFilterProblem,
+  purgeIndex,
   runGc,
   type BlockIndex,
   type Clock,
@@ -39,7 +40,6 @@ export interface BlockAdminDeps {
   plane?: MetadataPlane;
 }
 
-const PURGE_BATCH = 256;
 
 export class BlockAdmin {
   private constructor(
@@ -134,41 +134,12 @@ export class BlockAdmin {
     return detail;
   }
 
-  /** Removes every indexed block that matches; `all` is required to purge with no filter. */
-  async purge(filter: PurgeFilter, onProgress: (progress: AdminProgress) => void = () => undefined): Promise<PurgeReport> {
-    const narrowed = filter.tenant !== undefined || filter.trafficClass !== undefined || filter.olderThanMs !== undefined;
-    if (!narrowed && !filter.all) throw new AdminError('KVT_ERR_ADMIN_BAD_REQUEST', 'purge needs a filter (tenant, class, olderThan) or all: true', 'filter');
-    if (narrowed && filter.all) throw new AdminError('KVT_ERR_ADMIN_BAD_REQUEST', 'purge takes either all or a filter, not both', 'all');
+  /** Removes every indexed block that matches (as of `at`); `all` is required to purge with no filter. */
+  async purge(filter: PurgeFilter, onProgress: (progress: AdminProgress) => void = () => undefined, at = this.deps.clock.now()): Promise<PurgeReport> {
+    const problem = purgeFilterProblem(filter);
+    if (problem) throw new AdminError('KVT_ERR_ADMIN_BAD_REQUEST', problem.message, problem.field);
     this.checkClass(filter);
-    const now = this.deps.clock.now();
-    const victims: IndexEntry[] = [];
-    let scanned = 0;
-    for (const entry of this.deps.index.allEntries()) {
-      scanned++;
-      if (filter.all || this.matches(entry, filter, now)) victims.push(entry);
-    }
-    const report: PurgeReport = { matched: victims.length, removedBlocks: 0, removedBytes: 0, errors: [] };
-    const progress: AdminProgress = { phase: 'purge', scannedBlocks: scanned, removedBlocks: 0, removedBytes: 0, totalBlocks: victims.length };
-    onProgress({ ...progress });
-    for (let start = 0; start < victims.length; start += PURGE_BATCH) {
-      const batch = victims.slice(start, start + PURGE_BATCH);
-      try {
-        await this.deps.store.delete(batch.map((v) => v.key));
-      } catch (error) {
-        // Kept in the index: a rerun of the purge retries them.
-        report.errors.push({ code: errorCodeOf(error), message: `storage delete of ${batch.length} blocks failed: ${(error as Error).message}` });
-        continue;
-      }
-      const removed = await this.deps.index.remove(batch.map((v) => hexToKeyBytes(v.key)));
-      for (const entry of removed) {
-        report.removedBlocks++;
-        report.removedBytes += entry.sizeBytes;
-      }
-      progress.removedBlocks = report.removedBlocks;
-      progress.removedBytes = report.removedBytes;
-      onProgress({ ...progress });
-    }
-    return report;
+    return purgeIndex({ index: this.deps.index, store: this.deps.store }, filter, at, (p) => onProgress({ ...p, phase: 'purge' }));
   }
 
   /** GC on this handle of the index, under the current policy. */

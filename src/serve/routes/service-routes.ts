@@ -32,7 +32,9 @@ export function registerServiceRoutes(app: FastifyInstance, ctx: ServeContext, s
     const status = ctx.runner.status();
     ctx.metrics.queueDepth.set(status.waiting);
     try {
-      const stats = (await withTimeout(ctx.runner.admin({ op: 'stats' }), 2000)) as { cache?: { bytesRead: number; bytesWritten: number; gc: { expired: { blocks: number }; evicted: { blocks: number } } } | null };
+      // The cluster's totals when the admin setup gave a source (counted once, at each event's source); else this runner's tier.
+      const fromCluster = await withTimeout(ctx.metrics.refreshTierGauges(), 2000);
+      const stats = fromCluster ? null : ((await withTimeout(ctx.runner.admin({ op: 'stats' }), 2000)) as { cache?: { bytesRead: number; bytesWritten: number; gc: { expired: { blocks: number }; evicted: { blocks: number } } } | null });
       if (stats?.cache) {
         ctx.metrics.storageBytes.set({ direction: 'read' }, stats.cache.bytesRead);
         ctx.metrics.storageBytes.set({ direction: 'written' }, stats.cache.bytesWritten);
