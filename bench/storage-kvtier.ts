@@ -1,7 +1,8 @@
 /**
  * kvtier block store: chained-key hashing throughput and the cost of
  * hashing a 128k-token prompt plus finding its longest cached prefix when
- * all 2048 blocks are cached (embedded LMDB index, fs store).
+ * all 2048 blocks are cached (embedded LMDB index, fs store); then the hit
+ * path against the fs store on the same bytes (bench/storage-load.ts).
  *
  *   npm run bench -- storage
  */
@@ -11,10 +12,15 @@ import { join } from 'node:path';
 
 import { FsBlobStore } from '../storage-adapters/index.ts';
 import { KvTier, PrefixHasher, payloadBytesFor, type KvLayout } from '../src/kvtier/index.ts';
+import { benchLoadPair } from './storage-load.ts';
 
 const PROMPT_TOKENS = 131072;
 const WARMUP = 20;
 const RUNS = 41;
+const LOAD_BLOCKS = Number(process.env.KVTIER_BENCH_LOAD_BLOCKS ?? 128);
+const LOAD_ROUNDS = Number(process.env.KVTIER_BENCH_LOAD_ROUNDS ?? 9);
+/** As many as bench/storage.ts's fs_get_gbps keeps in flight (libuv's 4 threads). */
+const LOAD_IN_FLIGHT = 4;
 
 function median(samples: number[]): number {
   const sorted = [...samples].sort((a, b) => a - b);
@@ -73,17 +79,15 @@ export async function run(): Promise<Record<string, number | string>> {
     }
     const lookup_128k_ms = median(lookupMs);
 
-    // Load: read + decode + verify every block of the prompt from the fs store (OS page cache warm, hot cache off).
+    // Load of 2048 small blocks: per-block cost (read + decode + verify), OS page cache warm, hot cache off.
     const hit = await tier.lookup(namespace, tokens, scope);
     const loadMs: number[] = [];
-    let loadedBytes = 0;
     console.error(`[storage-kvtier] load of all ${blocks} blocks, 2 warm-up + 5 runs`);
     for (let i = 0; i < 7; i++) {
       const t0 = performance.now();
       const loaded = await tier.load(hit);
       if (i >= 2) loadMs.push(performance.now() - t0);
       if (loaded.blocks.length !== blocks) throw new Error(`load returned ${loaded.blocks.length} of ${blocks} blocks`);
-      loadedBytes = loaded.blocks.reduce((sum, block) => sum + block.payload.byteLength, 0);
     }
     const load_128k_ms = median(loadMs);
     await tier.close();
@@ -101,6 +105,12 @@ export async function run(): Promise<Record<string, number | string>> {
     }
     await lmdbOnly.close();
     const lookup_128k_lmdb_only_ms = median(lmdbMs);
+    const pair = await benchLoadPair(store, {
+      blocks: LOAD_BLOCKS,
+      rounds: LOAD_ROUNDS,
+      inFlight: LOAD_IN_FLIGHT,
+      log: (line) => console.error(`[storage-kvtier] ${line}`),
+    });
     console.error(
       `[storage-kvtier] hash ${hashMedianMs.toFixed(3)} ms (${hash_gbps.toFixed(2)} GB/s), lookup ${lookup_128k_ms.toFixed(3)} ms, LMDB-only ${lookup_128k_lmdb_only_ms.toFixed(3)} ms`,
     );
@@ -111,7 +121,12 @@ export async function run(): Promise<Record<string, number | string>> {
       lookup_128k_p90_ms: round([...lookupMs].sort((a, b) => a - b)[Math.floor(RUNS * 0.9)], 3),
       lookup_128k_lmdb_only_ms: round(lookup_128k_lmdb_only_ms, 3),
       load_128k_ms: round(load_128k_ms, 2),
-      load_payload_gbps: round(loadedBytes / (load_128k_ms / 1000) / 1e9, 3),
+      load_payload_gbps: pair.loadPayloadGbps,
+      load_fs_get_gbps: pair.getGbps,
+      load_over_fs_get: pair.loadOverGet,
+      load_pair_blocks: LOAD_BLOCKS,
+      load_pair_rounds: LOAD_ROUNDS,
+      load_pair_in_flight: LOAD_IN_FLIGHT,
       lookup_memo_speedup: round(lookup_128k_lmdb_only_ms / lookup_128k_ms, 2),
     };
   } finally {

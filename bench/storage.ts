@@ -14,7 +14,10 @@
  * written, so both sides read from the page cache alike.
  *
  * s3: S3BlobStore against a Ceph radosgw started on loopback by the test
- * helper (memstore OSD), 16 requests in flight.
+ * helper (memstore OSD), 16 requests in flight. While it is up: the kvtier
+ * hit path on it against plain gets of the same objects (s3_load_*, see
+ * bench/storage-load.ts), and one object per block against runs of 8 blocks
+ * per object read whole or by ranged GETs (bench/storage-s3-objects.ts).
  *
  * GB/s = 1e9 bytes per second. Set KVTIER_BENCH_DIR to measure another mount
  * (a 3FS/CephFS/NFS directory); default is the OS temp dir.
@@ -26,6 +29,8 @@ import { join } from 'node:path';
 
 import { FsBlobStore, S3BlobStore } from '../storage-adapters/index.ts';
 import { startCephS3 } from '../test/helpers/ceph-s3.ts';
+import { benchLoadPair } from './storage-load.ts';
+import { benchS3ObjectSizes } from './storage-s3-objects.ts';
 
 const BLOB_BYTES = 1 << 20;
 const FS_BLOBS = Number(process.env.KVTIER_BENCH_FS_BLOBS ?? 256);
@@ -35,6 +40,8 @@ const FS_CHUNK = 16;
 const S3_BLOBS = Number(process.env.KVTIER_BENCH_S3_BLOBS ?? 192);
 const S3_ROUNDS = Number(process.env.KVTIER_BENCH_S3_ROUNDS ?? 3);
 const S3_CONCURRENCY = 16;
+const S3_LOAD_BLOCKS = Number(process.env.KVTIER_BENCH_S3_LOAD_BLOCKS ?? 64);
+const S3_LOAD_ROUNDS = Number(process.env.KVTIER_BENCH_S3_LOAD_ROUNDS ?? 5);
 
 const progress = (line: string) => process.stderr.write(`[bench storage] ${line}\n`);
 
@@ -136,6 +143,7 @@ async function benchS3(blobs: Buffer[], keys: string[]) {
   const bytes = blobs.length * BLOB_BYTES;
   const puts: number[] = [];
   const gets: number[] = [];
+  let extra: Record<string, number> = {};
   try {
     const store = await S3BlobStore.open({
       endpoint: cluster.endpoint,
@@ -159,11 +167,20 @@ async function benchS3(blobs: Buffer[], keys: string[]) {
       progress(`s3 round ${round + 1}: put ${gbps(bytes, puts.at(-1)!)} get ${gbps(bytes, gets.at(-1)!)} GB/s`);
     }
     await store.delete(keys);
+    const pair = await benchLoadPair(store, { blocks: S3_LOAD_BLOCKS, rounds: S3_LOAD_ROUNDS, inFlight: S3_CONCURRENCY, log: progress });
+    extra = {
+      s3_load_payload_gbps: pair.loadPayloadGbps,
+      s3_load_get_gbps: pair.getGbps,
+      s3_load_over_get: pair.loadOverGet,
+      s3_load_pair_blocks: S3_LOAD_BLOCKS,
+      s3_load_pair_rounds: S3_LOAD_ROUNDS,
+      ...(await benchS3ObjectSizes(store, blobs, S3_LOAD_ROUNDS, progress)),
+    };
     await store.close();
   } finally {
     await cluster.stop();
   }
-  return { s3_put_gbps: gbps(bytes, median(puts)), s3_get_gbps: gbps(bytes, median(gets)) };
+  return { s3_put_gbps: gbps(bytes, median(puts)), s3_get_gbps: gbps(bytes, median(gets)), ...extra };
 }
 
 async function verify(store: FsBlobStore | S3BlobStore, keys: string[], blobs: Buffer[]): Promise<void> {
