@@ -64,6 +64,10 @@ export {
 export { REBUILT_TENANT } from './plane-rebuild.ts';
 export { PlaneError } from './errors.ts';
 export { HotBlockCache } from './hot-block-cache.ts';
+export { BLOCK_CODECS, isBlockCodecName, type BlockCodecName } from './codecs/kv-codecs.ts';
+export { CodecGate, codecsNamedIn, type CodecPolicyPatch } from './codecs/codec-gate.ts';
+export { CODEC_REL_DEV_BOUND, measureCodecQuality, type CodecProbeEngine, type CodecQuality } from './codecs/codec-quality.ts';
+export { CodecError, type CodecErrorCode } from './codecs/codec-errors.ts';
 export { WriteBehindQueue, type OfferOutcome, type WriteJob } from './write-behind-queue.ts';
 export { ManualClock, systemClock, type Clock } from './clock.ts';
 export { stderrLogger, type KvTierLogger } from './logger.ts';

@@ -240,12 +240,15 @@ export const policyBody = {
       additionalProperties: {
         type: 'object',
         required: ['ttlMs'],
-        properties: { ttlMs: { type: 'integer', minimum: 1 }, quotaBytes: { type: 'integer', minimum: 0 } },
+        properties: { ttlMs: { type: 'integer', minimum: 1 }, quotaBytes: { type: 'integer', minimum: 0 }, codec: { type: 'string', enum: ['none', 'int8', 'fp8', 'int4'] } },
       },
     },
     quotaBytes: { type: ['integer', 'null'], minimum: 0 },
     tenants: { type: 'object' },
     clientTtlMaxMs: { type: ['integer', 'null'], minimum: 1000 },
+    // Block codec for new blocks (kvtier/codecs); refused when its measured deviation on the served model is beyond its bound, unless force.
+    codec: { type: 'string', enum: ['none', 'int8', 'fp8', 'int4'] },
+    force: { type: 'boolean' },
   },
   additionalProperties: false,
 } as const;

@@ -3,11 +3,11 @@
  * POST /admin/gc), run wherever the tier is open: the engine thread in
  * embedded mode, the API process's own tier handle in BullMQ mode.
  */
-import { validatePolicyDoc, type KvTier, type RetentionPolicyDoc } from '../kvtier/index.ts';
+import { CodecGate, validatePolicyDoc, type KvTier, type RetentionPolicyDoc } from '../kvtier/index.ts';
 import { KvtError } from '../errors.ts';
 import type { AdminCall } from './job-runner.ts';
 
-export async function adminCall(tier: KvTier | null, call: AdminCall, extra: Record<string, unknown> = {}): Promise<unknown> {
+export async function adminCall(tier: KvTier | null, call: AdminCall, extra: Record<string, unknown> = {}, codecGate: CodecGate = new CodecGate()): Promise<unknown> {
   if (!tier) {
     if (call.op === 'stats') return { cache: null, ...extra };
     throw new KvtError('KVT_ERR_STORAGE_UNREACHABLE', `the cache tier is not open${extra.cacheProblem ? `: ${String(extra.cacheProblem)}` : ''}`);
@@ -18,13 +18,16 @@ export async function adminCall(tier: KvTier | null, call: AdminCall, extra: Rec
     case 'getPolicy':
       return tier.policy.current().doc;
     case 'setPolicy': {
-      const patch = call.policy as Partial<RetentionPolicyDoc>;
+      const { force, ...patch } = call.policy as Partial<RetentionPolicyDoc> & { force?: boolean };
+      // Codecs the patch names must be within their bound as measured on the served model (kvtier/codecs/codec-gate.ts), unless forced.
+      codecGate.checkPatch(patch, force === true);
       const next = await tier.policy.update((doc) => {
         const merged: RetentionPolicyDoc = {
           ...doc,
           ...(patch.defaultClass !== undefined ? { defaultClass: patch.defaultClass } : {}),
           ...(patch.classes !== undefined ? { classes: { ...doc.classes, ...patch.classes } } : {}),
           ...(patch.tenants !== undefined ? { tenants: { ...doc.tenants, ...patch.tenants } } : {}),
+          ...(patch.codec !== undefined ? { codec: patch.codec } : {}),
         };
         if ('clientTtlMaxMs' in patch) {
           if (patch.clientTtlMaxMs === null || patch.clientTtlMaxMs === undefined) delete merged.clientTtlMaxMs;

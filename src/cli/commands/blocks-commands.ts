@@ -118,6 +118,7 @@ export async function inspect(api: AdminApi, args: ParsedArgs, io: CliIo, key: s
         `  format      v${s.header.formatVersion}, parent ${s.header.parentKey}`,
         `  model       ${s.header.modelFingerprint}`,
         `  layout      ${l.kind === 'mla' ? `mla latent, ${l.layers} layers × ${l.headDim} dims per token` : `${l.layers} layers × ${l.kvHeads} kv heads × ${l.headDim} dims`}, ${l.dtype}, ${s.header.tokenCount} tokens, payload ${formatBytes(s.header.payloadBytes)}`,
+        `  codec       ${s.header.codec ?? 'none'}${s.header.codec && s.header.codec !== 'none' && s.header.storedPayloadBytes !== undefined ? `, payload stored in ${formatBytes(s.header.storedPayloadBytes)} (${(s.header.storedPayloadBytes / s.header.payloadBytes).toFixed(3)} of raw)` : ''}`,
         `  tokens      ${s.header.firstTokens.join(' ')}${s.header.tokenCount > s.header.firstTokens.length ? ' …' : ''}`,
       );
     }

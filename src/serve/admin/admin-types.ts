@@ -60,6 +60,9 @@ export interface BlockDetail {
       tokenCount: number;
       layout: { layers: number; kvHeads: number; headDim: number; tokensPerBlock: number; dtype: string; kind?: 'kv' | 'mla' };
       payloadBytes: number;
+      /** How the payload is stored (kvtier/codecs): none, int8, fp8, int4; and its stored size. */
+      codec?: string;
+      storedPayloadBytes?: number;
       firstTokens: number[];
     };
   };

@@ -125,6 +125,8 @@ export class BlockAdmin {
         tokenCount: block.tokens.length,
         layout: { ...block.layout, dtype: String(block.layout.dtype) },
         payloadBytes: block.payload.byteLength,
+        codec: block.codec,
+        storedPayloadBytes: block.storedPayloadBytes,
         firstTokens: Array.from(block.tokens.subarray(0, 16)),
       };
     } catch (error) {
