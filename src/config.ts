@@ -77,6 +77,8 @@ export interface Config {
    * (a JSON file of key ids, for rotation); null = off (the default).
    */
   encryption: SealKeyringSpec | null;
+  /** Cluster GC every this many ms (0 = off): a BullMQ job scheduler with REDIS_URL, else a timer in the engine thread. */
+  gcIntervalMs: number;
 }
 
 /** name of the env variable → [config key, parse]. Flags are the kebab-case of the name, with or without `kvtier-`. */
@@ -111,6 +113,7 @@ const FIELDS: Array<{ env: string; key: keyof Config; parse: (raw: string, env: 
   { env: 'KVTIER_LOG_LEVEL', key: 'logLevel', parse: (v, e) => oneOf(v, e, ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) },
   { env: 'KVTIER_SPECULATIVE', key: 'speculative', parse: (v, e) => oneOf(v, e, ['off', 'ngram', 'draft']) },
   { env: 'KVTIER_DRAFT_MODEL', key: 'draftModel', parse: (v) => v },
+  { env: 'KVTIER_GC_INTERVAL_MS', key: 'gcIntervalMs', parse: (v, e) => intIn(v, e, 0, 30 * 86_400_000) },
   { env: 'KVTIER_ENCRYPTION_SECRET', key: 'encryption', parse: (v, e) => keyring(() => keyringFromSecret(v), e) },
   { env: 'KVTIER_ENCRYPTION_KEYRING', key: 'encryption', parse: (v, e) => keyring(() => parseKeyringJson(readFileSync(resolve(v), 'utf8'), `${e} file ${v}`), e) },
 ];
@@ -149,6 +152,7 @@ export function defaultConfig(): Config {
     speculative: 'off',
     draftModel: null,
     encryption: null,
+    gcIntervalMs: 3_600_000,
   };
 }
 

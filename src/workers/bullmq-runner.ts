@@ -48,11 +48,12 @@ import { randomUUID } from 'node:crypto';
 import { Queue, QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
 
-import { appendPurge, awaitPurgeAcks, CacheAwareRouter, PURGE_CHANNEL, routeKeys, type WorkerRole } from '../cluster/index.ts';
+import { CacheAwareRouter, routeKeys, type WorkerRole } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
 import { KvtError } from '../errors.ts';
 import { modelConfigFromGguf, modelFingerprint, readGguf } from '../../inference-core/index.ts';
-import { CodecGate, RedisPolicyStore, validatePolicyDoc, type RetentionPolicyDoc } from '../kvtier/index.ts';
+import { RedisPolicyStore, validatePolicyDoc, type RetentionPolicyDoc } from '../kvtier/index.ts';
+import { scheduleClusterGc } from './gc-schedule.ts';
 import type { AdminCall, JobRunner, RunnerStatus } from './job-runner.ts';
 import type { JobEvent, PrefillJob } from './job.ts';
 
@@ -202,6 +203,8 @@ export class BullmqRunner implements JobRunner {
     }
     const runner = new BullmqRunner(config, connection, subscriber, queue, queueEvents, policy, log, queueClients);
     await runner.whenSubscribed(10_000);
+    // Cluster GC: a repeatable `gc` job any worker runs under the cluster lease (gc-schedule.ts).
+    await scheduleClusterGc(queue, config.gcIntervalMs).catch((error: Error) => log('warn', `scheduling cluster GC failed (GC runs on request only): ${error.message}`));
     return runner;
   }
 
@@ -582,22 +585,13 @@ export class BullmqRunner implements JobRunner {
       case 'getPolicy':
         return this.requirePolicy().current().doc;
       case 'setPolicy': {
-        const { force, ...patch } = call.policy as Partial<RetentionPolicyDoc> & { force?: boolean };
-        // No engine in this process to measure a codec on: one other than none needs force (kvtier/codecs/codec-gate.ts).
-        new CodecGate().checkPatch(patch, force === true);
+        const patch = call.policy as Partial<RetentionPolicyDoc>;
         const next = await this.requirePolicy().update((doc) => {
           const merged: RetentionPolicyDoc = { ...doc, ...patch, classes: { ...doc.classes, ...(patch.classes ?? {}) }, tenants: { ...doc.tenants, ...(patch.tenants ?? {}) } } as RetentionPolicyDoc;
           if (patch.quotaBytes === null) delete merged.quotaBytes;
           return validatePolicyDoc(merged);
         });
         return next.doc;
-      }
-      case 'purge': {
-        // Every live worker applies it to its own index and caches (src/cluster/purge-log.ts) and acknowledges.
-        const gen = await appendPurge(this.connection, call.filter ?? {}, call.at ?? Date.now());
-        await this.connection.publish(PURGE_CHANNEL, String(gen));
-        const acks = await awaitPurgeAcks(this.connection, WORKER_STATS_PREFIX, gen, 30_000);
-        return { gen, workers: acks };
       }
       case 'gc': {
         // Kept a while after completion: waitUntilFinished polls the job once after subscribing, and a

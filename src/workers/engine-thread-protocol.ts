@@ -34,6 +34,8 @@ export function engineThreadInit(config: Config, extra: Partial<EngineThreadInit
     dataDir: config.dataDir,
     storage: config.storage,
     redisUrl: config.redisUrl,
+    // Cluster mode schedules GC as a BullMQ job (gc-schedule.ts); embedded mode on a timer here.
+    gcIntervalMs: config.redisUrl ? 0 : config.gcIntervalMs,
     threads: config.threads,
     blockTokens: config.blockTokens,
     hotCacheBytes: config.hotCacheBytes,

@@ -22,7 +22,6 @@ import type { EngineThreadInit, FromEngineThread, ToEngineThread } from './engin
 import { PrefillScheduler } from './prefill-scheduler.ts';
 import type { EngineModel } from './ports.ts';
 import { adminCall } from './tier-admin.ts';
-import { CodecGate } from '../kvtier/codecs/codec-gate.ts';
 
 const port = parentPort;
 if (!port) throw new Error('engine-thread.ts runs as a worker thread (new Worker(...)), not as a script');
@@ -44,7 +43,7 @@ async function main(init: EngineThreadInit): Promise<void> {
   try {
     blobStore = await openBlobStore(init.storage);
     policyStore = init.redisUrl ? await RedisPolicyStore.open({ url: init.redisUrl }) : undefined;
-    tier = await KvTier.open({ dataDir: init.dataDir, store: blobStore, blockTokens: init.blockTokens, hotCacheBytes: init.hotCacheBytes, policyStore, gcIntervalMs: init.gcIntervalMs, seal: init.encryption ? new BlockSealer(init.encryption) : undefined });
+    tier = await KvTier.open({ dataDir: init.dataDir, store: blobStore, blockTokens: init.blockTokens, hotCacheBytes: init.hotCacheBytes, policyStore, gcIntervalMs: init.gcIntervalMs, metadataRedisUrl: init.redisUrl ?? '', seal: init.encryption ? new BlockSealer(init.encryption) : undefined });
   } catch (error) {
     // A cache that cannot open must not stop serving: every request is then a (correct) full prefill.
     cacheProblem = `${(error as { code?: string }).code ?? 'KVT_ERR_INTERNAL'}: ${(error as Error).message}`;
@@ -123,18 +122,11 @@ async function main(init: EngineThreadInit): Promise<void> {
       send({ type: 'log', level: 'warn', message: `storage ${phase} fault (degraded to a miss): ${(error as Error).message}` });
     },
   });
-  // Block codecs a policy change names are measured on this engine before they are accepted (once per codec).
-  const codecGate = new CodecGate(engine);
   port!.on('message', (message: ToEngineThread) => {
     if (message.type === 'submit') scheduler.submit(message.job);
     else if (message.type === 'cancel') scheduler.cancel(message.jobId);
     else if (message.type === 'admin') {
-      // A purge also empties this thread's own caches in front of the tier (recent payloads, retained sequences).
-      if (message.call.op === 'purge') {
-        cache?.forgetRecent();
-        scheduler.dropRetained();
-      }
-      adminCall(tier, message.call, { scheduler: scheduler.depth, storageFaults, cacheProblem }, codecGate)
+      adminCall(tier, message.call, { scheduler: scheduler.depth, storageFaults, cacheProblem })
         .then((result) => send({ type: 'adminResult', requestId: message.requestId, ok: true, result }))
         .catch((error: unknown) =>
           send({ type: 'adminResult', requestId: message.requestId, ok: false, error: { code: (error as { code?: string }).code ?? 'KVT_ERR_INTERNAL', message: (error as Error).message } }),
