@@ -17,14 +17,12 @@
  * mask computed (and cached under state+budget).
  */
 import { GrammarError } from './grammar-errors.ts';
-import { ESCAPED, FrameMachine, frameKey, sentinelStack, stackKey, T_TEXT, type Frame, type Stack } from './grammar-frames.ts';
-import type { Grammar } from './grammar-nodes.ts';
-import { buildTrie, PLAIN_MAX_CHARS, type ByteTrie, type VocabIndex } from './vocab-index.ts';
+import { frameKey, sentinelStack, type Frame, type Stack } from './grammar-frames.ts';
+import type { MatcherState } from './grammar-matcher.ts';
+import { TrieWalker, type Escapes } from './trie-walk.ts';
+import type { ByteTrie } from './vocab-index.ts';
 
-export interface MatcherState {
-  readonly stacks: readonly Stack[];
-  readonly key: string;
-}
+export type { MatcherState } from './grammar-matcher.ts';
 
 export interface MaskEntry {
   /** Allowed token ids (bitset over the vocabulary); stop tokens are not in it. */
@@ -35,7 +33,6 @@ export interface MaskEntry {
   readonly maxCost: number;
 }
 
-const DEDUPE_OVER = 8;
 /**
  * Masks kept per grammar (each is one bit per token: 16 KiB at 128k tokens).
  * Past this the cache starts over: bounded numbers and strings with
@@ -43,8 +40,6 @@ const DEDUPE_OVER = 8;
  * accumulate without end.
  */
 export const MAX_CACHED_MASKS = 1024;
-/** Cached matcher steps per grammar (state objects; a few hundred bytes each). */
-const MAX_CACHED_STEPS = 65536;
 
 /**
  * What one top frame allows regardless of the stack below it (xgrammar's
@@ -61,118 +56,14 @@ interface LocalEntry {
   readonly escapeBytes: Uint8Array;
 }
 
-interface Escapes {
-  nodes: number[];
-  bytes: number[];
-}
-
-export class GrammarMasks {
-  readonly machine: FrameMachine;
+export class GrammarMasks extends TrieWalker {
   private readonly entries = new Map<string, MaskEntry>();
   private readonly locals = new Map<string, LocalEntry>();
-  /** Steps taken from a state (advanceToken), by state object; started over past MAX_CACHED_STEPS. */
-  private steps = new WeakMap<MatcherState, Map<number, MatcherState>>();
-  private stepCount = 0;
-  private readonly byteSplits = new Map<number, { without: Uint32Array; withTrie: ByteTrie }>();
   /** Entries' bitsets with the stop tokens added (for accepting states), by entry. */
   private readonly withStops = new WeakMap<MaskEntry, { stops: readonly number[]; stopsKey: string; bits: Uint32Array }>();
-  private readonly words: number;
-
-  constructor(
-    readonly grammar: Grammar,
-    readonly vocab: VocabIndex,
-  ) {
-    this.machine = new FrameMachine(grammar);
-    this.words = (vocab.size + 31) >>> 5;
-  }
 
   get cachedMasks(): number {
     return this.entries.size;
-  }
-
-  initial(): MatcherState {
-    const out: Stack[] = [];
-    this.machine.push(null, this.grammar.root, out);
-    return this.stateOf(out);
-  }
-
-  stateOf(stacks: Stack[]): MatcherState {
-    // One stack (the usual step) or none: its key as is, without the dedupe map, sort and join.
-    if (stacks.length === 0) return { stacks: [], key: '' };
-    if (stacks.length === 1) return { stacks: [stacks[0]], key: stackKey(stacks[0], this.grammar) };
-    const byKey = new Map<string, Stack>();
-    for (const s of stacks) byKey.set(stackKey(s, this.grammar), s);
-    const keys = [...byKey.keys()].sort();
-    return { stacks: keys.map((k) => byKey.get(k)!), key: keys.join('|') };
-  }
-
-  /** The state after `bytes`; empty stacks when the grammar rejects them. */
-  advance(state: MatcherState, bytes: Uint8Array): MatcherState {
-    let cur: Stack[] = state.stacks as Stack[];
-    for (const c of bytes) {
-      const next: Stack[] = [];
-      for (const s of cur) this.machine.feed(s, c, next);
-      cur = next.length > DEDUPE_OVER ? dedupe(next, this.grammar) : next;
-      if (cur.length === 0) break;
-    }
-    return this.stateOf(cur);
-  }
-
-  /**
-   * The state after token `id`. Inside a string body a plain token only
-   * moves the character count, so its state is built directly (and cached by
-   * state and count) instead of feeding its bytes: the common step of a
-   * reply, and of every step of a random model inside a long string.
-   */
-  advanceToken(state: MatcherState, id: number): MatcherState {
-    // Steps are cached per state object (a cached step returns the same object, so a reply's next lookup hits
-    // by identity): no per-step key string to build and hash. Key: -chars for a plain step, else the token id.
-    let steps = this.steps.get(state);
-    if (steps === undefined) {
-      if (this.stepCount > MAX_CACHED_STEPS) {
-        this.steps = new WeakMap();
-        this.stepCount = 0;
-      }
-      steps = new Map();
-      this.steps.set(state, steps);
-    }
-    const chars = this.vocab.plainChars[id];
-    const top = state.stacks.length === 1 ? state.stacks[0] : null;
-    if (chars > 0 && top !== null && top.f.p === 1) {
-      const node = this.grammar.nodes[top.f.n];
-      if (node.kind === 'str' && (node.exclude === null || top.f.x === 0)) {
-        let next = steps.get(-chars);
-        if (next === undefined) {
-          const count = top.f.a + chars;
-          if (count > node.max) next = { stacks: [], key: '' };
-          else {
-            const f = { n: top.f.n, p: 1, a: node.max === Infinity ? Math.min(count, node.min) : count, b: 0, s: '', x: 0 };
-            next = this.stateOf([{ f, up: top.up }]);
-          }
-          this.stepCount++;
-          steps.set(-chars, next);
-        }
-        return next;
-      }
-    }
-    if (top !== null && top.f.p === T_TEXT) {
-      const node = this.grammar.nodes[top.f.n];
-      if (node.kind === 'trig' && !this.vocab.pieces[id].includes(node.marker[0])) {
-        return top.f.a === 0 ? state : this.stateOf([{ f: { n: top.f.n, p: T_TEXT, a: 0, b: 0, s: '', x: 0 }, up: top.up }]);
-      }
-    }
-    // Other steps: cached per (state, token), since a model repeats itself (keys, punctuation, numbers).
-    let next = steps.get(id);
-    if (next === undefined) {
-      next = this.advance(state, this.vocab.pieces[id]);
-      this.stepCount++;
-      steps.set(id, next);
-    }
-    return next;
-  }
-
-  accepts(state: MatcherState): boolean {
-    return state.stacks.some((s) => this.machine.accepts(s));
   }
 
   /** `entry.bits` plus `stops` (computed once per entry; the stop list is the same for a model). */
@@ -188,13 +79,6 @@ export class GrammarMasks {
       this.withStops.set(entry, cached);
     } else cached.stops = stops;
     return cached.bits;
-  }
-
-  /** Fewest bytes that complete the grammar from `state` (Infinity: rejected). */
-  cost(state: MatcherState): number {
-    let best = Infinity;
-    for (const s of state.stacks) best = Math.min(best, this.machine.stackCost(s));
-    return best;
   }
 
   /** The mask of `state` for tokens after which at most `budget` bytes close the grammar. */
@@ -267,35 +151,6 @@ export class GrammarMasks {
     return this.machine.finishedOnly(f);
   }
 
-  /** Tokens without byte `b` (a bitset) and a trie of the others, made once per byte and vocabulary. */
-  private byByte(b: number): { without: Uint32Array; withTrie: ByteTrie } {
-    let known = this.byteSplits.get(b);
-    if (known === undefined) {
-      const without = new Uint32Array(this.words);
-      const has = new Uint8Array(this.vocab.size);
-      this.vocab.pieces.forEach((p, id) => {
-        if (p.length === 0) return;
-        if (p.includes(b)) has[id] = 1;
-        else without[id >>> 5] |= 1 << (id & 31);
-      });
-      known = { without, withTrie: buildTrie(this.vocab.pieces, (id) => has[id] === 1) };
-      this.byteSplits.set(b, known);
-    }
-    return known;
-  }
-
-  private allowTokensAt(trie: ByteTrie, node: number, stacks: readonly Stack[], budget: number, bits: Uint32Array, stat: { maxCost: number }): void {
-    if (trie.tokStart[node] === trie.tokStart[node + 1]) return;
-    let cost = Infinity;
-    for (let i = 0; i < stacks.length; i++) cost = Math.min(cost, this.machine.stackCost(stacks[i]));
-    if (cost > budget || cost === Infinity) return;
-    if (cost > stat.maxCost) stat.maxCost = cost;
-    for (let t = trie.tokStart[node]; t < trie.tokStart[node + 1]; t++) {
-      const id = trie.tokIds[t];
-      bits[id >>> 5] |= 1 << (id & 31);
-    }
-  }
-
   private localEntry(f: Frame): LocalEntry {
     const key = frameKey(f, this.grammar);
     let local = this.locals.get(key);
@@ -308,100 +163,6 @@ export class GrammarMasks {
     this.locals.set(key, local);
     return local;
   }
-
-  /** A string body on top: plain tokens as one bitset, only the others walked. */
-  private walkStacks(stacks: readonly Stack[], budget: number, bits: Uint32Array, stat: { maxCost: number }, escapes: Escapes | null): ByteTrie {
-    const top = stacks.length === 1 ? stacks[0] : null;
-    const node = top ? this.grammar.nodes[top.f.n] : null;
-    // A plain token never closes the string, so excluded key names do not change which are allowed — only
-    // (by at most one byte) the cost after them; under a binding budget that must be exact, so walk instead.
-    if (top && node && node.kind === 'str' && top.f.p === 1 && (node.exclude === null || top.f.x === 0 || budget === Infinity)) {
-      this.plainString(top, node.min, node.max, budget, bits, stat, top.f.x !== 0 ? 1 : 0);
-      this.walk(this.vocab.nonPlainTrie, stacks, budget, bits, stat, escapes, 0);
-      return this.vocab.nonPlainTrie;
-    }
-    if (top && node && node.kind === 'trig' && top.f.p === T_TEXT) {
-      // Free text: a token without the marker's first byte stays text (cost 0 here); walk only the others.
-      const rest = top.up === null ? 0 : this.machine.stackCost(top.up);
-      const split = this.byByte(node.marker[0]);
-      if (rest <= budget && rest !== Infinity) {
-        for (let w = 0; w < bits.length; w++) bits[w] |= split.without[w];
-        stat.maxCost = Math.max(stat.maxCost, rest);
-      }
-      this.walk(split.withTrie, stacks, budget, bits, stat, escapes, 0);
-      return split.withTrie;
-    }
-    this.walk(this.vocab.trie, stacks, budget, bits, stat, escapes, 0);
-    return this.vocab.trie;
-  }
-
-  /** Plain tokens inside a string body: chars ≤ what maxLength leaves, and (under a budget) enough chars to reach minLength in time. */
-  private plainString(top: Stack, min: number, max: number, budget: number, bits: Uint32Array, stat: { maxCost: number }, slack: number): void {
-    const count = top.f.a;
-    const kmax = Math.min(PLAIN_MAX_CHARS, max - count);
-    if (kmax < 1) return;
-    const rest = top.up === null ? 0 : this.machine.stackCost(top.up);
-    if (rest === Infinity || rest + 1 > budget) return;
-    // cost(n chars) = rest + 1 + max(0, min − count − n) ≤ budget  ⇔  n ≥ nmin
-    const nmin = Math.max(1, min - count - (budget - rest - 1));
-    if (nmin > kmax) return;
-    const upTo = this.vocab.plainUpTo[kmax];
-    const below = nmin >= 2 ? this.vocab.plainUpTo[nmin - 1] : null;
-    for (let w = 0; w < bits.length; w++) bits[w] |= below ? upTo[w] & ~below[w] : upTo[w];
-    stat.maxCost = Math.max(stat.maxCost, rest + 1 + Math.max(0, min - count - nmin) + slack);
-  }
-
-  /**
-   * Depth-first over the trie, feeding each edge's byte to the stacks that
-   * reached its parent. With `escapes` (a local walk): where a stack leaves
-   * its frame (ESCAPED), every token of that subtree is recorded with the
-   * byte index it left at.
-   */
-  private walk(trie: ByteTrie, start: readonly Stack[], budget: number, bits: Uint32Array, stat: { maxCost: number }, escapes: Escapes | null, from: number): void {
-    const { edgeStart, edgeByte, edgeChild, tokStart, tokIds } = trie;
-    const machine = this.machine;
-    const nodes: number[] = [from];
-    const states: Stack[][] = [start as Stack[]];
-    while (nodes.length > 0) {
-      const n = nodes.pop()!;
-      const cur = states.pop()!;
-      for (let e = edgeStart[n]; e < edgeStart[n + 1]; e++) {
-        const c = edgeByte[e];
-        let next: Stack[] = [];
-        for (let i = 0; i < cur.length; i++) machine.feed(cur[i], c, next);
-        if (next.length === 0) continue;
-        const child = edgeChild[e];
-        if (escapes !== null && next.includes(ESCAPED)) {
-          escapes.nodes.push(child);
-          escapes.bytes.push(c);
-          next = next.filter((s) => s !== ESCAPED);
-          if (next.length === 0) continue;
-        }
-        if (next.length > DEDUPE_OVER) next = dedupe(next, this.grammar);
-        if (tokStart[child] < tokStart[child + 1]) {
-          let cost = Infinity;
-          for (let i = 0; i < next.length; i++) cost = Math.min(cost, machine.stackCost(next[i]));
-          if (cost <= budget && cost !== Infinity) {
-            if (cost > stat.maxCost) stat.maxCost = cost;
-            for (let t = tokStart[child]; t < tokStart[child + 1]; t++) {
-              const id = tokIds[t];
-              bits[id >>> 5] |= 1 << (id & 31);
-            }
-          }
-        }
-        if (edgeStart[child] < edgeStart[child + 1]) {
-          nodes.push(child);
-          states.push(next);
-        }
-      }
-    }
-  }
-}
-
-function dedupe(stacks: Stack[], g: Grammar): Stack[] {
-  const byKey = new Map<string, Stack>();
-  for (const s of stacks) byKey.set(stackKey(s, g), s);
-  return [...byKey.values()];
 }
 
 /** Reference twin of `GrammarMasks.mask`: every token's bytes through the matcher, one by one. */
