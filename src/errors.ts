@@ -98,6 +98,7 @@ const AREA_SPECS: Array<[prefix: string, spec: ErrorSpec]> = [
   ['KVT_ERR_STORAGE_BAD_', { status: 500, type: 'api_error', hint: 'fix KVTIER_STORAGE (fs:<dir> or s3://bucket/prefix?endpoint=…)' }],
   ['KVT_ERR_STORAGE_', { status: 503, type: 'overloaded_error', hint: 'the block store failed; requests fall back to full prefill, check the storage backend', retryAfterS: 1 }],
   ['KVT_ERR_BLOCK_', { status: 500, type: 'api_error', hint: 'a cached block failed verification and was treated as a miss; check the storage for corruption' }],
+  ['KVT_ERR_PLANE_', { status: 503, type: 'overloaded_error', hint: 'the cluster metadata plane (Redis at REDIS_URL, or <dataDir>/plane) failed; retry, and check it is reachable', retryAfterS: 2 }],
   ['KVT_ERR_INDEX_', { status: 500, type: 'api_error', hint: 'the local block index failed; check KVTIER_DATA_DIR (disk space, permissions)' }],
   ['KVT_ERR_POLICY_', { status: 400, type: 'invalid_request_error', hint: 'send a valid retention policy (ttl per class in seconds, byte quota)' }],
   ['KVT_ERR_GGUF_', { status: 500, type: 'api_error', hint: 'the model file is not a valid GGUF model; check --model / KVTIER_MODEL' }],
