@@ -7,17 +7,23 @@
  *     previous output, this input), cursor pagination (after / before / limit /
  *     order, the SDK's auto-pagination), tenant scope, 400s naming the field;
  *   - include: accepted values, logprobs and unknown values → 400 naming include,
- *     a reasoning item sent back by its encrypted_content;
+ *     a reasoning item sent back by its encrypted_content; on DeepSeek R1's
+ *     template (real vocabulary, tiny weights) reasoning items carry the token
+ *     of their text, created, streamed and on GET;
  *   - background: create → queued, poll → completed (== the foreground reply),
  *     the event stream re-read with starting_after, cancel (status cancelled, the
  *     run's transport slot freed, the record stays cancelled), store: false → 400;
  *   - truncation: disabled → 400 naming the context length; auto → the oldest
  *     items dropped after the instructions, the smallest cut that fits.
  */
+import { basename } from 'node:path';
+
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { reasoningToken } from '../../../src/recipe/responses-include.ts';
+import { DEEPSEEK_R1_CHAT_TEMPLATE } from '../../../inference-core/synthetic/deepseek-r1-template.ts';
+import { reasoningFromToken, reasoningToken } from '../../../src/recipe/responses-include.ts';
+import { buildRealVocabGguf } from '../../helpers/real-vocab-gguf.ts';
 import { KEYS, startTestServer, type TestServer } from './server-fixture.ts';
 
 const MODEL = 'synthetic:tiny';
@@ -316,5 +322,56 @@ describe('truncation', () => {
     expect({ status: tooBig.status, param: tooBig.json.error?.param }).toEqual({ status: 400, param: 'input' });
     const bad = await request('POST', '/v1/responses', { model: MODEL, input: 'x', truncation: 'sometimes' });
     expect({ status: bad.status, param: bad.json.error?.param }).toEqual({ status: 400, param: 'truncation' });
+  });
+});
+
+describe('include reasoning.encrypted_content on a template that thinks (DeepSeek R1)', () => {
+  let r1: TestServer;
+  let model: string;
+  let client: OpenAI;
+
+  beforeAll(async () => {
+    const path = buildRealVocabGguf('deepseek_v3', { chatTemplate: DEEPSEEK_R1_CHAT_TEMPLATE, variant: 'r1-think' });
+    model = basename(path, '.gguf');
+    r1 = await startTestServer({ model: path });
+    client = new OpenAI({ baseURL: `${r1.url}/v1`, apiKey: KEYS.alice, maxRetries: 0 });
+  }, 300_000);
+
+  afterAll(async () => {
+    await r1?.close();
+  });
+
+  const reasoningOf = (output: OpenAI.Responses.ResponseOutputItem[]) => {
+    const item = output.find((o) => o.type === 'reasoning');
+    if (item?.type !== 'reasoning') throw new Error('no reasoning item');
+    return { text: (item.content ?? []).map((c) => c.text).join(''), token: item.encrypted_content };
+  };
+
+  it('reasoning items carry the token of their text (created, streamed, on GET); without include they do not', async () => {
+    const params = { model, input: 'What does a KV cache hold?', max_output_tokens: 12, temperature: 0 };
+    const plain = reasoningOf((await client.responses.create(params)).output);
+    expect(plain.text.length).toBeGreaterThan(0);
+    expect(plain.token ?? undefined).toBeUndefined();
+    const created = await client.responses.create({ ...params, include: ['reasoning.encrypted_content'] });
+    const withToken = reasoningOf(created.output);
+    expect(withToken.text).toBe(plain.text);
+    expect(reasoningFromToken(withToken.token!, 'x')).toBe(plain.text);
+    expect(reasoningOf((await client.responses.retrieve(created.id, { include: ['reasoning.encrypted_content'] })).output).token).toBe(withToken.token);
+    const stored = await client.responses.create(params);
+    expect(reasoningOf((await client.responses.retrieve(stored.id)).output).token ?? undefined).toBeUndefined();
+    expect(reasoningOf((await client.responses.retrieve(stored.id, { include: ['reasoning.encrypted_content'] })).output).token).toBe(withToken.token);
+    const stream = await client.responses.create({ ...params, include: ['reasoning.encrypted_content'], stream: true });
+    let streamedToken: string | null | undefined;
+    for await (const event of stream) if (event.type === 'response.output_item.done' && event.item.type === 'reasoning') streamedToken = event.item.encrypted_content;
+    expect(streamedToken).toBe(withToken.token);
+    // Stateless next turn: the reasoning item sent back by its token alone is accepted.
+    const next = await client.responses.create({
+      model,
+      store: false,
+      input: [{ role: 'user', content: 'What does a KV cache hold?' }, { type: 'reasoning', id: 'rs_x', summary: [], encrypted_content: withToken.token }, { role: 'assistant', content: created.output_text }, { role: 'user', content: 'And then?' }],
+      max_output_tokens: 4,
+      temperature: 0,
+    });
+    expect(next.usage!.input_tokens).toBeGreaterThan(0);
   });
 });
