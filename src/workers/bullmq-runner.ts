@@ -52,7 +52,7 @@ import { CacheAwareRouter, routeKeys, type WorkerRole } from '../cluster/index.t
 import type { Config } from '../config.ts';
 import { KvtError } from '../errors.ts';
 import { modelConfigFromGguf, modelFingerprint, readGguf } from '../../inference-core/index.ts';
-import { RedisPolicyStore, validatePolicyDoc, type RetentionPolicyDoc } from '../kvtier/index.ts';
+import { CodecGate, RedisPolicyStore, validatePolicyDoc, type RetentionPolicyDoc } from '../kvtier/index.ts';
 import { scheduleClusterGc } from './gc-schedule.ts';
 import type { AdminCall, JobRunner, RunnerStatus } from './job-runner.ts';
 import type { JobEvent, PrefillJob } from './job.ts';
@@ -585,7 +585,9 @@ export class BullmqRunner implements JobRunner {
       case 'getPolicy':
         return this.requirePolicy().current().doc;
       case 'setPolicy': {
-        const patch = call.policy as Partial<RetentionPolicyDoc>;
+        const { force, ...patch } = call.policy as Partial<RetentionPolicyDoc> & { force?: boolean };
+        // No engine in this process to measure a codec on: one other than none needs force (kvtier/codecs/codec-gate.ts).
+        new CodecGate().checkPatch(patch, force === true);
         const next = await this.requirePolicy().update((doc) => {
           const merged: RetentionPolicyDoc = { ...doc, ...patch, classes: { ...doc.classes, ...(patch.classes ?? {}) }, tenants: { ...doc.tenants, ...(patch.tenants ?? {}) } } as RetentionPolicyDoc;
           if (patch.quotaBytes === null) delete merged.quotaBytes;

@@ -22,6 +22,7 @@ import type { EngineThreadInit, FromEngineThread, ToEngineThread } from './engin
 import { PrefillScheduler } from './prefill-scheduler.ts';
 import type { EngineModel } from './ports.ts';
 import { adminCall } from './tier-admin.ts';
+import { CodecGate } from '../kvtier/codecs/codec-gate.ts';
 
 const port = parentPort;
 if (!port) throw new Error('engine-thread.ts runs as a worker thread (new Worker(...)), not as a script');
@@ -122,11 +123,13 @@ async function main(init: EngineThreadInit): Promise<void> {
       send({ type: 'log', level: 'warn', message: `storage ${phase} fault (degraded to a miss): ${(error as Error).message}` });
     },
   });
+  // Block codecs a policy change names are measured on this engine before they are accepted (once per codec).
+  const codecGate = new CodecGate(engine);
   port!.on('message', (message: ToEngineThread) => {
     if (message.type === 'submit') scheduler.submit(message.job);
     else if (message.type === 'cancel') scheduler.cancel(message.jobId);
     else if (message.type === 'admin') {
-      adminCall(tier, message.call, { scheduler: scheduler.depth, storageFaults, cacheProblem })
+      adminCall(tier, message.call, { scheduler: scheduler.depth, storageFaults, cacheProblem }, codecGate)
         .then((result) => send({ type: 'adminResult', requestId: message.requestId, ok: true, result }))
         .catch((error: unknown) =>
           send({ type: 'adminResult', requestId: message.requestId, ok: false, error: { code: (error as { code?: string }).code ?? 'KVT_ERR_INTERNAL', message: (error as Error).message } }),
