@@ -15,6 +15,7 @@ const areas: Record<string, string[]> = {
   prompt: ['./prompt.ts'],
   features: ['./features.ts'],
   speculative: ['./speculative.ts'],
+  'metadata-plane': ['./metadata-plane.ts'],
 };
 
 type BenchModule = { run: () => Promise<Record<string, number | string | boolean>> };

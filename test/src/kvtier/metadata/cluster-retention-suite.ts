@@ -94,6 +94,26 @@ export function runClusterRetentionSuite(name: string, makeFixture: () => Promis
         expect(await rig.storageKeys()).toEqual([]);
       }));
 
+    it('a client cap (StoreRequest.ttlMs) shortens a block\'s life on every node and in GC; renewals slide it', () =>
+      withRig(async (rig) => {
+        const { a, b, clock } = rig;
+        const chat = { tenant: 'acme', trafficClass: 'chat' };
+        const capped = await rig.write(a, 41, 2, { ...chat, ttlMs: HOUR_MS });
+        const plain = await rig.write(a, 42, 1, chat);
+        await a.gc();
+        clock.advance(HOUR_MS - EPS);
+        expect(await rig.hits(b, capped, chat)).toBe(2); // B renews it
+        clock.advance(HOUR_MS - EPS);
+        expect((await a.gc()).removed.expired.blocks).toBe(0);
+        expect(await rig.hits(a, capped, chat)).toBe(2); // A's own entry is stale: the plane says live
+        clock.advance(HOUR_MS + EPS);
+        expect(await rig.hits(b, capped, chat)).toBe(0);
+        const report = await a.gc();
+        expect(report.removed.expired.blocks).toBe(2);
+        expect(await rig.hits(a, capped, chat)).toBe(0);
+        expect(await rig.hits(b, plain, chat)).toBe(1);
+      }));
+
     it('quotas are enforced across the cluster: the least recently used block anywhere goes first', () =>
       withRig(async (rig) => {
         const { a, b, clock } = rig;
