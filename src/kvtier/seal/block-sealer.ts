@@ -1,6 +1,7 @@
 import { createCipheriv, createDecipheriv } from 'node:crypto';
 
 import { NonceSource } from './nonce-source.ts';
+import { OpenWorkers } from './open-workers.ts';
 import { looksSealed, readSealHeader, SEAL_HEADER_BYTES, SEAL_NONCE_OFFSET, SEAL_OVERHEAD_BYTES, SEAL_TAG_BYTES, writeSealHeader, type SealHeader } from './seal-envelope.ts';
 import { SealError } from './seal-errors.ts';
 import { SealKeyring, type SealKeyringSpec } from './seal-keyring.ts';
@@ -8,6 +9,14 @@ import { SealKeyring, type SealKeyringSpec } from './seal-keyring.ts';
 const BLOCK_KEY_BYTES = 16;
 /** Ciphertext is produced this many bytes at a time straight into the envelope, so each piece is copied while still in cache. */
 const SEAL_CHUNK_BYTES = 64 * 1024;
+/** `openAsync` hands blocks at least this large to a thread; smaller ones cost less to open here than to post. */
+const OFFLOAD_MIN_BYTES = 128 * 1024;
+
+export interface BlockSealerOptions {
+  nonces?: NonceSource;
+  /** Threads `openAsync` decrypts large blocks on; default one less than the cores (1..4), 0 = open on the caller's thread. */
+  openThreads?: number;
+}
 
 /**
  * AES-256-GCM envelopes around encoded blocks (format in seal-envelope.ts).
@@ -24,9 +33,17 @@ export class BlockSealer {
   /** header ‖ block key, rebuilt per call (seal and open are synchronous, so one scratch buffer serves). */
   private readonly aad = Buffer.alloc(SEAL_HEADER_BYTES + BLOCK_KEY_BYTES);
 
-  constructor(keyring: SealKeyring | SealKeyringSpec, nonces: NonceSource = new NonceSource()) {
+  private readonly workers: OpenWorkers | undefined;
+
+  constructor(keyring: SealKeyring | SealKeyringSpec, options: BlockSealerOptions = {}) {
     this.keyring = keyring instanceof SealKeyring ? keyring : new SealKeyring(keyring);
-    this.nonces = nonces;
+    this.nonces = options.nonces ?? new NonceSource();
+    this.workers = options.openThreads === 0 ? undefined : new OpenWorkers(options.openThreads);
+  }
+
+  /** Stops the open threads (they are unref'd, so a process exits without this). */
+  async close(): Promise<void> {
+    await this.workers?.close();
   }
 
   /** Seals `plain` (an encoded block) stored under `blockKey` for the tenant with `tenantSalt`, under the current key id. */
@@ -74,6 +91,28 @@ export class BlockSealer {
     return new Uint8Array(plain.buffer, plain.byteOffset, plain.byteLength);
   }
 
+  /**
+   * As `open`, with large blocks decrypted on a thread (the load path reads
+   * several blocks at once, so their decryption overlaps). Same checks, same
+   * errors; a failed thread falls back to opening here.
+   */
+  async openAsync(sealed: Uint8Array, blockKey: Uint8Array, tenantSalt: string): Promise<Uint8Array> {
+    const workers = this.workers;
+    if (workers === undefined || !workers.usable || sealed.byteLength < OFFLOAD_MIN_BYTES) return this.open(sealed, blockKey, tenantSalt);
+    assertBlockKey(blockKey);
+    const header = readSealHeader(sealed);
+    const key = this.keyring.tenantKey(header.keyId, tenantSalt);
+    if (key === undefined) return this.open(sealed, blockKey, tenantSalt); // throws KVT_ERR_SEAL_UNKNOWN_KEY
+    let plain: Uint8Array | null;
+    try {
+      plain = await workers.open(sealed.subarray(SEAL_HEADER_BYTES), key.export(), header.nonce, Buffer.from(this.associatedData(sealed, blockKey)));
+    } catch {
+      return this.open(sealed, blockKey, tenantSalt);
+    }
+    if (plain === null) throw new SealError('KVT_ERR_SEAL_AUTH_FAILED', 'sealed block failed authentication: tampered, stored under another key, or sealed for another tenant');
+    return plain;
+  }
+
   private associatedData(envelope: Uint8Array, blockKey: Uint8Array): Buffer {
     this.aad.set(envelope.subarray(0, SEAL_HEADER_BYTES), 0);
     this.aad.set(blockKey, SEAL_HEADER_BYTES);
@@ -93,6 +132,12 @@ export function openStored(sealer: BlockSealer | undefined, stored: Uint8Array, 
   }
   if (!looksSealed(stored)) throw new SealError('KVT_ERR_SEAL_NOT_SEALED', 'a plaintext block was read while encryption is on; it is not served (it expires like any block)');
   return sealer.open(stored, blockKey, tenantSalt);
+}
+
+/** `openStored` with large blocks decrypted on the sealer's threads (KvTier's load path). */
+export async function openStoredAsync(sealer: BlockSealer | undefined, stored: Uint8Array, blockKey: Uint8Array, tenantSalt: string): Promise<Uint8Array> {
+  if (sealer === undefined || !looksSealed(stored)) return openStored(sealer, stored, blockKey, tenantSalt);
+  return sealer.openAsync(stored, blockKey, tenantSalt);
 }
 
 /** Encryption of a stored blob as `kvtier inspect` shows it: null for a plaintext block. */
