@@ -20,7 +20,7 @@ import { LmdbPolicyStore, type PolicyStore } from './policy-store.ts';
 import { BLOCK_FORMAT_VERSION, hexToKeyBytes, PrefixHasher, type Hash128, type NamespaceSpec, type PrefixChain } from './prefix-hasher.ts';
 import { assertTenantName, type RetentionPolicy } from './retention-policy.ts';
 import { WriteBehindQueue } from './write-behind-queue.ts';
-import { openStored, type BlockSealer } from './seal/index.ts';
+import { openStoredAsync, type BlockSealer } from './seal/index.ts';
 
 const MIB = 1024 * 1024;
 
@@ -728,7 +728,7 @@ export class KvTier {
     let plain = bytes;
     if (!fromPending) {
       try {
-        plain = openStored(this.options.seal, bytes, lookup.chain.keyBytes(i), lookup.namespace.tenantSalt);
+        plain = await openStoredAsync(this.options.seal, bytes, lookup.chain.keyBytes(i), lookup.namespace.tenantSalt);
       } catch (error) {
         this.noteError(error, 'stored block did not open (encryption at rest); treated as a miss');
         return { failed: errorCodeOf(error) };
