@@ -144,6 +144,11 @@ export async function purge(api: AdminApi, args: ParsedArgs, io: CliIo, filter: 
   progress.done();
   if (boolFlag(args, 'json')) return io.out(json(report));
   io.out(`purged ${report.removedBlocks} of ${report.matched} matching blocks (${formatBytes(report.removedBytes)}) at ${api.target}\n`);
+  if (report.nodes !== undefined) {
+    const confirmed = report.nodes.filter((n) => n.acknowledged);
+    io.out(`${confirmed.length} ${report.nodes.length === 1 && report.nodes[0].node === 'engine' ? 'engine' : 'workers'} confirmed (every node now misses these blocks)${confirmed.length < report.nodes.length ? `; not yet: ${report.nodes.filter((n) => !n.acknowledged).map((n) => n.node).join(', ')}` : ''}\n`);
+    for (const node of report.nodes) io.out(`  ${node.node}: ${node.removedBlocks} blocks (${formatBytes(node.removedBytes)}) from its index\n`);
+  }
   if (report.errors.length > 0) {
     throw new CliError('KVT_ERR_CLI_SERVER', `${report.errors.length} batches failed, kept for a rerun: ${report.errors[0].message} [${report.errors[0].code}]`, 1);
   }
