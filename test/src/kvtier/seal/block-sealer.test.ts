@@ -14,6 +14,7 @@ import {
   keyringFromSecret,
   NonceSource,
   openStored,
+  openStoredAsync,
   parseKeyringJson,
   readSealHeader,
   SEAL_HEADER_BYTES,
@@ -129,6 +130,43 @@ describe('BlockSealer', () => {
     expect(openStored(undefined, bytes, key, ALICE)).toBe(bytes);
     expect(codeOf(() => openStored(undefined, sealed, key, ALICE))).toBe('KVT_ERR_SEAL_NO_KEYRING');
     expect(codeOf(() => openStored(sealer, bytes, key, ALICE))).toBe('KVT_ERR_SEAL_NOT_SEALED');
+  });
+});
+
+describe('openAsync (large blocks decrypted on threads)', () => {
+  it('opens what seal made, refuses tampered or foreign blobs, many at once', async () => {
+    const sealer = new BlockSealer(keyringFromSecret(SECRET_1), { openThreads: 2 });
+    try {
+      const key = Uint8Array.from(randomBytes(16));
+      const blocks = Array.from({ length: 12 }, (_, i) => Uint8Array.from(randomBytes(512 * 1024 + i)));
+      const sealed = blocks.map((b) => sealer.seal(b, key, ALICE));
+      const opened = await Promise.all(sealed.map((s) => sealer.openAsync(s, key, ALICE)));
+      opened.forEach((plain, i) => expect(Buffer.from(plain).equals(Buffer.from(blocks[i]))).toBe(true));
+      const asyncCode = async (run: () => Promise<unknown>) => {
+        try {
+          await run();
+        } catch (error) {
+          expect(error).toBeInstanceOf(SealError);
+          return errorCodeOf(error);
+        }
+        return 'opened';
+      };
+      const tampered = sealed[3].slice();
+      tampered[SEAL_HEADER_BYTES + 4096] ^= 1;
+      expect(await asyncCode(() => sealer.openAsync(tampered, key, ALICE))).toBe('KVT_ERR_SEAL_AUTH_FAILED');
+      expect(await asyncCode(() => sealer.openAsync(sealed[4], key, BOB))).toBe('KVT_ERR_SEAL_AUTH_FAILED');
+      const otherKey = key.slice();
+      otherKey[0] ^= 0x80;
+      expect(await asyncCode(() => sealer.openAsync(sealed[5], otherKey, ALICE))).toBe('KVT_ERR_SEAL_AUTH_FAILED');
+      const tag = sealed[6].slice();
+      tag[tag.byteLength - 1] ^= 4;
+      expect(await asyncCode(() => openStoredAsync(sealer, tag, key, ALICE))).toBe('KVT_ERR_SEAL_AUTH_FAILED');
+      expect(await asyncCode(() => openStoredAsync(sealer, blocks[0], key, ALICE))).toBe('KVT_ERR_SEAL_NOT_SEALED');
+      // The blobs themselves are untouched (their bytes were copied to the threads).
+      expect(Buffer.from(await sealer.openAsync(sealed[3], key, ALICE)).equals(Buffer.from(blocks[3]))).toBe(true);
+    } finally {
+      await sealer.close();
+    }
   });
 });
 
