@@ -107,15 +107,25 @@ export class GrammarMasks extends TrieWalker {
    * last tokens of a reply): one walk over the whole stacks.
    */
   private compute(state: MatcherState, budget: number): MaskEntry {
-    const bits = new Uint32Array(this.words);
     const stat = { maxCost: -1 };
     const accepts = this.accepts(state);
     if (budget !== Infinity) {
-      this.walkStacks(state.stacks, budget, bits, stat, null);
-      return { bits, accepts, maxCost: stat.maxCost };
+      const all = new Uint32Array(this.words);
+      this.walkStacks(state.stacks, budget, all, stat, null);
+      return { bits: all, accepts, maxCost: stat.maxCost };
     }
     const machine = this.machine;
-    let touched = false;
+    // The usual one-stack state whose tokens all stay in the top frame shares the local entry's bitset (both
+    // read-only); anything more is written to a copy, made on the first write.
+    let bits: Uint32Array | null = null;
+    let own = false;
+    const writable = (): Uint32Array => {
+      if (!own) {
+        bits = bits === null ? new Uint32Array(this.words) : bits.slice();
+        own = true;
+      }
+      return bits!;
+    };
     for (let st of state.stacks) {
       // A finished frame passes every byte down: the stack below is the same state.
       while (st.up !== null && this.finishedOnly(st.f)) st = st.up;
@@ -124,26 +134,34 @@ export class GrammarMasks extends TrieWalker {
       const upCost = st.up === null ? 0 : machine.stackCost(st.up);
       if (upCost === Infinity) continue;
       if (local.maxLocalCost >= 0) {
-        // Nothing set yet (the usual one-stack state): a copy, not a word-by-word OR.
-        if (!touched) bits.set(local.bits);
-        else for (let w = 0; w < bits.length; w++) bits[w] |= local.bits[w];
-        touched = true;
+        if (bits === null) bits = local.bits;
+        else {
+          const w = writable();
+          for (let i = 0; i < w.length; i++) w[i] |= local.bits[i];
+        }
         stat.maxCost = Math.max(stat.maxCost, local.maxLocalCost + upCost);
       }
       if (st.up === null) continue; // nothing may follow the top level
-      // Tokens that leave the frame: the rest of their bytes go to the stack below (a walk of those subtrees only).
+      // Tokens that leave the frame: the rest of their bytes go to the stack below (a walk of those subtrees
+      // only). Many leave on the same byte: the stack below is fed each byte once.
       const { trie } = local;
+      const fed: Array<Stack[] | undefined> = [];
       for (let i = 0; i < local.escapeNodes.length; i++) {
         const node = local.escapeNodes[i];
-        const cur: Stack[] = [];
-        machine.feed(st.up, local.escapeBytes[i], cur);
+        const c = local.escapeBytes[i];
+        let cur = fed[c];
+        if (cur === undefined) {
+          cur = [];
+          machine.feed(st.up, c, cur);
+          fed[c] = cur;
+        }
         if (cur.length === 0) continue;
-        touched = true;
-        this.allowTokensAt(trie, node, cur, Infinity, bits, stat);
-        this.walk(trie, cur, Infinity, bits, stat, null, node);
+        const w = writable();
+        this.allowTokensAt(trie, node, cur, Infinity, w, stat);
+        this.walk(trie, cur, Infinity, w, stat, null, node);
       }
     }
-    return { bits, accepts, maxCost: stat.maxCost };
+    return { bits: bits ?? new Uint32Array(this.words), accepts, maxCost: stat.maxCost };
   }
 
   /** lit done, string/object/array closed, seq complete: the frame can only pass bytes down. */

@@ -90,6 +90,14 @@ export class TrieWalker extends GrammarMatcher {
     stat.maxCost = Math.max(stat.maxCost, rest + 1 + Math.max(0, min - count - nmin) + slack);
   }
 
+  /** The one byte a stack can take when its top is a literal part-way through; -1 otherwise. */
+  private onlyByte(st: Stack): number {
+    const f = st.f;
+    if (f.n < 0 || f.p !== 0) return -1;
+    const nd = this.grammar.nodes[f.n];
+    return nd.kind === 'lit' && f.a < nd.bytes.length ? nd.bytes[f.a] : -1;
+  }
+
   /**
    * Depth-first over the trie, feeding each edge's byte to the stacks that
    * reached its parent. With `escapes` (a local walk): where a stack leaves
@@ -104,7 +112,16 @@ export class TrieWalker extends GrammarMatcher {
     while (nodes.length > 0) {
       const n = nodes.pop()!;
       const cur = states.pop()!;
-      for (let e = edgeStart[n]; e < edgeStart[n + 1]; e++) {
+      let e0 = edgeStart[n];
+      let e1 = edgeStart[n + 1];
+      const only = cur.length === 1 ? this.onlyByte(cur[0]) : -1;
+      if (only >= 0) {
+        // One literal byte can follow: its edge alone (edges are sorted by byte), not a feed per edge.
+        const e = edgeOf(edgeByte, e0, e1, only);
+        e0 = e;
+        e1 = e < 0 ? e : e + 1;
+      }
+      for (let e = e0; e < e1; e++) {
         const c = edgeByte[e];
         let next: Stack[] = [];
         for (let i = 0; i < cur.length; i++) machine.feed(cur[i], c, next);
@@ -135,4 +152,16 @@ export class TrieWalker extends GrammarMatcher {
       }
     }
   }
+}
+
+/** The edge of byte `b` among edges [e0, e1) sorted by byte; -1 when there is none. */
+function edgeOf(edgeByte: Uint8Array, e0: number, e1: number, b: number): number {
+  let lo = e0;
+  let hi = e1;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (edgeByte[mid] < b) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < e1 && edgeByte[lo] === b ? lo : -1;
 }
