@@ -644,7 +644,8 @@ export class PrefillScheduler {
     } catch (error) {
       this.options.onStorageError?.('store', error);
     }
-    if (reason === 'cancelled' || this.closed) sequence.free();
+    // No-store: the request's KV is not kept past it, not even in the engine's pool of retained sequences.
+    if (reason === 'cancelled' || this.closed || run.job.retention?.noStore) sequence.free();
     else this.retained.put({ sequence, tokens: run.fedTokens, tenantSalt: run.job.tenantSalt, storedBlocks: run.storedUpToBlock });
   }
 
