@@ -18,17 +18,29 @@
  *                       workload and workers, a hot RAM tier per worker sized to 1.5 × its share of the
  *                       sessions' blocks (it holds the sessions routed to it, not all of them: a RAM miss
  *                       costs a storage read), rounds interleaved, p50 over all rounds' cached turns.
+ *   ttft_aware_over_roundrobin, ttft_aware_over_roundrobin_s3
+ *                       the routing figure, on the fs store and on the S3 store (a real Ceph RGW on
+ *                       loopback): per round, the mean cached-turn TTFT with aware ÷ with round-robin;
+ *                       the median over KVTIER_BENCH_CLUSTER_PAIR_ROUNDS (4) rounds, fs and S3 and
+ *                       modes interleaved. The mean, not the p50: with 2 workers round-robin sends a
+ *                       session's next turn back to the worker that ran its previous one about half
+ *                       the time (a free hit on its retained sequence), so its TTFTs are two clusters
+ *                       of about equal weight and their p50 lands in one or the other by chance
+ *                       (0.49 in one run, 1.01 in the next on 2026-12-03). _p50_ figures are kept.
  *   ttft_cached_p50_ms_split, ttft_cached_p50_ms_split_always
  *                       the same with 1 KVTIER_ROLE=prefill + 1 KVTIER_ROLE=decode worker
  * Knobs: KVTIER_BENCH_CLUSTER_MODEL, KVTIER_BENCH_CLUSTER_REPLY_TOKENS,
- * KVTIER_BENCH_CLUSTER_PARTS (comma list of rps,pair,split; default all),
- * KVTIER_BENCH_CLUSTER_PAIR_ROUNDS (default 2).
+ * KVTIER_BENCH_CLUSTER_PARTS (comma list of rps,pair,pair_s3,split,shared_queue; default all but
+ * shared_queue, which adds that mode to the fs pair's rounds),
+ * KVTIER_BENCH_CLUSTER_PAIR_ROUNDS (default 4).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { Redis } from 'ioredis';
+
+import { startCephS3, type CephS3 } from '../test/helpers/ceph-s3.ts';
 
 import { chatStream, sessionSystem, startServe, userTurn, type ChatMessage } from '../test/src/cluster/cluster-processes.ts';
 import { freePort, RedisProcess, startWorker, type WorkerProcess } from '../test/src/workers/processes.ts';
@@ -38,9 +50,9 @@ const TURNS = 3;
 const REPLY_TOKENS = Number(process.env.KVTIER_BENCH_CLUSTER_REPLY_TOKENS ?? 24);
 /** synthetic:small by default: with synthetic:tiny a request costs less than its trip through the API and Redis. */
 const MODEL = process.env.KVTIER_BENCH_CLUSTER_MODEL ?? 'synthetic:small';
-const PARTS = new Set((process.env.KVTIER_BENCH_CLUSTER_PARTS ?? 'rps,pair,split').split(',').map((p) => p.trim()));
+const PARTS = new Set((process.env.KVTIER_BENCH_CLUSTER_PARTS ?? 'rps,pair,pair_s3,split').split(',').map((p) => p.trim()));
 const BLOCK = 64;
-const PAIR_ROUNDS = Number(process.env.KVTIER_BENCH_CLUSTER_PAIR_ROUNDS ?? 2);
+const PAIR_ROUNDS = Number(process.env.KVTIER_BENCH_CLUSTER_PAIR_ROUNDS ?? 4);
 
 interface Turn {
   session: number;
@@ -80,13 +92,21 @@ interface ClusterSpec {
   api?: Record<string, string>;
   /** Env for every worker. */
   worker?: Record<string, string>;
+  /** Blocks on this S3 server (a fresh prefix per cluster) instead of a fresh fs dir. */
+  s3?: CephS3;
 }
+
+let clusterSerial = 0;
 
 async function withCluster<T>(spec: ClusterSpec, body: (url: string, redisUrl: string) => Promise<T>): Promise<T> {
   const redis = new RedisProcess(await freePort());
   await redis.start();
   const blocks = mkdtempSync(join(tmpdir(), 'kvtier-bench-cluster-'));
-  const env = { REDIS_URL: redis.url, KVTIER_STORAGE: `fs:${blocks}` };
+  const storage = spec.s3
+    ? `s3://kvtier-bench-cluster/run-${process.pid}-${++clusterSerial}?endpoint=${encodeURIComponent(spec.s3.endpoint)}&createBucket=true` +
+      `&accessKeyId=${encodeURIComponent(spec.s3.accessKeyId)}&secretAccessKey=${encodeURIComponent(spec.s3.secretAccessKey)}`
+    : `fs:${blocks}`;
+  const env = { REDIS_URL: redis.url, KVTIER_STORAGE: storage };
   const workers: WorkerProcess[] = [];
   const api = await startServe({ ...env, KVTIER_MODEL: MODEL, ...spec.api });
   try {
@@ -130,7 +150,7 @@ export async function run(): Promise<Record<string, number | string>> {
   let sessionBlocks = 0;
   let blockBytes: number | null = null;
   // The pair and split runs size the hot tier from the 1-worker run's sessions and block bytes.
-  const counts = PARTS.has('rps') ? [1, 2, 3] : PARTS.has('pair') || PARTS.has('split') ? [1] : [];
+  const counts = PARTS.has('rps') ? [1, 2, 3] : PARTS.has('pair') || PARTS.has('pair_s3') || PARTS.has('split') ? [1] : [];
   for (const n of counts) {
     const measured = await withCluster({ workers: Array.from({ length: n }, () => ({})) }, async (url, redisUrl) => {
       await workload(url, 1000);
@@ -160,7 +180,7 @@ export async function run(): Promise<Record<string, number | string>> {
   if (result.rps_1 && result.rps_2) result.rps_2_over_rps_1 = Number(((result.rps_2 as number) / (result.rps_1 as number)).toFixed(2));
   if (result.rps_1 && result.rps_3) result.rps_3_over_rps_1 = Number(((result.rps_3 as number) / (result.rps_1 as number)).toFixed(2));
 
-  if (PARTS.has('pair') || PARTS.has('split')) {
+  if (PARTS.has('pair') || PARTS.has('pair_s3') || PARTS.has('split')) {
     if (!blockBytes || sessionBlocks === 0) throw new Error('no hot-tier block size measured (the rps pass reads it from the workers stats)');
     const workerCount = 2;
     const hotBlocks = Math.ceil((1.5 * sessionBlocks) / workerCount);
@@ -175,22 +195,51 @@ export async function run(): Promise<Record<string, number | string>> {
         return (await workload(url, 0)).turns.filter((t) => t.turn > 0).map((t) => t.ttftMs);
       });
     const median = (values: number[]): number => Number(p50(values).toFixed(1));
-    if (PARTS.has('pair')) {
-      // Interleaved rounds, so a burst of load from elsewhere on the machine hits every mode alike.
-      const modes = { aware: [] as number[], roundrobin: [] as number[], shared_queue: [] as number[] };
-      for (let round = 0; round < PAIR_ROUNDS; round++) {
-        for (const mode of Object.keys(modes) as Array<keyof typeof modes>) {
-          const dispatch = mode === 'shared_queue' ? 'shared' : mode;
-          const values = await cachedTtfts({ workers: [{}, {}], api: { KVTIER_DISPATCH: dispatch } });
-          modes[mode].push(...values);
-          console.error(`[bench cluster] round ${round + 1} ${mode}: cached-turn TTFT p50 ${median(values)} ms`);
+    const mean = (values: number[]): number => values.reduce((a, b) => a + b, 0) / values.length;
+    const stores = [...(PARTS.has('pair') ? ['fs'] : []), ...(PARTS.has('pair_s3') ? ['s3'] : [])] as Array<'fs' | 's3'>;
+    if (stores.length > 0) {
+      const s3 = stores.includes('s3') ? await startCephS3({ log: (line) => console.error(`[bench cluster] ${line}`) }) : undefined;
+      try {
+        // Interleaved rounds (stores and modes take turns), so a burst of load from elsewhere on the machine hits every mode alike.
+        type Mode = 'aware' | 'roundrobin' | 'shared_queue';
+        const runs = new Map<string, number[][]>();
+        for (let round = 0; round < PAIR_ROUNDS; round++) {
+          for (const store of stores) {
+            // shared_queue is an fs-only reference (KVTIER_BENCH_CLUSTER_PARTS=…,shared_queue); the pair is what the targets are about.
+            const modes: Mode[] = store === 'fs' && PARTS.has('shared_queue') ? ['aware', 'roundrobin', 'shared_queue'] : ['aware', 'roundrobin'];
+            if (round % 2 === 1) modes.reverse();
+            for (const mode of modes) {
+              const dispatch = mode === 'shared_queue' ? 'shared' : mode;
+              const values = await cachedTtfts({ workers: [{}, {}], api: { KVTIER_DISPATCH: dispatch }, s3: store === 's3' ? s3 : undefined });
+              const key = `${store}/${mode}`;
+              runs.set(key, [...(runs.get(key) ?? []), values]);
+              console.error(
+                `[bench cluster] round ${round + 1} ${store} ${mode}: cached-turn TTFT p50 ${median(values)} ms, mean ${mean(values).toFixed(1)} ms ` +
+                  `(sorted: ${[...values].sort((x, y) => x - y).map((v) => v.toFixed(0)).join(' ')})`,
+              );
+            }
+          }
         }
+        for (const store of stores) {
+          const suffix = store === 's3' ? '_s3' : '';
+          const aware = runs.get(`${store}/aware`)!;
+          const roundrobin = runs.get(`${store}/roundrobin`)!;
+          const perRound = aware.map((values, r) => mean(values) / mean(roundrobin[r]));
+          result[`ttft_cached_mean_ms_aware${suffix}`] = Number(mean(aware.flat()).toFixed(1));
+          result[`ttft_cached_mean_ms_roundrobin${suffix}`] = Number(mean(roundrobin.flat()).toFixed(1));
+          result[`ttft_cached_p50_ms_aware${suffix}`] = median(aware.flat());
+          result[`ttft_cached_p50_ms_roundrobin${suffix}`] = median(roundrobin.flat());
+          const sorted = [...perRound].sort((a, b) => a - b);
+          const mid = sorted.length >> 1;
+          result[`ttft_aware_over_roundrobin${suffix}`] = Number((sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2).toFixed(3));
+          result[`ttft_aware_over_roundrobin${suffix}_rounds`] = perRound.map((r) => r.toFixed(3)).join(' ');
+          result[`ttft_aware_over_roundrobin${suffix}_p50_pooled`] = Number((median(aware.flat()) / median(roundrobin.flat())).toFixed(3));
+          if (runs.has(`${store}/shared_queue`)) result.ttft_cached_p50_ms_shared_queue = median(runs.get(`${store}/shared_queue`)!.flat());
+        }
+        result.pair_rounds = PAIR_ROUNDS;
+      } finally {
+        await s3?.stop();
       }
-      result.pair_rounds = PAIR_ROUNDS;
-      result.ttft_cached_p50_ms_aware = median(modes.aware);
-      result.ttft_cached_p50_ms_roundrobin = median(modes.roundrobin);
-      result.ttft_cached_p50_ms_shared_queue = median(modes.shared_queue);
-      result.ttft_aware_over_roundrobin = Number((result.ttft_cached_p50_ms_aware / result.ttft_cached_p50_ms_roundrobin).toFixed(3));
     }
     if (PARTS.has('split')) {
       // The decode worker holds every running sequence (the colocated pair holds them in two
