@@ -16,7 +16,11 @@
  * continue), a Beta prior centred on the request's overall acceptance; a draft
  * model's token uses its own probability, blended with the request's running
  * acceptance (draft models are over-confident on text they copy badly).
- * β and γ are measured online from the step times.
+ * β and γ are measured online from the step times. β is the slope of the
+ * fastest recent verification per row count: on a shared machine a forward's
+ * time swings by several × with the load, and a least-squares line through
+ * such times gave slopes anywhere from 0.04 to 0.9 on the same model; the
+ * minimum of a window is what the rows themselves cost.
  */
 
 export type DraftLengthMode = 'fixed' | 'adaptive';
@@ -30,8 +34,10 @@ const PRIOR_WEIGHT = 2;
 /** After this many steps without drafting, one 1-token probe refreshes the statistics. */
 const PROBE_AFTER = 64;
 const EMA = 0.1;
-/** Weight a verification timing loses per later one (the machine's load changes). */
-const FIT_FORGET = 0.03;
+/** Verification timings kept per row count (the fastest of them stands for that row count). */
+const TIME_WINDOW = 16;
+/** Pseudo-samples of DEFAULT_ROW_COST in the measured row cost. */
+const ROW_COST_PRIOR = 2;
 
 export interface DraftLengthOptions {
   mode: DraftLengthMode;
@@ -55,8 +61,8 @@ export class DraftLengthPolicy {
   accepted = 0;
   verifications = 0;
   private idle = 0;
-  /** Exponentially forgotten sums of a least-squares line t(rows) = a + b·rows over timed verifications. */
-  private fit = { n: 0, x: 0, y: 0, xx: 0, xy: 0 };
+  /** The last TIME_WINDOW verification times (ms) by row count. */
+  private readonly times = new Map<number, number[]>();
   private stepMs1 = 0;
   private draftMs = 0;
 
@@ -75,15 +81,18 @@ export class DraftLengthPolicy {
 
   get rowCost(): number {
     if (this.fixedRowCost !== undefined) return this.fixedRowCost;
-    const f = this.fit;
-    const den = f.n * f.xx - f.x * f.x;
-    // Needs timings at two row counts at least before the fitted slope means anything.
-    if (f.n < 4 || den <= 1e-9 * f.n * f.n) return DEFAULT_ROW_COST;
-    const b = (f.n * f.xy - f.x * f.y) / den;
-    const a = (f.y - b * f.x) / f.n;
-    const t1 = a + b;
-    if (t1 <= 0) return DEFAULT_ROW_COST;
-    return Math.min(1, Math.max(0.01, b / t1));
+    const one = this.fastest(1);
+    if (one === undefined || one <= 0) return DEFAULT_ROW_COST;
+    // Relative slope from 1 row to each other row count seen, weighted by how often it was seen,
+    // with ROW_COST_PRIOR pseudo-samples of the default (one slow sample must not end drafting).
+    let sum = ROW_COST_PRIOR * DEFAULT_ROW_COST;
+    let weight = ROW_COST_PRIOR;
+    for (const [rows, ts] of this.times) {
+      if (rows === 1) continue;
+      sum += (ts.length * Math.min(1, Math.max(0.01, (Math.min(...ts) - one) / (rows - 1) / one)));
+      weight += ts.length;
+    }
+    return sum / weight;
   }
 
   get draftCost(): number {
@@ -146,25 +155,19 @@ export class DraftLengthPolicy {
     }
   }
 
-  /** Times of a target forward of `rows` rows for one sequence (ms). */
+  /** Times of a target forward of `rows` rows for one sequence, with its acceptance (ms). */
   observeVerify(rows: number, ms: number): void {
     if (rows === 1) this.stepMs1 = ema(this.stepMs1, ms);
-    const f = this.fit;
-    const keep = 1 - FIT_FORGET;
-    f.n = f.n * keep + 1;
-    f.x = f.x * keep + rows;
-    f.y = f.y * keep + ms;
-    f.xx = f.xx * keep + rows * rows;
-    f.xy = f.xy * keep + rows * ms;
-    if (this.stepMs1 === 0 && f.n >= 4) this.stepMs1 = Math.max(1e-6, this.fitAt(1));
+    let ts = this.times.get(rows);
+    if (ts === undefined) this.times.set(rows, (ts = []));
+    ts.push(ms);
+    if (ts.length > TIME_WINDOW) ts.shift();
+    if (this.stepMs1 === 0) this.stepMs1 = Math.max(1e-6, ms / (1 + this.rowCost * (rows - 1)));
   }
 
-  private fitAt(rows: number): number {
-    const f = this.fit;
-    const den = f.n * f.xx - f.x * f.x;
-    if (den <= 0) return f.y / f.n;
-    const b = (f.n * f.xy - f.x * f.y) / den;
-    return (f.y - b * f.x) / f.n + b * rows;
+  private fastest(rows: number): number | undefined {
+    const ts = this.times.get(rows);
+    return ts && ts.length > 0 ? Math.min(...ts) : undefined;
   }
 
   observeDraftStep(ms: number): void {

@@ -196,8 +196,10 @@ export class SpeculativeSession {
     const { tokens } = this.plan(limit);
     const t0 = performance.now();
     const rows = this.target.prefill(tokens, { allLogits: true });
+    const emitted = this.complete(rows);
+    // A verified row costs its forward and its acceptance (the row's law, the residual): both are timed.
     this.policy.observeVerify(tokens.length, performance.now() - t0);
-    return this.complete(rows);
+    return emitted;
   }
 
   /** Frees the draft model's sequence (the target sequence belongs to the caller). */

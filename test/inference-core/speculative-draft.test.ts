@@ -44,4 +44,18 @@ describe('draft length', () => {
     const fixed = new DraftLengthPolicy({ mode: 'fixed' });
     expect(fixed.ngramLength(8, 1)).toBe(5);
   });
+
+  it('measured row cost: the fastest recent time per row count (load spikes ignored); one slow timing does not end drafting', () => {
+    const p = new DraftLengthPolicy({ mode: 'adaptive' });
+    // A row costs 10 ms + 2 ms per extra row; every third timing is slowed 3× by other load.
+    for (let i = 0; i < 30; i++) for (const rows of [1, 2, 4]) p.observeVerify(rows, (10 + 2 * (rows - 1)) * (i % 3 === 0 ? 3 : 1));
+    // 32 windowed timings of slope 0.2 and the prior's 2 of 0.15.
+    expect(p.rowCost).toBeCloseTo((32 * 0.2 + 2 * 0.15) / 34, 9);
+    const q = new DraftLengthPolicy({ mode: 'adaptive' });
+    for (let i = 0; i < 10; i++) q.observeVerify(1, 10);
+    q.observeVerify(2, 40);
+    expect(q.rowCost).toBeCloseTo((1 + 2 * 0.15) / 3, 9);
+    for (let i = 0; i < 10; i++) q.record(8, 8, 4);
+    expect(q.ngramLength(8, 4)).toBeGreaterThan(0);
+  });
 });
