@@ -94,8 +94,9 @@ export interface GcDeps {
  *    the record: the grace covers that gap).
  * 4. Temp files of crashed writers (fs stores).
  *
- * Each batch re-reads its records (a renewal since the scan saves a block),
- * deletes from storage, then from the plane. Killed in between, the next run
+ * Each batch is judged on the page just read (a renewal buffered on a node
+ * lands within a second; one racing the page by milliseconds can lose), then
+ * deleted from storage, then from the plane. Killed in between, the next run
  * finds the same records expired again and finishes them; a blob whose
  * record went first cannot happen. Cursors make every phase restartable.
  */
@@ -181,16 +182,13 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
     if (!report.plane.trusted) return finish();
   }
 
-  /** Re-reads victims (renewed ones are spared), deletes storage then plane. False when storage refused. */
-  const removeBatch = async (candidates: BlockRecord[], reason: GcReason, stillVictim: (record: BlockRecord) => boolean): Promise<boolean> => {
-    if (candidates.length === 0) return true;
+  /** Deletes storage then plane. False when storage refused (the batch stays for the next run). */
+  const removeBatch = async (victims: BlockRecord[], reason: GcReason): Promise<boolean> => {
+    if (victims.length === 0) return true;
     if (dryRun) {
-      for (const record of candidates) tally(record, reason);
+      for (const record of victims) tally(record, reason);
       return true;
     }
-    const fresh = await plane.get(candidates.map((record) => record.key));
-    const victims = fresh.filter((record): record is BlockRecord => record !== null && stillVictim(record));
-    if (victims.length === 0) return true;
     try {
       await store.delete(victims.map((record) => record.key));
     } catch (error) {
@@ -218,7 +216,7 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
         cursor = page.cursor;
         progress.scannedBlocks += page.records.length;
         const candidates = page.records.filter((record) => !counted.has(record.key) && isExpired(record));
-        await removeBatch(candidates, 'expired', isExpired);
+        await removeBatch(candidates, 'expired');
         options.onProgress?.({ ...progress });
       } while (cursor !== undefined);
     }
@@ -246,8 +244,7 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
             victims.push(record);
             excess -= record.sizeBytes;
           }
-          const scanned = new Map(victims.map((record) => [record.key, record.lastUseAt]));
-          const ok = await removeBatch(victims, 'evicted', (record) => record.lastUseAt <= (scanned.get(record.key) ?? -Infinity));
+          const ok = await removeBatch(victims, 'evicted');
           options.onProgress?.({ ...progress });
           if (!ok || page.cursor === undefined) break;
           cursor = page.cursor;

@@ -40,6 +40,8 @@ export class LmdbMetadataPlane implements MetadataPlane {
   private readonly listeners = new Set<(keys: string[]) => void>();
   private readonly renewals: RenewalBuffer;
   private closed = false;
+  /** Usage deltas of the transaction in progress, written once at its end (a counter row is read and written once per batch, not per record). */
+  private readonly deltas = new Map<string, number>();
 
   private constructor(
     private readonly env: RootDatabase,
@@ -114,6 +116,7 @@ export class LmdbMetadataPlane implements MetadataPlane {
   async upsert(records: readonly BlockRecord[], options: { ifAbsent?: boolean } = {}): Promise<void> {
     this.assertOpen();
     await this.records.transaction(() => {
+      this.deltas.clear();
       for (const record of records) {
         const keyBytes = hexToKeyBytes(record.key);
         const existing = this.readRecord(record.key, keyBytes);
@@ -124,6 +127,7 @@ export class LmdbMetadataPlane implements MetadataPlane {
           lastUseAt: Math.max(existing?.lastUseAt ?? 0, record.lastUseAt),
         });
       }
+      this.writeCounters();
     });
   }
 
@@ -139,6 +143,7 @@ export class LmdbMetadataPlane implements MetadataPlane {
   async remove(keys: readonly string[]): Promise<BlockRecord[]> {
     this.assertOpen();
     const removed = await this.records.transaction(() => {
+      this.deltas.clear();
       const out: BlockRecord[] = [];
       for (const key of keys) {
         const keyBytes = hexToKeyBytes(key);
@@ -147,6 +152,7 @@ export class LmdbMetadataPlane implements MetadataPlane {
         this.replace(keyBytes, existing, undefined);
         out.push(existing);
       }
+      this.writeCounters();
       return out;
     });
     if (removed.length > 0) {
@@ -237,10 +243,25 @@ export class LmdbMetadataPlane implements MetadataPlane {
     if (this.closed) return;
     await this.records.transaction(() => {
       for (const [key, { at }] of batch) {
+        // A renewal moves only the LRU rows and the record's last use: class, tenant and size (the counters) stay.
         const keyBytes = hexToKeyBytes(key);
-        const existing = this.readRecord(key, keyBytes);
-        if (existing === undefined || existing.lastUseAt >= at) continue;
-        this.replace(keyBytes, existing, { ...existing, lastUseAt: at });
+        const value = this.records.getBinary(keyBytes);
+        if (value === undefined) continue;
+        const lastUseAt = value.readDoubleLE(0);
+        if (lastUseAt >= at) continue;
+        const depth = value.readUInt32LE(32);
+        const capped = value.readDoubleLE(24) > 0;
+        const before = useRow(lastUseAt, depth, keyBytes);
+        const after = useRow(at, depth, keyBytes);
+        this.byUse.remove(before);
+        this.byUse.put(after, EMPTY);
+        if (capped) {
+          this.capped.remove(before);
+          this.capped.put(after, EMPTY);
+        }
+        const next = Buffer.from(value);
+        next.writeDoubleLE(at, 0);
+        this.records.put(keyBytes, next);
       }
     });
   }
@@ -277,7 +298,12 @@ export class LmdbMetadataPlane implements MetadataPlane {
 
   private addCounter(name: string, delta: number): void {
     if (delta === 0) return;
-    this.meta.put(name, Number(this.meta.get(name) ?? 0) + delta);
+    this.deltas.set(name, (this.deltas.get(name) ?? 0) + delta);
+  }
+
+  private writeCounters(): void {
+    for (const [name, delta] of this.deltas) if (delta !== 0) this.meta.put(name, Number(this.meta.get(name) ?? 0) + delta);
+    this.deltas.clear();
   }
 
   private assertOpen(): void {

@@ -217,18 +217,19 @@ export class RedisMetadataPlane implements MetadataPlane {
       cursorMember = Buffer.from(member, 'hex');
     }
     const reply = (await this.call(() =>
-      this.scriptBuffer('kvtPlaneScan', options.capped ? this.keys.cap : this.keys.use, cursorScore, cursorMember, maxScore, String(limit)),
-    )) as (Buffer | number)[];
+      this.scriptBuffer('kvtPlaneScan', options.capped ? this.keys.cap : this.keys.use, cursorScore, cursorMember, maxScore, String(limit), this.keys.bucket),
+    )) as (Buffer | number | null)[];
     const more = Number(reply[0]) === 1;
-    const members: Buffer[] = [];
+    const records: BlockRecord[] = [];
     let cursor: string | undefined;
-    for (let i = 1; i < reply.length; i += 2) {
+    for (let i = 1; i < reply.length; i += 3) {
       const member = reply[i] as Buffer;
-      members.push(member);
-      cursor = `${(reply[i + 1] as Buffer).toString()}:${member.toString('hex')}`;
+      const score = (reply[i + 1] as Buffer).toString();
+      const value = reply[i + 2];
+      cursor = `${score}:${member.toString('hex')}`;
+      if (value instanceof Buffer) records.push(decodeValue(member.toString('hex'), value, Number(score)));
     }
-    const found = await this.get(members.map((member) => member.toString('hex')));
-    return { records: found.filter((record): record is BlockRecord => record !== null), cursor: more ? cursor : undefined };
+    return { records, cursor: more ? cursor : undefined };
   }
 
   async usage(): Promise<PlaneUsage> {
@@ -282,11 +283,13 @@ export class RedisMetadataPlane implements MetadataPlane {
 
   private async writeRenewals(batch: Map<string, PendingRenewal>): Promise<void> {
     if (this.closed) return;
+    // Most planes hold no capped record: then the second zset is not touched at all.
+    const anyCapped = (await this.call(() => this.redis.zcard(this.keys.cap))) > 0;
     const args: (string | Buffer)[] = [];
     const pipeline = this.redis.pipeline();
     const push = () => {
       pipeline.zadd(this.keys.use, 'XX', 'GT', ...(args as [string, Buffer]));
-      pipeline.zadd(this.keys.cap, 'XX', 'GT', ...(args as [string, Buffer]));
+      if (anyCapped) pipeline.zadd(this.keys.cap, 'XX', 'GT', ...(args as [string, Buffer]));
       args.length = 0;
     };
     for (const [key, { at, depth }] of batch) {

@@ -11,14 +11,25 @@
 const COMMON = `
 -- prefix is '<p>r:<bits>:'; the bucket is the key's first <bits> bits (≤ 16),
 -- and the field drops the whole bytes the bucket name already holds.
+local bitsOf = {}
 local function bucket(prefix, member)
-  local bits = tonumber(string.match(prefix, ':(%d+):$'))
+  local bits = bitsOf[prefix]
+  if not bits then
+    bits = tonumber(string.match(prefix, ':(%d+):$'))
+    bitsOf[prefix] = bits
+  end
   local hi, lo = string.byte(member, 1, 2)
   return prefix .. string.format('%x', math.floor((hi * 256 + lo) / 2 ^ (16 - bits))), string.sub(member, math.floor(bits / 8) + 1)
 end
+-- Plain finds, not a pattern: this runs once per record in every upsert and remove.
 local function parse(v)
-  local size, created, ttl, depth, cl, te = string.match(v, '^([0-9a-z]+),([0-9a-z]+),([0-9a-z]+),([0-9a-z]+)%z([^%z]*)%z([^%z]*)%z')
-  return tonumber(size, 36), created, cl, te
+  local c1 = string.find(v, ',', 1, true)
+  local c2 = c1 and string.find(v, ',', c1 + 1, true)
+  local z1 = c2 and string.find(v, '\\0', c2 + 1, true)
+  local z2 = z1 and string.find(v, '\\0', z1 + 1, true)
+  local z3 = z2 and string.find(v, '\\0', z2 + 1, true)
+  if not z3 then return nil end
+  return tonumber(string.sub(v, 1, c1 - 1), 36), string.sub(v, c1 + 1, c2 - 1), string.sub(v, z1 + 1, z2 - 1), string.sub(v, z2 + 1, z3 - 1)
 end
 -- Usage deltas are summed per call and written once per tag.
 local deltas = {}
@@ -103,21 +114,24 @@ return out
 `;
 
 /**
- * KEYS: a zset. ARGV: cursor score ('' = from the start), cursor member, max score, limit.
- * Returns more (0/1), then member, score pairs after (cursor score, cursor member)
- * in zset order. A cursor member still at its score continues by rank; one
- * deleted or moved meanwhile continues after its (score, member) position.
+ * KEYS: a zset. ARGV: cursor score ('' = from the start), cursor member, max score, limit, bucket prefix.
+ * Returns more (0/1), then member, score, record value (or false) triples after
+ * (cursor score, cursor member) in zset order. A cursor member still at its
+ * score continues by rank; one deleted or moved meanwhile continues after its
+ * (score, member) position.
  */
-export const SCAN_LUA = `
-local z, cs, cm, maxs, limit = KEYS[1], ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+export const SCAN_LUA = `${COMMON}
+local z, cs, cm, maxs, limit, prefix = KEYS[1], ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local out = {0}
 local function take(page, skipTies)
   for i = 1, #page, 2 do
     local s = tonumber(page[i + 1])
     if s > tonumber(maxs) then return true end
     if not skipTies or s > tonumber(cs) or page[i] > cm then
+      local b, f = bucket(prefix, page[i])
       out[#out + 1] = page[i]
       out[#out + 1] = page[i + 1]
+      out[#out + 1] = redis.call('HGET', b, f) or false
     end
   end
   return false
