@@ -12,6 +12,10 @@
  *                            not shared between processes
  *   REDIS_URL set:           Redis keys `kvtier:resp:<tenant>:<id>` with PX = TTL,
  *                            shared by every API process of the cluster
+ *
+ * Background runs: a cancel or DELETE that reaches an API process other than
+ * the one running the response leaves a mark here (`…:cancel`, or the record
+ * gone) that the running process polls (`control`).
  */
 import { Redis } from 'ioredis';
 
@@ -34,6 +38,10 @@ export interface ResponseStore {
   get(tenant: string, id: string): Promise<StoredResponse | undefined>;
   /** true when a record was deleted. */
   delete(tenant: string, id: string): Promise<boolean>;
+  /** Asks whichever API process runs background response `id` to cancel it (POST …/cancel reached another process). */
+  requestCancel(tenant: string, id: string, ttlMs: number): Promise<void>;
+  /** What the process running background response `id` must do: go on, cancel (asked by another process), or stop because the record was deleted. */
+  control(tenant: string, id: string): Promise<'run' | 'cancel' | 'deleted'>;
   close(): Promise<void>;
 }
 
@@ -42,6 +50,7 @@ const MAX_MEMORY_RECORDS = 100_000;
 
 export class MemoryResponseStore implements ResponseStore {
   private readonly records = new Map<string, { record: StoredResponse; expiresAt: number }>();
+  private readonly cancels = new Set<string>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -70,8 +79,20 @@ export class MemoryResponseStore implements ResponseStore {
     return entry !== undefined && entry.expiresAt > this.now();
   }
 
+  async requestCancel(tenant: string, id: string): Promise<void> {
+    this.cancels.add(keyOf(tenant, id));
+  }
+
+  async control(tenant: string, id: string): Promise<'run' | 'cancel' | 'deleted'> {
+    const key = keyOf(tenant, id);
+    const entry = this.records.get(key);
+    if (entry === undefined || entry.expiresAt <= this.now()) return 'deleted';
+    return this.cancels.has(key) ? 'cancel' : 'run';
+  }
+
   async close(): Promise<void> {
     this.records.clear();
+    this.cancels.clear();
   }
 }
 
@@ -94,6 +115,17 @@ export class RedisResponseStore implements ResponseStore {
 
   async delete(tenant: string, id: string): Promise<boolean> {
     return (await this.client.del(redisKey(tenant, id))) > 0;
+  }
+
+  async requestCancel(tenant: string, id: string, ttlMs: number): Promise<void> {
+    await this.client.set(`${redisKey(tenant, id)}:cancel`, '1', 'PX', Math.max(1, Math.floor(ttlMs)));
+  }
+
+  async control(tenant: string, id: string): Promise<'run' | 'cancel' | 'deleted'> {
+    const key = redisKey(tenant, id);
+    const [record, cancel] = await Promise.all([this.client.exists(key), this.client.exists(`${key}:cancel`)]);
+    if (record === 0) return 'deleted';
+    return cancel === 1 ? 'cancel' : 'run';
   }
 
   async close(): Promise<void> {

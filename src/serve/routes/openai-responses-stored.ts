@@ -8,7 +8,12 @@
  *   GET    /v1/responses/{id}/input_items   the items it was generated from, paginated (responses-items.ts)
  *   DELETE /v1/responses/{id}               drops it (a background run still going is cancelled)
  *   POST   /v1/responses/{id}/cancel        cancels a background run: status "cancelled", the engine
- *                                           sequence freed; a finished one is returned as it is
+ *                                           sequence freed; a finished one is returned as it is. A run in
+ *                                           another API process (REDIS_URL) is reached through the store:
+ *                                           that process polls for the mark, cancels and settles the record
+ *
+ * DELETE of a run going on in another process works the same way: its process
+ * sees the record gone, stops the run and does not write it back.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
@@ -26,6 +31,11 @@ type IdRequest = FastifyRequest<{ Params: { id: string }; Querystring: Record<st
 export function notFound(id: string, param: string): KvtError {
   return new KvtError('KVT_ERR_RESPONSE_NOT_FOUND', `no stored response "${id}" for this API key`, { param });
 }
+
+/** How long a cancel that reached another API process waits for the run's process to settle the record. */
+const CANCEL_WAIT_MS = 5000;
+
+const running = (response: Record<string, unknown>): boolean => response.status === 'queued' || response.status === 'in_progress';
 
 function invalid(message: string, param: string): KvtError {
   return new KvtError('KVT_ERR_REQUEST_INVALID', message, { param });
@@ -88,11 +98,17 @@ export function registerStoredResponses(app: FastifyInstance, ctx: ServeContext,
     const record = await store.get(identity.tenant, id);
     if (!record) throw notFound(id, 'id');
     if (record.response.background !== true) throw invalid(`response "${id}" was not created with background: true; only background responses can be cancelled`, 'id');
-    const status = record.response.status;
-    if (status === 'queued' || status === 'in_progress') {
-      throw invalid(`response "${id}" runs in another API process (or one that stopped): cancel it through the process that created it`, 'id');
+    if (!running(record.response)) return record.response;
+    // Another API process runs it (REDIS_URL): leave the mark it polls for, and wait for it to settle the record.
+    await store.requestCancel(identity.tenant, id, ctx.config.requestTimeoutMs);
+    const deadline = Date.now() + CANCEL_WAIT_MS;
+    for (;;) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const now = await store.get(identity.tenant, id);
+      if (!now) throw notFound(id, 'id');
+      // Past the wait (its process is gone or stuck) the mark stays, and the answer is the record as it is.
+      if (!running(now.response) || Date.now() > deadline) return now.response;
     }
-    return record.response;
   });
 }
 

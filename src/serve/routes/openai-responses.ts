@@ -47,6 +47,8 @@ import { notFound, registerStoredResponses } from './openai-responses-stored.ts'
 
 /** How long a fetched retention policy is trusted for the TTL of new records. */
 const POLICY_REFRESH_MS = 2000;
+/** How often a background run looks for a cancel or DELETE that reached another API process. */
+const CONTROL_POLL_MS = 200;
 
 function invalid(message: string, param: string): KvtError {
   return new KvtError('KVT_ERR_REQUEST_INVALID', message, { param });
@@ -145,8 +147,10 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
       runs.add(run);
       run.emit('response.created', { response: run.snapshot() });
       run.emit('response.queued', { response: run.snapshot() });
-      void runInBackground(run, ctx, generateRequest, async (end) => {
-        if (!run.deleted) await save(end);
+      const control = () => store.control(identity.tenant, shape.id);
+      void runInBackground(run, ctx, generateRequest, control, async (end) => {
+        // A DELETE through another process must not be undone by this run's next write.
+        if (!run.deleted && (await control()) !== 'deleted') await save(end);
       }).finally(() => runs.retire(run));
       if (!body.stream) return run.snapshot();
       // The stream follows the run; the client going away stops reading, not the run.
@@ -191,8 +195,27 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
  * sequence as a streamed response; a failure or a cancel settles the record
  * as failed / cancelled (response.failed / response.cancelled events).
  */
-async function runInBackground(run: ResponseRun, ctx: ServeContext, request: GenerateRequest, saveEnd: (end: EndEvent | null) => Promise<void>): Promise<void> {
+async function runInBackground(
+  run: ResponseRun,
+  ctx: ServeContext,
+  request: GenerateRequest,
+  control: () => Promise<'run' | 'cancel' | 'deleted'>,
+  saveEnd: (end: EndEvent | null) => Promise<void>,
+): Promise<void> {
   const { shape } = run;
+  const watch = setInterval(() => {
+    control().then(
+      (what) => {
+        if (what === 'run' || run.finished || run.cancelled) return;
+        run.deleted = what === 'deleted';
+        run.cancelled = true;
+        run.abort.abort(new KvtError('KVT_ERR_INTERNAL', `${what === 'deleted' ? 'deleted' : 'cancelled'} through another API process`));
+      },
+      // A store that cannot answer (Redis down) leaves the run going; the next poll asks again.
+      () => undefined,
+    );
+  }, CONTROL_POLL_MS);
+  watch.unref();
   try {
     const generation = ctx.service.generate(request, run.abort.signal);
     const first = await generation.next();
@@ -213,6 +236,7 @@ async function runInBackground(run: ResponseRun, ctx: ServeContext, request: Gen
     await saveEnd(null).catch(() => undefined);
     run.emit(run.cancelled ? 'response.cancelled' : 'response.failed', { response: run.snapshot() });
   } finally {
+    clearInterval(watch);
     run.finish();
   }
 }

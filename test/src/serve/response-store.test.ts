@@ -28,6 +28,20 @@ describe('MemoryResponseStore', () => {
     expect(await store.delete('alice', 'resp_2')).toBe(false);
   });
 
+  it('control: run, then cancel once asked, deleted once the record is gone or expired', async () => {
+    let now = 1_000;
+    const store = new MemoryResponseStore(() => now);
+    await store.put('alice', 'r', record('a'), 500);
+    expect(await store.control('alice', 'r')).toBe('run');
+    expect(await store.control('bob', 'r')).toBe('deleted');
+    await store.requestCancel('bob', 'r');
+    expect(await store.control('alice', 'r')).toBe('run');
+    await store.requestCancel('alice', 'r');
+    expect(await store.control('alice', 'r')).toBe('cancel');
+    now += 500;
+    expect(await store.control('alice', 'r')).toBe('deleted');
+  });
+
   it('returns copies: a caller editing a record does not change the stored one', async () => {
     const store = new MemoryResponseStore();
     await store.put('alice', 'r', record('a'), 60_000);
@@ -65,8 +79,14 @@ describe('RedisResponseStore', () => {
       expect(ttl).toBeGreaterThan(0);
       expect(ttl).toBeLessThanOrEqual(60_000);
       expect(await two.delete('bob', 'resp_x')).toBe(false);
+      // A cancel asked through one process is what the other (running it) sees; a delete ends the run too.
+      expect(await one.control('alice', 'resp_x')).toBe('run');
+      await two.requestCancel('alice', 'resp_x', 60_000);
+      expect(await one.control('alice', 'resp_x')).toBe('cancel');
+      expect(await one.control('bob', 'resp_x')).toBe('deleted');
       expect(await two.delete('alice', 'resp_x')).toBe(true);
       expect(await one.get('alice', 'resp_x')).toBeUndefined();
+      expect(await one.control('alice', 'resp_x')).toBe('deleted');
     } finally {
       await one.close();
       await two.close();

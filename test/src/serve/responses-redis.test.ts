@@ -2,7 +2,8 @@
  * Stored responses in a cluster (REDIS_URL): two API processes and one
  * `kvtier worker` on one Redis. A response created through one API process is
  * read, continued (previous_response_id) and deleted through the other; the
- * record stays its tenant's.
+ * record stays its tenant's. A background run in one is cancelled or deleted
+ * through the other (the store carries the mark its process polls for).
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -61,5 +62,30 @@ describe('/v1/responses with REDIS_URL', () => {
     await two.responses.delete(created.id);
     await expect(one.responses.retrieve(created.id)).rejects.toMatchObject({ status: 404 });
     expect((await one.responses.retrieve(next.id)).id).toBe(next.id);
+  }, 120_000);
+
+  it('a background run is cancelled, and another deleted, through the API process that does not run it', async () => {
+    const one = new OpenAI({ baseURL: `${first.url}/v1`, apiKey: KEYS.alice, maxRetries: 0 });
+    const two = new OpenAI({ baseURL: `${second.url}/v1`, apiKey: KEYS.alice, maxRetries: 0 });
+    // A grammar holds the reply open for ≥ 1500 characters, so the run is still going when the other process acts.
+    const talk = { type: 'object', properties: { talk: { type: 'string', minLength: 1500 } }, required: ['talk'], additionalProperties: false };
+    const longRun = () =>
+      one.responses.create({ model: MODEL, input: 'Talk for a long time', text: { format: { type: 'json_schema', name: 'talk', schema: talk, strict: true } }, max_output_tokens: 1900, temperature: 0, background: true });
+    const inProgress = async (id: string) => {
+      while ((await two.responses.retrieve(id)).status !== 'in_progress') await new Promise((resolve) => setTimeout(resolve, 20));
+    };
+    const cancelMe = await longRun();
+    await inProgress(cancelMe.id);
+    expect((await two.responses.cancel(cancelMe.id)).status).toBe('cancelled');
+    expect((await one.responses.retrieve(cancelMe.id)).status).toBe('cancelled');
+
+    const deleteMe = await longRun();
+    await inProgress(deleteMe.id);
+    await two.responses.delete(deleteMe.id);
+    // The process running it stops it (nothing left running there) and does not write the record back.
+    while (first.built.context.runner.status().running + first.built.context.runner.status().waiting > 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await expect(one.responses.retrieve(deleteMe.id)).rejects.toMatchObject({ status: 404 });
+    await expect(two.responses.retrieve(deleteMe.id)).rejects.toMatchObject({ status: 404 });
   }, 120_000);
 });
