@@ -41,6 +41,11 @@ export class BlockSealer {
     this.workers = options.openThreads === 0 ? undefined : new OpenWorkers(options.openThreads);
   }
 
+  /** Threads large blocks are opened on by `openAsync` (0: the caller's thread). */
+  get openThreads(): number {
+    return this.workers?.size ?? 0;
+  }
+
   /** Stops the open threads (they are unref'd, so a process exits without this). */
   async close(): Promise<void> {
     await this.workers?.close();
