@@ -5,7 +5,7 @@ export {};
  * modules; their fields are merged.
  */
 const areas: Record<string, string[]> = {
-  storage: ['./storage.ts', './storage-kvtier.ts', './storage-codecs.ts'],
+  storage: ['./storage.ts', './storage-kvtier.ts', './storage-codecs.ts', './storage-seal.ts'],
   engine: ['./engine.ts', './engine-deepseek.ts'],
   'engine-deepseek': ['./engine-deepseek.ts'],
   'model-files': ['./model-files.ts'],
