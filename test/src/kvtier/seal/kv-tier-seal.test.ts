@@ -193,6 +193,28 @@ describe('KvTier with encryption at rest', () => {
     expect((await loadPrompt(on, sealedTokens)).loaded.blocks).toHaveLength(BLOCKS);
   });
 
+  it('large blocks (opened on the seal threads) round-trip, and a tampered one still ends the load', async () => {
+    const layout = { layers: 8, kvHeads: 2, headDim: 64, dtype: 'f16' as const, tokensPerBlock: 64 }; // 256 KiB payloads
+    const bytes = 8 * 2 * 64 * 2 * 64 * 2;
+    const tokens = tokensOf(64 * BLOCKS, 20);
+    const writer = await openTier(keyringFromSecret(SECRET_1));
+    const namespace = writer.namespace({ modelFingerprint: FINGERPRINT, tenantSalt: 'salt-alice' });
+    writer.store({ namespace, tokens, layout, ...scopeOf('alice'), payloads: Array.from({ length: BLOCKS }, (_, b) => payloadFor(20, b, bytes)) });
+    await writer.flush();
+    const stored = (await store.get(keyOf(tokens, 3)))!.slice();
+    stored[SEAL_HEADER_BYTES + 100_000] ^= 2;
+    await store.put(keyOf(tokens, 3), stored);
+    const sealer = new BlockSealer(keyringFromSecret(SECRET_1), { openThreads: 2 });
+    try {
+      const reader = await openTier(null, { seal: sealer });
+      const { loaded } = await loadPrompt(reader, tokens);
+      expect(loaded.blocks.map((b) => Array.from(b.payload))).toEqual([0, 1, 2].map((b) => Array.from(payloadFor(20, b, bytes))));
+      expect(loaded.stoppedAt).toEqual({ block: 3, code: 'KVT_ERR_SEAL_AUTH_FAILED' });
+    } finally {
+      await sealer.close();
+    }
+  });
+
   it('the writer\'s own reads (pending writes, hot cache) serve the plaintext it encoded', async () => {
     const tokens = tokensOf(64 * BLOCKS, 19);
     const tier = await openTier(keyringFromSecret(SECRET_1), { hotCacheBytes: 1 << 20 });
