@@ -5,8 +5,9 @@
  * string body as one bitset (vocab-index.ts), and free text split by the
  * marker's first byte. The base of GrammarMasks.
  */
-import { ESCAPED, T_TEXT, type Stack } from './grammar-frames.ts';
+import { ESCAPED, SENTINEL_NODE, T_TEXT, type Stack } from './grammar-frames.ts';
 import { dedupe, DEDUPE_OVER, GrammarMatcher } from './grammar-matcher.ts';
+import { stringBodyLocal, stringBodyTable } from './string-body-table.ts';
 import { buildTrie, PLAIN_MAX_CHARS, type ByteTrie } from './vocab-index.ts';
 
 /** Where stacks left a frame in a local walk: the trie node reached and the byte that left. */
@@ -56,7 +57,10 @@ export class TrieWalker extends GrammarMatcher {
     // (by at most one byte) the cost after them; under a binding budget that must be exact, so walk instead.
     if (top && node && node.kind === 'str' && top.f.p === 1 && (node.exclude === null || top.f.x === 0 || budget === Infinity)) {
       this.plainString(top, node.min, node.max, budget, bits, stat, top.f.x !== 0 ? 1 : 0);
-      this.walk(this.vocab.nonPlainTrie, stacks, budget, bits, stat, escapes, 0);
+      if (escapes !== null && budget === Infinity && node.exclude === null && top.up !== null && top.up.f.n === SENTINEL_NODE) {
+        // A local entry: the per-vocabulary table of the body's walk, filtered by this frame's count and bounds.
+        stringBodyLocal(stringBodyTable(this.vocab), this.vocab.nonPlainTrie, top.f.a, node.min, node.max, bits, stat, escapes);
+      } else this.walk(this.vocab.nonPlainTrie, stacks, budget, bits, stat, escapes, 0);
       return this.vocab.nonPlainTrie;
     }
     if (top && node && node.kind === 'trig' && top.f.p === T_TEXT) {
