@@ -147,8 +147,9 @@ function buildTable(trie: ByteTrie): StringBodyTable {
 }
 
 /**
- * The non-plain part of the local entry of a string body at count `a` with bounds [min, max]: what
- * walk(nonPlainTrie, [frame, sentinel]) gives — token bits, the largest close cost, and the escapes.
+ * The non-plain tokens of a string body at count `a` with bounds [min, max] below a stack that costs
+ * `upCost` to close: what walk(nonPlainTrie) gives for the tokens that stay in the frame (bits, the
+ * largest cost within `budget`), and the nodes and bytes where tokens leave it (`escapes`).
  */
 export function stringBodyLocal(
   t: StringBodyTable,
@@ -156,6 +157,8 @@ export function stringBodyLocal(
   a: number,
   min: number,
   max: number,
+  upCost: number,
+  budget: number,
   bits: Uint32Array,
   stat: { maxCost: number },
   escapes: { nodes: number[]; bytes: number[] },
@@ -172,6 +175,8 @@ export function stringBodyLocal(
     if (phase === S_END) cost = 0;
     else if (phase === S_BODY) cost = Math.max(0, min - chars) + 1;
     else cost = t.tokPending[i] + Math.max(0, min - chars - 1) + 1;
+    cost += upCost;
+    if (cost > budget || cost === Infinity) continue;
     if (cost > stat.maxCost) stat.maxCost = cost;
     const node = t.tokNode[i];
     for (let k = tokStart[node]; k < tokStart[node + 1]; k++) {

@@ -57,11 +57,32 @@ export class TrieWalker extends GrammarMatcher {
     // (by at most one byte) the cost after them; under a binding budget that must be exact, so walk instead.
     if (top && node && node.kind === 'str' && top.f.p === 1 && (node.exclude === null || top.f.x === 0 || budget === Infinity)) {
       this.plainString(top, node.min, node.max, budget, bits, stat, top.f.x !== 0 ? 1 : 0);
-      if (escapes !== null && budget === Infinity && node.exclude === null && top.up !== null && top.up.f.n === SENTINEL_NODE) {
-        // A local entry: the per-vocabulary table of the body's walk, filtered by this frame's count and bounds.
-        stringBodyLocal(stringBodyTable(this.vocab), this.vocab.nonPlainTrie, top.f.a, node.min, node.max, bits, stat, escapes);
-      } else this.walk(this.vocab.nonPlainTrie, stacks, budget, bits, stat, escapes, 0);
-      return this.vocab.nonPlainTrie;
+      const trie = this.vocab.nonPlainTrie;
+      const local = escapes !== null && budget === Infinity && top.up !== null && top.up.f.n === SENTINEL_NODE;
+      if (node.exclude === null && (local || escapes === null)) {
+        // The per-vocabulary table of the body's walk, filtered by this frame's count and bounds; tokens that
+        // leave the frame go on into the stack below (a local entry records them instead).
+        const up = local ? null : top.up;
+        const left: Escapes = local ? escapes : { nodes: [], bytes: [] };
+        const upCost = up === null ? 0 : this.machine.stackCost(up);
+        stringBodyLocal(stringBodyTable(this.vocab), trie, top.f.a, node.min, node.max, upCost, budget, bits, stat, left);
+        if (up !== null) {
+          const fed: Array<Stack[] | undefined> = [];
+          for (let i = 0; i < left.nodes.length; i++) {
+            const c = left.bytes[i];
+            let cur = fed[c];
+            if (cur === undefined) {
+              cur = [];
+              this.machine.feed(up, c, cur);
+              fed[c] = cur;
+            }
+            if (cur.length === 0) continue;
+            this.allowTokensAt(trie, left.nodes[i], cur, budget, bits, stat);
+            this.walk(trie, cur, budget, bits, stat, null, left.nodes[i]);
+          }
+        }
+      } else this.walk(trie, stacks, budget, bits, stat, escapes, 0);
+      return trie;
     }
     if (top && node && node.kind === 'trig' && top.f.p === T_TEXT) {
       // Free text: a token without the marker's first byte stays text (cost 0 here); walk only the others.
