@@ -5,12 +5,12 @@
  * at the same number of requests in flight.
  *
  * Blocks carry a 1 MiB payload (16 layers × 4 KV heads × 64 dims, f16, 64
- * tokens: about one block of the demo model). The hot RAM tier is on but
- * holds a quarter of the prompt, so an in-order load never finds a block in
- * RAM (each load evicts what the next one needs first) and every round pays
- * the fill. The two sides take turns, who goes first alternating by round;
- * the ratio is the median of the per-round ratios (each pair saw the same
- * background load).
+ * tokens: about one block of the demo model), in prompts of 16 blocks. The
+ * hot RAM tier is on but holds a quarter of all the prompts, so a load never
+ * finds a block in RAM (the other prompts evicted it) and every load pays
+ * the fill. The two sides take turns prompt by prompt, who goes first
+ * alternating; the ratio is the median of the per-round ratios (each pair
+ * saw the same background load).
  *
  * Used by bench/storage-kvtier.ts (fs) and bench/storage.ts (s3).
  */
@@ -19,9 +19,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import type { BlobStore } from '../storage-adapters/index.ts';
-import { KvTier, payloadBytesFor, type KvLayout } from '../src/kvtier/index.ts';
+import { KvTier, payloadBytesFor, type KvLayout, type LookupResult } from '../src/kvtier/index.ts';
 
 export const LOAD_LAYOUT: KvLayout = { layers: 16, kvHeads: 4, headDim: 64, dtype: 'f16', tokensPerBlock: 64 };
+const PROMPT_BLOCKS = 16;
 
 export interface LoadPairOptions {
   blocks: number;
@@ -59,79 +60,88 @@ export async function benchLoadPair(store: BlobStore, options: LoadPairOptions):
   try {
     const namespace = tier.namespace({ modelFingerprint: 'bench-load-model', tenantSalt: `bench-${store.kind}-${Date.now()}` });
     const scope = { tenant: 'bench', trafficClass: 'chat' };
-    const tokens = new Uint32Array(blocks * 64);
-    let state = 12345;
-    for (let i = 0; i < tokens.length; i++) tokens[i] = (state = (Math.imul(state, 1664525) + 1013904223) >>> 0) % 151_936;
     const payload = new Uint8Array(payloadBytes);
     for (let i = 0; i < payload.length; i++) payload[i] = (i * 2654435761) >>> 24;
-    log(`${store.kind} load pair: storing ${blocks} blocks of ${payloadBytes} payload bytes`);
-    tier.store({ namespace, tokens, layout: LOAD_LAYOUT, ...scope, payloads: () => payload, toBlock: blocks });
-    await tier.flush();
-    if (tier.stats().blocksWritten !== blocks) throw new Error(`bench setup stored ${tier.stats().blocksWritten} of ${blocks} blocks`);
-    const hit = await tier.lookup(namespace, tokens, scope);
-    if (hit.hitBlocks !== blocks) throw new Error(`lookup found ${hit.hitBlocks} of ${blocks} blocks`);
-    const keys = hit.keys;
+    // Prompts of PROMPT_BLOCKS blocks each; within a round the two sides take turns prompt by
+    // prompt (tens of ms each), so a burst of load from elsewhere lands on both alike.
+    const promptCount = Math.max(1, Math.floor(blocks / PROMPT_BLOCKS));
+    log(`${store.kind} load pair: storing ${promptCount} prompts × ${PROMPT_BLOCKS} blocks of ${payloadBytes} payload bytes`);
+    const hits: LookupResult[] = [];
+    let state = 12345;
+    for (let p = 0; p < promptCount; p++) {
+      const tokens = new Uint32Array(PROMPT_BLOCKS * 64);
+      for (let i = 0; i < tokens.length; i++) tokens[i] = (state = (Math.imul(state, 1664525) + 1013904223) >>> 0) % 151_936;
+      tier.store({ namespace, tokens, layout: LOAD_LAYOUT, ...scope, payloads: () => payload, toBlock: PROMPT_BLOCKS });
+      await tier.flush();
+      const hit = await tier.lookup(namespace, tokens, scope);
+      if (hit.hitBlocks !== PROMPT_BLOCKS) throw new Error(`lookup found ${hit.hitBlocks} of ${PROMPT_BLOCKS} blocks`);
+      hits.push(hit);
+    }
+    const keys = hits.map((hit) => hit.keys);
 
-    let storedBytes = 0;
-    // The get side keeps what it read until the round ends, as `load` does (its result holds every
-    // block): a reader that drops each buffer at once lets malloc hand the same warm pages back to
+    // The get side keeps what it read until the prompt is done, as `load`'s result holds every
+    // block: a reader that drops each buffer at once lets malloc hand the same warm pages back to
     // the next read, which no caller that uses the bytes gets.
-    const getAll = async () => {
-      const held = new Array<Uint8Array>(keys.length);
+    const getPrompt = async (p: number): Promise<number> => {
+      const held = new Array<Uint8Array>(keys[p].length);
       let next = 0;
       await Promise.all(
         Array.from({ length: inFlight }, async () => {
-          while (next < keys.length) {
+          while (next < keys[p].length) {
             const i = next++;
-            held[i] = (await store.get(keys[i]))!;
+            held[i] = (await store.get(keys[p][i]))!;
           }
         }),
       );
-      storedBytes = held.reduce((sum, bytes) => sum + bytes.byteLength, 0);
+      return held.reduce((sum, bytes) => sum + bytes.byteLength, 0);
     };
-    let loadedBytes = 0;
-    const loadAll = async () => {
-      const loaded = await tier.load(hit);
-      if (loaded.blocks.length !== blocks) throw new Error(`load returned ${loaded.blocks.length} of ${blocks} blocks (${loaded.stoppedAt?.code})`);
-      loadedBytes = loaded.blocks.reduce((sum, block) => sum + block.payload.byteLength, 0);
+    const loadPrompt = async (p: number): Promise<number> => {
+      const loaded = await tier.load(hits[p]);
+      if (loaded.blocks.length !== PROMPT_BLOCKS) throw new Error(`load returned ${loaded.blocks.length} of ${PROMPT_BLOCKS} blocks (${loaded.stoppedAt?.code})`);
+      return loaded.blocks.reduce((sum, block) => sum + block.payload.byteLength, 0);
     };
-    await getAll(); // warm-up: sockets / page cache, JIT
-    await loadAll();
+    for (let p = 0; p < promptCount; p++) {
+      await getPrompt(p); // warm-up: sockets / page cache, JIT
+      await loadPrompt(p);
+    }
     const hotHitsBefore = tier.stats().hotCacheHits;
     const getMs: number[] = [];
     const loadMs: number[] = [];
-    const cpuUs = new Map<number[], number>([
-      [getMs, 0],
-      [loadMs, 0],
-    ]);
+    let storedBytes = 0;
+    let loadedBytes = 0;
+    const cpuUs = { get: 0, load: 0 };
     for (let round = 0; round < rounds; round++) {
-      const steps: Array<[number[], () => Promise<void>]> = [
-        [getMs, getAll],
-        [loadMs, loadAll],
-      ];
-      if (round % 2 === 1) steps.reverse();
-      for (const [samples, step] of steps) {
-        const cpu0 = process.cpuUsage();
-        const t0 = performance.now();
-        await step();
-        samples.push(performance.now() - t0);
-        const cpu = process.cpuUsage(cpu0);
-        cpuUs.set(samples, cpuUs.get(samples)! + cpu.user + cpu.system);
+      const time = { get: 0, load: 0 };
+      storedBytes = 0;
+      loadedBytes = 0;
+      for (let p = 0; p < promptCount; p++) {
+        const sides: Array<'get' | 'load'> = (round + p) % 2 ? ['load', 'get'] : ['get', 'load'];
+        for (const side of sides) {
+          const cpu0 = process.cpuUsage();
+          const t0 = performance.now();
+          if (side === 'get') storedBytes += await getPrompt(p);
+          else loadedBytes += await loadPrompt(p);
+          time[side] += performance.now() - t0;
+          const cpu = process.cpuUsage(cpu0);
+          cpuUs[side] += cpu.user + cpu.system;
+        }
       }
+      getMs.push(time.get);
+      loadMs.push(time.load);
       log(
-        `${store.kind} load pair round ${round + 1}: get ${gbps(storedBytes, getMs.at(-1)!).toFixed(3)} GB/s, ` +
-          `load ${gbps(loadedBytes, loadMs.at(-1)!).toFixed(3)} GB/s (payload)`,
+        `${store.kind} load pair round ${round + 1}: get ${gbps(storedBytes, time.get).toFixed(3)} GB/s, ` +
+          `load ${gbps(loadedBytes, time.load).toFixed(3)} GB/s (payload)`,
       );
     }
     if (tier.stats().hotCacheHits !== hotHitsBefore) throw new Error('the hot tier served blocks: the pair would not measure storage');
-    await store.delete(keys);
+    await store.delete(keys.flat());
     return {
       loadPayloadGbps: round3(gbps(loadedBytes, median(loadMs))),
       getGbps: round3(gbps(storedBytes, median(getMs))),
       loadOverGet: round3(median(loadMs.map((ms, r) => gbps(loadedBytes, ms) / gbps(storedBytes, getMs[r])))),
       // Process CPU (all threads) per block: what the hit path adds when cores, not the disk, are scarce.
-      loadCpuUsPerBlock: Math.round(cpuUs.get(loadMs)! / (rounds * blocks)),
-      getCpuUsPerBlock: Math.round(cpuUs.get(getMs)! / (rounds * blocks)),
+      loadCpuUsPerBlock: Math.round(cpuUs.load / (rounds * promptCount * PROMPT_BLOCKS)),
+      getCpuUsPerBlock: Math.round(cpuUs.get / (rounds * promptCount * PROMPT_BLOCKS)),
       loadMs,
       getMs,
     };
