@@ -3,9 +3,10 @@
  * (src/kvtier/metadata), Redis (a redis-server started here) and LMDB:
  * batched renewals per second, record writes per second, GC blocks judged and
  * removed per second (runGc over a plane of expired records, fs store), and
- * Redis memory per record (used_memory delta). KVTIER_BENCH_PLANE_BLOCKS
- * records (default 200 000; the Redis records spread over 2^14 hashes, ~12
- * per hash as 10^6 blocks over the default 2^16).
+ * Redis memory per record (used_memory delta of a fill of
+ * KVTIER_BENCH_PLANE_MEM_BLOCKS records, default 10^6, in the default layout:
+ * 2^16 record hashes). Throughput over KVTIER_BENCH_PLANE_BLOCKS records
+ * (default 200 000, spread over 2^14 hashes: ~12 per hash, as at 10^6).
  */
 import { createHash } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -20,9 +21,9 @@ import { startRedis } from '../test/helpers/redis-server.ts';
 
 const T0 = Date.UTC(2026, 0, 1);
 
-function records(n: number): BlockRecord[] {
+function records(n: number, from = 0): BlockRecord[] {
   const out: BlockRecord[] = [];
-  for (let i = 0; i < n; i++) {
+  for (let i = from; i < from + n; i++) {
     out.push({
       key: createHash('sha1').update(String(i)).digest('hex').slice(0, 32),
       trafficClass: i % 3 === 0 ? 'agent' : 'chat',
@@ -78,16 +79,21 @@ export async function run(): Promise<Record<string, number>> {
     await redisPlane.upsert(all.slice(0, 1)); // warm the scripts
     const redis = await measure(redisPlane, all, join(dir, 'redis'));
     await redisPlane.close();
-    // Memory: a fresh fill, measured before GC empties it.
+    // Memory: a fresh fill in the default layout.
     await admin.flushall();
-    const fill = await RedisMetadataPlane.open({ url: server.url, bucketBits: 14 });
+    const memBlocks = Number(process.env.KVTIER_BENCH_PLANE_MEM_BLOCKS ?? 1_000_000);
+    const fill = await RedisMetadataPlane.open({ url: server.url });
     const empty = Number(/used_memory:(\d+)/.exec(await admin.info('memory'))![1]);
-    for (let i = 0; i < n; i += 512) await fill.upsert(all.slice(i, i + 512));
+    for (let start = 0; start < memBlocks; start += 50_000) {
+      const chunk = records(Math.min(50_000, memBlocks - start), start);
+      for (let i = 0; i < chunk.length; i += 512) await fill.upsert(chunk.slice(i, i + 512));
+    }
     const full = Number(/used_memory:(\d+)/.exec(await admin.info('memory'))![1]);
     await fill.close();
     void before;
     for (const [k, v] of Object.entries(redis)) out[`plane_redis_${k}`] = v;
-    out.plane_redis_bytes_per_record = Math.round((full - empty) / n);
+    out.plane_mem_blocks = memBlocks;
+    out.plane_redis_bytes_per_record = Math.round((full - empty) / memBlocks);
     const lmdbPlane = await LmdbMetadataPlane.open({ path: join(dir, 'lmdb-plane') });
     const lmdb = await measure(lmdbPlane, all, join(dir, 'lmdb'));
     await lmdbPlane.close();

@@ -1,6 +1,6 @@
 import { FsBlobStore, type BlobStore } from '../../storage-adapters/index.ts';
 
-import type { BlockIndex } from './block-index.ts';
+import type { AdoptedRecord, BlockIndex } from './block-index.ts';
 import type { Clock } from './clock.ts';
 import { errorCodeOf } from './errors.ts';
 import { effectiveTtlMs, scopeTagsOf, type BlockRecord, type MetadataPlane } from './metadata/metadata-plane.ts';
@@ -252,6 +252,10 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
       }
     }
 
+    // This node's index is a cache: entries it holds as expired whose record is gone (another
+    // node's GC, or a run of ours killed before it dropped them) or expired go; live ones are refreshed.
+    if (!dryRun && !aborted()) await pruneLocalIndex(deps, now, batchSize, aborted, ttlOf);
+
     // 3. Orphans: blobs no record knows.
     if (!dryRun && !aborted() && (options.sweepOrphans ?? true)) {
       progress.phase = 'orphans';
@@ -272,6 +276,38 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
     options.onProgress?.({ ...progress });
   }
   return finish();
+}
+
+async function pruneLocalIndex(
+  deps: GcDeps,
+  now: number,
+  batchSize: number,
+  aborted: () => boolean,
+  ttlOf: (record: BlockRecord) => number,
+): Promise<void> {
+  const { index, plane, policy } = deps;
+  let cursor: Buffer | undefined;
+  while (!aborted()) {
+    const batch = index.expiredBatch(now, batchSize, cursor);
+    if (batch.keys.length === 0) return;
+    cursor = batch.cursor;
+    const keys = batch.keys.map((keyBytes) => keyBytes.toString('hex'));
+    const records = await plane.get(keys);
+    const gone: Uint8Array[] = [];
+    const live: AdoptedRecord[] = [];
+    records.forEach((record, i) => {
+      if (record === null || record.lastUseAt + ttlOf(record) <= now) gone.push(Uint8Array.from(batch.keys[i]));
+      else {
+        const entry = index.get(Uint8Array.from(batch.keys[i]));
+        live.push({ keyBytes: Uint8Array.from(batch.keys[i]), sizeBytes: record.sizeBytes, trafficClass: record.trafficClass, tenant: record.tenant, depth: entry?.depth ?? record.depth, createdAt: record.createdAt, lastUseAt: record.lastUseAt, ttlCapMs: record.ttlMs });
+      }
+    });
+    if (gone.length > 0) {
+      const removed = await index.remove(gone);
+      deps.onRemoved?.(removed.map((entry) => entry.key));
+    }
+    if (live.length > 0) await index.adoptRecords(live, policy);
+  }
 }
 
 async function sweepOrphans(
