@@ -1,7 +1,7 @@
 import { createCipheriv, createDecipheriv } from 'node:crypto';
 
 import { NonceSource } from './nonce-source.ts';
-import { OpenWorkers } from './open-workers.ts';
+import { defaultOpenThreads, OpenWorkers } from './open-workers.ts';
 import { looksSealed, readSealHeader, SEAL_HEADER_BYTES, SEAL_NONCE_OFFSET, SEAL_OVERHEAD_BYTES, SEAL_TAG_BYTES, writeSealHeader, type SealHeader } from './seal-envelope.ts';
 import { SealError } from './seal-errors.ts';
 import { SealKeyring, type SealKeyringSpec } from './seal-keyring.ts';
@@ -14,7 +14,7 @@ const OFFLOAD_MIN_BYTES = 128 * 1024;
 
 export interface BlockSealerOptions {
   nonces?: NonceSource;
-  /** Threads `openAsync` decrypts large blocks on; default one less than the cores (1..4), 0 = open on the caller's thread. */
+  /** Threads `openAsync` decrypts large blocks on; default `defaultOpenThreads()` (0 on ≤ 2 cores), 0 = open on the caller's thread. */
   openThreads?: number;
 }
 
@@ -38,7 +38,8 @@ export class BlockSealer {
   constructor(keyring: SealKeyring | SealKeyringSpec, options: BlockSealerOptions = {}) {
     this.keyring = keyring instanceof SealKeyring ? keyring : new SealKeyring(keyring);
     this.nonces = options.nonces ?? new NonceSource();
-    this.workers = options.openThreads === 0 ? undefined : new OpenWorkers(options.openThreads);
+    const threads = options.openThreads ?? defaultOpenThreads();
+    this.workers = threads === 0 ? undefined : new OpenWorkers(threads);
   }
 
   /** Threads large blocks are opened on by `openAsync` (0: the caller's thread). */

@@ -1,6 +1,6 @@
 /** Encryption at rest for kvtier blocks: AES-256-GCM envelopes, HKDF per-tenant keys, key ids and rotation. */
 export { BlockSealer, describeSealed, openStored, openStoredAsync, type BlockSealerOptions } from './block-sealer.ts';
-export { OpenWorkers } from './open-workers.ts';
+export { defaultOpenThreads, OpenWorkers } from './open-workers.ts';
 export { NonceSource } from './nonce-source.ts';
 export {
   looksSealed,

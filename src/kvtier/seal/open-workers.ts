@@ -39,6 +39,16 @@ parentPort.on('message', (m) => {
 });
 `;
 
+/**
+ * One less than the cores, at most 4 — and none on 2 cores or fewer: there
+ * the loading thread and libuv's readers already fill the machine, and a
+ * hand-off only adds waiting (measured: bench/storage-seal.ts, seal_threads_*).
+ */
+export function defaultOpenThreads(): number {
+  const cores = availableParallelism();
+  return cores <= 2 ? 0 : Math.min(4, cores - 1);
+}
+
 interface Pending {
   resolve: (plain: Uint8Array | null) => void;
   reject: (error: Error) => void;
@@ -54,8 +64,7 @@ export class OpenWorkers {
   private nextId = 0;
   private broken: Error | undefined;
 
-  /** Default threads: one less than the cores, 1..4. */
-  constructor(readonly size = Math.max(1, Math.min(4, availableParallelism() - 1))) {
+  constructor(readonly size: number) {
     this.inFlight = new Array<number>(size).fill(0);
   }
 
