@@ -11,7 +11,7 @@ import { existsSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
 import { openBlobStore } from '../../storage-adapters/index.ts';
-import { BlockIndex, LmdbPolicyStore, RedisPolicyStore, systemClock, type GcReport, type PolicyStore, type RetentionPolicyDoc } from '../kvtier/index.ts';
+import { BlockIndex, LmdbPolicyStore, openMetadataPlane, RedisPolicyStore, systemClock, type GcReport, type PolicyStore, type RetentionPolicyDoc } from '../kvtier/index.ts';
 import { AdminService, BlockAdmin, type AdminApi, type AdminProgress, type BlockDetail, type BlockFilter, type BlockListing, type OverviewResponse, type PolicyEdit, type PolicyEditResult, type PurgeFilter, type PurgeReport } from '../serve/admin/index.ts';
 import { loadPricing, openStatsStore, StatsRecorder } from '../stats/index.ts';
 import { CliError } from './commands/cli-error.ts';
@@ -55,8 +55,11 @@ export class LocalAdmin implements AdminApi {
       const statsStore = await openStatsStore({ dataDir, redisUrl: options.redisUrl });
       closers.push(() => statsStore.close());
       // No timer: this process flushes when a command asks for figures or changes blocks.
-      const recorder = new StatsRecorder({ store: statsStore, sampleTier: async () => ({ cache: null, usage: index.usage() }) });
-      const blocks = await BlockAdmin.create({ index, store, policy: () => policy.current(), clock: systemClock });
+      // The cluster's records (Redis with --redis-url, else <dataDir>/plane): purge sweeps them, stats read stored bytes from them.
+      const plane = await openMetadataPlane({ dataDir, redisUrl: options.redisUrl ?? '' });
+      closers.push(() => plane.close());
+      const recorder = new StatsRecorder({ store: statsStore, sampleTier: async () => ({ cache: null, usage: await plane.usage() }) });
+      const blocks = await BlockAdmin.create({ index, store, plane, policy: () => policy.current(), clock: systemClock });
       const service = new AdminService({ blocks, policy, recorder, pricing: loadPricing(process.env) });
       return new LocalAdmin(service, closers, dataDir);
     } catch (error) {

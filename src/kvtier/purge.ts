@@ -64,13 +64,18 @@ export function matchesPurge(block: Pick<IndexEntry, 'tenant' | 'trafficClass' |
   return true;
 }
 
-/** Deletes `victims` from storage then from the view, batch by batch, reporting after each. */
+/**
+ * Deletes `victims` from storage then from the view, batch by batch, reporting
+ * after each. A key already in `counted` (removed by an earlier pass over
+ * another view) is not counted again; counted keys are added to it.
+ */
 async function removeInBatches<T extends { key: string; sizeBytes: number }>(
   victims: readonly T[],
   store: BlobStore,
-  removeFromView: (batch: readonly T[]) => Promise<readonly { sizeBytes: number }[]>,
+  removeFromView: (batch: readonly T[]) => Promise<readonly { key: string; sizeBytes: number }[]>,
   progress: PurgeProgress,
   onProgress: (progress: PurgeProgress) => void,
+  counted: Set<string> = new Set(),
 ): Promise<PurgeResult> {
   const result: PurgeResult = { matched: victims.length, removedBlocks: 0, removedBytes: 0, errors: [] };
   onProgress({ ...progress });
@@ -83,6 +88,8 @@ async function removeInBatches<T extends { key: string; sizeBytes: number }>(
       continue;
     }
     for (const removed of await removeFromView(batch)) {
+      if (counted.has(removed.key)) continue;
+      counted.add(removed.key);
       result.removedBlocks++;
       result.removedBytes += removed.sizeBytes;
     }
@@ -99,6 +106,7 @@ export async function purgeIndex(
   filter: PurgeFilter,
   at: number,
   onProgress: (progress: PurgeProgress) => void = () => undefined,
+  counted?: Set<string>,
 ): Promise<PurgeResult> {
   const victims: IndexEntry[] = [];
   let scanned = 0;
@@ -106,7 +114,9 @@ export async function purgeIndex(
     scanned++;
     if (matchesPurge(entry, filter, at)) victims.push(entry);
   }
-  const progress: PurgeProgress = { phase: 'purge', scannedBlocks: scanned, removedBlocks: 0, removedBytes: 0, totalBlocks: victims.length };
+  // Entries an earlier pass already removed (and counted) still leave the index, but are not counted again.
+  const fresh = counted === undefined ? victims.length : victims.filter((v) => !counted.has(v.key)).length;
+  const progress: PurgeProgress = { phase: 'purge', scannedBlocks: scanned, removedBlocks: 0, removedBytes: 0, totalBlocks: fresh };
   return removeInBatches(
     victims,
     deps.store,
@@ -116,6 +126,7 @@ export async function purgeIndex(
     },
     progress,
     onProgress,
+    counted,
   );
 }
 
@@ -129,6 +140,7 @@ export async function purgePlane(
   filter: PurgeFilter,
   at: number,
   onProgress: (progress: PurgeProgress) => void = () => undefined,
+  counted?: Set<string>,
 ): Promise<PurgeResult> {
   const victims: BlockRecord[] = [];
   let scanned = 0;
@@ -140,5 +152,5 @@ export async function purgePlane(
     cursor = page.cursor;
   } while (cursor !== undefined);
   const progress: PurgeProgress = { phase: 'purge cluster records', scannedBlocks: scanned, removedBlocks: 0, removedBytes: 0, totalBlocks: victims.length };
-  return removeInBatches(victims, deps.store, (batch) => deps.plane.remove(batch.map((v) => v.key)), progress, onProgress);
+  return removeInBatches(victims, deps.store, (batch) => deps.plane.remove(batch.map((v) => v.key)), progress, onProgress, counted);
 }

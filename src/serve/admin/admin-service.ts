@@ -100,35 +100,30 @@ export class AdminService {
   }
 
   /**
-   * Removes the matching blocks from storage and from every node's view: the
-   * serving tier purges its own index and caches (embedded: the engine
-   * thread; BullMQ: every live worker, which acknowledges; see
-   * cluster/purge-log.ts), then this process's own index handle.
+   * Removes the matching blocks from storage and from every node's view:
+   * first the cluster's metadata plane and this process's own index (each
+   * block counted once), then the serving tier purges its own index and
+   * caches (embedded: the engine thread; BullMQ: every live worker, which
+   * acknowledges; see cluster/purge-log.ts).
    */
   async purge(filter: PurgeFilter, onProgress: (progress: AdminProgress) => void): Promise<PurgeReport> {
     this.checkPurgeFilter(filter);
     const at = Date.now();
-    const nodes: NonNullable<PurgeReport['nodes']> = [];
+    const report: PurgeReport = await this.blocks.purge(filter, onProgress, at);
     const tier = this.options.tier;
     if (tier) {
-      onProgress({ phase: 'purge serving nodes', scannedBlocks: 0, removedBlocks: 0, removedBytes: 0 });
+      const nodes: NonNullable<PurgeReport['nodes']> = [];
+      onProgress({ phase: 'purge serving nodes', scannedBlocks: 0, removedBlocks: report.removedBlocks, removedBytes: report.removedBytes });
       const answer = (await tier.admin({ op: 'purge', filter, at })) as TierPurgeAnswer;
       if ('workers' in answer) {
         for (const ack of answer.workers) nodes.push({ node: ack.workerId, acknowledged: ack.outcome !== undefined, removedBlocks: ack.outcome?.removedBlocks ?? 0, removedBytes: ack.outcome?.removedBytes ?? 0 });
       } else nodes.push({ node: 'engine', acknowledged: true, removedBlocks: answer.removedBlocks, removedBytes: answer.removedBytes, errors: answer.errors });
-      const removed = nodes.reduce((sum, n) => sum + n.removedBlocks, 0);
-      onProgress({ phase: 'purge serving nodes', scannedBlocks: removed, removedBlocks: removed, removedBytes: nodes.reduce((sum, n) => sum + n.removedBytes, 0) });
+      report.nodes = nodes;
+      report.errors.push(...nodes.flatMap((n) => n.errors ?? []));
+      const silent = nodes.filter((n) => !n.acknowledged).map((n) => n.node);
+      if (silent.length > 0) report.errors.push({ code: 'KVT_ERR_CLUSTER_PURGE_UNACKNOWLEDGED', message: `workers ${silent.join(', ')} did not confirm the purge within 30 s; they apply it at their next heartbeat or start` });
+      onProgress({ phase: 'purge serving nodes', scannedBlocks: nodes.length, removedBlocks: report.removedBlocks, removedBytes: report.removedBytes });
     }
-    const own = await this.blocks.purge(filter, onProgress, at);
-    const report: PurgeReport = {
-      matched: own.matched + nodes.reduce((sum, n) => sum + n.removedBlocks, 0),
-      removedBlocks: own.removedBlocks + nodes.reduce((sum, n) => sum + n.removedBlocks, 0),
-      removedBytes: own.removedBytes + nodes.reduce((sum, n) => sum + n.removedBytes, 0),
-      errors: [...own.errors, ...nodes.flatMap((n) => n.errors ?? [])],
-      ...(tier ? { nodes } : {}),
-    };
-    const silent = nodes.filter((n) => !n.acknowledged).map((n) => n.node);
-    if (silent.length > 0) report.errors.push({ code: 'KVT_ERR_CLUSTER_PURGE_UNACKNOWLEDGED', message: `workers ${silent.join(', ')} did not confirm the purge within 30 s; they apply it at their next heartbeat or start` });
     this.options.recorder.bump(C.purgedBlocks, report.removedBlocks);
     this.options.recorder.bump(C.purgedBytes, report.removedBytes);
     await this.options.recorder.flush();

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 
 import { openBlobStore, type BlobStore } from '../../../storage-adapters/index.ts';
-import { BlockIndex, LmdbPolicyStore, RedisPolicyStore, systemClock, type PolicyStore } from '../../kvtier/index.ts';
+import { BlockIndex, LmdbPolicyStore, openMetadataPlane, RedisPolicyStore, systemClock, type MetadataPlane, type PolicyStore } from '../../kvtier/index.ts';
 import { loadPricing, openStatsStore, StatsRecorder, type Pricing, type StatsStore, type TierSample, type TierSources } from '../../stats/index.ts';
 import type { ServeContext } from '../context.ts';
 import type { GenerateEvent, GenerateRequest, InferenceService } from '../inference-service.ts';
@@ -44,13 +44,16 @@ export async function setupAdmin(app: FastifyInstance, ctx: ServeContext, option
   };
   try {
     // Block listing needs the store and index; if they cannot open, the server still serves (as the engine does) and the block routes say why.
-    let blockHandles: { store: BlobStore; index: BlockIndex } | string;
+    let blockHandles: { store: BlobStore; index: BlockIndex; plane: MetadataPlane } | string;
     try {
       const store = await openBlobStore(config.storage);
       opened.push(() => store.close());
       const index = BlockIndex.open({ path: join(config.dataDir, 'index') });
       opened.push(() => index.close());
-      blockHandles = { store, index };
+      // The cluster's records: purge sweeps them, GC judges by them, and stored bytes/blocks are read from them (each block once).
+      const plane = await openMetadataPlane({ dataDir: config.dataDir, redisUrl: config.redisUrl ?? '' });
+      opened.push(() => plane.close());
+      blockHandles = { store, index, plane };
     } catch (error) {
       blockHandles = `${(error as { code?: string }).code ?? 'KVT_ERR_INTERNAL'}: ${(error as Error).message}`;
       app.log.error({ err: error }, 'admin: the block store or index cannot open; block listing, inspect, purge and GC preview are unavailable');
@@ -64,7 +67,7 @@ export async function setupAdmin(app: FastifyInstance, ctx: ServeContext, option
     const recorder = new StatsRecorder({
       store: statsStore,
       flushMs: stepMs,
-      sampleTier: () => sampleTier(ctx),
+      sampleTier: () => sampleTier(ctx, typeof blockHandles === 'string' ? null : blockHandles.plane),
       // The embedded engine runs in this process: its wall time is engine time. (BullMQ: the workers that report.)
       engineUp: () => ctx.runner.kind === 'inproc' && ctx.runner.status().ready,
       onError: (error, what) => app.log.warn({ err: error }, what),
@@ -108,14 +111,17 @@ export async function setupAdmin(app: FastifyInstance, ctx: ServeContext, option
  * time are counted by each worker itself (workers/worker-stats.ts), so that
  * several API processes do not add them again.
  */
-async function sampleTier(ctx: ServeContext): Promise<TierSample | TierSources | null> {
+async function sampleTier(ctx: ServeContext, plane: MetadataPlane | null): Promise<TierSample | TierSources | null> {
   const stats = (await ctx.runner.admin({ op: 'stats' })) as (TierSample & { workers?: Array<TierSample & { workerId?: string }> }) | null;
   if (!stats) return null;
+  // Stored bytes/blocks of the whole cluster, each block once (node indexes overlap: a block hit on two nodes is in both).
+  const usage = plane ? await plane.usage() : undefined;
   if (ctx.runner.kind === 'bullmq') {
+    if (usage) return { sources: [{ id: 'plane', sample: { cache: null, usage } }], enginesUp: 0 };
     const workers = (stats.workers ?? []).filter((w) => typeof w.workerId === 'string');
     return { sources: workers.map((w) => ({ id: w.workerId!, sample: { cache: null, usage: w.usage } })), enginesUp: 0 };
   }
-  return { cache: stats.cache ?? null, usage: stats.usage };
+  return { cache: stats.cache ?? null, usage: usage ?? stats.usage };
 }
 
 type EndEvent = Extract<GenerateEvent, { type: 'end' }>;

@@ -20,6 +20,7 @@ import {
   openMetadataPlane,
   purgeFilterProblem,
   purgeIndex,
+  purgePlane,
   runGc,
   type BlockIndex,
   type Clock,
@@ -141,7 +142,27 @@ export class BlockAdmin {
     const problem = purgeFilterProblem(filter);
     if (problem) throw new AdminError('KVT_ERR_ADMIN_BAD_REQUEST', problem.message, problem.field);
     this.checkClass(filter);
-    return purgeIndex({ index: this.deps.index, store: this.deps.store }, filter, at, (p) => onProgress({ ...p, phase: 'purge' }));
+    // The cluster's records first (every node hears the removal), then what this node's own index still lists; each block counted once.
+    const plane = this.deps.plane ?? (await openMetadataPlane({ dataDir: dirname(this.deps.index.path) }));
+    try {
+      const counted = new Set<string>();
+      const cluster = await purgePlane({ plane, store: this.deps.store }, filter, at, onProgress, counted);
+      const own = await purgeIndex(
+        { index: this.deps.index, store: this.deps.store },
+        filter,
+        at,
+        (p) => onProgress({ ...p, phase: 'purge', removedBlocks: cluster.removedBlocks + p.removedBlocks, removedBytes: cluster.removedBytes + p.removedBytes, totalBlocks: cluster.matched + (p.totalBlocks ?? 0) }),
+        counted,
+      );
+      return {
+        matched: cluster.matched + own.removedBlocks,
+        removedBlocks: cluster.removedBlocks + own.removedBlocks,
+        removedBytes: cluster.removedBytes + own.removedBytes,
+        errors: [...cluster.errors, ...own.errors],
+      };
+    } finally {
+      if (this.deps.plane === undefined) await plane.close();
+    }
   }
 
   /** GC on this handle of the index, under the current policy. */
