@@ -20,7 +20,7 @@ import { GrammarError } from './grammar-errors.ts';
 import { frameKey, sentinelStack, type Frame, type Stack } from './grammar-frames.ts';
 import type { MatcherState } from './grammar-matcher.ts';
 import { TrieWalker, type Escapes } from './trie-walk.ts';
-import type { ByteTrie } from './vocab-index.ts';
+import type { ByteTrie, VocabIndex } from './vocab-index.ts';
 
 export type { MatcherState } from './grammar-matcher.ts';
 
@@ -59,6 +59,7 @@ interface LocalEntry {
 export class GrammarMasks extends TrieWalker {
   private readonly entries = new Map<string, MaskEntry>();
   private readonly locals = new Map<string, LocalEntry>();
+  private readonly contents: Array<string | null | undefined> = [];
   /** Entries' bitsets with the stop tokens added (for accepting states), by entry. */
   private readonly withStops = new WeakMap<MaskEntry, { stops: readonly number[]; stopsKey: string; bits: Uint32Array }>();
 
@@ -170,17 +171,48 @@ export class GrammarMasks extends TrieWalker {
   }
 
   private localEntry(f: Frame): LocalEntry {
-    const key = frameKey(f, this.grammar);
-    let local = this.locals.get(key);
+    // Literal, string and number frames read nothing but their own node's fields: their entries are kept per
+    // vocabulary under the node's content, so every grammar (every schema) shares them.
+    const content = this.contentOf(f.n);
+    const cache = content === null ? this.locals : sharedLocals(this.vocab);
+    const key = content === null ? frameKey(f, this.grammar) : `${content}|${f.p}.${f.a}.${f.b}.${f.s}.${f.x}`;
+    let local = cache.get(key);
     if (local !== undefined) return local;
+    if (cache.size >= MAX_CACHED_MASKS) cache.clear();
     const bits = new Uint32Array(this.words);
     const stat = { maxCost: -1 };
     const escapes: Escapes = { nodes: [], bytes: [] };
     const trie = this.walkStacks([{ f, up: sentinelStack() }], Infinity, bits, stat, escapes);
     local = { bits, maxLocalCost: stat.maxCost, trie, escapeNodes: Int32Array.from(escapes.nodes), escapeBytes: Uint8Array.from(escapes.bytes) };
-    this.locals.set(key, local);
+    cache.set(key, local);
     return local;
   }
+
+  /** The content of a literal, string or number node (what its frames' local entries depend on); null for others. */
+  private contentOf(n: number): string | null {
+    let c = this.contents[n];
+    if (c === undefined) {
+      const nd = this.grammar.nodes[n];
+      if (nd.kind === 'lit') c = `l${Array.from(nd.bytes).join(',')}`;
+      else if (nd.kind === 'str') c = `s${nd.min},${nd.max},${nd.exclude === null ? '' : JSON.stringify(nd.exclude.map((e) => Array.from(e)))}`;
+      else if (nd.kind === 'num') c = `n${nd.integer},${JSON.stringify(nd.bounds)}`;
+      else c = null;
+      this.contents[n] = c;
+    }
+    return c;
+  }
+}
+
+const shared = new WeakMap<VocabIndex, Map<string, LocalEntry>>();
+
+/** Local entries of literal, string and number frames over a vocabulary, shared by every grammar (same bound as per grammar). */
+function sharedLocals(vocab: VocabIndex): Map<string, LocalEntry> {
+  let m = shared.get(vocab);
+  if (m === undefined) {
+    m = new Map();
+    shared.set(vocab, m);
+  }
+  return m;
 }
 
 /** Reference twin of `GrammarMasks.mask`: every token's bytes through the matcher, one by one. */
