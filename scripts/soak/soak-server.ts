@@ -1,0 +1,93 @@
+/**
+ * The server a soak drives: a real `kvtier serve` (embedded default: engine
+ * thread, fs storage, LMDB index) in its own process on a free loopback port,
+ * so its RSS is the server's alone and not the load generator's.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+
+export const SOAK_KEY = 'sk-soak';
+
+export interface SoakServer {
+  url: string;
+  pid: number;
+  /** Resident set size of the server process in bytes (from /proc). */
+  rssBytes(): number;
+  /** Lines the server wrote to stderr (its startup line, crashes). */
+  stderr(): string;
+  stop(): Promise<void>;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolvePort(port));
+    });
+  });
+}
+
+export function rssOf(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const match = /VmRSS:\s+(\d+)\s+kB/.exec(status);
+  if (!match) throw new Error(`no VmRSS for process ${pid}`);
+  return Number(match[1]) * 1024;
+}
+
+export async function startSoakServer(options: { model?: string; extraEnv?: Record<string, string> } = {}): Promise<SoakServer> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'kvtier-soak-'));
+  const keysFile = join(dataDir, 'keys.txt');
+  writeFileSync(keysFile, `${SOAK_KEY} soak\n`);
+  const port = await freePort();
+  const args = ['--import', 'tsx', join(REPO, 'src/cli/main.ts'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--model', options.model ?? 'synthetic:tiny', '--data-dir', dataDir, '--api-keys', keysFile, '--threads', '1'];
+  const child: ChildProcess = spawn(process.execPath, args, {
+    cwd: REPO,
+    env: { ...process.env, KVTIER_STORAGE: `fs:${join(dataDir, 'blocks')}`, KVTIER_LOG_LEVEL: 'silent', ...options.extraEnv },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString('utf8')).slice(-20_000);
+  });
+  const exited = new Promise<void>((done) => child.once('exit', () => done()));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`kvtier serve exited with ${child.exitCode} before listening:\n${stderr}`);
+    try {
+      const response = await fetch(`${url}/healthz`);
+      if (response.ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`kvtier serve did not listen within 120 s:\n${stderr}`);
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return {
+    url,
+    pid: child.pid!,
+    rssBytes: () => rssOf(child.pid!),
+    stderr: () => stderr,
+    async stop() {
+      if (child.exitCode === null) {
+        child.kill('SIGTERM');
+        const killer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+        await exited;
+        clearTimeout(killer);
+      }
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
