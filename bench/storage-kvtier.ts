@@ -124,6 +124,8 @@ export async function run(): Promise<Record<string, number | string>> {
       load_payload_gbps: pair.loadPayloadGbps,
       load_fs_get_gbps: pair.getGbps,
       load_over_fs_get: pair.loadOverGet,
+      load_cpu_us_per_block: pair.loadCpuUsPerBlock,
+      load_fs_get_cpu_us_per_block: pair.getCpuUsPerBlock,
       load_pair_blocks: LOAD_BLOCKS,
       load_pair_rounds: LOAD_ROUNDS,
       load_pair_in_flight: LOAD_IN_FLIGHT,

@@ -172,6 +172,8 @@ async function benchS3(blobs: Buffer[], keys: string[]) {
       s3_load_payload_gbps: pair.loadPayloadGbps,
       s3_load_get_gbps: pair.getGbps,
       s3_load_over_get: pair.loadOverGet,
+      s3_load_cpu_us_per_block: pair.loadCpuUsPerBlock,
+      s3_load_get_cpu_us_per_block: pair.getCpuUsPerBlock,
       s3_load_pair_blocks: S3_LOAD_BLOCKS,
       s3_load_pair_rounds: S3_LOAD_ROUNDS,
       ...(await benchS3ObjectSizes(store, blobs, S3_LOAD_ROUNDS, progress)),
