@@ -53,6 +53,7 @@ end
 export const UPSERT_LUA = `${COMMON}
 local use, cap, usage = KEYS[1], KEYS[2], KEYS[3]
 local prefix, ifAbsent = ARGV[1], ARGV[2]
+local anyCapped = redis.call('ZCARD', cap) > 0
 for i = 3, #ARGV, 4 do
   local member, value, score, capped = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local b, f = bucket(prefix, member)
@@ -70,7 +71,12 @@ for i = 3, #ARGV, 4 do
     local size, _, cl, te = parse(value)
     account(size, cl, te, 1)
     redis.call('ZADD', use, 'GT', score, member)
-    if capped == '1' then redis.call('ZADD', cap, 'GT', score, member) else redis.call('ZREM', cap, member) end
+    if capped == '1' then
+      redis.call('ZADD', cap, 'GT', score, member)
+      anyCapped = true
+    elseif anyCapped then
+      redis.call('ZREM', cap, member)
+    end
   end
 end
 writeUsage(usage)
@@ -80,6 +86,7 @@ return 1
 /** KEYS: use, cap, usage. ARGV: bucket prefix, members… Returns member, value, score for each removed record. */
 export const REMOVE_LUA = `${COMMON}
 local use, cap, usage = KEYS[1], KEYS[2], KEYS[3]
+local anyCapped = redis.call('ZCARD', cap) > 0
 local out = {}
 for i = 2, #ARGV do
   local member = ARGV[i]
@@ -95,7 +102,7 @@ for i = 2, #ARGV do
     out[#out + 1] = score or '0'
   end
   redis.call('ZREM', use, member)
-  redis.call('ZREM', cap, member)
+  if anyCapped then redis.call('ZREM', cap, member) end
 end
 writeUsage(usage)
 return out
