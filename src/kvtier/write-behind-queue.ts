@@ -16,7 +16,8 @@ export type OfferOutcome = 'queued' | 'duplicate' | 'dropped';
  * `onUnexpected`.
  */
 export class WriteBehindQueue {
-  private readonly pending: WriteJob[] = [];
+  // A started job's slot is cleared at once: its closure holds the block bytes (and its request's payloads).
+  private readonly pending: (WriteJob | undefined)[] = [];
   private pendingHead = 0;
   private readonly keys = new Set<string>();
   private inFlight = 0;
@@ -68,8 +69,9 @@ export class WriteBehindQueue {
 
   private pump(): void {
     while (this.inFlight < this.concurrency && this.pendingHead < this.pending.length) {
-      const job = this.pending[this.pendingHead++];
-      if (this.pendingHead > 1024 && this.pendingHead * 2 > this.pending.length) {
+      const job = this.pending[this.pendingHead]!;
+      this.pending[this.pendingHead++] = undefined;
+      if (this.pendingHead === this.pending.length || (this.pendingHead > 1024 && this.pendingHead * 2 > this.pending.length)) {
         this.pending.splice(0, this.pendingHead);
         this.pendingHead = 0;
       }
