@@ -2,7 +2,7 @@ import { createCipheriv, createDecipheriv } from 'node:crypto';
 
 import { NonceSource } from './nonce-source.ts';
 import { defaultOpenThreads, OpenWorkers } from './open-workers.ts';
-import { looksSealed, readSealHeader, SEAL_HEADER_BYTES, SEAL_NONCE_OFFSET, SEAL_OVERHEAD_BYTES, SEAL_TAG_BYTES, writeSealHeader, type SealHeader } from './seal-envelope.ts';
+import { looksSealed, readSealHeader, SEAL_HEADER_BYTES, SEAL_NONCE_BYTES, SEAL_NONCE_OFFSET, SEAL_OVERHEAD_BYTES, SEAL_TAG_BYTES, writeSealHeader, type SealHeader } from './seal-envelope.ts';
 import { SealError } from './seal-errors.ts';
 import { SealKeyring, type SealKeyringSpec } from './seal-keyring.ts';
 
@@ -60,7 +60,7 @@ export class BlockSealer {
     const out = Buffer.allocUnsafeSlow(plain.byteLength + SEAL_OVERHEAD_BYTES);
     this.nonces.next(out, SEAL_NONCE_OFFSET);
     writeSealHeader(out, keyId);
-    const cipher = createCipheriv('aes-256-gcm', key, out.subarray(SEAL_NONCE_OFFSET, SEAL_HEADER_BYTES), { authTagLength: SEAL_TAG_BYTES });
+    const cipher = createCipheriv('aes-256-gcm', key, out.subarray(SEAL_NONCE_OFFSET, SEAL_NONCE_OFFSET + SEAL_NONCE_BYTES), { authTagLength: SEAL_TAG_BYTES });
     cipher.setAAD(this.associatedData(out, blockKey));
     let at = SEAL_HEADER_BYTES;
     for (let from = 0; from < plain.byteLength; from += SEAL_CHUNK_BYTES) {
@@ -98,13 +98,42 @@ export class BlockSealer {
   }
 
   /**
-   * As `open`, with large blocks decrypted on a thread (the load path reads
+   * As `open`, but decrypts over the ciphertext inside `sealed` and returns a
+   * view of it: no fresh buffer for the block (its page faults cost as much
+   * as the decryption). For the load path, which owns what `BlobStore.get`
+   * returned; `sealed` is consumed (zeroed past the header if the tag fails,
+   * so no unauthenticated plaintext stays behind).
+   */
+  openInPlace(sealed: Uint8Array, blockKey: Uint8Array, tenantSalt: string): Uint8Array {
+    assertBlockKey(blockKey);
+    const header = readSealHeader(sealed);
+    const key = this.keyring.tenantKey(header.keyId, tenantSalt);
+    if (key === undefined) return this.open(sealed, blockKey, tenantSalt); // throws KVT_ERR_SEAL_UNKNOWN_KEY
+    const tagAt = sealed.byteLength - SEAL_TAG_BYTES;
+    const decipher = createDecipheriv('aes-256-gcm', key, header.nonce, { authTagLength: SEAL_TAG_BYTES });
+    decipher.setAAD(this.associatedData(sealed, blockKey));
+    decipher.setAuthTag(sealed.subarray(tagAt));
+    // Each piece is written back over the ciphertext it came from (same length, already consumed), while in cache.
+    for (let from = SEAL_HEADER_BYTES; from < tagAt; from += SEAL_CHUNK_BYTES) {
+      sealed.set(decipher.update(sealed.subarray(from, Math.min(tagAt, from + SEAL_CHUNK_BYTES))), from);
+    }
+    try {
+      decipher.final();
+    } catch {
+      sealed.fill(0, SEAL_HEADER_BYTES, tagAt);
+      throw new SealError('KVT_ERR_SEAL_AUTH_FAILED', 'sealed block failed authentication: tampered, stored under another key, or sealed for another tenant');
+    }
+    return sealed.subarray(SEAL_HEADER_BYTES, tagAt);
+  }
+
+  /**
+   * As `openInPlace`, with large blocks decrypted on a thread (the load path reads
    * several blocks at once, so their decryption overlaps). Same checks, same
    * errors; a failed thread falls back to opening here.
    */
   async openAsync(sealed: Uint8Array, blockKey: Uint8Array, tenantSalt: string): Promise<Uint8Array> {
     const workers = this.workers;
-    if (workers === undefined || !workers.usable || sealed.byteLength < OFFLOAD_MIN_BYTES) return this.open(sealed, blockKey, tenantSalt);
+    if (workers === undefined || !workers.usable || sealed.byteLength < OFFLOAD_MIN_BYTES) return this.openInPlace(sealed, blockKey, tenantSalt);
     assertBlockKey(blockKey);
     const header = readSealHeader(sealed);
     const key = this.keyring.tenantKey(header.keyId, tenantSalt);
@@ -113,7 +142,7 @@ export class BlockSealer {
     try {
       plain = await workers.open(sealed.subarray(SEAL_HEADER_BYTES), key.export(), header.nonce, Buffer.from(this.associatedData(sealed, blockKey)));
     } catch {
-      return this.open(sealed, blockKey, tenantSalt);
+      return this.openInPlace(sealed, blockKey, tenantSalt);
     }
     if (plain === null) throw new SealError('KVT_ERR_SEAL_AUTH_FAILED', 'sealed block failed authentication: tampered, stored under another key, or sealed for another tenant');
     return plain;
@@ -128,8 +157,9 @@ export class BlockSealer {
 
 /**
  * What a store holds → the encoded block, for KvTier's load path. With a
- * sealer only envelopes open (a plaintext block is refused: KVT_ERR_SEAL_NOT_SEALED);
- * without one only plaintext passes (an envelope is KVT_ERR_SEAL_NO_KEYRING).
+ * sealer only envelopes open (a plaintext block is refused: KVT_ERR_SEAL_NOT_SEALED),
+ * decrypted in place (`stored` is consumed); without one only plaintext
+ * passes (an envelope is KVT_ERR_SEAL_NO_KEYRING).
  */
 export function openStored(sealer: BlockSealer | undefined, stored: Uint8Array, blockKey: Uint8Array, tenantSalt: string): Uint8Array {
   if (sealer === undefined) {
@@ -137,10 +167,10 @@ export function openStored(sealer: BlockSealer | undefined, stored: Uint8Array, 
     return stored;
   }
   if (!looksSealed(stored)) throw new SealError('KVT_ERR_SEAL_NOT_SEALED', 'a plaintext block was read while encryption is on; it is not served (it expires like any block)');
-  return sealer.open(stored, blockKey, tenantSalt);
+  return sealer.openInPlace(stored, blockKey, tenantSalt);
 }
 
-/** `openStored` with large blocks decrypted on the sealer's threads (KvTier's load path). */
+/** `openStored` with large blocks decrypted on the sealer's threads when it has some (KvTier's load path; `stored` is consumed). */
 export async function openStoredAsync(sealer: BlockSealer | undefined, stored: Uint8Array, blockKey: Uint8Array, tenantSalt: string): Promise<Uint8Array> {
   if (sealer === undefined || !looksSealed(stored)) return openStored(sealer, stored, blockKey, tenantSalt);
   return sealer.openAsync(stored, blockKey, tenantSalt);

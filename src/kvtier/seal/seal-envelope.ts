@@ -9,14 +9,19 @@ import { SealError } from './seal-errors.ts';
  *   0     4  magic "KVTS" (a plaintext block starts "KVTB")
  *   4     1  envelope version (1)
  *   5     1  algorithm (1 = AES-256-GCM, key = HKDF-SHA256(keyring secret, tenant salt))
- *   6     2  header bytes (24)
+ *   6     2  header bytes (64)
  *   8     4  key id (u32, from the keyring)
  *  12    12  nonce: 8-byte per-sealer random prefix ‖ u32 counter
- *  24     …  ciphertext of the encoded block (same length)
+ *  24    40  zero (reserved)
+ *  64     …  ciphertext of the encoded block (same length)
  * end-16 16  GCM tag
  *
- * associated data = header bytes [0, 24) ‖ the 16-byte block key the blob is stored under
+ * associated data = header bytes [0, 64) ‖ the 16-byte block key the blob is stored under
  * ```
+ *
+ * The header is padded to 64 bytes so a block decrypted in place (the load
+ * path) sits on the same 64-byte grid as a plaintext one: its payload stays
+ * 64-byte aligned relative to the buffer.
  *
  * The header is authenticated, so changing the key id, nonce or version
  * fails the tag; the block key is authenticated without being stored, so a
@@ -26,7 +31,7 @@ import { SealError } from './seal-errors.ts';
 export const SEAL_MAGIC = 0x5354564b; // "KVTS" read as u32 LE
 export const SEAL_VERSION = 1;
 export const SEAL_ALGORITHM_AES_256_GCM = 1;
-export const SEAL_HEADER_BYTES = 24;
+export const SEAL_HEADER_BYTES = 64;
 export const SEAL_NONCE_BYTES = 12;
 export const SEAL_TAG_BYTES = 16;
 export const SEAL_OVERHEAD_BYTES = SEAL_HEADER_BYTES + SEAL_TAG_BYTES;
@@ -45,8 +50,9 @@ export function looksSealed(bytes: Uint8Array): boolean {
   return bytes.byteLength >= 4 && bytes[0] === 0x4b && bytes[1] === 0x56 && bytes[2] === 0x54 && bytes[3] === 0x53;
 }
 
-/** Writes the header fields before the nonce (bytes [0, 12)); the caller writes the nonce at SEAL_NONCE_OFFSET. */
+/** Writes the header fields around the nonce (bytes [0, 12) and the zero padding [24, 64)); the caller writes the nonce at SEAL_NONCE_OFFSET. */
 export function writeSealHeader(out: Uint8Array, keyId: number): void {
+  out.fill(0, SEAL_NONCE_OFFSET + SEAL_NONCE_BYTES, SEAL_HEADER_BYTES);
   const view = new DataView(out.buffer, out.byteOffset, SEAL_HEADER_BYTES);
   view.setUint32(0, SEAL_MAGIC, true);
   view.setUint8(4, SEAL_VERSION);

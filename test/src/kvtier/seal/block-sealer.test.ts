@@ -124,6 +124,20 @@ describe('BlockSealer', () => {
     expect(contains(sealed, new TextEncoder().encode('KVTB'))).toBe(false);
   });
 
+  it('openInPlace (the load path) decrypts over the ciphertext: no new buffer; a failed tag leaves zeros, not plaintext', () => {
+    const { bytes, key } = encodedBlock(9);
+    const sealed = sealer.seal(bytes, key, ALICE);
+    const opened = sealer.openInPlace(sealed, key, ALICE);
+    expect(opened.buffer).toBe(sealed.buffer);
+    expect(opened.byteOffset % 64).toBe(sealed.byteOffset % 64); // the 64-byte header keeps the block's alignment
+    expect(Buffer.from(opened).equals(Buffer.from(bytes))).toBe(true);
+    expect(codec.decode(opened).payload).toEqual(payloadFor(9, 0));
+    const tampered = sealer.seal(bytes, key, ALICE);
+    tampered[tampered.byteLength - 1] ^= 1;
+    expect(codeOf(() => sealer.openInPlace(tampered, key, ALICE))).toBe('KVT_ERR_SEAL_AUTH_FAILED');
+    expect(tampered.subarray(SEAL_HEADER_BYTES, tampered.byteLength - SEAL_TAG_BYTES).every((v) => v === 0)).toBe(true);
+  });
+
   it('plaintext passes only with encryption off; an envelope only with it on', () => {
     const { bytes, key } = encodedBlock();
     const sealed = sealer.seal(bytes, key, ALICE);
