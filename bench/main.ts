@@ -16,6 +16,7 @@ const areas: Record<string, string[]> = {
   features: ['./features.ts'],
   speculative: ['./speculative.ts'],
   'metadata-plane': ['./metadata-plane.ts'],
+  'retention-sim': ['./retention-sim.ts'],
 };
 
 type BenchModule = { run: () => Promise<Record<string, number | string | boolean>> };
