@@ -7,7 +7,8 @@
  *   npm run bench -- storage          (merged with the other storage fields)
  *
  * encrypt_gbps / decrypt_gbps: plaintext bytes per second through
- * BlockSealer.seal / open on 768 KiB encoded blocks (one 64-token block of
+ * BlockSealer.seal / openInPlace (what the load path runs; `decrypt_fresh_*`:
+ * `open`, into a new buffer) on 768 KiB encoded blocks (one 64-token block of
  * the demo model synthetic:small: 12 layers × 4 kv heads × 64 dims, f16),
  * one core, median of rounds. `_16k` fields: the same on 16 KiB blocks (per
  * block costs dominate there). `*_cpu_gbps`: the same bytes per CPU-second
@@ -60,6 +61,8 @@ export async function run(): Promise<Record<string, number | string>> {
     decrypt_gbps: round(big.decrypt, 3),
     encrypt_cpu_gbps: round(big.encryptCpu, 3),
     decrypt_cpu_gbps: round(big.decryptCpu, 3),
+    decrypt_fresh_gbps: round(big.decryptFresh, 3),
+    decrypt_fresh_cpu_gbps: round(big.decryptFreshCpu, 3),
     encrypt_16k_gbps: round(small.encrypt, 3),
     decrypt_16k_gbps: round(small.decrypt, 3),
     seal_block_bytes: big.blockBytes,
@@ -76,7 +79,7 @@ export async function run(): Promise<Record<string, number | string>> {
 }
 
 /** Seal then open the same encoded blocks, round after round; plaintext bytes per second. */
-function cryptoRates(sealer: BlockSealer, codec: BlockCodec, layout: KvLayout): { encrypt: number; decrypt: number; encryptCpu: number; decryptCpu: number; blockBytes: number } {
+function cryptoRates(sealer: BlockSealer, codec: BlockCodec, layout: KvLayout): { encrypt: number; decrypt: number; encryptCpu: number; decryptCpu: number; decryptFresh: number; decryptFreshCpu: number; blockBytes: number } {
   const payload = Uint8Array.from(randomBytes(payloadBytesFor(layout, 64)));
   const key = Uint8Array.from(randomBytes(16));
   const tokens = new Uint32Array(64).map((_, i) => i * 7);
@@ -87,6 +90,8 @@ function cryptoRates(sealer: BlockSealer, codec: BlockCodec, layout: KvLayout): 
   const decrypt: number[] = [];
   const encryptCpu: number[] = [];
   const decryptCpu: number[] = [];
+  const decryptFresh: number[] = [];
+  const decryptFreshCpu: number[] = [];
   const bytes = blocks * encoded.byteLength;
   for (let round = 0; round < CRYPTO_ROUNDS + 1; round++) {
     let t0 = performance.now();
@@ -97,15 +102,23 @@ function cryptoRates(sealer: BlockSealer, codec: BlockCodec, layout: KvLayout): 
     t0 = performance.now();
     c0 = process.cpuUsage();
     for (let i = 0; i < blocks; i++) if (sealer.open(sealed[i], key, SALT).byteLength !== encoded.byteLength) throw new Error('open returned another length');
+    const freshMs = performance.now() - t0;
+    const freshCpuMs = cpuMs(process.cpuUsage(c0));
+    const consumed = sealed.map((blob) => blob.slice()); // openInPlace consumes its input; copies made untimed
+    t0 = performance.now();
+    c0 = process.cpuUsage();
+    for (let i = 0; i < blocks; i++) if (sealer.openInPlace(consumed[i], key, SALT).byteLength !== encoded.byteLength) throw new Error('openInPlace returned another length');
     const openMs = performance.now() - t0;
     const openCpuMs = cpuMs(process.cpuUsage(c0));
     if (round === 0) continue; // warm-up
+    decryptFresh.push(bytes / (freshMs / 1000) / 1e9);
+    decryptFreshCpu.push(bytes / (freshCpuMs / 1000) / 1e9);
     encrypt.push(bytes / (sealMs / 1000) / 1e9);
     decrypt.push(bytes / (openMs / 1000) / 1e9);
     encryptCpu.push(bytes / (sealCpuMs / 1000) / 1e9);
     decryptCpu.push(bytes / (openCpuMs / 1000) / 1e9);
   }
-  return { encrypt: median(encrypt), decrypt: median(decrypt), encryptCpu: median(encryptCpu), decryptCpu: median(decryptCpu), blockBytes: encoded.byteLength };
+  return { encrypt: median(encrypt), decrypt: median(decrypt), encryptCpu: median(encryptCpu), decryptCpu: median(decryptCpu), decryptFresh: median(decryptFresh), decryptFreshCpu: median(decryptFreshCpu), blockBytes: encoded.byteLength };
 }
 
 async function loadRates(sealer: BlockSealer, threadSealer: BlockSealer): Promise<{ sealed: number; plain: number; ratio: number; threads: number; threadsRatio: number; cpuRatio: number }> {
