@@ -39,6 +39,8 @@ export interface SamplingOptions {
   repeatLastN?: number;
 }
 
+const F32_MAX = 3.4028234663852886e38;
+
 /** xoshiro128**: small, fast, 32-bit state words; uniform floats in [0, 1). */
 export class Prng {
   private s0: number;
@@ -180,7 +182,9 @@ export class Sampler {
     const addon = (this.addon ??= nativeAddon());
     const hi = this.prng.nextU32();
     const lo = this.prng.nextU32();
-    const token = addon.sampleMasked(x, allowed, 1 / this.temperature, this.topK, this.topP, hi, lo);
+    // 1/T past the f32 range (a temperature near 0) is the same law at f32's largest value: only the maxima keep weight.
+    const invT = Math.min(1 / this.temperature, F32_MAX);
+    const token = addon.sampleMasked(x, allowed, invT, this.topK, this.topP, hi, lo);
     if (token < 0) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'the token mask allows no token; nothing can be sampled');
     return token;
   }

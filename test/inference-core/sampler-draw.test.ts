@@ -67,6 +67,14 @@ describe('Sampler draw (temperature > 0)', () => {
     expect(draw(5)).not.toEqual(draw(6));
   });
 
+  it('a temperature near 0 draws only among the largest logits (1/T beyond f32 is clamped, not NaN)', () => {
+    const y = Float32Array.from({ length: 64 }, (_, i) => (i === 9 || i === 41 ? 3 : i % 3));
+    const s = new Sampler({ temperature: 1e-300, seed: 3 });
+    const seen = new Set<number>();
+    for (let i = 0; i < 200; i++) seen.add(s.sample(y));
+    expect([...seen].sort((a, b) => a - b)).toEqual([9, 41]);
+  });
+
   it('a mask shorter than the vocabulary allows nothing past its end', () => {
     const short = new Uint32Array(2).fill(0xffffffff); // ids 0..63
     const s = new Sampler({ temperature: 2, seed: 1 });
