@@ -5,6 +5,7 @@
 //     → token id, or -1 when the mask allows no id below logits.length
 #include <napi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -61,7 +62,8 @@ Napi::Value Sample(const Napi::CallbackInfo& info) {
     fail(env, "sampleMasked: invTemp must be finite and > 0, topK an integer ≥ 0, topP in (0, 1], uHi/uLo 32-bit unsigned integers");
     return env.Undefined();
   }
-  SampleParams p{(float)v[0], (int)v[1], v[2], ((uint64_t)v[3] << 32) | (uint64_t)v[4]};
+  // invTemp past f32's range stays finite (the same law: only the maxima keep weight), never inf · 0 = NaN.
+  SampleParams p{(float)std::min(v[0], 3.4028234663852886e38), (int)v[1], v[2], ((uint64_t)v[3] << 32) | (uint64_t)v[4]};
   const int32_t token = kRef ? sample_masked_ref(x, mask, (int)n, p) : sample_masked(x, mask, (int)n, p);
   return Napi::Number::New(env, token);
 }
