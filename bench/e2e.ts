@@ -127,7 +127,8 @@ async function runSession(url: string, key: string, session: number): Promise<Tu
     const result = await streamChat(url, key, sent);
     records.push({ session, turn, messages: sent, ttftMs: result.ttftMs, promptTokens: result.promptTokens, cachedTokens: result.cachedTokens, completionTokens: result.completionTokens });
     const callId = `call_s${session}_t${turn}`;
-    messages.push({ role: 'assistant', content: result.content });
+    // The tool result answers a call of the assistant turn (a result answering no call is a 400, as the reference APIs answer).
+    messages.push({ role: 'assistant', content: result.content, tool_calls: [{ id: callId, type: 'function', function: { name: 'run_tests', arguments: `{"module": ${session}}` } }] });
     messages.push({ role: 'tool', tool_call_id: callId, content: `{"file": "src/module-${session}/part-${turn}.ts", "lines": 120, "failing": ["case ${turn}a", "case ${turn}b"], "hint": "check the boundary at line ${10 + turn}"}` });
     messages.push({ role: 'user', content: `Turn ${turn + 1}: good, continue with the next failing case.` });
   }

@@ -10,6 +10,7 @@
  */
 import { KvtError } from '../errors.ts';
 import { argumentsAsObject } from './tool-calls.ts';
+import { checkJsonSchema } from './tool-schemas.ts';
 import type { ChatInput, SamplingLimits } from './openai-format.ts';
 import type { CacheUsage, ChatMessage, FinishReason, SamplingRequest, ToolCall, ToolSpec } from './types.ts';
 import { anthropicUsage } from './usage.ts';
@@ -46,6 +47,8 @@ export function chatInputFromAnthropic(body: AnthropicRequestBody): ChatInput {
     const system = typeof body.system === 'string' ? body.system : body.system.map((block, i) => textOf(block, `system[${i}]`)).join('');
     if (system !== '') messages.push({ role: 'system', content: system });
   }
+  // Ids of the tool_use blocks so far: a tool_result answers one of them.
+  const toolUses = new Set<string>();
   body.messages.forEach((message, index) => {
     const at = `messages[${index}]`;
     if (typeof message.content === 'string') {
@@ -59,6 +62,7 @@ export function chatInputFromAnthropic(body: AnthropicRequestBody): ChatInput {
         else if (block.type === 'tool_result') {
           agentic = true;
           const result = block as ToolResultBlock;
+          checkToolUseId(result.tool_use_id, toolUses, `${at}.content[${b}].tool_use_id`);
           const content = result.content === undefined ? '' : typeof result.content === 'string' ? result.content : result.content.map((t, i) => textOf(t, `${at}.content[${b}].content[${i}]`)).join('');
           messages.push({ role: 'tool', content: result.is_error ? `Error: ${content}` : content, tool_call_id: result.tool_use_id });
         } else throw unsupportedBlock(block.type, `${at}.content[${b}].type`);
@@ -74,6 +78,9 @@ export function chatInputFromAnthropic(body: AnthropicRequestBody): ChatInput {
       else if (block.type === 'tool_use') {
         agentic = true;
         const use = block as ToolUseBlock;
+        if (typeof use.id !== 'string' || use.id === '') throw invalidBlock(`${at}.content[${b}].id is required for a tool_use block`, `${at}.content[${b}].id`);
+        if (typeof use.name !== 'string' || use.name === '') throw invalidBlock(`${at}.content[${b}].name is required for a tool_use block`, `${at}.content[${b}].name`);
+        toolUses.add(use.id);
         toolCalls.push({ id: use.id, type: 'function', function: { name: use.name, arguments: use.input ?? {} } });
       } else if (block.type === 'thinking') {
         const thinking = (block as { thinking?: unknown }).thinking;
@@ -90,6 +97,7 @@ export function chatInputFromAnthropic(body: AnthropicRequestBody): ChatInput {
     if (thoughts.length > 0) out.reasoning_content = thoughts.join('');
     messages.push(out);
   });
+  (body.tools ?? []).forEach((tool, index) => checkJsonSchema(tool.input_schema, `tools[${index}].input_schema`));
   const wantsNoTools = body.tool_choice?.type === 'none';
   const tools =
     body.tools && body.tools.length > 0 && !wantsNoTools
@@ -102,6 +110,16 @@ export function chatInputFromAnthropic(body: AnthropicRequestBody): ChatInput {
 function textOf(block: ContentBlock, at: string): string {
   if (block.type !== 'text' || typeof (block as TextBlock).text !== 'string') throw unsupportedBlock(block.type, `${at}.type`);
   return (block as TextBlock).text;
+}
+
+function invalidBlock(message: string, param: string): KvtError {
+  return new KvtError('KVT_ERR_REQUEST_INVALID', message, { param });
+}
+
+/** A tool_result names the tool_use it answers, made by an earlier assistant turn (the reference API's 400 otherwise). */
+function checkToolUseId(id: unknown, toolUses: ReadonlySet<string>, param: string): void {
+  if (typeof id !== 'string' || id === '') throw invalidBlock(`${param} is required for a tool_result block: name the tool_use it answers`, param);
+  if (!toolUses.has(id)) throw invalidBlock(`${param} "${id}" answers no tool_use: no earlier assistant turn has a tool_use block with this id`, param);
 }
 
 function unsupportedBlock(type: string, param: string): KvtError {

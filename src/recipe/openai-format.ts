@@ -6,6 +6,8 @@
  */
 import { KvtError } from '../errors.ts';
 import { argumentsAsJson, argumentsFromJson } from './tool-calls.ts';
+import { checkToolResults } from './tool-history.ts';
+import { checkJsonSchema } from './tool-schemas.ts';
 import type { ChatMessage, FinishReason, SamplingRequest, ToolCall, ToolSpec } from './types.ts';
 import { openAiUsage } from './usage.ts';
 import type { CacheUsage } from './types.ts';
@@ -19,6 +21,8 @@ interface OpenAiCommonFields {
   top_k?: number | null;
   seed?: number | null;
   stop?: string | string[] | null;
+  /** Token id → bias; checked (form, range, vocabulary) and not applied by this server's sampler. */
+  logit_bias?: Record<string, number> | null;
   n?: number | null;
   stream?: boolean | null;
   stream_options?: { include_usage?: boolean } | null;
@@ -101,6 +105,10 @@ export function chatInputFromOpenAi(body: OpenAiChatRequestBody): ChatInput {
       default:
         throw new KvtError('KVT_ERR_REQUEST_INVALID', `${at}.role "${message.role}" is not one of system, developer, user, assistant, tool`, { param: `${at}.role` });
     }
+  });
+  checkToolResults(messages, (index) => `messages[${index}].tool_call_id`);
+  (body.tools ?? []).forEach((tool, index) => {
+    if (tool.function.parameters !== undefined) checkJsonSchema(tool.function.parameters, `tools[${index}].function.parameters`);
   });
   const wantsNoTools = body.tool_choice === 'none';
   const tools = body.tools && body.tools.length > 0 && !wantsNoTools ? body.tools.map((tool): ToolSpec => ({ type: 'function', function: { ...tool.function } })) : undefined;

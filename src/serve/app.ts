@@ -18,6 +18,8 @@ import { describeHttpError, sendError } from './http-errors.ts';
 import { InferenceService } from './inference-service.ts';
 import { PromptService } from './prompt-service.ts';
 import { ServeMetrics } from './metrics.ts';
+import { authenticateApiRoutes } from './request-limits.ts';
+import { useStrictUtf8Json } from './json-body.ts';
 import { adminPlugin, setupAdmin } from './admin/index.ts';
 import { registerAnthropicMessages } from './routes/anthropic-messages.ts';
 import { registerOpenAiChat } from './routes/openai-chat.ts';
@@ -41,9 +43,13 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
   const app = Fastify({
     logger: options.logger ?? { level: config.logLevel },
     bodyLimit: config.maxBodyBytes,
-    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
+    // allowUnionTypes: a field such as `stop` is one schema over string | array | null, so its error names the limit hit.
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false, allowUnionTypes: true } },
     return503OnClosing: true,
+    // The router's own refusals (a path that does not percent-decode, a path parameter past its length) in our error body.
+    frameworkErrors: (error, request, reply) => sendError(request, reply, frameworkError(error)),
   });
+  useStrictUtf8Json(app);
   const log = (level: 'info' | 'warn' | 'error', message: string) => app.log[level](message);
   const auth = TenantAuth.load({ apiKeysFile: config.apiKeysFile, adminToken: config.adminToken, dataDir: config.dataDir });
   const modelPath = resolveModelPath(config.model, { dataDir: config.dataDir });
@@ -108,6 +114,8 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
     metrics.errors.inc({ code: 'KVT_ERR_ROUTE_NOT_FOUND' });
     return sendError(request, reply, new KvtError('KVT_ERR_ROUTE_NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`, { param: 'url' }));
   });
+  // Authentication before the body is read or validated: 401 whatever the body.
+  app.addHook('onRequest', authenticateApiRoutes(context));
   app.addHook('onResponse', async (request, reply) => {
     metrics.requests.inc({ route: request.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) });
   });
@@ -132,6 +140,11 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
       await runner.close();
     },
   };
+}
+
+function frameworkError(error: { code?: string; message: string }): unknown {
+  if (error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH') return new KvtError('KVT_ERR_REQUEST_INVALID', `the request URL is malformed: ${error.message}`, { param: 'url' });
+  return error;
 }
 
 function bodyTooLarge(limit: number): KvtError {

@@ -14,11 +14,13 @@ export function isAnthropicRoute(url: string): boolean {
 
 /** Fastify validation / parser errors → our described error. */
 export function describeHttpError(error: unknown): DescribedError {
-  const fastifyError = error as FastifyError & { validation?: Array<{ instancePath: string; message?: string; params?: Record<string, unknown>; keyword: string }> };
+  const fastifyError = error as FastifyError & { validation?: Array<{ instancePath: string; message?: string; params?: Record<string, unknown>; keyword: string; propertyName?: string }> };
   if (fastifyError?.validation && fastifyError.validation.length > 0) {
     const first = fastifyError.validation[0];
     const path = toParam(first.instancePath, first.params);
-    const described = describeError({ code: 'KVT_ERR_REQUEST_INVALID', message: `${path || 'body'} ${first.message ?? 'is invalid'}` });
+    // A propertyNames failure (logit_bias keys): say which key.
+    const key = typeof first.propertyName === 'string' ? ` key "${first.propertyName.slice(0, 64)}"` : '';
+    const described = describeError({ code: 'KVT_ERR_REQUEST_INVALID', message: `${path || 'body'}${key} ${first.message ?? 'is invalid'}` });
     return { ...described, param: path || null };
   }
   switch (fastifyError?.code) {

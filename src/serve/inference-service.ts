@@ -100,7 +100,8 @@ export class InferenceService {
       tokens: request.tokens,
       sampling: {
         maxTokens: request.sampling.maxTokens,
-        temperature: request.sampling.temperature,
+        // A temperature so small that 1/t overflows is greedy decoding (the sampler draws with 1/t).
+        temperature: Number.isFinite(1 / request.sampling.temperature) ? request.sampling.temperature : 0,
         topP: request.sampling.topP,
         topK: request.sampling.topK,
         seed: request.sampling.seed,

@@ -3,9 +3,11 @@
  * order (a Fastify preValidation hook of the generate routes, so it runs after
  * the body is parsed and before the JSON schema walks it):
  *
- *   1. the API key (401 whatever the body)
+ *   1. the API key (401 whatever the body; already checked by the app's
+ *      onRequest hook authenticateApiRoutes before the body was read)
  *   2. the message count          ≤ KVTIER_MAX_MESSAGES   (400, param `messages`)
  *   3. JSON nesting depth          ≤ KVTIER_MAX_JSON_DEPTH (400, param = the path)
+ *   4. no lone surrogate in any string (400, param = the path; json-body.ts)
  *
  * Body bytes (KVTIER_MAX_BODY_BYTES, 413) are Fastify's bodyLimit, checked
  * while the body streams in; the prompt length against the context is checked
@@ -17,6 +19,7 @@ import { KvtError } from '../errors.ts';
 import type { ChatMessage } from '../recipe/index.ts';
 import type { TenantIdentity } from './auth.ts';
 import type { ServeContext } from './context.ts';
+import { checkWellFormedStrings } from './json-body.ts';
 
 /**
  * Tool-call arguments arrive as JSON strings, so the body's depth check cannot
@@ -43,10 +46,22 @@ export function requestIdentity(ctx: ServeContext, request: FastifyRequest): Ten
   return identities.get(request) ?? ctx.auth.identify(request.headers);
 }
 
+/**
+ * The onRequest hook of the app: every /v1/* route is authenticated as soon as
+ * the router picked it, before its body is read, so a request without a valid
+ * key gets 401 whatever its body (malformed, oversized, of another media type).
+ */
+export function authenticateApiRoutes(ctx: ServeContext): (request: FastifyRequest) => Promise<void> {
+  return async (request) => {
+    const route = request.routeOptions.url;
+    if (route !== undefined && route.startsWith('/v1/')) identities.set(request, ctx.auth.identify(request.headers));
+  };
+}
+
 export function generatePreflight(ctx: ServeContext): (request: FastifyRequest) => Promise<void> {
   const { maxMessages, maxJsonDepth } = ctx.config;
   return async (request) => {
-    identities.set(request, ctx.auth.identify(request.headers));
+    if (!identities.has(request)) identities.set(request, ctx.auth.identify(request.headers));
     const body = request.body as { messages?: unknown; input?: unknown } | null | undefined;
     // Chat routes send `messages`; /v1/responses sends `input` items.
     const field = body !== null && typeof body === 'object' && body.messages === undefined && Array.isArray(body.input) ? 'input' : 'messages';
@@ -55,6 +70,7 @@ export function generatePreflight(ctx: ServeContext): (request: FastifyRequest) 
       throw new KvtError('KVT_ERR_REQUEST_TOO_MANY_MESSAGES', `${field} holds ${messages.length} messages; this server takes at most ${maxMessages} (KVTIER_MAX_MESSAGES)`, { param: field });
     }
     await checkJsonDepth(body, maxJsonDepth, '');
+    await checkWellFormedStrings(body);
   };
 }
 

@@ -21,13 +21,28 @@ const cacheRetentionFields = {
   kvtier_cache: { type: ['string', 'null'] },
 };
 
+/** Longest stop string: the matcher holds back up to its length of reply text and scans it per token. */
+export const MAX_STOP_CHARS = 1024;
+/** The sampler's top_k is a 32-bit int; any value ≥ the vocabulary keeps every token anyway. */
+const MAX_TOP_K = 2147483647;
+const stopString = { type: 'string', maxLength: MAX_STOP_CHARS };
+/** Tool names as the reference APIs take them (no spaces, control characters or punctuation a template could choke on). */
+const toolName = { type: 'string', minLength: 1, maxLength: 64, pattern: '^[a-zA-Z0-9_-]+$' };
+
 const sampling = {
   temperature: { type: ['number', 'null'], minimum: 0, maximum: 2 },
   top_p: { type: ['number', 'null'], exclusiveMinimum: 0, maximum: 1 },
-  top_k: { type: ['integer', 'null'], minimum: 0 },
-  seed: { type: ['integer', 'null'] },
+  top_k: { type: ['integer', 'null'], minimum: 0, maximum: MAX_TOP_K },
+  // OpenAI's seed is a 64-bit signed integer.
+  seed: { type: ['integer', 'null'], minimum: -9223372036854775808, maximum: 9223372036854775807 },
   n: { type: ['integer', 'null'], minimum: 1 },
-  stop: { anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' }, maxItems: 16 }, { type: 'null' }] },
+  // OpenAI takes up to 4 stop sequences.
+  stop: { type: ['string', 'array', 'null'], maxLength: MAX_STOP_CHARS, items: stopString, maxItems: 4 },
+  // Accepted (as the reference, in its ranges) and not applied by this server's sampler.
+  presence_penalty: { type: ['number', 'null'], minimum: -2, maximum: 2 },
+  frequency_penalty: { type: ['number', 'null'], minimum: -2, maximum: 2 },
+  // Token id (a decimal string) → bias in [-100, 100]; ids past the vocabulary are refused by the route (routes/common.ts checkLogitBias).
+  logit_bias: { type: ['object', 'null'], propertyNames: { pattern: '^(0|[1-9][0-9]{0,9})$' }, additionalProperties: { type: 'number', minimum: -100, maximum: 100 } },
   stream: { type: ['boolean', 'null'] },
   stream_options: { anyOf: [{ type: 'null' }, { type: 'object', properties: { include_usage: { type: 'boolean' } } }] },
   kvtier_class: { type: 'string', minLength: 1, maxLength: 64 },
@@ -78,7 +93,7 @@ export const chatCompletionsBody = {
           function: {
             type: 'object',
             required: ['name'],
-            properties: { name: { type: 'string', minLength: 1, maxLength: 64 }, description: { type: 'string' }, parameters: { type: 'object' } },
+            properties: { name: toolName, description: { type: 'string' }, parameters: { type: 'object' } },
           },
         },
       },
@@ -152,14 +167,14 @@ export const messagesBody = {
       items: {
         type: 'object',
         required: ['name', 'input_schema'],
-        properties: { name: { type: 'string', minLength: 1, maxLength: 64 }, description: { type: 'string' }, input_schema: { type: 'object' } },
+        properties: { name: toolName, description: { type: 'string' }, input_schema: { type: 'object' } },
       },
     },
     tool_choice: { type: 'object', required: ['type'], properties: { type: { type: 'string', enum: ['auto', 'any', 'tool', 'none'] } } },
     temperature: { type: 'number', minimum: 0, maximum: 1 },
     top_p: { type: 'number', exclusiveMinimum: 0, maximum: 1 },
-    top_k: { type: 'integer', minimum: 0 },
-    stop_sequences: { type: 'array', items: { type: 'string' }, maxItems: 16 },
+    top_k: { type: 'integer', minimum: 0, maximum: MAX_TOP_K },
+    stop_sequences: { type: 'array', items: stopString, maxItems: 16 },
     stream: { type: 'boolean' },
     metadata: { type: 'object' },
     kvtier_class: { type: 'string', minLength: 1, maxLength: 64 },
@@ -204,7 +219,7 @@ export const responsesBody = {
       items: {
         type: 'object',
         required: ['type'],
-        properties: { type: { type: 'string' }, name: { type: 'string', minLength: 1, maxLength: 64 }, description: { type: ['string', 'null'] }, parameters: { type: ['object', 'null'] }, strict: { type: ['boolean', 'null'] } },
+        properties: { type: { type: 'string' }, name: toolName, description: { type: ['string', 'null'] }, parameters: { type: ['object', 'null'] }, strict: { type: ['boolean', 'null'] } },
       },
     },
     tool_choice: { anyOf: [{ type: 'string', enum: ['none', 'auto', 'required'] }, { type: 'object' }] },

@@ -12,6 +12,14 @@ export function checkModel(ctx: ServeContext, model: string): void {
   }
 }
 
+/** logit_bias keys are token ids of this model's vocabulary (the schema checked their form and the values' range). */
+export function checkLogitBias(ctx: ServeContext, bias: Record<string, number> | null | undefined): void {
+  if (bias === null || bias === undefined) return;
+  for (const key of Object.keys(bias)) {
+    if (Number(key) >= ctx.vocabSize) throw new KvtError('KVT_ERR_REQUEST_INVALID', `logit_bias key ${key} is not a token id of this model: ids run from 0 to ${ctx.vocabSize - 1}`, { param: `logit_bias.${key}` });
+  }
+}
+
 export interface RequestPreamble {
   identity: TenantIdentity;
   trafficClass: string;

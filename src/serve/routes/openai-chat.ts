@@ -19,7 +19,7 @@ import type { GenerateEvent } from '../inference-service.ts';
 import { chatCompletionsBody } from '../schemas.ts';
 import { clientGone, SseWriter } from '../sse.ts';
 import { checkToolCallArguments, generatePreflight } from '../request-limits.ts';
-import { openAiRetention, preamble, responseId, setTimingHeaders } from './common.ts';
+import { checkLogitBias, openAiRetention, preamble, responseId, setTimingHeaders } from './common.ts';
 
 export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): void {
   app.post('/v1/chat/completions', { schema: { body: chatCompletionsBody }, preValidation: generatePreflight(ctx) }, async (request: FastifyRequest, reply: FastifyReply) => {
@@ -28,6 +28,7 @@ export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): voi
     await checkToolCallArguments(input.messages, ctx.config.maxJsonDepth);
     const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
     const retention = openAiRetention(request, body);
+    checkLogitBias(ctx, body.logit_bias);
     const sampling = samplingFromOpenAi(body, { defaultMaxTokens: ctx.defaultMaxTokens });
     const constraint = constraintFromOpenAi(body, input.tools);
     const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages', templateKwargsOf(body));

@@ -9,7 +9,7 @@ import type { GenerateEvent } from '../inference-service.ts';
 import { completionsBody } from '../schemas.ts';
 import { clientGone, SseWriter } from '../sse.ts';
 import { generatePreflight } from '../request-limits.ts';
-import { openAiRetention, preamble, responseId, setTimingHeaders } from './common.ts';
+import { checkLogitBias, openAiRetention, preamble, responseId, setTimingHeaders } from './common.ts';
 import { KvtError } from '../../errors.ts';
 
 export function registerOpenAiCompletions(app: FastifyInstance, ctx: ServeContext): void {
@@ -17,6 +17,7 @@ export function registerOpenAiCompletions(app: FastifyInstance, ctx: ServeContex
     const body = request.body as OpenAiCompletionRequestBody;
     const { identity, trafficClass } = preamble(ctx, request, body, false);
     const retention = openAiRetention(request, body);
+    checkLogitBias(ctx, body.logit_bias);
     if (body.echo) throw new KvtError('KVT_ERR_REQUEST_INVALID', 'echo=true is not supported', { param: 'echo' });
     const sampling = samplingFromOpenAi(body, { defaultMaxTokens: 16 });
     const promptInput = Array.isArray(body.prompt) && typeof body.prompt[0] === 'string' ? (body.prompt[0] as string) : (body.prompt as string | number[]);

@@ -34,6 +34,8 @@ import {
 import { parseInclude, reasoningToken } from '../../recipe/responses-include.ts';
 import { inputListItems, outputListItems, type ResponsesListItem } from '../../recipe/responses-items.ts';
 import type { ChatMessage } from '../../recipe/index.ts';
+import { checkResponsesToolOutputs, toolCallIds } from '../../recipe/tool-history.ts';
+import { checkJsonSchema } from '../../recipe/tool-schemas.ts';
 import type { ServeContext } from '../context.ts';
 import type { GenerateRequest, SampledReply } from '../inference-service.ts';
 import { MemoryResponseStore, RedisResponseStore, type ResponseStore } from '../response-store.ts';
@@ -98,6 +100,10 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
       ctx.service.rememberReplies(identity.scope, historySampled);
     }
     const inputItems = [...historyItems, ...inputListItems(body.input, responseId, taken)];
+    checkResponsesToolOutputs(body.input, toolCallIds(history));
+    (body.tools ?? []).forEach((tool, index) => {
+      if (tool.parameters !== undefined && tool.parameters !== null) checkJsonSchema(tool.parameters, `tools[${index}].parameters`);
+    });
     const messages = responsesTranscript(input.instructions, history, input.inputMessages);
     if (messages.length === 0) throw new KvtError('KVT_ERR_REQUEST_EMPTY_PROMPT', 'input is empty and there is no previous_response_id: send at least one input item', { param: 'input' });
     await checkToolCallArguments(messages, ctx.config.maxJsonDepth);

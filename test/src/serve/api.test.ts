@@ -152,12 +152,12 @@ describe('multi-turn cache hits', () => {
       if (step > 1) expect(usage.prompt_tokens_details!.cached_tokens).toBeGreaterThanOrEqual(floorBlocks(previousTotal));
       previousTotal = usage.prompt_tokens + usage.completion_tokens;
       const reply = response.choices[0].message;
-      // The agent echoes the assistant turn exactly as returned, then its tool result.
-      const callId = reply.tool_calls?.[0]?.id ?? `call_step_${step}`;
+      // The agent echoes the assistant turn exactly as returned, then a result for each tool call it made
+      // (a result answering no call is a 400, as the reference APIs answer: bad-input-tools.test.ts).
       const assistant: OpenAI.Chat.Completions.ChatCompletionAssistantMessageParam = { role: 'assistant', content: reply.content ?? '' };
       if (reply.tool_calls) assistant.tool_calls = reply.tool_calls;
       messages.push(assistant);
-      messages.push({ role: 'tool', tool_call_id: callId, content: `{"ok": false, "failing": "test/step-${step}.test.ts"}` });
+      for (const call of reply.tool_calls ?? []) messages.push({ role: 'tool', tool_call_id: call.id, content: `{"ok": false, "failing": "test/step-${step}.test.ts"}` });
       messages.push({ role: 'user', content: `Step ${step + 1}: keep going.` });
     }
     // Requests with tools are traffic class agent: their blocks are accounted under it.

@@ -72,10 +72,11 @@ describe('DeepSeek (MLA) through the API', () => {
       if (step > 1) expect(usage.prompt_tokens_details!.cached_tokens).toBeGreaterThanOrEqual(floorBlocks(previousTotal));
       previousTotal = usage.prompt_tokens + usage.completion_tokens;
       const reply = r.choices[0].message;
-      const callId = reply.tool_calls?.[0]?.id ?? `call_${step}`;
       const assistant: OpenAI.Chat.Completions.ChatCompletionAssistantMessageParam = { role: 'assistant', content: reply.content ?? '' };
       if (reply.tool_calls) assistant.tool_calls = reply.tool_calls;
-      messages.push(assistant, { role: 'tool', tool_call_id: callId, content: `{"path": "config-${step}.toml", "ok": true}` });
+      // A result for each call the model made (a result answering no call is a 400, as the reference APIs answer).
+      messages.push(assistant);
+      for (const call of reply.tool_calls ?? []) messages.push({ role: 'tool', tool_call_id: call.id, content: `{"path": "config-${step}.toml", "ok": true}` });
       messages.push({ role: 'user', content: `Step ${step + 1}: continue.` });
     }
   });
