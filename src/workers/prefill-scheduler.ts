@@ -78,6 +78,21 @@ const IO_GRACE_MS = 3;
 const PROBE_EVERY = 16;
 const RECOMPUTE_MARGIN = 2;
 const DEFAULT_RETAINED = 16;
+/** Cancels for ids this scheduler does not hold (they finished meanwhile): remembered this many at most. */
+const MAX_UNMATCHED_CANCELS = 1024;
+
+/** What the scheduler holds now, for admin stats and the tests that check abandoned work is dropped. */
+export interface SchedulerState {
+  waiting: number;
+  running: number;
+  /** Finished sequences kept in the pool for a next turn. */
+  retained: number;
+  /** Engine forwards run so far. */
+  steps: number;
+  pool: { freeBlocks: number; totalBlocks: number };
+  /** Jobs ended by a cancel, and the most engine steps any of them ran after its cancel arrived. */
+  cancels: { ended: number; maxStepsAfterCancel: number };
+}
 
 interface Fetched {
   payloads: Uint8Array[];
@@ -122,6 +137,11 @@ export class PrefillScheduler {
   /** Admitted and unfinished, in admission order. */
   private readonly runs: Run[] = [];
   private readonly cancelledIds = new Set<string>();
+  /** Step count when each admitted job's cancel arrived (a cancel ends it at the next step at the latest). */
+  private readonly cancelSeenAt = new Map<string, number>();
+  private steps = 0;
+  private cancelsEnded = 0;
+  private maxStepsAfterCancel = 0;
   private nextOrder = 0;
   private recomputeDecisions = 0;
   private loopActive = false;
@@ -139,8 +159,16 @@ export class PrefillScheduler {
     this.stepTokens = Math.max(1, Math.min(options.stepTokens ?? DEFAULT_STEP_TOKENS, options.engine.maxStepTokens));
   }
 
-  get depth(): { waiting: number; running: number } {
-    return { waiting: this.waiting.length, running: this.runs.length };
+  get depth(): SchedulerState {
+    const { engine } = this.options;
+    return {
+      waiting: this.waiting.length,
+      running: this.runs.length,
+      retained: this.retained.size,
+      steps: this.steps,
+      pool: { freeBlocks: engine.freeBlocks(), totalBlocks: engine.totalBlocks() },
+      cancels: { ended: this.cancelsEnded, maxStepsAfterCancel: this.maxStepsAfterCancel },
+    };
   }
 
   submit(job: PrefillJob): void {
@@ -156,12 +184,20 @@ export class PrefillScheduler {
     const at = this.waiting.findIndex((j) => j.id === jobId);
     if (at !== -1) {
       const [job] = this.waiting.splice(at, 1);
+      this.cancelsEnded++;
       this.emitCancelled(job);
       return;
     }
     const run = this.runs.find((r) => r.job.id === jobId);
-    if (run) run.cancelled = true;
-    else this.cancelledIds.add(jobId);
+    if (run) {
+      run.cancelled = true;
+      if (!this.cancelSeenAt.has(jobId)) this.cancelSeenAt.set(jobId, this.steps);
+    } else {
+      // Submit and cancel arrive in order on one port: an id held nowhere has finished (or was never sent here).
+      // Kept bounded so cancels racing the end of their jobs cannot grow it forever.
+      this.cancelledIds.add(jobId);
+      if (this.cancelledIds.size > MAX_UNMATCHED_CANCELS) this.cancelledIds.delete(this.cancelledIds.values().next().value!);
+    }
     this.kick();
   }
 
@@ -231,6 +267,7 @@ export class PrefillScheduler {
     while (this.admissible()) {
       const job = this.waiting.shift()!;
       if (this.cancelledIds.delete(job.id)) {
+        this.cancelsEnded++;
         this.emitCancelled(job);
         continue;
       }
@@ -488,6 +525,7 @@ export class PrefillScheduler {
     });
     const stepStart = this.now();
     let results: (Float32Array | null)[];
+    this.steps++;
     try {
       results = this.options.engine.step(items);
     } catch (error) {
@@ -663,6 +701,12 @@ export class PrefillScheduler {
     const at = this.runs.indexOf(run);
     if (at === -1) return false;
     this.runs.splice(at, 1);
+    const seenAt = this.cancelSeenAt.get(run.job.id);
+    if (seenAt !== undefined) {
+      this.cancelSeenAt.delete(run.job.id);
+      this.cancelsEnded++;
+      this.maxStepsAfterCancel = Math.max(this.maxStepsAfterCancel, this.steps - seenAt);
+    }
     return true;
   }
 
