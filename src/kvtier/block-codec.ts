@@ -232,7 +232,12 @@ export class BlockCodec {
       if (!codecApplies(codec!, layout)) malformed(`codec ${codec} on a ${layout.dtype} payload`);
       if (payloadLength !== storedPayloadBytes(codec!, layout, tokenCount, rawLength)) malformed(`payload length ${payloadLength} does not match the layout under codec ${codec}`);
       payload = new Uint8Array(rawLength);
-      decompressPayloadInto(payload, codec!, layout, tokenCount, storedPayload);
+      try {
+        decompressPayloadInto(payload, codec!, layout, tokenCount, storedPayload);
+      } catch (error) {
+        // The native kernel checks both lengths against its own shape rules (an MLA page has one head); a header it refuses is malformed.
+        malformed(`payload does not decompress under codec ${codec}: ${(error as Error).message}`);
+      }
     }
     const absoluteTokens = bytes.byteOffset + tokensOffset;
     const tokens =
