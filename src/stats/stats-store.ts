@@ -81,6 +81,9 @@ export class LmdbStatsStore implements StatsStore {
     await this.counters.transaction(() => {
       for (const [name, delta] of Object.entries(deltas)) if (delta !== 0) this.counters.put(name, (this.counters.get(name) ?? 0) + delta);
       for (const [name, value] of Object.entries(gauges)) this.gauges.put(name, value);
+      // A new store counted from zero: that zero is the left edge of its first interval,
+      // so the traffic of the first step is charted instead of becoming the baseline.
+      if (this.points.getKeysCount({ limit: 1 }) === 0) this.points.put(t - this.stepMs, { t: t - this.stepMs, counters: {}, gauges: {} });
       const point: StatsPoint = { t, counters: {}, gauges: {} };
       for (const { key, value } of this.counters.getRange()) if (inHistory(key, TENANT_COUNTER)) point.counters[key] = value;
       for (const { key, value } of this.gauges.getRange()) if (inHistory(key, TENANT_GAUGE)) point.gauges[key] = value;
@@ -110,7 +113,7 @@ export class LmdbStatsStore implements StatsStore {
 
 /**
  * KEYS: counters hash, gauges hash, history zset (score = t, member = JSON point).
- * ARGV: t, cutoff, deltas JSON, gauges JSON.
+ * ARGV: t, cutoff, deltas JSON, gauges JSON, step ms.
  */
 const ADD_SCRIPT = `
 local deltas = cjson.decode(ARGV[3])
@@ -128,6 +131,10 @@ for i = 1, #flat, 2 do
   if string.sub(flat[i], 1, ${TENANT_GAUGE.length}) ~= '${TENANT_GAUGE}' then gaugeValues[flat[i]] = tonumber(flat[i + 1]) end
 end
 local t = tonumber(ARGV[1])
+-- A new history counted from zero: that zero is the left edge of its first interval.
+if redis.call('ZCARD', KEYS[3]) == 0 then
+  redis.call('ZADD', KEYS[3], t - tonumber(ARGV[5]), '{"t":' .. (t - tonumber(ARGV[5])) .. ',"counters":{},"gauges":{}}')
+end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], t, t)
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[2])
 -- cjson writes an empty table as {} and numbers with 14 significant digits.
@@ -165,6 +172,7 @@ export class RedisStatsStore implements StatsStore {
       now - this.retentionMs,
       JSON.stringify(nonZero),
       JSON.stringify(gauges),
+      this.stepMs,
     );
   }
 

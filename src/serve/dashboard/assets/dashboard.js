@@ -126,11 +126,20 @@
     };
   }
 
+  // A line needs two values: a lone value (one interval after a short burst, or one
+  // interval with requests among empty ones) is drawn as a point instead.
+  function loneValue(u, seriesIdx) {
+    var ys = u.data[seriesIdx] || [];
+    var seen = 0;
+    for (var i = 0; i < ys.length; i++) if (ys[i] !== null && ys[i] !== undefined && ++seen > 1) return false;
+    return seen === 1;
+  }
+
   function line(label, color, format, fill) {
     return {
       label: label, stroke: color, width: 2, spanGaps: true,
       fill: fill ? color + '22' : undefined,
-      points: { show: false },
+      points: { show: loneValue, size: 8, fill: color },
       value: function (u, v) { return v === null || v === undefined ? '–' : format(v); },
     };
   }
@@ -151,7 +160,8 @@
       height: 210,
       cursor: { drag: { x: false, y: false } },
       legend: { live: true },
-      scales: { x: { time: true }, y: yRange ? { range: yRange } : { range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : integer ? 4 : 1]; } } },
+      // One interval has one x value: give the scale a width around it.
+      scales: { x: { time: true, range: function (u, min, max) { return min === max ? [min - 60, max + 60] : [min, max]; } }, y: yRange ? { range: yRange } : { range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : integer ? 4 : 1]; } } },
       axes: [axis(null), axis(yFormat, integer)],
       series: [{}].concat(series),
     };
