@@ -58,11 +58,12 @@ inline int lowest_allowed(const uint32_t* mask, int n) {
   return -1;
 }
 
-// Calls f(id) for every allowed id, ascending.
+// Calls f(id) for every allowed id, ascending, until f returns true.
 template <typename F>
 inline void for_allowed(const uint32_t* mask, int n, F&& f) {
   if (!mask) {
-    for (int i = 0; i < n; ++i) f(i);
+    for (int i = 0; i < n; ++i)
+      if (f(i)) return;
     return;
   }
   const int words = (n + 31) / 32;
@@ -70,7 +71,7 @@ inline void for_allowed(const uint32_t* mask, int n, F&& f) {
     uint32_t bits = mask[wd];
     if (wd == words - 1 && (n & 31)) bits &= (1u << (n & 31)) - 1u;
     while (bits) {
-      f(wd * 32 + __builtin_ctz(bits));
+      if (f(wd * 32 + __builtin_ctz(bits))) return;
       bits &= bits - 1;
     }
   }
@@ -90,7 +91,8 @@ thread_local Scratch scratch;
 // that bucket, and walks its ids until `reached` holds for the prefix ending at an id. Returns that id
 // and sets *prefix to ΣW through it; -1 when no prefix reaches.
 template <typename R>
-int32_t locate(const float* x, const uint32_t* mask, int n, const Scratch& s, R&& reached, uint64_t* prefix) {
+int32_t locate(const float* x, const uint32_t* mask, int n, Scratch& s, R&& reached, uint64_t* prefix) {
+  std::vector<int32_t>* const out = &s.ids;
   uint64_t cum_w = 0;
   uint32_t cum_c = 0;
   for (int b = 0; b < kBuckets; ++b) {
@@ -99,15 +101,18 @@ int32_t locate(const float* x, const uint32_t* mask, int n, const Scratch& s, R&
       cum_w += s.ws[b];
       continue;
     }
-    std::vector<int32_t>& ids = scratch.ids;
+    std::vector<int32_t>& ids = *out;
     ids.clear();
+    const uint16_t* const bucket = s.bucket.data();
     for_allowed(mask, n, [&](int i) {
-      if (s.bucket[i] == b) ids.push_back(i);
+      if (bucket[i] == b) ids.push_back(i);
+      return false;
     });
     std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t c) { return x[a] > x[c] || (x[a] == x[c] && a < c); });
+    const float* const w = s.w.data();
     for (int32_t id : ids) {
       cum_c += 1;
-      cum_w += sample_weight(s.w[id]);
+      cum_w += sample_weight(w[id]);
       if (reached(cum_c, cum_w)) {
         *prefix = cum_w;
         return id;
@@ -154,12 +159,18 @@ int32_t sample_masked(const float* x, const uint32_t* mask, int n, const SampleP
   s.bucket.resize((size_t)n);
   s.cnt.assign(kBuckets, 0);
   s.ws.assign(kBuckets, 0);
+  // Raw pointers: the scratch is thread-local, and its address must not be looked up per id.
+  uint16_t* const bucket = s.bucket.data();
+  uint32_t* const cnt = s.cnt.data();
+  uint64_t* const ws = s.ws.data();
+  const float* const w = s.w.data();
   for_allowed(mask, n, [&](int i) {
     const double d = (double)(m - x[i]) * scale;
     const int b = d < kBuckets - 1 ? (int)d : kBuckets - 1;  // NaN (−inf·0) and beyond: the last bucket
-    s.bucket[i] = (uint16_t)b;
-    s.cnt[b] += 1;
-    s.ws[b] += sample_weight(s.w[i]);
+    bucket[i] = (uint16_t)b;
+    cnt[b] += 1;
+    ws[b] += sample_weight(w[i]);
+    return false;
   });
   const uint32_t k_eff = p.top_k > 0 && p.top_k < count ? (uint32_t)p.top_k : (uint32_t)count;
   uint64_t total = 0;
@@ -179,10 +190,11 @@ int32_t sample_masked(const float* x, const uint32_t* mask, int n, const SampleP
   const float xc = cut_id >= 0 ? x[cut_id] : -INFINITY;
   int32_t found = -1;
   for_allowed(mask, n, [&](int i) {
-    if (found >= 0) return;
-    if (cut_id >= 0 && !(x[i] > xc || (x[i] == xc && i <= cut_id))) return;
-    acc += sample_weight(s.w[i]);
-    if (acc > target) found = i;
+    if (cut_id >= 0 && !(x[i] > xc || (x[i] == xc && i <= cut_id))) return false;
+    acc += sample_weight(w[i]);
+    if (acc <= target) return false;
+    found = i;
+    return true;
   });
   return found;
 }

@@ -41,7 +41,8 @@ constexpr double kSampleWeightScale = 1099511627776.0;  // 2^40
 // it to the nearest integer, ties to even (as nearbyint, without a libm call where SSE4.1 is not assumed).
 inline uint64_t sample_weight(float w) {
   const double v = (double)(w * 1099511627776.0f);
-  return (uint64_t)((v + 4503599627370496.0) - 4503599627370496.0);
+  // Through int64 (the value is < 2^41): one conversion instruction, no unsigned range fix-up.
+  return (uint64_t)(int64_t)((v + 4503599627370496.0) - 4503599627370496.0);
 }
 
 // The token (≥ 0), or -1 when A is empty. Not thread-safe per call site: uses thread-local scratch.
