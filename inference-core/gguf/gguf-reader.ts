@@ -163,7 +163,13 @@ function readValue(c: Cursor, type: number, field: string): GgufValue {
   }
 }
 
-function readArray(c: Cursor, field: string): GgufArrayValue {
+/** Nesting the reader follows: real files nest arrays once at most; a file controls the depth, so it is bounded (no stack overflow). */
+const MAX_ARRAY_DEPTH = 16;
+
+function readArray(c: Cursor, field: string, depth = 0): GgufArrayValue {
+  if (depth > MAX_ARRAY_DEPTH) {
+    throw new GgufError('KVT_ERR_GGUF_BAD_VALUE_TYPE', c.file, field, `arrays nested more than ${MAX_ARRAY_DEPTH} deep; the file is corrupt`);
+  }
   const itemType = c.u32(field);
   const count = c.size(field);
   switch (itemType) {
@@ -194,7 +200,7 @@ function readArray(c: Cursor, field: string): GgufArrayValue {
     case GgufValueType.ARRAY: {
       c.need(count * 12, field);
       const out: GgufArrayValue[] = new Array(count);
-      for (let i = 0; i < count; i++) out[i] = readArray(c, field);
+      for (let i = 0; i < count; i++) out[i] = readArray(c, field, depth + 1);
       return { type: 'array', itemType: 'array', value: out };
     }
     default:
