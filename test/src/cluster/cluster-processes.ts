@@ -78,11 +78,11 @@ export interface TurnResult {
   finishReason: string;
 }
 
-export async function chat(url: string, messages: ChatMessage[], maxTokens: number, temperature = 0): Promise<TurnResult> {
+export async function chat(url: string, messages: ChatMessage[], maxTokens: number, temperature = 0, seed = 7): Promise<TurnResult> {
   const response = await fetch(`${url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-kvtier-class': 'agent' },
-    body: JSON.stringify({ model: 'synthetic:tiny', messages, max_tokens: maxTokens, temperature, seed: 7 }),
+    body: JSON.stringify({ model: 'synthetic:tiny', messages, max_tokens: maxTokens, temperature, seed }),
   });
   const body = (await response.json()) as {
     choices?: Array<{ message: { content: string }; finish_reason: string }>;
@@ -115,11 +115,12 @@ export async function chatStream(
   temperature: number,
   onFirstContent: () => void,
   model = 'synthetic:tiny',
+  seed = 7,
 ): Promise<{ content: string; finishReason: string; promptTokens?: number; cachedTokens?: number }> {
   const response = await fetch(`${url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-kvtier-class': 'agent' },
-    body: JSON.stringify({ model, messages, max_tokens: maxTokens, temperature, seed: 7, stream: true, stream_options: { include_usage: true } }),
+    body: JSON.stringify({ model, messages, max_tokens: maxTokens, temperature, seed, stream: true, stream_options: { include_usage: true } }),
   });
   if (!response.ok || !response.body) throw new Error(`stream failed ${response.status}: ${await response.text()}`);
   let content = '';

@@ -170,20 +170,31 @@ describe('cache-aware dispatch', () => {
 
   it('the preferred worker SIGKILLed mid-stream: its job moves off its own queue and the stream finishes elsewhere, unchanged', async () => {
     // A reply that runs to max_tokens, so it is still streaming when its worker dies.
+    // Candidates vary the seed too: with one seed every prompt draws the same uniforms, and the
+    // tiny model's replies then tend to end at the same few lengths.
     let prompt: ChatMessage[] | null = null;
     let expected: TurnResult | null = null;
+    let seed = 7;
     for (let i = 0; i < 40 && !prompt; i++) {
-      const candidate = await chat(embedded.url, longPrompt(i), LONG_TOKENS, 1);
-      if (candidate.finishReason === 'length') (prompt = longPrompt(i)), (expected = candidate);
+      const candidate = await chat(embedded.url, longPrompt(i), LONG_TOKENS, 1, 7 + i);
+      if (candidate.finishReason === 'length') (prompt = longPrompt(i)), (expected = candidate), (seed = 7 + i);
     }
     expect(prompt, 'a prompt whose reply runs to max_tokens').not.toBeNull();
     const victim = await hotWorkerFor(prompt!);
     let killed = false;
     const before = new Set(ranOn.keys());
-    const streamed = await chatStream(api.url, prompt!, LONG_TOKENS, 1, () => {
-      killed = true;
-      killTree(victim.child.pid!);
-    });
+    const streamed = await chatStream(
+      api.url,
+      prompt!,
+      LONG_TOKENS,
+      1,
+      () => {
+        killed = true;
+        killTree(victim.child.pid!);
+      },
+      'synthetic:tiny',
+      seed,
+    );
     expect(killed).toBe(true);
     expect(streamed.content).toBe(expected!.content);
     expect(streamed.finishReason).toBe(expected!.finishReason);

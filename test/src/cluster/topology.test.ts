@@ -54,6 +54,8 @@ const killPrompt = (i: number): ChatMessage[] => [
 const KILL_REPLY_TOKENS = 250;
 /** Prompts whose (seeded) reply runs to max_tokens, so all are still running when the worker dies. */
 const KILL_PROMPTS: ChatMessage[][] = [];
+/** Each kill prompt's seed: candidates vary it (with one seed every prompt draws the same uniforms). */
+const KILL_SEEDS: number[] = [];
 
 let embedded: ServeProcess;
 let reference: TurnResult[][];
@@ -64,8 +66,8 @@ beforeAll(async () => {
   reference = await playSessions(embedded.url);
   killReference = [];
   for (let i = 0; i < 80 && KILL_PROMPTS.length < 6; i++) {
-    const result = await chat(embedded.url, killPrompt(i), KILL_REPLY_TOKENS, 1);
-    if (result.finishReason === 'length') KILL_PROMPTS.push(killPrompt(i)), killReference.push(result);
+    const result = await chat(embedded.url, killPrompt(i), KILL_REPLY_TOKENS, 1, 7 + i);
+    if (result.finishReason === 'length') KILL_PROMPTS.push(killPrompt(i)), killReference.push(result), KILL_SEEDS.push(7 + i);
   }
   expect(KILL_PROMPTS, 'prompts that generate to max_tokens').toHaveLength(6);
 }, 240_000);
@@ -195,10 +197,18 @@ describe.each(['s3', 'fs'] as const)('API + 3 workers on shared %s storage', (ba
     let unfinishedAtKill = -1;
     let killed: Promise<void> | null = null;
     const replies = Promise.all(
-      KILL_PROMPTS.map((prompt) =>
-        chatStream(api.url, prompt, KILL_REPLY_TOKENS, 1, () => {
-          if (++streaming === KILL_PROMPTS.length) (unfinishedAtKill = KILL_PROMPTS.length - finished), killTree(victim.child.pid!), (killed = victim.stop('SIGKILL'));
-        }).finally(() => void finished++),
+      KILL_PROMPTS.map((prompt, i) =>
+        chatStream(
+          api.url,
+          prompt,
+          KILL_REPLY_TOKENS,
+          1,
+          () => {
+            if (++streaming === KILL_PROMPTS.length) (unfinishedAtKill = KILL_PROMPTS.length - finished), killTree(victim.child.pid!), (killed = victim.stop('SIGKILL'));
+          },
+          'synthetic:tiny',
+          KILL_SEEDS[i],
+        ).finally(() => void finished++),
       ),
     );
     const got = await replies;

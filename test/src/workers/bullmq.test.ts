@@ -50,8 +50,8 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-const ask = (content: string, maxTokens = 8, temperature = 0) =>
-  client.chat.completions.create({ model: 'synthetic:tiny', messages: [{ role: 'system', content: SYSTEM }, { role: 'user', content }], max_tokens: maxTokens, temperature, seed: 11 });
+const ask = (content: string, maxTokens = 8, temperature = 0, seed = 11) =>
+  client.chat.completions.create({ model: 'synthetic:tiny', messages: [{ role: 'system', content: SYSTEM }, { role: 'user', content }], max_tokens: maxTokens, temperature, seed });
 
 describe('BullMQ workers', () => {
   it('a prefix computed by one worker is a hit on another', async () => {
@@ -82,13 +82,16 @@ describe('BullMQ workers', () => {
   it('a worker SIGKILLed mid-stream: the job moves to another worker and the stream completes, unchanged', async () => {
     // A reply that runs to max_tokens (no early end-of-turn), as the reference. Seeded sampling is
     // deterministic, so the re-run on the next worker must give exactly these tokens.
+    // Candidates vary the seed too: with one seed every prompt draws the same uniforms.
     let question = '';
+    let seed = 11;
     let reference: OpenAI.Chat.Completions.ChatCompletion | null = null;
-    for (let i = 0; i < 12 && !reference; i++) {
-      const candidate = await ask(`Long answer please, variant ${i}.`, 300, 1);
+    for (let i = 0; i < 24 && !reference; i++) {
+      const candidate = await ask(`Long answer please, variant ${i}.`, 300, 1, 11 + i);
       if (candidate.choices[0].finish_reason === 'length') {
         question = `Long answer please, variant ${i}.`;
         reference = candidate;
+        seed = 11 + i;
       }
     }
     expect(reference, 'no prompt generated 300 tokens without stopping').not.toBeNull();
@@ -98,7 +101,7 @@ describe('BullMQ workers', () => {
       messages: [{ role: 'system', content: SYSTEM }, { role: 'user', content: question }],
       max_tokens: 300,
       temperature: 1,
-      seed: 11,
+      seed,
       stream: true,
     });
     let text = '';
