@@ -68,7 +68,7 @@ export async function ls(api: AdminApi, args: ParsedArgs, io: CliIo, options: Re
   }
   io.out(
     table(
-      ['key', 'class', 'tenant', 'size', 'depth', 'hits', 'last use', 'expires in'],
+      ['key', 'class', 'tenant', 'size', 'depth', 'hits', 'last use', 'expires in', 'client ttl'],
       listing.blocks.map((b) => [
         b.key,
         b.trafficClass,
@@ -78,6 +78,7 @@ export async function ls(api: AdminApi, args: ParsedArgs, io: CliIo, options: Re
         String(b.hits),
         `${ago(now - b.lastUseAt)} ago`,
         b.expiresAt <= now ? 'expired' : ago(b.expiresAt - now),
+        b.ttlCapMs ? formatDuration(b.ttlCapMs) : '–',
       ]),
     ),
   );
@@ -98,7 +99,7 @@ export async function inspect(api: AdminApi, args: ParsedArgs, io: CliIo, key: s
       `  size        ${e.sizeBytes === 0 ? 'unknown (adopted, not read yet)' : formatBytes(e.sizeBytes)}`,
       `  created     ${new Date(e.createdAt).toISOString()}`,
       `  last use    ${new Date(e.lastUseAt).toISOString()} (${ago(now - e.lastUseAt)} ago), ${e.hits} hits`,
-      `  ttl         ${detail.ttlMs === null ? '–' : formatDuration(detail.ttlMs)} (current policy)`,
+      `  ttl         ${detail.ttlMs === null ? '–' : formatDuration(detail.ttlMs)} (current policy${e.ttlCapMs ? `, capped by the client's hint of ${formatDuration(e.ttlCapMs)}` : ''})`,
       `  expires     ${detail.expiresAt === null ? '–' : `${new Date(detail.expiresAt).toISOString()}${detail.expired ? ' (expired; the next GC removes it)' : ` (in ${ago(detail.expiresAt - now)})`}`}`,
     );
   } else lines.push('  index       not in this node\'s index (on storage only)');

@@ -84,7 +84,9 @@ export class BlockAdmin {
     const entry = this.deps.index.get(key) ?? null;
     const policy = this.deps.policy();
     const now = this.deps.clock.now();
-    const ttlMs = entry ? policy.ttlMs(entry.trafficClass, entry.tenant) : null;
+    // The class TTL, capped by the client's retention hint the block was stored with (recipe/cache-retention.ts).
+    const classTtl = entry ? policy.ttlMs(entry.trafficClass, entry.tenant) : null;
+    const ttlMs = classTtl !== null && entry?.ttlCapMs ? Math.min(classTtl, entry.ttlCapMs) : classTtl;
     const detail: BlockDetail = {
       key,
       entry,
