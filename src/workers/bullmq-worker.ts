@@ -48,6 +48,8 @@ export interface RunningWorker {
 }
 
 const HEARTBEAT_MS = 2000;
+/** Cancels of jobs this worker does not run (yet): remembered this many at most. */
+const MAX_EARLY_CANCELS = 1024;
 
 export async function startBullmqWorker(config: Config, log: EngineLog): Promise<RunningWorker> {
   if (!config.redisUrl) throw Object.assign(new Error('kvtier worker needs REDIS_URL (or --redis-url)'), { code: 'KVT_ERR_CONFIG_INVALID' });
@@ -69,7 +71,15 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
   });
   await purges.catchUp(); // purges logged while this worker was down: its index on disk still lists those blocks
   await cancels.subscribe(CANCEL_CHANNEL, PURGE_CHANNEL);
-  cancels.on('message', (channel: string, message: string) => (channel === PURGE_CHANNEL ? heartbeat() : host.cancel(message)));
+  // Every worker hears every cancel. One for a job not in this engine may be for a job this worker locked
+  // but has not submitted yet: remembered (boundedly), so that job ends at once instead of running unheard.
+  const earlyCancels = new Set<string>();
+  cancels.on('message', (channel: string, message: string) => {
+    if (channel === PURGE_CHANNEL) return heartbeat();
+    if (host.cancel(message)) return;
+    earlyCancels.add(message);
+    if (earlyCancels.size > MAX_EARLY_CANCELS) earlyCancels.delete(earlyCancels.values().next().value!);
+  });
 
   // The router shares the publisher connection: an announcement is sent before the job's
   // `done` on the same connection, so Redis has it before the client can send its next turn.
@@ -94,6 +104,11 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
       void publisher.publish(data.replyChannel, JSON.stringify(message)).catch((error: Error) => log('warn', `publish failed: ${error.message}`));
     };
     publish({ jobId: data.id, runId, started: { workerId, queue: queueName } });
+    if (earlyCancels.delete(data.id)) {
+      const event: JobEvent = { type: 'done', finishReason: 'cancelled', completionTokens: 0, workerMs: 0, decodeTokens: 0, prefillTokens: 0 };
+      publish({ jobId: data.id, runId, event });
+      return { finishReason: 'cancelled', completionTokens: 0, prefillTokens: 0, workerMs: 0, workerId, role, queue: queueName };
+    }
     const generated: number[] = [];
     return new Promise((resolve, reject) => {
       host.submit(data, (event: JobEvent) => {

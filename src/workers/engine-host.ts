@@ -81,8 +81,11 @@ export class EngineHost {
     this.post({ type: 'submit', job });
   }
 
-  cancel(jobId: string): void {
-    if (!this.dead && this.handlers.has(jobId)) this.post({ type: 'cancel', jobId });
+  /** Cancels a job this host runs; false when it runs no such job (not here, not yet, or finished). */
+  cancel(jobId: string): boolean {
+    if (this.dead || !this.handlers.has(jobId)) return false;
+    this.post({ type: 'cancel', jobId });
+    return true;
   }
 
   /** Forgets a job's handler (after done/error, or when its request gave up). */
