@@ -26,6 +26,8 @@ export const MAX_STOP_CHARS = 1024;
 /** The sampler's top_k is a 32-bit int; any value ≥ the vocabulary keeps every token anyway. */
 const MAX_TOP_K = 2147483647;
 const stopString = { type: 'string', maxLength: MAX_STOP_CHARS };
+/** Template variables: each becomes a variable of the template's scope, which every render copies (200k keys took 20 s). */
+const templateKwargs = { type: 'object', maxProperties: 64 };
 /** Tool names as the reference APIs take them (no spaces, control characters or punctuation a template could choke on). */
 const toolName = { type: 'string', minLength: 1, maxLength: 64, pattern: '^[a-zA-Z0-9_-]+$' };
 
@@ -101,7 +103,7 @@ export const chatCompletionsBody = {
     tool_choice: { anyOf: [{ type: 'string', enum: ['none', 'auto', 'required'] }, { type: 'object' }] },
     max_tokens: { type: ['integer', 'null'], minimum: 1 },
     max_completion_tokens: { type: ['integer', 'null'], minimum: 1 },
-    chat_template_kwargs: { type: 'object' },
+    chat_template_kwargs: templateKwargs,
     enable_thinking: { type: 'boolean' },
     ...sampling,
   },
@@ -180,7 +182,7 @@ export const messagesBody = {
     kvtier_class: { type: 'string', minLength: 1, maxLength: 64 },
     kvtier_cache: cacheRetentionFields.kvtier_cache,
     thinking: { type: 'object', required: ['type'], properties: { type: { type: 'string', enum: ['enabled', 'disabled'] }, budget_tokens: { type: 'integer', minimum: 0 } } },
-    chat_template_kwargs: { type: 'object' },
+    chat_template_kwargs: templateKwargs,
     enable_thinking: { type: 'boolean' },
   },
 } as const;
@@ -231,9 +233,10 @@ export const responsesBody = {
     include: { type: ['array', 'null'], items: { type: 'string' } },
     background: { type: ['boolean', 'null'] },
     truncation: { anyOf: [{ type: 'string', enum: ['auto', 'disabled'] }, { type: 'null' }] },
-    metadata: { type: ['object', 'null'] },
+    // As the reference: up to 16 pairs, keys ≤ 64 characters, string values ≤ 512 (the response echoes it).
+    metadata: { type: ['object', 'null'], maxProperties: 16, propertyNames: { maxLength: 64 }, additionalProperties: { type: 'string', maxLength: 512 } },
     parallel_tool_calls: { type: ['boolean', 'null'] },
-    chat_template_kwargs: { type: 'object' },
+    chat_template_kwargs: templateKwargs,
     enable_thinking: { type: 'boolean' },
     temperature: sampling.temperature,
     top_p: sampling.top_p,
