@@ -19,7 +19,7 @@ export interface SoakServer {
   pid: number;
   /** Resident set size of the server process in bytes (from /proc). */
   rssBytes(): number;
-  /** Lines the server wrote to stderr (its startup line, crashes). */
+  /** The last lines the server wrote (stdout and stderr: its startup line, crashes, --trace-gc). */
   stderr(): string;
   stop(): Promise<void>;
 }
@@ -43,21 +43,23 @@ export function rssOf(pid: number): number {
   return Number(match[1]) * 1024;
 }
 
-export async function startSoakServer(options: { model?: string; extraEnv?: Record<string, string> } = {}): Promise<SoakServer> {
+export async function startSoakServer(options: { model?: string; extraEnv?: Record<string, string>; nodeArgs?: string[] } = {}): Promise<SoakServer> {
   const dataDir = mkdtempSync(join(tmpdir(), 'kvtier-soak-'));
   const keysFile = join(dataDir, 'keys.txt');
   writeFileSync(keysFile, `${SOAK_KEY} soak\n`);
   const port = await freePort();
-  const args = ['--import', 'tsx', join(REPO, 'src/cli/main.ts'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--model', options.model ?? 'synthetic:tiny', '--data-dir', dataDir, '--api-keys', keysFile, '--threads', '1'];
+  const args = [...(options.nodeArgs ?? []), '--import', 'tsx', join(REPO, 'src/cli/main.ts'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--model', options.model ?? 'synthetic:tiny', '--data-dir', dataDir, '--api-keys', keysFile, '--threads', '1'];
   const child: ChildProcess = spawn(process.execPath, args, {
     cwd: REPO,
     env: { ...process.env, KVTIER_STORAGE: `fs:${join(dataDir, 'blocks')}`, KVTIER_LOG_LEVEL: 'silent', ...options.extraEnv },
-    stdio: ['ignore', 'ignore', 'pipe'],
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
-  child.stderr!.on('data', (chunk: Buffer) => {
-    stderr = (stderr + chunk.toString('utf8')).slice(-20_000);
-  });
+  const keep = (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString('utf8')).slice(-200_000);
+  };
+  child.stderr!.on('data', keep);
+  child.stdout!.on('data', keep);
   const exited = new Promise<void>((done) => child.once('exit', () => done()));
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 120_000;
