@@ -109,7 +109,7 @@ describe('BlockIndex', () => {
 });
 
 describe('HotBlockCache', () => {
-  const block = (key: string, bytes: number) => ({ key, bytes: new Uint8Array(bytes) }) as DecodedBlock;
+  const block = (key: string, bytes: number) => ({ key, bytes: new Uint8Array(bytes), residentBytes: bytes }) as DecodedBlock;
   it('evicts least recently used entries beyond its byte budget', () => {
     const cache = new HotBlockCache(300);
     cache.put(block('a', 100));
