@@ -6,7 +6,7 @@
  *   POST /admin/policy/edit        {op: setClass|setTenant|reset|setGlobalQuota, …} → {policy, applied}
  *   GET  /admin/stats/overview     figures for `kvtier stats` and the dashboard (one source)
  *   GET  /admin/stats/history      ?minutes=60 → chart series
- *   GET  /admin/blocks             ?tenant=&class=&olderThanMs=&limit= → BlockListing
+ *   GET  /admin/blocks             ?tenant=&class=&olderThanMs=&limit=&stored=1 → BlockListing (stored=1: file size, encryption, codec of the first 50)
  *   GET  /admin/blocks/:key        → BlockDetail
  *   POST /admin/blocks/purge       {tenant?|class?|olderThanMs?|all?} → NDJSON progress, then PurgeReport
  *   POST /admin/gc/run             {dryRun} → NDJSON progress, then GcReport
@@ -69,7 +69,8 @@ export function registerAdminApi(app: FastifyInstance, admin: AdminService): voi
     guarded(reply, async () => {
       const query = request.query as Record<string, unknown>;
       const limit = optionalInt(query, 'limit', 1, MAX_LIST) ?? 100;
-      return admin.blocks.list({ ...filterOf(query), limit });
+      const stored = optionalInt(query, 'stored', 0, 1) === 1;
+      return stored ? admin.blocks.listStored({ ...filterOf(query), limit }) : admin.blocks.list({ ...filterOf(query), limit });
     }),
   );
 

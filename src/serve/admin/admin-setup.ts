@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 
 import { openBlobStore, type BlobStore } from '../../../storage-adapters/index.ts';
-import { BlockIndex, LmdbPolicyStore, openMetadataPlane, RedisPolicyStore, systemClock, type MetadataPlane, type PolicyStore } from '../../kvtier/index.ts';
+import { BlockIndex, BlockSealer, LmdbPolicyStore, openMetadataPlane, RedisPolicyStore, systemClock, type MetadataPlane, type PolicyStore } from '../../kvtier/index.ts';
 import { loadPricing, openStatsStore, StatsRecorder, type Pricing, type StatsStore, type TierSample, type TierSources } from '../../stats/index.ts';
 import type { ServeContext } from '../context.ts';
 import type { GenerateEvent, GenerateRequest, InferenceService } from '../inference-service.ts';
@@ -83,7 +83,17 @@ export async function setupAdmin(app: FastifyInstance, ctx: ServeContext, option
       }),
     );
     const blocks =
-      typeof blockHandles === 'string' ? blockHandles : await BlockAdmin.create({ ...blockHandles, policy: () => policy.current(), clock: systemClock });
+      typeof blockHandles === 'string'
+        ? blockHandles
+        : await BlockAdmin.create({
+            ...blockHandles,
+            policy: () => policy.current(),
+            clock: systemClock,
+            // The block table shows a sealed block's codec after opening it with its tenant's key, as the tier would.
+            opener: config.encryption
+              ? { sealer: new BlockSealer(config.encryption, { openThreads: 0 }), salts: (tenant) => [ctx.auth.identity(tenant, false).saltHex, ctx.auth.identity(tenant, true).saltHex] }
+              : undefined,
+          });
     const service = new AdminService({ blocks, policy, recorder, pricing, tier: ctx.runner });
     // /metrics reports the tier's figures as the cluster counts them (each event once, at its source).
     ctx.metrics.useTierTotals(async () => {

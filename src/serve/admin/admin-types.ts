@@ -30,8 +30,23 @@ export interface BlockFilter {
   olderThanMs?: number;
 }
 
+/** A listed block's file on storage (`stored=1`): what the dashboard's block table shows. */
+export interface StoredSummary {
+  present: boolean;
+  fileBytes?: number;
+  /** The envelope's algorithm and key id; null for a plaintext block. */
+  encryption?: { algorithm: 'aes-256-gcm'; keyId: number; envelopeVersion: number } | null;
+  /** From the block header; absent when it cannot be read here (a sealed block with no keyring on this node). */
+  codec?: string;
+  tokenCount?: number;
+  payloadBytes?: number;
+  storedPayloadBytes?: number;
+  problem?: { code: string; message: string };
+}
+
 export interface BlockListing {
-  blocks: IndexEntry[];
+  /** `stored` is set on the first blocks (at most MAX_STORED_SUMMARIES) when the listing asked for it. */
+  blocks: Array<IndexEntry & { stored?: StoredSummary }>;
   /** Entries that match the filter (≥ blocks.length). */
   matched: number;
   /** Entries scanned. */
@@ -75,11 +90,11 @@ export interface PurgeReport {
   removedBlocks: number;
   removedBytes: number;
   errors: { code: string; message: string }[];
+  /** Each serving node's share (its own index and caches); absent with no server (kvtier --data-dir). */
+  nodes?: { node: string; acknowledged: boolean; removedBlocks: number; removedBytes: number; errors?: { code: string; message: string }[] }[];
 }
 
 export interface AdminProgress {
-  /** Each serving node's share (its own index and caches); absent with no server (kvtier --data-dir). */
-  nodes?: { node: string; acknowledged: boolean; removedBlocks: number; removedBytes: number; errors?: { code: string; message: string }[] }[];
   phase: string;
   scannedBlocks: number;
   removedBlocks: number;

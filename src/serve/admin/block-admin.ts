@@ -30,6 +30,7 @@ import {
   type RetentionPolicy,
 } from '../../kvtier/index.ts';
 import { AdminError } from './admin-error.ts';
+import { MAX_STORED_SUMMARIES, summarizeStored, type SealedOpener } from './block-summary.ts';
 import type { AdminProgress, BlockDetail, BlockFilter, BlockListing, PurgeFilter, PurgeReport } from './admin-types.ts';
 
 export interface BlockAdminDeps {
@@ -39,6 +40,8 @@ export interface BlockAdminDeps {
   clock: Clock;
   /** The cluster metadata plane GC judges by; default: opened per GC run (REDIS_URL, else `<dataDir>/plane` beside the index). */
   plane?: MetadataPlane;
+  /** Opens sealed blocks for the listing's stored summaries (the server's keyring and tenant salts); absent: codec of a sealed block unknown. */
+  opener?: SealedOpener;
 }
 
 
@@ -77,6 +80,16 @@ export class BlockAdmin {
     }
     matching.sort((a, b) => b.lastUseAt - a.lastUseAt || a.depth - b.depth);
     return { blocks: matching.slice(0, filter.limit), matched: matching.length, scanned };
+  }
+
+  /** As `list`, with each of the first MAX_STORED_SUMMARIES blocks' file read: size, encryption, codec, tokens. */
+  async listStored(filter: BlockFilter & { limit: number }): Promise<BlockListing> {
+    const listing = this.list(filter);
+    const blocks: BlockListing['blocks'] = [];
+    for (const [i, entry] of listing.blocks.entries()) {
+      blocks.push(i < MAX_STORED_SUMMARIES ? { ...entry, stored: await summarizeStored(entry, { store: this.deps.store, codec: this.codec, opener: this.deps.opener }) } : entry);
+    }
+    return { ...listing, blocks };
   }
 
   async inspect(key: string): Promise<BlockDetail> {

@@ -4,7 +4,7 @@
  * node_modules — no CDN, the page works on a closed network.
  *
  * The page is public HTML; every figure it shows comes from the admin API
- * (GET /admin/stats/overview and /admin/stats/history), so it needs the admin
+ * (GET /admin/stats/overview, /admin/stats/history, /admin/blocks?stored=1), so it needs the admin
  * token: `/dashboard#token=…`, or typed into the page (kept in sessionStorage).
  */
 import { readFileSync } from 'node:fs';

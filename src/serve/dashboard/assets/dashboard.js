@@ -1,5 +1,6 @@
 // kvtier dashboard: polls the admin API every few seconds and draws uPlot charts.
-// Every figure comes from GET /admin/stats/overview (the source `kvtier stats` prints);
+// Every figure comes from GET /admin/stats/overview (the source `kvtier stats` prints), the
+// block table from GET /admin/blocks?stored=1 (what `kvtier ls` / `inspect` read);
 // each element carries the raw value in data-value, formatted for people in its text.
 (function () {
   'use strict';
@@ -114,6 +115,43 @@
     document.querySelector('#tenants tbody').innerHTML = tenantRows.join('') || '<tr><td colspan="6" class="muted">no requests yet</td></tr>';
   }
 
+  // ── recent blocks (GET /admin/blocks?stored=1: the index entry plus the file's envelope and header) ──
+  var BLOCK_ROWS = 12;
+
+  function ago(ms) {
+    var s = Math.max(0, (Date.now() - ms) / 1000);
+    if (s < 60) return Math.round(s) + ' s ago';
+    if (s < 3600) return Math.round(s / 60) + ' min ago';
+    if (s < 86400) return (s / 3600).toFixed(1) + ' h ago';
+    return (s / 86400).toFixed(1) + ' d ago';
+  }
+
+  function renderBlocks(listing) {
+    var rows = listing.blocks.map(function (b) {
+      var st = b.stored || {};
+      var enc = st.encryption ? st.encryption.algorithm + ' · key ' + st.encryption.keyId : st.present === false ? '–' : 'none';
+      var codec = st.codec || (st.present === false ? 'not on storage' : st.encryption ? 'sealed' : '–');
+      var bytesShown = st.fileBytes !== undefined ? st.fileBytes : b.sizeBytes;
+      var ratio = st.payloadBytes ? ' <span class="muted">(' + (100 * st.storedPayloadBytes / st.payloadBytes).toFixed(0) + '% of raw)</span>' : '';
+      return '<tr data-key="' + esc(b.key) + '" data-codec="' + esc(st.codec || '') + '" data-encryption="' + esc(st.encryption ? st.encryption.algorithm : 'none') +
+        '" data-key-id="' + esc(st.encryption ? st.encryption.keyId : '') + '"' + (st.problem ? ' title="' + esc(st.problem.code + ': ' + st.problem.message) + '"' : '') + '>' +
+        '<td><code>' + esc(b.key.slice(0, 12)) + '…</code></td><td><span class="tag">' + esc(b.trafficClass) + '</span></td><td>' + esc(b.tenant) +
+        '</td><td>' + (st.tokenCount !== undefined ? int(st.tokenCount) : '–') + '</td><td>' + bytes(bytesShown) + ratio +
+        '</td><td><span class="tag codec">' + esc(codec) + '</span></td><td>' + (st.encryption ? '<span class="tag sealed">' + esc(enc) + '</span>' : esc(enc)) +
+        '</td><td class="muted">' + ago(b.lastUseAt) + '</td></tr>';
+    });
+    document.querySelector('#blocks tbody').innerHTML = rows.join('') || '<tr><td colspan="8" class="muted">no blocks stored yet</td></tr>';
+    document.getElementById('blocks').setAttribute('data-matched', String(listing.matched));
+  }
+
+  // The block table is extra: a node whose block store cannot open still shows its figures.
+  function refreshBlocks() {
+    return api('/admin/blocks?limit=' + BLOCK_ROWS + '&stored=1').then(renderBlocks, function (error) {
+      if (error.status === 401 || error.status === 403) throw error;
+      document.querySelector('#blocks tbody').innerHTML = '<tr><td colspan="8" class="muted">' + esc(error.message) + '</td></tr>';
+    });
+  }
+
   // ── charts ────────────────────────────────────────────────────────────
   function axis(format, integer) {
     return {
@@ -222,7 +260,7 @@
     if (busy) return;
     busy = true;
     var minutes = document.getElementById('window').value;
-    Promise.all([api('/admin/stats/overview'), api('/admin/stats/history?minutes=' + minutes)])
+    Promise.all([api('/admin/stats/overview'), api('/admin/stats/history?minutes=' + minutes), refreshBlocks()])
       .then(function (results) {
         renderOverview(results[0].overview);
         renderSeries(results[1].series);

@@ -1,0 +1,63 @@
+/**
+ * What a listed block holds on storage, for the dashboard's "Recent blocks"
+ * table (`GET /admin/blocks?stored=1`): file size, encryption (algorithm and
+ * key id, from the envelope header in the clear), and the block header's
+ * codec and token count. A sealed block's header is read only after its tag
+ * verified under the tenant's key (isolated salt, then the shared one), so
+ * nothing unauthenticated is shown; with no keyring it is listed as sealed
+ * with codec unknown.
+ */
+import type { BlobStore } from '../../../storage-adapters/index.ts';
+import { BlockCodec, BlockSealer, describeSealed, errorCodeOf, looksSealed, type IndexEntry } from '../../kvtier/index.ts';
+import type { StoredSummary } from './admin-types.ts';
+
+/** Listings read the stored header of at most this many blocks per request (each is a storage read, and an open when sealed). */
+export const MAX_STORED_SUMMARIES = 50;
+
+export interface SealedOpener {
+  sealer: BlockSealer;
+  /** The namespace salts a tenant's blocks may be sealed under (isolated first, then shared). */
+  salts(tenant: string): string[];
+}
+
+export async function summarizeStored(entry: IndexEntry, deps: { store: BlobStore; codec: BlockCodec; opener?: SealedOpener }): Promise<StoredSummary> {
+  let bytes: Uint8Array | null;
+  try {
+    bytes = await deps.store.get(entry.key);
+  } catch (error) {
+    return { present: false, problem: { code: errorCodeOf(error), message: (error as Error).message } };
+  }
+  if (bytes === null) return { present: false };
+  const summary: StoredSummary = { present: true, fileBytes: bytes.byteLength, encryption: null };
+  const sealed = describeSealed(bytes);
+  if (sealed !== null && 'problem' in sealed) return { ...summary, problem: { code: 'KVT_ERR_SEAL_MALFORMED', message: sealed.problem } };
+  summary.encryption = sealed;
+  let plain: Uint8Array | null = bytes;
+  if (sealed !== null) {
+    plain = deps.opener ? openWithTenant(deps.opener, bytes, entry) : null;
+    if (plain === null) return summary; // codec unknown: only the tenant's key opens the header
+  }
+  try {
+    const block = deps.codec.decode(plain);
+    summary.codec = block.codec;
+    summary.tokenCount = block.tokens.length;
+    summary.payloadBytes = block.payload.byteLength;
+    summary.storedPayloadBytes = block.storedPayloadBytes;
+  } catch (error) {
+    summary.problem = { code: errorCodeOf(error), message: (error as Error).message };
+  }
+  return summary;
+}
+
+function openWithTenant(opener: SealedOpener, bytes: Uint8Array, entry: IndexEntry): Uint8Array | null {
+  const keyBytes = new Uint8Array(Buffer.from(entry.key, 'hex'));
+  for (const salt of opener.salts(entry.tenant)) {
+    if (!looksSealed(bytes)) return null;
+    try {
+      return opener.sealer.open(bytes, keyBytes, salt);
+    } catch {
+      // another salt (a shared tenant's blocks), or not openable here: shown as sealed, codec unknown
+    }
+  }
+  return null;
+}
