@@ -99,6 +99,20 @@ describe('tool definitions', () => {
     await expectStillServes(server.url);
   });
 
+  it('response_format / text.format schemas that are not JSON Schema, and forced tools with such schemas → 400 naming the place, never a 5xx', async () => {
+    const hostile: unknown[] = [{ type: 'objectx' }, { type: 7 }, { properties: 5 }, { enum: 5 }, { anyOf: 5 }, { items: 'x' }, { required: 'a' }, { $ref: '#/nope' }, { pattern: '(' }, { type: 'string', pattern: '(' }, { minLength: -1 }, { allOf: [] }, { type: 'object', properties: { a: { $ref: '#/$defs/missing' } } }];
+    for (const schema of hostile) {
+      const chat = await send(server.url, 'POST', '/v1/chat/completions', validBody('/v1/chat/completions', { max_tokens: 32, response_format: { type: 'json_schema', json_schema: { name: 'x', schema } } }));
+      expect(chat.status, `chat ${JSON.stringify(schema)}: ${chat.text.slice(0, 200)}`).toBe(400);
+      expect((chat.json!.error as { param: string }).param, JSON.stringify(schema)).toMatch(/^response_format\.json_schema\.schema/);
+      const responses = await send(server.url, 'POST', '/v1/responses', validBody('/v1/responses', { max_output_tokens: 32, text: { format: { type: 'json_schema', name: 'x', schema } } }));
+      expect(responses.status, `responses ${JSON.stringify(schema)}: ${responses.text.slice(0, 200)}`).toBe(400);
+      const forced = await send(server.url, 'POST', '/v1/messages', validBody('/v1/messages', { max_tokens: 32, tools: [{ name: 'f', input_schema: { type: 'object', properties: { a: schema } } }], tool_choice: { type: 'tool', name: 'f' } }));
+      expect(forced.status, `forced ${JSON.stringify(schema)}: ${forced.text.slice(0, 200)}`).toBe(400);
+    }
+    await expectStillServes(server.url);
+  });
+
   it('tool names with spaces, NUL, punctuation or past 64 characters → 400 naming the name', async () => {
     for (const name of ['get weather', 'f\u0000', 'a.b', '{{x}}', 'n'.repeat(65), '']) {
       const chat = await send(server.url, 'POST', '/v1/chat/completions', validBody('/v1/chat/completions', { tools: [{ type: 'function', function: { name, parameters: WEATHER } }] }));
