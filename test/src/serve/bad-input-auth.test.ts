@@ -56,17 +56,12 @@ describe('authentication comes before the body', () => {
       ['Basic scheme', { authorization: 'Basic c2stYWxpY2U6' }, 'KVT_ERR_AUTH_MISSING_KEY'],
       ['Bearer without a key', { authorization: 'Bearer ' }, 'KVT_ERR_AUTH_MISSING_KEY'],
       ['a bare key', { authorization: 'sk-alice' }, 'KVT_ERR_AUTH_MISSING_KEY'],
-      ['a key with a NUL-free control char', { authorization: 'Bearer sk-alice\t\t' }, 'KVT_ERR_AUTH_BAD_KEY'],
+      ['a key with a space inside', { authorization: 'Bearer sk-al ice' }, 'KVT_ERR_AUTH_BAD_KEY'],
       ['an 8 KB key', { authorization: `Bearer ${'k'.repeat(8192)}` }, 'KVT_ERR_AUTH_BAD_KEY'],
       ['an empty x-api-key', { authorization: '', 'x-api-key': '' }, 'KVT_ERR_AUTH_MISSING_KEY'],
     ];
     for (const [name, headers, code] of forms) {
       const reply = await send(server.url, 'POST', '/v1/chat/completions', validBody('/v1/chat/completions'), headers);
-      // A tab inside the value is trimmed by the header parser, so that key is right after all.
-      if (name.startsWith('a key with')) {
-        expect([200, 401], name).toContain(reply.status);
-        continue;
-      }
       expectRefused(reply, 401, { code, param: 'authorization' }, name);
     }
     await expectStillServes(server.url);
