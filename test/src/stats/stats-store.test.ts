@@ -82,16 +82,18 @@ describe.each(backends)('%s stats store', (_kind, open) => {
     expect(totals.counters[C.evictedBlocks]).toBe(1);
     expect(totals.gauges['c:chat|bytes']).toBe(2048);
     const history = await reopened.history(0, now);
-    expect(history.map((p) => p.t)).toEqual([now - 1000, now]);
-    expect(history[1].counters[C.hitTokens]).toBe(1152);
-    expect(Object.keys(history[1].counters).some((name) => name.startsWith('tenant:'))).toBe(false);
-    expect(Object.keys(history[1].gauges).some((name) => name.startsWith('t:'))).toBe(false);
+    // A new store's history starts with the zero it counted from, one step before its first point.
+    expect(history.map((p) => p.t)).toEqual([now - 2000, now - 1000, now]);
+    expect(history[0].counters).toEqual({});
+    expect(history[2].counters[C.hitTokens]).toBe(1152);
+    expect(Object.keys(history[2].counters).some((name) => name.startsWith('tenant:'))).toBe(false);
+    expect(Object.keys(history[2].gauges).some((name) => name.startsWith('t:'))).toBe(false);
 
     const series = computeSeries(history, DEFAULT_PRICING);
-    expect(series.t).toEqual([now / 1000]);
-    expect(series.hitTokens).toEqual([640]);
-    expect(series.hitRateTokens).toEqual([1]);
-    expect(series.expiredBlocks).toEqual([2]);
+    expect(series.t).toEqual([(now - 1000) / 1000, now / 1000]);
+    expect(series.hitTokens).toEqual([512, 640]);
+    expect(series.hitRateTokens).toEqual([512 / (512 + 228), 1]);
+    expect(series.expiredBlocks).toEqual([5, 2]);
     await reopened.close();
   });
 });
