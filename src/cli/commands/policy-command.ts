@@ -1,5 +1,5 @@
 /** kvtier policy show | set | reset */
-import type { RetentionPolicyDoc } from '../../kvtier/index.ts';
+import { BLOCK_CODECS, isBlockCodecName, type RetentionPolicyDoc } from '../../kvtier/index.ts';
 import type { AdminApi, PolicyEdit, PolicyEditResult } from '../../serve/admin/index.ts';
 import { boolFlag, stringFlag, type CommandSpec, type ParsedArgs } from './args.ts';
 import { CliError } from './cli-error.ts';
@@ -16,7 +16,7 @@ export const POLICY_SHOW: CommandSpec = {
 export const POLICY_SET: CommandSpec = {
   name: 'policy set',
   summary: 'change a class TTL / quota, a per-tenant override, or the global quota; every process applies it within seconds',
-  usage: 'kvtier policy set (--class NAME [--ttl DURATION] [--quota SIZE|none] [--add] | --tenant ID [--class NAME] [--ttl DURATION] [--quota SIZE|none] | --global-quota SIZE|none)',
+  usage: 'kvtier policy set (--class NAME [--ttl DURATION] [--quota SIZE|none] [--codec NAME [--force]] [--add] | --codec NAME [--class NAME] [--force] | --tenant ID [--class NAME] [--ttl DURATION] [--quota SIZE|none] | --global-quota SIZE|none)',
   details: [
     'examples:',
     '  kvtier policy set --class agent --ttl 72h',
@@ -26,6 +26,8 @@ export const POLICY_SET: CommandSpec = {
     '  kvtier policy set --tenant acme --quota 10GiB',
     '  kvtier policy set --global-quota 2TiB',
     '  kvtier policy set --client-ttl-max 1h                 (a client hint such as prompt_cache_retention keeps blocks ≤ 1 h)',
+    '  kvtier policy set --codec int8                        (new blocks stored int8; stored blocks keep their codec)',
+    '  kvtier policy set --class agent --codec fp8 --force   (past the measured quality bound, or with no engine to measure on)',
     'durations: 90s, 90m, 72h, 3d, 1w · sizes: 10MB, 500GiB (MB = 10^6, MiB = 2^20) · "none" removes a quota',
   ].join('\n'),
   flags: [
@@ -35,6 +37,8 @@ export const POLICY_SET: CommandSpec = {
     { name: 'quota', kind: 'string', value: 'SIZE', help: 'byte quota of the class or tenant (500GiB, 10MB; none removes it)' },
     { name: 'global-quota', kind: 'string', value: 'SIZE', help: 'byte quota over all blocks (none removes it)' },
     { name: 'client-ttl-max', kind: 'string', value: 'DURATION', help: 'longest TTL a client retention hint may set (none: up to the class TTL)' },
+    { name: 'codec', kind: 'string', value: 'NAME', help: `how new blocks are stored (${BLOCK_CODECS.join(', ')}): of --class NAME, else of every class without its own` },
+    { name: 'force', kind: 'boolean', help: 'with --codec: set it even when its measured deviation on the served model is beyond the bound, or unmeasured' },
     { name: 'add', kind: 'boolean', help: 'create --class NAME (needs --ttl)' },
     { name: 'json', kind: 'boolean', help: 'print the resulting policy as JSON' },
   ],
@@ -65,6 +69,20 @@ export function policySetEdit(args: ParsedArgs): PolicyEdit {
   const quotaBytes = quotaOf(stringFlag(args, 'quota'), '--quota');
   const globalQuota = quotaOf(stringFlag(args, 'global-quota'), '--global-quota');
   const clientTtlRaw = stringFlag(args, 'client-ttl-max');
+  const codecRaw = stringFlag(args, 'codec');
+  const force = boolFlag(args, 'force');
+  if (force && codecRaw === undefined) throw new CliError('KVT_ERR_CLI_USAGE', 'kvtier policy set: --force goes with --codec NAME');
+  if (codecRaw !== undefined) {
+    if (!isBlockCodecName(codecRaw)) throw new CliError('KVT_ERR_CLI_USAGE', `kvtier policy set: --codec must be one of ${BLOCK_CODECS.join(', ')}, got "${codecRaw}"`);
+    if (tenant !== undefined || globalQuota !== undefined || clientTtlRaw !== undefined) {
+      throw new CliError('KVT_ERR_CLI_USAGE', 'kvtier policy set: --codec goes alone or with --class NAME (and its --ttl/--quota); not with --tenant, --global-quota or --client-ttl-max');
+    }
+    if (boolFlag(args, 'add')) throw new CliError('KVT_ERR_CLI_USAGE', 'kvtier policy set: add the class first (--add --ttl), then set its --codec');
+    const forced = force ? { force: true } : {};
+    if (className !== undefined && (ttlMs !== undefined || quotaBytes !== undefined)) return { op: 'setClass', name: className, ttlMs, quotaBytes, codec: codecRaw, ...forced };
+    if (ttlMs !== undefined || quotaBytes !== undefined) throw new CliError('KVT_ERR_CLI_USAGE', 'kvtier policy set: --ttl and --quota need --class NAME or --tenant ID');
+    return { op: 'setCodec', codec: codecRaw, ...(className !== undefined ? { trafficClass: className } : {}), ...forced };
+  }
   if (clientTtlRaw !== undefined) {
     if (className !== undefined || tenant !== undefined || ttlMs !== undefined || quotaBytes !== undefined || globalQuota !== undefined) {
       throw new CliError('KVT_ERR_CLI_USAGE', 'kvtier policy set: --client-ttl-max goes alone');
@@ -95,6 +113,8 @@ export function formatPolicy(doc: RetentionPolicyDoc, target: string): string {
     Object.entries(doc.classes).map(([name, spec]) => [name, formatDuration(spec.ttlMs), spec.quotaBytes === undefined ? '–' : formatBytes(spec.quotaBytes), name === doc.defaultClass ? '(default)' : '']),
   );
   text += `\nglobal quota: ${doc.quotaBytes === undefined ? 'none' : formatBytes(doc.quotaBytes)}\n`;
+  const classCodecs = Object.entries(doc.classes).filter(([, spec]) => spec.codec !== undefined).map(([name, spec]) => `${name}=${spec.codec}`);
+  text += `block codec: ${doc.codec ?? 'none'}${classCodecs.length ? ` (classes: ${classCodecs.join(' ')})` : ''}\n`;
   text += `client TTL hints: ${doc.clientTtlMaxMs === undefined ? 'up to the class TTL' : `at most ${formatDuration(doc.clientTtlMaxMs)}`}\n`;
   const tenants = Object.entries(doc.tenants);
   if (tenants.length === 0) return text + 'tenant overrides: none\n';
@@ -119,8 +139,10 @@ function describeEdit(edit: PolicyEdit, result: PolicyEditResult): string {
   switch (edit.op) {
     case 'setClass': {
       const spec = doc.classes[edit.name];
-      return `class ${edit.name}: ttl ${formatDuration(spec.ttlMs)}${spec.quotaBytes === undefined ? '' : `, quota ${formatBytes(spec.quotaBytes)}`} (policy v${doc.version}, ${applied})\n`;
+      return `class ${edit.name}: ttl ${formatDuration(spec.ttlMs)}${spec.quotaBytes === undefined ? '' : `, quota ${formatBytes(spec.quotaBytes)}`}${spec.codec === undefined ? '' : `, codec ${spec.codec}`} (policy v${doc.version}, ${applied})\n`;
     }
+    case 'setCodec':
+      return `${edit.trafficClass === undefined ? 'new blocks' : `new ${edit.trafficClass} blocks`}: codec ${edit.codec}${edit.force ? ' (forced)' : ''}; stored blocks keep theirs (policy v${doc.version}, ${applied})\n`;
     case 'setTenant': {
       const override = doc.tenants[edit.tenant];
       const ttls = Object.entries(override.ttlMs ?? {}).map(([name, ttl]) => `${name}=${formatDuration(ttl)}`).join(' ');

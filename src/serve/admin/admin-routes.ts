@@ -3,7 +3,7 @@
  * POST /admin/gc (routes/admin.ts); both are registered inside the admin
  * plugin (admin-plugin.ts), whose hook checks KVTIER_ADMIN_TOKEN:
  *
- *   POST /admin/policy/edit        {op: setClass|setTenant|reset|setGlobalQuota, …} → {policy, applied}
+ *   POST /admin/policy/edit        {op: setClass|setTenant|setCodec|reset|setGlobalQuota|setClientTtlMax, …} → {policy, applied}
  *   GET  /admin/stats/overview     figures for `kvtier stats` and the dashboard (one source)
  *   GET  /admin/stats/history      ?minutes=60 → chart series
  *   GET  /admin/blocks             ?tenant=&class=&olderThanMs=&limit=&stored=1 → BlockListing (stored=1: file size, encryption, codec of the first 50)

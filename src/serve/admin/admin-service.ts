@@ -9,7 +9,7 @@
  * follows that tier's counters. Without it (a data dir, no server), GC runs on
  * this process's handle of the index and its removals are counted here.
  */
-import type { GcReport, PolicyStore, RetentionPolicyDoc } from '../../kvtier/index.ts';
+import { CodecGate, type CodecPolicyPatch, type GcReport, type PolicyStore, type RetentionPolicyDoc } from '../../kvtier/index.ts';
 import { C, computeOverview, computeSeries, type Pricing, type StatsRecorder } from '../../stats/index.ts';
 import { AdminError } from './admin-error.ts';
 import type { AdminProgress, HistoryResponse, OverviewResponse, PolicyEdit, PolicyEditResult, PurgeFilter, PurgeReport } from './admin-types.ts';
@@ -55,6 +55,7 @@ export class AdminService {
   }
 
   async editPolicy(edit: PolicyEdit): Promise<PolicyEditResult> {
+    await this.applyCodec(edit);
     const next = await this.options.policy.update(policyChangeFor(edit));
     const policy = next.toJSON();
     const tier = this.options.tier;
@@ -67,6 +68,33 @@ export class AdminService {
       if (Date.now() > deadline) return { policy, applied: false };
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
+  }
+
+  /**
+   * A codec an edit names passes the quality gate first (kvtier/codecs/codec-gate.ts): with a tier, the
+   * tier applies it as PUT /admin/policy does (measured on the served model there; unmeasured without an
+   * engine, so only with force); with none (kvtier --data-dir) nothing is measured here, so it needs force.
+   */
+  private async applyCodec(edit: PolicyEdit): Promise<void> {
+    const codec = edit.op === 'setCodec' || edit.op === 'setClass' ? edit.codec : undefined;
+    if (codec === undefined || (edit.op !== 'setCodec' && edit.op !== 'setClass')) return;
+    const className = edit.op === 'setClass' ? edit.name : edit.trafficClass;
+    const force = edit.force === true;
+    if (!this.options.tier) {
+      new CodecGate().checkPatch(className === undefined ? { codec } : { classes: { [className]: { codec } } }, force);
+      return;
+    }
+    let patch: CodecPolicyPatch;
+    if (className === undefined) patch = { codec };
+    else {
+      // The tier's merge replaces a named class whole: send its current spec with the codec.
+      const doc = (await this.options.policy.refresh()).doc;
+      if (!Object.hasOwn(doc.classes, className)) {
+        throw new AdminError('KVT_ERR_ADMIN_BAD_REQUEST', `unknown class "${className}"; known: ${Object.keys(doc.classes).join(', ')}`, edit.op === 'setClass' ? 'name' : 'trafficClass');
+      }
+      patch = { classes: { [className]: { ...doc.classes[className], codec } } };
+    }
+    await this.options.tier.admin({ op: 'setPolicy', policy: { ...patch, force } });
   }
 
   async overview(): Promise<OverviewResponse> {

@@ -3,12 +3,15 @@
  * client (src/cli/admin-client.ts) and the local data-dir twin
  * (src/cli/local-admin.ts), so `kvtier` prints the same thing either way.
  */
-import type { GcProgress, GcReport, IndexEntry, RetentionPolicyDoc } from '../../kvtier/index.ts';
+import type { BlockCodecName, GcProgress, GcReport, IndexEntry, RetentionPolicyDoc } from '../../kvtier/index.ts';
 import type { Overview, Series } from '../../stats/index.ts';
 
 export type PolicyEdit =
   /** TTL and/or byte quota of a class; `create` adds a class that does not exist yet. */
-  | { op: 'setClass'; name: string; ttlMs?: number; quotaBytes?: number | null; create?: boolean }
+  /** `codec`: how the class's new blocks are stored; gated by its measured quality on the served model unless `force` (kvtier/codecs/codec-gate.ts). */
+  | { op: 'setClass'; name: string; ttlMs?: number; quotaBytes?: number | null; create?: boolean; codec?: BlockCodecName; force?: boolean }
+  /** The codec of new blocks: document-wide, or of one class; same gate as PUT /admin/policy {codec}. Blocks already stored keep theirs. */
+  | { op: 'setCodec'; codec: BlockCodecName; trafficClass?: string; force?: boolean }
   /** A tenant override: the TTL of one class for this tenant, and/or the tenant's byte quota. */
   | { op: 'setTenant'; tenant: string; trafficClass?: string; ttlMs?: number; quotaBytes?: number | null }
   /** The whole policy back to the defaults, or only one tenant's override removed. */

@@ -3,7 +3,7 @@
  * inside the store's atomic read-modify-write, so two operators editing at
  * once never lose an edit; the store validates the result.
  */
-import { defaultPolicyDoc, PolicyError, type PolicyChange, type RetentionPolicyDoc } from '../../kvtier/index.ts';
+import { BLOCK_CODECS, defaultPolicyDoc, isBlockCodecName, PolicyError, type BlockCodecName, type PolicyChange, type RetentionPolicyDoc } from '../../kvtier/index.ts';
 import { AdminError } from './admin-error.ts';
 import type { PolicyEdit } from './admin-types.ts';
 
@@ -24,7 +24,17 @@ export function policyChangeFor(edit: PolicyEdit): PolicyChange {
         else if (edit.create) throw new AdminError('KVT_ERR_ADMIN_BAD_REQUEST', `a new class needs a TTL (--ttl)`, 'ttlMs');
         if (edit.quotaBytes === null) delete spec.quotaBytes;
         else if (edit.quotaBytes !== undefined) spec.quotaBytes = edit.quotaBytes;
+        if (edit.codec !== undefined) spec.codec = edit.codec;
         doc.classes[edit.name] = spec;
+      };
+    case 'setCodec':
+      return (doc) => {
+        if (edit.trafficClass === undefined) {
+          doc.codec = edit.codec;
+          return;
+        }
+        knownClass(doc, edit.trafficClass, '');
+        doc.classes[edit.trafficClass] = { ...doc.classes[edit.trafficClass], codec: edit.codec };
       };
     case 'setTenant':
       return (doc) => {
@@ -63,7 +73,7 @@ export function policyChangeFor(edit: PolicyEdit): PolicyChange {
         else doc.quotaBytes = edit.quotaBytes;
       };
     default:
-      throw new AdminError('KVT_ERR_ADMIN_BAD_REQUEST', `unknown policy edit ${JSON.stringify((edit as { op?: unknown }).op)}; use setClass, setTenant, reset, setGlobalQuota or setClientTtlMax`, 'op');
+      throw new AdminError('KVT_ERR_ADMIN_BAD_REQUEST', `unknown policy edit ${JSON.stringify((edit as { op?: unknown }).op)}; use setClass, setTenant, setCodec, reset, setGlobalQuota or setClientTtlMax`, 'op');
   }
 }
 
@@ -89,9 +99,31 @@ export function parsePolicyEdit(body: unknown): PolicyEdit {
     if (typeof value !== 'string' || value === '') bad(`${field} must be a non-empty string`, field);
     return value as string;
   };
+  const optionalCodec = (): BlockCodecName | undefined => {
+    if (edit.codec === undefined) return undefined;
+    if (!isBlockCodecName(edit.codec)) bad(`codec must be one of ${BLOCK_CODECS.join(', ')}, got ${JSON.stringify(edit.codec)}`, 'codec');
+    return edit.codec as BlockCodecName;
+  };
+  const optionalForce = (): boolean | undefined => {
+    if (edit.force === undefined) return undefined;
+    if (typeof edit.force !== 'boolean') bad('force must be true or false', 'force');
+    return edit.force as boolean;
+  };
   switch (edit.op) {
-    case 'setClass':
-      return { op: 'setClass', name: name('name'), ttlMs: optionalTtl(), quotaBytes: optionalQuota(), create: edit.create === true };
+    case 'setClass': {
+      const codec = optionalCodec();
+      const force = optionalForce();
+      if (force !== undefined && codec === undefined) bad('force goes with codec (it overrides the codec quality gate)', 'force');
+      // A codec is checked where the engine runs before it is stored; a class is created first, then given a codec.
+      if (codec !== undefined && edit.create === true) bad('add the class first, then set its codec (setCodec or setClass with codec)', 'codec');
+      return { op: 'setClass', name: name('name'), ttlMs: optionalTtl(), quotaBytes: optionalQuota(), create: edit.create === true, ...(codec !== undefined ? { codec } : {}), ...(force !== undefined ? { force } : {}) };
+    }
+    case 'setCodec': {
+      const codec = optionalCodec();
+      if (codec === undefined) bad(`codec is required: one of ${BLOCK_CODECS.join(', ')}`, 'codec');
+      const force = optionalForce();
+      return { op: 'setCodec', codec: codec!, ...(edit.trafficClass !== undefined ? { trafficClass: name('trafficClass') } : {}), ...(force !== undefined ? { force } : {}) };
+    }
     case 'setTenant':
       return { op: 'setTenant', tenant: name('tenant'), trafficClass: edit.trafficClass === undefined ? undefined : name('trafficClass'), ttlMs: optionalTtl(), quotaBytes: optionalQuota() };
     case 'reset':
@@ -108,6 +140,6 @@ export function parsePolicyEdit(body: unknown): PolicyEdit {
       return { op: 'setClientTtlMax', ttlMs: ttl as number };
     }
     default:
-      return bad(`unknown op ${JSON.stringify(edit.op)}; use setClass, setTenant, reset, setGlobalQuota or setClientTtlMax`, 'op');
+      return bad(`unknown op ${JSON.stringify(edit.op)}; use setClass, setTenant, setCodec, reset, setGlobalQuota or setClientTtlMax`, 'op');
   }
 }
