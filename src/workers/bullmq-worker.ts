@@ -4,7 +4,7 @@
  * number of these may run, on any machine that sees the same Redis and the
  * same storage (KVTIER_STORAGE); a block one computes is a hit for every other.
  *
- * Queues one worker consumes (see bullmq-runner.ts for who sends what where):
+ * Queues one worker consumes (see bullmq-protocol.ts and bullmq-runner.ts for who sends what where):
  *
  *   role both      kvtier-prefill (shared)                         + kvtier-prefill-w-<id> (routed to it)
  *   role prefill   kvtier-prefill-prefill (prefill halves) + shared + kvtier-prefill-w-<id>
@@ -24,7 +24,7 @@
  * error, so BullMQ keeps renewing the job's lock exactly as long as the job
  * runs here; if this process dies the lock lapses: the shared and role
  * queues' stalled check gives the job to another worker, and the API moves a
- * job off a dead worker's own queue (bullmq-runner.ts, watchdog).
+ * job off a dead worker's own queue (bullmq-watchdog.ts).
  */
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
@@ -36,7 +36,7 @@ import { CacheAwareRouter, gcUnderClusterLease, PURGE_CHANNEL, PurgeFollower, ro
 import type { Config } from '../config.ts';
 import { EngineHost, type EngineLog } from './engine-host.ts';
 import { engineThreadInit } from './engine-thread-protocol.ts';
-import { CANCEL_CHANNEL, LIVE_TTL_MS, QUEUE_NAME, roleQueueName, routeScope, WORKER_STATS_PREFIX, workerQueueName, type PublishedEvent, type QueuedJob } from './bullmq-runner.ts';
+import { CANCEL_CHANNEL, LIVE_TTL_MS, QUEUE_NAME, roleQueueName, routeScope, WORKER_STATS_PREFIX, workerQueueName, type PublishedEvent, type QueuedJob } from './bullmq-protocol.ts';
 import { modelIdOf, type JobEvent } from './job.ts';
 import { startWorkerStats } from './worker-stats.ts';
 

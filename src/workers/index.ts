@@ -6,5 +6,7 @@ export { tsWorker } from './ts-worker.ts';
 export { InprocRunner } from './inproc-runner.ts';
 export { PrefillScheduler, type SchedulerOptions } from './prefill-scheduler.ts';
 export { adminCall } from './tier-admin.ts';
-export { BullmqRunner, QUEUE_NAME, roleQueueName, workerQueueName, type QueuedJob, type PublishedEvent } from './bullmq-runner.ts';
+export { BullmqRunner } from './bullmq-runner.ts';
+export { CANCEL_CHANNEL, QUEUE_NAME, roleQueueName, workerQueueName, type QueuedJob, type PublishedEvent } from './bullmq-protocol.ts';
+export { patchPolicyDoc, type PolicyPatch } from './policy-patch.ts';
 export { startBullmqWorker, type RunningWorker } from './bullmq-worker.ts';

@@ -3,9 +3,10 @@
  * POST /admin/gc), run wherever the tier is open: the engine thread in
  * embedded mode, the API process's own tier handle in BullMQ mode.
  */
-import { CodecGate, validatePolicyDoc, type KvTier, type RetentionPolicyDoc } from '../kvtier/index.ts';
+import { CodecGate, type KvTier } from '../kvtier/index.ts';
 import { KvtError } from '../errors.ts';
 import type { AdminCall } from './job-runner.ts';
+import { patchPolicyDoc, type PolicyPatch } from './policy-patch.ts';
 
 export async function adminCall(tier: KvTier | null, call: AdminCall, extra: Record<string, unknown> = {}, codecGate: CodecGate = new CodecGate()): Promise<unknown> {
   if (!tier) {
@@ -18,27 +19,10 @@ export async function adminCall(tier: KvTier | null, call: AdminCall, extra: Rec
     case 'getPolicy':
       return tier.policy.current().doc;
     case 'setPolicy': {
-      const { force, ...patch } = call.policy as Partial<RetentionPolicyDoc> & { force?: boolean };
+      const { force, ...patch } = call.policy as PolicyPatch & { force?: boolean };
       // Codecs the patch names must be within their bound as measured on the served model (kvtier/codecs/codec-gate.ts), unless forced.
       codecGate.checkPatch(patch, force === true);
-      const next = await tier.policy.update((doc) => {
-        const merged: RetentionPolicyDoc = {
-          ...doc,
-          ...(patch.defaultClass !== undefined ? { defaultClass: patch.defaultClass } : {}),
-          ...(patch.classes !== undefined ? { classes: { ...doc.classes, ...patch.classes } } : {}),
-          ...(patch.tenants !== undefined ? { tenants: { ...doc.tenants, ...patch.tenants } } : {}),
-          ...(patch.codec !== undefined ? { codec: patch.codec } : {}),
-        };
-        if ('clientTtlMaxMs' in patch) {
-          if (patch.clientTtlMaxMs === null || patch.clientTtlMaxMs === undefined) delete merged.clientTtlMaxMs;
-          else merged.clientTtlMaxMs = patch.clientTtlMaxMs;
-        }
-        if ('quotaBytes' in patch) {
-          if (patch.quotaBytes === null || patch.quotaBytes === undefined) delete merged.quotaBytes;
-          else merged.quotaBytes = patch.quotaBytes;
-        }
-        return validatePolicyDoc(merged);
-      });
+      const next = await tier.policy.update((doc) => patchPolicyDoc(doc, patch));
       return next.doc;
     }
     case 'gc':

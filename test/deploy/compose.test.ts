@@ -108,7 +108,7 @@ describe('docker-compose.yml topology', () => {
     expect(services.redis.healthcheck!.test).toContain('ping');
     expect(services.api.healthcheck!.test.join(' ')).toContain('/readyz');
     // The worker check looks for the heartbeat key bullmq-worker.ts writes.
-    const workerSource = readFileSync(join(ROOT, 'src/workers/bullmq-runner.ts'), 'utf8');
+    const workerSource = readFileSync(join(ROOT, 'src/workers/bullmq-protocol.ts'), 'utf8');
     const prefix = /WORKER_STATS_PREFIX = '([^']+)'/.exec(workerSource)?.[1];
     expect(prefix).toBeDefined();
     expect(services.worker.healthcheck!.test.join(' ')).toContain(`'${prefix}'`);

@@ -13,7 +13,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CANCEL_CHANNEL, QUEUE_NAME, type PublishedEvent, type QueuedJob } from '../../../src/workers/bullmq-runner.ts';
+import { CANCEL_CHANNEL, QUEUE_NAME, type PublishedEvent, type QueuedJob } from '../../../src/workers/bullmq-protocol.ts';
 
 import { abandonedStreamChecks, type SchedulerState } from '../serve/abandoned-streams-fixture.ts';
 import { ADMIN_TOKEN, startTestServer, type TestServer } from '../serve/server-fixture.ts';

@@ -1,0 +1,84 @@
+/**
+ * The admin operations in cluster mode (GET /admin/stats, GET|PUT
+ * /admin/policy, POST /admin/purge, POST /admin/gc), run from the API
+ * process: stats from the workers' heartbeats, the policy in Redis, a purge
+ * through the cluster's purge log, GC as a job on the shared queue.
+ */
+import type { Queue, QueueEvents } from 'bullmq';
+import type { Redis } from 'ioredis';
+
+import { appendPurge, awaitPurgeAcks, PURGE_CHANNEL } from '../cluster/index.ts';
+import { KvtError } from '../errors.ts';
+import { CodecGate, type RedisPolicyStore } from '../kvtier/index.ts';
+import type { AdminCall } from './job-runner.ts';
+import { failureCode, WORKER_STATS_PREFIX } from './bullmq-protocol.ts';
+import { patchPolicyDoc, type PolicyPatch } from './policy-patch.ts';
+
+export interface ClusterAdminDeps {
+  connection: Redis;
+  /** The shared queue and its events (GC runs as a job there). */
+  queue: Queue;
+  queueEvents: QueueEvents;
+  /** Null when Redis was unreachable at start. */
+  policy: RedisPolicyStore | null;
+  replyChannel: string;
+}
+
+export async function clusterAdminCall(call: AdminCall, deps: ClusterAdminDeps): Promise<unknown> {
+  const { connection, queue, queueEvents, replyChannel } = deps;
+  switch (call.op) {
+    case 'stats': {
+      const keys = await connection.keys(`${WORKER_STATS_PREFIX}*`);
+      const values = keys.length > 0 ? await connection.mget(keys) : [];
+      const workers = values.filter((v): v is string => v !== null).map((v) => JSON.parse(v) as { cache?: { bytesRead: number; bytesWritten: number; gc: { expired: { blocks: number }; evicted: { blocks: number } } } | null });
+      const cache = workers.reduce(
+        (sum, w) => {
+          if (!w.cache) return sum;
+          sum.bytesRead += w.cache.bytesRead;
+          sum.bytesWritten += w.cache.bytesWritten;
+          sum.gc.expired.blocks += w.cache.gc.expired.blocks;
+          sum.gc.evicted.blocks += w.cache.gc.evicted.blocks;
+          return sum;
+        },
+        { bytesRead: 0, bytesWritten: 0, gc: { expired: { blocks: 0 }, evicted: { blocks: 0 } } },
+      );
+      const counts = await queue.getJobCounts('waiting', 'active', 'delayed', 'failed');
+      return { cache, workers, queue: counts };
+    }
+    case 'getPolicy':
+      return requirePolicy(deps.policy).current().doc;
+    case 'setPolicy': {
+      const { force, ...patch } = call.policy as PolicyPatch & { force?: boolean };
+      // No engine in this process to measure a codec on: one other than none needs force (kvtier/codecs/codec-gate.ts).
+      new CodecGate().checkPatch(patch, force === true);
+      const next = await requirePolicy(deps.policy).update((doc) => patchPolicyDoc(doc, patch));
+      return next.doc;
+    }
+    case 'purge': {
+      // Every live worker applies it to its own index and caches (src/cluster/purge-log.ts) and acknowledges.
+      const gen = await appendPurge(connection, call.filter ?? {}, call.at ?? Date.now());
+      await connection.publish(PURGE_CHANNEL, String(gen));
+      const acks = await awaitPurgeAcks(connection, WORKER_STATS_PREFIX, gen, 30_000);
+      return { gen, workers: acks };
+    }
+    case 'gc': {
+      // Kept a while after completion: waitUntilFinished polls the job once after subscribing, and a
+      // quick GC already removed on completion would read as missing there, i.e. as a failure.
+      const job = await queue.add('gc', { replyChannel }, { removeOnComplete: { age: 300 }, removeOnFail: { age: 3600 } });
+      try {
+        return (await job.waitUntilFinished(queueEvents, 60_000)) as unknown;
+      } catch (error) {
+        const reason = (error as Error).message;
+        const code = /timed out before finishing/.test(reason) ? 'KVT_ERR_WORKER_TIMEOUT' : failureCode(reason);
+        throw new KvtError(code, `GC job ${job.id}: ${reason}`, { cause: error });
+      }
+    }
+    default:
+      throw new KvtError('KVT_ERR_REQUEST_INVALID', `unknown admin op ${String((call as { op: unknown }).op)}`);
+  }
+}
+
+function requirePolicy(policy: RedisPolicyStore | null): RedisPolicyStore {
+  if (!policy) throw new KvtError('KVT_ERR_QUEUE_UNAVAILABLE', 'the policy store (Redis) was unreachable at start; restart the API process');
+  return policy;
+}

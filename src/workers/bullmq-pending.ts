@@ -1,0 +1,90 @@
+/**
+ * The API process's record of one job it queued and waits on (bullmq-runner.ts
+ * keeps them by job id; dispatch and the watchdog read and move them).
+ */
+import { KvtError } from '../errors.ts';
+import type { JobEvent } from './job.ts';
+import type { PublishedEvent, QueuedJob } from './bullmq-protocol.ts';
+
+export interface PendingJob {
+  onEvent: (event: JobEvent) => void;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+  runId: string | null;
+  /** Tokens forwarded to the request so far (a re-run's first ones are skipped). */
+  forwarded: number;
+  /** Tokens of the current run seen so far. */
+  seenInRun: number;
+  started: boolean;
+  prefilledSent: boolean;
+  waitTimer: NodeJS.Timeout | null;
+  /** The queue the job is on now (it moves to the shared queue when its worker does not take it). */
+  queueName: string;
+  /** The job as added (re-added unchanged when it moves). */
+  queued: QueuedJob | null;
+  addedAt: number;
+  /** Watchdog checks in a row that found the job's lock gone. */
+  lockMisses: number;
+  moving: boolean;
+}
+
+/**
+ * Passes a worker's published event on to the request: a new attempt (the
+ * previous worker died) replays only what the request has not seen, and the
+ * first `prefilled` only. The job's end (done → error null, or its error) is
+ * returned for the caller to settle; null while it runs.
+ */
+export function relayPublished(pending: PendingJob, published: PublishedEvent): { error: KvtError | null } | null {
+  if (pending.runId !== published.runId) {
+    // A new attempt (the previous worker died): replay only what the request has not seen.
+    pending.runId = published.runId;
+    pending.seenInRun = 0;
+    pending.lockMisses = 0;
+    // Its worker says which queue it took the job from (it may have moved meanwhile).
+    if (published.started) pending.queueName = published.started.queue;
+  }
+  if (!pending.started) {
+    pending.started = true;
+    if (pending.waitTimer) clearTimeout(pending.waitTimer);
+  }
+  const { event } = published;
+  if (!event) return null;
+  switch (event.type) {
+    case 'prefilled':
+      if (!pending.prefilledSent) {
+        pending.prefilledSent = true;
+        pending.onEvent(event);
+      }
+      return null;
+    case 'tokens': {
+      const fresh = event.ids.filter(() => ++pending.seenInRun > pending.forwarded);
+      if (fresh.length === 0) return null;
+      pending.forwarded += fresh.length;
+      pending.onEvent({ type: 'tokens', ids: fresh });
+      return null;
+    }
+    case 'done':
+      pending.onEvent(event);
+      return { error: null };
+    case 'error':
+      return { error: new KvtError(event.code, event.message) };
+  }
+  return null;
+}
+
+/** `promise`, or `onTimeout()` once `ms` have passed without an answer. */
+export function withTimeout<T>(promise: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(onTimeout()), ms);
+    promise.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (e: unknown) => {
+        clearTimeout(timer);
+        reject(e);
+      },
+    );
+  });
+}

@@ -1,0 +1,55 @@
+/**
+ * What the API process and `kvtier worker` processes say to each other over
+ * Redis (BullMQ queues + pub/sub): queue and channel names, the queued job,
+ * the events a worker publishes, and how a failed job's code travels.
+ *
+ *   API ── Queue.add(QueuedJob {…, replyChannel}) ──▶ kvtier-prefill | -prefill | -decode | -w-<worker id>
+ *   API ◀── SUBSCRIBE kvtier:events:<api id> ◀── PUBLISH PublishedEvent {jobId, runId, event | started}
+ *   API ── PUBLISH kvtier:cancel <jobId> ──▶ every worker (the one holding it cancels)
+ *   worker ── SET kvtier:worker:<id> {stats, scheduler, …} EX 15 (heartbeat)
+ *
+ * Both sides import this file; neither imports the other.
+ */
+import type { JobEvent, PrefillJob } from './job.ts';
+
+export const QUEUE_NAME = 'kvtier-prefill';
+export const CANCEL_CHANNEL = 'kvtier:cancel';
+export const WORKER_STATS_PREFIX = 'kvtier:worker:';
+/** A worker is live (routable, counted for the split) this long after its last heartbeat (every 2 s). */
+export const LIVE_TTL_MS = 10_000;
+
+/** A split half's queue: kvtier-prefill-prefill, kvtier-prefill-decode. */
+export function roleQueueName(role: 'prefill' | 'decode'): string {
+  return `${QUEUE_NAME}-${role}`;
+}
+
+/** The queue only that worker consumes (jobs routed to it). */
+export function workerQueueName(workerId: string): string {
+  return `${QUEUE_NAME}-w-${workerId}`;
+}
+
+/** What route keys are chained from: one model, one tenant namespace (as the tier's block keys). */
+export function routeScope(job: Pick<PrefillJob, 'model' | 'tenantSalt'>): string {
+  return `${job.model}\u0000${job.tenantSalt}`;
+}
+
+/** What travels in the BullMQ job. */
+export interface QueuedJob extends PrefillJob {
+  replyChannel: string;
+}
+
+/** What a worker publishes on the reply channel: a job event, or that a run started. */
+export interface PublishedEvent {
+  jobId: string;
+  /** Differs per attempt: a stalled job re-run elsewhere gets a new one. */
+  runId: string;
+  event?: JobEvent;
+  started?: { workerId: string; queue: string };
+}
+
+/** BullMQ keeps only a failed job's message (workers lead it with the code): the code back from it. */
+export function failureCode(failedReason: string): string {
+  const match = /KVT_ERR_[A-Z_]+/.exec(failedReason ?? '');
+  if (match) return match[0];
+  return /stalled/i.test(failedReason ?? '') ? 'KVT_ERR_WORKER_LOST' : 'KVT_ERR_WORKER_FAILED';
+}

@@ -1,0 +1,81 @@
+/**
+ * The API side's watch over jobs it routed off the shared queue (a worker's
+ * own queue, a split half's role queue): a worker that died or never takes
+ * them must not strand them. See bullmq-runner.ts for the whole flow.
+ */
+import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+
+import type { Config } from '../config.ts';
+import { QUEUE_NAME, type QueuedJob } from './bullmq-protocol.ts';
+import type { PendingJob } from './bullmq-pending.ts';
+
+const WATCHDOG_MS = 250;
+
+export interface WatchdogDeps {
+  config: Config;
+  connection: Redis;
+  /** The jobs this process waits on, by id (the runner's own map). */
+  pending: Map<string, PendingJob>;
+  queueFor(name: string): Queue;
+  add(queueName: string, queued: QueuedJob): Promise<unknown>;
+  log: (level: 'info' | 'warn' | 'error', message: string) => void;
+}
+
+export class RoutedJobWatchdog {
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(private readonly deps: WatchdogDeps) {
+    this.timer = setInterval(() => void this.watch(), WATCHDOG_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  /**
+   * Jobs off the shared queue must not be stranded by a worker that died or
+   * never takes them. Every WATCHDOG_MS, for each such job:
+   *   not started, waiting ≥ ROUTED_WAIT_MS  → remove there (fails if a worker just locked it) → shared queue
+   *   started on a worker's own queue, its lock gone on two checks in a row (the worker died)
+   *                                          → remove → shared queue (re-run from the start, as a stall)
+   * BullMQ's own stalled check covers the role queues (their workers run it).
+   */
+  private async watch(): Promise<void> {
+    const routedWaitMs = Math.min(2000, Math.max(WATCHDOG_MS, Math.floor(this.deps.config.queueWaitTimeoutMs / 4)));
+    const now = Date.now();
+    for (const [jobId, pending] of this.deps.pending) {
+      if (pending.queueName === QUEUE_NAME || pending.moving || !pending.queued) continue;
+      const own = pending.queueName.startsWith(`${QUEUE_NAME}-w-`);
+      try {
+        if (!pending.started) {
+          if (now - pending.addedAt >= routedWaitMs) await this.moveToShared(jobId, pending, `not taken within ${routedWaitMs} ms`);
+        } else if (own) {
+          const queue = this.deps.queueFor(pending.queueName);
+          const locked = (await this.deps.connection.exists(queue.toKey(`${jobId}:lock`))) === 1;
+          pending.lockMisses = locked ? 0 : pending.lockMisses + 1;
+          if (pending.lockMisses >= 2 && (await queue.getJobState(jobId)) === 'active') await this.moveToShared(jobId, pending, 'its worker stopped renewing the job lock');
+        }
+      } catch (error) {
+        this.deps.log('warn', `watching job ${jobId} on ${pending.queueName} failed: ${(error as Error).message}`);
+      }
+    }
+  }
+
+  private async moveToShared(jobId: string, pending: PendingJob, why: string): Promise<void> {
+    pending.moving = true;
+    try {
+      const from = pending.queueName;
+      // 1 = removed; 0 = a worker holds its lock (it started after all): leave it there.
+      if ((await this.deps.queueFor(from).remove(jobId)) !== 1) return;
+      if (this.deps.pending.get(jobId) !== pending) return;
+      pending.queueName = QUEUE_NAME;
+      pending.lockMisses = 0;
+      await this.deps.add(QUEUE_NAME, pending.queued!);
+      this.deps.log('warn', `job ${jobId} moved from ${from} to the shared queue: ${why}`);
+    } finally {
+      pending.moving = false;
+    }
+  }
+}
