@@ -2,16 +2,19 @@ import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import type { Readable } from 'node:stream';
 
-import {
-  CreateBucketCommand,
-  DeleteObjectsCommand,
-  GetObjectCommand,
-  HeadBucketCommand,
-  HeadObjectCommand,
-  ListObjectsV2Command,
-  PutObjectCommand,
-  S3Client,
-} from '@aws-sdk/client-s3';
+import { createRequire } from 'node:module';
+
+import type { S3Client } from '@aws-sdk/client-s3';
+
+// The AWS SDK takes ~0.2 s to load; every process that imports storage-adapters
+// (the CLI's admin commands included) would pay it, though only an s3:// store
+// uses it. It is required on the first S3BlobStore instead (CommonJS, so the
+// constructor stays synchronous).
+const requireCjs = createRequire(import.meta.url);
+let loadedSdk: typeof import('@aws-sdk/client-s3') | undefined;
+function s3Sdk(): typeof import('@aws-sdk/client-s3') {
+  return (loadedSdk ??= requireCjs('@aws-sdk/client-s3') as typeof import('@aws-sdk/client-s3'));
+}
 
 import type { BlobStore } from './blob-store.ts';
 import { boundedMap } from './bounded-map.ts';
@@ -117,7 +120,7 @@ export class S3BlobStore implements BlobStore {
     this.agent = endpoint?.protocol === 'http:'
       ? new HttpAgent({ keepAlive: true, maxSockets })
       : new HttpsAgent({ keepAlive: true, maxSockets });
-    this.client = new S3Client({
+    this.client = new (s3Sdk().S3Client)({
       endpoint: endpoint?.toString(),
       region: options.region ?? 'us-east-1',
       credentials: resolveCredentials(options),
@@ -151,7 +154,7 @@ export class S3BlobStore implements BlobStore {
       const objectKey = this.objectKey(key);
       try {
         await this.client.send(
-          new PutObjectCommand({ Bucket: this.bucket, Key: objectKey, Body: bytes, ContentLength: bytes.byteLength }),
+          new (s3Sdk().PutObjectCommand)({ Bucket: this.bucket, Key: objectKey, Body: bytes, ContentLength: bytes.byteLength }),
         );
       } catch (error) {
         throw this.toStorageError(error, 'put', objectKey);
@@ -163,7 +166,7 @@ export class S3BlobStore implements BlobStore {
     return this.track(async () => {
       const objectKey = this.objectKey(key);
       try {
-        const response = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: objectKey }));
+        const response = await this.client.send(new (s3Sdk().GetObjectCommand)({ Bucket: this.bucket, Key: objectKey }));
         return await readBody(response.Body as Readable | undefined, response.ContentLength);
       } catch (error) {
         if (isNotFound(error)) return null;
@@ -177,7 +180,7 @@ export class S3BlobStore implements BlobStore {
       const objectKeys = keys.map((key) => this.objectKey(key));
       return boundedMap(objectKeys, this.concurrency, async (objectKey) => {
         try {
-          await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: objectKey }));
+          await this.client.send(new (s3Sdk().HeadObjectCommand)({ Bucket: this.bucket, Key: objectKey }));
           return true;
         } catch (error) {
           if (isNotFound(error)) return false;
@@ -196,7 +199,7 @@ export class S3BlobStore implements BlobStore {
         let response;
         try {
           response = await this.client.send(
-            new DeleteObjectsCommand({
+            new (s3Sdk().DeleteObjectsCommand)({
               Bucket: this.bucket,
               Delete: { Objects: batch.map((Key) => ({ Key })), Quiet: true },
             }),
@@ -223,7 +226,7 @@ export class S3BlobStore implements BlobStore {
       try {
         page = await this.track(() =>
           this.client.send(
-            new ListObjectsV2Command({
+            new (s3Sdk().ListObjectsV2Command)({
               Bucket: this.bucket,
               Prefix: this.keyPrefix + prefix,
               ContinuationToken: continuationToken,
@@ -254,13 +257,13 @@ export class S3BlobStore implements BlobStore {
 
   private async ensureBucket(create: boolean): Promise<void> {
     try {
-      await this.client.send(new HeadBucketCommand({ Bucket: this.bucket }));
+      await this.client.send(new (s3Sdk().HeadBucketCommand)({ Bucket: this.bucket }));
       return;
     } catch (error) {
       if (!(create && isNotFound(error))) throw this.toStorageError(error, 'open', this.bucket);
     }
     try {
-      await this.client.send(new CreateBucketCommand({ Bucket: this.bucket }));
+      await this.client.send(new (s3Sdk().CreateBucketCommand)({ Bucket: this.bucket }));
     } catch (error) {
       const name = (error as { name?: string }).name;
       // another node created it first

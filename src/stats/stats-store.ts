@@ -18,7 +18,7 @@
  */
 import { mkdirSync } from 'node:fs';
 
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { open as openLmdb, type Database, type RootDatabase } from 'lmdb';
 
 export interface StatsPoint {
@@ -153,7 +153,9 @@ export class RedisStatsStore implements StatsStore {
   ) {}
 
   static async open(options: StatsStoreOptions & { url: string; keyPrefix?: string }): Promise<RedisStatsStore> {
-    const redis = new Redis(options.url, { lazyConnect: true, connectTimeout: 5000, maxRetriesPerRequest: 3 });
+    // ioredis is loaded by the first Redis-backed open (the embedded default never needs it).
+    const { Redis: RedisClient } = await import('ioredis');
+    const redis = new RedisClient(options.url, { lazyConnect: true, connectTimeout: 5000, maxRetriesPerRequest: 3 });
     redis.on('error', () => undefined); // connection errors surface as rejected commands, counted by the recorder
     await redis.connect();
     redis.defineCommand('kvtierStatsAdd', { numberOfKeys: 3, lua: ADD_SCRIPT });

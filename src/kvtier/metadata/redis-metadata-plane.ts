@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 
 import { PlaneError } from '../errors.ts';
 import { stderrLogger, type KvTierLogger } from '../logger.ts';
@@ -101,7 +101,9 @@ export class RedisMetadataPlane implements MetadataPlane {
     const logger = options.logger ?? stderrLogger;
     const bits = options.bucketBits ?? 16;
     if (!Number.isInteger(bits) || bits < 1 || bits > 16) throw new PlaneError('KVT_ERR_PLANE_OPEN', `bucketBits must be an integer 1..16, got ${bits}`);
-    const connect = (): Redis => new Redis(url, { lazyConnect: true, connectTimeout: options.connectTimeoutMs ?? 5000, maxRetriesPerRequest: 3, enableAutoPipelining: false });
+    // ioredis is loaded by the first Redis-backed open (the embedded default never needs it).
+    const { Redis: RedisClient } = await import('ioredis');
+    const connect = (): Redis => new RedisClient(url, { lazyConnect: true, connectTimeout: options.connectTimeoutMs ?? 5000, maxRetriesPerRequest: 3, enableAutoPipelining: false });
     const redis = connect();
     const subscriber = connect();
     let opened = false;
