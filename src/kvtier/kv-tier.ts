@@ -9,6 +9,7 @@ import { BlockIndex, PROBE_ABSENT, PROBE_EXPIRED } from './block-index.ts';
 import { systemClock, type Clock } from './clock.ts';
 import { BlockError, errorCodeOf, KvTierConfigError, KvTierError } from './errors.ts';
 import { runGc, type GcOptions, type GcReport, type GcTally } from './gc.ts';
+import { purgeIndex, type PurgeFilter, type PurgeProgress, type PurgeResult } from './purge.ts';
 import { HotBlockCache } from './hot-block-cache.ts';
 import { LiveEntryCache } from './live-entry-cache.ts';
 import type { MetadataPlane } from './metadata/metadata-plane.ts';
@@ -584,6 +585,23 @@ export class KvTier {
     snapshot.writeBehind.queuedBytes = this.writes.queuedBytes;
     snapshot.hotCache = { blocks: this.hotCache.size, bytes: this.hotCache.usedBytes, budgetBytes: this.hotCache.budgetBytes };
     return snapshot;
+  }
+
+  /**
+   * Removes the blocks of this node's index that match `filter` (as of `at`,
+   * default now) from storage, the index and this node's memory caches.
+   * Queued writes land first, so none of them reappears after the purge.
+   */
+  async purge(filter: PurgeFilter, options: { at?: number; onProgress?: (progress: PurgeProgress) => void } = {}): Promise<PurgeResult> {
+    this.assertOpen();
+    await this.flush();
+    const forget = (keys: string[]) => {
+      for (const key of keys) {
+        this.hotCache.delete(key);
+        this.liveEntries.forget(key);
+      }
+    };
+    return purgeIndex({ index: this.index, store: this.blobStore, forget }, filter, options.at ?? this.clock.now(), options.onProgress);
   }
 
   /** Blocks and bytes this node's index holds, by scope tag ("g", "c:chat", "t:acme"). */
