@@ -90,6 +90,8 @@ export interface SchedulerState {
   /** Engine forwards run so far. */
   steps: number;
   pool: { freeBlocks: number; totalBlocks: number };
+  /** Jobs ended so far, whatever ended them (done, error, cancel). */
+  ended: number;
   /** Jobs ended by a cancel, and the most engine steps any of them ran after its cancel arrived. */
   cancels: { ended: number; maxStepsAfterCancel: number };
 }
@@ -141,6 +143,7 @@ export class PrefillScheduler {
   private readonly cancelSeenAt = new Map<string, number>();
   private steps = 0;
   private cancelsEnded = 0;
+  private jobsEnded = 0;
   private maxStepsAfterCancel = 0;
   private nextOrder = 0;
   private recomputeDecisions = 0;
@@ -167,6 +170,7 @@ export class PrefillScheduler {
       retained: this.retained.size,
       steps: this.steps,
       pool: { freeBlocks: engine.freeBlocks(), totalBlocks: engine.totalBlocks() },
+      ended: this.jobsEnded,
       cancels: { ended: this.cancelsEnded, maxStepsAfterCancel: this.maxStepsAfterCancel },
     };
   }
@@ -184,6 +188,7 @@ export class PrefillScheduler {
     const at = this.waiting.findIndex((j) => j.id === jobId);
     if (at !== -1) {
       const [job] = this.waiting.splice(at, 1);
+      this.jobsEnded++;
       this.cancelsEnded++;
       this.emitCancelled(job);
       return;
@@ -267,6 +272,7 @@ export class PrefillScheduler {
     while (this.admissible()) {
       const job = this.waiting.shift()!;
       if (this.cancelledIds.delete(job.id)) {
+        this.jobsEnded++;
         this.cancelsEnded++;
         this.emitCancelled(job);
         continue;
@@ -701,6 +707,7 @@ export class PrefillScheduler {
     const at = this.runs.indexOf(run);
     if (at === -1) return false;
     this.runs.splice(at, 1);
+    this.jobsEnded++;
     const seenAt = this.cancelSeenAt.get(run.job.id);
     if (seenAt !== undefined) {
       this.cancelSeenAt.delete(run.job.id);

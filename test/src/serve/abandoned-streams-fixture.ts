@@ -15,6 +15,7 @@ export interface SchedulerState {
   running: number;
   retained: number;
   steps: number;
+  ended: number;
   pool: { freeBlocks: number; totalBlocks: number };
   cancels: { ended: number; maxStepsAfterCancel: number };
 }
@@ -48,7 +49,10 @@ async function ask(url: string, talk: Talk, maxTokens: number, headers: Record<s
   return { text: body.choices[0].message.content, finish: body.choices[0].finish_reason };
 }
 
-/** Streams a reply, hangs up after its first content chunk; false when the reply ended before that. */
+/**
+ * Streams a reply and hangs up at its first event (the prompt is in, the reply has started), so the hang-up
+ * lands well inside a LONG_REPLY reply however far the relay lags behind the worker; false when it ended first.
+ */
 async function streamThenHangUp(url: string, talk: Talk): Promise<boolean> {
   const controller = new AbortController();
   const response = await fetch(`${url}/v1/chat/completions`, {
@@ -66,7 +70,7 @@ async function streamThenHangUp(url: string, talk: Talk): Promise<boolean> {
     if (done) return false;
     seen += decoder.decode(value, { stream: true });
     if (/"finish_reason":"(stop|length)"/.test(seen)) return false;
-    if (/"content":"[^"]/.test(seen)) break;
+    if (seen.includes('data: ')) break;
   }
   controller.abort();
   await reader.cancel().catch(() => undefined);
@@ -120,9 +124,13 @@ export function abandonedStreamChecks(target: () => AbandonedTarget): void {
     const before = await settled(t, Date.now(), (s) => s.running === 0 && s.waiting === 0);
     const startedAt = Date.now();
     for (let i = 0; i < 20; i++) expect(await streamThenHangUp(t.url, talker)).toBe(true);
-    const after = await settled(t, startedAt, (s) => s.running === 0 && s.waiting === 0 && s.cancels.ended >= before.cancels.ended + 20);
+    const after = await settled(t, startedAt, (s) => s.running === 0 && s.waiting === 0 && s.ended >= before.ended + 20);
     expect(after).toMatchObject({ running: 0, waiting: 0, retained: before.retained });
-    expect(after.cancels.ended).toBe(before.cancels.ended + 20);
+    expect(after.ended).toBe(before.ended + 20);
+    // Each ended by its cancel, unless the relay lagged LONG_REPLY tokens behind the worker (a loaded box) and the
+    // reply had ended by itself first; the single hang-up above checks the count exactly, and the steps bound below
+    // fails if cancels stopped nothing.
+    expect(after.cancels.ended - before.cancels.ended).toBeGreaterThan(0);
     expect(after.cancels.maxStepsAfterCancel).toBeLessThanOrEqual(1);
     expect(after.pool.freeBlocks).toBe(before.pool.freeBlocks);
     expect(after.steps - before.steps).toBeLessThan(20 * LONG_REPLY);
