@@ -62,6 +62,7 @@ export const ERROR_REGISTRY = {
   // --- config -----------------------------------------------------------------
   KVT_ERR_CONFIG_INVALID: { status: 500, type: 'api_error', hint: 'fix the named environment variable or flag (see kvtier --help)' },
   KVT_ERR_CONFIG_API_KEYS: { status: 500, type: 'api_error', hint: 'KVTIER_API_KEYS must name a JSON file {"key": "tenant"|{tenant,shared}} or lines "key tenant [shared]"' },
+  KVT_ERR_CONFIG_BLOCK_TOKENS: { status: 500, type: 'api_error', hint: 'set KVTIER_BLOCK_TOKENS to the engine\'s KV page size (tokens per page), or leave it unset' },
   // --- admin ------------------------------------------------------------------
   KVT_ERR_ADMIN_POLICY: { status: 400, type: 'invalid_request_error', hint: 'send a policy with ttl per class in seconds and an optional byte quota' },
   KVT_ERR_ADMIN_BAD_REQUEST: { status: 400, type: 'invalid_request_error', hint: 'fix the named field; see kvtier --help' },

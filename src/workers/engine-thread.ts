@@ -22,6 +22,7 @@ import type { EngineThreadInit, FromEngineThread, ToEngineThread } from './engin
 import { PrefillScheduler } from './prefill-scheduler.ts';
 import type { EngineModel } from './ports.ts';
 import { adminCall } from './tier-admin.ts';
+import { checkBlockTokens } from './block-tokens-check.ts';
 import { CodecGate } from '../kvtier/codecs/codec-gate.ts';
 
 const port = parentPort;
@@ -36,6 +37,7 @@ async function main(init: EngineThreadInit): Promise<void> {
   // Verifying drafts returns logits for every drafted row: room for SPEC_ROWS logit rows per sequence.
   const logitRowsPerSequence = speculative === 'off' ? 1 : SPEC_ROWS;
   const engine = await loadEngine(init.model, { dataDir: init.dataDir, threads: init.threads, poolBytes: init.poolBytes, maxBatch: Math.max(1, init.maxBatch) * logitRowsPerSequence });
+  checkBlockTokens(init.blockTokens, engine.kvLayout.tokensPerBlock);
   const draftEngine = speculative === 'draft' ? await loadEngine(init.draftModel!, { dataDir: init.dataDir, threads: init.threads, poolBytes: init.poolBytes }) : null;
   let tier: KvTier | null = null;
   let blobStore: BlobStore | null = null;
