@@ -230,7 +230,14 @@ export class BlockCodec {
       if (payloadLength !== rawLength) malformed(`payload length ${payloadLength} does not match the layout`);
     } else {
       if (!codecApplies(codec!, layout)) malformed(`codec ${codec} on a ${layout.dtype} payload`);
-      if (payloadLength !== storedPayloadBytes(codec!, layout, tokenCount, rawLength)) malformed(`payload length ${payloadLength} does not match the layout under codec ${codec}`);
+      let expectedStored: number;
+      try {
+        expectedStored = storedPayloadBytes(codec!, layout, tokenCount, rawLength);
+      } catch (error) {
+        // The native codec bounds the shape itself (layers, heads, dims); a header outside them is malformed.
+        malformed(`layout outside the codec's shapes: ${(error as Error).message}`);
+      }
+      if (payloadLength !== expectedStored!) malformed(`payload length ${payloadLength} does not match the layout under codec ${codec}`);
       payload = new Uint8Array(rawLength);
       try {
         decompressPayloadInto(payload, codec!, layout, tokenCount, storedPayload);

@@ -110,6 +110,23 @@ describe('fuzz: kvtier block decoder', () => {
     expect((thrown as BlockError).code).toBe('KVT_ERR_BLOCK_MALFORMED');
   });
 
+  it('a compressed block whose header claims more layers than the codec takes is KVT_ERR_BLOCK_MALFORMED (found by this fuzzer)', async () => {
+    const codec = await BlockCodec.create();
+    const h64 = blockChecksum((await loadXxhash()).api).h64Raw;
+    const block: BlockToEncode = { key: new Uint8Array(16).fill(1), parentKey: new Uint8Array(16).fill(2), modelFingerprint: 'fp', tokens: new Uint32Array(F16.tokensPerBlock).fill(5), layout: F16, payload: floatPayload(F16, 1) };
+    const bytes = codec.encode(block, 'int8');
+    new DataView(bytes.buffer, bytes.byteOffset).setUint32(56, 70_000, true);
+    refreshChecksums((b) => h64(b, 0n), bytes);
+    let thrown: unknown;
+    try {
+      codec.decode(bytes);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(BlockError);
+    expect((thrown as BlockError).code).toBe('KVT_ERR_BLOCK_MALFORMED');
+  });
+
   it('a tampered sealed envelope never opens (typed SealError), an intact one opens to the same block', async () => {
     const codec = await BlockCodec.create();
     const files = await corpus(codec);
