@@ -28,6 +28,6 @@ process.stdout.write(`fuzz: ${files.length} files, ${minutes} min, ${perCaseMs} 
 const result = spawnSync(process.execPath, [join(REPO, 'node_modules/vitest/vitest.mjs'), 'run', ...files, '--testTimeout', String(perCaseMs * 3 + 120_000)], {
   cwd: REPO,
   stdio: 'inherit',
-  env: { ...process.env, FUZZ_MS: String(perCaseMs), FUZZ_MAX_CASES: String(Number.MAX_SAFE_INTEGER), ...(seed ? { FUZZ_SEED: seed } : {}) },
+  env: { ...process.env, FUZZ_MS: String(perCaseMs), FUZZ_MAX_CASES: process.env.FUZZ_MAX_CASES ?? String(Number.MAX_SAFE_INTEGER), ...(seed ? { FUZZ_SEED: seed } : {}) },
 });
 process.exitCode = result.status ?? 1;
