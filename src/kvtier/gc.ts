@@ -182,8 +182,19 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
     if (!report.plane.trusted) return finish();
   }
 
-  /** Deletes storage then plane. False when storage refused (the batch stays for the next run). */
-  const removeBatch = async (victims: BlockRecord[], reason: GcReason): Promise<boolean> => {
+  /**
+   * Deletes storage then plane. False when storage refused (the batch stays for the next run).
+   * `inFlight` (the expire walk): the plane removal is left running while the next page is read
+   * (pages of one walk are disjoint, so that page's judgement is unchanged); it is awaited before
+   * the next removal starts and at the end of the walk. A plane failure surfaces there.
+   */
+  let planeRemoval: Promise<void> | undefined;
+  const settleRemoval = async () => {
+    const pending = planeRemoval;
+    planeRemoval = undefined;
+    await pending;
+  };
+  const removeBatch = async (victims: BlockRecord[], reason: GcReason, inFlight = false): Promise<boolean> => {
     if (victims.length === 0) return true;
     if (dryRun) {
       for (const record of victims) tally(record, reason);
@@ -195,9 +206,18 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
       fail(error, `storage delete of ${victims.length} blocks failed; kept for the next run`);
       return false;
     }
-    const removed = await plane.remove(victims.map((record) => record.key));
-    for (const record of removed) tally(record, reason);
-    deps.onRemoved?.(removed.map((record) => record.key));
+    await settleRemoval();
+    const removal = plane.remove(victims.map((record) => record.key)).then((removed) => {
+      for (const record of removed) tally(record, reason);
+      deps.onRemoved?.(removed.map((record) => record.key));
+    });
+    if (!inFlight) {
+      await removal;
+      return true;
+    }
+    // Handled here so a rejection waiting for settleRemoval is not reported as unhandled.
+    removal.catch(() => undefined);
+    planeRemoval = removal;
     return true;
   };
 
@@ -216,9 +236,14 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
         cursor = page.cursor;
         progress.scannedBlocks += page.records.length;
         const candidates = page.records.filter((record) => !counted.has(record.key) && isExpired(record));
-        await removeBatch(candidates, 'expired');
+        await removeBatch(candidates, 'expired', true);
         options.onProgress?.({ ...progress });
       } while (cursor !== undefined);
+      // Every removal of this walk lands (and is counted) before the next walk or phase reads.
+      if (planeRemoval) {
+        await settleRemoval();
+        options.onProgress?.({ ...progress });
+      }
     }
 
     // 2. Evict least recently used anywhere while a scope is over quota; narrow scopes first.
@@ -263,6 +288,8 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
     }
   } catch (error) {
     fail(error, 'metadata plane failed mid-run; the next run continues');
+    // A removal still running when a read failed: it lands (or fails) before the report is made.
+    await settleRemoval().catch((late: unknown) => fail(late, 'metadata plane failed mid-run; the next run continues'));
   }
 
   // 4. Temp files of writers that died mid-put.

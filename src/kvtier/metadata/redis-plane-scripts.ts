@@ -86,24 +86,25 @@ return 1
 /** KEYS: use, cap, usage. ARGV: bucket prefix, members… Returns member, value, score for each removed record. */
 export const REMOVE_LUA = `${COMMON}
 local use, cap, usage = KEYS[1], KEYS[2], KEYS[3]
-local anyCapped = redis.call('ZCARD', cap) > 0
 local out = {}
-for i = 2, #ARGV do
-  local member = ARGV[i]
+if #ARGV < 2 then return out end
+-- The sorted-set work is one call per batch (ZMSCORE, ZREM with every member): only the buckets are per record.
+local members = {unpack(ARGV, 2)}
+local scores = redis.call('ZMSCORE', use, unpack(members))
+for i, member in ipairs(members) do
   local b, f = bucket(ARGV[1], member)
   local old = redis.call('HGET', b, f)
-  local score = redis.call('ZSCORE', use, member)
   if old then
     local size, _, cl, te = parse(old)
     if size then account(size, cl, te, -1) end
     redis.call('HDEL', b, f)
     out[#out + 1] = member
     out[#out + 1] = old
-    out[#out + 1] = score or '0'
+    out[#out + 1] = scores[i] or '0'
   end
-  redis.call('ZREM', use, member)
-  if anyCapped then redis.call('ZREM', cap, member) end
 end
+redis.call('ZREM', use, unpack(members))
+if redis.call('ZCARD', cap) > 0 then redis.call('ZREM', cap, unpack(members)) end
 writeUsage(usage)
 return out
 `;
@@ -111,11 +112,13 @@ return out
 /** KEYS: use. ARGV: bucket prefix, members… Returns value (or false) and score (or false) per member. */
 export const GET_LUA = `${COMMON}
 local out = {}
-for i = 2, #ARGV do
-  local member = ARGV[i]
+if #ARGV < 2 then return out end
+local members = {unpack(ARGV, 2)}
+local scores = redis.call('ZMSCORE', KEYS[1], unpack(members))
+for i, member in ipairs(members) do
   local b, f = bucket(ARGV[1], member)
   out[#out + 1] = redis.call('HGET', b, f) or false
-  out[#out + 1] = redis.call('ZSCORE', KEYS[1], member) or false
+  out[#out + 1] = scores[i] or false
 end
 return out
 `;
