@@ -7,13 +7,14 @@
  * rows equal GET /admin/blocks?stored=1, and the page logs no errors. The
  * listing without `stored` is unchanged (no storage reads).
  */
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { keyringFromSecret } from '../../../src/kvtier/seal/index.ts';
 import type { BlockListing } from '../../../src/serve/admin/index.ts';
 import { admin, chat, waitFor } from './admin-fixtures.ts';
 import { ADMIN_TOKEN, KEYS, startTestServer, type TestServer } from './server-fixture.ts';
+import { collectPageProblems, launchDashboardBrowser } from './dashboard-browser.ts';
 
 const SECRET = 'dashboard-blocks-test-secret-0123456789abcdef';
 
@@ -30,11 +31,7 @@ beforeAll(async () => {
     const listing = (await admin<BlockListing>(server.url, '/admin/blocks?limit=50')).body;
     return new Set(listing.blocks.map((b) => b.tenant)).size === 2;
   }, 'blocks of both tenants stored', 60_000);
-  browser = await chromium.launch({
-    timeout: 300_000,
-    executablePath: '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchDashboardBrowser();
 }, 540_000);
 
 afterAll(async () => {
@@ -62,12 +59,7 @@ describe('dashboard: recent blocks', () => {
 
   it('shows the table with codec int8 and aes-256-gcm key 1 per row, with no console errors', async () => {
     const page = await browser.newPage({ viewport: { width: 1440, height: 900 }, deviceScaleFactor: 1 });
-    const problems: string[] = [];
-    page.on('console', (message) => {
-      if (message.type() === 'error' || message.type() === 'warning') problems.push(`${message.type()}: ${message.text()}`);
-    });
-    page.on('pageerror', (error) => problems.push(`pageerror: ${error.message}`));
-    page.on('requestfailed', (request) => problems.push(`requestfailed: ${request.url()}`));
+    const problems = collectPageProblems(page, { httpErrors: true });
     await page.goto(`${server.url}/dashboard#token=${ADMIN_TOKEN}`);
     await page.waitForSelector('#blocks tbody tr[data-key]', { timeout: 120_000 });
 

@@ -3,11 +3,12 @@
  * still show it (a lone value is drawn as a point), and the page loads with
  * no failed or 4xx/5xx request (favicon included).
  */
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { admin, chat } from './admin-fixtures.ts';
 import { ADMIN_TOKEN, KEYS, startTestServer, type TestServer } from './server-fixture.ts';
+import { collectPageProblems, launchDashboardBrowser } from './dashboard-browser.ts';
 
 let server: TestServer;
 let browser: Browser;
@@ -22,11 +23,7 @@ beforeAll(async () => {
   }
   await chat(server.url, KEYS.alice, 'What is a KV cache?');
   await chat(server.url, KEYS.alice, 'What is a KV cache?');
-  browser = await chromium.launch({
-    timeout: 300_000,
-    executablePath: '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchDashboardBrowser();
 }, 540_000);
 
 afterAll(async () => {
@@ -54,15 +51,7 @@ async function pixelsOfColours(page: import('playwright-core').Page, chartId: st
 describe('dashboard after a short burst', () => {
   it('draws the single interval it has, with no failed request', async () => {
     const page = await browser.newPage({ viewport: { width: 1440, height: 900 }, deviceScaleFactor: 1 });
-    const problems: string[] = [];
-    page.on('console', (message) => {
-      if (message.type() === 'error' || message.type() === 'warning') problems.push(`${message.type()}: ${message.text()}`);
-    });
-    page.on('pageerror', (error) => problems.push(`pageerror: ${error.message}`));
-    page.on('requestfailed', (request) => problems.push(`requestfailed: ${request.url()}`));
-    page.on('response', (response) => {
-      if (response.status() >= 400) problems.push(`${response.status()}: ${response.url()}`);
-    });
+    const problems = collectPageProblems(page, { httpErrors: true });
     await page.goto(`${server.url}/dashboard#token=${ADMIN_TOKEN}`);
     // The first interval closes one step after the server started; the burst is in it.
     await page.waitForFunction(() => Number(document.querySelector('#chart-hitrate')?.getAttribute('data-points') ?? 0) >= 1, undefined, { timeout: 120_000 });

@@ -6,13 +6,14 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { OverviewResponse } from '../../../src/serve/admin/index.ts';
 import { ROOT } from '../cli/cli-runner.ts';
 import { admin, chat } from './admin-fixtures.ts';
 import { ADMIN_TOKEN, KEYS, startTestServer, type TestServer } from './server-fixture.ts';
+import { collectPageProblems, launchDashboardBrowser } from './dashboard-browser.ts';
 
 let server: TestServer;
 let browser: Browser;
@@ -40,12 +41,7 @@ beforeAll(async () => {
       evictedByGc = gc.body.removed.evicted.blocks;
     }
   }
-  browser = await chromium.launch({
-    // The machine is shared: give a slow start time rather than fail.
-    timeout: 300_000,
-    executablePath: '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchDashboardBrowser();
 }, 540_000);
 
 afterAll(async () => {
@@ -64,12 +60,7 @@ describe('dashboard', () => {
 
   it('shows live charts and the same figures as /admin/stats/overview, with no console errors', async () => {
     const page = await browser.newPage({ viewport: { width: 1440, height: 900 }, deviceScaleFactor: 1 });
-    const problems: string[] = [];
-    page.on('console', (message) => {
-      if (message.type() === 'error' || message.type() === 'warning') problems.push(`${message.type()}: ${message.text()}`);
-    });
-    page.on('pageerror', (error) => problems.push(`pageerror: ${error.message}`));
-    page.on('requestfailed', (request) => problems.push(`requestfailed: ${request.url()}`));
+    const problems = collectPageProblems(page, { httpErrors: true });
     await page.goto(`${server.url}/dashboard#token=${ADMIN_TOKEN}`);
     await page.waitForFunction(() => Number(document.querySelector('#chart-hitrate')?.getAttribute('data-points') ?? 0) >= 2, undefined, { timeout: 120_000 });
 
