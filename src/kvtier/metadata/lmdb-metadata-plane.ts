@@ -169,17 +169,18 @@ export class LmdbMetadataPlane implements MetadataPlane {
     const start = options.cursor === undefined ? Buffer.alloc(0) : Buffer.concat([Buffer.from(options.cursor, 'hex'), ZERO]);
     const end = options.maxLastUseAt === undefined ? undefined : u64be(Math.floor(options.maxLastUseAt) + 1);
     const records: BlockRecord[] = [];
-    let cursor: string | undefined;
+    let lastRow: Buffer | undefined;
     let rows = 0;
     for (const row of db.getKeys({ start, end, limit, snapshot: false })) {
       rows++;
       const rowKey = Buffer.from(row);
-      cursor = rowKey.toString('hex');
+      lastRow = rowKey;
       const keyBytes = rowKey.subarray(12);
       const value = this.records.getBinary(keyBytes);
       if (value !== undefined) records.push(decodeRecord(bytesToHex(keyBytes), value));
     }
-    return { records, cursor: rows < limit ? undefined : cursor };
+    // The cursor is the last row read, hex-encoded once per page.
+    return { records, cursor: rows < limit || lastRow === undefined ? undefined : lastRow.toString('hex') };
   }
 
   async usage(): Promise<PlaneUsage> {

@@ -223,14 +223,13 @@ export class RedisMetadataPlane implements MetadataPlane {
     )) as (Buffer | number | null)[];
     const more = Number(reply[0]) === 1;
     const records: BlockRecord[] = [];
-    let cursor: string | undefined;
     for (let i = 1; i < reply.length; i += 3) {
-      const member = reply[i] as Buffer;
-      const score = (reply[i + 1] as Buffer).toString();
       const value = reply[i + 2];
-      cursor = `${score}:${member.toString('hex')}`;
-      if (value instanceof Buffer) records.push(decodeValue(member.toString('hex'), value, Number(score)));
+      if (value instanceof Buffer) records.push(decodeValue((reply[i] as Buffer).toString('hex'), value, Number((reply[i + 1] as Buffer).toString())));
     }
+    // The cursor is the last row read (its record may be gone): built once per page.
+    const last = reply.length - 3;
+    const cursor = last >= 1 ? `${(reply[last + 1] as Buffer).toString()}:${(reply[last] as Buffer).toString('hex')}` : undefined;
     return { records, cursor: more ? cursor : undefined };
   }
 
