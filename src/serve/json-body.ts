@@ -54,66 +54,15 @@ export function useStrictUtf8Json(app: FastifyInstance): void {
   });
 }
 
-interface Visit {
-  value: unknown;
-  key: string;
-  parent: Visit | null;
-}
-
-/** Values a walk visits between two yields to the event loop (as request-limits.ts's depth walk). */
-const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
-const VISITS_PER_SLICE = 20_000;
-
-const isWellFormed = (text: string): boolean => (text as string & { isWellFormed(): boolean }).isWellFormed();
+export const isWellFormed = (text: string): boolean => (text as string & { isWellFormed(): boolean }).isWellFormed();
 
 /**
- * Throws KVT_ERR_REQUEST_INVALID naming the first string (value or key) of
- * `body` that holds a lone surrogate. Iterative, in slices (the body's depth
- * and size are the client's).
+ * KVT_ERR_REQUEST_INVALID naming the string (value, or with `inKey` a key of
+ * the object at `path`) that holds a lone surrogate. The preflight's body walk
+ * (request-limits.ts) finds it.
  */
-export async function checkWellFormedStrings(body: unknown): Promise<void> {
-  if (typeof body === 'string') {
-    if (!isWellFormed(body)) throw loneSurrogate({ value: body, key: '', parent: null });
-    return;
-  }
-  if (body === null || typeof body !== 'object') return;
-  // Only objects and arrays are stacked; strings are checked where they are met (a Visit per string cost 3x the walk).
-  const stack: Visit[] = [{ value: body, key: '', parent: null }];
-  let visits = 0;
-  while (stack.length > 0) {
-    const visit = stack.pop()!;
-    const item = visit.value as object;
-    if (Array.isArray(item)) {
-      visits += item.length;
-      for (let i = item.length - 1; i >= 0; i--) {
-        const child: unknown = item[i];
-        if (typeof child === 'string') {
-          if (!isWellFormed(child)) throw loneSurrogate({ value: child, key: `[${i}]`, parent: visit });
-        } else if (child !== null && typeof child === 'object') stack.push({ value: child, key: `[${i}]`, parent: visit });
-      }
-    } else {
-      const keys = Object.keys(item);
-      visits += keys.length;
-      for (const key of keys) {
-        if (!isWellFormed(key)) throw loneSurrogate({ value: key, key: '', parent: visit }, true);
-        const child = (item as Record<string, unknown>)[key];
-        if (typeof child === 'string') {
-          if (!isWellFormed(child)) throw loneSurrogate({ value: child, key: `.${key}`, parent: visit });
-        } else if (child !== null && typeof child === 'object') stack.push({ value: child, key: `.${key}`, parent: visit });
-      }
-    }
-    if (visits >= VISITS_PER_SLICE) {
-      visits = 0;
-      await yieldToLoop();
-    }
-  }
-}
-
-function loneSurrogate(visit: Visit, inKey = false): KvtError {
-  const keys: string[] = [];
-  for (let at: Visit | null = visit; at !== null; at = at.parent) keys.push(at.key);
-  const path = keys.reverse().join('').replace(/^\./, '') || 'body';
+export function loneSurrogateError(path: string, inKey: boolean): KvtError {
   // The path itself may hold the surrogate (a key): show it escaped.
-  const param = path.replace(/[\ud800-\udfff]/g, (c) => `\\u${c.charCodeAt(0).toString(16)}`);
+  const param = (path || 'body').replace(/[\ud800-\udfff]/g, (c) => `\\u${c.charCodeAt(0).toString(16)}`);
   return new KvtError('KVT_ERR_REQUEST_INVALID', `${param}${inKey ? ' has a key that' : ''} holds a lone UTF-16 surrogate (an unpaired \\ud800–\\udfff escape), which is not text: send the character's full surrogate pair, or UTF-8`, { param });
 }

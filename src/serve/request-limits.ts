@@ -7,7 +7,7 @@
  *      onRequest hook authenticateApiRoutes before the body was read)
  *   2. the message count          ≤ KVTIER_MAX_MESSAGES   (400, param `messages`)
  *   3. JSON nesting depth          ≤ KVTIER_MAX_JSON_DEPTH (400, param = the path)
- *   4. no lone surrogate in any string (400, param = the path; json-body.ts)
+ *   4. no lone surrogate in any string (400, param = the path; found by the same walk as 3)
  *
  * Body bytes (KVTIER_MAX_BODY_BYTES, 413) are Fastify's bodyLimit, checked
  * while the body streams in; the prompt length against the context is checked
@@ -19,7 +19,7 @@ import { KvtError } from '../errors.ts';
 import type { ChatMessage } from '../recipe/index.ts';
 import type { TenantIdentity } from './auth.ts';
 import type { ServeContext } from './context.ts';
-import { checkWellFormedStrings } from './json-body.ts';
+import { isWellFormed, loneSurrogateError } from './json-body.ts';
 
 /**
  * Tool-call arguments arrive as JSON strings, so the body's depth check cannot
@@ -69,8 +69,7 @@ export function generatePreflight(ctx: ServeContext): (request: FastifyRequest) 
     if (Array.isArray(messages) && messages.length > maxMessages) {
       throw new KvtError('KVT_ERR_REQUEST_TOO_MANY_MESSAGES', `${field} holds ${messages.length} messages; this server takes at most ${maxMessages} (KVTIER_MAX_MESSAGES)`, { param: field });
     }
-    await checkJsonDepth(body, maxJsonDepth, '');
-    await checkWellFormedStrings(body);
+    await checkBodyShape(body, maxJsonDepth);
   };
 }
 
@@ -88,10 +87,27 @@ export function yieldToLoop(): Promise<void> {
  * request). Iterative, in slices.
  */
 export async function checkJsonDepth(value: unknown, limit: number, path: string, startDepth = 0): Promise<void> {
-  const deep = await pathDeeperThan(value, limit, startDepth);
-  if (deep === null) return;
-  const param = joinPath(path, deep);
-  throw new KvtError('KVT_ERR_REQUEST_TOO_DEEP', `${param || 'body'} is nested more than ${limit} levels deep (KVTIER_MAX_JSON_DEPTH)`, { param: param || 'body' });
+  const fault = await firstBodyFault(value, limit, startDepth, false);
+  if (fault?.kind === 'deep') throw tooDeep(joinPath(path, fault.path), limit);
+}
+
+/**
+ * The preflight's one walk over the body: nesting deeper than `limit`
+ * (KVT_ERR_REQUEST_TOO_DEEP, which wins wherever it is), else the first string
+ * or key holding a lone surrogate (KVT_ERR_REQUEST_INVALID, json-body.ts).
+ */
+async function checkBodyShape(body: unknown, limit: number): Promise<void> {
+  if (typeof body === 'string') {
+    if (!isWellFormed(body)) throw loneSurrogateError('', false);
+    return;
+  }
+  const fault = await firstBodyFault(body, limit, 0, true);
+  if (fault?.kind === 'deep') throw tooDeep(fault.path, limit);
+  if (fault?.kind === 'surrogate') throw loneSurrogateError(fault.path, fault.inKey);
+}
+
+function tooDeep(param: string, limit: number): KvtError {
+  return new KvtError('KVT_ERR_REQUEST_TOO_DEEP', `${param || 'body'} is nested more than ${limit} levels deep (KVTIER_MAX_JSON_DEPTH)`, { param: param || 'body' });
 }
 
 interface Visit {
@@ -101,27 +117,49 @@ interface Visit {
   parent: Visit | null;
 }
 
-/** The path (`tools[0].function.parameters.a.b`) of the first object or array deeper than `limit`, or null. */
-export async function pathDeeperThan(value: unknown, limit: number, startDepth = 0): Promise<string | null> {
+type BodyFault = { kind: 'deep'; path: string } | { kind: 'surrogate'; path: string; inKey: boolean };
+
+/**
+ * Depth first over objects and arrays only (a string is checked where it is
+ * met). The first object or array deeper than `limit` ends the walk; the first
+ * lone surrogate (when `strings`) is kept and reported only if nothing is too deep.
+ */
+async function firstBodyFault(value: unknown, limit: number, startDepth: number, strings: boolean): Promise<BodyFault | null> {
+  if (value === null || typeof value !== 'object') return null;
   const stack: Visit[] = [{ value, depth: startDepth, key: '', parent: null }];
+  let surrogate: BodyFault | null = null;
   let visits = 0;
   while (stack.length > 0) {
-    if (++visits % VISITS_PER_SLICE === 0) await yieldToLoop();
     const visit = stack.pop()!;
-    const item = visit.value;
-    if (item === null || typeof item !== 'object') continue;
+    const item = visit.value as object;
     const depth = visit.depth + 1;
-    if (depth > limit) return pathOf(visit);
+    if (depth > limit) return { kind: 'deep', path: pathOf(visit) };
+    const noteString = (text: string, key: string, inKey: boolean) => {
+      if (strings && surrogate === null && !isWellFormed(text)) surrogate = { kind: 'surrogate', path: pathOf({ value: text, depth, key, parent: visit }), inKey };
+    };
     if (Array.isArray(item)) {
-      for (let i = item.length - 1; i >= 0; i--) if (item[i] !== null && typeof item[i] === 'object') stack.push({ value: item[i], depth, key: `[${i}]`, parent: visit });
+      visits += item.length;
+      for (let i = item.length - 1; i >= 0; i--) {
+        const child: unknown = item[i];
+        if (typeof child === 'string') noteString(child, `[${i}]`, false);
+        else if (child !== null && typeof child === 'object') stack.push({ value: child, depth, key: `[${i}]`, parent: visit });
+      }
     } else {
-      for (const key of Object.keys(item)) {
+      const keys = Object.keys(item);
+      visits += keys.length;
+      for (const key of keys) {
+        noteString(key, '', true);
         const child = (item as Record<string, unknown>)[key];
-        if (child !== null && typeof child === 'object') stack.push({ value: child, depth, key: `.${key}`, parent: visit });
+        if (typeof child === 'string') noteString(child, `.${key}`, false);
+        else if (child !== null && typeof child === 'object') stack.push({ value: child, depth, key: `.${key}`, parent: visit });
       }
     }
+    if (visits >= VISITS_PER_SLICE) {
+      visits = 0;
+      await yieldToLoop();
+    }
   }
-  return null;
+  return surrogate;
 }
 
 function pathOf(visit: Visit): string {
