@@ -16,7 +16,7 @@ import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
 import type { EngineModel } from '../../../src/workers/ports.ts';
 import { PrefillScheduler, type SchedulerOptions } from '../../../src/workers/prefill-scheduler.ts';
 import { argmax, randomTokens } from '../../inference-core/engine-fixtures.ts';
-import { BLOCK, openSchedulerRig, type SchedulerRig } from './scheduler-fixtures.ts';
+import { BLOCK, blocksAlone, greedyAlone, openSchedulerRig, tokensOf, type SchedulerRig } from './scheduler-fixtures.ts';
 
 let rig: SchedulerRig;
 let engine: LoadedEngine;
@@ -98,21 +98,7 @@ function job(id: string, tokens: number[], extra: Partial<PrefillJob> = {}): Pre
 }
 
 const freshSalt = () => (nextSalt++).toString(16).padStart(8, '0');
-const tokensOf = (events: JobEvent[]) => events.flatMap((e) => (e.type === 'tokens' ? e.ids : []));
 const prefilledOf = (events: JobEvent[]) => events.find((e): e is Extract<JobEvent, { type: 'prefilled' }> => e.type === 'prefilled')!;
-
-/** Greedy reply of the engine alone: one prefill call, then decode. */
-function solo(tokens: number[], n: number): number[] {
-  const seq = engine.createSequence();
-  let logits = seq.prefill(tokens);
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    out.push(argmax(logits));
-    if (i + 1 < n) logits = seq.decode(out[i]);
-  }
-  seq.free();
-  return out;
-}
 
 describe('PrefillScheduler', () => {
   it('cuts a long prompt into chunks around a short one, and both replies equal their solo runs', async () => {
@@ -124,8 +110,8 @@ describe('PrefillScheduler', () => {
     scheduler.submit(job('long', long, { tenantSalt: salt }));
     scheduler.submit(job('short', short, { tenantSalt: salt }));
     const [longEvents, shortEvents] = await Promise.all([finished('long'), finished('short')]);
-    expect(tokensOf(longEvents)).toEqual(solo(long, 6));
-    expect(tokensOf(shortEvents)).toEqual(solo(short, 6));
+    expect(tokensOf(longEvents)).toEqual(greedyAlone(engine, long, 6));
+    expect(tokensOf(shortEvents)).toEqual(greedyAlone(engine, short, 6));
     // The short prompt's whole reply streamed while the long one was still being prefilled.
     const order = events.map((e) => `${e.jobId}:${e.event.type}`);
     expect(order.indexOf('short:done')).toBeLessThan(order.indexOf('long:prefilled'));
@@ -150,7 +136,7 @@ describe('PrefillScheduler', () => {
     expect(prefilledOf(eb).cachedTokens).toBe(10 * BLOCK);
     const computed = (events: JobEvent[]) => (events.find((e) => e.type === 'done') as Extract<JobEvent, { type: 'done' }>).prefillTokens;
     expect(computed(ea) + computed(eb)).toBe(a.length + b.length - 10 * BLOCK);
-    expect(tokensOf(eb)).toEqual(solo(b, 6));
+    expect(tokensOf(eb)).toEqual(greedyAlone(engine, b, 6));
     await scheduler.close();
   });
 
@@ -175,7 +161,7 @@ describe('PrefillScheduler', () => {
     const decoded = await finished('d');
     expect(prefilledOf(decoded).cachedTokens).toBe(5 * BLOCK);
     expect((decoded.at(-1) as Extract<JobEvent, { type: 'done' }>).prefillTokens).toBe(17);
-    expect(tokensOf(decoded)).toEqual(solo(prompt, 6));
+    expect(tokensOf(decoded)).toEqual(greedyAlone(engine, prompt, 6));
     await scheduler.close();
   });
 
@@ -195,7 +181,7 @@ describe('PrefillScheduler', () => {
     const prefilled = prefilledOf(events);
     expect(prefilled.cachedTokens).toBe(0);
     expect(prefilled.recomputedHitTokens).toBe(4 * BLOCK);
-    expect(tokensOf(events)).toEqual(solo(prompt, 6));
+    expect(tokensOf(events)).toEqual(greedyAlone(engine, prompt, 6));
     await scheduler.close();
   });
 
@@ -213,7 +199,7 @@ describe('PrefillScheduler', () => {
     const held = turn1.length + reply.length - 1;
     expect(prefilledOf(second).cachedTokens).toBe(held);
     expect((second.at(-1) as Extract<JobEvent, { type: 'done' }>).prefillTokens).toBe(turn2.length - held);
-    expect(tokensOf(second)).toEqual(solo(turn2, 6));
+    expect(tokensOf(second)).toEqual(greedyAlone(engine, turn2, 6));
     // Another tenant with the same tokens reuses nothing of it.
     scheduler.submit(job('other', turn2, { tenantSalt: freshSalt() }));
     expect(prefilledOf(await finished('other')).cachedTokens).toBe(0);
@@ -239,7 +225,7 @@ describe('PrefillScheduler', () => {
     expect(tier.stats().loadedBlocks - loadedBefore).toBe(wholeBlocks / BLOCK - 2);
     expect(prefilledOf(decoded).cachedTokens).toBe(wholeBlocks);
     expect((decoded.at(-1) as Extract<JobEvent, { type: 'done' }>).prefillTokens).toBe(turn2.length - wholeBlocks);
-    expect(tokensOf(decoded)).toEqual(solo(turn2, 6));
+    expect(tokensOf(decoded)).toEqual(greedyAlone(engine, turn2, 6));
     await decodeWorker.scheduler.close();
     await prefillWorker.scheduler.close();
   });

@@ -15,7 +15,7 @@ import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
 import type { EngineModel } from '../../../src/workers/ports.ts';
 import { PrefillScheduler } from '../../../src/workers/prefill-scheduler.ts';
 import { TEST_DATA_DIR, argmax, randomTokens } from '../../inference-core/engine-fixtures.ts';
-import { BLOCK, openSchedulerRig, type SchedulerRig } from './scheduler-fixtures.ts';
+import { BLOCK, blocksAlone, greedyAlone, openSchedulerRig, tokensOf, type SchedulerRig } from './scheduler-fixtures.ts';
 
 let rig: SchedulerRig;
 let engine: LoadedEngine;
@@ -84,27 +84,6 @@ const job = (id: string, tokens: number[], maxTokens: number, salt: string): Pre
   sampling: { maxTokens, temperature: 0, topP: 1, topK: 0, seed: 1, stopTokenIds: [] },
   submittedAt: Date.now(),
 });
-const tokensOf = (events: JobEvent[]) => events.flatMap((e) => (e.type === 'tokens' ? e.ids : []));
-
-function solo(tokens: number[], n: number): number[] {
-  const seq = engine.createSequence();
-  let logits = seq.prefill(tokens);
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    out.push(argmax(logits));
-    if (i + 1 < n) logits = seq.decode(out[i]);
-  }
-  seq.free();
-  return out;
-}
-
-function soloBlocks(tokens: number[], blocks: number): Uint8Array[] {
-  const seq = engine.createSequence();
-  seq.prefill(tokens.slice(0, blocks * BLOCK));
-  const out = seq.exportBlocks(0, blocks);
-  seq.free();
-  return out;
-}
 
 describe('batched draft-model drafting in the scheduler', () => {
   it('replies == plain greedy, draft forwards shared across sequences, stored blocks byte-identical', async () => {
@@ -117,7 +96,7 @@ describe('batched draft-model drafting in the scheduler', () => {
     for (let i = 0; i < prompts.length; i++) {
       const ev = events.get(`d${i}`)!;
       const reply = tokensOf(ev);
-      expect(reply).toEqual(solo(prompts[i], 80));
+      expect(reply).toEqual(greedyAlone(engine, prompts[i], 80));
       const done = ev.find((e): e is Extract<JobEvent, { type: 'done' }> => e.type === 'done')!;
       expect(done.speculative!.proposed).toBeGreaterThan(0);
       const all = [...prompts[i], ...reply];
@@ -125,7 +104,7 @@ describe('batched draft-model drafting in the scheduler', () => {
       const hit = await cache.lookup(cache.namespace(engine.fingerprint, salt), all, { tenant: 't', trafficClass: 'chat' }, full);
       expect(hit.blocks).toBe(full);
       const { payloads } = await cache.load(hit, full);
-      const expected = soloBlocks(all, full);
+      const expected = blocksAlone(engine, all, full);
       for (let b = 0; b < full; b++) expect(Buffer.from(payloads[b]).equals(Buffer.from(expected[b]))).toBe(true);
     }
   }, 120_000);

@@ -19,7 +19,7 @@ import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
 import type { EngineModel } from '../../../src/workers/ports.ts';
 import { PrefillScheduler } from '../../../src/workers/prefill-scheduler.ts';
 import { argmax, randomTokens } from '../../inference-core/engine-fixtures.ts';
-import { BLOCK, openSchedulerRig, type SchedulerRig } from './scheduler-fixtures.ts';
+import { BLOCK, blocksAlone, greedyAlone, openSchedulerRig, tokensOf, type SchedulerRig } from './scheduler-fixtures.ts';
 
 let rig: SchedulerRig;
 let engine: LoadedEngine;
@@ -86,27 +86,6 @@ const job = (id: string, tokens: number[], maxTokens: number, salt: string, stop
   sampling: { maxTokens, temperature: 0, topP: 1, topK: 0, seed: 1, stopTokenIds },
   submittedAt: Date.now(),
 });
-const tokensOf = (events: JobEvent[]) => events.flatMap((e) => (e.type === 'tokens' ? e.ids : []));
-
-function solo(tokens: number[], n: number): number[] {
-  const seq = engine.createSequence();
-  let logits = seq.prefill(tokens);
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    out.push(argmax(logits));
-    if (i + 1 < n) logits = seq.decode(out[i]);
-  }
-  seq.free();
-  return out;
-}
-
-function soloBlocks(tokens: number[], blocks: number): Uint8Array[] {
-  const seq = engine.createSequence();
-  seq.prefill(tokens.slice(0, blocks * BLOCK));
-  const out = seq.exportBlocks(0, blocks);
-  seq.free();
-  return out;
-}
 
 function copyPrompt(n: number, seed: number): number[] {
   const span = randomTokens(20, engine.vocabSize, seed, 4);
@@ -129,7 +108,7 @@ describe('speculative decoding in the scheduler', () => {
     for (let i = 0; i < prompts.length; i++) {
       const ev = events.get(`s${i}`)!;
       const reply = tokensOf(ev);
-      expect(reply).toEqual(solo(prompts[i], 90));
+      expect(reply).toEqual(greedyAlone(engine, prompts[i], 90));
       const done = ev.find((e): e is Extract<JobEvent, { type: 'done' }> => e.type === 'done')!;
       expect(done.completionTokens).toBe(90);
       expect(done.speculative!.proposed).toBeGreaterThan(0);
@@ -141,14 +120,14 @@ describe('speculative decoding in the scheduler', () => {
       const hit = await cache.lookup(ns, all, { tenant: 't', trafficClass: 'chat' }, full);
       expect(hit.blocks).toBe(full);
       const { payloads } = await cache.load(hit, full);
-      const expected = soloBlocks(all, full);
+      const expected = blocksAlone(engine, all, full);
       for (let b = 0; b < full; b++) expect(Buffer.from(payloads[b]).equals(Buffer.from(expected[b]))).toBe(true);
     }
   }, 60_000);
 
   it('a stop token inside accepted drafts ends the reply at it, as plain decoding', async () => {
     const prompt = copyPrompt(40, 9);
-    const plain = solo(prompt, 60);
+    const plain = greedyAlone(engine, prompt, 60);
     // Stop at a token that appears late in the plain reply (the first time it appears).
     const stop = plain[40];
     const cut = plain.indexOf(stop) + 1;
