@@ -52,29 +52,36 @@ export function targetDistribution(logits: Float32Array, o: SamplingOptions, his
   // step computes one law per row, so a full sort of a 128k vocabulary per row would cost).
   if (topP >= 1 && k === vocab) return softmaxAll(x, t);
   const order = k <= SELECT_MAX_K ? topKOrder(x, k) : fullOrder(x);
-  const max = x[order[0]];
-  const probs = new Float64Array(k);
+  return lawOverOrder(x, order, k, t, topP);
+}
+
+/**
+ * Softmax at temperature `t` over the first `k` ids of `order`, cut to the
+ * shortest prefix reaching `topP` (order must then be by logit descending),
+ * renormalized. The one law both the plain and the masked paths compute.
+ */
+function lawOverOrder(x: Float32Array, order: Int32Array, k: number, t: number, topP: number): TokenDistribution {
+  let max = -Infinity;
+  for (let i = 0; i < k; i++) if (x[order[i]] > max) max = x[order[i]];
+  const w = new Float64Array(k);
   let sum = 0;
-  for (let i = 0; i < k; i++) {
-    probs[i] = Math.exp((x[order[i]] - max) / t);
-    sum += probs[i];
-  }
-  let n = k;
+  for (let i = 0; i < k; i++) sum += w[i] = Math.exp((x[order[i]] - max) / t);
+  let m = k;
   if (topP < 1) {
     let cum = 0;
     for (let i = 0; i < k; i++) {
-      cum += probs[i] / sum;
+      cum += w[i] / sum;
       if (cum >= topP) {
-        n = i + 1;
+        m = i + 1;
         break;
       }
     }
   }
   let kept = 0;
-  for (let i = 0; i < n; i++) kept += probs[i];
-  const out = new Float64Array(n);
-  for (let i = 0; i < n; i++) out[i] = probs[i] / kept;
-  return { ids: order.slice(0, n), probs: out };
+  for (let i = 0; i < m; i++) kept += w[i];
+  const probs = new Float64Array(m);
+  for (let i = 0; i < m; i++) probs[i] = w[i] / kept;
+  return { ids: order.slice(0, m), probs };
 }
 
 /** Allowed ids in ascending order; a mask allowing nothing is a caller's bug (the grammar throws its dead end first). */
@@ -124,27 +131,7 @@ function maskedDistribution(x: Float32Array, ids: Int32Array, t: number, o: Samp
   const k = o.topK && o.topK > 0 && o.topK < n ? o.topK : n;
   const topP = o.topP ?? 1;
   const order = k === n && topP >= 1 ? ids : ids.sort((a, b) => x[b] - x[a] || a - b);
-  let max = -Infinity;
-  for (let i = 0; i < k; i++) if (x[order[i]] > max) max = x[order[i]];
-  const w = new Float64Array(k);
-  let sum = 0;
-  for (let i = 0; i < k; i++) sum += w[i] = Math.exp((x[order[i]] - max) / t);
-  let m = k;
-  if (topP < 1) {
-    let cum = 0;
-    for (let i = 0; i < k; i++) {
-      cum += w[i] / sum;
-      if (cum >= topP) {
-        m = i + 1;
-        break;
-      }
-    }
-  }
-  let kept = 0;
-  for (let i = 0; i < m; i++) kept += w[i];
-  const probs = new Float64Array(m);
-  for (let i = 0; i < m; i++) probs[i] = w[i] / kept;
-  return { ids: order.slice(0, m), probs };
+  return lawOverOrder(x, order, k, t, topP);
 }
 
 /** Top-k by selection: ids by logit descending, lower id first on ties (the sort's order), O(vocab·k). */
