@@ -165,6 +165,8 @@ async function loadRates(): Promise<{ none: number; codecs: Record<string, { rat
       const loaded = await tier.load(hit);
       const ms = performance.now() - t0;
       if (loaded.blocks.length !== LOAD_BLOCKS) throw new Error(`${name}: load returned ${loaded.blocks.length} of ${LOAD_BLOCKS} blocks (${loaded.stoppedAt?.code})`);
+      // As the engine does after importBlocks: the buffers are recycled for the next load.
+      if (process.env.KVTIER_BENCH_LOAD_RELEASE !== '0') loaded.release();
       return (LOAD_BLOCKS * payloadBytes) / (ms / 1000) / 1e9;
     };
     const none: number[] = [];

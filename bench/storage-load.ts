@@ -23,6 +23,8 @@ import { KvTier, payloadBytesFor, type KvLayout, type LookupResult } from '../sr
 
 export const LOAD_LAYOUT: KvLayout = { layers: 16, kvHeads: 4, headDim: 64, dtype: 'f16', tokensPerBlock: 64 };
 const PROMPT_BLOCKS = 16;
+/** KVTIER_BENCH_LOAD_RELEASE=0: never call LoadedBlocks.release (every read into a fresh buffer, as before pooling). */
+const RELEASE = process.env.KVTIER_BENCH_LOAD_RELEASE !== '0';
 
 export interface LoadPairOptions {
   blocks: number;
@@ -98,7 +100,10 @@ export async function benchLoadPair(store: BlobStore, options: LoadPairOptions):
     const loadPrompt = async (p: number): Promise<number> => {
       const loaded = await tier.load(hits[p]);
       if (loaded.blocks.length !== PROMPT_BLOCKS) throw new Error(`load returned ${loaded.blocks.length} of ${PROMPT_BLOCKS} blocks (${loaded.stoppedAt?.code})`);
-      return loaded.blocks.reduce((sum, block) => sum + block.payload.byteLength, 0);
+      const bytes = loaded.blocks.reduce((sum, block) => sum + block.payload.byteLength, 0);
+      // What the engine does once importBlocks has copied the payloads into its pages.
+      if (RELEASE) loaded.release();
+      return bytes;
     };
     for (let p = 0; p < promptCount; p++) {
       await getPrompt(p); // warm-up: sockets / page cache, JIT

@@ -12,8 +12,14 @@ export interface BlobStore {
   readonly location: string;
   /** Atomic: a concurrent reader sees the old value, the new one, or none — never a partial one. */
   put(key: string, bytes: Uint8Array): Promise<void>;
-  /** The stored bytes, or null when the key does not exist. */
-  get(key: string): Promise<Uint8Array | null>;
+  /**
+   * The stored bytes, or null when the key does not exist. With
+   * `options.allocate` an adapter that knows the size first reads into the
+   * buffer it returns (a caller's recycled buffer: no fresh block-sized
+   * allocation and page faults per read); adapters may ignore it. The
+   * adapter keeps no reference to what it returns.
+   */
+  get(key: string, options?: GetOptions): Promise<Uint8Array | null>;
   /** Batched existence check, same order as `keys`. Must not be one sequential round trip per key. */
   has(keys: readonly string[]): Promise<boolean[]>;
   /** Deletes what exists; missing keys are not an error. */
@@ -21,4 +27,9 @@ export interface BlobStore {
   /** Every key starting with `prefix`, in no particular order. */
   list(prefix?: string): AsyncIterable<string>;
   close(): Promise<void>;
+}
+
+export interface GetOptions {
+  /** A buffer of exactly `size` bytes for the blob (its ArrayBuffer may be larger). */
+  allocate?: (size: number) => Uint8Array;
 }

@@ -4,7 +4,7 @@ import type { FileHandle } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 
-import type { BlobStore } from './blob-store.ts';
+import type { BlobStore, GetOptions } from './blob-store.ts';
 import { readWholeFile, writeNewFile } from './fs-fd-io.ts';
 import { boundedMap } from './bounded-map.ts';
 import {
@@ -119,8 +119,8 @@ export class FsBlobStore implements BlobStore {
     return this.track(() => this.putNow(key, bytes));
   }
 
-  get(key: string): Promise<Uint8Array | null> {
-    return this.track(() => this.getNow(key));
+  get(key: string, options?: GetOptions): Promise<Uint8Array | null> {
+    return this.track(() => this.getNow(key, options?.allocate));
   }
 
   has(keys: readonly string[]): Promise<boolean[]> {
@@ -248,10 +248,10 @@ export class FsBlobStore implements BlobStore {
     }
   }
 
-  private async getNow(key: string): Promise<Uint8Array | null> {
+  private async getNow(key: string, allocate?: (size: number) => Uint8Array): Promise<Uint8Array | null> {
     const path = this.pathOf(key);
     try {
-      return await readWholeFile(path);
+      return await readWholeFile(path, allocate);
     } catch (error) {
       throw toStorageError(error, 'get', path);
     }

@@ -10,9 +10,10 @@ import fs from 'node:fs';
 /**
  * open → fstat → read into a buffer of exactly the file's size → close.
  * ENOENT at open resolves null. The buffer has its own ArrayBuffer (not
- * Node's shared pool), so callers may view it as other typed arrays.
+ * Node's shared pool), so callers may view it as other typed arrays; with
+ * `allocate` it is the caller's (a recycled buffer).
  */
-export function readWholeFile(path: string): Promise<Uint8Array | null> {
+export function readWholeFile(path: string, allocate?: (size: number) => Uint8Array): Promise<Uint8Array | null> {
   return new Promise((resolve, reject) => {
     fs.open(path, 'r', (openError, fd) => {
       if (openError) {
@@ -29,8 +30,9 @@ export function readWholeFile(path: string): Promise<Uint8Array | null> {
       fs.fstat(fd, (statError, stat) => {
         if (statError) return finish(statError);
         const size = stat.size;
-        const buffer = Buffer.allocUnsafeSlow(size);
-        const bytes = new Uint8Array(buffer.buffer, buffer.byteOffset, size);
+        const bytes = allocate?.(size) ?? new Uint8Array(Buffer.allocUnsafeSlow(size).buffer, 0, size);
+        if (bytes.byteLength !== size) return finish(new RangeError(`allocate(${size}) returned ${bytes.byteLength} bytes`));
+        const buffer = bytes;
         if (size === 0) return finish(undefined, bytes);
         let offset = 0;
         const readMore = () => {

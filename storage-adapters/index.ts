@@ -1,4 +1,4 @@
-export type { BlobStore } from './blob-store.ts';
+export type { BlobStore, GetOptions } from './blob-store.ts';
 export * from './errors.ts';
 export { MAX_KEY_LENGTH, assertValidKey, assertValidPrefix } from './keys.ts';
 export { FsBlobStore, type FsBlobStoreOptions } from './fs-blob-store.ts';

@@ -16,7 +16,7 @@ function s3Sdk(): typeof import('@aws-sdk/client-s3') {
   return (loadedSdk ??= requireCjs('@aws-sdk/client-s3') as typeof import('@aws-sdk/client-s3'));
 }
 
-import type { BlobStore } from './blob-store.ts';
+import type { BlobStore, GetOptions } from './blob-store.ts';
 import { boundedMap } from './bounded-map.ts';
 import {
   StorageBadConfigError,
@@ -162,12 +162,12 @@ export class S3BlobStore implements BlobStore {
     });
   }
 
-  get(key: string): Promise<Uint8Array | null> {
+  get(key: string, options?: GetOptions): Promise<Uint8Array | null> {
     return this.track(async () => {
       const objectKey = this.objectKey(key);
       try {
         const response = await this.client.send(new (s3Sdk().GetObjectCommand)({ Bucket: this.bucket, Key: objectKey }));
-        return await readBody(response.Body as Readable | undefined, response.ContentLength);
+        return await readBody(response.Body as Readable | undefined, response.ContentLength, options?.allocate);
       } catch (error) {
         if (isNotFound(error)) return null;
         throw this.toStorageError(error, 'get', objectKey);
@@ -348,7 +348,7 @@ function describeError(error: unknown): { name: string; status?: number; errno?:
  * Reads a response body into one right-sized buffer when the length is known
  * (one copy out of the socket chunks, no concat), else collects and joins.
  */
-async function readBody(body: Readable | undefined, contentLength: number | undefined): Promise<Uint8Array> {
+async function readBody(body: Readable | undefined, contentLength: number | undefined, allocate?: (size: number) => Uint8Array): Promise<Uint8Array> {
   if (body === undefined) return new Uint8Array(0);
   if (contentLength === undefined) {
     const chunks: Buffer[] = [];
@@ -356,7 +356,8 @@ async function readBody(body: Readable | undefined, contentLength: number | unde
     const joined = Buffer.concat(chunks);
     return new Uint8Array(joined.buffer, joined.byteOffset, joined.byteLength);
   }
-  const out = new Uint8Array(contentLength);
+  const out = allocate?.(contentLength) ?? new Uint8Array(contentLength);
+  if (out.byteLength !== contentLength) throw new StorageIoError(`s3 get: allocate(${contentLength}) returned ${out.byteLength} bytes`);
   let offset = 0;
   try {
     for await (const chunk of body) {

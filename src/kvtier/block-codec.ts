@@ -5,6 +5,7 @@ import { BLOCK_FORMAT_VERSION, KEY_BYTES } from './prefix-hasher.ts';
 import { codecApplies, codecId, codecName, compressPayload, decompressPayloadInto, storedPayloadBytes, type BlockCodecName } from './codecs/kv-codecs.ts';
 import { blockChecksum, type BlockChecksum } from './block-checksum.ts';
 import { loadXxhash } from './xxhash-runtime.ts';
+import type { BufferLease } from './read-buffer-pool.ts';
 
 /**
  * Block file, format version 1. All integers little-endian.
@@ -80,6 +81,13 @@ export interface DecodedBlock {
   storedPayloadBytes: number;
   /** Bytes this object holds: the file, plus the decompressed payload when it is a separate buffer. */
   residentBytes: number;
+  /** Set by the load path when the block lives in recycled buffers (read-buffer-pool.ts): who still holds them. */
+  lease?: BufferLease;
+}
+
+export interface DecodeOptions {
+  /** Where a compressed payload is decompressed to (a recycled buffer of exactly `size` bytes); default a new one. */
+  allocatePayload?: (size: number) => Uint8Array;
 }
 
 export class BlockCodec {
@@ -160,7 +168,7 @@ export class BlockCodec {
    * bit-flipped or of another format version throws a BlockError; on success
    * every field has been checked against both checksums.
    */
-  decode(bytes: Uint8Array): DecodedBlock {
+  decode(bytes: Uint8Array, options: DecodeOptions = {}): DecodedBlock {
     if (!(bytes instanceof Uint8Array)) throw new BlockError('KVT_ERR_BLOCK_MALFORMED', 'a block must be a Uint8Array');
     if (bytes.byteLength < 8) throw new BlockError('KVT_ERR_BLOCK_TRUNCATED', `block file is ${bytes.byteLength} bytes, shorter than its magic and version`);
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -238,7 +246,8 @@ export class BlockCodec {
         malformed(`layout outside the codec's shapes: ${(error as Error).message}`);
       }
       if (payloadLength !== expectedStored!) malformed(`payload length ${payloadLength} does not match the layout under codec ${codec}`);
-      payload = new Uint8Array(rawLength);
+      payload = options.allocatePayload?.(rawLength) ?? new Uint8Array(rawLength);
+      if (payload.byteLength !== rawLength) throw new RangeError(`allocatePayload(${rawLength}) returned ${payload.byteLength} bytes`);
       try {
         decompressPayloadInto(payload, codec!, layout, tokenCount, storedPayload);
       } catch (error) {

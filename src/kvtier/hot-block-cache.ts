@@ -23,6 +23,8 @@ export class HotBlockCache {
   put(block: DecodedBlock): void {
     const size = block.residentBytes;
     if (size > this.budgetBytes) return;
+    // The cache is one holder of a block in recycled buffers (read-buffer-pool.ts) until it lets go.
+    block.lease?.ref();
     this.delete(block.key);
     this.entries.set(block.key, block);
     this.bytes += size;
@@ -30,6 +32,7 @@ export class HotBlockCache {
       if (this.bytes <= this.budgetBytes) break;
       this.entries.delete(key);
       this.bytes -= oldest.residentBytes;
+      oldest.lease?.unref();
     }
   }
 
@@ -38,6 +41,7 @@ export class HotBlockCache {
     if (block === undefined) return;
     this.entries.delete(key);
     this.bytes -= block.residentBytes;
+    block.lease?.unref();
   }
 
   get size(): number {
@@ -49,6 +53,7 @@ export class HotBlockCache {
   }
 
   clear(): void {
+    for (const block of this.entries.values()) block.lease?.unref();
     this.entries.clear();
     this.bytes = 0;
   }

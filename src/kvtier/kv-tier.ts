@@ -11,6 +11,8 @@ import { BlockError, errorCodeOf, KvTierConfigError, KvTierError } from './error
 import { runGc, type GcOptions, type GcReport, type GcTally } from './gc.ts';
 import { purgeIndex, type PurgeFilter, type PurgeProgress, type PurgeResult } from './purge.ts';
 import { HotBlockCache } from './hot-block-cache.ts';
+import { BlockReadBuffers, releaserOf } from './load-buffers.ts';
+import { ReadBufferPool, type BufferLease } from './read-buffer-pool.ts';
 import { LiveEntryCache } from './live-entry-cache.ts';
 import type { MetadataPlane } from './metadata/metadata-plane.ts';
 import { openMetadataPlane } from './metadata/open-metadata-plane.ts';
@@ -38,6 +40,8 @@ export interface KvTierOptions {
   writeBehindMaxBytes?: number;
   /** Block writes in flight; default 4. */
   writeConcurrency?: number;
+  /** Free recycled read buffers kept for loads (read-buffer-pool.ts); default 64 MiB, 0 = a fresh buffer per read. */
+  readPoolBytes?: number;
   /** Block reads in flight per load; default 16 (an S3 GET is mostly waiting; fs reads beyond libuv's 4 threads just queue). */
   readConcurrency?: number;
   clock?: Clock;
@@ -138,6 +142,12 @@ export interface LoadedBlocks {
   tokenCount: number;
   /** Why loading stopped before the lookup's last hit, if it did. */
   stoppedAt?: { block: number; code: string };
+  /**
+   * Call once the payloads are imported (copied into the engine's pages):
+   * their buffers are then recycled for later reads and every view of them
+   * (payload, tokens) becomes empty. Optional: without it the GC frees them.
+   */
+  release(): void;
 }
 
 export interface StoreRequest extends RequestScope {
@@ -185,6 +195,8 @@ export interface KvTierStats {
   blocksWritten: number;
   writeBehind: { queuedBlocks: number; queuedBytes: number; duplicateBlocks: number; droppedBlocks: number; droppedBytes: number };
   hotCache: { blocks: number; bytes: number; budgetBytes: number };
+  /** Recycled read buffers (read-buffer-pool.ts): reads that reused one, and the free bytes kept. */
+  readBuffers?: { taken: number; reused: number; pooledBytes: number };
   gc: { runs: number; expired: GcTally; evicted: GcTally };
   /** Errors by stable code (storage faults, corrupt blocks, collisions, index faults). */
   errors: Record<string, number>;
@@ -225,6 +237,7 @@ export class KvTier {
   readonly blockTokens: number;
   private readonly counters: KvTierStats;
   private readonly hotCache: HotBlockCache;
+  private readonly readPool: ReadBufferPool;
   private readonly liveEntries: LiveEntryCache;
   private readonly writes: WriteBehindQueue;
   private readonly background = new Set<Promise<unknown>>();
@@ -257,6 +270,7 @@ export class KvTier {
     this.blobStore = options.store;
     this.blockTokens = hasher.blockTokens;
     this.hotCache = new HotBlockCache(options.hotCacheBytes ?? 256 * MIB);
+    this.readPool = new ReadBufferPool(options.readPoolBytes ?? 64 * MIB);
     this.liveEntries = new LiveEntryCache(index, options.liveCacheEntries ?? 262_144);
     this.writes = new WriteBehindQueue(options.writeBehindMaxBytes ?? 256 * MIB, options.writeConcurrency ?? 4, (error) =>
       this.noteError(error, 'write-behind job threw'),
@@ -453,6 +467,8 @@ export class KvTier {
     };
     await Promise.all(Array.from({ length: Math.min(concurrency, hitBlocks - fromBlock) }, worker));
     const blocks = results.slice(fromBlock, firstFailure) as LoadedBlock[];
+    // Blocks read past a failure are not returned: let go of their buffers now.
+    for (let i = firstFailure + 1; i < hitBlocks; i++) leaseOf.get(results[i] as LoadedBlock)?.unref();
     let stoppedAt: LoadedBlocks['stoppedAt'];
     if (firstFailure < hitBlocks) {
       stoppedAt = { block: firstFailure, code: (results[firstFailure] as { failed: string }).failed };
@@ -460,7 +476,7 @@ export class KvTier {
     }
     if (sizes.length > 0) this.track(this.index.noteSizes(sizes), 'index size update failed');
     this.counters.loadedBlocks += blocks.length;
-    const loaded: LoadedBlocks = { blocks, tokenCount: blocks.length * chain.blockTokens };
+    const loaded: LoadedBlocks = { blocks, tokenCount: blocks.length * chain.blockTokens, release: releaserOf(blocks.map((block) => leaseOf.get(block))) };
     if (stoppedAt !== undefined) loaded.stoppedAt = stoppedAt;
     return loaded;
   }
@@ -584,6 +600,7 @@ export class KvTier {
     const snapshot = structuredClone(this.counters);
     snapshot.writeBehind.queuedBytes = this.writes.queuedBytes;
     snapshot.hotCache = { blocks: this.hotCache.size, bytes: this.hotCache.usedBytes, budgetBytes: this.hotCache.budgetBytes };
+    snapshot.readBuffers = { taken: this.readPool.counts.taken, reused: this.readPool.counts.reused, pooledBytes: this.readPool.pooledBytes };
     return snapshot;
   }
 
@@ -660,6 +677,7 @@ export class KvTier {
     await this.gcRunning?.catch(() => undefined);
     this.closed = true;
     this.hotCache.clear();
+    this.readPool.clear();
     this.liveEntries.clear();
     if (this.ownsPolicy) await this.policy.close();
     this.unsubscribePlane();
@@ -719,7 +737,7 @@ export class KvTier {
     const cached = this.hotCache.get(key);
     if (cached !== undefined) {
       const problem = this.verify(cached, lookup, i);
-      if (problem === undefined) {
+      if (problem === undefined && cached.lease?.released !== true) {
         this.counters.hotCacheHits++;
         return toLoaded(cached, i);
       }
@@ -727,8 +745,9 @@ export class KvTier {
     }
     let bytes: Uint8Array | null | undefined = this.pending.get(key);
     const fromPending = bytes !== undefined;
+    const buffers = new BlockReadBuffers(this.readPool);
     try {
-      bytes ??= await this.blobStore.get(key);
+      bytes ??= await this.blobStore.get(key, { allocate: buffers.allocate });
     } catch (error) {
       this.noteError(error, 'storage get() failed; the load ends at this block');
       return { failed: errorCodeOf(error) };
@@ -741,26 +760,35 @@ export class KvTier {
       this.track(this.planeLink.forget([key]), 'plane remove of a vanished block failed');
       return { failed: 'KVT_ERR_BLOCK_MISSING' };
     }
-    if (!fromPending) this.counters.bytesRead += bytes.byteLength;
+    if (!fromPending) {
+      this.counters.bytesRead += bytes.byteLength;
+      buffers.own(bytes);
+    }
     // Encryption at rest (seal/): a blob that does not open is a miss and is kept (the keyring may be what is wrong).
     let plain = bytes;
     if (!fromPending) {
       try {
         plain = await openStoredAsync(this.options.seal, bytes, lookup.chain.keyBytes(i), lookup.namespace.tenantSalt);
+        // Decrypted in place, or into a fresh buffer of its own (an open thread's).
+        buffers.own(plain, plain.buffer !== bytes.buffer);
       } catch (error) {
+        buffers.discard();
         this.noteError(error, 'stored block did not open (encryption at rest); treated as a miss');
         return { failed: errorCodeOf(error) };
       }
     }
     let block: DecodedBlock;
     try {
-      block = this.codec.decode(plain);
+      block = this.codec.decode(plain, { allocatePayload: buffers.allocate });
     } catch (error) {
+      buffers.discard();
       this.discardCorrupt(key, lookup.chain.keyBytes(i), error);
       return { failed: errorCodeOf(error) };
     }
+    buffers.attach(block);
     const problem = this.verify(block, lookup, i);
     if (problem !== undefined) {
+      block.lease?.discardUnheld();
       if (CORRUPT_CODES.has(problem.code)) this.discardCorrupt(key, lookup.chain.keyBytes(i), problem);
       else this.noteError(problem, 'block does not belong to this prefix (hash collision); treated as a miss');
       return { failed: problem.code };
@@ -908,8 +936,16 @@ export class KvTier {
   }
 }
 
+/** The lease a loaded block holds (one ref per LoadedBlock, let go by LoadedBlocks.release). */
+const leaseOf = new WeakMap<LoadedBlock, BufferLease>();
+
 function toLoaded(block: DecodedBlock, index: number): LoadedBlock {
-  return { key: block.key, parentKey: block.parentKey, index, tokens: block.tokens, payload: block.payload, layout: block.layout };
+  const loaded = { key: block.key, parentKey: block.parentKey, index, tokens: block.tokens, payload: block.payload, layout: block.layout };
+  if (block.lease !== undefined) {
+    block.lease.ref();
+    leaseOf.set(loaded, block.lease);
+  }
+  return loaded;
 }
 
 
