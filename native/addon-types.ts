@@ -68,4 +68,9 @@ export interface NativeAddon {
   sampleMaskedRef(logits: Float32Array, mask: Uint32Array | null, invTemp: number, topK: number, topP: number, uHi: number, uLo: number): number;
   /** XXH64 of the bytes where they are (src/xxh64-napi.cc); kvtier's block checksums. */
   xxh64(bytes: Uint8Array, seed: bigint): bigint;
+  /**
+   * AES-256-GCM decryption of `data` in place on libuv's thread pool (src/aes-gcm-napi.cc, OpenSSL EVP from the node binary).
+   * true = the tag verified; false = it did not and `data` is zeroed. Do not touch `data` until it settles.
+   */
+  aesGcmOpenInPlace(data: Uint8Array, key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, tag: Uint8Array): Promise<boolean>;
 }

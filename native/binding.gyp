@@ -95,6 +95,7 @@
         "src/ops/sample-masked-ref.cc",
         "src/sample-napi.cc",
         "src/xxh64-napi.cc",
+        "src/aes-gcm-napi.cc",
         "src/quant/quant-dispatch.cc",
         "src/quant/quant-search.cc",
         "src/quant/quant-legacy.cc",

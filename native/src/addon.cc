@@ -25,6 +25,7 @@ namespace kvt {
 void register_kv_codec(Napi::Env env, Napi::Object exports);  // kv-codec-napi.cc
 void register_sampling(Napi::Env env, Napi::Object exports);  // sample-napi.cc
 void register_xxh64(Napi::Env env, Napi::Object exports);     // xxh64-napi.cc
+void register_aes_gcm(Napi::Env env, Napi::Object exports);   // aes-gcm-napi.cc
 }
 
 namespace {
@@ -723,6 +724,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   kvt::register_kv_codec(env, exports);  // kv-codec-napi.cc
   kvt::register_sampling(env, exports);  // sample-napi.cc
   kvt::register_xxh64(env, exports);     // xxh64-napi.cc
+  kvt::register_aes_gcm(env, exports);   // aes-gcm-napi.cc
   return exports;
 }
 
