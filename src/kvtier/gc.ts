@@ -84,9 +84,11 @@ export interface GcDeps {
  *    until the listing completed and the generation is marked trusted; the
  *    run that rebuilt records then expires but does not evict (their last
  *    use, class and tenant are guesses).
- * 1. Expire: walk records oldest last use first up to now − the smallest
- *    TTL anywhere (and the capped records), delete those past their TTL
- *    (class and tenant TTL under the current policy, capped by the client hint).
+ * 1. Expire: walk each class's last-use index oldest first up to now − that
+ *    class's smallest TTL (its policy TTL, or a shorter tenant override), then
+ *    the capped records; delete those past their TTL (class and tenant TTL
+ *    under the current policy, capped by the client hint). Per class, the
+ *    walk reads expired rows only (unless a tenant override is shorter).
  * 2. Evict: for each scope over its byte quota (tenant, class, then global),
  *    delete the least recently used records of that scope anywhere in the cluster.
  * 3. Orphans: list storage; a blob with no record is noted, and deleted once
@@ -94,11 +96,14 @@ export interface GcDeps {
  *    the record: the grace covers that gap).
  * 4. Temp files of crashed writers (fs stores).
  *
- * Each batch is judged on the page just read (a renewal buffered on a node
- * lands within a second; one racing the page by milliseconds can lose), then
- * deleted from storage, then from the plane. Killed in between, the next run
- * finds the same records expired again and finishes them; a blob whose
- * record went first cannot happen. Cursors make every phase restartable.
+ * Each batch is judged on the page just read, then removed from the plane on
+ * condition that its last use is still the one judged (a renewal or rewrite
+ * that landed since, from any node, keeps the block: record and blob), then
+ * the blobs of exactly the removed records are deleted from storage. A
+ * renewal still buffered on a node (≤ 1 s) when the plane removes the record
+ * is lost with it. Killed, or a storage delete failing, between the two: the
+ * blobs are orphans, deleted by the orphan sweep once the grace passed.
+ * Cursors make every phase restartable.
  */
 export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcReport> {
   const { plane, store, policy, clock } = deps;
@@ -183,10 +188,11 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
   }
 
   /**
-   * Deletes storage then plane. False when storage refused (the batch stays for the next run).
-   * `inFlight` (the expire walk): the plane removal is left running while the next page is read
+   * Removes the plane records still at their judged last use, then deletes their blobs.
+   * `inFlight` (the expire walk): that removal is left running while the next page is read
    * (pages of one walk are disjoint, so that page's judgement is unchanged); it is awaited before
-   * the next removal starts and at the end of the walk. A plane failure surfaces there.
+   * the next removal starts and at the end of the walk. A plane failure surfaces there and stops
+   * the walk; a storage failure is reported and leaves orphans for the sweep.
    */
   let planeRemoval: Promise<void> | undefined;
   const settleRemoval = async () => {
@@ -200,17 +206,22 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
       for (const record of victims) tally(record, reason);
       return true;
     }
-    try {
-      await store.delete(victims.map((record) => record.key));
-    } catch (error) {
-      fail(error, `storage delete of ${victims.length} blocks failed; kept for the next run`);
-      return false;
-    }
     await settleRemoval();
-    const removal = plane.remove(victims.map((record) => record.key)).then((removed) => {
+    const removal = (async () => {
+      const removed = await plane.remove(
+        victims.map((record) => record.key),
+        { judgedLastUseAt: victims.map((record) => record.lastUseAt) },
+      );
+      if (removed.length === 0) return;
       for (const record of removed) tally(record, reason);
-      deps.onRemoved?.(removed.map((record) => record.key));
-    });
+      const keys = removed.map((record) => record.key);
+      deps.onRemoved?.(keys);
+      try {
+        await store.delete(keys);
+      } catch (error) {
+        fail(error, `storage delete of ${keys.length} blocks failed after their records were removed; the orphan sweep deletes them after its grace period`);
+      }
+    })();
     if (!inFlight) {
       await removal;
       return true;
@@ -225,14 +236,21 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
   const isExpired = (record: BlockRecord) => record.lastUseAt + ttlOf(record) <= now;
 
   try {
-    // 1. Expire.
+    // 1. Expire: one walk per class present (its own last-use index), then the capped records.
     progress.phase = 'expire';
-    for (const capped of [false, true]) {
-      const maxLastUseAt = capped ? now - 1 : now - policy.minTtlMs;
+    const classes = Object.entries((await plane.usage()).blocks)
+      .filter(([tag, blocks]) => tag.startsWith('c:') && blocks > 0)
+      .map(([tag]) => tag.slice(2))
+      .sort();
+    const walks: { trafficClass?: string; capped?: boolean; maxLastUseAt: number }[] = [
+      ...classes.map((trafficClass) => ({ trafficClass, maxLastUseAt: now - minTtlOfClass(policy, trafficClass) })),
+      { capped: true, maxLastUseAt: now - 1 },
+    ];
+    for (const walk of walks) {
       let cursor: string | undefined;
       do {
         if (aborted()) break;
-        const page = await plane.scanByLastUse({ maxLastUseAt, cursor, limit: batchSize, capped });
+        const page = await plane.scanByLastUse({ ...walk, cursor, limit: batchSize });
         cursor = page.cursor;
         progress.scannedBlocks += page.records.length;
         const candidates = page.records.filter((record) => !counted.has(record.key) && isExpired(record));
@@ -406,6 +424,21 @@ const BLOCK_KEY = /^[0-9a-f]{32}$/;
 
 function isBlockKey(key: string): boolean {
   return BLOCK_KEY.test(key);
+}
+
+/**
+ * The smallest TTL any record of `trafficClass` can have under the policy: the class's
+ * own (a class the policy no longer has falls back to the default class), or a shorter
+ * tenant override. Client hints are shorter still but walked separately (capped records).
+ */
+function minTtlOfClass(policy: RetentionPolicy, trafficClass: string): number {
+  const doc = policy.toJSON();
+  let min = (Object.hasOwn(doc.classes, trafficClass) ? doc.classes[trafficClass] : doc.classes[doc.defaultClass]).ttlMs;
+  for (const override of Object.values(doc.tenants)) {
+    const ttl = override.ttlMs?.[trafficClass];
+    if (ttl !== undefined && ttl < min) min = ttl;
+  }
+  return min;
 }
 
 function scopeRank(scope: QuotaScope): number {

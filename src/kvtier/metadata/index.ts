@@ -6,6 +6,7 @@ export {
   type PlaneKind,
   type PlaneState,
   type PlaneUsage,
+  type RemoveOptions,
   type ScanOptions,
   type ScanPage,
 } from './metadata-plane.ts';

@@ -6,7 +6,8 @@ import { open as openLmdb, type Database, type RootDatabase } from 'lmdb';
 import { PlaneError } from '../errors.ts';
 import { bytesToHex } from '../hex.ts';
 import { hexToKeyBytes, KEY_BYTES } from '../prefix-hasher.ts';
-import { scopeTagsOf, type BlockRecord, type MetadataPlane, type PlaneState, type PlaneUsage, type ScanOptions, type ScanPage } from './metadata-plane.ts';
+import { mergeClassPages, type ClassScanPage } from './class-scan-merge.ts';
+import { scopeTagsOf, type BlockRecord, type MetadataPlane, type PlaneState, type PlaneUsage, type RemoveOptions, type ScanOptions, type ScanPage } from './metadata-plane.ts';
 import { RenewalBuffer, type PendingRenewal } from './renewal-buffer.ts';
 
 export interface LmdbMetadataPlaneOptions {
@@ -24,13 +25,18 @@ export interface LmdbMetadataPlaneOptions {
  * ```
  * records  key16 → f64 lastUse, f64 created, f64 size, f64 ttlMs, u32 depth,
  *                  u8 classLen, u8 tenantLen, u8 writerLen, 1 pad, class, tenant, writer
- * byUse    u64be lastUse ‖ u32be ~depth ‖ key16 → ∅      (LRU walk; deeper first among equals)
- * capped   same rows, only records with a ttlMs cap
+ * byClassUse  u8 classLen ‖ class ‖ u64be lastUse ‖ u32be ~depth ‖ key16 → ∅   (last-use index per class; deeper first among equals)
+ * capped   u64be lastUse ‖ u32be ~depth ‖ key16 → ∅, only records with a ttlMs cap
  * orphans  key16 → f64 first seen
  * meta     "generation", "trusted", "b|<tag>", "n|<tag>" (usage counters)
  * ```
  *
  * Every change to a record moves its rows and counters in one transaction.
+ * Invariant: a record has exactly one row in byClassUse, under its class, so
+ * the expire walk of a class reads only that class's rows up to now − its TTL
+ * (expired rows); eviction merges the classes (class-scan-merge.ts). A plane
+ * written before the per-class index (one `byUse` for all classes) is
+ * re-indexed from its records once, at open.
  * LMDB does not lose data by itself, so the generation changes only when the
  * directory is new (a fresh deployment, or one upgraded from before the
  * plane): GC then rebuilds records from the storage listing once.
@@ -47,6 +53,7 @@ export class LmdbMetadataPlane implements MetadataPlane {
     private readonly env: RootDatabase,
     private readonly records: Database<Uint8Array, Uint8Array>,
     private readonly byUse: Database<Uint8Array, Uint8Array>,
+    private readonly legacyByUse: Database<Uint8Array, Uint8Array>,
     private readonly capped: Database<Uint8Array, Uint8Array>,
     private readonly orphans: Database<number, Uint8Array>,
     private readonly meta: Database<string | number, string>,
@@ -76,6 +83,7 @@ export class LmdbMetadataPlane implements MetadataPlane {
     const plane = new LmdbMetadataPlane(
       env,
       env.openDB<Uint8Array, Uint8Array>({ name: 'records', ...binary }),
+      env.openDB<Uint8Array, Uint8Array>({ name: 'byClassUse', ...binary }),
       env.openDB<Uint8Array, Uint8Array>({ name: 'byUse', ...binary }),
       env.openDB<Uint8Array, Uint8Array>({ name: 'capped', ...binary }),
       env.openDB<number, Uint8Array>({ name: 'orphans', keyEncoding: 'binary' }),
@@ -87,6 +95,7 @@ export class LmdbMetadataPlane implements MetadataPlane {
         plane.meta.put('generation', randomBytes(8).toString('hex'));
         plane.meta.put('trusted', 0);
       }
+      if (plane.meta.get('layout') !== LAYOUT) plane.reindexByClass();
     });
     return plane;
   }
@@ -140,15 +149,20 @@ export class LmdbMetadataPlane implements MetadataPlane {
     return this.renewals.flush();
   }
 
-  async remove(keys: readonly string[]): Promise<BlockRecord[]> {
+  async remove(keys: readonly string[], options: RemoveOptions = {}): Promise<BlockRecord[]> {
     this.assertOpen();
+    const judged = options.judgedLastUseAt;
+    if (judged !== undefined && judged.length !== keys.length) throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `remove: ${judged.length} judged last uses for ${keys.length} keys`);
     const removed = await this.records.transaction(() => {
       this.deltas.clear();
       const out: BlockRecord[] = [];
-      for (const key of keys) {
+      for (let i = 0; i < keys.length; i++) {
+        const key = keys[i];
         const keyBytes = hexToKeyBytes(key);
         const existing = this.readRecord(key, keyBytes);
         if (existing === undefined) continue;
+        // Used again (any node) since its remover judged it: it stays. Checked in the same write transaction as the removal.
+        if (judged !== undefined && existing.lastUseAt > judged[i]) continue;
         this.replace(keyBytes, existing, undefined);
         out.push(existing);
       }
@@ -164,23 +178,42 @@ export class LmdbMetadataPlane implements MetadataPlane {
 
   async scanByLastUse(options: ScanOptions = {}): Promise<ScanPage> {
     this.assertOpen();
-    const db = options.capped ? this.capped : this.byUse;
     const limit = options.limit ?? 512;
-    const start = options.cursor === undefined ? Buffer.alloc(0) : Buffer.concat([Buffer.from(options.cursor, 'hex'), ZERO]);
-    const end = options.maxLastUseAt === undefined ? undefined : u64be(Math.floor(options.maxLastUseAt) + 1);
-    const records: BlockRecord[] = [];
-    let lastRow: Buffer | undefined;
-    let rows = 0;
+    if (options.capped) return pageOf(this.scanIndex(this.capped, EMPTY_PREFIX, options, limit));
+    if (options.trafficClass !== undefined) return pageOf(this.scanIndex(this.byUse, classPrefix(options.trafficClass), options, limit));
+    const pages = this.classes().map((name) => this.scanIndex(this.byUse, classPrefix(name), options, limit));
+    return mergeClassPages(pages, limit, (a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  }
+
+  /** Rows of one index under `prefix` after the cursor; positions are the hex of the row after the prefix (lastUse ‖ ~depth ‖ key: hex order is walk order). */
+  private scanIndex(db: Database<Uint8Array, Uint8Array>, prefix: Buffer, options: ScanOptions, limit: number): ClassScanPage {
+    const start = options.cursor === undefined ? prefix : Buffer.concat([prefix, Buffer.from(options.cursor, 'hex'), ZERO]);
+    const end = Buffer.concat([prefix, u64be(options.maxLastUseAt === undefined ? Number.MAX_SAFE_INTEGER : Math.floor(options.maxLastUseAt) + 1)]);
+    const rows: ClassScanPage['rows'] = [];
     for (const row of db.getKeys({ start, end, limit, snapshot: false })) {
-      rows++;
       const rowKey = Buffer.from(row);
-      lastRow = rowKey;
-      const keyBytes = rowKey.subarray(12);
+      const keyBytes = rowKey.subarray(prefix.length + 12);
       const value = this.records.getBinary(keyBytes);
-      if (value !== undefined) records.push(decodeRecord(bytesToHex(keyBytes), value));
+      rows.push({ position: rowKey.toString('hex', prefix.length), record: value === undefined ? null : decodeRecord(bytesToHex(keyBytes), value) });
     }
-    // The cursor is the last row read, hex-encoded once per page.
-    return { records, cursor: rows < limit || lastRow === undefined ? undefined : lastRow.toString('hex') };
+    return { rows, more: rows.length === limit };
+  }
+
+  /** Classes with records (from the usage counters). */
+  private classes(): string[] {
+    const out: string[] = [];
+    for (const { key, value } of this.meta.getRange({ start: 'n|c:', end: 'n|c;', snapshot: false })) if (Number(value) > 0) out.push(String(key).slice(4));
+    return out;
+  }
+
+  /** Builds byClassUse from the records (a plane written before it existed) and drops the old all-class index. Inside a transaction only. */
+  private reindexByClass(): void {
+    for (const db of [this.byUse, this.legacyByUse]) for (const row of [...db.getKeys({ snapshot: false })]) db.remove(row);
+    for (const { key, value } of this.records.getRange({ snapshot: false })) {
+      const record = decodeRecord(bytesToHex(key), value);
+      this.byUse.put(classUseRow(record.trafficClass, record.lastUseAt, record.depth, key), EMPTY);
+    }
+    this.meta.put('layout', LAYOUT);
   }
 
   async usage(): Promise<PlaneUsage> {
@@ -252,10 +285,11 @@ export class LmdbMetadataPlane implements MetadataPlane {
         if (lastUseAt >= at) continue;
         const depth = value.readUInt32LE(32);
         const capped = value.readDoubleLE(24) > 0;
+        const trafficClass = Buffer.from(value.buffer, value.byteOffset + FIXED, value.readUInt8(36)).toString('utf8');
+        this.byUse.remove(classUseRow(trafficClass, lastUseAt, depth, keyBytes));
+        this.byUse.put(classUseRow(trafficClass, at, depth, keyBytes), EMPTY);
         const before = useRow(lastUseAt, depth, keyBytes);
         const after = useRow(at, depth, keyBytes);
-        this.byUse.remove(before);
-        this.byUse.put(after, EMPTY);
         if (capped) {
           this.capped.remove(before);
           this.capped.put(after, EMPTY);
@@ -276,7 +310,7 @@ export class LmdbMetadataPlane implements MetadataPlane {
   private replace(keyBytes: Uint8Array, before: BlockRecord | undefined, after: BlockRecord | undefined): void {
     if (before !== undefined) {
       const row = useRow(before.lastUseAt, before.depth, keyBytes);
-      this.byUse.remove(row);
+      this.byUse.remove(classUseRow(before.trafficClass, before.lastUseAt, before.depth, keyBytes));
       if (before.ttlMs > 0) this.capped.remove(row);
       for (const tag of scopeTagsOf(before)) {
         this.addCounter(`b|${tag}`, -before.sizeBytes);
@@ -289,7 +323,7 @@ export class LmdbMetadataPlane implements MetadataPlane {
     }
     this.records.put(keyBytes, encodeRecord(after));
     const row = useRow(after.lastUseAt, after.depth, keyBytes);
-    this.byUse.put(row, EMPTY);
+    this.byUse.put(classUseRow(after.trafficClass, after.lastUseAt, after.depth, keyBytes), EMPTY);
     if (after.ttlMs > 0) this.capped.put(row, EMPTY);
     for (const tag of scopeTagsOf(after)) {
       this.addCounter(`b|${tag}`, after.sizeBytes);
@@ -314,6 +348,26 @@ export class LmdbMetadataPlane implements MetadataPlane {
 
 const EMPTY = new Uint8Array(0);
 const ZERO = Buffer.from([0]);
+const EMPTY_PREFIX = Buffer.alloc(0);
+/** meta "layout": 2 = last-use index per class (byClassUse). */
+const LAYOUT = 2;
+
+function classPrefix(trafficClass: string): Buffer {
+  const name = Buffer.from(trafficClass);
+  return Buffer.concat([Buffer.from([name.length]), name]);
+}
+
+function classUseRow(trafficClass: string, lastUse: number, depth: number, keyBytes: Uint8Array): Buffer {
+  return Buffer.concat([classPrefix(trafficClass), useRow(lastUse, depth, keyBytes)]);
+}
+
+function pageOf(page: ClassScanPage): ScanPage {
+  const records: BlockRecord[] = [];
+  for (const row of page.rows) if (row.record !== null) records.push(row.record);
+  // The cursor is the last row read (its record may be gone).
+  const last = page.rows[page.rows.length - 1];
+  return { records, cursor: page.more && last !== undefined ? last.position : undefined };
+}
 
 function u64be(value: number): Buffer {
   const out = Buffer.allocUnsafe(8);

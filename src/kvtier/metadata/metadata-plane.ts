@@ -16,8 +16,16 @@
  *   missing records are written (rebuild after data loss).
  * - `remove` returns the records it removed and tells every subscriber of
  *   `onRemoved` (all nodes, in the Redis driver) so node caches drop them.
+ *   With `judgedLastUseAt` a record is removed only if its last use is still
+ *   ≤ the one its remover judged (checked atomically with the removal), so a
+ *   block renewed or rewritten on another node after GC read it survives.
  * - `scanByLastUse` walks records oldest last use first; the cursor makes a
  *   killed walk restartable. `capped` walks only records with a `ttlMs` cap.
+ *   The last-use index is kept per traffic class: `trafficClass` walks one
+ *   class only (the expire walk: every record of a class shares its policy
+ *   TTL up to tenant overrides, so a walk up to now − that TTL reads only
+ *   expired rows); without it the classes are merged into one last-use order
+ *   (LRU eviction).
  * - `state()` says whether the plane can be trusted: `trusted: false` after
  *   it lost its data (a Redis restarted empty or replaced: the generation
  *   marker is gone), until a GC rebuilt the records from the storage listing
@@ -65,6 +73,17 @@ export interface ScanOptions {
   limit?: number;
   /** Walk only records with a ttlMs cap. */
   capped?: boolean;
+  /** Walk only records of this traffic class (its own last-use index). */
+  trafficClass?: string;
+}
+
+export interface RemoveOptions {
+  /**
+   * Per key (same order): the last use its remover judged. A record whose
+   * last use moved past it since (a renewal or rewrite by any node) is kept
+   * and not returned.
+   */
+  judgedLastUseAt?: readonly number[];
 }
 
 export interface ScanPage {
@@ -96,8 +115,8 @@ export interface MetadataPlane {
   renew(keys: readonly string[], at: number, depths?: readonly number[]): void;
   /** Writes buffered renewals. */
   flush(): Promise<void>;
-  /** Removes records; returns those that existed. */
-  remove(keys: readonly string[]): Promise<BlockRecord[]>;
+  /** Removes records; returns those that existed (and, with `judgedLastUseAt`, were not used since). */
+  remove(keys: readonly string[], options?: RemoveOptions): Promise<BlockRecord[]>;
   scanByLastUse(options?: ScanOptions): Promise<ScanPage>;
   usage(): Promise<PlaneUsage>;
   /** Notes keys seen on storage without a record at `at`; returns when each was first seen (earliest sighting wins). */

@@ -4,14 +4,15 @@ import type { Redis } from 'ioredis';
 
 import { PlaneError } from '../errors.ts';
 import { stderrLogger, type KvTierLogger } from '../logger.ts';
-import type { BlockRecord, MetadataPlane, PlaneState, PlaneUsage, ScanOptions, ScanPage } from './metadata-plane.ts';
-import { GET_LUA, MARK_TRUSTED_LUA, NOTE_ORPHANS_LUA, REMOVE_LUA, SCAN_LUA, UPSERT_LUA } from './redis-plane-scripts.ts';
+import { mergeClassPages, type ClassScanPage } from './class-scan-merge.ts';
+import type { BlockRecord, MetadataPlane, PlaneState, PlaneUsage, RemoveOptions, ScanOptions, ScanPage } from './metadata-plane.ts';
+import { GET_LUA, MARK_TRUSTED_LUA, NOTE_ORPHANS_LUA, REMOVE_LUA, RENEW_LUA, SCAN_LUA, UPSERT_LUA } from './redis-plane-scripts.ts';
 import { RenewalBuffer, type PendingRenewal } from './renewal-buffer.ts';
 
 export interface RedisMetadataPlaneOptions {
   /** `redis://host:port/db`; defaults to `REDIS_URL`. */
   url?: string;
-  /** Key prefix; default `kvtier:plane:`. */
+  /** Key prefix; default `kvtier:plane:` (no `{` or `}`: the plane adds its own hash tag). */
   keyPrefix?: string;
   connectTimeoutMs?: number;
   logger?: KvTierLogger;
@@ -45,18 +46,30 @@ function lastUseOf(score: number): number {
  * Cluster driver: the plane in Redis.
  *
  * ```
- * <p>gen         "<generation>:<0|1>"   (1 = rebuilt from storage, trusted)
- * <p>use         zset  key16 → lastUse × 2048 + (2047 − depth)   (LRU walk, renewals: ZADD XX GT)
- * <p>cap         zset  same, only records with a ttlMs cap
- * <p>r:<b>:<h>   hash  key bytes after the first ⌊b/8⌋ → "size,created s,ttl,depth\0class\0tenant\0writer" (base 36); h = first b bits of the key
- * <p>usage       hash  "b|<tag>", "n|<tag>" → bytes, blocks
- * <p>orph        hash  key16 → first seen on storage without a record
- * <p>removed     channel: instance id ‖ key16… removed by any node
+ * <p>{0}:gen          "<generation>:<0|1>"   (1 = rebuilt from storage, trusted)
+ * <p>{0}:u:<class>    zset  key16 → lastUse × 2048 + (2047 − depth)   (last-use index of one traffic class)
+ * <p>{0}:classes      set   classes with at least one record (renewals touch their indexes)
+ * <p>{0}:cap          zset  same scores, only records with a ttlMs cap
+ * <p>{0}:r:<b>:<h>    hash  key bytes after the first ⌊b/8⌋ → "size,created s,ttl,depth\0class\0tenant\0writer" (base 36, created since 2025); h = first b bits of the key
+ * <p>{0}:usage        hash  "b|<tag>", "n|<tag>" → bytes, blocks
+ * <p>{0}:orph         hash  key16 → first seen on storage without a record
+ * <p>removed          channel: instance id ‖ key16… removed by any node
  * ```
  *
- * A renewal is one member of a batched `ZADD XX GT` (it neither creates a
- * record nor moves one back in time), so renewals from many nodes commute
- * and a flush of N keys is ⌈N/1024⌉ commands in one pipeline. The record
+ * `{0}` is the Redis Cluster hash tag of the plane's one shard: every key a
+ * script touches hashes to the same slot (test/src/kvtier/metadata/
+ * redis-plane-slots.test.ts). How more shards would split the key space:
+ * docs/cluster-metadata.md.
+ *
+ * Invariant of the last-use index: a record's row is in exactly the index of
+ * its class, so the expire walk of a class reads rows of that class only and
+ * stops at now − the class's TTL: it reads expired rows, not the whole
+ * population up to the smallest TTL of any class. Eviction merges the class
+ * indexes (class-scan-merge.ts).
+ *
+ * A renewal is a member of a batched `ZADD XX GT` on every class index (it
+ * neither creates a record nor moves one back in time), so renewals from many
+ * nodes commute and a flush of N keys is ⌈N/1024⌉ script calls in one pipeline. The record
  * itself is written only by `upsert` and `remove` (Lua, atomic with the
  * usage counters). Losing Redis loses `<p>gen`: the next `state()` starts a
  * new, untrusted generation and GC rebuilds before it judges anything.
@@ -67,7 +80,7 @@ export class RedisMetadataPlane implements MetadataPlane {
   private readonly renewals: RenewalBuffer;
   private readonly instanceId = randomBytes(8);
   private closed = false;
-  private readonly keys: { gen: string; use: string; cap: string; bucket: string; usage: string; orphans: string; removed: string };
+  private readonly keys: { gen: string; use: string; classes: string; cap: string; bucket: string; usage: string; orphans: string; removed: string };
 
   private constructor(
     private readonly redis: Redis,
@@ -76,15 +89,7 @@ export class RedisMetadataPlane implements MetadataPlane {
     private readonly logger: KvTierLogger,
     options: RedisMetadataPlaneOptions,
   ) {
-    this.keys = {
-      gen: `${prefix}gen`,
-      use: `${prefix}use`,
-      cap: `${prefix}cap`,
-      bucket: `${prefix}r:${options.bucketBits ?? 16}:`,
-      usage: `${prefix}usage`,
-      orphans: `${prefix}orph`,
-      removed: `${prefix}removed`,
-    };
+    this.keys = planeKeyNames(prefix, options.bucketBits ?? 16);
     this.renewals = new RenewalBuffer(
       (batch) => this.writeRenewals(batch),
       (error) => this.logger.warn({ code: 'KVT_ERR_PLANE_UNREACHABLE', err: (error as Error).message }, 'plane renewal flush failed; the next hit renews again'),
@@ -101,6 +106,7 @@ export class RedisMetadataPlane implements MetadataPlane {
     const logger = options.logger ?? stderrLogger;
     const bits = options.bucketBits ?? 16;
     if (!Number.isInteger(bits) || bits < 1 || bits > 16) throw new PlaneError('KVT_ERR_PLANE_OPEN', `bucketBits must be an integer 1..16, got ${bits}`);
+    if (/[{}]/.test(options.keyPrefix ?? '')) throw new PlaneError('KVT_ERR_PLANE_OPEN', `keyPrefix must not contain { or } (the plane adds its own Redis Cluster hash tag), got ${JSON.stringify(options.keyPrefix)}`);
     // ioredis is loaded by the first Redis-backed open (the embedded default never needs it).
     const { Redis: RedisClient } = await import('ioredis');
     const connect = (): Redis => new RedisClient(url, { lazyConnect: true, connectTimeout: options.connectTimeoutMs ?? 5000, maxRetriesPerRequest: 3, enableAutoPipelining: false });
@@ -115,7 +121,8 @@ export class RedisMetadataPlane implements MetadataPlane {
     for (const [name, lua, numberOfKeys] of [
       ['kvtPlaneUpsert', UPSERT_LUA, 3],
       ['kvtPlaneRemove', REMOVE_LUA, 3],
-      ['kvtPlaneGet', GET_LUA, 1],
+      ['kvtPlaneGet', GET_LUA, 0],
+      ['kvtPlaneRenew', RENEW_LUA, 2],
       ['kvtPlaneScan', SCAN_LUA, 1],
       ['kvtPlaneNoteOrphans', NOTE_ORPHANS_LUA, 1],
       ['kvtPlaneMarkTrusted', MARK_TRUSTED_LUA, 1],
@@ -159,7 +166,7 @@ export class RedisMetadataPlane implements MetadataPlane {
     const out: (BlockRecord | null)[] = [];
     for (let i = 0; i < keys.length; i += MEMBERS_PER_COMMAND) {
       const chunk = keys.slice(i, i + MEMBERS_PER_COMMAND);
-      const reply = (await this.call(() => this.scriptBuffer('kvtPlaneGet', this.keys.use, this.keys.bucket, ...chunk.map(memberOf)))) as (Buffer | null)[];
+      const reply = (await this.call(() => this.scriptBuffer('kvtPlaneGet', this.keys.bucket, this.keys.use, ...chunk.map(memberOf)))) as (Buffer | null)[];
       for (let j = 0; j < chunk.length; j++) {
         const value = reply[2 * j];
         const score = reply[2 * j + 1];
@@ -171,11 +178,11 @@ export class RedisMetadataPlane implements MetadataPlane {
 
   async upsert(records: readonly BlockRecord[], options: { ifAbsent?: boolean } = {}): Promise<void> {
     for (let i = 0; i < records.length; i += MEMBERS_PER_COMMAND / 4) {
-      const args: (string | Buffer)[] = [this.keys.bucket, options.ifAbsent ? '1' : '0'];
+      const args: (string | Buffer)[] = [this.keys.bucket, this.keys.use, options.ifAbsent ? '1' : '0'];
       for (const record of records.slice(i, i + MEMBERS_PER_COMMAND / 4)) {
         args.push(memberOf(record.key), encodeValue(record), String(lruScore(record.lastUseAt, record.depth)), record.ttlMs > 0 ? '1' : '0');
       }
-      await this.call(() => this.script('kvtPlaneUpsert', this.keys.use, this.keys.cap, this.keys.usage, ...args));
+      await this.call(() => this.script('kvtPlaneUpsert', this.keys.cap, this.keys.usage, this.keys.classes, ...args));
     }
   }
 
@@ -188,16 +195,28 @@ export class RedisMetadataPlane implements MetadataPlane {
     return this.renewals.flush();
   }
 
-  async remove(keys: readonly string[]): Promise<BlockRecord[]> {
+  async remove(keys: readonly string[], options: RemoveOptions = {}): Promise<BlockRecord[]> {
     const removed: BlockRecord[] = [];
+    const judged = options.judgedLastUseAt;
+    if (judged !== undefined && judged.length !== keys.length) throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `remove: ${judged.length} judged last uses for ${keys.length} keys`);
+    // Every chunk's script goes in one pipeline: one round trip per remove, however many chunks.
+    const pipeline = this.redis.pipeline() as unknown as Record<string, (...args: (string | Buffer)[]) => unknown> & { exec(): Promise<[Error | null, unknown][] | null> };
+    let chunks = 0;
     for (let i = 0; i < keys.length; i += MEMBERS_PER_COMMAND) {
-      const chunk = keys.slice(i, i + MEMBERS_PER_COMMAND);
-      const reply = (await this.call(() =>
-        this.scriptBuffer('kvtPlaneRemove', this.keys.use, this.keys.cap, this.keys.usage, this.keys.bucket, ...chunk.map(memberOf)),
-      )) as Buffer[];
-      for (let j = 0; j < reply.length; j += 3) {
-        removed.push(decodeValue(reply[j].toString('hex'), reply[j + 1], Number(reply[j + 2].toString())));
+      const args: (string | Buffer)[] = [this.keys.cap, this.keys.usage, this.keys.classes, this.keys.bucket, this.keys.use];
+      for (let j = i; j < Math.min(keys.length, i + MEMBERS_PER_COMMAND); j++) {
+        // A last use ≤ judged is a score < lruScore(judged + 1, deepest): whatever its depth.
+        args.push(memberOf(keys[j]), judged === undefined ? '' : String(lruScore(judged[j] + 1, DEPTH_SLOTS - 1)));
       }
+      pipeline.kvtPlaneRemoveBuffer(...args);
+      chunks++;
+    }
+    if (chunks === 0) return removed;
+    const results = await this.call(() => pipeline.exec());
+    for (const [error, reply] of results ?? []) {
+      if (error !== null) throw new PlaneError('KVT_ERR_PLANE_UNREACHABLE', `metadata plane (Redis) remove failed: ${error.message}`, { cause: error });
+      const rows = reply as Buffer[];
+      for (let j = 0; j < rows.length; j += 3) removed.push(decodeValue(rows[j].toString('hex'), rows[j + 1], Number(rows[j + 2].toString())));
     }
     if (removed.length > 0) {
       const removedKeys = removed.map((record) => record.key);
@@ -210,6 +229,15 @@ export class RedisMetadataPlane implements MetadataPlane {
 
   async scanByLastUse(options: ScanOptions = {}): Promise<ScanPage> {
     const limit = options.limit ?? 512;
+    if (options.capped) return pageOf(await this.scanIndex(this.keys.cap, options, limit));
+    if (options.trafficClass !== undefined) return pageOf(await this.scanIndex(this.keys.use + options.trafficClass, options, limit));
+    const classes = (await this.call(() => this.redis.smembers(this.keys.classes))).sort();
+    const pages = await Promise.all(classes.map((name) => this.scanIndex(this.keys.use + name, options, limit)));
+    return mergeClassPages(pages, limit, comparePositions);
+  }
+
+  /** One page of one last-use index after the cursor (positions are `score:member hex`). */
+  private async scanIndex(zset: string, options: ScanOptions, limit: number): Promise<ClassScanPage> {
     const maxScore = options.maxLastUseAt === undefined ? '+inf' : String(lruScore(options.maxLastUseAt, 0));
     let cursorScore = '';
     let cursorMember: Buffer = Buffer.alloc(0);
@@ -218,19 +246,15 @@ export class RedisMetadataPlane implements MetadataPlane {
       cursorScore = score;
       cursorMember = Buffer.from(member, 'hex');
     }
-    const reply = (await this.call(() =>
-      this.scriptBuffer('kvtPlaneScan', options.capped ? this.keys.cap : this.keys.use, cursorScore, cursorMember, maxScore, String(limit), this.keys.bucket),
-    )) as (Buffer | number | null)[];
-    const more = Number(reply[0]) === 1;
-    const records: BlockRecord[] = [];
+    const reply = (await this.call(() => this.scriptBuffer('kvtPlaneScan', zset, cursorScore, cursorMember, maxScore, String(limit), this.keys.bucket))) as (Buffer | number | null)[];
+    const rows: ClassScanPage['rows'] = [];
     for (let i = 1; i < reply.length; i += 3) {
+      const key = (reply[i] as Buffer).toString('hex');
+      const score = (reply[i + 1] as Buffer).toString();
       const value = reply[i + 2];
-      if (value instanceof Buffer) records.push(decodeValue((reply[i] as Buffer).toString('hex'), value, Number((reply[i + 1] as Buffer).toString())));
+      rows.push({ position: `${score}:${key}`, record: value instanceof Buffer ? decodeValue(key, value, Number(score)) : null });
     }
-    // The cursor is the last row read (its record may be gone): built once per page.
-    const last = reply.length - 3;
-    const cursor = last >= 1 ? `${(reply[last + 1] as Buffer).toString()}:${(reply[last] as Buffer).toString('hex')}` : undefined;
-    return { records, cursor: more ? cursor : undefined };
+    return { rows, more: Number(reply[0]) === 1 };
   }
 
   async usage(): Promise<PlaneUsage> {
@@ -284,20 +308,16 @@ export class RedisMetadataPlane implements MetadataPlane {
 
   private async writeRenewals(batch: Map<string, PendingRenewal>): Promise<void> {
     if (this.closed) return;
-    // Most planes hold no capped record: then the second zset is not touched at all.
-    const anyCapped = (await this.call(() => this.redis.zcard(this.keys.cap))) > 0;
-    const args: (string | Buffer)[] = [];
-    const pipeline = this.redis.pipeline();
-    const push = () => {
-      pipeline.zadd(this.keys.use, 'XX', 'GT', ...(args as [string, Buffer]));
-      if (anyCapped) pipeline.zadd(this.keys.cap, 'XX', 'GT', ...(args as [string, Buffer]));
-      args.length = 0;
-    };
+    const pipeline = this.redis.pipeline() as unknown as Record<string, (...args: (string | Buffer)[]) => unknown> & { exec(): Promise<[Error | null, unknown][] | null> };
+    let args: (string | Buffer)[] = [this.keys.cap, this.keys.classes, this.keys.use];
     for (const [key, { at, depth }] of batch) {
       args.push(String(lruScore(at, depth)), memberOf(key));
-      if (args.length >= 2 * MEMBERS_PER_COMMAND) push();
+      if (args.length >= 3 + 2 * MEMBERS_PER_COMMAND) {
+        pipeline.kvtPlaneRenew(...args);
+        args = [this.keys.cap, this.keys.classes, this.keys.use];
+      }
     }
-    if (args.length > 0) push();
+    if (args.length > 3) pipeline.kvtPlaneRenew(...args);
     const results = await this.call(() => pipeline.exec());
     const failed = results?.find(([error]) => error !== null);
     if (failed !== undefined) throw new PlaneError('KVT_ERR_PLANE_UNREACHABLE', `plane renewal failed: ${(failed[0] as Error).message}`);
@@ -336,6 +356,43 @@ export class RedisMetadataPlane implements MetadataPlane {
   }
 }
 
+/** createdAt is kept in seconds since 2025-01-01 (base 36: one or two characters fewer per record than since 1970); earlier times are stored as 2025-01-01. */
+const CREATED_EPOCH_S = Date.UTC(2025, 0, 1) / 1000;
+
+/** Every Redis key (and the channel) of a plane: all keys carry the hash tag `{0}` of its one shard. */
+export function planeKeyNames(prefix: string, bucketBits: number): { gen: string; use: string; classes: string; cap: string; bucket: string; usage: string; orphans: string; removed: string } {
+  const tagged = `${prefix}{0}:`;
+  return {
+    gen: `${tagged}gen`,
+    use: `${tagged}u:`,
+    classes: `${tagged}classes`,
+    cap: `${tagged}cap`,
+    bucket: `${tagged}r:${bucketBits}:`,
+    usage: `${tagged}usage`,
+    orphans: `${tagged}orph`,
+    removed: `${prefix}removed`,
+  };
+}
+
+function pageOf(page: ClassScanPage): ScanPage {
+  const records: BlockRecord[] = [];
+  for (const row of page.rows) if (row.record !== null) records.push(row.record);
+  // The cursor is the last row read (its record may be gone).
+  const last = page.rows[page.rows.length - 1];
+  return { records, cursor: page.more && last !== undefined ? last.position : undefined };
+}
+
+/** Walk order of positions `score:member hex`: score, then member bytes (as Redis orders equal scores). */
+function comparePositions(a: string, b: string): number {
+  const ca = a.indexOf(':');
+  const cb = b.indexOf(':');
+  const d = Number(a.slice(0, ca)) - Number(b.slice(0, cb));
+  if (d !== 0) return d;
+  const ma = a.slice(ca + 1);
+  const mb = b.slice(cb + 1);
+  return ma < mb ? -1 : ma > mb ? 1 : 0;
+}
+
 function memberOf(key: string): Buffer {
   if (key.length !== 32) throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `a block key is 32 hex characters, got ${JSON.stringify(key)}`);
   return Buffer.from(key, 'hex');
@@ -346,7 +403,7 @@ function encodeValue(record: BlockRecord): Buffer {
   for (const field of [record.trafficClass, record.tenant, record.writer]) {
     if (field.includes('\0')) throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `class, tenant and writer must not contain NUL (block ${record.key})`);
   }
-  return Buffer.from(`${n(record.sizeBytes)},${n(record.createdAt / 1000)},${n(record.ttlMs)},${n(record.depth)}\0${record.trafficClass}\0${record.tenant}\0${record.writer}`);
+  return Buffer.from(`${n(record.sizeBytes)},${n(record.createdAt / 1000 - CREATED_EPOCH_S)},${n(record.ttlMs)},${n(record.depth)}\0${record.trafficClass}\0${record.tenant}\0${record.writer}`);
 }
 
 function decodeValue(key: string, value: Buffer, score: number): BlockRecord {
@@ -356,5 +413,5 @@ function decodeValue(key: string, value: Buffer, score: number): BlockRecord {
   const names = text.slice(nul + 1).split('\0');
   if (numbers.length !== 4 || names.length !== 3) throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `plane record of ${key} is malformed; remove it (GC rebuilds it from storage)`);
   const [size, created, ttl, depth] = numbers.map((value) => parseInt(value, 36));
-  return { key, sizeBytes: size, createdAt: created * 1000, ttlMs: ttl, depth, trafficClass: names[0], tenant: names[1], writer: names[2], lastUseAt: lastUseOf(score) };
+  return { key, sizeBytes: size, createdAt: (created + CREATED_EPOCH_S) * 1000, ttlMs: ttl, depth, trafficClass: names[0], tenant: names[1], writer: names[2], lastUseAt: lastUseOf(score) };
 }

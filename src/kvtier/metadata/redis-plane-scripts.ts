@@ -1,7 +1,9 @@
 /**
  * Lua run inside Redis so each multi-key change of the plane is atomic (a
  * record, its LRU row and the usage counters move together) and one round
- * trip per batch. Members are the 16 raw key bytes; a record lives in the
+ * trip per batch. Every key a script reads or writes carries the plane's
+ * hash tag (redis-metadata-plane.ts), so each script touches one Redis
+ * Cluster slot even where it derives keys (bucket, class index) itself. Members are the 16 raw key bytes; a record lives in the
  * hash bucket `<prefix>r:<hex of its first two bytes>` (65536 small hashes
  * stay listpack-encoded: ~45 B per record instead of ~100 B as its own key).
  *
@@ -29,7 +31,8 @@ local function parse(v)
   local z2 = z1 and string.find(v, '\\0', z1 + 1, true)
   local z3 = z2 and string.find(v, '\\0', z2 + 1, true)
   if not z3 then return nil end
-  return tonumber(string.sub(v, 1, c1 - 1), 36), string.sub(v, c1 + 1, c2 - 1), string.sub(v, z1 + 1, z2 - 1), string.sub(v, z2 + 1, z3 - 1)
+  local c3 = string.find(v, ',', c2 + 1, true)
+  return tonumber(string.sub(v, 1, c1 - 1), 36), string.sub(v, c1 + 1, c2 - 1), string.sub(v, z1 + 1, z2 - 1), string.sub(v, z2 + 1, z3 - 1), c3 and string.sub(v, c2 + 1, c3 - 1) or '0'
 end
 -- Usage deltas are summed per call and written once per tag.
 local deltas = {}
@@ -41,36 +44,53 @@ local function account(size, cl, te, sign)
     d[2] = d[2] + sign
   end
 end
-local function writeUsage(usage)
+-- A class whose last record went leaves the class set (renewals then skip its empty index).
+local function writeUsage(usage, classes)
   for tag, d in pairs(deltas) do
     if d[1] ~= 0 then redis.call('HINCRBY', usage, 'b|' .. tag, d[1]) end
-    if d[2] ~= 0 then redis.call('HINCRBY', usage, 'n|' .. tag, d[2]) end
+    if d[2] ~= 0 then
+      local n = redis.call('HINCRBY', usage, 'n|' .. tag, d[2])
+      if n <= 0 and string.sub(tag, 1, 2) == 'c:' then redis.call('SREM', classes, string.sub(tag, 3)) end
+    end
   end
 end
 `;
 
-/** KEYS: use, cap, usage. ARGV: bucket prefix, ifAbsent (0/1), then member, value, score, capped (0/1) per record. */
+/**
+ * KEYS: cap, usage, classes. ARGV: bucket prefix, last-use index prefix, ifAbsent (0/1), then member, value, score, capped (0/1) per record.
+ * A record lives in the last-use index of its class (`<use prefix><class>`); a rewrite that changes the class moves its row and keeps the later last use.
+ */
 export const UPSERT_LUA = `${COMMON}
-local use, cap, usage = KEYS[1], KEYS[2], KEYS[3]
-local prefix, ifAbsent = ARGV[1], ARGV[2]
+local cap, usage, classes = KEYS[1], KEYS[2], KEYS[3]
+local prefix, usePrefix, ifAbsent = ARGV[1], ARGV[2], ARGV[3]
 local anyCapped = redis.call('ZCARD', cap) > 0
-for i = 3, #ARGV, 4 do
+local known = {}
+for i = 4, #ARGV, 4 do
   local member, value, score, capped = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local b, f = bucket(prefix, member)
   local old = redis.call('HGET', b, f)
   if not (old and ifAbsent == '1') then
+    local size, _, cl, te = parse(value)
     if old then
-      local size, created, cl, te = parse(old)
-      if size then
-        account(size, cl, te, -1)
+      local oldSize, created, oldCl, oldTe = parse(old)
+      if oldSize then
+        account(oldSize, oldCl, oldTe, -1)
         local a, _, rest = string.match(value, '^([^,]*),([^,]*),(.*)$')
         value = a .. ',' .. created .. ',' .. rest
+        if oldCl ~= cl then
+          local was = redis.call('ZSCORE', usePrefix .. oldCl, member)
+          redis.call('ZREM', usePrefix .. oldCl, member)
+          if was and tonumber(was) > tonumber(score) then score = was end
+        end
       end
     end
     redis.call('HSET', b, f, value)
-    local size, _, cl, te = parse(value)
     account(size, cl, te, 1)
-    redis.call('ZADD', use, 'GT', score, member)
+    if not known[cl] then
+      redis.call('SADD', classes, cl)
+      known[cl] = true
+    end
+    redis.call('ZADD', usePrefix .. cl, 'GT', score, member)
     if capped == '1' then
       redis.call('ZADD', cap, 'GT', score, member)
       anyCapped = true
@@ -79,48 +99,90 @@ for i = 3, #ARGV, 4 do
     end
   end
 end
-writeUsage(usage)
+writeUsage(usage, classes)
 return 1
 `;
 
-/** KEYS: use, cap, usage. ARGV: bucket prefix, members… Returns member, value, score for each removed record. */
+/**
+ * KEYS: cap, usage, classes. ARGV: bucket prefix, last-use index prefix, then member, bound per record.
+ * bound '' removes unconditionally; otherwise the record goes only while its last-use score is < bound
+ * (the remover judged it at a last use < bound: a renewal or rewrite since moved it to ≥ bound, and it stays).
+ * Returns member, value, score for each removed record. The sorted-set work is one call per class per batch.
+ */
 export const REMOVE_LUA = `${COMMON}
-local use, cap, usage = KEYS[1], KEYS[2], KEYS[3]
+local cap, usage, classes = KEYS[1], KEYS[2], KEYS[3]
+local prefix, usePrefix = ARGV[1], ARGV[2]
 local out = {}
-if #ARGV < 2 then return out end
--- The sorted-set work is one call per batch (ZMSCORE, ZREM with every member): only the buckets are per record.
-local members = {unpack(ARGV, 2)}
-local scores = redis.call('ZMSCORE', use, unpack(members))
-for i, member in ipairs(members) do
-  local b, f = bucket(ARGV[1], member)
+local byClass = {}
+local cappedGone = {}
+for i = 3, #ARGV, 2 do
+  local member, bound = ARGV[i], ARGV[i + 1]
+  local b, f = bucket(prefix, member)
   local old = redis.call('HGET', b, f)
   if old then
-    local size, _, cl, te = parse(old)
-    if size then account(size, cl, te, -1) end
-    redis.call('HDEL', b, f)
-    out[#out + 1] = member
-    out[#out + 1] = old
-    out[#out + 1] = scores[i] or '0'
+    local size, _, cl, te, ttl = parse(old)
+    local rows = byClass[cl or '']
+    if not rows then rows = {}; byClass[cl or ''] = rows end
+    rows[#rows + 1] = {member, bound, b, f, old, size, te, ttl}
   end
 end
-redis.call('ZREM', use, unpack(members))
-if redis.call('ZCARD', cap) > 0 then redis.call('ZREM', cap, unpack(members)) end
-writeUsage(usage)
+for cl, rows in pairs(byClass) do
+  local members = {}
+  for j, row in ipairs(rows) do members[j] = row[1] end
+  local scores = redis.call('ZMSCORE', usePrefix .. cl, unpack(members))
+  local gone = {}
+  for j, row in ipairs(rows) do
+    local score = scores[j]
+    if row[2] == '' or not score or tonumber(score) < tonumber(row[2]) then
+      if row[6] then account(row[6], cl, row[7], -1) end
+      redis.call('HDEL', row[3], row[4])
+      gone[#gone + 1] = row[1]
+      if row[8] and row[8] ~= '0' then cappedGone[#cappedGone + 1] = row[1] end
+      out[#out + 1] = row[1]
+      out[#out + 1] = row[5]
+      out[#out + 1] = score or '0'
+    end
+  end
+  if #gone > 0 then redis.call('ZREM', usePrefix .. cl, unpack(gone)) end
+end
+if #cappedGone > 0 then redis.call('ZREM', cap, unpack(cappedGone)) end
+writeUsage(usage, classes)
 return out
 `;
 
-/** KEYS: use. ARGV: bucket prefix, members… Returns value (or false) and score (or false) per member. */
+/** KEYS: none used directly. ARGV: bucket prefix, last-use index prefix, members… Returns value (or false) and score (or false) per member. */
 export const GET_LUA = `${COMMON}
 local out = {}
-if #ARGV < 2 then return out end
-local members = {unpack(ARGV, 2)}
-local scores = redis.call('ZMSCORE', KEYS[1], unpack(members))
-for i, member in ipairs(members) do
-  local b, f = bucket(ARGV[1], member)
-  out[#out + 1] = redis.call('HGET', b, f) or false
-  out[#out + 1] = scores[i] or false
+local prefix, usePrefix = ARGV[1], ARGV[2]
+for i = 3, #ARGV do
+  local member = ARGV[i]
+  local b, f = bucket(prefix, member)
+  local value = redis.call('HGET', b, f)
+  local score = false
+  if value then
+    local _, _, cl = parse(value)
+    if cl then score = redis.call('ZSCORE', usePrefix .. cl, member) or false end
+  end
+  out[#out + 1] = value or false
+  out[#out + 1] = score
 end
 return out
+`;
+
+/**
+ * KEYS: cap, classes. ARGV: last-use index prefix, then score, member pairs.
+ * A renewal does not know the block's class: ZADD XX GT on every class index
+ * moves the row where the member is and is a no-op elsewhere (classes are few).
+ */
+export const RENEW_LUA = `
+local cap, classes, usePrefix = KEYS[1], KEYS[2], ARGV[1]
+local pairs_ = {unpack(ARGV, 2)}
+if #pairs_ == 0 then return 0 end
+for _, cl in ipairs(redis.call('SMEMBERS', classes)) do
+  redis.call('ZADD', usePrefix .. cl, 'XX', 'GT', unpack(pairs_))
+end
+if redis.call('ZCARD', cap) > 0 then redis.call('ZADD', cap, 'XX', 'GT', unpack(pairs_)) end
+return 1
 `;
 
 /**

@@ -52,7 +52,7 @@ describe('GC expire walk with the plane removal in flight', () => {
     expect(removals).toBe(2);
     expect(settled).toBe(1);
     expect(first.removed.expired.blocks).toBe(8);
-    // Storage first: the failed batch and the one judged while it was in flight lost their blobs but keep their records (the next run finishes them).
+    // Plane first: the failed batch and the one judged while it was in flight keep their records and blobs (the next run finishes them).
     const left = (await plane.scanByLastUse({ limit: 100 })).records.map((r) => r.key);
     expect(left).toHaveLength(32);
 
