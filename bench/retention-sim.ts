@@ -261,7 +261,7 @@ export async function run(): Promise<Record<string, number>> {
     const live = (await plane.usage()).blocks.g ?? 0;
     const full = await usedMemory();
     // MEMORY USAGE of the record hashes (sampled), per record they hold: the same figure from Redis' own accounting.
-    const buckets = await admin.keys('kvtier:plane:r:*');
+    const buckets = await admin.keys('kvtier:plane:{0}:r:*');
     let sampledBytes = 0;
     let sampledRecords = 0;
     for (const key of buckets.slice(0, 256)) {

@@ -141,6 +141,68 @@ export function runPlaneConformance(name: string, makeFixture: () => Promise<Pla
         expect((await plane.scanByLastUse()).records).toEqual([]);
       }));
 
+    it('each class has its own last-use walk; the unfiltered walk merges the classes in last-use order across pages', () =>
+      withPlane(async (plane) => {
+        const classes = ['agent', 'chat', 'batch'];
+        const records = Array.from({ length: 30 }, (_, n) => recordOf(n, { trafficClass: classes[n % 3], lastUseAt: T0 + ((n * 7) % 30) * 1000, depth: n % 2 }));
+        await plane.upsert(records);
+        const order = (list: BlockRecord[]) => [...list].sort((a, b) => a.lastUseAt - b.lastUseAt || b.depth - a.depth).map((record) => record.key);
+        const walk = async (options: { trafficClass?: string; maxLastUseAt?: number }) => {
+          const seen: string[] = [];
+          let cursor: string | undefined;
+          do {
+            const page = await plane.scanByLastUse({ ...options, limit: 4, cursor });
+            seen.push(...page.records.map((record) => record.key));
+            cursor = page.cursor;
+          } while (cursor !== undefined);
+          return seen;
+        };
+        expect(await walk({})).toEqual(order(records));
+        const chat = records.filter((record) => record.trafficClass === 'chat');
+        expect(await walk({ trafficClass: 'chat' })).toEqual(order(chat));
+        expect(await walk({ trafficClass: 'chat', maxLastUseAt: T0 + 12_000 })).toEqual(order(chat.filter((record) => record.lastUseAt <= T0 + 12_000)));
+        expect(await walk({ trafficClass: 'nobody' })).toEqual([]);
+        // A rewrite into another class moves its row (and keeps the later last use); a renewal moves it within its class.
+        await plane.upsert([recordOf(1, { trafficClass: 'chat', lastUseAt: T0 })]);
+        expect((await walk({ trafficClass: 'agent' })).includes(keyOf(1))).toBe(false);
+        const moved = await walk({ trafficClass: 'chat' });
+        expect(moved.includes(keyOf(1))).toBe(true);
+        expect((await plane.get([keyOf(1)]))[0]?.lastUseAt).toBe(records[1].lastUseAt);
+        plane.renew([keyOf(1)], T0 + 99_000);
+        await plane.flush();
+        expect((await walk({ trafficClass: 'chat' })).at(-1)).toBe(keyOf(1));
+        expect((await walk({ trafficClass: 'chat', maxLastUseAt: T0 + 50_000 })).includes(keyOf(1))).toBe(false);
+      }));
+
+    it('remove with judgedLastUseAt keeps a record renewed or rewritten after it was judged, on any handle', () =>
+      withPlane(async (plane, fixture) => {
+        await plane.upsert([recordOf(1), recordOf(2), recordOf(3), recordOf(4, { ttlMs: 60_000 })]);
+        const judged = await plane.get([keyOf(1), keyOf(2), keyOf(3), keyOf(4)]);
+        const other = await fixture.open();
+        try {
+          other.renew([keyOf(1), keyOf(4)], T0 + 1);
+          await other.flush();
+          await other.upsert([recordOf(2, { lastUseAt: T0 + 5 })]);
+        } finally {
+          await other.close();
+        }
+        const removed = await plane.remove(
+          [keyOf(1), keyOf(2), keyOf(3), keyOf(4)],
+          { judgedLastUseAt: judged.map((record) => record!.lastUseAt) },
+        );
+        expect(removed.map((record) => record.key)).toEqual([keyOf(3)]);
+        const [one, two, three, four] = await plane.get([keyOf(1), keyOf(2), keyOf(3), keyOf(4)]);
+        expect(one?.lastUseAt).toBe(T0 + 1);
+        expect(two?.lastUseAt).toBe(T0 + 5);
+        expect(three).toBeNull();
+        expect(four?.lastUseAt).toBe(T0 + 1);
+        expect((await plane.usage()).blocks.g).toBe(3);
+        // Judged at its current last use (or later): it goes.
+        expect((await plane.remove([keyOf(1), keyOf(4)], { judgedLastUseAt: [T0 + 1, T0 + 2] })).map((record) => record.key).sort()).toEqual([keyOf(1), keyOf(4)].sort());
+        expect((await plane.scanByLastUse({ capped: true })).records).toEqual([]);
+        await expect(plane.remove([keyOf(2)], { judgedLastUseAt: [] })).rejects.toMatchObject({ code: 'KVT_ERR_PLANE_BAD_RECORD' });
+      }));
+
     it('a new plane is untrusted until markTrusted for its generation', () =>
       withPlane(async (plane) => {
         const first = await plane.state();
