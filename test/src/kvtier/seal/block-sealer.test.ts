@@ -149,7 +149,7 @@ describe('BlockSealer', () => {
 
 describe('openAsync (large blocks decrypted on threads)', () => {
   it('opens what seal made, refuses tampered or foreign blobs, many at once', async () => {
-    const sealer = new BlockSealer(keyringFromSecret(SECRET_1), { openThreads: 2 });
+    const sealer = new BlockSealer(keyringFromSecret(SECRET_1), { openThreads: 2, nativeOpen: false });
     try {
       const key = Uint8Array.from(randomBytes(16));
       const blocks = Array.from({ length: 12 }, (_, i) => Uint8Array.from(randomBytes(512 * 1024 + i)));
@@ -181,6 +181,46 @@ describe('openAsync (large blocks decrypted on threads)', () => {
     } finally {
       await sealer.close();
     }
+  });
+});
+
+describe('openAsync natively (one OpenSSL call in place on libuv\'s pool)', () => {
+  it('opens what seal made in place, many at once; tampered, foreign and other-key blobs are refused and zeroed', async () => {
+    const sealer = new BlockSealer(keyringFromSecret(SECRET_1));
+    expect(sealer.openPath).toBe('native');
+    const key = Uint8Array.from(randomBytes(16));
+    const blocks = Array.from({ length: 12 }, (_, i) => Uint8Array.from(randomBytes(512 * 1024 + i)));
+    const sealed = blocks.map((b) => sealer.seal(b, key, ALICE));
+    const reference = sealed.map((s) => sealer.open(s, key, ALICE)); // node:crypto, into fresh buffers
+    const opened = await Promise.all(sealed.map((s) => sealer.openAsync(s, key, ALICE)));
+    opened.forEach((plain, i) => {
+      expect(plain.buffer).toBe(sealed[i].buffer);
+      expect(plain.byteOffset % 64).toBe(sealed[i].byteOffset % 64);
+      expect(Buffer.from(plain).equals(Buffer.from(blocks[i]))).toBe(true);
+      expect(Buffer.from(plain).equals(Buffer.from(reference[i]))).toBe(true);
+    });
+    const fresh = blocks.map((b) => sealer.seal(b, key, ALICE));
+    const refused = async (sealedBlob: Uint8Array, blockKey: Uint8Array, salt: string) => {
+      let code = 'opened';
+      try {
+        await sealer.openAsync(sealedBlob, blockKey, salt);
+      } catch (error) {
+        expect(error).toBeInstanceOf(SealError);
+        code = errorCodeOf(error);
+      }
+      expect(code).toBe('KVT_ERR_SEAL_AUTH_FAILED');
+      expect(sealedBlob.subarray(SEAL_HEADER_BYTES, sealedBlob.byteLength - SEAL_TAG_BYTES).every((v) => v === 0)).toBe(true);
+    };
+    fresh[3][SEAL_HEADER_BYTES + 4096] ^= 1;
+    await refused(fresh[3], key, ALICE);
+    await refused(fresh[4], key, BOB);
+    const otherKey = key.slice();
+    otherKey[0] ^= 0x80;
+    await refused(fresh[5], otherKey, ALICE);
+    fresh[6][fresh[6].byteLength - 1] ^= 4;
+    await refused(fresh[6], key, ALICE);
+    expect(codeOf(() => openStored(sealer, blocks[0], key, ALICE))).toBe('KVT_ERR_SEAL_NOT_SEALED');
+    await sealer.close();
   });
 });
 
