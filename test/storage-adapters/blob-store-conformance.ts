@@ -62,6 +62,26 @@ export function runBlobStoreConformance(
       }
     });
 
+    it('get with allocate: the same bytes, read into the caller\'s buffer (larger ArrayBuffer, dirty) when the adapter uses it', async () => {
+      const store = await freshStore();
+      const values = { a0: randomBytes(1), a1: randomBytes(65_537), a2: randomBytes(1 << 20) };
+      for (const [key, bytes] of Object.entries(values)) await store.put(key, bytes);
+      for (const [key, bytes] of Object.entries(values)) {
+        const given: Uint8Array[] = [];
+        const got = await store.get(key, {
+          allocate: (size) => {
+            // A recycled buffer: bigger than asked and full of another block's bytes.
+            const view = new Uint8Array(new ArrayBuffer(size + 4096), 0, size).fill(0xee);
+            given.push(view);
+            return view;
+          },
+        });
+        expectSameBytes(got, bytes);
+        if (given.length > 0) expect(got!.buffer).toBe(given.at(-1)!.buffer);
+      }
+      expect(await store.get('a-missing', { allocate: (size) => new Uint8Array(size) })).toBeNull();
+    });
+
     it('returns a plain Uint8Array that does not alias what was put', async () => {
       const store = await freshStore();
       const bytes = randomBytes(10_000);
