@@ -369,11 +369,18 @@ export class KvTier {
    * throws for storage or index faults (they count as errors and end the
    * run); throws KvTierConfigError / PolicyError for bad arguments.
    */
-  async lookup(namespace: KvNamespace, tokens: Uint32Array, scope: RequestScope): Promise<LookupResult> {
+  async lookup(namespace: KvNamespace, tokens: Uint32Array, scope: RequestScope, given?: PrefixChain): Promise<LookupResult> {
     this.assertOpen();
     const policy = this.policy.current();
     this.assertScope(scope, policy);
-    const chain = this.hasher.chain(namespace.keyBytes, tokens);
+    // The caller's chain of these tokens (a request's prompt is hashed once, at admission), if its root is this namespace's.
+    const chain =
+      given !== undefined &&
+      given.blockTokens === this.blockTokens &&
+      given.blockCount === Math.floor(tokens.length / this.blockTokens) &&
+      Buffer.from(given.rootKey).equals(this.hasher.chain(namespace.keyBytes, new Uint32Array(0)).rootKey)
+        ? given
+        : this.hasher.chain(namespace.keyBytes, tokens);
     const now = this.clock.now();
     const touchIntervalMs = this.options.touchIntervalMs ?? 60_000;
     const blockCount = chain.blockCount;

@@ -131,11 +131,8 @@ async function main(init: EngineThreadInit): Promise<void> {
     if (message.type === 'submit') scheduler.submit(message.job);
     else if (message.type === 'cancel') scheduler.cancel(message.jobId);
     else if (message.type === 'admin') {
-      // A purge also empties this thread's own caches in front of the tier (recent payloads, retained sequences).
-      if (message.call.op === 'purge') {
-        cache?.forgetRecent();
-        scheduler.dropRetained();
-      }
+      // A purge also empties this thread's own cache in front of the tier (retained sequences); the tier's pending writes land before it deletes.
+      if (message.call.op === 'purge') scheduler.dropRetained();
       adminCall(tier, message.call, { scheduler: scheduler.depth, storageFaults, cacheProblem }, codecGate)
         .then((result) => send({ type: 'adminResult', requestId: message.requestId, ok: true, result }))
         .catch((error: unknown) =>

@@ -55,6 +55,12 @@ export interface TokenSampler {
   sample(logits: Float32Array, history: readonly number[]): number;
 }
 
+/** A prompt's chained block keys (src/kvtier PrefixChain): key i names tokens [0, (i+1)·blockTokens) in one namespace. */
+export interface PrefixKeys {
+  readonly blockCount: number;
+  keyHex(i: number): string;
+}
+
 export interface CacheHit {
   /** Whole blocks found, from block 0. */
   readonly blocks: number;
@@ -64,7 +70,9 @@ export interface CacheTier {
   /** Bytes of one block's payload (what a load of one block reads). */
   readonly blockBytes: number;
   namespace(modelFingerprint: string, tenantSaltHex: string): unknown;
-  lookup(namespace: unknown, tokens: readonly number[], context: { tenant: string; trafficClass: string }, maxBlocks: number): Promise<CacheHit>;
+  /** The key chain of `tokens`' full blocks, hashed once per request and handed back to lookup and store. */
+  prefixKeys(namespace: unknown, tokens: readonly number[]): PrefixKeys;
+  lookup(namespace: unknown, tokens: readonly number[], context: { tenant: string; trafficClass: string }, maxBlocks: number, keys?: PrefixKeys): Promise<CacheHit>;
   /** Verified payloads of blocks [fromBlock, maxBlocks) of `hit` (fewer when one fails verification). */
   load(hit: CacheHit, maxBlocks: number, fromBlock?: number): Promise<{ payloads: Uint8Array[] }>;
   store(request: {
@@ -76,6 +84,8 @@ export interface CacheTier {
     trafficClass: string;
     /** The client's retention hint: a TTL cap (capped again by the policy), or no storing at all. */
     retention?: { ttlMs?: number; noStore?: boolean };
+    /** The request's prompt keys (prefixKeys); used when they cover the stored blocks, else the cache hashes `tokens`. */
+    keys?: PrefixKeys;
   }): Promise<void>;
   /** Resolves once every block handed to `store` so far is written to storage (write-through for a prefill/decode split). */
   flush(): Promise<void>;

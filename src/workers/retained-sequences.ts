@@ -6,26 +6,22 @@
  * import copy, and the recompute of the partial last block the tier
  * cannot hold (blocks are whole 64-token units).
  *
- *   finished run ─ put ─▶ [ oldest … newest ] ─ take(salt, prompt) ─▶ longest shared prefix, same tenant salt
+ *   finished request ─ put ─▶ [ oldest … newest ] ─ take(salt, prompt) ─▶ longest shared prefix, same tenant salt
  *                              │
  *                              └─ evictOldest() when the pool needs the pages, or beyond `capacity`
  *
  * Only the tenant's own sequences are candidates (salt equality), so reuse
  * cannot cross the tenant boundary any more than a tier lookup can.
  */
-import type { EngineSequence } from './ports.ts';
+import type { RequestSequence } from './sequence.ts';
 
-export interface RetainedSequence {
-  sequence: EngineSequence;
-  /** Tokens whose K/V the sequence holds. */
-  tokens: number[];
-  tenantSalt: string;
-  /** Full blocks of `tokens` already handed to the cache. */
-  storedBlocks: number;
-}
-
+/**
+ * Entries are the finished requests' own records (sequence.ts), phase
+ * `retained`: their `kv` holds the K/V of `fedTokens`, `storedBlocks` of
+ * which were handed to the cache.
+ */
 export class RetainedSequences {
-  private readonly entries: RetainedSequence[] = [];
+  private readonly entries: RequestSequence[] = [];
 
   constructor(private readonly capacity: number) {}
 
@@ -33,11 +29,14 @@ export class RetainedSequences {
     return this.entries.length;
   }
 
-  put(entry: RetainedSequence): void {
-    if (this.capacity <= 0) {
-      entry.sequence.free();
+  put(entry: RequestSequence): void {
+    if (this.capacity <= 0 || !entry.kv) {
+      entry.kv?.free();
+      entry.kv = null;
+      entry.phase = 'finished';
       return;
     }
+    entry.phase = 'retained';
     this.entries.push(entry);
     while (this.entries.length > this.capacity) this.evictOldest();
   }
@@ -45,17 +44,17 @@ export class RetainedSequences {
   /**
    * Removes and returns the entry sharing the longest prefix with `prompt`
    * (at most `maxTokens` of it reusable), or null when none shares a token.
-   * The caller owns the sequence from here: truncate it to `reusable`, or
-   * give it back with put().
+   * The caller owns the record from here: adopt its KV (RequestSequence.adopt),
+   * or give it back with put().
    */
-  take(tenantSalt: string, prompt: readonly number[], maxTokens: number): { entry: RetainedSequence; reusable: number } | null {
+  take(tenantSalt: string, prompt: readonly number[], maxTokens: number): { entry: RequestSequence; reusable: number } | null {
     let best = -1;
     let bestShared = 0;
     this.entries.forEach((entry, i) => {
       if (entry.tenantSalt !== tenantSalt) return;
-      const n = Math.min(entry.tokens.length, prompt.length, maxTokens);
+      const n = Math.min(entry.fedTokens.length, prompt.length, maxTokens);
       let shared = 0;
-      while (shared < n && entry.tokens[shared] === prompt[shared]) shared++;
+      while (shared < n && entry.fedTokens[shared] === prompt[shared]) shared++;
       if (shared > bestShared) {
         best = i;
         bestShared = shared;
@@ -70,7 +69,9 @@ export class RetainedSequences {
   evictOldest(): boolean {
     const entry = this.entries.shift();
     if (!entry) return false;
-    entry.sequence.free();
+    entry.kv?.free();
+    entry.kv = null;
+    entry.phase = 'finished';
     return true;
   }
 

@@ -55,15 +55,3 @@ export function planPrefillChunks(candidates: readonly PrefillCandidate[], optio
   }
   return chunks;
 }
-
-/**
- * Whole blocks two prompts share from the start. The scheduler's single
- * flight: a prompt whose shared prefix another admitted prompt is computing
- * right now waits for those blocks instead of computing them a second time.
- */
-export function commonFullBlocks(a: readonly number[], b: readonly number[], blockTokens: number): number {
-  const n = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return Math.floor(i / blockTokens);
-}

@@ -3,7 +3,7 @@
  * tier, on an injected clock: a 24 h hint under a policy that allows client
  * hints of at most 1 h expires 1 h after the block's last use (a block
  * without a hint keeps its class TTL); a no-store request leaves no block on
- * storage and nothing in the adapter's recent buffer.
+ * storage and nothing a later lookup finds, even before the tier's writes land.
  */
 import { join } from 'node:path';
 
@@ -24,7 +24,7 @@ async function rig() {
   const clock = new ManualClock();
   const store = await FsBlobStore.open({ dir: join(dir.path, 'blocks') });
   const tier = await KvTier.open({ dataDir: join(dir.path, 'node'), store, clock, metadataRedisUrl: '', hotCacheBytes: 0 });
-  const cache = await KvTierCache.create(tier, LAYOUT, { recentBudgetBytes: 0 });
+  const cache = await KvTierCache.create(tier, LAYOUT);
   cleanups.push(dir.remove, () => store.close(), () => tier.close());
   const ns = tier.namespace({ modelFingerprint: 'hints-test', tenantSalt: 'salt' });
   const blocksOnStorage = async () => {

@@ -1,0 +1,151 @@
+/**
+ * Single flight through the scheduler and the tier (src/workers/single-flight.ts):
+ * N concurrent requests on one uncached prefix compute it once; a no-store
+ * request is never served to another (and nobody waits for it); a purge right
+ * after blocks were handed to the tier leaves nothing a later lookup finds.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import type { LoadedEngine, Sequence } from '../../../inference-core/index.ts';
+import type { KvTier } from '../../../src/kvtier/index.ts';
+import type { KvTierCache } from '../../../src/workers/cache-adapter.ts';
+import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
+import { PrefillScheduler } from '../../../src/workers/prefill-scheduler.ts';
+import { argmax, randomTokens } from '../../inference-core/engine-fixtures.ts';
+import { BLOCK, greedyAlone, openSchedulerRig, tokensOf, type SchedulerRig } from './scheduler-fixtures.ts';
+
+let rig: SchedulerRig;
+let engine: LoadedEngine;
+let tier: KvTier;
+let cache: KvTierCache;
+
+beforeAll(async () => {
+  rig = await openSchedulerRig(8, 'kvtier-flight-');
+  ({ engine, tier, cache } = rig);
+});
+
+afterAll(async () => {
+  await rig?.close();
+});
+
+function start() {
+  const events = new Map<string, JobEvent[]>();
+  const waiters = new Map<string, () => void>();
+  const scheduler = new PrefillScheduler({
+    engine: {
+      fingerprint: engine.fingerprint,
+      contextLength: engine.contextLength,
+      maxStepTokens: engine.prefillChunk,
+      createSequence: () => engine.createSequence(),
+      freeBlocks: () => engine.pool.freePages,
+      totalBlocks: () => engine.pool.pages,
+      step: (items) => engine.step(items.map(({ sequence, tokens, logits }) => ({ seq: sequence as Sequence, tokens, logits }))),
+    },
+    cache,
+    blockTokens: BLOCK,
+    maxBatch: 8,
+    stepTokens: 128,
+    createSampler: () => ({ sample: (logits) => argmax(logits) }),
+    emit: (jobId, event) => {
+      events.set(jobId, [...(events.get(jobId) ?? []), event]);
+      if (event.type === 'done' || event.type === 'error') waiters.get(jobId)?.();
+    },
+  });
+  const finished = (jobId: string) =>
+    new Promise<JobEvent[]>((resolve) => {
+      const collect = () => resolve(events.get(jobId)!);
+      if (events.get(jobId)?.some((e) => e.type === 'done' || e.type === 'error')) collect();
+      else waiters.set(jobId, collect);
+    });
+  return { scheduler, finished };
+}
+
+let nextSalt = 0x100;
+const freshSalt = () => (nextSalt++).toString(16).padStart(8, '0');
+
+function job(id: string, tokens: number[], tenantSalt: string, extra: Partial<PrefillJob> = {}): PrefillJob {
+  return {
+    id,
+    model: 'synthetic:tiny',
+    tenant: 't',
+    tenantSalt,
+    trafficClass: 'chat',
+    tokens,
+    sampling: { maxTokens: 4, temperature: 0, topP: 1, topK: 0, seed: 1, stopTokenIds: [] },
+    submittedAt: Date.now(),
+    ...extra,
+  };
+}
+
+const cachedOf = (events: JobEvent[]) => (events.find((e) => e.type === 'prefilled') as Extract<JobEvent, { type: 'prefilled' }>).cachedTokens;
+const computedOf = (events: JobEvent[]) => (events.find((e) => e.type === 'done') as Extract<JobEvent, { type: 'done' }>).prefillTokens;
+
+describe('single flight', () => {
+  it('four concurrent requests on one uncached prefix compute it once, and each reply equals its solo run', async () => {
+    const { scheduler, finished } = start();
+    const salt = freshSalt();
+    const shared = randomTokens(6 * BLOCK, engine.vocabSize, 301);
+    const prompts = [0, 1, 2, 3].map((i) => [...shared, ...randomTokens(20 + 9 * i, engine.vocabSize, 310 + i)]);
+    prompts.forEach((tokens, i) => scheduler.submit(job(`r${i}`, tokens, salt)));
+    const results = await Promise.all(prompts.map((_, i) => finished(`r${i}`)));
+    const computed = results.reduce((sum, events) => sum + computedOf(events), 0);
+    const total = prompts.reduce((sum, tokens) => sum + tokens.length, 0);
+    expect(computed).toBe(total - 3 * shared.length);
+    expect(results.map(cachedOf)).toEqual([0, shared.length, shared.length, shared.length]);
+    results.forEach((events, i) => expect(tokensOf(events)).toEqual(greedyAlone(engine, prompts[i], 4)));
+    await scheduler.close();
+  });
+
+  it('a no-store request is never served to another, concurrent or after it, and nobody waits for it', async () => {
+    const { scheduler, finished } = start();
+    const salt = freshSalt();
+    const prompt = randomTokens(5 * BLOCK + 7, engine.vocabSize, 321);
+    scheduler.submit(job('private', prompt, salt, { retention: { noStore: true } }));
+    scheduler.submit(job('beside', [...prompt, 1, 2, 3], salt, { retention: { noStore: true } }));
+    const [first, beside] = await Promise.all([finished('private'), finished('beside')]);
+    expect(cachedOf(first)).toBe(0);
+    expect(cachedOf(beside)).toBe(0);
+    expect(computedOf(beside)).toBe(prompt.length + 3);
+    await tier.flush();
+    scheduler.submit(job('after', prompt, salt));
+    const after = await finished('after');
+    expect(cachedOf(after)).toBe(0);
+    expect(tokensOf(after)).toEqual(greedyAlone(engine, prompt, 4));
+    await scheduler.close();
+  });
+
+  it('a purge right after the blocks were handed over: the next request finds none of them', async () => {
+    const { scheduler, finished } = start();
+    const salt = freshSalt();
+    const prompt = randomTokens(4 * BLOCK + 3, engine.vocabSize, 331);
+    scheduler.submit(job('before', prompt, salt));
+    await finished('before');
+    // The blocks were handed to the tier's write-behind queue; the purge is issued before anyone waits for them.
+    scheduler.dropRetained();
+    await tier.purge({ all: true });
+    scheduler.submit(job('after', prompt, salt));
+    const after = await finished('after');
+    expect(cachedOf(after)).toBe(0);
+    expect(computedOf(after)).toBe(prompt.length);
+    await scheduler.close();
+  });
+
+  it('the cache adapter: a block handed to store is found at once, and not after a purge', async () => {
+    const namespace = cache.namespace(engine.fingerprint, freshSalt());
+    const tokens = randomTokens(2 * BLOCK, engine.vocabSize, 341);
+    const seq = engine.createSequence();
+    seq.prefill(tokens);
+    const payloads = seq.exportBlocks(0, 2);
+    seq.free();
+    const scope = { tenant: 't', trafficClass: 'chat' };
+    const keys = cache.prefixKeys(namespace, tokens);
+    void cache.store({ namespace, tokens, fromBlock: 0, payloads, ...scope, keys });
+    const hit = await cache.lookup(namespace, tokens, scope, 2, keys);
+    expect(hit.blocks).toBe(2);
+    expect((await cache.load(hit, 2)).payloads).toEqual(payloads);
+    await tier.purge({ all: true });
+    // Nothing purged is served (the lookup may still count the plane's record of a block; its load finds nothing).
+    const after = await cache.lookup(namespace, tokens, scope, 2, keys);
+    expect((await cache.load(after, 2)).payloads).toEqual([]);
+  });
+});
