@@ -34,6 +34,48 @@ local function parse(v)
   local c3 = string.find(v, ',', c2 + 1, true)
   return tonumber(string.sub(v, 1, c1 - 1), 36), string.sub(v, c1 + 1, c2 - 1), string.sub(v, z1 + 1, z2 - 1), string.sub(v, z2 + 1, z3 - 1), c3 and string.sub(v, c2 + 1, c3 - 1) or '0'
 end
+-- Writer names are stored as short ids (a node id repeats over millions of records): '<p>{0}:w'
+-- holds 'n<name>' -> id, 'i<id>' -> name and the id counter '#'. Clients see names only.
+local writersKey
+local idOf, nameOf = {}, {}
+local function writers(prefix)
+  if not writersKey then writersKey = string.match(prefix, '^(.*)r:%d+:$') .. 'w' end
+  return writersKey
+end
+local function thirdNul(v)
+  local z = string.find(v, '\0', 1, true)
+  z = z and string.find(v, '\0', z + 1, true)
+  return z and string.find(v, '\0', z + 1, true)
+end
+-- The client's value with its writer name replaced by the writer's id.
+local function toStored(prefix, v)
+  local z3 = thirdNul(v)
+  if not z3 then return v end
+  local name = string.sub(v, z3 + 1)
+  local id = idOf[name]
+  if not id then
+    local k = writers(prefix)
+    id = redis.call('HGET', k, 'n' .. name)
+    if not id then
+      id = string.format('%x', redis.call('HINCRBY', k, '#', 1))
+      redis.call('HSET', k, 'n' .. name, id, 'i' .. id, name)
+    end
+    idOf[name] = id
+  end
+  return string.sub(v, 1, z3) .. id
+end
+-- A stored value as clients read it: the writer id replaced by its name.
+local function withWriter(prefix, v)
+  local z3 = thirdNul(v)
+  if not z3 then return v end
+  local id = string.sub(v, z3 + 1)
+  local name = nameOf[id]
+  if not name then
+    name = redis.call('HGET', writers(prefix), 'i' .. id) or ''
+    nameOf[id] = name
+  end
+  return string.sub(v, 1, z3) .. name
+end
 -- Usage deltas are summed per call and written once per tag.
 local deltas = {}
 local function account(size, cl, te, sign)
@@ -84,7 +126,7 @@ for i = 4, #ARGV, 4 do
         end
       end
     end
-    redis.call('HSET', b, f, value)
+    redis.call('HSET', b, f, toStored(prefix, value))
     account(size, cl, te, 1)
     if not known[cl] then
       redis.call('SADD', classes, cl)
@@ -139,7 +181,7 @@ for cl, rows in pairs(byClass) do
       gone[#gone + 1] = row[1]
       if row[8] and row[8] ~= '0' then cappedGone[#cappedGone + 1] = row[1] end
       out[#out + 1] = row[1]
-      out[#out + 1] = row[5]
+      out[#out + 1] = withWriter(prefix, row[5])
       out[#out + 1] = score or '0'
     end
   end
@@ -163,7 +205,7 @@ for i = 3, #ARGV do
     local _, _, cl = parse(value)
     if cl then score = redis.call('ZSCORE', usePrefix .. cl, member) or false end
   end
-  out[#out + 1] = value or false
+  out[#out + 1] = value and withWriter(prefix, value) or false
   out[#out + 1] = score
 end
 return out
@@ -203,7 +245,8 @@ local function take(page, skipTies)
       local b, f = bucket(prefix, page[i])
       out[#out + 1] = page[i]
       out[#out + 1] = page[i + 1]
-      out[#out + 1] = redis.call('HGET', b, f) or false
+      local value = redis.call('HGET', b, f)
+      out[#out + 1] = value and withWriter(prefix, value) or false
     end
   end
   return false
