@@ -113,7 +113,9 @@ export class InferenceService {
     };
     const jobAbort = new AbortController();
     const onClientAbort = () => jobAbort.abort(new KvtError('KVT_ERR_INTERNAL', 'client went away'));
-    clientSignal.addEventListener('abort', onClientAbort, { once: true });
+    // An already-aborted signal fires no 'abort' event: that client is gone before its job was queued.
+    if (clientSignal.aborted) onClientAbort();
+    else clientSignal.addEventListener('abort', onClientAbort, { once: true });
     const timer = setTimeout(
       () => jobAbort.abort(new KvtError('KVT_ERR_WORKER_TIMEOUT', `the request did not finish within ${this.options.requestTimeoutMs} ms`)),
       this.options.requestTimeoutMs,

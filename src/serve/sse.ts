@@ -43,6 +43,12 @@ export class SseWriter {
 /** An AbortSignal that fires when the client goes away before the response finished. */
 export function clientGone(reply: FastifyReply): AbortSignal {
   const controller = new AbortController();
+  // A client that hung up while its prompt was rendered closed the response before this listener existed:
+  // its 'close' will not come again, so the request is abandoned now (else its job would run to the end).
+  if (reply.raw.destroyed && !reply.raw.writableFinished) {
+    controller.abort();
+    return controller.signal;
+  }
   reply.raw.on('close', () => {
     if (!reply.raw.writableFinished) controller.abort();
   });
