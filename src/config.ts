@@ -25,6 +25,8 @@ export interface Config {
   /** Tokens per cached block (DESIGN: B = 64). */
   blockTokens: number;
   hotCacheBytes: number;
+  /** Embedded mode (no REDIS_URL): the stored responses kept in this process, as JSON bytes (oldest dropped first). */
+  responseMemoryBytes: number;
   /** The engine's KV pool (running sequences); requests wait for room in it. */
   poolBytes: number;
   /** Requests waiting (not yet running) before new ones get 429. */
@@ -95,6 +97,7 @@ const FIELDS: Array<{ env: string; key: keyof Config; parse: (raw: string, env: 
   { env: 'KVTIER_BLOCK_TOKENS', key: 'blockTokens', parse: (v, e) => intIn(v, e, 1, 65536) },
   { env: 'KVTIER_POOL_BYTES', key: 'poolBytes', parse: (v, e) => intIn(v, e, 1 << 20, Number.MAX_SAFE_INTEGER) },
   { env: 'KVTIER_HOT_CACHE_BYTES', key: 'hotCacheBytes', parse: (v, e) => intIn(v, e, 0, Number.MAX_SAFE_INTEGER) },
+  { env: 'KVTIER_RESPONSE_MEMORY_BYTES', key: 'responseMemoryBytes', parse: (v, e) => intIn(v, e, 0, Number.MAX_SAFE_INTEGER) },
   { env: 'KVTIER_MAX_QUEUE', key: 'maxQueueDepth', parse: (v, e) => intIn(v, e, 0, 1_000_000) },
   { env: 'KVTIER_MAX_BATCH', key: 'maxBatch', parse: (v, e) => intIn(v, e, 1, 1024) },
   { env: 'KVTIER_REQUEST_TIMEOUT_MS', key: 'requestTimeoutMs', parse: (v, e) => intIn(v, e, 100, 86_400_000) },
@@ -132,6 +135,7 @@ export function defaultConfig(): Config {
     threads: Math.max(1, availableParallelism()),
     blockTokens: 64,
     hotCacheBytes: 512 * 1024 * 1024,
+    responseMemoryBytes: 32 * 1024 * 1024,
     poolBytes: 1024 * 1024 * 1024,
     maxQueueDepth: 64,
     maxBatch: 8,

@@ -45,20 +45,54 @@ export interface ResponseStore {
   close(): Promise<void>;
 }
 
-/** A bound on what one process keeps (oldest dropped first). */
+/** A bound on the records one process keeps (oldest dropped first), besides their bytes. */
 const MAX_MEMORY_RECORDS = 100_000;
 
+/**
+ * Embedded mode's store: records by insertion (a put refreshes), bounded by
+ * count and by their size as JSON (KVTIER_RESPONSE_MEMORY_BYTES) — by count
+ * alone, a soak's ~3 KB records grew the heap for the whole run (100 000 of
+ * them would hold several hundred MB). Records past their TTL are dropped
+ * from the oldest end as new ones arrive, not only when read.
+ */
 export class MemoryResponseStore implements ResponseStore {
-  private readonly records = new Map<string, { record: StoredResponse; expiresAt: number }>();
+  private readonly records = new Map<string, { record: StoredResponse; expiresAt: number; bytes: number }>();
   private readonly cancels = new Set<string>();
+  private bytes = 0;
 
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly now: () => number = Date.now,
+    private readonly maxBytes = 32 * 1024 * 1024,
+  ) {}
+
+  /** JSON bytes of the records held. */
+  get heldBytes(): number {
+    return this.bytes;
+  }
+
+  get size(): number {
+    return this.records.size;
+  }
 
   async put(tenant: string, id: string, record: StoredResponse, ttlMs: number): Promise<void> {
     const key = keyOf(tenant, id);
+    this.drop(key);
+    const bytes = JSON.stringify(record).length;
+    this.records.set(key, { record: structuredClone(record), expiresAt: this.now() + ttlMs, bytes });
+    this.bytes += bytes;
+    // The newest record stays even when it alone is over the byte bound (its chained turn needs it).
+    for (const [oldKey, old] of this.records) {
+      if (oldKey === key) break;
+      if (this.records.size <= MAX_MEMORY_RECORDS && this.bytes <= this.maxBytes && old.expiresAt > this.now()) break;
+      this.drop(oldKey);
+    }
+  }
+
+  private drop(key: string): void {
+    const entry = this.records.get(key);
+    if (entry === undefined) return;
     this.records.delete(key);
-    this.records.set(key, { record: structuredClone(record), expiresAt: this.now() + ttlMs });
-    while (this.records.size > MAX_MEMORY_RECORDS) this.records.delete(this.records.keys().next().value!);
+    this.bytes -= entry.bytes;
   }
 
   async get(tenant: string, id: string): Promise<StoredResponse | undefined> {
@@ -66,7 +100,7 @@ export class MemoryResponseStore implements ResponseStore {
     const entry = this.records.get(key);
     if (!entry) return undefined;
     if (entry.expiresAt <= this.now()) {
-      this.records.delete(key);
+      this.drop(key);
       return undefined;
     }
     return structuredClone(entry.record);
@@ -75,12 +109,14 @@ export class MemoryResponseStore implements ResponseStore {
   async delete(tenant: string, id: string): Promise<boolean> {
     const key = keyOf(tenant, id);
     const entry = this.records.get(key);
-    this.records.delete(key);
+    this.drop(key);
     return entry !== undefined && entry.expiresAt > this.now();
   }
 
   async requestCancel(tenant: string, id: string): Promise<void> {
     this.cancels.add(keyOf(tenant, id));
+    // A mark outlives its run only until MAX_MEMORY_RECORDS newer ones (a run polls it every 200 ms).
+    if (this.cancels.size > MAX_MEMORY_RECORDS) this.cancels.delete(this.cancels.values().next().value!);
   }
 
   async control(tenant: string, id: string): Promise<'run' | 'cancel' | 'deleted'> {
@@ -93,6 +129,7 @@ export class MemoryResponseStore implements ResponseStore {
   async close(): Promise<void> {
     this.records.clear();
     this.cancels.clear();
+    this.bytes = 0;
   }
 }
 

@@ -57,7 +57,7 @@ function invalid(message: string, param: string): KvtError {
 }
 
 export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext): void {
-  const store: ResponseStore = ctx.config.redisUrl ? new RedisResponseStore(ctx.config.redisUrl, (level, message) => app.log[level](message)) : new MemoryResponseStore();
+  const store: ResponseStore = ctx.config.redisUrl ? new RedisResponseStore(ctx.config.redisUrl, (level, message) => app.log[level](message)) : new MemoryResponseStore(Date.now, ctx.config.responseMemoryBytes);
   const runs = new ResponseRuns();
   app.addHook('onClose', async () => {
     runs.abortAll();

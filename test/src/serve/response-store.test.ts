@@ -49,6 +49,41 @@ describe('MemoryResponseStore', () => {
     got.transcript.push({ role: 'assistant', content: 'x' });
     expect((await store.get('alice', 'r'))!.transcript).toHaveLength(1);
   });
+
+  it('keeps at most its byte bound of records (JSON bytes): the oldest go first, the newest stays', async () => {
+    const store = new MemoryResponseStore(Date.now, 10_000);
+    const text = 'x'.repeat(1_000);
+    for (let i = 0; i < 30; i++) await store.put('alice', `r${i}`, record(`${i} ${text}`), 3_600_000);
+    expect(store.heldBytes).toBeLessThanOrEqual(10_000);
+    expect(store.size).toBeGreaterThanOrEqual(4);
+    expect(store.size).toBeLessThan(30);
+    expect(await store.get('alice', 'r0')).toBeUndefined();
+    expect(await store.get('alice', 'r29')).toEqual(record(`29 ${text}`));
+    // A record larger than the whole bound is still kept (a chained turn needs it), alone.
+    await store.put('alice', 'big', record('y'.repeat(20_000)), 3_600_000);
+    expect(store.size).toBe(1);
+    expect(await store.get('alice', 'big')).toBeDefined();
+    await store.delete('alice', 'big');
+    expect(store.heldBytes).toBe(0);
+  });
+
+  it('the default bound: 48 one-MiB records leave at most 32 MiB held (a soak filled the heap by count alone)', async () => {
+    const store = new MemoryResponseStore();
+    const text = 'z'.repeat(1 << 20);
+    for (let i = 0; i < 48; i++) await store.put('alice', `r${i}`, record(`${i}${text}`), 3_600_000);
+    expect(store.heldBytes).toBeLessThanOrEqual(32 * 1024 * 1024);
+    expect(await store.get('alice', 'r0')).toBeUndefined();
+    expect(await store.get('alice', 'r47')).toBeDefined();
+  });
+
+  it('records past their TTL are dropped as new ones arrive, not only when read', async () => {
+    let now = 1_000;
+    const store = new MemoryResponseStore(() => now);
+    for (let i = 0; i < 10; i++) await store.put('alice', `old${i}`, record('a'), 500);
+    now += 1_000;
+    await store.put('alice', 'new', record('b'), 500);
+    expect(store.size).toBe(1);
+  });
 });
 
 describe('RedisResponseStore', () => {
