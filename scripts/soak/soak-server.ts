@@ -13,6 +13,16 @@ import { fileURLToPath } from 'node:url';
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
 export const SOAK_KEY = 'sk-soak';
+/** The soak reads the tier's bounded caches per window from GET /admin/stats. */
+export const SOAK_ADMIN_TOKEN = 'adm-soak';
+
+/** What GET /admin/stats says about the server's bounded caches (embedded mode). */
+export interface SoakCacheState {
+  hotCache: { blocks: number; bytes: number; budgetBytes: number };
+  /** Finished sequences kept in the engine's KV pool, and its free pages. */
+  retained: number;
+  pool: { freeBlocks: number; totalBlocks: number };
+}
 
 export interface SoakServer {
   url: string;
@@ -21,6 +31,7 @@ export interface SoakServer {
   rssBytes(): number;
   /** The last lines the server wrote (stdout and stderr: its startup line, crashes, --trace-gc). */
   stderr(): string;
+  cacheState(): Promise<SoakCacheState>;
   stop(): Promise<void>;
 }
 
@@ -51,7 +62,7 @@ export async function startSoakServer(options: { model?: string; extraEnv?: Reco
   const args = [...(options.nodeArgs ?? []), '--import', 'tsx', join(REPO, 'src/cli/main.ts'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--model', options.model ?? 'synthetic:tiny', '--data-dir', dataDir, '--api-keys', keysFile, '--threads', '1'];
   const child: ChildProcess = spawn(process.execPath, args, {
     cwd: REPO,
-    env: { ...process.env, KVTIER_STORAGE: `fs:${join(dataDir, 'blocks')}`, KVTIER_LOG_LEVEL: 'silent', ...options.extraEnv },
+    env: { ...process.env, KVTIER_STORAGE: `fs:${join(dataDir, 'blocks')}`, KVTIER_LOG_LEVEL: 'silent', KVTIER_ADMIN_TOKEN: SOAK_ADMIN_TOKEN, ...options.extraEnv },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
@@ -82,6 +93,12 @@ export async function startSoakServer(options: { model?: string; extraEnv?: Reco
     pid: child.pid!,
     rssBytes: () => rssOf(child.pid!),
     stderr: () => stderr,
+    async cacheState() {
+      const response = await fetch(`${url}/admin/stats`, { headers: { authorization: `Bearer ${SOAK_ADMIN_TOKEN}` } });
+      if (!response.ok) throw new Error(`GET /admin/stats answered ${response.status}: ${await response.text()}`);
+      const tier = ((await response.json()) as { tier: { cache: { hotCache: SoakCacheState['hotCache'] }; scheduler: { retained: number; pool: SoakCacheState['pool'] } } }).tier;
+      return { hotCache: tier.cache.hotCache, retained: tier.scheduler.retained, pool: tier.scheduler.pool };
+    },
     async stop() {
       if (child.exitCode === null) {
         child.kill('SIGTERM');
