@@ -212,15 +212,7 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
         victims.map((record) => record.key),
         { judgedLastUseAt: victims.map((record) => record.lastUseAt) },
       );
-      if (removed.length === 0) return;
-      for (const record of removed) tally(record, reason);
-      const keys = removed.map((record) => record.key);
-      deps.onRemoved?.(keys);
-      try {
-        await store.delete(keys);
-      } catch (error) {
-        fail(error, `storage delete of ${keys.length} blocks failed after their records were removed; the orphan sweep deletes them after its grace period`);
-      }
+      await afterPlaneRemoval(removed, reason);
     })();
     if (!inFlight) {
       await removal;
@@ -232,6 +224,19 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
     return true;
   };
 
+  /** Counts what the plane removed and deletes those blobs (a failure leaves orphans for the sweep). */
+  async function afterPlaneRemoval(removed: BlockRecord[], reason: GcReason): Promise<void> {
+    if (removed.length === 0) return;
+    for (const record of removed) tally(record, reason);
+    const keys = removed.map((record) => record.key);
+    deps.onRemoved?.(keys);
+    try {
+      await store.delete(keys);
+    } catch (error) {
+      fail(error, `storage delete of ${keys.length} blocks failed after their records were removed; the orphan sweep deletes them after its grace period`);
+    }
+  }
+
   const ttlOf = (record: BlockRecord) => effectiveTtlMs(record, (c, t) => policy.ttlMs(c, t));
   const isExpired = (record: BlockRecord) => record.lastUseAt + ttlOf(record) <= now;
 
@@ -242,8 +247,31 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
       .filter(([tag, blocks]) => tag.startsWith('c:') && blocks > 0)
       .map(([tag]) => tag.slice(2))
       .sort();
+    // Below now − the class's longest TTL every row is expired whatever its tenant or cap: removed
+    // without judging, one plane call per batch (judged and removed atomically inside the plane).
+    if (!dryRun) {
+      for (const trafficClass of classes) {
+        const maxLastUseAt = now - ttlRangeOfClass(policy, trafficClass).max;
+        let more = true;
+        while (more && !aborted()) {
+          // The previous batch's storage delete runs while this batch is taken from the plane.
+          const taken = await plane.removeByLastUse({ trafficClass, maxLastUseAt, limit: batchSize });
+          await settleRemoval();
+          more = taken.more;
+          progress.scannedBlocks += taken.removed.length;
+          const removal = afterPlaneRemoval(taken.removed, 'expired');
+          removal.catch(() => undefined);
+          planeRemoval = removal;
+          options.onProgress?.({ ...progress });
+        }
+      }
+    }
+    // Then what needs judging: classes whose tenants' TTLs differ (up to now − the shortest), and the capped records.
     const walks: { trafficClass?: string; capped?: boolean; maxLastUseAt: number }[] = [
-      ...classes.map((trafficClass) => ({ trafficClass, maxLastUseAt: now - minTtlOfClass(policy, trafficClass) })),
+      ...classes
+        .map((trafficClass) => ({ trafficClass, range: ttlRangeOfClass(policy, trafficClass) }))
+        .filter(({ range }) => dryRun || range.min < range.max)
+        .map(({ trafficClass, range }) => ({ trafficClass, maxLastUseAt: now - range.min })),
       { capped: true, maxLastUseAt: now - 1 },
     ];
     for (const walk of walks) {
@@ -427,18 +455,22 @@ function isBlockKey(key: string): boolean {
 }
 
 /**
- * The smallest TTL any record of `trafficClass` can have under the policy: the class's
- * own (a class the policy no longer has falls back to the default class), or a shorter
- * tenant override. Client hints are shorter still but walked separately (capped records).
+ * The shortest and longest policy TTL a record of `trafficClass` can have: the class's own
+ * (a class the policy no longer has falls back to the default class) and tenant overrides.
+ * Client hints only shorten a TTL; those records are walked separately (capped).
  */
-function minTtlOfClass(policy: RetentionPolicy, trafficClass: string): number {
+function ttlRangeOfClass(policy: RetentionPolicy, trafficClass: string): { min: number; max: number } {
   const doc = policy.toJSON();
-  let min = (Object.hasOwn(doc.classes, trafficClass) ? doc.classes[trafficClass] : doc.classes[doc.defaultClass]).ttlMs;
+  const own = (Object.hasOwn(doc.classes, trafficClass) ? doc.classes[trafficClass] : doc.classes[doc.defaultClass]).ttlMs;
+  let min = own;
+  let max = own;
   for (const override of Object.values(doc.tenants)) {
     const ttl = override.ttlMs?.[trafficClass];
-    if (ttl !== undefined && ttl < min) min = ttl;
+    if (ttl === undefined) continue;
+    min = Math.min(min, ttl);
+    max = Math.max(max, ttl);
   }
-  return min;
+  return { min, max };
 }
 
 function scopeRank(scope: QuotaScope): number {

@@ -176,6 +176,34 @@ export class LmdbMetadataPlane implements MetadataPlane {
     return removed;
   }
 
+  async removeByLastUse(options: { trafficClass: string; maxLastUseAt: number; limit: number }): Promise<{ removed: BlockRecord[]; more: boolean }> {
+    this.assertOpen();
+    const prefix = classPrefix(options.trafficClass);
+    const end = Buffer.concat([prefix, u64be(Math.floor(options.maxLastUseAt) + 1)]);
+    const { removed, rows } = await this.records.transaction(() => {
+      this.deltas.clear();
+      const out: BlockRecord[] = [];
+      const taken = [...this.byUse.getKeys({ start: prefix, end, limit: options.limit, snapshot: false })].map((row) => Buffer.from(row));
+      for (const row of taken) {
+        const keyBytes = row.subarray(prefix.length + 12);
+        const key = bytesToHex(keyBytes);
+        const existing = this.readRecord(key, keyBytes);
+        if (existing === undefined) this.byUse.remove(row);
+        else {
+          this.replace(keyBytes, existing, undefined);
+          out.push(existing);
+        }
+      }
+      this.writeCounters();
+      return { removed: out, rows: taken.length };
+    });
+    if (removed.length > 0) {
+      const removedKeys = removed.map((record) => record.key);
+      for (const listener of this.listeners) listener(removedKeys);
+    }
+    return { removed, more: rows === options.limit };
+  }
+
   async scanByLastUse(options: ScanOptions = {}): Promise<ScanPage> {
     this.assertOpen();
     const limit = options.limit ?? 512;

@@ -118,6 +118,14 @@ export interface MetadataPlane {
   /** Removes records; returns those that existed (and, with `judgedLastUseAt`, were not used since). */
   remove(keys: readonly string[], options?: RemoveOptions): Promise<BlockRecord[]>;
   scanByLastUse(options?: ScanOptions): Promise<ScanPage>;
+  /**
+   * Removes up to `limit` records of `trafficClass` whose lastUseAt ≤ `maxLastUseAt`,
+   * oldest first, judged and removed in one atomic step per call (a record renewed
+   * past the bound before the call stays); tells `onRemoved` subscribers like `remove`.
+   * GC's expire walk of a class below now − its longest TTL: every such row is expired,
+   * so the page needs no judging and costs one call. `more`: rows may remain below the bound.
+   */
+  removeByLastUse(options: { trafficClass: string; maxLastUseAt: number; limit: number }): Promise<{ removed: BlockRecord[]; more: boolean }>;
   usage(): Promise<PlaneUsage>;
   /** Notes keys seen on storage without a record at `at`; returns when each was first seen (earliest sighting wins). */
   noteOrphans(keys: readonly string[], at: number): Promise<number[]>;

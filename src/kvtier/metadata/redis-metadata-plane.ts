@@ -6,7 +6,7 @@ import { PlaneError } from '../errors.ts';
 import { stderrLogger, type KvTierLogger } from '../logger.ts';
 import { mergeClassPages, type ClassScanPage } from './class-scan-merge.ts';
 import type { BlockRecord, MetadataPlane, PlaneState, PlaneUsage, RemoveOptions, ScanOptions, ScanPage } from './metadata-plane.ts';
-import { GET_LUA, MARK_TRUSTED_LUA, NOTE_ORPHANS_LUA, REMOVE_LUA, RENEW_LUA, SCAN_LUA, UPSERT_LUA } from './redis-plane-scripts.ts';
+import { GET_LUA, MARK_TRUSTED_LUA, NOTE_ORPHANS_LUA, REMOVE_LUA, REMOVE_OLDEST_LUA, RENEW_LUA, SCAN_LUA, UPSERT_LUA } from './redis-plane-scripts.ts';
 import { RenewalBuffer, type PendingRenewal } from './renewal-buffer.ts';
 
 export interface RedisMetadataPlaneOptions {
@@ -122,6 +122,7 @@ export class RedisMetadataPlane implements MetadataPlane {
     for (const [name, lua, numberOfKeys] of [
       ['kvtPlaneUpsert', UPSERT_LUA, 3],
       ['kvtPlaneRemove', REMOVE_LUA, 3],
+      ['kvtPlaneRemoveOldest', REMOVE_OLDEST_LUA, 3],
       ['kvtPlaneGet', GET_LUA, 0],
       ['kvtPlaneRenew', RENEW_LUA, 2],
       ['kvtPlaneScan', SCAN_LUA, 1],
@@ -219,13 +220,31 @@ export class RedisMetadataPlane implements MetadataPlane {
       const rows = reply as Buffer[];
       for (let j = 0; j < rows.length; j += 3) removed.push(decodeValue(rows[j].toString('hex'), rows[j + 1], Number(rows[j + 2].toString())));
     }
+    await this.tellRemoved(removed);
+    return removed;
+  }
+
+  async removeByLastUse(options: { trafficClass: string; maxLastUseAt: number; limit: number }): Promise<{ removed: BlockRecord[]; more: boolean }> {
+    const reply = (await this.call(() =>
+      this.scriptBuffer('kvtPlaneRemoveOldest', this.keys.cap, this.keys.usage, this.keys.classes, this.keys.bucket, this.keys.use, options.trafficClass, String(lruScore(options.maxLastUseAt, 0)), String(options.limit)),
+    )) as [number, ...Buffer[]];
+    const removed: BlockRecord[] = [];
+    for (let j = 1; j < reply.length; j += 3) {
+      const rows = reply as unknown as Buffer[];
+      removed.push(decodeValue(rows[j].toString('hex'), rows[j + 1], Number(rows[j + 2].toString())));
+    }
+    await this.tellRemoved(removed);
+    return { removed, more: Number(reply[0]) === options.limit };
+  }
+
+  /** Local listeners now; other nodes through the removal channel. */
+  private async tellRemoved(removed: BlockRecord[]): Promise<void> {
     if (removed.length > 0) {
       const removedKeys = removed.map((record) => record.key);
       for (const listener of this.listeners) listener(removedKeys);
       const message = Buffer.concat([this.instanceId, ...removedKeys.map(memberOf)]);
       await this.call(() => this.redis.publish(this.keys.removed, message));
     }
-    return removed;
   }
 
   async scanByLastUse(options: ScanOptions = {}): Promise<ScanPage> {

@@ -192,6 +192,40 @@ writeUsage(usage, classes)
 return out
 `;
 
+/**
+ * KEYS: cap, usage, classes. ARGV: bucket prefix, last-use index prefix, class, max score, limit.
+ * Removes the first `limit` rows of the class index with score ≤ max score (and their records).
+ * Returns the number of rows taken, then member, value, score for each removed record.
+ */
+export const REMOVE_OLDEST_LUA = `${COMMON}
+local cap, usage, classes = KEYS[1], KEYS[2], KEYS[3]
+local prefix, usePrefix, cl, maxs, limit = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local z = usePrefix .. cl
+local page = redis.call('ZRANGEBYSCORE', z, '-inf', maxs, 'WITHSCORES', 'LIMIT', 0, limit)
+local out = {#page / 2}
+if #page == 0 then return out end
+local gone, cappedGone = {}, {}
+for i = 1, #page, 2 do
+  local member = page[i]
+  gone[#gone + 1] = member
+  local b, f = bucket(prefix, member)
+  local old = redis.call('HGET', b, f)
+  if old then
+    local size, _, c, te, ttl = parse(old)
+    if size then account(size, c, te, -1) end
+    redis.call('HDEL', b, f)
+    if ttl and ttl ~= '0' then cappedGone[#cappedGone + 1] = member end
+    out[#out + 1] = member
+    out[#out + 1] = withWriter(prefix, old)
+    out[#out + 1] = page[i + 1]
+  end
+end
+redis.call('ZREM', z, unpack(gone))
+if #cappedGone > 0 then redis.call('ZREM', cap, unpack(cappedGone)) end
+writeUsage(usage, classes)
+return out
+`;
+
 /** KEYS: none used directly. ARGV: bucket prefix, last-use index prefix, members… Returns value (or false) and score (or false) per member. */
 export const GET_LUA = `${COMMON}
 local out = {}

@@ -39,7 +39,8 @@ describe('GC and a renewal racing its removal (real redis-server)', () => {
     const index = BlockIndex.open({ path: join(dir, 'index') });
     try {
       const clock = new ManualClock(T0);
-      const policy = new RetentionPolicy(defaultPolicyDoc());
+      // acme's agent TTL (2 d) is shorter than the class's (3 d): GC must judge acme's rows page by page (scan, judge, remove).
+      const policy = new RetentionPolicy({ ...defaultPolicyDoc(), tenants: { acme: { ttlMs: { agent: 2 * DAY_MS } } } });
       await gcPlane.markTrusted((await gcPlane.state()).generation);
       const records: BlockRecord[] = [];
       for (let i = 0; i < 6; i++) {
@@ -47,7 +48,7 @@ describe('GC and a renewal racing its removal (real redis-server)', () => {
         await store.put(keyOf(i), new Uint8Array([i]));
       }
       await gcPlane.upsert(records);
-      clock.set(T0 + 3 * DAY_MS + 100); // every block is past the agent TTL
+      clock.set(T0 + 2 * DAY_MS + 100); // every block is past acme's agent TTL
 
       const renewed = keyOf(2);
       let judgedBatches = 0;
@@ -76,9 +77,51 @@ describe('GC and a renewal racing its removal (real redis-server)', () => {
 
       // The renewal counts from its own time: the next GC keeps it until its TTL from then has passed.
       expect((await runGc({ plane: gcPlane, index, store, policy, clock }, { sweepOrphans: false })).removed.expired.blocks).toBe(0);
-      clock.advance(3 * DAY_MS + 1);
+      clock.advance(2 * DAY_MS + 1);
       expect((await runGc({ plane: gcPlane, index, store, policy, clock }, { sweepOrphans: false })).removed.expired.blocks).toBe(1);
       expect(await store.has([renewed])).toEqual([false]);
+    } finally {
+      await otherNode.close();
+      await gcPlane.close();
+      await index.close();
+      await store.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('the batch removal below the longest TTL is atomic: a renewal that landed before it keeps the block', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'kvt-gc-race-'));
+    const keyPrefix = `race${run++}:plane:`;
+    const gcPlane = await RedisMetadataPlane.open({ url: server.url, keyPrefix });
+    const otherNode = await RedisMetadataPlane.open({ url: server.url, keyPrefix });
+    const store = await FsBlobStore.open({ dir: join(dir, 'blocks') });
+    const index = BlockIndex.open({ path: join(dir, 'index') });
+    try {
+      const clock = new ManualClock(T0);
+      const policy = new RetentionPolicy(defaultPolicyDoc());
+      await gcPlane.markTrusted((await gcPlane.state()).generation);
+      const records: BlockRecord[] = [];
+      for (let i = 0; i < 4; i++) {
+        records.push({ key: keyOf(i), trafficClass: 'agent', tenant: 't', sizeBytes: 10, writer: 'node-a', createdAt: T0, lastUseAt: T0 + i, ttlMs: 0, depth: 0 });
+        await store.put(keyOf(i), new Uint8Array([i]));
+      }
+      await gcPlane.upsert(records);
+      clock.set(T0 + 3 * DAY_MS + 100);
+      const renewed = keyOf(1);
+      const hooked = Object.create(gcPlane) as MetadataPlane;
+      let calls = 0;
+      hooked.removeByLastUse = async (options) => {
+        if (calls++ === 0) {
+          otherNode.renew([renewed], clock.now());
+          await otherNode.flush();
+        }
+        return gcPlane.removeByLastUse(options);
+      };
+      const report = await runGc({ plane: hooked, index, store, policy, clock }, { sweepOrphans: false });
+      expect(report.errors).toEqual([]);
+      expect(report.removed.expired.blocks).toBe(3);
+      expect((await gcPlane.get([renewed]))[0]?.lastUseAt).toBe(clock.now());
+      expect(await store.has([renewed])).toEqual([true]);
     } finally {
       await otherNode.close();
       await gcPlane.close();

@@ -17,7 +17,7 @@ function keyOf(i: number): string {
   return i.toString(16).padStart(32, '0');
 }
 
-/** The expire walk leaves a batch's plane removal running while it reads the next page: a failure there must still be reported, and nothing of it may outlive the run. */
+/** The expire walk leaves a batch's storage delete running while it takes the next batch from the plane: a plane failure must be reported, stop the walk, and nothing of the run may outlive it. */
 describe('GC expire walk with the plane removal in flight', () => {
   it('a plane removal failing mid-walk is reported, later batches wait for it, and the next run finishes the rest', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'kvt-gc-walk-'));
@@ -39,12 +39,13 @@ describe('GC expire walk with the plane removal in flight', () => {
     let removals = 0;
     let settled = 0;
     const failing = Object.create(plane) as MetadataPlane;
-    failing.remove = async (keys) => {
+    // Every record here is past the longest agent TTL: the walk takes batches with removeByLastUse.
+    failing.removeByLastUse = async (options) => {
       removals++;
       if (removals === 2) throw Object.assign(new Error('plane down'), { code: 'KVT_ERR_PLANE_UNREACHABLE' });
-      const removed = await plane.remove(keys);
+      const taken = await plane.removeByLastUse(options);
       settled++;
-      return removed;
+      return taken;
     };
     const first = await runGc({ plane: failing, index, store, policy, clock }, { batchSize: 8, sweepOrphans: false });
     expect(first.errors.map((e) => e.code)).toContain('KVT_ERR_PLANE_UNREACHABLE');

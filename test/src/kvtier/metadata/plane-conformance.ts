@@ -203,6 +203,27 @@ export function runPlaneConformance(name: string, makeFixture: () => Promise<Pla
         await expect(plane.remove([keyOf(2)], { judgedLastUseAt: [] })).rejects.toMatchObject({ code: 'KVT_ERR_PLANE_BAD_RECORD' });
       }));
 
+    it('removeByLastUse takes the oldest records of one class up to the bound, in batches, with their capped rows, usage and listeners', () =>
+      withPlane(async (plane) => {
+        const records = Array.from({ length: 10 }, (_, n) => recordOf(n, { trafficClass: n < 7 ? 'agent' : 'chat', lastUseAt: T0 + n * 1000, ttlMs: n === 1 ? 60_000 : 0 }));
+        await plane.upsert(records);
+        const told: string[] = [];
+        plane.onRemoved((keys) => told.push(...keys));
+        const first = await plane.removeByLastUse({ trafficClass: 'agent', maxLastUseAt: T0 + 4000, limit: 3 });
+        expect(first.removed.map((record) => record.key)).toEqual([keyOf(0), keyOf(1), keyOf(2)]);
+        expect(first.removed[1]).toEqual(records[1]);
+        expect(first.more).toBe(true);
+        const second = await plane.removeByLastUse({ trafficClass: 'agent', maxLastUseAt: T0 + 4000, limit: 3 });
+        expect(second.removed.map((record) => record.key)).toEqual([keyOf(3), keyOf(4)]);
+        expect(second.more).toBe(false);
+        expect(told.sort()).toEqual([0, 1, 2, 3, 4].map(keyOf).sort());
+        expect((await plane.scanByLastUse({ capped: true })).records).toEqual([]);
+        const usage = await plane.usage();
+        expect(usage.blocks).toMatchObject({ g: 5, 'c:agent': 2, 'c:chat': 3 });
+        expect((await plane.removeByLastUse({ trafficClass: 'nobody', maxLastUseAt: T0 + 99_000, limit: 3 })).removed).toEqual([]);
+        expect((await plane.scanByLastUse({ limit: 100 })).records.map((record) => record.key)).toEqual([5, 6, 7, 8, 9].map(keyOf));
+      }));
+
     it('a new plane is untrusted until markTrusted for its generation', () =>
       withPlane(async (plane) => {
         const first = await plane.state();
