@@ -3,7 +3,7 @@ import { join } from 'node:path';
 
 import type { BlobStore } from '../../storage-adapters/index.ts';
 
-import { BlockCodec, type DecodedBlock } from './block-codec.ts';
+import { BlockCodec, PAYLOAD_OFFSET_FIELD, type DecodedBlock } from './block-codec.ts';
 import type { BlockCodecName } from './codecs/kv-codecs.ts';
 import { BlockIndex, PROBE_ABSENT, PROBE_EXPIRED } from './block-index.ts';
 import { systemClock, type Clock } from './clock.ts';
@@ -23,7 +23,7 @@ import { LmdbPolicyStore, type PolicyStore } from './policy-store.ts';
 import { BLOCK_FORMAT_VERSION, hexToKeyBytes, PrefixHasher, type Hash128, type NamespaceSpec, type PrefixChain } from './prefix-hasher.ts';
 import { assertTenantName, type RetentionPolicy } from './retention-policy.ts';
 import { WriteBehindQueue } from './write-behind-queue.ts';
-import { openStoredAsync, type BlockSealer } from './seal/index.ts';
+import { openStoredHashed, type BlockSealer, type TailChecksum } from './seal/index.ts';
 
 const MIB = 1024 * 1024;
 
@@ -773,9 +773,11 @@ export class KvTier {
     }
     // Encryption at rest (seal/): a blob that does not open is a miss and is kept (the keyring may be what is wrong).
     let plain = bytes;
+    let payloadChecksum: TailChecksum | undefined;
     if (!fromPending) {
       try {
-        plain = await openStoredAsync(this.options.seal, bytes, lookup.chain.keyBytes(i), lookup.namespace.tenantSalt);
+        // A large sealed block comes back with its payload checksum, hashed as it was decrypted.
+        ({ plain, tail: payloadChecksum } = await openStoredHashed(this.options.seal, bytes, lookup.chain.keyBytes(i), lookup.namespace.tenantSalt, { offsetField: PAYLOAD_OFFSET_FIELD, seed: 0n }));
         // Decrypted in place, or into a fresh buffer of its own (an open thread's).
         buffers.own(plain, plain.buffer !== bytes.buffer);
       } catch (error) {
@@ -786,7 +788,7 @@ export class KvTier {
     }
     let block: DecodedBlock;
     try {
-      block = this.codec.decode(plain, { allocatePayload: buffers.allocate });
+      block = this.codec.decode(plain, { allocatePayload: buffers.allocate, payloadChecksum });
     } catch (error) {
       buffers.discard();
       this.discardCorrupt(key, lookup.chain.keyBytes(i), error);
