@@ -50,11 +50,11 @@ export class KvTierCache implements CacheTier {
     return { lookup, blocks: Math.min(maxBlocks, lookup.hitBlocks) };
   }
 
-  async load(hit: CacheHit, maxBlocks: number, fromBlock = 0): Promise<{ payloads: Uint8Array[] }> {
+  async load(hit: CacheHit, maxBlocks: number, fromBlock = 0): Promise<{ payloads: Uint8Array[]; release?: () => void }> {
     const { lookup } = hit as TierHit;
     if (lookup.hitBlocks <= fromBlock) return { payloads: [] };
     const loaded = await this.tier.load(lookup, { fromBlock });
-    return { payloads: loaded.blocks.map((b) => b.payload).slice(0, Math.max(0, maxBlocks - fromBlock)) };
+    return { payloads: loaded.blocks.map((b) => b.payload).slice(0, Math.max(0, maxBlocks - fromBlock)), release: () => loaded.release() };
   }
 
   async store(request: {

@@ -15,8 +15,6 @@ export class DecodePhase {
     const { ctx } = this;
     const { cache, blockTokens, emit, onStorageError, createSampler } = ctx.options;
     emit(seq.job.id, seq.prefilledEvent(cache !== null, blockTokens, ctx.now()));
-    // Its prompt blocks are handed to the cache: nobody needs to wait for this request any more.
-    ctx.computing.release(seq);
     if (seq.job.prefillOnly) {
       // Out of the step loop while the blocks are written through: the decode worker reads them next.
       seq.phase = 'storing';

@@ -20,6 +20,7 @@ export class FetchPhase {
   /** Lookup and load in the background; the loop sees the result between steps. */
   start(seq: RequestSequence): void {
     seq.phase = 'fetching';
+    this.ctx.computing.lookupStarted(seq);
     const { pendingFetches } = this.ctx;
     const pending = this.lookupAndLoad(seq)
       .then(() => this.fetched(seq))
@@ -109,6 +110,7 @@ export class FetchPhase {
       if (hit.blocks <= fromBlock || !this.shouldLoad(hit.blocks - fromBlock, seq)) return [];
       const loadStart = now();
       const loaded = await cache.load(hit, maxCachedBlocks, fromBlock);
+      seq.releaseLoaded = loaded.release ?? null;
       const loadMs = now() - loadStart;
       seq.loadMs += loadMs;
       fetchPolicy?.observeLoad(loaded.payloads.length * cache.blockBytes, loadMs);
@@ -139,31 +141,42 @@ export class FetchPhase {
     seq.donor = null;
     if (seq.cancelled || ctx.closed) {
       if (donor) ctx.retained.put(donor);
+      seq.dropLoaded();
       return ctx.finish(seq, 'cancelled');
     }
     const cachedTokens = (donor ? seq.reusable : 0) + seq.loaded.length * blockTokens;
     const blocker = ctx.computing.blockerOf(seq, Math.floor(cachedTokens / blockTokens), blockTokens);
+    if (blocker === 'look-again') {
+      // Another request stored the next block while this lookup was in flight: it is in the tier now.
+      if (donor) ctx.retained.put(donor);
+      seq.dropLoaded();
+      seq.lookedAgain = true;
+      return this.start(seq);
+    }
     if (blocker) {
       if (donor) ctx.retained.put(donor);
-      seq.loaded = [];
+      seq.dropLoaded();
       seq.phase = 'deferred';
       seq.waitFor = blocker.owner;
       seq.waitBlocks = blocker.blocks;
       return;
     }
     const payloads = seq.loaded;
-    seq.loaded = [];
+    const imported = payloads.length;
     try {
       if (donor) seq.adopt(donor, seq.reusable);
       else seq.kv = engine.createSequence();
       if (payloads.length > 0) seq.kv!.importBlocks(payloads);
     } catch (error) {
       return ctx.fail(seq, error);
+    } finally {
+      // The engine copied them into its pages: their read buffers go back to the tier's pool.
+      seq.dropLoaded();
     }
     seq.cachedTokens = cachedTokens;
     seq.fedTokens = seq.job.tokens.slice(0, cachedTokens);
     // Blocks that came from the tier are stored; a retained sequence's own are stored up to what it handed off.
-    seq.storedBlocks = donor && payloads.length === 0 ? Math.min(donor.storedBlocks, Math.floor(seq.reusable / blockTokens)) : cachedTokens / blockTokens;
+    seq.storedBlocks = donor && imported === 0 ? Math.min(donor.storedBlocks, Math.floor(seq.reusable / blockTokens)) : cachedTokens / blockTokens;
     seq.prefillStartedAt = ctx.now();
     seq.phase = 'prefill';
     if (seq.fedTokens.length >= seq.promptTarget) ctx.promptDone(seq, null); // prefillOnly with everything cached

@@ -73,8 +73,11 @@ export interface CacheTier {
   /** The key chain of `tokens`' full blocks, hashed once per request and handed back to lookup and store. */
   prefixKeys(namespace: unknown, tokens: readonly number[]): PrefixKeys;
   lookup(namespace: unknown, tokens: readonly number[], context: { tenant: string; trafficClass: string }, maxBlocks: number, keys?: PrefixKeys): Promise<CacheHit>;
-  /** Verified payloads of blocks [fromBlock, maxBlocks) of `hit` (fewer when one fails verification). */
-  load(hit: CacheHit, maxBlocks: number, fromBlock?: number): Promise<{ payloads: Uint8Array[] }>;
+  /**
+   * Verified payloads of blocks [fromBlock, maxBlocks) of `hit` (fewer when one fails verification).
+   * `release`, when given, hands their read buffers back once the engine has copied them: the payloads read empty after it.
+   */
+  load(hit: CacheHit, maxBlocks: number, fromBlock?: number): Promise<{ payloads: Uint8Array[]; release?: () => void }>;
   store(request: {
     namespace: unknown;
     tokens: readonly number[];

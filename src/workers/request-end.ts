@@ -45,6 +45,7 @@ export class RequestEnd {
 
   fail(seq: RequestSequence, error: unknown): void {
     if (!this.remove(seq)) return;
+    seq.dropLoaded();
     seq.speculative?.free();
     seq.kv?.free();
     seq.kv = null;
@@ -66,7 +67,7 @@ export class RequestEnd {
     if (at === -1) return false;
     ctx.active.splice(at, 1);
     seq.phase = 'finished';
-    ctx.computing.release(seq);
+    ctx.computing.release(seq, ctx.active);
     ctx.ends.endedHeld(seq.job.id, ctx.steps);
     return true;
   }

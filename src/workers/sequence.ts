@@ -46,10 +46,15 @@ export class RequestSequence {
   // What the fetch found, until the prefill phase adopts it.
   /** Payloads of cached blocks to import, from block `reusable / blockTokens`. */
   loaded: Uint8Array[] = [];
+  /** Hands the read buffers of `loaded` back to the tier (after the import, or when they are not imported). */
+  releaseLoaded: (() => void) | null = null;
   /** A retained record whose KV this request continues (its first `reusable` tokens are this prompt's). */
   donor: RequestSequence | null = null;
   reusable = 0;
 
+  /** Single flight: the store tick when this request's last lookup started, and whether it already looked again once. */
+  lookupTick = 0;
+  lookedAgain = false;
   /** Deferred (single flight): waits until `waitFor` has stored `waitBlocks` blocks, starts decoding, or is gone. */
   waitFor: RequestSequence | null = null;
   waitBlocks = 0;
@@ -88,6 +93,14 @@ export class RequestSequence {
   pagesStillToTake(blockTokens: number): number {
     const pages = Math.ceil((this.job.tokens.length + this.job.sampling.maxTokens) / blockTokens);
     return pages - (this.kv ? Math.ceil(this.fedTokens.length / blockTokens) : 0);
+  }
+
+  /** Lets go of what the fetch loaded: imported into the KV, or not needed (deferred, cancelled, failed). */
+  dropLoaded(): void {
+    const release = this.releaseLoaded;
+    this.loaded = [];
+    this.releaseLoaded = null;
+    release?.();
   }
 
   /** Takes over a retained record's KV, truncated to the `reusable` tokens this prompt shares with it. */

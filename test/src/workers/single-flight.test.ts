@@ -10,6 +10,7 @@ import type { LoadedEngine, Sequence } from '../../../inference-core/index.ts';
 import type { KvTier } from '../../../src/kvtier/index.ts';
 import type { KvTierCache } from '../../../src/workers/cache-adapter.ts';
 import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
+import type { CacheTier } from '../../../src/workers/ports.ts';
 import { PrefillScheduler } from '../../../src/workers/prefill-scheduler.ts';
 import { argmax, randomTokens } from '../../inference-core/engine-fixtures.ts';
 import { BLOCK, greedyAlone, openSchedulerRig, tokensOf, type SchedulerRig } from './scheduler-fixtures.ts';
@@ -28,7 +29,7 @@ afterAll(async () => {
   await rig?.close();
 });
 
-function start() {
+function start(tier: CacheTier = cache) {
   const events = new Map<string, JobEvent[]>();
   const waiters = new Map<string, () => void>();
   const scheduler = new PrefillScheduler({
@@ -41,7 +42,7 @@ function start() {
       totalBlocks: () => engine.pool.pages,
       step: (items) => engine.step(items.map(({ sequence, tokens, logits }) => ({ seq: sequence as Sequence, tokens, logits }))),
     },
-    cache,
+    cache: tier,
     blockTokens: BLOCK,
     maxBatch: 8,
     stepTokens: 128,
@@ -96,7 +97,42 @@ describe('single flight', () => {
     await scheduler.close();
   });
 
-  it('a no-store request is never served to another, concurrent or after it, and nobody waits for it', async () => {
+  it('a lookup that was in flight while another request stored the blocks looks again instead of computing them', async () => {
+    // B's first lookup is held until A has finished (stored its blocks and ended): it misses, and nobody computes them any more.
+    let releaseB!: () => void;
+    const bHeld = new Promise<void>((resolve) => (releaseB = resolve));
+    let lookups = 0;
+    const slow: CacheTier = {
+      blockBytes: cache.blockBytes,
+      namespace: (fingerprint, salt) => cache.namespace(fingerprint, salt),
+      prefixKeys: (namespace, tokens) => cache.prefixKeys(namespace, tokens),
+      lookup: async (namespace, tokens, context, maxBlocks, keys) => {
+        const hit = await cache.lookup(namespace, tokens, context, maxBlocks, keys);
+        if (++lookups === 2) await bHeld;
+        return hit;
+      },
+      load: (hit, maxBlocks, fromBlock) => cache.load(hit, maxBlocks, fromBlock),
+      store: (request) => cache.store(request),
+      flush: () => cache.flush(),
+    };
+    const { scheduler, finished } = start(slow);
+    const salt = freshSalt();
+    const shared = randomTokens(5 * BLOCK, engine.vocabSize, 351);
+    const a = [...shared, ...randomTokens(11, engine.vocabSize, 352)];
+    const b = [...shared, ...randomTokens(13, engine.vocabSize, 353)];
+    scheduler.submit(job('a', a, salt));
+    scheduler.submit(job('b', b, salt));
+    const ea = await finished('a');
+    releaseB();
+    const eb = await finished('b');
+    expect(cachedOf(ea)).toBe(0);
+    expect(cachedOf(eb)).toBe(shared.length);
+    expect(computedOf(eb)).toBe(b.length - shared.length);
+    expect(tokensOf(eb)).toEqual(greedyAlone(engine, b, 4));
+    await scheduler.close();
+  });
+
+  it('a no-store request is never served to another, concurrent or after it', async () => {
     const { scheduler, finished } = start();
     const salt = freshSalt();
     const prompt = randomTokens(5 * BLOCK + 7, engine.vocabSize, 321);
