@@ -46,6 +46,8 @@ process.stdout.write(
 const rssByWindow: number[] = [];
 const warmup: WarmupWindow[] = [];
 const started = Date.now();
+// The last window's line (it awaits the server's stats) is printed before the summary.
+let lastWindow: Promise<void> = Promise.resolve();
 try {
   const run = await runSoakTraffic({
     url: server.url,
@@ -54,18 +56,21 @@ try {
     windowMs,
     concurrency,
     seed,
-    onWindow: async (w) => {
-      const atMs = Date.now() - started;
-      const rss = server.rssBytes();
-      rssByWindow.push(rss);
-      const caches: SoakCacheState | null = await server.cacheState().catch(() => null);
-      warmup.push({ atMs, hotBytes: caches?.hotCache.bytes ?? 0, hotBudgetBytes: caches?.hotCache.budgetBytes ?? Infinity });
-      const classes = Object.entries(w.byClass).map(([k, v]) => `${k}=${v}`).join(' ');
-      const hot = caches ? `hot ${mb(caches.hotCache.bytes)}/${mb(caches.hotCache.budgetBytes)} MB  retained ${caches.retained}  pool free ${caches.pool.freeBlocks}/${caches.pool.totalBlocks}` : 'caches ?';
-      process.stdout.write(`window ${String(w.window).padStart(3)}: ${String(w.requests).padStart(4)} req  p50 ${String(w.p50Ms).padStart(5)} ms  p95 ${String(w.p95Ms).padStart(5)} ms  ${classes}  disconnects=${w.disconnects}  5xx=${w.fiveXx}  RSS ${mb(rss)} MB  ${hot}\n`);
-      for (const sample of w.fiveXxSamples) process.stdout.write(`  5xx: ${sample}\n`);
+    onWindow: (w) => {
+      lastWindow = (async () => {
+        const atMs = Date.now() - started;
+        const rss = server.rssBytes();
+        rssByWindow.push(rss);
+        const caches: SoakCacheState | null = await server.cacheState().catch(() => null);
+        warmup.push({ atMs, hotBytes: caches?.hotCache.bytes ?? 0, hotBudgetBytes: caches?.hotCache.budgetBytes ?? Infinity });
+        const classes = Object.entries(w.byClass).map(([k, v]) => `${k}=${v}`).join(' ');
+        const hot = caches ? `hot ${mb(caches.hotCache.bytes)}/${mb(caches.hotCache.budgetBytes)} MB  retained ${caches.retained}  pool free ${caches.pool.freeBlocks}/${caches.pool.totalBlocks}` : 'caches ?';
+        process.stdout.write(`window ${String(w.window).padStart(3)}: ${String(w.requests).padStart(4)} req  p50 ${String(w.p50Ms).padStart(5)} ms  p95 ${String(w.p95Ms).padStart(5)} ms  ${classes}  disconnects=${w.disconnects}  5xx=${w.fiveXx}  RSS ${mb(rss)} MB  ${hot}\n`);
+        for (const sample of w.fiveXxSamples) process.stdout.write(`  5xx: ${sample}\n`);
+      })();
     },
   });
+  await lastWindow;
   const rssEnd = server.rssBytes();
   const warmEnd = warmupEnd(warmup.slice(0, rssByWindow.length), minWarmupMs);
   if (warmEnd === null) process.stdout.write(`the hot cache did not fill after ${minWarmupMs / 1000} s: the growth below includes its filling\n`);
