@@ -127,16 +127,19 @@ interface Replay {
   upsertSeconds: number;
   gcRemoved: number;
   gcSeconds: number;
-  /** Rows GC read through scanByLastUse, and the plane time of its scans and removals. */
+  /** Rows GC read (scanByLastUse pages, removeByLastUse batches), and the plane time of its scans and removals. */
   gcRowsRead: number;
   gcScanSeconds: number;
   gcRemoveSeconds: number;
+  /** CPU seconds GC runs cost this process and (Redis replay) the redis-server: what the rate would be on an idle box, load aside. */
+  gcCpuSeconds: number;
+  gcRedisCpuSeconds: number;
   peakLive: number;
   /** Plane bytes per live record at the peak-live GC point (measureBytes), 0 without a measure. */
   peakBytesPerBlock: number;
 }
 
-async function replay(trace: Trace, plane: MetadataPlane, dir: string, measureBytes?: () => Promise<number>): Promise<Replay> {
+async function replay(trace: Trace, plane: MetadataPlane, dir: string, measureBytes?: () => Promise<number>, redisCpuSeconds?: () => Promise<number>): Promise<Replay> {
   const clock = new ManualClock(T0);
   const policy = new RetentionPolicy(defaultPolicyDoc());
   // The trace has no blobs: by default GC's storage deletes cost nothing here (KVTIER_BENCH_RETENTION_STORE=fs: unlinks of absent files on an fs store),
@@ -144,7 +147,7 @@ async function replay(trace: Trace, plane: MetadataPlane, dir: string, measureBy
   const store: BlobStore = process.env.KVTIER_BENCH_RETENTION_STORE === 'fs' ? await FsBlobStore.open({ dir: join(dir, 'blocks') }) : nullStore;
   const index = BlockIndex.open({ path: join(dir, 'index') });
   await plane.markTrusted((await plane.state()).generation);
-  const out: Replay = { blocks: 0, hitBlocks: 0, missBlocks: 0, renewals: 0, renewSeconds: 0, upserts: 0, upsertSeconds: 0, gcRemoved: 0, gcSeconds: 0, gcRowsRead: 0, gcScanSeconds: 0, gcRemoveSeconds: 0, peakLive: 0, peakBytesPerBlock: 0 };
+  const out: Replay = { blocks: 0, hitBlocks: 0, missBlocks: 0, renewals: 0, renewSeconds: 0, upserts: 0, upsertSeconds: 0, gcRemoved: 0, gcSeconds: 0, gcRowsRead: 0, gcScanSeconds: 0, gcRemoveSeconds: 0, gcCpuSeconds: 0, gcRedisCpuSeconds: 0, peakLive: 0, peakBytesPerBlock: 0 };
   /** Per session: the time its blocks were last renewed (an expired prefix is rewritten, as a miss). */
   const lastSeen = new Map<string, number>();
   let pending: BlockRecord[] = [];
@@ -184,11 +187,23 @@ async function replay(trace: Trace, plane: MetadataPlane, dir: string, measureBy
     out.gcRemoveSeconds += (performance.now() - t) / 1000;
     return removed;
   };
+  timed.removeByLastUse = async (options) => {
+    const t = performance.now();
+    const taken = await plane.removeByLastUse(options);
+    out.gcRemoveSeconds += (performance.now() - t) / 1000;
+    out.gcRowsRead += taken.removed.length;
+    return taken;
+  };
   const gc = async () => {
     await writePending();
+    const redisCpu = (await redisCpuSeconds?.()) ?? 0;
+    const cpu = process.cpuUsage();
     const t = performance.now();
     const report = await runGc({ plane: timed, index, store, policy, clock }, { sweepOrphans: false, batchSize: 2048 });
     out.gcSeconds += (performance.now() - t) / 1000;
+    const used = process.cpuUsage(cpu);
+    out.gcCpuSeconds += (used.user + used.system) / 1e6;
+    if (redisCpuSeconds) out.gcRedisCpuSeconds += (await redisCpuSeconds()) - redisCpu;
     out.gcRemoved += report.removed.expired.blocks + report.removed.evicted.blocks;
   };
   for (const turn of trace.turns) {
@@ -273,10 +288,20 @@ export async function run(): Promise<Record<string, number>> {
       return total;
     };
     let infoAtPeak = 0;
-    const redis = await replay(trace, plane, join(dir, 'redis'), async () => {
-      infoAtPeak = (await usedMemory()) - empty;
-      return planeKeyBytes();
-    });
+    const redisCpuSeconds = async () => {
+      const info = await admin.info('cpu');
+      return Number(/used_cpu_user:([\d.]+)/.exec(info)![1]) + Number(/used_cpu_sys:([\d.]+)/.exec(info)![1]);
+    };
+    const redis = await replay(
+      trace,
+      plane,
+      join(dir, 'redis'),
+      async () => {
+        infoAtPeak = (await usedMemory()) - empty;
+        return planeKeyBytes();
+      },
+      redisCpuSeconds,
+    );
     const live = (await plane.usage()).blocks.g ?? 0;
     const full = await usedMemory();
     // MEMORY USAGE of the record hashes (sampled), per record they hold: the same figure from Redis' own accounting.
@@ -298,6 +323,10 @@ export async function run(): Promise<Record<string, number>> {
       gc_removed_blocks: redis.gcRemoved,
       gc_blocks_per_s: Math.round(redis.gcRemoved / redis.gcSeconds),
       gc_rows_read_per_removed: Number((redis.gcRowsRead / Math.max(1, redis.gcRemoved)).toFixed(2)),
+      // CPU per removed block (this process + redis-server) and the rate those would give one after the other on an idle box.
+      gc_cpu_us_per_block: Number((((redis.gcCpuSeconds + redis.gcRedisCpuSeconds) * 1e6) / Math.max(1, redis.gcRemoved)).toFixed(1)),
+      gc_redis_cpu_us_per_block: Number(((redis.gcRedisCpuSeconds * 1e6) / Math.max(1, redis.gcRemoved)).toFixed(1)),
+      gc_blocks_per_cpu_s: Math.round(redis.gcRemoved / Math.max(1e-9, redis.gcCpuSeconds + redis.gcRedisCpuSeconds)),
       gc_scan_us_per_row: Number(((redis.gcScanSeconds * 1e6) / Math.max(1, redis.gcRowsRead)).toFixed(1)),
       gc_remove_us_per_block: Number(((redis.gcRemoveSeconds * 1e6) / Math.max(1, redis.gcRemoved)).toFixed(1)),
       live_blocks_end: live,
@@ -316,6 +345,7 @@ export async function run(): Promise<Record<string, number>> {
       lmdb_upserts_per_s: Math.round(lmdb.upserts / lmdb.upsertSeconds),
       lmdb_gc_blocks_per_s: Math.round(lmdb.gcRemoved / lmdb.gcSeconds),
       lmdb_gc_rows_read_per_removed: Number((lmdb.gcRowsRead / Math.max(1, lmdb.gcRemoved)).toFixed(2)),
+      lmdb_gc_blocks_per_cpu_s: Math.round(lmdb.gcRemoved / Math.max(1e-9, lmdb.gcCpuSeconds)),
       lmdb_file_bytes_per_live_block: lmdbLive > 0 ? Math.round(lmdbFile / lmdbLive) : 0,
     });
   } finally {

@@ -252,12 +252,19 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
     if (!dryRun) {
       for (const trafficClass of classes) {
         const maxLastUseAt = now - ttlRangeOfClass(policy, trafficClass).max;
-        let more = true;
-        while (more && !aborted()) {
-          // The previous batch's storage delete runs while this batch is taken from the plane.
-          const taken = await plane.removeByLastUse({ trafficClass, maxLastUseAt, limit: batchSize });
+        const take = () => {
+          const taking = plane.removeByLastUse({ trafficClass, maxLastUseAt, limit: batchSize });
+          taking.catch(() => undefined); // awaited below; handled there
+          return taking;
+        };
+        // Two batches in flight: the plane takes batch n + 1 while this process counts batch n and
+        // deletes its blobs. Batch n + 1 is asked for before batch n says whether more is left (it then
+        // comes back empty); once asked for it is always awaited and deleted, abort or not.
+        let next: ReturnType<typeof take> | undefined = aborted() ? undefined : take();
+        while (next !== undefined) {
+          const taken = await next;
+          next = taken.more && !aborted() ? take() : undefined;
           await settleRemoval();
-          more = taken.more;
           progress.scannedBlocks += taken.removed.length;
           const removal = afterPlaneRemoval(taken.removed, 'expired');
           removal.catch(() => undefined);

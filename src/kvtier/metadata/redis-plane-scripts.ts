@@ -76,18 +76,25 @@ local function withWriter(prefix, v)
   end
   return string.sub(v, 1, z3) .. name
 end
--- Usage deltas are summed per call and written once per tag.
-local deltas = {}
+-- Usage deltas are summed per call, per class and per tenant (no string built per record), and written once per tag.
+local byClass, byTenant, total = {}, {}, {0, 0}
+local function add(t, name, size, sign)
+  local d = t[name]
+  if not d then d = {0, 0}; t[name] = d end
+  d[1] = d[1] + sign * size
+  d[2] = d[2] + sign
+end
 local function account(size, cl, te, sign)
-  for _, tag in ipairs({'g', 'c:' .. cl, 't:' .. te}) do
-    local d = deltas[tag]
-    if not d then d = {0, 0}; deltas[tag] = d end
-    d[1] = d[1] + sign * size
-    d[2] = d[2] + sign
-  end
+  add(byClass, cl, size, sign)
+  add(byTenant, te, size, sign)
+  total[1] = total[1] + sign * size
+  total[2] = total[2] + sign
 end
 -- A class whose last record went leaves the class set (renewals then skip its empty index).
 local function writeUsage(usage, classes)
+  local deltas = {g = total}
+  for name, d in pairs(byClass) do deltas['c:' .. name] = d end
+  for name, d in pairs(byTenant) do deltas['t:' .. name] = d end
   for tag, d in pairs(deltas) do
     if d[1] ~= 0 then redis.call('HINCRBY', usage, 'b|' .. tag, d[1]) end
     if d[2] ~= 0 then
