@@ -10,7 +10,10 @@
  * finds a block in RAM (the other prompts evicted it) and every load pays
  * the fill. The two sides take turns prompt by prompt, who goes first
  * alternating; the ratio is the median of the per-round ratios (each pair
- * saw the same background load).
+ * saw the same background load). Each load is released once counted, as the
+ * engine does after importBlocks, so its read buffers are recycled
+ * (KVTIER_BENCH_LOAD_RELEASE=0: never released, a fresh buffer per read);
+ * the get side keeps a plain `store.get` (fresh buffers), as before.
  *
  * Used by bench/storage-kvtier.ts (fs) and bench/storage.ts (s3).
  */
