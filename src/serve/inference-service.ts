@@ -97,7 +97,8 @@ export class InferenceService {
       tenant: request.identity.tenant,
       tenantSalt: request.identity.saltHex,
       trafficClass: request.trafficClass,
-      tokens: request.tokens,
+      // Typed here, once: the job carries it as is to the engine (workers/job.ts).
+      tokens: Uint32Array.from(request.tokens),
       sampling: {
         maxTokens: request.sampling.maxTokens,
         // A temperature so small that 1/t overflows is greedy decoding (the sampler draws with 1/t).

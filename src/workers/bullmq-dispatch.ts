@@ -53,7 +53,7 @@ export interface DispatchDeps {
 
 export class JobDispatch {
   private splitCache: { at: number; split: boolean } = { at: 0, split: false };
-  private readonly routeKeyCache = new WeakMap<number[], { scope: string; keys: string[] }>();
+  private readonly routeKeyCache = new WeakMap<Uint32Array, { scope: string; keys: string[] }>();
   private rotation = 0;
 
   constructor(private readonly deps: DispatchDeps) {}
@@ -90,7 +90,7 @@ export class JobDispatch {
     const scope = routeScope(job);
     const cached = this.routeKeyCache.get(job.tokens);
     if (cached?.scope === scope) return cached.keys;
-    const keys = routeKeys(scope, Uint32Array.from(job.tokens), this.deps.config.blockTokens);
+    const keys = routeKeys(scope, job.tokens, this.deps.config.blockTokens);
     this.routeKeyCache.set(job.tokens, { scope, keys });
     return keys;
   }

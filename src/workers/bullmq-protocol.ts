@@ -33,9 +33,20 @@ export function routeScope(job: Pick<PrefillJob, 'model' | 'tenantSalt'>): strin
   return `${job.model}\u0000${job.tenantSalt}`;
 }
 
-/** What travels in the BullMQ job. */
-export interface QueuedJob extends PrefillJob {
+/** What travels in the BullMQ job (JSON: the token ids as a plain array). */
+export interface QueuedJob extends Omit<PrefillJob, 'tokens'> {
+  tokens: number[];
   replyChannel: string;
+}
+
+/** The job as it goes on the queue: the one place its tokens leave Uint32Array. */
+export function toQueued(job: PrefillJob, replyChannel: string): QueuedJob {
+  return { ...job, tokens: Array.from(job.tokens), replyChannel };
+}
+
+/** The job a worker took off the queue: its tokens typed again, once. */
+export function fromQueued(queued: QueuedJob): PrefillJob & { replyChannel: string } {
+  return { ...queued, tokens: Uint32Array.from(queued.tokens) };
 }
 
 /** What a worker publishes on the reply channel: a job event, or that a run started. */

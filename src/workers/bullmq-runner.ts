@@ -41,7 +41,7 @@ import { RedisPolicyStore } from '../kvtier/index.ts';
 import { clusterAdminCall } from './bullmq-admin.ts';
 import { JobDispatch } from './bullmq-dispatch.ts';
 import { relayPublished, withTimeout, type PendingJob } from './bullmq-pending.ts';
-import { CANCEL_CHANNEL, failureCode, LIVE_TTL_MS, QUEUE_NAME, roleQueueName, type PublishedEvent, type QueuedJob } from './bullmq-protocol.ts';
+import { CANCEL_CHANNEL, failureCode, LIVE_TTL_MS, QUEUE_NAME, roleQueueName, toQueued, type PublishedEvent, type QueuedJob } from './bullmq-protocol.ts';
 import { QueueHandles } from './bullmq-queues.ts';
 import { RoutedJobWatchdog } from './bullmq-watchdog.ts';
 import { scheduleClusterGc } from './gc-schedule.ts';
@@ -211,7 +211,7 @@ export class BullmqRunner implements JobRunner {
     else signal.addEventListener('abort', onAbort, { once: true });
     try {
       const queueName = await this.dispatch.chooseQueue(job, role, this.pending.get(job.id));
-      const queued: QueuedJob = { ...job, replyChannel: this.replyChannel };
+      const queued = toQueued(job, this.replyChannel);
       const pending = this.pending.get(job.id);
       if (pending) Object.assign(pending, { queueName, queued, addedAt: Date.now() });
       if (pending) await this.add(queueName, queued);

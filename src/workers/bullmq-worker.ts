@@ -36,7 +36,7 @@ import { CacheAwareRouter, gcUnderClusterLease, PURGE_CHANNEL, PurgeFollower, ro
 import type { Config } from '../config.ts';
 import { EngineHost, type EngineLog } from './engine-host.ts';
 import { engineThreadInit } from './engine-thread-protocol.ts';
-import { CANCEL_CHANNEL, LIVE_TTL_MS, QUEUE_NAME, roleQueueName, routeScope, WORKER_STATS_PREFIX, workerQueueName, type PublishedEvent, type QueuedJob } from './bullmq-protocol.ts';
+import { CANCEL_CHANNEL, LIVE_TTL_MS, QUEUE_NAME, roleQueueName, routeScope, WORKER_STATS_PREFIX, workerQueueName, fromQueued, type PublishedEvent, type QueuedJob } from './bullmq-protocol.ts';
 import { modelIdOf, type JobEvent } from './job.ts';
 import { startWorkerStats } from './worker-stats.ts';
 
@@ -95,7 +95,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
   const processJob = async (job: Job, queueName: string): Promise<unknown> => {
     // One GC at a time across the cluster: while another node holds the lease this job fails with KVT_ERR_CLUSTER_GC_BUSY naming it.
     if (job.name === 'gc') return gcUnderClusterLease(publisher, workerId, () => host.admin({ op: 'gc' })).catch(failWithCode);
-    const data = job.data as QueuedJob;
+    const data = fromQueued(job.data as QueuedJob);
     if (data.model !== modelIdOf(config.model)) {
       throw new UnrecoverableError(`KVT_ERR_WORKER_FAILED: this worker serves ${config.model}, the job asks for ${data.model}`);
     }

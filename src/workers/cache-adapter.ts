@@ -40,13 +40,13 @@ export class KvTierCache implements CacheTier {
     return this.tier.namespace({ modelFingerprint, tenantSalt: tenantSaltHex });
   }
 
-  prefixKeys(namespace: unknown, tokens: readonly number[]): PrefixChain {
-    return this.hasher.chain((namespace as KvNamespace).keyBytes, Uint32Array.from(tokens));
+  prefixKeys(namespace: unknown, tokens: Uint32Array): PrefixChain {
+    return this.hasher.chain((namespace as KvNamespace).keyBytes, tokens);
   }
 
-  async lookup(namespace: unknown, tokens: readonly number[], context: { tenant: string; trafficClass: string }, maxBlocks: number, keys?: PrefixKeys): Promise<TierHit> {
+  async lookup(namespace: unknown, tokens: Uint32Array, context: { tenant: string; trafficClass: string }, maxBlocks: number, keys?: PrefixKeys): Promise<TierHit> {
     const chain = keys instanceof PrefixChain ? keys : undefined;
-    const lookup = await this.tier.lookup(namespace as KvNamespace, Uint32Array.from(tokens), context, chain);
+    const lookup = await this.tier.lookup(namespace as KvNamespace, tokens, context, chain);
     return { lookup, blocks: Math.min(maxBlocks, lookup.hitBlocks) };
   }
 

@@ -38,7 +38,7 @@ export class EngineStep {
     const { engine, fetchPolicy } = ctx.options;
     const decoding = ctx.active.filter((s) => s.phase === 'decode');
     const prefilling = ctx.active.filter((s) => s.phase === 'prefill');
-    const items: { sequence: EngineSequence; tokens: number[]; logits: boolean | 'all' }[] = [];
+    const items: { sequence: EngineSequence; tokens: ArrayLike<number>; logits: boolean | 'all' }[] = [];
     const owners: Row[] = [];
     // Drafts take the rows and logit rows left after one row per decoding sequence and one logit row per prompt.
     let draftRows = Math.min(engine.maxStepTokens, engine.maxLogitRows ?? Infinity) - decoding.length - prefilling.length;
@@ -82,7 +82,7 @@ export class EngineStep {
       }
       seq.skipped = 0;
       const from = seq.fedTokens.length;
-      const tokens = seq.job.tokens.slice(from, from + chunks[i]);
+      const tokens = seq.job.tokens.subarray(from, from + chunks[i]);
       const done = from + chunks[i] >= seq.promptTarget;
       items.push({ sequence: seq.kv!, tokens, logits: done && !seq.job.prefillOnly });
       owners.push({ seq, kind: 'prefill', done });
@@ -100,7 +100,8 @@ export class EngineStep {
     if (prefillRows > 0) fetchPolicy?.observePrefill(prefillRows, ctx.now() - stepStart);
     owners.forEach((owner, i) => {
       const { seq } = owner;
-      for (const id of items[i].tokens) seq.fedTokens.push(id);
+      const fed = items[i].tokens;
+      for (let t = 0; t < fed.length; t++) seq.fedTokens.push(fed[t]);
       if (owner.kind === 'decode') return this.decode.sampleNext(seq, results[i]!);
       if (owner.kind === 'spec') return this.decode.acceptSpeculative(seq, items[i].tokens.length, results[i]!);
       seq.prefillTokens += items[i].tokens.length;

@@ -174,7 +174,7 @@ export class FetchPhase {
       seq.dropLoaded();
     }
     seq.cachedTokens = cachedTokens;
-    seq.fedTokens = seq.job.tokens.slice(0, cachedTokens);
+    seq.fedTokens = Array.from(seq.job.tokens.subarray(0, cachedTokens));
     // Blocks that came from the tier are stored; a retained sequence's own are stored up to what it handed off.
     seq.storedBlocks = donor && imported === 0 ? Math.min(donor.storedBlocks, Math.floor(seq.reusable / blockTokens)) : cachedTokens / blockTokens;
     seq.prefillStartedAt = ctx.now();

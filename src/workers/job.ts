@@ -26,7 +26,11 @@ export interface PrefillJob {
   /** Hex salt of the tenant's namespace (derived by the API from its secret; workers never see the secret). */
   tenantSalt: string;
   trafficClass: string;
-  tokens: number[];
+  /**
+   * The prompt's token ids, typed once where the API builds the job and carried as is to the engine
+   * (a worker thread's structured clone keeps it; BullMQ's JSON carries a number array, bullmq-protocol.ts).
+   */
+  tokens: Uint32Array;
   sampling: JobSampling;
   /** Epoch ms when the API accepted the request (queue time = start − this). */
   submittedAt: number;

@@ -33,7 +33,7 @@ export interface EngineModel {
    * chunks mixed); per item, the last token's logits when asked, every token's
    * ([n][vocab]) with 'all' (speculative verification), else null.
    */
-  step(items: readonly { sequence: EngineSequence; tokens: readonly number[]; logits: boolean | 'all' }[]): (Float32Array | null)[];
+  step(items: readonly { sequence: EngineSequence; tokens: ArrayLike<number>; logits: boolean | 'all' }[]): (Float32Array | null)[];
 }
 
 /**
@@ -71,8 +71,8 @@ export interface CacheTier {
   readonly blockBytes: number;
   namespace(modelFingerprint: string, tenantSaltHex: string): unknown;
   /** The key chain of `tokens`' full blocks, hashed once per request and handed back to lookup and store. */
-  prefixKeys(namespace: unknown, tokens: readonly number[]): PrefixKeys;
-  lookup(namespace: unknown, tokens: readonly number[], context: { tenant: string; trafficClass: string }, maxBlocks: number, keys?: PrefixKeys): Promise<CacheHit>;
+  prefixKeys(namespace: unknown, tokens: Uint32Array): PrefixKeys;
+  lookup(namespace: unknown, tokens: Uint32Array, context: { tenant: string; trafficClass: string }, maxBlocks: number, keys?: PrefixKeys): Promise<CacheHit>;
   /**
    * Verified payloads of blocks [fromBlock, maxBlocks) of `hit` (fewer when one fails verification).
    * `release`, when given, hands their read buffers back once the engine has copied them: the payloads read empty after it.

@@ -47,7 +47,7 @@ export class RetainedSequences {
    * The caller owns the record from here: adopt its KV (RequestSequence.adopt),
    * or give it back with put().
    */
-  take(tenantSalt: string, prompt: readonly number[], maxTokens: number): { entry: RequestSequence; reusable: number } | null {
+  take(tenantSalt: string, prompt: ArrayLike<number>, maxTokens: number): { entry: RequestSequence; reusable: number } | null {
     let best = -1;
     let bestShared = 0;
     this.entries.forEach((entry, i) => {

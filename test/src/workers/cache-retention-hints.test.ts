@@ -74,7 +74,7 @@ describe('client retention hints through the cache adapter', () => {
     await cache.store({ namespace: ns, tokens, fromBlock: 0, payloads: [payloadFor(4, 0), payloadFor(4, 1)], ...scope, retention: { noStore: true } });
     await tier.flush();
     expect(await blocksOnStorage()).toBe(0);
-    const hit = await cache.lookup(ns, tokens, scope, 2);
+    const hit = await cache.lookup(ns, Uint32Array.from(tokens), scope, 2);
     expect(hit.blocks).toBe(0);
     await cache.store({ namespace: ns, tokens, fromBlock: 0, payloads: [payloadFor(4, 0), payloadFor(4, 1)], ...scope });
     await tier.flush();

@@ -90,7 +90,7 @@ function job(id: string, tokens: number[], extra: Partial<PrefillJob> = {}): Pre
     tenant: 't',
     tenantSalt: 'aa',
     trafficClass: 'chat',
-    tokens,
+    tokens: Uint32Array.from(tokens),
     sampling: { maxTokens: 6, temperature: 0, topP: 1, topK: 0, seed: 1, stopTokenIds: [] },
     submittedAt: Date.now(),
     ...extra,

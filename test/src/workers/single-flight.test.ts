@@ -71,7 +71,7 @@ function job(id: string, tokens: number[], tenantSalt: string, extra: Partial<Pr
     tenant: 't',
     tenantSalt,
     trafficClass: 'chat',
-    tokens,
+    tokens: Uint32Array.from(tokens),
     sampling: { maxTokens: 4, temperature: 0, topP: 1, topK: 0, seed: 1, stopTokenIds: [] },
     submittedAt: Date.now(),
     ...extra,
@@ -174,14 +174,15 @@ describe('single flight', () => {
     const payloads = seq.exportBlocks(0, 2);
     seq.free();
     const scope = { tenant: 't', trafficClass: 'chat' };
-    const keys = cache.prefixKeys(namespace, tokens);
+    const ids = Uint32Array.from(tokens);
+    const keys = cache.prefixKeys(namespace, ids);
     void cache.store({ namespace, tokens, fromBlock: 0, payloads, ...scope, keys });
-    const hit = await cache.lookup(namespace, tokens, scope, 2, keys);
+    const hit = await cache.lookup(namespace, ids, scope, 2, keys);
     expect(hit.blocks).toBe(2);
     expect((await cache.load(hit, 2)).payloads).toEqual(payloads);
     await tier.purge({ all: true });
     // Nothing purged is served (the lookup may still count the plane's record of a block; its load finds nothing).
-    const after = await cache.lookup(namespace, tokens, scope, 2, keys);
+    const after = await cache.lookup(namespace, ids, scope, 2, keys);
     expect((await cache.load(after, 2)).payloads).toEqual([]);
   });
 });

@@ -80,7 +80,7 @@ const job = (id: string, tokens: number[], maxTokens: number, salt: string): Pre
   tenant: 't',
   tenantSalt: salt,
   trafficClass: 'chat',
-  tokens,
+  tokens: Uint32Array.from(tokens),
   sampling: { maxTokens, temperature: 0, topP: 1, topK: 0, seed: 1, stopTokenIds: [] },
   submittedAt: Date.now(),
 });
@@ -101,7 +101,7 @@ describe('batched draft-model drafting in the scheduler', () => {
       expect(done.speculative!.proposed).toBeGreaterThan(0);
       const all = [...prompts[i], ...reply];
       const full = Math.floor(all.length / BLOCK);
-      const hit = await cache.lookup(cache.namespace(engine.fingerprint, salt), all, { tenant: 't', trafficClass: 'chat' }, full);
+      const hit = await cache.lookup(cache.namespace(engine.fingerprint, salt), Uint32Array.from(all), { tenant: 't', trafficClass: 'chat' }, full);
       expect(hit.blocks).toBe(full);
       const { payloads } = await cache.load(hit, full);
       const expected = blocksAlone(engine, all, full);

@@ -82,7 +82,7 @@ const job = (id: string, tokens: number[], maxTokens: number, salt: string, stop
   tenant: 't',
   tenantSalt: salt,
   trafficClass: 'chat',
-  tokens,
+  tokens: Uint32Array.from(tokens),
   sampling: { maxTokens, temperature: 0, topP: 1, topK: 0, seed: 1, stopTokenIds },
   submittedAt: Date.now(),
 });
@@ -117,7 +117,7 @@ describe('speculative decoding in the scheduler', () => {
       const all = [...prompts[i], ...reply];
       const full = Math.floor(all.length / BLOCK);
       const ns = cache.namespace(engine.fingerprint, salt);
-      const hit = await cache.lookup(ns, all, { tenant: 't', trafficClass: 'chat' }, full);
+      const hit = await cache.lookup(ns, Uint32Array.from(all), { tenant: 't', trafficClass: 'chat' }, full);
       expect(hit.blocks).toBe(full);
       const { payloads } = await cache.load(hit, full);
       const expected = blocksAlone(engine, all, full);
