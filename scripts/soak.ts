@@ -31,6 +31,7 @@ const responseMemoryMiB = Number(flag('response-memory-mb', '8'));
 // At least two minutes (a fifth of a shorter run): the V8 heaps and the response memory settle, the 30 s recent-payload memory turns over.
 const minWarmupMs = Number(flag('min-warmup-s', String(Math.min(120, (minutes * 60) / 5)))) * 1000;
 const mb = (bytes: number) => Math.round(bytes / 1e6);
+const pct = (end: number, from: number) => Math.round(((end - from) / from) * 1000) / 10;
 const load = () => loadavg().map((l) => Math.round(l * 10) / 10);
 
 const server = await startSoakServer({
@@ -44,6 +45,8 @@ process.stdout.write(
     `bounded memories sized to fill in the warm-up (≥ ${minWarmupMs / 1000} s, until the hot cache is full): hot cache ${hotCacheMiB} MiB, stored responses ${responseMemoryMiB} MiB, recent payloads 30 s\n`,
 );
 const rssByWindow: number[] = [];
+const anonByWindow: number[] = [];
+const fileByWindow: number[] = [];
 const warmup: WarmupWindow[] = [];
 const started = Date.now();
 // The last window's line (it awaits the server's stats) is printed before the summary.
@@ -61,17 +64,21 @@ try {
         const atMs = Date.now() - started;
         const rss = server.rssBytes();
         rssByWindow.push(rss);
+        const split = server.rssSplit();
+        anonByWindow.push(split.anonBytes);
+        fileByWindow.push(split.fileBytes);
         const caches: SoakCacheState | null = await server.cacheState().catch(() => null);
         warmup.push({ atMs, hotBytes: caches?.hotCache.bytes ?? 0, hotBudgetBytes: caches?.hotCache.budgetBytes ?? Infinity });
         const classes = Object.entries(w.byClass).map(([k, v]) => `${k}=${v}`).join(' ');
         const hot = caches ? `hot ${mb(caches.hotCache.bytes)}/${mb(caches.hotCache.budgetBytes)} MB  retained ${caches.retained}  pool free ${caches.pool.freeBlocks}/${caches.pool.totalBlocks}` : 'caches ?';
-        process.stdout.write(`window ${String(w.window).padStart(3)}: ${String(w.requests).padStart(4)} req  p50 ${String(w.p50Ms).padStart(5)} ms  p95 ${String(w.p95Ms).padStart(5)} ms  ${classes}  disconnects=${w.disconnects}  5xx=${w.fiveXx}  RSS ${mb(rss)} MB  ${hot}\n`);
+        process.stdout.write(`window ${String(w.window).padStart(3)}: ${String(w.requests).padStart(4)} req  p50 ${String(w.p50Ms).padStart(5)} ms  p95 ${String(w.p95Ms).padStart(5)} ms  ${classes}  disconnects=${w.disconnects}  5xx=${w.fiveXx}  RSS ${mb(rss)} MB (anon ${mb(split.anonBytes)}, file ${mb(split.fileBytes)})  ${hot}\n`);
         for (const sample of w.fiveXxSamples) process.stdout.write(`  5xx: ${sample}\n`);
       })();
     },
   });
   await lastWindow;
   const rssEnd = server.rssBytes();
+  const splitEnd = server.rssSplit();
   const warmEnd = warmupEnd(warmup.slice(0, rssByWindow.length), minWarmupMs);
   if (warmEnd === null) process.stdout.write(`the hot cache did not fill after ${minWarmupMs / 1000} s: the growth below includes its filling\n`);
   const warmAt = warmEnd ?? Math.max(0, warmup.findIndex((w) => w.atMs >= minWarmupMs));
@@ -90,7 +97,13 @@ try {
     rssAfterWarmupMB: mb(warm),
     rssMaxAfterWarmupMB: mb(Math.max(warm, ...afterWarm)),
     rssEndMB: mb(rssEnd),
-    growthAfterWarmupPct: Math.round(((rssEnd - warm) / warm) * 1000) / 10,
+    growthAfterWarmupPct: pct(rssEnd, warm),
+    // Anonymous memory (heaps, buffers, KV pool) and file-backed pages (the LMDB maps grow with the index: every block stored).
+    anonAfterWarmupMB: mb(anonByWindow[warmAt] ?? 0),
+    anonEndMB: mb(splitEnd.anonBytes),
+    anonGrowthAfterWarmupPct: pct(splitEnd.anonBytes, anonByWindow[warmAt] ?? splitEnd.anonBytes),
+    fileAfterWarmupMB: mb(fileByWindow[warmAt] ?? 0),
+    fileEndMB: mb(splitEnd.fileBytes),
     loadStart,
     loadEnd: load(),
   };

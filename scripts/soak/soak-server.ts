@@ -29,6 +29,8 @@ export interface SoakServer {
   pid: number;
   /** Resident set size of the server process in bytes (from /proc). */
   rssBytes(): number;
+  /** RSS split: anonymous memory (heaps, buffers, the KV pool) and file-backed pages (LMDB maps of index/plane, code). */
+  rssSplit(): { anonBytes: number; fileBytes: number };
   /** The last lines the server wrote (stdout and stderr: its startup line, crashes, --trace-gc). */
   stderr(): string;
   cacheState(): Promise<SoakCacheState>;
@@ -45,6 +47,13 @@ function freePort(): Promise<number> {
       server.close(() => resolvePort(port));
     });
   });
+}
+
+/** Anonymous and file-backed resident bytes of a process (from /proc/<pid>/status). */
+export function rssSplitOf(pid: number): { anonBytes: number; fileBytes: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+)\\s+kB`).exec(status)?.[1] ?? NaN) * 1024;
+  return { anonBytes: kb('RssAnon'), fileBytes: kb('RssFile') + kb('RssShmem') };
 }
 
 export function rssOf(pid: number): number {
@@ -92,6 +101,7 @@ export async function startSoakServer(options: { model?: string; extraEnv?: Reco
     url,
     pid: child.pid!,
     rssBytes: () => rssOf(child.pid!),
+    rssSplit: () => rssSplitOf(child.pid!),
     stderr: () => stderr,
     async cacheState() {
       const response = await fetch(`${url}/admin/stats`, { headers: { authorization: `Bearer ${SOAK_ADMIN_TOKEN}` } });
