@@ -25,7 +25,8 @@
  * Single flight: a job whose first uncached prompt block (by its chained
  * key, hashed once at admission) an earlier admitted, unfinished prompt is
  * computing waits until that prompt has stored those blocks, then looks up
- * again (and hits them: the tier holds handed-off blocks at once). So
+ * again (and hits them: the tier holds handed-off blocks at once); a lookup
+ * that was in flight while they were handed over looks again once. So
  * concurrent requests sharing an uncached prefix compute it once per worker.
  *
  * At the end of a reply the last sampled token is fed too when that
@@ -77,8 +78,8 @@ export class PrefillScheduler implements SchedulerContext {
   readonly ends = new JobEnds();
   readonly pendingFetches = new Set<Promise<unknown>>();
   readonly pendingStores = new Set<Promise<unknown>>();
-  closed = false;
-  steps = 0;
+  private isClosed = false;
+  private stepCount = 0;
   private readonly waiting: PrefillJob[] = [];
   private nextOrder = 0;
   private loopActive = false;
@@ -95,7 +96,16 @@ export class PrefillScheduler implements SchedulerContext {
     this.fetchPhase = new FetchPhase(this);
     this.decodePhase = new DecodePhase(this);
     this.ending = new RequestEnd(this, store);
-    this.engineStep = new EngineStep(this, stepTokens, this.decodePhase, store, () => this.steps++);
+    this.engineStep = new EngineStep(this, stepTokens, this.decodePhase, store, () => this.stepCount++);
+  }
+
+  get closed(): boolean {
+    return this.isClosed;
+  }
+
+  /** Engine forwards run so far. */
+  get steps(): number {
+    return this.stepCount;
   }
 
   get depth(): SchedulerState {
@@ -137,7 +147,7 @@ export class PrefillScheduler implements SchedulerContext {
 
   /** Stops taking jobs, fails waiting ones, lets write-behind finish. */
   async close(): Promise<void> {
-    this.closed = true;
+    this.isClosed = true;
     for (const job of this.waiting.splice(0)) {
       this.options.emit(job.id, { type: 'error', code: 'KVT_ERR_SERVER_SHUTTING_DOWN', message: 'the worker is stopping; retry the request' });
     }
