@@ -94,6 +94,8 @@ describe('single flight', () => {
     expect(computed).toBe(total - 3 * shared.length);
     expect(results.map(cachedOf)).toEqual([0, shared.length, shared.length, shared.length]);
     results.forEach((events, i) => expect(tokensOf(events)).toEqual(greedyAlone(engine, prompts[i], 4)));
+    // Bounded: with every request ended, the registry holds nothing.
+    expect(scheduler.computing.size).toBe(0);
     await scheduler.close();
   });
 
@@ -129,6 +131,7 @@ describe('single flight', () => {
     expect(cachedOf(eb)).toBe(shared.length);
     expect(computedOf(eb)).toBe(b.length - shared.length);
     expect(tokensOf(eb)).toEqual(greedyAlone(engine, b, 4));
+    expect(scheduler.computing.size).toBe(0);
     await scheduler.close();
   });
 
