@@ -102,7 +102,9 @@ export interface GcDeps {
  * the blobs of exactly the removed records are deleted from storage. A
  * renewal still buffered on a node (≤ 1 s) when the plane removes the record
  * is lost with it. Killed, or a storage delete failing, between the two: the
- * blobs are orphans, deleted by the orphan sweep once the grace passed.
+ * removal noted the keys in the plane's pending-delete journal (atomically
+ * with it), and the next run deletes those blobs first (unless a record was
+ * written again meanwhile); a confirmed delete clears them.
  * Cursors make every phase restartable.
  */
 export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcReport> {
@@ -210,7 +212,7 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
     const removal = (async () => {
       const removed = await plane.remove(
         victims.map((record) => record.key),
-        { judgedLastUseAt: victims.map((record) => record.lastUseAt) },
+        { judgedLastUseAt: victims.map((record) => record.lastUseAt), journal: true },
       );
       await afterPlaneRemoval(removed, reason);
     })();
@@ -233,7 +235,29 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
     try {
       await store.delete(keys);
     } catch (error) {
-      fail(error, `storage delete of ${keys.length} blocks failed after their records were removed; the orphan sweep deletes them after its grace period`);
+      fail(error, `storage delete of ${keys.length} blocks failed after their records were removed; kept in the plane's pending-delete journal for the next run`);
+      return;
+    }
+    await plane.clearPendingDeletes(keys);
+  }
+
+  /** Blobs of records a killed (or storage-failed) run removed: deleted now, unless a record for the key was written since. */
+  async function finishPendingDeletes(): Promise<void> {
+    const pending = await plane.pendingDeletes();
+    for (let i = 0; i < pending.length && !aborted(); i += batchSize) {
+      const keys = pending.slice(i, i + batchSize);
+      const records = await plane.get(keys);
+      const gone = keys.filter((_, j) => records[j] === null);
+      if (gone.length > 0) {
+        try {
+          await store.delete(gone);
+        } catch (error) {
+          fail(error, `storage delete of ${gone.length} blocks left by an earlier run failed; kept in the pending-delete journal`);
+          return;
+        }
+        deps.onRemoved?.(gone);
+      }
+      await plane.clearPendingDeletes(keys);
     }
   }
 
@@ -241,8 +265,10 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
   const isExpired = (record: BlockRecord) => record.lastUseAt + ttlOf(record) <= now;
 
   try {
-    // 1. Expire: one walk per class present (its own last-use index), then the capped records.
+    // 1. Expire: first the blobs an earlier run removed the records of but did not delete (killed, storage failure);
+    // then one walk per class present (its own last-use index), then the capped records.
     progress.phase = 'expire';
+    if (!dryRun) await finishPendingDeletes();
     const classes = Object.entries((await plane.usage()).blocks)
       .filter(([tag, blocks]) => tag.startsWith('c:') && blocks > 0)
       .map(([tag]) => tag.slice(2))
@@ -253,7 +279,7 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
       for (const trafficClass of classes) {
         const maxLastUseAt = now - ttlRangeOfClass(policy, trafficClass).max;
         const take = () => {
-          const taking = plane.removeByLastUse({ trafficClass, maxLastUseAt, limit: batchSize });
+          const taking = plane.removeByLastUse({ trafficClass, maxLastUseAt, limit: batchSize, journal: true });
           taking.catch(() => undefined); // awaited below; handled there
           return taking;
         };

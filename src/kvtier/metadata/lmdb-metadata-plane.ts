@@ -28,6 +28,7 @@ export interface LmdbMetadataPlaneOptions {
  * byClassUse  u8 classLen ‖ class ‖ u64be lastUse ‖ u32be ~depth ‖ key16 → ∅   (last-use index per class; deeper first among equals)
  * capped   u64be lastUse ‖ u32be ~depth ‖ key16 → ∅, only records with a ttlMs cap
  * orphans  key16 → f64 first seen
+ * pendingDeletes  key16 → ∅   (removed by GC, blob not yet confirmed deleted: the journal)
  * meta     "generation", "trusted", "b|<tag>", "n|<tag>" (usage counters)
  * ```
  *
@@ -56,6 +57,7 @@ export class LmdbMetadataPlane implements MetadataPlane {
     private readonly legacyByUse: Database<Uint8Array, Uint8Array>,
     private readonly capped: Database<Uint8Array, Uint8Array>,
     private readonly orphans: Database<number, Uint8Array>,
+    private readonly pending: Database<Uint8Array, Uint8Array>,
     private readonly meta: Database<string | number, string>,
     options: LmdbMetadataPlaneOptions,
   ) {
@@ -87,6 +89,7 @@ export class LmdbMetadataPlane implements MetadataPlane {
       env.openDB<Uint8Array, Uint8Array>({ name: 'byUse', ...binary }),
       env.openDB<Uint8Array, Uint8Array>({ name: 'capped', ...binary }),
       env.openDB<number, Uint8Array>({ name: 'orphans', keyEncoding: 'binary' }),
+      env.openDB<Uint8Array, Uint8Array>({ name: 'pendingDeletes', ...binary }),
       env.openDB<string | number, string>({ name: 'meta' }),
       options,
     );
@@ -164,6 +167,7 @@ export class LmdbMetadataPlane implements MetadataPlane {
         // Used again (any node) since its remover judged it: it stays. Checked in the same write transaction as the removal.
         if (judged !== undefined && existing.lastUseAt > judged[i]) continue;
         this.replace(keyBytes, existing, undefined);
+        if (options.journal) this.pending.put(keyBytes, EMPTY);
         out.push(existing);
       }
       this.writeCounters();
@@ -176,7 +180,7 @@ export class LmdbMetadataPlane implements MetadataPlane {
     return removed;
   }
 
-  async removeByLastUse(options: { trafficClass: string; maxLastUseAt: number; limit: number }): Promise<{ removed: BlockRecord[]; more: boolean }> {
+  async removeByLastUse(options: { trafficClass: string; maxLastUseAt: number; limit: number; journal?: boolean }): Promise<{ removed: BlockRecord[]; more: boolean }> {
     this.assertOpen();
     const prefix = classPrefix(options.trafficClass);
     const end = Buffer.concat([prefix, u64be(Math.floor(options.maxLastUseAt) + 1)]);
@@ -191,6 +195,7 @@ export class LmdbMetadataPlane implements MetadataPlane {
         if (existing === undefined) this.byUse.remove(row);
         else {
           this.replace(keyBytes, existing, undefined);
+          if (options.journal) this.pending.put(keyBytes, EMPTY);
           out.push(existing);
         }
       }
@@ -242,6 +247,19 @@ export class LmdbMetadataPlane implements MetadataPlane {
       this.byUse.put(classUseRow(record.trafficClass, record.lastUseAt, record.depth, key), EMPTY);
     }
     this.meta.put('layout', LAYOUT);
+  }
+
+  async pendingDeletes(): Promise<string[]> {
+    this.assertOpen();
+    return [...this.pending.getKeys({ snapshot: false })].map((key) => bytesToHex(key));
+  }
+
+  async clearPendingDeletes(keys: readonly string[]): Promise<void> {
+    this.assertOpen();
+    if (keys.length === 0) return;
+    await this.pending.transaction(() => {
+      for (const key of keys) this.pending.remove(hexToKeyBytes(key));
+    });
   }
 
   async usage(): Promise<PlaneUsage> {

@@ -84,6 +84,12 @@ export interface RemoveOptions {
    * and not returned.
    */
   judgedLastUseAt?: readonly number[];
+  /**
+   * Also note the removed keys in the plane's pending-delete journal (same atomic step) until
+   * `clearPendingDeletes`: GC removes records before their blobs, and a GC killed in between
+   * leaves the journal for the next run to finish instead of orphan blobs.
+   */
+  journal?: boolean;
 }
 
 export interface ScanPage {
@@ -125,7 +131,10 @@ export interface MetadataPlane {
    * GC's expire walk of a class below now − its longest TTL: every such row is expired,
    * so the page needs no judging and costs one call. `more`: rows may remain below the bound.
    */
-  removeByLastUse(options: { trafficClass: string; maxLastUseAt: number; limit: number }): Promise<{ removed: BlockRecord[]; more: boolean }>;
+  removeByLastUse(options: { trafficClass: string; maxLastUseAt: number; limit: number; journal?: boolean }): Promise<{ removed: BlockRecord[]; more: boolean }>;
+  /** Keys removed with `journal` whose blobs were not yet confirmed deleted. */
+  pendingDeletes(): Promise<string[]>;
+  clearPendingDeletes(keys: readonly string[]): Promise<void>;
   usage(): Promise<PlaneUsage>;
   /** Notes keys seen on storage without a record at `at`; returns when each was first seen (earliest sighting wins). */
   noteOrphans(keys: readonly string[], at: number): Promise<number[]>;

@@ -54,6 +54,7 @@ function lastUseOf(score: number): number {
  * <p>{0}:usage        hash  "b|<tag>", "n|<tag>" → bytes, blocks
  * <p>{0}:w            hash  "n<writer>" → id, "i<id>" → writer, "#" → last id (records keep the writer's id; clients see names)
  * <p>{0}:orph         hash  key16 → first seen on storage without a record
+ * <p>{0}:del          set   key16 removed by GC whose blob is not yet confirmed deleted (journal)
  * <p>removed          channel: instance id ‖ key16… removed by any node
  * ```
  *
@@ -81,7 +82,7 @@ export class RedisMetadataPlane implements MetadataPlane {
   private readonly renewals: RenewalBuffer;
   private readonly instanceId = randomBytes(8);
   private closed = false;
-  private readonly keys: { gen: string; use: string; classes: string; cap: string; bucket: string; usage: string; orphans: string; removed: string };
+  private readonly keys: ReturnType<typeof planeKeyNames>;
 
   private constructor(
     private readonly redis: Redis,
@@ -205,7 +206,7 @@ export class RedisMetadataPlane implements MetadataPlane {
     const pipeline = this.redis.pipeline() as unknown as Record<string, (...args: (string | Buffer)[]) => unknown> & { exec(): Promise<[Error | null, unknown][] | null> };
     let chunks = 0;
     for (let i = 0; i < keys.length; i += MEMBERS_PER_COMMAND) {
-      const args: (string | Buffer)[] = [this.keys.cap, this.keys.usage, this.keys.classes, this.keys.bucket, this.keys.use];
+      const args: (string | Buffer)[] = [this.keys.cap, this.keys.usage, this.keys.classes, this.keys.bucket, this.keys.use, options.journal ? this.keys.pending : ''];
       for (let j = i; j < Math.min(keys.length, i + MEMBERS_PER_COMMAND); j++) {
         // A last use ≤ judged is a score < lruScore(judged + 1, deepest): whatever its depth.
         args.push(memberOf(keys[j]), judged === undefined ? '' : String(lruScore(judged[j] + 1, DEPTH_SLOTS - 1)));
@@ -224,9 +225,20 @@ export class RedisMetadataPlane implements MetadataPlane {
     return removed;
   }
 
-  async removeByLastUse(options: { trafficClass: string; maxLastUseAt: number; limit: number }): Promise<{ removed: BlockRecord[]; more: boolean }> {
+  async removeByLastUse(options: { trafficClass: string; maxLastUseAt: number; limit: number; journal?: boolean }): Promise<{ removed: BlockRecord[]; more: boolean }> {
     const reply = (await this.call(() =>
-      this.scriptBuffer('kvtPlaneRemoveOldest', this.keys.cap, this.keys.usage, this.keys.classes, this.keys.bucket, this.keys.use, options.trafficClass, String(lruScore(options.maxLastUseAt, 0)), String(options.limit)),
+      this.scriptBuffer(
+        'kvtPlaneRemoveOldest',
+        this.keys.cap,
+        this.keys.usage,
+        this.keys.classes,
+        this.keys.bucket,
+        this.keys.use,
+        options.trafficClass,
+        String(lruScore(options.maxLastUseAt, 0)),
+        String(options.limit),
+        options.journal ? this.keys.pending : '',
+      ),
     )) as [number, ...Buffer[]];
     const removed: BlockRecord[] = [];
     for (let j = 1; j < reply.length; j += 3) {
@@ -235,6 +247,18 @@ export class RedisMetadataPlane implements MetadataPlane {
     }
     await this.tellRemoved(removed);
     return { removed, more: Number(reply[0]) === options.limit };
+  }
+
+  async pendingDeletes(): Promise<string[]> {
+    const members = (await this.call(() => this.redis.smembersBuffer(this.keys.pending))) as Buffer[];
+    return members.map((member) => member.toString('hex'));
+  }
+
+  async clearPendingDeletes(keys: readonly string[]): Promise<void> {
+    for (let i = 0; i < keys.length; i += MEMBERS_PER_COMMAND) {
+      const chunk = keys.slice(i, i + MEMBERS_PER_COMMAND).map(memberOf);
+      if (chunk.length > 0) await this.call(() => this.redis.srem(this.keys.pending, ...chunk));
+    }
   }
 
   /** Local listeners now; other nodes through the removal channel. */
@@ -380,7 +404,7 @@ export class RedisMetadataPlane implements MetadataPlane {
 const CREATED_EPOCH_S = Date.UTC(2025, 0, 1) / 1000;
 
 /** Every Redis key (and the channel) of a plane: all keys carry the hash tag `{0}` of its one shard. */
-export function planeKeyNames(prefix: string, bucketBits: number): { gen: string; use: string; classes: string; cap: string; bucket: string; usage: string; orphans: string; removed: string } {
+export function planeKeyNames(prefix: string, bucketBits: number): { gen: string; use: string; classes: string; cap: string; bucket: string; usage: string; orphans: string; pending: string; removed: string } {
   const tagged = `${prefix}{0}:`;
   return {
     gen: `${tagged}gen`,
@@ -390,6 +414,7 @@ export function planeKeyNames(prefix: string, bucketBits: number): { gen: string
     bucket: `${tagged}r:${bucketBits}:`,
     usage: `${tagged}usage`,
     orphans: `${tagged}orph`,
+    pending: `${tagged}del`,
     removed: `${prefix}removed`,
   };
 }

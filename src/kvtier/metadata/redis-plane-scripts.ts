@@ -153,18 +153,18 @@ return 1
 `;
 
 /**
- * KEYS: cap, usage, classes. ARGV: bucket prefix, last-use index prefix, then member, bound per record.
+ * KEYS: cap, usage, classes. ARGV: bucket prefix, last-use index prefix, journal set ('' = none), then member, bound per record.
  * bound '' removes unconditionally; otherwise the record goes only while its last-use score is < bound
  * (the remover judged it at a last use < bound: a renewal or rewrite since moved it to ≥ bound, and it stays).
  * Returns member, value, score for each removed record. The sorted-set work is one call per class per batch.
  */
 export const REMOVE_LUA = `${COMMON}
 local cap, usage, classes = KEYS[1], KEYS[2], KEYS[3]
-local prefix, usePrefix = ARGV[1], ARGV[2]
+local prefix, usePrefix, journal = ARGV[1], ARGV[2], ARGV[3]
 local out = {}
 local byClass = {}
 local cappedGone = {}
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   local member, bound = ARGV[i], ARGV[i + 1]
   local b, f = bucket(prefix, member)
   local old = redis.call('HGET', b, f)
@@ -192,7 +192,10 @@ for cl, rows in pairs(byClass) do
       out[#out + 1] = score or '0'
     end
   end
-  if #gone > 0 then redis.call('ZREM', usePrefix .. cl, unpack(gone)) end
+  if #gone > 0 then
+    redis.call('ZREM', usePrefix .. cl, unpack(gone))
+    if journal ~= '' then redis.call('SADD', journal, unpack(gone)) end
+  end
 end
 if #cappedGone > 0 then redis.call('ZREM', cap, unpack(cappedGone)) end
 writeUsage(usage, classes)
@@ -200,13 +203,13 @@ return out
 `;
 
 /**
- * KEYS: cap, usage, classes. ARGV: bucket prefix, last-use index prefix, class, max score, limit.
+ * KEYS: cap, usage, classes. ARGV: bucket prefix, last-use index prefix, class, max score, limit, journal set ('' = none).
  * Removes the first `limit` rows of the class index with score ≤ max score (and their records).
  * Returns the number of rows taken, then member, value, score for each removed record.
  */
 export const REMOVE_OLDEST_LUA = `${COMMON}
 local cap, usage, classes = KEYS[1], KEYS[2], KEYS[3]
-local prefix, usePrefix, cl, maxs, limit = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local prefix, usePrefix, cl, maxs, limit, journal = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local z = usePrefix .. cl
 local page = redis.call('ZRANGEBYSCORE', z, '-inf', maxs, 'WITHSCORES', 'LIMIT', 0, limit)
 local out = {#page / 2}
@@ -228,6 +231,11 @@ for i = 1, #page, 2 do
   end
 end
 redis.call('ZREM', z, unpack(gone))
+if journal ~= '' and #out > 1 then
+  local removed = {}
+  for i = 2, #out, 3 do removed[#removed + 1] = out[i] end
+  redis.call('SADD', journal, unpack(removed))
+end
 if #cappedGone > 0 then redis.call('ZREM', cap, unpack(cappedGone)) end
 writeUsage(usage, classes)
 return out

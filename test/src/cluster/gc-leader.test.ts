@@ -147,7 +147,7 @@ describe('cluster GC', () => {
     expect(after.index).toHaveLength(16);
   });
 
-  it('a GC killed mid-run leaves no blob the index lacks; the next run makes index and storage agree', async () => {
+  it('a GC killed mid-run leaves at most its in-flight batches unindexed (their deletes journaled); the next run makes index and storage agree', async () => {
     const { store, data } = await filledNode(12, 2);
     const victim = startChild(['gc', store, data, redis.url, 'gc-doomed', '150']);
     await victim.waitFor((l) => 'progress' in l && (l.progress as { removedBlocks: number }).removedBlocks >= 8);
@@ -155,8 +155,10 @@ describe('cluster GC', () => {
     await victim.exited;
 
     const torn = await check(store, data);
-    // Storage first, then index: every blob still stored is still indexed.
-    expect(torn.storage.filter((key) => !torn.index.includes(key))).toEqual([]);
+    // Plane (and index) first, then storage: only the batches in flight can be stored but unindexed — the one whose
+    // blob delete ran and the two the plane had taken meanwhile (3 × batchSize 4); the plane's pending-delete journal
+    // holds them for the next run.
+    expect(torn.storage.filter((key) => !torn.index.includes(key)).length).toBeLessThanOrEqual(12);
     expect(torn.expiredInIndex, 'the kill landed mid-run').toBeGreaterThan(0);
     expect(torn.storage.length).toBeGreaterThan(16);
 

@@ -224,6 +224,24 @@ export function runPlaneConformance(name: string, makeFixture: () => Promise<Pla
         expect((await plane.scanByLastUse({ limit: 100 })).records.map((record) => record.key)).toEqual([5, 6, 7, 8, 9].map(keyOf));
       }));
 
+    it('removals with journal note their keys as pending deletes (atomically) until cleared; plain removals do not', () =>
+      withPlane(async (plane, fixture) => {
+        await plane.upsert([recordOf(1), recordOf(2), recordOf(3), recordOf(4, { trafficClass: 'agent' })]);
+        await plane.remove([keyOf(1)]);
+        await plane.remove([keyOf(2), keyOf(9)], { journal: true });
+        await plane.removeByLastUse({ trafficClass: 'agent', maxLastUseAt: T0, limit: 10, journal: true });
+        const other = await fixture.open();
+        try {
+          expect((await other.pendingDeletes()).sort()).toEqual([keyOf(2), keyOf(4)].sort());
+          await other.clearPendingDeletes([keyOf(2)]);
+        } finally {
+          await other.close();
+        }
+        expect(await plane.pendingDeletes()).toEqual([keyOf(4)]);
+        await plane.clearPendingDeletes([keyOf(4)]);
+        expect(await plane.pendingDeletes()).toEqual([]);
+      }));
+
     it('a new plane is untrusted until markTrusted for its generation', () =>
       withPlane(async (plane) => {
         const first = await plane.state();
