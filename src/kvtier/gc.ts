@@ -194,7 +194,7 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
    * `inFlight` (the expire walk): that removal is left running while the next page is read
    * (pages of one walk are disjoint, so that page's judgement is unchanged); it is awaited before
    * the next removal starts and at the end of the walk. A plane failure surfaces there and stops
-   * the walk; a storage failure is reported and leaves orphans for the sweep.
+   * the walk; a storage failure is reported and its keys stay in the pending-delete journal.
    */
   let planeRemoval: Promise<void> | undefined;
   const settleRemoval = async () => {
@@ -226,7 +226,7 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
     return true;
   };
 
-  /** Counts what the plane removed and deletes those blobs (a failure leaves orphans for the sweep). */
+  /** Counts what the plane removed and deletes those blobs; a confirmed delete clears their journal entries (a failure keeps them for the next run). */
   async function afterPlaneRemoval(removed: BlockRecord[], reason: GcReason): Promise<void> {
     if (removed.length === 0) return;
     for (const record of removed) tally(record, reason);
@@ -284,8 +284,7 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
           return taking;
         };
         // Two batches in flight: the plane takes batch n + 1 while this process counts batch n and
-        // deletes its blobs. Batch n + 1 is asked for before batch n says whether more is left (it then
-        // comes back empty); once asked for it is always awaited and deleted, abort or not.
+        // deletes its blobs. Once asked for, a batch is always awaited and its blobs deleted, abort or not.
         let next: ReturnType<typeof take> | undefined = aborted() ? undefined : take();
         while (next !== undefined) {
           const taken = await next;
