@@ -22,6 +22,8 @@ export interface SoakCacheState {
   /** Finished sequences kept in the engine's KV pool, and its free pages. */
   retained: number;
   pool: { freeBlocks: number; totalBlocks: number };
+  /** Retention GC runs so far and the blocks they expired. */
+  gc: { runs: number; expiredBlocks: number };
 }
 
 export interface SoakServer {
@@ -34,6 +36,10 @@ export interface SoakServer {
   /** The last lines the server wrote (stdout and stderr: its startup line, crashes, --trace-gc). */
   stderr(): string;
   cacheState(): Promise<SoakCacheState>;
+  /** Sets the chat and agent classes' retention TTL (PUT /admin/policy); GC then expires older blocks. */
+  setBlockTtl(ttlMs: number): Promise<void>;
+  /** One retention GC run (POST /admin/gc), as an operator's schedule would. */
+  runGc(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -103,11 +109,25 @@ export async function startSoakServer(options: { model?: string; extraEnv?: Reco
     rssBytes: () => rssOf(child.pid!),
     rssSplit: () => rssSplitOf(child.pid!),
     stderr: () => stderr,
+    async setBlockTtl(ttlMs: number) {
+      const response = await fetch(`${url}/admin/policy`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${SOAK_ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ classes: { agent: { ttlMs }, chat: { ttlMs } } }),
+      });
+      if (!response.ok) throw new Error(`PUT /admin/policy answered ${response.status}: ${await response.text()}`);
+    },
+    async runGc() {
+      const response = await fetch(`${url}/admin/gc`, { method: 'POST', headers: { authorization: `Bearer ${SOAK_ADMIN_TOKEN}`, 'content-type': 'application/json' }, body: '{}' });
+      if (!response.ok) throw new Error(`POST /admin/gc answered ${response.status}: ${await response.text()}`);
+      await response.text();
+    },
     async cacheState() {
       const response = await fetch(`${url}/admin/stats`, { headers: { authorization: `Bearer ${SOAK_ADMIN_TOKEN}` } });
       if (!response.ok) throw new Error(`GET /admin/stats answered ${response.status}: ${await response.text()}`);
-      const tier = ((await response.json()) as { tier: { cache: { hotCache: SoakCacheState['hotCache'] }; scheduler: { retained: number; pool: SoakCacheState['pool'] } } }).tier;
-      return { hotCache: tier.cache.hotCache, retained: tier.scheduler.retained, pool: tier.scheduler.pool };
+      type Gc = { runs: number; expired: { blocks: number } };
+      const tier = ((await response.json()) as { tier: { cache: { hotCache: SoakCacheState['hotCache']; gc: Gc }; scheduler: { retained: number; pool: SoakCacheState['pool'] } } }).tier;
+      return { hotCache: tier.cache.hotCache, retained: tier.scheduler.retained, pool: tier.scheduler.pool, gc: { runs: tier.cache.gc.runs, expiredBlocks: tier.cache.gc.expired.blocks } };
     },
     async stop() {
       if (child.exitCode === null) {
