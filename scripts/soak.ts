@@ -58,11 +58,18 @@ const started = Date.now();
 // The last window's line (it awaits the server's stats) is printed before the summary.
 let lastWindow: Promise<void> = Promise.resolve();
 let gcFailures = 0;
+// One GC at a time: a run that takes longer than --gc-s delays the next instead of queueing more behind it.
+let gcRunning = false;
 const gcTimer = setInterval(() => {
-  server.runGc().catch((error: Error) => {
-    gcFailures++;
-    process.stdout.write(`  gc: ${error.message}\n`);
-  });
+  if (gcRunning) return;
+  gcRunning = true;
+  server
+    .runGc()
+    .catch((error: Error) => {
+      gcFailures++;
+      process.stdout.write(`  gc: ${error.message}\n`);
+    })
+    .finally(() => (gcRunning = false));
 }, gcS * 1000);
 try {
   const run = await runSoakTraffic({
