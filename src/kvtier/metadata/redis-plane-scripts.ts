@@ -47,35 +47,32 @@ local function thirdNul(v)
   z = z and string.find(v, '\0', z + 1, true)
   return z and string.find(v, '\0', z + 1, true)
 end
--- The client's value with its writer name replaced by the writer's id.
-local function toStored(prefix, v)
+-- A value with its writer swapped through the writer table: name -> id on the way in ('n', an id is
+-- made on first sight), id -> name on the way out ('i', '' if unknown). cache memoises per script call.
+local function swapWriter(prefix, v, cache, tag, create)
   local z3 = thirdNul(v)
   if not z3 then return v end
-  local name = string.sub(v, z3 + 1)
-  local id = idOf[name]
-  if not id then
+  local from = string.sub(v, z3 + 1)
+  local to = cache[from]
+  if not to then
     local k = writers(prefix)
-    id = redis.call('HGET', k, 'n' .. name)
-    if not id then
-      id = string.format('%x', redis.call('HINCRBY', k, '#', 1))
-      redis.call('HSET', k, 'n' .. name, id, 'i' .. id, name)
+    to = redis.call('HGET', k, tag .. from)
+    if not to then
+      if create then
+        to = string.format('%x', redis.call('HINCRBY', k, '#', 1))
+        redis.call('HSET', k, 'n' .. from, to, 'i' .. to, from)
+      else
+        to = ''
+      end
     end
-    idOf[name] = id
+    cache[from] = to
   end
-  return string.sub(v, 1, z3) .. id
+  return string.sub(v, 1, z3) .. to
 end
+-- The client's value with its writer name replaced by the writer's id.
+local function toStored(prefix, v) return swapWriter(prefix, v, idOf, 'n', true) end
 -- A stored value as clients read it: the writer id replaced by its name.
-local function withWriter(prefix, v)
-  local z3 = thirdNul(v)
-  if not z3 then return v end
-  local id = string.sub(v, z3 + 1)
-  local name = nameOf[id]
-  if not name then
-    name = redis.call('HGET', writers(prefix), 'i' .. id) or ''
-    nameOf[id] = name
-  end
-  return string.sub(v, 1, z3) .. name
-end
+local function withWriter(prefix, v) return swapWriter(prefix, v, nameOf, 'i', false) end
 -- Usage deltas are summed per call, per class and per tenant (no string built per record), and written once per tag.
 local byClass, byTenant, total = {}, {}, {0, 0}
 local function add(t, name, size, sign)
