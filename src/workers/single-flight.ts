@@ -11,7 +11,7 @@
  *                the tier (a tick, no payload)                  that started before it looks
  *                                                               again (once) instead of
  *                                                               computing it
- *   stored, not  KvTier `pending` (src/kvtier/kv-tier.ts): the  KvTier.lookup / load: the
+ *   stored, not  KvTier `pending` (src/kvtier/tier-core.ts): the KvTier.lookup / load: the
  *   yet durable  encoded block until its index entry commits    waiter's lookup again hits it
  *   here         the tier's index / storage                     KvTier.lookup / load
  *

@@ -1,0 +1,115 @@
+import type { BlobStore } from '../../storage-adapters/index.ts';
+
+import type { BlockCodec } from './block-codec.ts';
+import type { BlockIndex } from './block-index.ts';
+import type { Clock } from './clock.ts';
+import { errorCodeOf, KvTierConfigError } from './errors.ts';
+import { HotBlockCache } from './hot-block-cache.ts';
+import type { KvTierOptions, KvTierStats, RequestScope } from './kv-tier-types.ts';
+import { LiveEntryCache } from './live-entry-cache.ts';
+import type { KvTierLogger } from './logger.ts';
+import type { PlaneLink } from './plane-link.ts';
+import type { PolicyStore } from './policy-store.ts';
+import type { PrefixHasher } from './prefix-hasher.ts';
+import { ReadBufferPool } from './read-buffer-pool.ts';
+import { assertTenantName, type RetentionPolicy } from './retention-policy.ts';
+import { WriteBehindQueue } from './write-behind-queue.ts';
+
+const MIB = 1024 * 1024;
+
+/**
+ * What the KvTier's paths share (lookup in tier-lookup.ts, load in
+ * tier-load.ts, store in tier-store.ts, the rest in the kv-tier.ts facade):
+ * the index and its caches, the write-behind queue, counters, and the one
+ * way faults are counted (`noteError`) and background index updates kept
+ * (`track`, awaited by `flush`).
+ */
+export class TierCore {
+  readonly blobStore: BlobStore;
+  readonly blockTokens: number;
+  readonly counters: KvTierStats;
+  readonly hotCache: HotBlockCache;
+  readonly readPool: ReadBufferPool;
+  readonly liveEntries: LiveEntryCache;
+  readonly writes: WriteBehindQueue;
+  readonly background = new Set<Promise<unknown>>();
+  /**
+   * Encoded blocks queued for writing, until their index entry is committed.
+   * Lookups continue into them and loads read them, so a request arriving
+   * right after the one that computed a prefix reuses it (single flight)
+   * instead of computing it again while the write is in flight.
+   */
+  readonly pending = new Map<string, Uint8Array>();
+  /** Set by the facade's `open` (plane hook): the node index is a cache in front of it. */
+  planeLink!: PlaneLink;
+  private readonly lastLoggedAt = new Map<string, number>();
+
+  constructor(
+    readonly options: KvTierOptions,
+    readonly hasher: PrefixHasher,
+    readonly codec: BlockCodec,
+    readonly index: BlockIndex,
+    readonly policy: PolicyStore,
+    readonly clock: Clock,
+    private readonly logger: KvTierLogger,
+  ) {
+    this.blobStore = options.store;
+    this.blockTokens = hasher.blockTokens;
+    this.hotCache = new HotBlockCache(options.hotCacheBytes ?? 256 * MIB);
+    this.readPool = new ReadBufferPool(options.readPoolBytes ?? 64 * MIB);
+    this.liveEntries = new LiveEntryCache(index, options.liveCacheEntries ?? 262_144);
+    this.writes = new WriteBehindQueue(options.writeBehindMaxBytes ?? 256 * MIB, options.writeConcurrency ?? 4, (error) =>
+      this.noteError(error, 'write-behind job threw'),
+    );
+    this.counters = {
+      lookups: 0,
+      hitBlocks: 0,
+      missBlocks: 0,
+      hitTokens: 0,
+      missTokens: 0,
+      adoptedBlocks: 0,
+      loads: 0,
+      loadedBlocks: 0,
+      loadFailedBlocks: 0,
+      hotCacheHits: 0,
+      bytesRead: 0,
+      bytesWritten: 0,
+      blocksWritten: 0,
+      writeBehind: { queuedBlocks: 0, queuedBytes: 0, duplicateBlocks: 0, droppedBlocks: 0, droppedBytes: 0 },
+      hotCache: { blocks: 0, bytes: 0, budgetBytes: this.hotCache.budgetBytes },
+      gc: { runs: 0, expired: { blocks: 0, bytes: 0 }, evicted: { blocks: 0, bytes: 0 } },
+      errors: {},
+    };
+  }
+
+  assertScope(scope: RequestScope, policy: RetentionPolicy): void {
+    try {
+      assertTenantName(scope?.tenant);
+    } catch (error) {
+      throw new KvTierConfigError('tenant', (error as Error).message, 'KVT_ERR_KVTIER_BAD_REQUEST');
+    }
+    policy.assertClass(scope.trafficClass);
+  }
+
+  track(promise: Promise<unknown>, what: string): void {
+    const tracked = promise.catch((error: unknown) => this.noteError(error, what));
+    this.background.add(tracked);
+    void tracked.finally(() => this.background.delete(tracked));
+  }
+
+  /** Resolves once every tracked background update has settled (including ones started meanwhile). */
+  async settleBackground(): Promise<void> {
+    while (this.background.size > 0) await Promise.allSettled([...this.background]);
+  }
+
+  /** Counts by code; logs the first of each code per 10 s (a dead store would otherwise log per block). */
+  noteError(error: unknown, what: string): void {
+    const code = errorCodeOf(error);
+    this.counters.errors[code] = (this.counters.errors[code] ?? 0) + 1;
+    const now = Date.now();
+    if (now - (this.lastLoggedAt.get(code) ?? -Infinity) >= 10_000) {
+      this.lastLoggedAt.set(code, now);
+      this.logger.warn({ code, err: (error as Error)?.message ?? String(error), count: this.counters.errors[code] }, what);
+    }
+  }
+}

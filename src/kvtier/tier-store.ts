@@ -1,0 +1,187 @@
+import type { BlockCodecName } from './codecs/kv-codecs.ts';
+import { KvTierConfigError } from './errors.ts';
+import { assertValidLayout, payloadBytesFor } from './kv-layout.ts';
+import type { StoreReceipt, StoreRequest } from './kv-tier-types.ts';
+import type { RetentionPolicy } from './retention-policy.ts';
+import type { TierCore } from './tier-core.ts';
+
+/**
+ * KvTier.store: checks the request, then queues each new full block on the
+ * write-behind queue and returns at once (see KvTier.store). A queued block
+ * is readable from `core.pending` until its index entry is committed.
+ */
+export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt {
+  const policy = core.policy.current();
+  core.assertScope(request, policy);
+  const { namespace, tokens, layout } = request;
+  const { blockTokens, counters } = core;
+  const storeCodec = policy.codecFor(request.trafficClass);
+  try {
+    assertValidLayout(layout);
+  } catch (error) {
+    throw new KvTierConfigError('layout', (error as Error).message, 'KVT_ERR_KVTIER_BAD_REQUEST');
+  }
+  if (layout.tokensPerBlock !== blockTokens) {
+    throw new KvTierConfigError('layout', `layout.tokensPerBlock is ${layout.tokensPerBlock} but this tier cuts blocks of ${blockTokens} tokens`, 'KVT_ERR_KVTIER_BAD_REQUEST');
+  }
+  if (!(tokens instanceof Uint32Array)) throw new KvTierConfigError('tokens', 'tokens must be a Uint32Array', 'KVT_ERR_KVTIER_BAD_REQUEST');
+  const fullBlocks = Math.floor(tokens.length / blockTokens);
+  const fromBlock = request.fromBlock ?? 0;
+  const payloads = request.payloads;
+  const toBlock = typeof payloads === 'function' ? Math.min(request.toBlock ?? fullBlocks, fullBlocks) : fromBlock + payloads.length;
+  if (!Number.isInteger(fromBlock) || fromBlock < 0 || toBlock > fullBlocks || toBlock < fromBlock) {
+    throw new KvTierConfigError(
+      'fromBlock',
+      `blocks ${fromBlock}..${toBlock} are not within the ${fullBlocks} full blocks of ${tokens.length} tokens (only full blocks are stored)`,
+      'KVT_ERR_KVTIER_BAD_REQUEST',
+    );
+  }
+  const payloadBytes = payloadBytesFor(layout, blockTokens);
+  if (typeof payloads !== 'function') {
+    payloads.forEach((payload, i) => {
+      if (!(payload instanceof Uint8Array) || payload.byteLength !== payloadBytes) {
+        throw new KvTierConfigError(
+          'payloads',
+          `payload ${i} (block ${fromBlock + i}) is ${payload?.byteLength} bytes; layout needs ${payloadBytes} per block (per layer K then V, [kvHead][token][headDim])`,
+          'KVT_ERR_KVTIER_BAD_REQUEST',
+        );
+      }
+    });
+  }
+  const chain =
+    request.chain !== undefined && request.chain.blockCount >= toBlock && request.chain.blockTokens === blockTokens
+      ? request.chain
+      : core.hasher.chain(namespace.keyBytes, tokens, toBlock);
+  const receipt: StoreReceipt = { queued: 0, duplicate: 0, dropped: 0 };
+  const now = core.clock.now();
+  const estimate = payloadBytes + 1024 + namespace.modelFingerprint.length;
+  for (let i = fromBlock; i < toBlock; i++) {
+    const key = chain.keyHex(i);
+    if (core.writes.has(key) || isStoredLive(core, key, chain.keyBytes(i), now, policy)) {
+      receipt.duplicate++;
+      continue;
+    }
+    if (!core.writes.fits(estimate)) {
+      receipt.dropped++;
+      counters.writeBehind.droppedBlocks++;
+      counters.writeBehind.droppedBytes += payloadBytes;
+      continue;
+    }
+    const ownTokens = tokens.subarray(i * blockTokens, (i + 1) * blockTokens);
+    let run: () => Promise<void>;
+    let encoded: Uint8Array | undefined;
+    if (typeof payloads === 'function') {
+      // The callback form reads the caller's tokens later: keep our own copy of this block's.
+      const tokensCopy = ownTokens.slice();
+      const keyBytes = chain.keyBytes(i).slice();
+      const parentKeyBytes = chain.parentKeyBytes(i).slice();
+      run = async () => {
+        let bytes: Uint8Array;
+        try {
+          const payload = await payloads(i);
+          bytes = core.codec.encode({ key: keyBytes, parentKey: parentKeyBytes, modelFingerprint: namespace.modelFingerprint, tokens: tokensCopy, layout, payload }, storeCodec);
+        } catch (error) {
+          core.noteError(error, `payload callback for block ${i} failed; block not stored`);
+          return;
+        }
+        await writeBlock(core, key, keyBytes, bytes, i, request);
+      };
+    } else {
+      const bytes = core.codec.encode({
+        key: chain.keyBytes(i),
+        parentKey: chain.parentKeyBytes(i),
+        modelFingerprint: namespace.modelFingerprint,
+        tokens: ownTokens,
+        layout,
+        payload: payloads[i - fromBlock],
+      });
+      encoded = bytes;
+      const keyBytes = chain.keyBytes(i).slice();
+      run = async () => writeBlock(core, key, keyBytes, await compressForStore(core, bytes, storeCodec), i, request);
+    }
+    const outcome = core.writes.offer({ key, bytes: estimate, run });
+    if (outcome === 'queued') {
+      if (encoded !== undefined) core.pending.set(key, encoded);
+      receipt.queued++;
+      counters.writeBehind.queuedBlocks++;
+    } else if (outcome === 'duplicate') receipt.duplicate++;
+    else {
+      receipt.dropped++;
+      counters.writeBehind.droppedBlocks++;
+      counters.writeBehind.droppedBytes += payloadBytes;
+    }
+  }
+  counters.writeBehind.duplicateBlocks += receipt.duplicate;
+  return receipt;
+}
+
+async function writeBlock(core: TierCore, key: string, keyBytes: Uint8Array, bytes: Uint8Array, depth: number, request: StoreRequest): Promise<void> {
+  try {
+    await writeBlockNow(core, key, keyBytes, bytes, depth, request);
+  } finally {
+    // Only now that the index knows it (or the write failed).
+    core.pending.delete(key);
+  }
+}
+
+async function writeBlockNow(core: TierCore, key: string, keyBytes: Uint8Array, bytes: Uint8Array, depth: number, request: StoreRequest): Promise<void> {
+  const { counters, options } = core;
+  let stored = bytes;
+  try {
+    if (options.seal !== undefined) stored = options.seal.seal(bytes, keyBytes, request.namespace.tenantSalt);
+    await core.blobStore.put(key, stored);
+  } catch (error) {
+    core.noteError(error, 'block write failed; block not stored');
+    return;
+  }
+  counters.bytesWritten += stored.byteLength;
+  counters.blocksWritten++;
+  try {
+    await core.index.recordWrites(
+      [{ keyBytes, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlCapMs: request.ttlMs }],
+      core.clock.now(),
+      core.policy.current(),
+    );
+    core.liveEntries.forget(key);
+  } catch (error) {
+    // The blob is on storage; a later lookup adopts it.
+    core.noteError(error, 'index update after a block write failed');
+  }
+  await core.planeLink.recordWrite(
+    { key, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlMs: request.ttlMs },
+    core.clock.now(),
+  );
+  if (core.hotCache.budgetBytes > 0) {
+    try {
+      core.hotCache.put(core.codec.decode(bytes));
+    } catch (error) {
+      core.noteError(error, 'a block we just encoded does not decode');
+    }
+  }
+}
+
+/**
+ * Codec hook (codecs/): the block re-encoded under the policy's codec, in
+ * the write-behind job after a setImmediate yield (the queue starts a job
+ * inside `offer`, so without it the request would pay for compression).
+ * Until the write lands, `pending` serves the raw block. A failure stores it uncompressed.
+ */
+async function compressForStore(core: TierCore, bytes: Uint8Array, codec: BlockCodecName): Promise<Uint8Array> {
+  if (codec === 'none') return bytes;
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  try {
+    return core.codec.recode(bytes, codec);
+  } catch (error) {
+    core.noteError(error, `compressing a block under ${codec} failed; stored uncompressed`);
+    return bytes;
+  }
+}
+
+function isStoredLive(core: TierCore, key: string, keyBytes: Uint8Array, now: number, policy: RetentionPolicy): boolean {
+  try {
+    return core.liveEntries.probe(key, keyBytes, now, policy) >= 0;
+  } catch (error) {
+    core.noteError(error, 'index probe failed');
+    return false;
+  }
+}
