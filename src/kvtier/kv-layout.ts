@@ -64,6 +64,8 @@ export function assertValidLayout(layout: KvLayout): void {
   if (!KV_DTYPES.includes(layout.dtype)) bad(`dtype must be one of ${KV_DTYPES.join(', ')}`);
   if (layout.kind !== undefined && !KV_LAYOUT_KINDS.includes(layout.kind)) bad(`kind must be one of ${KV_LAYOUT_KINDS.join(', ')} (or absent for kv)`);
   if (layout.dtype === 'q8_0' && layout.headDim % 32 !== 0) bad('q8_0 needs headDim to be a multiple of 32');
+  // One latent row per token and layer: the native codecs and the engine's pages size an mla block by layers alone.
+  if (layout.kind === 'mla' && layout.kvHeads !== 1) bad('mla layouts have kvHeads 1 (one latent row per token and layer)');
 }
 
 export function sameLayout(a: KvLayout, b: KvLayout): boolean {

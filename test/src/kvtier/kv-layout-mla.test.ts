@@ -22,6 +22,17 @@ describe('mla layouts', () => {
     expect(() => assertValidLayout({ ...MLA, kind: 'paged' as never })).toThrow(BlockError);
   });
 
+  it('an mla layout has one latent row per layer: kvHeads other than 1 is refused (the native codecs size it by layers alone)', async () => {
+    expect(() => assertValidLayout({ ...MLA, kvHeads: 2 })).toThrow(/mla layouts have kvHeads 1/);
+    const codec = await BlockCodec.create();
+    const hasher = await PrefixHasher.create();
+    const tokens = tokensOf(64, 5);
+    const chain = hasher.chain(hasher.namespaceKeyBytes({ modelFingerprint: 'm', tenantSalt: 't' }), tokens);
+    const wide: KvLayout = { ...MLA, kvHeads: 2 };
+    const block = { key: chain.keyBytes(0), parentKey: chain.parentKeyBytes(0), modelFingerprint: 'fp', tokens, layout: wide, payload: new Uint8Array(payloadBytesFor(wide, 64)) };
+    expect(() => codec.encode(block)).toThrow(BlockError);
+  });
+
   it('the block header records the kind; old headers (kind byte 0) read as K|V; an unknown kind byte is malformed', async () => {
     const codec = await BlockCodec.create();
     const hasher = await PrefixHasher.create();
