@@ -69,10 +69,12 @@ export interface NativeAddon {
   /** XXH64 of the bytes where they are (src/xxh64-napi.cc); kvtier's block checksums. */
   xxh64(bytes: Uint8Array, seed: bigint): bigint;
   /**
-   * AES-256-GCM decryption of `data` in place on libuv's thread pool (src/aes-gcm-napi.cc, OpenSSL EVP from the node binary).
+   * AES-256-GCM decryption of `data` in place on libuv's thread pool (src/aes-gcm-napi.cc: 512-bit VAES code, or OpenSSL EVP from the node binary; see aesGcmOpenPath).
    * true = the tag verified; false = it did not and `data` is zeroed. Do not touch `data` until it settles.
    */
   aesGcmOpenInPlace(data: Uint8Array, key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, tag: Uint8Array): Promise<boolean>;
   /** The same open, also XXH64(seed) of data[u32 LE at offsetField, end) hashed piece by piece as decrypted; null = tag failed (data zeroed). */
   aesGcmOpenHashInPlace(data: Uint8Array, key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, tag: Uint8Array, offsetField: number, seed: bigint): Promise<bigint | null>;
+  /** Which implementation the opens above run now: 512-bit VAES (CPU has it and the kernel ISA is avx512) or OpenSSL's EVP. */
+  aesGcmOpenPath(): 'vaes-avx512' | 'openssl';
 }

@@ -96,6 +96,7 @@
         "src/sample-napi.cc",
         "src/xxh64-napi.cc",
         "src/aes-gcm-napi.cc",
+        "src/aes-gcm-vaes.cc",
         "src/quant/quant-dispatch.cc",
         "src/quant/quant-search.cc",
         "src/quant/quant-legacy.cc",

@@ -1,15 +1,18 @@
 /**
  * The native AES-256-GCM open in place (native/src/aes-gcm-napi.cc) against
  * its reference, node:crypto's decipher: the same plaintext for lengths
- * around the 16-byte block and at 1 MiB, at unaligned offsets, with and
- * without AAD; and the same refusals — a flipped ciphertext/AAD/tag bit or
- * another key is `false` with the buffer zeroed, never plaintext. Many
- * opens in flight at once on libuv's pool each get their own result. The
- * hashing variant's XXH64 of the block tail equals the one-shot xxh64.
+ * around the 16-byte block, the 256-byte VAES loop turn, the 64 KiB piece and
+ * at 1 MiB, at unaligned offsets, with and without AAD; and the same refusals
+ * — a flipped ciphertext/AAD/tag bit or another key is `false` with the
+ * buffer zeroed, never plaintext. Many opens in flight at once on libuv's
+ * pool each get their own result. The hashing variant's XXH64 of the block
+ * tail equals the one-shot xxh64. Every case runs on both implementations
+ * the CPU allows: the 512-bit VAES code (kernel ISA avx512) and OpenSSL's EVP
+ * (ISA forced to avx2), so each is checked against node:crypto.
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { loadAddon } from '../../native/load-addon.ts';
 
@@ -40,13 +43,31 @@ function at(bytes: Uint8Array, offset: number): Uint8Array {
   return out;
 }
 
-describe('native aesGcmOpenInPlace == node:crypto', () => {
-  const addon = loadAddon();
+const addon = loadAddon();
+const bestIsa = addon.info().isasAvailable.at(-1)!;
+// The VAES path where this CPU has it, and OpenSSL's (ISA below avx512) where the CPU runs avx2.
+const paths: Array<{ isa: string; path: 'vaes-avx512' | 'openssl' }> = [];
+for (const isa of ['avx512', 'avx2']) {
+  if (!addon.info().isasAvailable.includes(isa)) continue;
+  addon.setIsa(isa);
+  paths.push({ isa, path: addon.aesGcmOpenPath() });
+}
+addon.setIsa(bestIsa);
+
+describe.each(paths)('native aesGcmOpenInPlace == node:crypto (ISA $isa: $path)', ({ isa }) => {
   const key = new Uint8Array(randomBytes(32));
   const nonce = new Uint8Array(randomBytes(12));
+  beforeAll(() => addon.setIsa(isa));
+  afterAll(() => addon.setIsa(bestIsa));
 
-  it('gives the same plaintext on lengths 0..70, 1 MiB ± 5, offsets 0..3, with and without AAD', async () => {
-    const lengths = [...Array.from({ length: 71 }, (_, i) => i), (1 << 20) - 5, 1 << 20, (1 << 20) + 5];
+  it('gives the same plaintext on lengths 0..70, around 256 B, 512 B, 4 KiB, 64 KiB, 192 KiB, at 768 KiB and 1 MiB ± 5, offsets 0..3, with and without AAD', async () => {
+    // Around the 16-byte block, the 256-byte loop turn (± a block, ± a byte), the 64 KiB piece, a 768 KiB block file, 1 MiB.
+    const around = (n: number) => [n - 17, n - 16, n - 1, n, n + 1, n + 15, n + 16, n + 17];
+    const lengths = [
+      ...Array.from({ length: 71 }, (_, i) => i),
+      ...around(256), ...around(512), ...around(4096), ...around(64 * 1024), ...around(3 * 64 * 1024),
+      786_432 + 128, (1 << 20) - 5, 1 << 20, (1 << 20) + 5,
+    ];
     for (const length of lengths) {
       const plain = new Uint8Array(randomBytes(length));
       for (const aad of [new Uint8Array(0), new Uint8Array(randomBytes(80))]) {
@@ -70,9 +91,11 @@ describe('native aesGcmOpenInPlace == node:crypto', () => {
       return copy;
     };
     const cases: Array<[string, Uint8Array, Uint8Array, Uint8Array, Uint8Array]> = [
-      ['ciphertext', flip(ciphertext, 40_000), key, aad, tag],
+      // First byte, ends of the first 256-byte turn, inside a turn, the 16-byte tail blocks and the last (short) one.
+      ...[0, 255, 256, 40_000, 65_535, 65_536, 65_538].map((i): [string, Uint8Array, Uint8Array, Uint8Array, Uint8Array] => [`ciphertext[${i}]`, flip(ciphertext, i), key, aad, tag]),
       ['aad', ciphertext, key, flip(aad, 79), tag],
       ['tag', ciphertext, key, aad, flip(tag, 0)],
+      ['tag[15]', ciphertext, key, aad, flip(tag, 15)],
       ['key', ciphertext, new Uint8Array(randomBytes(32)), aad, tag],
     ];
     for (const [what, c, k, a, t] of cases) {
@@ -81,6 +104,11 @@ describe('native aesGcmOpenInPlace == node:crypto', () => {
       expect(await addon.aesGcmOpenInPlace(data, k, nonce, a, t), what).toBe(false);
       expect(data.every((b) => b === 0), `${what}: buffer zeroed`).toBe(true);
     }
+    const otherNonce = nonce.slice();
+    otherNonce[11] ^= 0x01;
+    const data = ciphertext.slice();
+    expect(await addon.aesGcmOpenInPlace(data, key, otherNonce, aad, tag), 'another nonce').toBe(false);
+    expect(data.every((b) => b === 0), 'another nonce: buffer zeroed').toBe(true);
   });
 
   it('runs many opens at once, each on its own buffer, each result its own', async () => {
