@@ -3,7 +3,7 @@ import { FsBlobStore, type BlobStore } from '../../storage-adapters/index.ts';
 import type { AdoptedRecord, BlockIndex } from './block-index.ts';
 import type { Clock } from './clock.ts';
 import { errorCodeOf } from './errors.ts';
-import { effectiveTtlMs, scopeTagsOf, type BlockRecord, type MetadataPlane } from './metadata/metadata-plane.ts';
+import { effectiveTtlMs, scopeTagsOf, type BlockRecord, type MetadataPlane, type PlaneUsage } from './metadata/metadata-plane.ts';
 import { rebuildRecords } from './plane-rebuild.ts';
 import type { QuotaScope, RetentionPolicy } from './retention-policy.ts';
 
@@ -149,6 +149,22 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
     counted.add(record.key);
     for (const tag of scopeTagsOf(record)) freedByScope.set(tag, (freedByScope.get(tag) ?? 0) + record.sizeBytes);
   };
+  /** A batch taken by `removeByLastUse`: the plane summed it per scope tag; no record per block. */
+  const tallyFreed = (freed: PlaneUsage, reason: GcReason) => {
+    const blocks = freed.blocks.g ?? 0;
+    const bytes = freed.bytes.g ?? 0;
+    report.removed[reason].blocks += blocks;
+    report.removed[reason].bytes += bytes;
+    progress.removedBlocks += blocks;
+    progress.removedBytes += bytes;
+    for (const [tag, n] of Object.entries(freed.bytes)) freedByScope.set(tag, (freedByScope.get(tag) ?? 0) + n);
+    for (const tag of new Set([...Object.keys(freed.blocks), ...Object.keys(freed.bytes)])) {
+      if (!tag.startsWith('c:')) continue;
+      const perClass = (report.byClass[tag.slice(2)] ??= { expired: { blocks: 0, bytes: 0 }, evicted: { blocks: 0, bytes: 0 } });
+      perClass[reason].blocks += freed.blocks[tag] ?? 0;
+      perClass[reason].bytes += freed.bytes[tag] ?? 0;
+    }
+  };
   const finish = async () => {
     try {
       const usage = await plane.usage();
@@ -226,11 +242,15 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
     return true;
   };
 
-  /** Counts what the plane removed and deletes those blobs; a confirmed delete clears their journal entries (a failure keeps them for the next run). */
+  /** Counts what the plane removed and deletes those blobs. */
   async function afterPlaneRemoval(removed: BlockRecord[], reason: GcReason): Promise<void> {
-    if (removed.length === 0) return;
     for (const record of removed) tally(record, reason);
-    const keys = removed.map((record) => record.key);
+    await deleteRemovedBlobs(removed.map((record) => record.key));
+  }
+
+  /** Deletes the blobs of keys the plane removed; a confirmed delete clears their journal entries (a failure keeps them for the next run). */
+  async function deleteRemovedBlobs(keys: string[]): Promise<void> {
+    if (keys.length === 0) return;
     deps.onRemoved?.(keys);
     try {
       await store.delete(keys);
@@ -290,8 +310,9 @@ export async function runGc(deps: GcDeps, options: GcOptions = {}): Promise<GcRe
           const taken = await next;
           next = taken.more && !aborted() ? take() : undefined;
           await settleRemoval();
-          progress.scannedBlocks += taken.removed.length;
-          const removal = afterPlaneRemoval(taken.removed, 'expired');
+          progress.scannedBlocks += taken.keys.length;
+          tallyFreed(taken.freed, 'expired');
+          const removal = deleteRemovedBlobs(taken.keys);
           removal.catch(() => undefined);
           planeRemoval = removal;
           options.onProgress?.({ ...progress });

@@ -6,6 +6,7 @@ export {
   type PlaneKind,
   type PlaneState,
   type PlaneUsage,
+  type RemovedBatch,
   type RemoveOptions,
   type ScanOptions,
   type ScanPage,

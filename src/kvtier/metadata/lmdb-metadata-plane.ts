@@ -7,7 +7,7 @@ import { PlaneError } from '../errors.ts';
 import { bytesToHex } from '../hex.ts';
 import { hexToKeyBytes, KEY_BYTES } from '../prefix-hasher.ts';
 import { mergeClassPages, type ClassScanPage } from './class-scan-merge.ts';
-import { scopeTagsOf, type BlockRecord, type MetadataPlane, type PlaneState, type PlaneUsage, type RemoveOptions, type ScanOptions, type ScanPage } from './metadata-plane.ts';
+import { scopeTagsOf, type BlockRecord, type MetadataPlane, type PlaneState, type PlaneUsage, type RemovedBatch, type RemoveOptions, type ScanOptions, type ScanPage } from './metadata-plane.ts';
 import { RenewalBuffer, type PendingRenewal } from './renewal-buffer.ts';
 
 export interface LmdbMetadataPlaneOptions {
@@ -180,13 +180,13 @@ export class LmdbMetadataPlane implements MetadataPlane {
     return removed;
   }
 
-  async removeByLastUse(options: { trafficClass: string; maxLastUseAt: number; limit: number; journal?: boolean }): Promise<{ removed: BlockRecord[]; more: boolean }> {
+  async removeByLastUse(options: { trafficClass: string; maxLastUseAt: number; limit: number; journal?: boolean }): Promise<RemovedBatch> {
     this.assertOpen();
     const prefix = classPrefix(options.trafficClass);
     const end = Buffer.concat([prefix, u64be(Math.floor(options.maxLastUseAt) + 1)]);
-    const { removed, rows } = await this.records.transaction(() => {
+    const { keys, freed, rows } = await this.records.transaction(() => {
       this.deltas.clear();
-      const out: BlockRecord[] = [];
+      const removed: string[] = [];
       const taken = [...this.byUse.getKeys({ start: prefix, end, limit: options.limit, snapshot: false })].map((row) => Buffer.from(row));
       for (const row of taken) {
         const keyBytes = row.subarray(prefix.length + 12);
@@ -196,17 +196,17 @@ export class LmdbMetadataPlane implements MetadataPlane {
         else {
           this.replace(keyBytes, existing, undefined);
           if (options.journal) this.pending.put(keyBytes, EMPTY);
-          out.push(existing);
+          removed.push(key);
         }
       }
+      // The counters' deltas of this batch are what it freed (negated).
+      const usage: PlaneUsage = { bytes: {}, blocks: {} };
+      for (const [name, delta] of this.deltas) if (delta !== 0) (name.startsWith('b|') ? usage.bytes : usage.blocks)[name.slice(2)] = -delta;
       this.writeCounters();
-      return { removed: out, rows: taken.length };
+      return { keys: removed, freed: usage, rows: taken.length };
     });
-    if (removed.length > 0) {
-      const removedKeys = removed.map((record) => record.key);
-      for (const listener of this.listeners) listener(removedKeys);
-    }
-    return { removed, more: rows === options.limit };
+    if (keys.length > 0) for (const listener of this.listeners) listener(keys);
+    return { keys, freed, more: rows === options.limit };
   }
 
   async scanByLastUse(options: ScanOptions = {}): Promise<ScanPage> {

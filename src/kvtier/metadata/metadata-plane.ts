@@ -98,6 +98,17 @@ export interface ScanPage {
   cursor: string | undefined;
 }
 
+/**
+ * What `removeByLastUse` took: the keys and the bytes and blocks they held per scope tag (as `usage`),
+ * summed inside the plane, so GC tallies a batch without a record object per block.
+ */
+export interface RemovedBatch {
+  keys: string[];
+  freed: PlaneUsage;
+  /** Rows may remain below the bound. */
+  more: boolean;
+}
+
 /** Bytes and blocks per scope tag: "g", "c:<class>", "t:<tenant>". */
 export interface PlaneUsage {
   bytes: Record<string, number>;
@@ -129,9 +140,9 @@ export interface MetadataPlane {
    * oldest first, judged and removed in one atomic step per call (a record renewed
    * past the bound before the call stays); tells `onRemoved` subscribers like `remove`.
    * GC's expire walk of a class below now − its longest TTL: every such row is expired,
-   * so the page needs no judging and costs one call. `more`: rows may remain below the bound.
+   * so the page needs no judging and costs one call; it returns keys and summed usage, not records.
    */
-  removeByLastUse(options: { trafficClass: string; maxLastUseAt: number; limit: number; journal?: boolean }): Promise<{ removed: BlockRecord[]; more: boolean }>;
+  removeByLastUse(options: { trafficClass: string; maxLastUseAt: number; limit: number; journal?: boolean }): Promise<RemovedBatch>;
   /** Keys removed with `journal` whose blobs were not yet confirmed deleted. */
   pendingDeletes(): Promise<string[]>;
   clearPendingDeletes(keys: readonly string[]): Promise<void>;

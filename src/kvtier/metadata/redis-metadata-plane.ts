@@ -5,8 +5,8 @@ import type { Redis } from 'ioredis';
 import { PlaneError } from '../errors.ts';
 import { stderrLogger, type KvTierLogger } from '../logger.ts';
 import { mergeClassPages, type ClassScanPage } from './class-scan-merge.ts';
-import type { BlockRecord, MetadataPlane, PlaneState, PlaneUsage, RemoveOptions, ScanOptions, ScanPage } from './metadata-plane.ts';
-import { GET_LUA, MARK_TRUSTED_LUA, NOTE_ORPHANS_LUA, REMOVE_LUA, REMOVE_OLDEST_LUA, RENEW_LUA, SCAN_LUA, UPSERT_LUA } from './redis-plane-scripts.ts';
+import type { BlockRecord, MetadataPlane, PlaneState, PlaneUsage, RemovedBatch, RemoveOptions, ScanOptions, ScanPage } from './metadata-plane.ts';
+import { CLEAR_PENDING_LUA, GET_LUA, MARK_TRUSTED_LUA, NOTE_ORPHANS_LUA, REMOVE_LUA, REMOVE_OLDEST_LUA, RENEW_LUA, SCAN_LUA, UPSERT_LUA } from './redis-plane-scripts.ts';
 import { RenewalBuffer, type PendingRenewal } from './renewal-buffer.ts';
 
 export interface RedisMetadataPlaneOptions {
@@ -54,7 +54,7 @@ function lastUseOf(score: number): number {
  * <p>{0}:usage        hash  "b|<tag>", "n|<tag>" → bytes, blocks
  * <p>{0}:w            hash  "n<writer>" → id, "i<id>" → writer, "#" → last id (records keep the writer's id; clients see names)
  * <p>{0}:orph         hash  key16 → first seen on storage without a record
- * <p>{0}:del          set   key16 removed by GC whose blob is not yet confirmed deleted (journal)
+ * <p>{0}:del          set   key16… removed by GC whose blobs are not yet confirmed deleted (journal; one member per removal call: its keys concatenated)
  * <p>removed          channel: instance id ‖ key16… removed by any node
  * ```
  *
@@ -129,6 +129,7 @@ export class RedisMetadataPlane implements MetadataPlane {
       ['kvtPlaneScan', SCAN_LUA, 1],
       ['kvtPlaneNoteOrphans', NOTE_ORPHANS_LUA, 1],
       ['kvtPlaneMarkTrusted', MARK_TRUSTED_LUA, 1],
+      ['kvtPlaneClearPending', CLEAR_PENDING_LUA, 1],
     ] as const) {
       redis.defineCommand(name, { lua, numberOfKeys });
     }
@@ -225,7 +226,7 @@ export class RedisMetadataPlane implements MetadataPlane {
     return removed;
   }
 
-  async removeByLastUse(options: { trafficClass: string; maxLastUseAt: number; limit: number; journal?: boolean }): Promise<{ removed: BlockRecord[]; more: boolean }> {
+  async removeByLastUse(options: { trafficClass: string; maxLastUseAt: number; limit: number; journal?: boolean }): Promise<RemovedBatch> {
     const reply = (await this.call(() =>
       this.scriptBuffer(
         'kvtPlaneRemoveOldest',
@@ -239,36 +240,46 @@ export class RedisMetadataPlane implements MetadataPlane {
         String(options.limit),
         options.journal ? this.keys.pending : '',
       ),
-    )) as [number, ...Buffer[]];
-    const removed: BlockRecord[] = [];
-    for (let j = 1; j < reply.length; j += 3) {
-      const rows = reply as unknown as Buffer[];
-      removed.push(decodeValue(rows[j].toString('hex'), rows[j + 1], Number(rows[j + 2].toString())));
+    )) as [number, Buffer, ...(Buffer | number)[]];
+    // [rows taken, members concatenated, then tag, bytes, blocks per usage delta (negative: freed)]
+    const members = reply[1];
+    const keys = splitMembers(members);
+    const freed: PlaneUsage = { bytes: {}, blocks: {} };
+    for (let j = 2; j + 2 < reply.length; j += 3) {
+      const tag = (reply[j] as Buffer).toString();
+      if (reply[j + 1] !== 0) freed.bytes[tag] = -Number(reply[j + 1]);
+      if (reply[j + 2] !== 0) freed.blocks[tag] = -Number(reply[j + 2]);
     }
-    await this.tellRemoved(removed);
-    return { removed, more: Number(reply[0]) === options.limit };
+    await this.tellRemovedKeys(keys, members);
+    return { keys, freed, more: Number(reply[0]) === options.limit };
   }
 
+  /** The journal's members are batches (one per removal call, keys concatenated): split, deduplicated. */
   async pendingDeletes(): Promise<string[]> {
     const members = (await this.call(() => this.redis.smembersBuffer(this.keys.pending))) as Buffer[];
-    return members.map((member) => member.toString('hex'));
+    return [...new Set(members.flatMap(splitMembers))];
   }
 
   async clearPendingDeletes(keys: readonly string[]): Promise<void> {
-    for (let i = 0; i < keys.length; i += MEMBERS_PER_COMMAND) {
-      const chunk = keys.slice(i, i + MEMBERS_PER_COMMAND).map(memberOf);
-      if (chunk.length > 0) await this.call(() => this.redis.srem(this.keys.pending, ...chunk));
-    }
+    if (keys.length === 0) return;
+    const blob = Buffer.from(keys.join(''), 'hex');
+    if (blob.length !== keys.length * 16) for (const key of keys) memberOf(key); // names the malformed key
+    await this.call(() => this.script('kvtPlaneClearPending', this.keys.pending, blob));
   }
 
   /** Local listeners now; other nodes through the removal channel. */
   private async tellRemoved(removed: BlockRecord[]): Promise<void> {
     if (removed.length > 0) {
       const removedKeys = removed.map((record) => record.key);
-      for (const listener of this.listeners) listener(removedKeys);
-      const message = Buffer.concat([this.instanceId, ...removedKeys.map(memberOf)]);
-      await this.call(() => this.redis.publish(this.keys.removed, message));
+      await this.tellRemovedKeys(removedKeys, Buffer.concat(removedKeys.map(memberOf)));
     }
+  }
+
+  /** `members`: the same keys as raw bytes, concatenated (the channel's message body). */
+  private async tellRemovedKeys(keys: string[], members: Buffer): Promise<void> {
+    if (keys.length === 0) return;
+    for (const listener of this.listeners) listener(keys);
+    await this.call(() => this.redis.publish(this.keys.removed, Buffer.concat([this.instanceId, members])));
   }
 
   async scanByLastUse(options: ScanOptions = {}): Promise<ScanPage> {
@@ -436,6 +447,14 @@ function comparePositions(a: string, b: string): number {
   const ma = a.slice(ca + 1);
   const mb = b.slice(cb + 1);
   return ma < mb ? -1 : ma > mb ? 1 : 0;
+}
+
+/** Block keys (hex) of members concatenated 16 bytes each. */
+function splitMembers(members: Buffer): string[] {
+  const hex = members.toString('hex');
+  const keys: string[] = [];
+  for (let i = 0; i < hex.length; i += 32) keys.push(hex.slice(i, i + 32));
+  return keys;
 }
 
 function memberOf(key: string): Buffer {

@@ -88,17 +88,29 @@ local function account(size, cl, te, sign)
   total[2] = total[2] + sign
 end
 -- A class whose last record went leaves the class set (renewals then skip its empty index).
+-- Returns the deltas written, flat: tag, bytes, blocks per tag (a removal's reply: GC tallies them, no per-record parsing).
 local function writeUsage(usage, classes)
   local deltas = {g = total}
   for name, d in pairs(byClass) do deltas['c:' .. name] = d end
   for name, d in pairs(byTenant) do deltas['t:' .. name] = d end
+  local flat = {}
   for tag, d in pairs(deltas) do
     if d[1] ~= 0 then redis.call('HINCRBY', usage, 'b|' .. tag, d[1]) end
     if d[2] ~= 0 then
       local n = redis.call('HINCRBY', usage, 'n|' .. tag, d[2])
       if n <= 0 and string.sub(tag, 1, 2) == 'c:' then redis.call('SREM', classes, string.sub(tag, 3)) end
     end
+    if d[1] ~= 0 or d[2] ~= 0 then
+      flat[#flat + 1] = tag
+      flat[#flat + 1] = d[1]
+      flat[#flat + 1] = d[2]
+    end
   end
+  return flat
+end
+-- Calls a variadic command over many arguments in slices (Lua's unpack has a stack limit).
+local function inSlices(command, key, items)
+  for i = 1, #items, 1000 do redis.call(command, key, unpack(items, i, math.min(#items, i + 999))) end
 end
 `;
 
@@ -154,6 +166,7 @@ return 1
  * bound '' removes unconditionally; otherwise the record goes only while its last-use score is < bound
  * (the remover judged it at a last use < bound: a renewal or rewrite since moved it to ≥ bound, and it stays).
  * Returns member, value, score for each removed record. The sorted-set work is one call per class per batch.
+ * The journal gets one member per call: the removed members concatenated in reply order (CLEAR_PENDING_LUA).
  */
 export const REMOVE_LUA = `${COMMON}
 local cap, usage, classes = KEYS[1], KEYS[2], KEYS[3]
@@ -189,10 +202,12 @@ for cl, rows in pairs(byClass) do
       out[#out + 1] = score or '0'
     end
   end
-  if #gone > 0 then
-    redis.call('ZREM', usePrefix .. cl, unpack(gone))
-    if journal ~= '' then redis.call('SADD', journal, unpack(gone)) end
-  end
+  if #gone > 0 then redis.call('ZREM', usePrefix .. cl, unpack(gone)) end
+end
+if journal ~= '' and #out > 0 then
+  local removed = {}
+  for i = 1, #out, 3 do removed[#removed + 1] = out[i] end
+  redis.call('SADD', journal, table.concat(removed))
 end
 if #cappedGone > 0 then redis.call('ZREM', cap, unpack(cappedGone)) end
 writeUsage(usage, classes)
@@ -202,19 +217,21 @@ return out
 /**
  * KEYS: cap, usage, classes. ARGV: bucket prefix, last-use index prefix, class, max score, limit, journal set ('' = none).
  * Removes the first `limit` rows of the class index with score ≤ max score (and their records).
- * Returns the number of rows taken, then member, value, score for each removed record.
+ * Returns the number of rows taken, the removed members concatenated (16 bytes each), then the usage
+ * deltas written (tag, bytes, blocks per tag; negative): GC tallies those instead of parsing records.
+ * Per record this costs the bucket HGET + HDEL and the parse for the usage sums; the index rows go in one
+ * ZREMRANGEBYRANK (the page is the index's first rows), the journal gets the batch as one member.
  */
 export const REMOVE_OLDEST_LUA = `${COMMON}
 local cap, usage, classes = KEYS[1], KEYS[2], KEYS[3]
 local prefix, usePrefix, cl, maxs, limit, journal = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local z = usePrefix .. cl
-local page = redis.call('ZRANGEBYSCORE', z, '-inf', maxs, 'WITHSCORES', 'LIMIT', 0, limit)
-local out = {#page / 2}
-if #page == 0 then return out end
-local gone, cappedGone = {}, {}
-for i = 1, #page, 2 do
+local page = redis.call('ZRANGEBYSCORE', z, '-inf', maxs, 'LIMIT', 0, limit)
+local n = #page
+if n == 0 then return {0, ''} end
+local removed, cappedGone = {}, {}
+for i = 1, n do
   local member = page[i]
-  gone[#gone + 1] = member
   local b, f = bucket(prefix, member)
   local old = redis.call('HGET', b, f)
   if old then
@@ -222,20 +239,42 @@ for i = 1, #page, 2 do
     if size then account(size, c, te, -1) end
     redis.call('HDEL', b, f)
     if ttl and ttl ~= '0' then cappedGone[#cappedGone + 1] = member end
-    out[#out + 1] = member
-    out[#out + 1] = withWriter(prefix, old)
-    out[#out + 1] = page[i + 1]
+    removed[#removed + 1] = member
   end
 end
-redis.call('ZREM', z, unpack(gone))
-if journal ~= '' and #out > 1 then
-  local removed = {}
-  for i = 2, #out, 3 do removed[#removed + 1] = out[i] end
-  redis.call('SADD', journal, unpack(removed))
+redis.call('ZREMRANGEBYRANK', z, 0, n - 1)
+local keys = table.concat(removed)
+if journal ~= '' and #removed > 0 then redis.call('SADD', journal, keys) end
+if #cappedGone > 0 then inSlices('ZREM', cap, cappedGone) end
+local reply = writeUsage(usage, classes)
+table.insert(reply, 1, keys)
+table.insert(reply, 1, n)
+return reply
+`;
+
+/**
+ * KEYS: journal set. ARGV: the keys to clear, concatenated (16 bytes each).
+ * The journal holds one member per removal call (its keys concatenated); GC clears exactly that batch
+ * after its blobs went, which is one SREM. Any other set of keys (a killed run's leftovers, listed and
+ * cleared in other groupings) is taken out of every member holding it.
+ */
+export const CLEAR_PENDING_LUA = `
+local j, blob = KEYS[1], ARGV[1]
+if redis.call('SREM', j, blob) == 1 then return 1 end
+local drop = {}
+for i = 1, #blob, 16 do drop[string.sub(blob, i, i + 15)] = true end
+for _, m in ipairs(redis.call('SMEMBERS', j)) do
+  local keep, changed = {}, false
+  for i = 1, #m, 16 do
+    local k = string.sub(m, i, i + 15)
+    if drop[k] then changed = true else keep[#keep + 1] = k end
+  end
+  if changed then
+    redis.call('SREM', j, m)
+    if #keep > 0 then redis.call('SADD', j, table.concat(keep)) end
+  end
 end
-if #cappedGone > 0 then redis.call('ZREM', cap, unpack(cappedGone)) end
-writeUsage(usage, classes)
-return out
+return 0
 `;
 
 /** KEYS: none used directly. ARGV: bucket prefix, last-use index prefix, members… Returns value (or false) and score (or false) per member. */

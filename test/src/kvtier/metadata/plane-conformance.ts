@@ -203,24 +203,28 @@ export function runPlaneConformance(name: string, makeFixture: () => Promise<Pla
         await expect(plane.remove([keyOf(2)], { judgedLastUseAt: [] })).rejects.toMatchObject({ code: 'KVT_ERR_PLANE_BAD_RECORD' });
       }));
 
-    it('removeByLastUse takes the oldest records of one class up to the bound, in batches, with their capped rows, usage and listeners', () =>
+    it('removeByLastUse takes the oldest records of one class up to the bound, in batches, with their capped rows, usage, summed tallies and listeners', () =>
       withPlane(async (plane) => {
-        const records = Array.from({ length: 10 }, (_, n) => recordOf(n, { trafficClass: n < 7 ? 'agent' : 'chat', lastUseAt: T0 + n * 1000, ttlMs: n === 1 ? 60_000 : 0 }));
+        const records = Array.from({ length: 10 }, (_, n) => recordOf(n, { trafficClass: n < 7 ? 'agent' : 'chat', tenant: n === 2 ? 'beta' : 'acme', lastUseAt: T0 + n * 1000, ttlMs: n === 1 ? 60_000 : 0 }));
         await plane.upsert(records);
         const told: string[] = [];
         plane.onRemoved((keys) => told.push(...keys));
         const first = await plane.removeByLastUse({ trafficClass: 'agent', maxLastUseAt: T0 + 4000, limit: 3 });
-        expect(first.removed.map((record) => record.key)).toEqual([keyOf(0), keyOf(1), keyOf(2)]);
-        expect(first.removed[1]).toEqual(records[1]);
+        expect(first.keys).toEqual([keyOf(0), keyOf(1), keyOf(2)]);
+        // What the batch held, summed per scope tag inside the plane (GC tallies these).
+        expect(first.freed).toEqual({
+          bytes: { g: 3003, 'c:agent': 3003, 't:acme': 2001, 't:beta': 1002 },
+          blocks: { g: 3, 'c:agent': 3, 't:acme': 2, 't:beta': 1 },
+        });
         expect(first.more).toBe(true);
         const second = await plane.removeByLastUse({ trafficClass: 'agent', maxLastUseAt: T0 + 4000, limit: 3 });
-        expect(second.removed.map((record) => record.key)).toEqual([keyOf(3), keyOf(4)]);
+        expect(second.keys).toEqual([keyOf(3), keyOf(4)]);
         expect(second.more).toBe(false);
         expect(told.sort()).toEqual([0, 1, 2, 3, 4].map(keyOf).sort());
         expect((await plane.scanByLastUse({ capped: true })).records).toEqual([]);
         const usage = await plane.usage();
         expect(usage.blocks).toMatchObject({ g: 5, 'c:agent': 2, 'c:chat': 3 });
-        expect((await plane.removeByLastUse({ trafficClass: 'nobody', maxLastUseAt: T0 + 99_000, limit: 3 })).removed).toEqual([]);
+        expect(await plane.removeByLastUse({ trafficClass: 'nobody', maxLastUseAt: T0 + 99_000, limit: 3 })).toEqual({ keys: [], freed: { bytes: {}, blocks: {} }, more: false });
         expect((await plane.scanByLastUse({ limit: 100 })).records.map((record) => record.key)).toEqual([5, 6, 7, 8, 9].map(keyOf));
       }));
 
@@ -239,6 +243,21 @@ export function runPlaneConformance(name: string, makeFixture: () => Promise<Pla
         }
         expect(await plane.pendingDeletes()).toEqual([keyOf(4)]);
         await plane.clearPendingDeletes([keyOf(4)]);
+        expect(await plane.pendingDeletes()).toEqual([]);
+      }));
+
+    it('pending deletes noted by one removal clear whole, or key by key in any grouping', () =>
+      withPlane(async (plane) => {
+        await plane.upsert([1, 2, 3, 4, 5].map((n) => recordOf(n, { trafficClass: 'agent', lastUseAt: T0 + n })));
+        await plane.upsert([recordOf(6), recordOf(7)]);
+        const taken = await plane.removeByLastUse({ trafficClass: 'agent', maxLastUseAt: T0 + 10, limit: 10, journal: true });
+        expect(taken.keys).toEqual([1, 2, 3, 4, 5].map(keyOf));
+        await plane.remove([keyOf(6), keyOf(7)], { journal: true });
+        await plane.clearPendingDeletes([keyOf(6), keyOf(7)]);
+        expect((await plane.pendingDeletes()).sort()).toEqual([1, 2, 3, 4, 5].map(keyOf).sort());
+        await plane.clearPendingDeletes([keyOf(4), keyOf(2)]);
+        expect((await plane.pendingDeletes()).sort()).toEqual([1, 3, 5].map(keyOf).sort());
+        await plane.clearPendingDeletes([keyOf(1), keyOf(3), keyOf(5)]);
         expect(await plane.pendingDeletes()).toEqual([]);
       }));
 
