@@ -28,7 +28,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 
 import { FsBlobStore, type BlobStore } from '../storage-adapters/index.ts';
-import { BlockIndex, HOUR_MS, LmdbMetadataPlane, ManualClock, RedisMetadataPlane, RetentionPolicy, defaultPolicyDoc, runGc, type BlockRecord, type MetadataPlane } from '../src/kvtier/index.ts';
+import { BlockIndex, DAY_MS, HOUR_MS, LmdbMetadataPlane, ManualClock, RedisMetadataPlane, RetentionPolicy, defaultPolicyDoc, runGc, type BlockRecord, type MetadataPlane } from '../src/kvtier/index.ts';
 import { startRedis } from '../test/helpers/redis-server.ts';
 
 const T0 = Date.UTC(2026, 0, 1);
@@ -62,59 +62,72 @@ function rng(seed: number): () => number {
   };
 }
 
-interface Turn {
-  t: number;
-  session: number;
-  turn: number;
-}
-
-interface Session {
-  trafficClass: 'agent' | 'chat';
-  tenant: number;
-  ttlMs: number;
-  turns: number;
-  newPerTurn: number;
-}
-
+/**
+ * The trace in typed arrays (10^7 blocks: ~1 M sessions, ~2.7 M turns): per session its class
+ * (0 agent, 1 chat), tenant and client hint; per turn one float packing (time since T0, session,
+ * turn) so a plain numeric sort gives the replay order (time, then session, then turn).
+ */
 interface Trace {
-  sessions: Session[];
-  turns: Turn[];
+  sessionClass: Uint8Array;
+  sessionTenant: Uint8Array;
+  /** 1: the session carries the 1 h client hint. */
+  sessionHinted: Uint8Array;
+  sessions: number;
+  turns: Float64Array;
   blocks: number;
 }
 
+const CLASSES = ['agent', 'chat'] as const;
+const TURNS_OF = [3, 2];
+const NEW_PER_TURN_OF = [4, 3];
+/** Turn packing: time since T0 (< 2^30 ms over 10 days) × 2^23 + session × 4 + turn stays an exact double below 2^53. */
+const SESSION_SLOTS = 2 ** 21;
+
 function buildTrace(targetBlocks: number): Trace {
   const random = rng(15);
-  const sessions: Session[] = [];
-  const turns: Turn[] = [];
+  let capacity = 1024;
+  let sessionClass = new Uint8Array(capacity);
+  let sessionTenant = new Uint8Array(capacity);
+  let sessionHinted = new Uint8Array(capacity);
+  let turns = new Float64Array(capacity * 3);
+  let sessions = 0;
+  let turnCount = 0;
   let blocks = TENANTS * 2 * 2; // shared system prompts
   const span = SIM_DAYS * 24 * HOUR_MS;
   while (blocks < targetBlocks) {
+    if (sessions === capacity) {
+      capacity *= 2;
+      const grow = <A extends Uint8Array | Float64Array>(from: A, size: number): A => {
+        const to = new (from.constructor as new (n: number) => A)(size);
+        to.set(from);
+        return to;
+      };
+      sessionClass = grow(sessionClass, capacity);
+      sessionTenant = grow(sessionTenant, capacity);
+      sessionHinted = grow(sessionHinted, capacity);
+      turns = grow(turns, capacity * 3);
+    }
+    if (sessions === SESSION_SLOTS) throw new Error(`retention-sim packs at most ${SESSION_SLOTS} sessions (~2 × 10^7 blocks); lower KVTIER_BENCH_RETENTION_BLOCKS`);
+    // The same draws in the same order as before the typed arrays: the trace is unchanged.
     const agent = random() < 0.6;
-    const session: Session = agent
-      ? { trafficClass: 'agent', tenant: Math.floor(random() * TENANTS), ttlMs: 0, turns: 3, newPerTurn: 4 }
-      : { trafficClass: 'chat', tenant: Math.floor(random() * TENANTS), ttlMs: random() < 0.05 ? HOUR_MS : 0, turns: 2, newPerTurn: 3 };
-    const id = sessions.push(session) - 1;
-    let t = T0 + Math.floor(random() * span * 0.8);
-    for (let turn = 0; turn < session.turns; turn++) {
-      turns.push({ t, session: id, turn });
+    const cls = agent ? 0 : 1;
+    sessionClass[sessions] = cls;
+    sessionTenant[sessions] = Math.floor(random() * TENANTS);
+    sessionHinted[sessions] = !agent && random() < 0.05 ? 1 : 0;
+    let t = Math.floor(random() * span * 0.8);
+    for (let turn = 0; turn < TURNS_OF[cls]; turn++) {
+      turns[turnCount++] = t * 2 ** 23 + sessions * 4 + turn;
       t += agent ? Math.floor((0.5 + random() * 4.5) * MINUTE) : Math.floor((1 + random() * 36) * HOUR_MS);
     }
-    blocks += session.turns * session.newPerTurn;
+    blocks += TURNS_OF[cls] * NEW_PER_TURN_OF[cls];
+    sessions++;
   }
-  turns.sort((a, b) => a.t - b.t || a.session - b.session || a.turn - b.turn);
-  return { sessions, turns, blocks };
+  const sorted = turns.slice(0, turnCount).sort();
+  return { sessionClass, sessionTenant, sessionHinted, sessions, turns: sorted, blocks };
 }
 
 function keyOf(kind: string, a: number, b: number): string {
   return createHash('md5').update(`${kind}:${a}:${b}`).digest('hex');
-}
-
-/** The session's prefix after `turn` turns: the shared system blocks, then its own blocks. */
-function prefixKeys(trace: Trace, id: number, blocksOwn: number): string[] {
-  const s = trace.sessions[id];
-  const keys = [keyOf(`sys-${s.trafficClass}`, s.tenant, 0), keyOf(`sys-${s.trafficClass}`, s.tenant, 1)];
-  for (let j = 0; j < blocksOwn; j++) keys.push(keyOf('s', id, j));
-  return keys;
 }
 
 interface Replay {
@@ -148,8 +161,13 @@ async function replay(trace: Trace, plane: MetadataPlane, dir: string, measureBy
   const index = BlockIndex.open({ path: join(dir, 'index') });
   await plane.markTrusted((await plane.state()).generation);
   const out: Replay = { blocks: 0, hitBlocks: 0, missBlocks: 0, renewals: 0, renewSeconds: 0, upserts: 0, upsertSeconds: 0, gcRemoved: 0, gcSeconds: 0, gcRowsRead: 0, gcScanSeconds: 0, gcRemoveSeconds: 0, gcCpuSeconds: 0, gcRedisCpuSeconds: 0, peakLive: 0, peakBytesPerBlock: 0 };
-  /** Per session: the time its blocks were last renewed (an expired prefix is rewritten, as a miss). */
-  const lastSeen = new Map<string, number>();
+  /**
+   * When blocks were last seen (an expired prefix is rewritten, as a miss). A session's own blocks
+   * older than this turn were all in its previous turn's prefix, and a tenant's two system blocks
+   * are always used together: one time per session and one per (class, tenant) say it all.
+   */
+  const sessionSeen = new Float64Array(trace.sessions).fill(-1);
+  const systemSeen = new Float64Array(CLASSES.length * TENANTS).fill(-1);
   let pending: BlockRecord[] = [];
   let pendingRenewals = 0;
   let nextGc = T0 + GC_EVERY_MS;
@@ -191,7 +209,7 @@ async function replay(trace: Trace, plane: MetadataPlane, dir: string, measureBy
     const t = performance.now();
     const taken = await plane.removeByLastUse(options);
     out.gcRemoveSeconds += (performance.now() - t) / 1000;
-    out.gcRowsRead += taken.removed.length;
+    out.gcRowsRead += taken.keys.length;
     return taken;
   };
   const gc = async () => {
@@ -206,8 +224,16 @@ async function replay(trace: Trace, plane: MetadataPlane, dir: string, measureBy
     if (redisCpuSeconds) out.gcRedisCpuSeconds += (await redisCpuSeconds()) - redisCpu;
     out.gcRemoved += report.removed.expired.blocks + report.removed.evicted.blocks;
   };
-  for (const turn of trace.turns) {
-    while (turn.t >= nextGc) {
+  const started = performance.now();
+  let day = 0;
+  for (let i = 0; i < trace.turns.length; i++) {
+    const packed = trace.turns[i];
+    const since = Math.floor(packed / 2 ** 23);
+    const low = packed - since * 2 ** 23;
+    const session = low >>> 2;
+    const turn = low & 3;
+    const t = T0 + since;
+    while (t >= nextGc) {
       clock.set(nextGc);
       await writePending();
       const live = (await plane.usage()).blocks.g ?? 0;
@@ -217,30 +243,42 @@ async function replay(trace: Trace, plane: MetadataPlane, dir: string, measureBy
       }
       await gc();
       nextGc += GC_EVERY_MS;
+      if (Math.floor((nextGc - T0) / DAY_MS) > day) {
+        day = Math.floor((nextGc - T0) / DAY_MS);
+        console.error(`[retention-sim] ${plane.kind}: day ${day}/${SIM_DAYS}, turn ${i}/${trace.turns.length}, ${out.blocks} blocks written, ${live} live, GC removed ${out.gcRemoved} (${Math.round(out.gcRemoved / Math.max(1e-9, out.gcSeconds))}/s), ${((performance.now() - started) / 1000).toFixed(0)} s`);
+      }
     }
-    clock.set(turn.t);
-    const s = trace.sessions[turn.session];
-    const keys = prefixKeys(trace, turn.session, (turn.turn + 1) * s.newPerTurn);
-    const ttl = s.ttlMs > 0 ? s.ttlMs : policy.ttlMs(s.trafficClass, `tenant-${s.tenant}`);
+    clock.set(t);
+    const cls = trace.sessionClass[session];
+    const trafficClass = CLASSES[cls];
+    const tenant = `tenant-${trace.sessionTenant[session]}`;
+    const ttlMs = trace.sessionHinted[session] === 1 ? HOUR_MS : 0;
+    const ttl = ttlMs > 0 ? ttlMs : policy.ttlMs(trafficClass, tenant);
     const hits: string[] = [];
     const depths: number[] = [];
-    keys.forEach((key, depth) => {
-      const seen = lastSeen.get(key);
-      if (seen !== undefined && turn.t - seen < ttl) {
+    /** One block of the prefix, last seen at `seen` (-1: never). */
+    const use = (key: string, depth: number, seen: number) => {
+      if (seen >= 0 && t - seen < ttl) {
         hits.push(key);
         depths.push(depth);
       } else {
-        if (seen === undefined) out.blocks++;
-        pending.push({ key, trafficClass: s.trafficClass, tenant: `tenant-${s.tenant}`, sizeBytes: BLOCK_BYTES, writer: `worker-${turn.session % 16}`, createdAt: turn.t, lastUseAt: turn.t, ttlMs: s.ttlMs, depth });
+        if (seen < 0) out.blocks++;
+        pending.push({ key, trafficClass, tenant, sizeBytes: BLOCK_BYTES, writer: `worker-${session % 16}`, createdAt: t, lastUseAt: t, ttlMs, depth });
       }
-      lastSeen.set(key, turn.t);
-    });
+    };
+    const system = cls * TENANTS + trace.sessionTenant[session];
+    for (let j = 0; j < 2; j++) use(keyOf(`sys-${trafficClass}`, trace.sessionTenant[session], j), j, systemSeen[system]);
+    systemSeen[system] = t;
+    const own = (turn + 1) * NEW_PER_TURN_OF[cls];
+    const seenBefore = turn * NEW_PER_TURN_OF[cls];
+    for (let j = 0; j < own; j++) use(keyOf('s', session, j), 2 + j, j < seenBefore ? sessionSeen[session] : -1);
+    sessionSeen[session] = t;
     out.hitBlocks += hits.length;
-    out.missBlocks += keys.length - hits.length;
+    out.missBlocks += 2 + own - hits.length;
     if (hits.length > 0) {
-      const t = performance.now();
-      plane.renew(hits, turn.t, depths);
-      out.renewSeconds += (performance.now() - t) / 1000;
+      const started = performance.now();
+      plane.renew(hits, t, depths);
+      out.renewSeconds += (performance.now() - started) / 1000;
       out.renewals += hits.length;
       pendingRenewals += hits.length;
     }
@@ -267,7 +305,7 @@ async function bytesUnder(path: string): Promise<number> {
 export async function run(): Promise<Record<string, number>> {
   const target = Number(process.env.KVTIER_BENCH_RETENTION_BLOCKS ?? 1_000_000);
   const trace = buildTrace(target);
-  console.error(`[retention-sim] trace: ${trace.sessions.length} sessions, ${trace.turns.length} turns, ${trace.blocks} blocks over ${SIM_DAYS} days`);
+  console.error(`[retention-sim] trace: ${trace.sessions} sessions, ${trace.turns.length} turns, ${trace.blocks} blocks over ${SIM_DAYS} days`);
   const server = await startRedis();
   const admin = new Redis(server.url);
   const dir = await mkdtemp(join(tmpdir(), 'kvtier-bench-retention-'));
@@ -335,25 +373,30 @@ export async function run(): Promise<Record<string, number>> {
       meta_info_bytes_per_block_end: Math.round((full - empty) / Math.max(1, live)),
       record_hash_bytes_per_record: sampledRecords > 0 ? Math.round(sampledBytes / sampledRecords) : 0,
     });
-    const lmdbPlane = await LmdbMetadataPlane.open({ path: join(dir, 'lmdb-plane') });
-    const lmdb = await replay(trace, lmdbPlane, join(dir, 'lmdb'));
-    const lmdbLive = (await lmdbPlane.usage()).blocks.g ?? 0;
-    await lmdbPlane.close();
-    const lmdbFile = await bytesUnder(join(dir, 'lmdb-plane'));
-    Object.assign(out, {
-      lmdb_renewals_per_s: Math.round(lmdb.renewals / lmdb.renewSeconds),
-      lmdb_upserts_per_s: Math.round(lmdb.upserts / lmdb.upsertSeconds),
-      lmdb_gc_blocks_per_s: Math.round(lmdb.gcRemoved / lmdb.gcSeconds),
-      lmdb_gc_rows_read_per_removed: Number((lmdb.gcRowsRead / Math.max(1, lmdb.gcRemoved)).toFixed(2)),
-      lmdb_gc_blocks_per_cpu_s: Math.round(lmdb.gcRemoved / Math.max(1e-9, lmdb.gcCpuSeconds)),
-      lmdb_file_bytes_per_live_block: lmdbLive > 0 ? Math.round(lmdbFile / lmdbLive) : 0,
-    });
+    // KVTIER_BENCH_RETENTION_PLANES=redis: the Redis plane only (the 10^7 run, where LMDB's replay would double the time).
+    if ((process.env.KVTIER_BENCH_RETENTION_PLANES ?? 'redis,lmdb').split(',').includes('lmdb')) Object.assign(out, await replayLmdb(trace, dir));
   } finally {
     admin.disconnect();
     await server.stop();
     await rm(dir, { recursive: true, force: true });
   }
   return out;
+}
+
+async function replayLmdb(trace: Trace, dir: string): Promise<Record<string, number>> {
+  const lmdbPlane = await LmdbMetadataPlane.open({ path: join(dir, 'lmdb-plane') });
+  const lmdb = await replay(trace, lmdbPlane, join(dir, 'lmdb'));
+  const lmdbLive = (await lmdbPlane.usage()).blocks.g ?? 0;
+  await lmdbPlane.close();
+  const lmdbFile = await bytesUnder(join(dir, 'lmdb-plane'));
+  return {
+    lmdb_renewals_per_s: Math.round(lmdb.renewals / lmdb.renewSeconds),
+    lmdb_upserts_per_s: Math.round(lmdb.upserts / lmdb.upsertSeconds),
+    lmdb_gc_blocks_per_s: Math.round(lmdb.gcRemoved / lmdb.gcSeconds),
+    lmdb_gc_rows_read_per_removed: Number((lmdb.gcRowsRead / Math.max(1, lmdb.gcRemoved)).toFixed(2)),
+    lmdb_gc_blocks_per_cpu_s: Math.round(lmdb.gcRemoved / Math.max(1e-9, lmdb.gcCpuSeconds)),
+    lmdb_file_bytes_per_live_block: lmdbLive > 0 ? Math.round(lmdbFile / lmdbLive) : 0,
+  };
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) console.log(JSON.stringify(await run(), null, 2));
