@@ -15,6 +15,7 @@ import { BullmqRunner, EngineHost, engineThreadInit, InprocRunner, modelIdOf, ty
 import { TenantAuth } from './auth.ts';
 import type { ServeContext } from './context.ts';
 import { describeHttpError, sendError } from './http-errors.ts';
+import { clientErrorHandler } from './client-error.ts';
 import { InferenceService } from './inference-service.ts';
 import { PromptService } from './prompt-service.ts';
 import { ServeMetrics } from './metrics.ts';
@@ -40,6 +41,7 @@ export interface BuildAppOptions {
 }
 
 export async function buildApp(config: Config, options: BuildAppOptions = {}): Promise<BuiltApp> {
+  const metrics = new ServeMetrics();
   const app = Fastify({
     logger: options.logger ?? { level: config.logLevel },
     bodyLimit: config.maxBodyBytes,
@@ -48,6 +50,8 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
     return503OnClosing: true,
     // The router's own refusals (a path that does not percent-decode, a path parameter past its length) in our error body.
     frameworkErrors: (error, request, reply) => sendError(request, reply, frameworkError(error)),
+    // A request the HTTP parser refused (headers past the limit → 431): our JSON error, then a graceful close.
+    clientErrorHandler: clientErrorHandler((code) => metrics.errors.inc({ code })),
   });
   useStrictUtf8Json(app);
   const log = (level: 'info' | 'warn' | 'error', message: string) => app.log[level](message);
@@ -70,7 +74,6 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
     contextLength = host.info.contextLength;
   }
 
-  const metrics = new ServeMetrics();
   const memory = new ReplyMemory();
   const modelId = modelIdOf(config.model);
   let classes = ['agent', 'chat'];
