@@ -4,7 +4,8 @@
  *
  * Order of the pipeline (the one llama.cpp and HF transformers use):
  *
- *   logits ─► repetition penalty (over the last `repeatLastN` tokens)
+ *   logits ─► logit bias, presence / frequency penalties (logit-adjust.ts)
+ *          ─► repetition penalty (over the last `repeatLastN` tokens)
  *          ─► temperature 0 ? argmax (first index wins ties)
  *          ─► ÷ temperature ─► top-k ─► softmax ─► top-p (nucleus) ─► draw
  *
@@ -21,8 +22,9 @@
  */
 import { nativeAddon, type NativeAddon } from '../../native/index.ts';
 import { EngineError } from '../engine/engine-errors.ts';
+import { LogitAdjuster, type LogitAdjustOptions } from './logit-adjust.ts';
 
-export interface SamplingOptions {
+export interface SamplingOptions extends LogitAdjustOptions {
   /** 0 (default) = greedy. */
   temperature?: number;
   /** Keep the k most likely tokens (0 or undefined = all). */
@@ -129,6 +131,7 @@ export class Sampler {
   private readonly stop: ReadonlySet<number>;
   private readonly prng: Prng;
   private readonly recent: number[] = [];
+  private readonly adjust: LogitAdjuster;
   // Scratch reused across calls (vocab-sized), so a decode step allocates nothing.
   private scratch: Float32Array | null = null;
   private wideMask: Uint32Array | null = null;
@@ -143,6 +146,12 @@ export class Sampler {
     this.repeatLastN = options.repeatLastN ?? 64;
     this.stop = new Set(options.stopTokens ?? []);
     this.prng = new Prng(options.seed ?? 0);
+    this.adjust = new LogitAdjuster(options);
+  }
+
+  /** True when the request changes logits beyond temperature / top-k / top-p (logit bias, presence or frequency penalty). */
+  get adjustsLogits(): boolean {
+    return this.adjust.configured;
   }
 
   isStop(token: number): boolean {
@@ -164,6 +173,7 @@ export class Sampler {
    */
   sample(logits: Float32Array, allowed?: Uint32Array): number {
     const token = this.pick(logits, allowed);
+    this.adjust.noteGenerated(token);
     this.accept(token);
     return token;
   }
@@ -217,14 +227,16 @@ export class Sampler {
     return best;
   }
 
-  /** `logits`, or a scratch copy with the repetition penalty applied (llama.cpp's rule: shrink positive logits, push negative ones further down). */
+  /** `logits`, or a scratch copy with the request's adjustments (logit-adjust.ts) and the repetition penalty applied (llama.cpp's rule: shrink positive logits, push negative ones further down). */
   private penalized(logits: Float32Array): Float32Array {
-    if (this.repetitionPenalty === 1 || this.recent.length === 0) return logits;
+    const repeat = this.repetitionPenalty !== 1 && this.recent.length > 0;
+    if (!repeat && this.adjust.idle) return logits;
     const vocab = logits.length;
     if (!this.scratch || this.scratch.length !== vocab) this.scratch = new Float32Array(vocab);
     const x = this.scratch;
     x.set(logits);
-    for (const t of new Set(this.recent)) {
+    this.adjust.apply(x);
+    if (repeat) for (const t of new Set(this.recent)) {
       if (t < vocab) x[t] = x[t] > 0 ? x[t] / this.repetitionPenalty : x[t] * this.repetitionPenalty;
     }
     return x;

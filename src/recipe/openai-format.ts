@@ -21,8 +21,10 @@ interface OpenAiCommonFields {
   top_k?: number | null;
   seed?: number | null;
   stop?: string | string[] | null;
-  /** Token id → bias; checked (form, range, vocabulary) and not applied by this server's sampler. */
+  /** Token id → bias added to its logit (form and range checked by the schema, the vocabulary by the route). */
   logit_bias?: Record<string, number> | null;
+  presence_penalty?: number | null;
+  frequency_penalty?: number | null;
   n?: number | null;
   stream?: boolean | null;
   stream_options?: { include_usage?: boolean } | null;
@@ -146,6 +148,19 @@ export function samplingFromOpenAi(body: OpenAiChatRequestBody | OpenAiCompletio
     topK: body.top_k ?? 0,
     seed: body.seed ?? 0,
     stopStrings: stop.filter((s) => s !== ''),
+    ...logitAdjustFromOpenAi(body),
+  };
+}
+
+/** logit_bias and the two penalties, present only where they change something (a default request's job stays as it was). */
+function logitAdjustFromOpenAi(body: OpenAiCommonFields): Pick<SamplingRequest, 'logitBias' | 'presencePenalty' | 'frequencyPenalty'> {
+  const bias = Object.entries(body.logit_bias ?? {})
+    .map(([id, value]) => [Number(id), value] as [number, number])
+    .filter(([, value]) => value !== 0);
+  return {
+    ...(bias.length > 0 ? { logitBias: bias } : {}),
+    ...(body.presence_penalty ? { presencePenalty: body.presence_penalty } : {}),
+    ...(body.frequency_penalty ? { frequencyPenalty: body.frequency_penalty } : {}),
   };
 }
 

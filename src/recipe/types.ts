@@ -86,6 +86,11 @@ export interface SamplingRequest {
   topK: number;
   seed: number;
   stopStrings: string[];
+  /** [token id, bias] added to that token's logit (OpenAI logit_bias). */
+  logitBias?: [number, number][];
+  /** OpenAI's penalties over the tokens generated so far (inference-core/sampling/logit-adjust.ts). */
+  presencePenalty?: number;
+  frequencyPenalty?: number;
 }
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls';

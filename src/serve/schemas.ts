@@ -40,7 +40,7 @@ const sampling = {
   n: { type: ['integer', 'null'], minimum: 1 },
   // OpenAI takes up to 4 stop sequences.
   stop: { type: ['string', 'array', 'null'], maxLength: MAX_STOP_CHARS, items: stopString, maxItems: 4 },
-  // Accepted (as the reference, in its ranges) and not applied by this server's sampler.
+  // Applied by the sampler as OpenAI documents them (inference-core/sampling/logit-adjust.ts).
   presence_penalty: { type: ['number', 'null'], minimum: -2, maximum: 2 },
   frequency_penalty: { type: ['number', 'null'], minimum: -2, maximum: 2 },
   // Token id (a decimal string) → bias in [-100, 100]; ids past the vocabulary are refused by the route (routes/common.ts checkLogitBias).

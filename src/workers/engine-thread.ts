@@ -76,9 +76,13 @@ async function main(init: EngineThreadInit): Promise<void> {
     maxBatch: init.maxBatch,
     emit: (jobId, event) => send({ type: 'event', jobId, event }),
     createSampler: (job) => {
-      const sampler = new Sampler({ temperature: job.sampling.temperature, topK: job.sampling.topK, topP: job.sampling.topP, seed: job.sampling.seed, stopTokens: job.sampling.stopTokenIds });
+      const s = job.sampling;
+      const sampler = new Sampler({
+        temperature: s.temperature, topK: s.topK, topP: s.topP, seed: s.seed, stopTokens: s.stopTokenIds,
+        ...(s.logitBias ? { logitBias: s.logitBias } : {}), presencePenalty: s.presencePenalty ?? 0, frequencyPenalty: s.frequencyPenalty ?? 0,
+      });
       if (!job.constraint) return { sample: (logits) => sampler.sample(logits) };
-      if (speculative !== 'off') {
+      if (speculative !== 'off' && !adjustsLogits(job)) {
         // Speculative decoding takes over after the first token: that token goes through the grammar cursor the
         // session carries on with (same masks as the decoder below; speculative-constrained.test.ts checks that).
         const track = { cursor: GrammarCursor.start(masksOf(grammarOf(job.constraint), vocabOf(engine.tokenizer)), job.sampling.maxTokens, job.sampling.stopTokenIds) };
@@ -102,7 +106,8 @@ async function main(init: EngineThreadInit): Promise<void> {
       };
     },
     createSpeculative: (job, sequence, context) => {
-      if (speculative === 'off') return null;
+      // The drafts are verified against the model's own distribution; a request that shifts logits (bias, penalties) decodes plainly.
+      if (speculative === 'off' || adjustsLogits(job)) return null;
       // A constrained reply continues from the grammar after its first token (sampled by createSampler's sampler).
       const track = job.constraint ? grammarTracks.get(job) : undefined;
       if (job.constraint && !track) return null;
@@ -156,3 +161,9 @@ async function main(init: EngineThreadInit): Promise<void> {
 main(workerData as EngineThreadInit).catch((error: unknown) => {
   send({ type: 'fatal', error: { code: (error as { code?: string }).code ?? 'KVT_ERR_INTERNAL', message: (error as Error).message } });
 });
+
+/** logit_bias or a presence / frequency penalty on this job (the sampler applies them; speculative verification does not). */
+function adjustsLogits(job: PrefillJob): boolean {
+  const s = job.sampling;
+  return (s.logitBias?.length ?? 0) > 0 || (s.presencePenalty ?? 0) !== 0 || (s.frequencyPenalty ?? 0) !== 0;
+}

@@ -16,6 +16,10 @@ export interface JobSampling {
   topK: number;
   seed: number;
   stopTokenIds: number[];
+  /** [token id, bias] pairs (a JSON-safe form for BullMQ); absent when the request set none. */
+  logitBias?: [number, number][];
+  presencePenalty?: number;
+  frequencyPenalty?: number;
 }
 
 export interface PrefillJob {
