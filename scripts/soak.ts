@@ -10,7 +10,7 @@
  * of the warm-up is found); RSS growth is reported from there. Ends with a
  * JSON summary; exits 1 on any 5xx. Retention is shortened (blocks and stored
  * responses live --block-ttl-s, POST /admin/gc every --gc-s: embedded mode's
- * own GC timer is fixed at 15 min) so the index and storage reach a steady
+ * own GC timer runs at KVTIER_GC_INTERVAL_MS, 1 h by default) so the index and storage reach a steady
  * size within the run instead of growing for days' TTL.
  */
 import { loadavg } from 'node:os';

@@ -68,7 +68,8 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
     runner = bullmq;
     ({ fingerprint, contextLength } = await bullmq.modelInfo(modelPath));
   } else {
-    const host = await EngineHost.start(engineThreadInit(config, { redisUrl: null, gcIntervalMs: 15 * 60 * 1000 }), log);
+    // GC on the engine thread's timer at config.gcIntervalMs (KVTIER_GC_INTERVAL_MS; engineThreadInit passes it when there is no Redis).
+    const host = await EngineHost.start(engineThreadInit(config, { redisUrl: null }), log);
     runner = new InprocRunner(host, { maxQueueDepth: config.maxQueueDepth, maxBatch: config.maxBatch });
     fingerprint = host.info.fingerprint;
     contextLength = host.info.contextLength;
