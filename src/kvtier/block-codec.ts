@@ -43,6 +43,21 @@ import type { BufferLease } from './read-buffer-pool.ts';
  * header, fingerprint, tokens and padding; the payload checksum the payload.
  * The file ends exactly at payload offset + payload length: a longer or
  * shorter file is rejected.
+ *
+ * Checksum rule. A plaintext block is checked against both checksums, always.
+ * A block that came out of an encryption-at-rest envelope whose AES-256-GCM
+ * tag verified (seal/, `DecodeOptions.authenticatedBy`) skips the payload
+ * XXH64 and keeps the meta one. The tag covers every ciphertext byte, and the
+ * envelope header plus the block key as associated data, under a key storage
+ * never sees: a bit changed on disk, in transit or by anyone without the key
+ * fails it (forgery odds ~2^-128, against 2^-64 for a random XXH64 match)
+ * before decode runs, so plaintext that reaches decode is byte for byte what
+ * the writer sealed, and the writer computed the payload checksum over those
+ * very bytes just before sealing them. Hashing the payload again would be
+ * the same integrity check twice, a second pass over the whole block. What it would
+ * still catch is a writer that sealed an already-broken block (memory
+ * corrupted between encode and seal); the meta checksum, which is small, stays
+ * checked so the header is parsed under one rule for both kinds of block.
  */
 export const BLOCK_MAGIC = 0x4254564b; // "KVTB" read as u32 LE
 export const FIXED_HEADER_BYTES = 104;
@@ -96,6 +111,12 @@ export interface DecodeOptions {
    * computed checksum when `from` is the header's payload offset; otherwise ignored (hashed here).
    */
   payloadChecksum?: { from: number; value: bigint };
+  /**
+   * `bytes` are the plaintext of an envelope whose AES-256-GCM tag verified
+   * (seal/openStoredForDecode): the payload checksum is not recomputed, the meta
+   * checksum still is (the checksum rule in this file's header says why).
+   */
+  authenticatedBy?: 'aes-256-gcm';
 }
 
 export class BlockCodec {
@@ -217,10 +238,12 @@ export class BlockCodec {
       throw new BlockError('KVT_ERR_BLOCK_HEADER_CHECKSUM', 'block header/tokens checksum mismatch: the file is corrupt');
     }
     const storedPayload = bytes.subarray(payloadOffset, total);
-    const given = options.payloadChecksum;
-    const payloadHash = given !== undefined && given.from === payloadOffset ? given.value : this.xxh.h64Raw(storedPayload, 0n);
-    if (payloadHash !== view.getBigUint64(88, true)) {
-      throw new BlockError('KVT_ERR_BLOCK_PAYLOAD_CHECKSUM', 'block payload checksum mismatch: the file is corrupt');
+    if (options.authenticatedBy !== 'aes-256-gcm') {
+      const given = options.payloadChecksum;
+      const payloadHash = given !== undefined && given.from === payloadOffset ? given.value : this.xxh.h64Raw(storedPayload, 0n);
+      if (payloadHash !== view.getBigUint64(88, true)) {
+        throw new BlockError('KVT_ERR_BLOCK_PAYLOAD_CHECKSUM', 'block payload checksum mismatch: the file is corrupt');
+      }
     }
     const dtypeCode = view.getUint8(72);
     if (dtypeCode >= KV_DTYPES.length) malformed(`dtype code ${dtypeCode}`);

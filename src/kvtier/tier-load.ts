@@ -1,9 +1,9 @@
-import { PAYLOAD_OFFSET_FIELD, type DecodedBlock } from './block-codec.ts';
+import type { DecodedBlock } from './block-codec.ts';
 import { BlockError, errorCodeOf } from './errors.ts';
 import type { LoadedBlock, LoadedBlocks, LookupResult } from './kv-tier-types.ts';
 import { BlockReadBuffers, releaserOf } from './load-buffers.ts';
 import type { BufferLease } from './read-buffer-pool.ts';
-import { openStoredHashed, type TailChecksum } from './seal/index.ts';
+import { openStoredForDecode } from './seal/index.ts';
 import type { TierCore } from './tier-core.ts';
 
 /** Verification failures that mean the stored file itself is bad (deleted); the others are collisions (kept for their owner). */
@@ -95,11 +95,11 @@ async function loadOne(core: TierCore, lookup: LookupResult, i: number, sizes: B
   }
   // Encryption at rest (seal/): a blob that does not open is a miss and is kept (the keyring may be what is wrong).
   let plain = bytes;
-  let payloadChecksum: TailChecksum | undefined;
+  let authenticatedBy: 'aes-256-gcm' | undefined;
   if (!fromPending) {
     try {
-      // A large sealed block comes back with its payload checksum, hashed as it was decrypted.
-      ({ plain, tail: payloadChecksum } = await openStoredHashed(core.options.seal, bytes, lookup.chain.keyBytes(i), lookup.namespace.tenantSalt, { offsetField: PAYLOAD_OFFSET_FIELD, seed: 0n }));
+      // A sealed block whose tag verified skips the payload checksum (block-codec.ts's checksum rule).
+      ({ plain, authenticatedBy } = await openStoredForDecode(core.options.seal, bytes, lookup.chain.keyBytes(i), lookup.namespace.tenantSalt));
       // Decrypted in place, or into a fresh buffer of its own (an open thread's).
       buffers.own(plain, plain.buffer !== bytes.buffer);
     } catch (error) {
@@ -110,7 +110,7 @@ async function loadOne(core: TierCore, lookup: LookupResult, i: number, sizes: B
   }
   let block: DecodedBlock;
   try {
-    block = core.codec.decode(plain, { allocatePayload: buffers.allocate, payloadChecksum });
+    block = core.codec.decode(plain, { allocatePayload: buffers.allocate, authenticatedBy });
   } catch (error) {
     buffers.discard();
     discardCorrupt(core, key, lookup.chain.keyBytes(i), error);

@@ -43,6 +43,12 @@ export interface OpenedBlock {
   plain: Uint8Array;
   /** Present when the open hashed the block's tail on the way (native open). */
   tail?: TailChecksum;
+  /**
+   * Set when `plain` came out of an envelope whose AES-GCM tag verified: every
+   * byte of it is what the writer sealed (BlockCodec.decode then skips the
+   * payload XXH64; see the checksum rule in block-codec.ts).
+   */
+  authenticatedBy?: 'aes-256-gcm';
 }
 
 /** The native open when the addon is built with it, else undefined (node:crypto on this thread or open threads then). */
@@ -253,6 +259,17 @@ export function openStored(sealer: BlockSealer | undefined, stored: Uint8Array, 
 export async function openStoredAsync(sealer: BlockSealer | undefined, stored: Uint8Array, blockKey: Uint8Array, tenantSalt: string): Promise<Uint8Array> {
   if (sealer === undefined || !looksSealed(stored)) return openStored(sealer, stored, blockKey, tenantSalt);
   return sealer.openAsync(stored, blockKey, tenantSalt);
+}
+
+/**
+ * KvTier's load path: `openStoredAsync`, saying whether the result was
+ * authenticated (every sealed block that opens is: its tag verified), so the
+ * decoder need not hash the payload again. Large blocks open natively
+ * without hashing (`stored` is consumed).
+ */
+export async function openStoredForDecode(sealer: BlockSealer | undefined, stored: Uint8Array, blockKey: Uint8Array, tenantSalt: string): Promise<OpenedBlock> {
+  if (sealer === undefined || !looksSealed(stored)) return { plain: openStored(sealer, stored, blockKey, tenantSalt) };
+  return { plain: await sealer.openAsync(stored, blockKey, tenantSalt), authenticatedBy: 'aes-256-gcm' };
 }
 
 /** `openStoredAsync` that also hands back the opened block's tail checksum when the open computed it (see `openAsyncHashed`). */
