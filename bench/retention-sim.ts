@@ -370,6 +370,8 @@ export async function run(): Promise<Record<string, number>> {
       meta_info_bytes_per_block_end: Math.round((full - empty) / Math.max(1, live)),
       record_hash_bytes_per_record: sampledRecords > 0 ? Math.round(sampledBytes / sampledRecords) : 0,
     });
+    // A long run may be cut short during the LMDB replay: the Redis figures are on stderr already.
+    console.error(`[retention-sim] redis figures: ${JSON.stringify(out)}`);
     // KVTIER_BENCH_RETENTION_PLANES=redis: the Redis plane only (the 10^7 run, where LMDB's replay would double the time).
     if ((process.env.KVTIER_BENCH_RETENTION_PLANES ?? 'redis,lmdb').split(',').includes('lmdb')) Object.assign(out, await replayLmdb(trace, dir));
   } finally {
