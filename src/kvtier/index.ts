@@ -26,6 +26,7 @@ export {
   type NamespaceSpec,
   type PrefixHasherOptions,
 } from './prefix-hasher.ts';
+export { BlockFlights } from './block-flights.ts';
 export { BlockCodec, BLOCK_MAGIC, FIXED_HEADER_BYTES, PAYLOAD_ALIGNMENT, type BlockToEncode, type DecodedBlock } from './block-codec.ts';
 export { KV_DTYPES, assertValidLayout, kvBytesPerToken, payloadBytesFor, sameLayout, type KvDtype, type KvLayout } from './kv-layout.ts';
 export { BlockIndex, PROBE_ABSENT, PROBE_EXPIRED, scopeTag, type IndexEntry, type IndexWrite } from './block-index.ts';

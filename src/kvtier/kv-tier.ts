@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { BlobStore } from '../../storage-adapters/index.ts';
 
 import { BlockCodec } from './block-codec.ts';
+import type { BlockFlights } from './block-flights.ts';
 import { BlockIndex } from './block-index.ts';
 import { systemClock, type Clock } from './clock.ts';
 import { KvTierConfigError, KvTierError } from './errors.ts';
@@ -127,6 +128,11 @@ export class KvTier {
     const tier = new KvTier(options, hasher, codec, index, policy, ownsPolicy, clock, logger);
     tier.attachPlane(plane, options.metadataPlane === undefined);
     return tier;
+  }
+
+  /** Blocks in flight on this node, computed through written: the one single-flight registry (block-flights.ts). */
+  get flights(): BlockFlights {
+    return this.core.flights;
   }
 
   /** The cluster metadata plane this tier records into (purge, cluster stats). */
@@ -273,6 +279,7 @@ export class KvTier {
     this.core.hotCache.clear();
     this.core.readPool.clear();
     this.core.liveEntries.clear();
+    this.core.flights.clear();
     if (this.ownsPolicy) await this.policy.close();
     this.unsubscribePlane();
     await this.core.planeLink.close();

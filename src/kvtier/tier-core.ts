@@ -1,6 +1,7 @@
 import type { BlobStore } from '../../storage-adapters/index.ts';
 
 import type { BlockCodec } from './block-codec.ts';
+import { BlockFlights } from './block-flights.ts';
 import type { BlockIndex } from './block-index.ts';
 import type { Clock } from './clock.ts';
 import { errorCodeOf, KvTierConfigError } from './errors.ts';
@@ -20,7 +21,7 @@ const MIB = 1024 * 1024;
 /**
  * What the KvTier's paths share (lookup in tier-lookup.ts, load in
  * tier-load.ts, store in tier-store.ts, the rest in the kv-tier.ts facade):
- * the index and its caches, the write-behind queue, counters, and the one
+ * the index and its caches, the write-behind queue, the blocks in flight, counters, and the one
  * way faults are counted (`noteError`) and background index updates kept
  * (`track`, awaited by `flush`).
  */
@@ -34,12 +35,11 @@ export class TierCore {
   readonly writes: WriteBehindQueue;
   readonly background = new Set<Promise<unknown>>();
   /**
-   * Encoded blocks queued for writing, until their index entry is committed.
-   * Lookups continue into them and loads read them, so a request arriving
-   * right after the one that computed a prefix reuses it (single flight)
-   * instead of computing it again while the write is in flight.
+   * Blocks in flight on this node, computed through written (block-flights.ts):
+   * lookups continue into blocks being written and loads read their bytes, so
+   * a request arriving right after the one that computed a prefix reuses it.
    */
-  readonly pending = new Map<string, Uint8Array>();
+  readonly flights = new BlockFlights();
   /** Set by the facade's `open` (plane hook): the node index is a cache in front of it. */
   planeLink!: PlaneLink;
   private readonly lastLoggedAt = new Map<string, number>();

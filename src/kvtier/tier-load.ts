@@ -72,7 +72,7 @@ async function loadOne(core: TierCore, lookup: LookupResult, i: number, sizes: B
     }
     core.hotCache.delete(key);
   }
-  let bytes: Uint8Array | null | undefined = core.pending.get(key);
+  let bytes: Uint8Array | null | undefined = core.flights.bytesOf(key);
   const fromPending = bytes !== undefined;
   const buffers = new BlockReadBuffers(core.readPool);
   try {

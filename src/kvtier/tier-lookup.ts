@@ -9,7 +9,7 @@ const PROBE_INDEX_BROKEN = -3;
 
 /**
  * KvTier.lookup: the longest run of cached full blocks from the start of
- * `tokens`, asking in turn the node index (and blocks still being written),
+ * `tokens`, asking in turn the node index (and blocks still being written, block-flights.ts),
  * the metadata plane, then storage itself when the plane is not trusted.
  * Hits whose last use is older than `touchIntervalMs` are renewed.
  */
@@ -34,7 +34,7 @@ export async function lookupPrefix(core: TierCore, namespace: KvNamespace, token
   try {
     for (; hits < blockCount; hits++) {
       const lastUse = core.liveEntries.probeBlock(chain, hits, now, policy);
-      if (lastUse === PROBE_ABSENT && core.pending.has(chain.keyHex(hits))) continue;
+      if (lastUse === PROBE_ABSENT && core.flights.readable(chain.keyHex(hits))) continue;
       if (lastUse < 0) {
         stop = lastUse;
         break;

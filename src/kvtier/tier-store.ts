@@ -8,7 +8,8 @@ import type { TierCore } from './tier-core.ts';
 /**
  * KvTier.store: checks the request, then queues each new full block on the
  * write-behind queue and returns at once (see KvTier.store). A queued block
- * is readable from `core.pending` until its index entry is committed.
+ * is readable from `core.flights` until its index entry is committed;
+ * every block handed over is marked there with this call's store tick.
  */
 export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt {
   const policy = core.policy.current();
@@ -55,8 +56,12 @@ export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt 
   const receipt: StoreReceipt = { queued: 0, duplicate: 0, dropped: 0 };
   const now = core.clock.now();
   const estimate = payloadBytes + 1024 + namespace.modelFingerprint.length;
+  const { flights } = core;
+  const tick = flights.nextTick();
   for (let i = fromBlock; i < toBlock; i++) {
     const key = chain.keyHex(i);
+    // Handed over, whatever becomes of it: a lookup that started before this looks again (single flight).
+    flights.stored(key, tick);
     if (core.writes.has(key) || isStoredLive(core, key, chain.keyBytes(i), now, policy)) {
       receipt.duplicate++;
       continue;
@@ -101,7 +106,7 @@ export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt 
     }
     const outcome = core.writes.offer({ key, bytes: estimate, run });
     if (outcome === 'queued') {
-      if (encoded !== undefined) core.pending.set(key, encoded);
+      if (encoded !== undefined) flights.stored(key, tick, encoded);
       receipt.queued++;
       counters.writeBehind.queuedBlocks++;
     } else if (outcome === 'duplicate') receipt.duplicate++;
@@ -120,7 +125,7 @@ async function writeBlock(core: TierCore, key: string, keyBytes: Uint8Array, byt
     await writeBlockNow(core, key, keyBytes, bytes, depth, request);
   } finally {
     // Only now that the index knows it (or the write failed).
-    core.pending.delete(key);
+    core.flights.written(key);
   }
 }
 
@@ -164,7 +169,7 @@ async function writeBlockNow(core: TierCore, key: string, keyBytes: Uint8Array, 
  * Codec hook (codecs/): the block re-encoded under the policy's codec, in
  * the write-behind job after a setImmediate yield (the queue starts a job
  * inside `offer`, so without it the request would pay for compression).
- * Until the write lands, `pending` serves the raw block. A failure stores it uncompressed.
+ * Until the write lands, `flights` serves the raw block. A failure stores it uncompressed.
  */
 async function compressForStore(core: TierCore, bytes: Uint8Array, codec: BlockCodecName): Promise<Uint8Array> {
   if (codec === 'none') return bytes;

@@ -3,13 +3,14 @@
  * prompt is hashed once (`prefixKeys`, at admission) and its key chain is
  * handed back to lookup and store, so neither hashes the prompt again.
  *
- * Single flight needs nothing here: KvTier holds every block handed to
- * `store` in its `pending` map until the write lands, and its lookup and
- * load continue into those blocks (see single-flight.ts for the whole
- * mechanism). A no-store request is not handed to the tier at all, so it is
- * never served to another request.
+ * Single flight needs nothing here: the tier's `flights` registry (handed
+ * to the scheduler as is) holds every block from its claim through its
+ * write, and the tier's lookup and load continue into blocks being written
+ * (src/kvtier/block-flights.ts, src/workers/single-flight.ts). A no-store
+ * request is not handed to the tier at all, so it is never served to
+ * another request.
  */
-import { PrefixChain, PrefixHasher, payloadBytesFor, type KvLayout, type KvNamespace, type KvTier, type LookupResult } from '../kvtier/index.ts';
+import { PrefixChain, PrefixHasher, type BlockFlights, payloadBytesFor, type KvLayout, type KvNamespace, type KvTier, type LookupResult } from '../kvtier/index.ts';
 import type { CacheHit, CacheTier, PrefixKeys } from './ports.ts';
 
 interface TierHit extends CacheHit {
@@ -26,6 +27,10 @@ export class KvTierCache implements CacheTier {
   static async create(tier: KvTier, layout: KvLayout): Promise<KvTierCache> {
     const hasher = await PrefixHasher.create({ blockTokens: tier.blockTokens });
     return new KvTierCache(tier, hasher, layout);
+  }
+
+  get flights(): BlockFlights {
+    return this.tier.flights;
   }
 
   get blockBytes(): number {

@@ -4,6 +4,7 @@
  * inference-core's engine and src/kvtier's KvTier to these, so the scheduler
  * reads as the algorithm it is.
  */
+import type { BlockFlights } from '../kvtier/index.ts';
 
 export interface EngineSequence {
   /** Cached blocks, in order from block 0; the sequence's KV then covers blocks × blockTokens tokens. */
@@ -67,6 +68,8 @@ export interface CacheHit {
 }
 
 export interface CacheTier {
+  /** Blocks in flight on this node, computed through written: the one single-flight registry (src/kvtier/block-flights.ts). */
+  readonly flights: BlockFlights;
   /** Bytes of one block's payload (what a load of one block reads). */
   readonly blockBytes: number;
   namespace(modelFingerprint: string, tenantSaltHex: string): unknown;

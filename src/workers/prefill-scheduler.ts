@@ -38,6 +38,7 @@
  * Storage faults never fail a job: lookup/load errors become a miss (full
  * prefill), store errors are counted; both are reported to `onStorageError`.
  */
+import { BlockFlights } from '../kvtier/index.ts';
 import { DecodePhase } from './decode-phase.ts';
 import { DEFAULT_STEP_TOKENS, EngineStep } from './engine-step.ts';
 import { FetchPhase } from './fetch-phase.ts';
@@ -74,7 +75,7 @@ export class PrefillScheduler implements SchedulerContext {
   readonly now: () => number;
   readonly active: RequestSequence[] = [];
   readonly retained: RetainedSequences;
-  readonly computing = new ComputingBlocks();
+  readonly computing: ComputingBlocks;
   readonly ends = new JobEnds();
   readonly pendingFetches = new Set<Promise<unknown>>();
   readonly pendingStores = new Set<Promise<unknown>>();
@@ -91,6 +92,7 @@ export class PrefillScheduler implements SchedulerContext {
   constructor(readonly options: SchedulerOptions) {
     this.now = options.now ?? (() => performance.now());
     this.retained = new RetainedSequences(options.retainSequences ?? DEFAULT_RETAINED);
+    this.computing = new ComputingBlocks(options.cache?.flights ?? new BlockFlights());
     const stepTokens = Math.max(1, Math.min(options.stepTokens ?? DEFAULT_STEP_TOKENS, options.engine.maxStepTokens));
     const store = new StoreWriter(this);
     this.fetchPhase = new FetchPhase(this);

@@ -1,91 +1,64 @@
 /**
- * Single flight on one worker, keyed by the prompt's chained block keys:
- * concurrent requests sharing an uncached prefix compute it once.
+ * Single flight on one worker: concurrent requests sharing an uncached
+ * prefix compute it once. The state lives in one registry, the tier's
+ * `BlockFlights` (src/kvtier/block-flights.ts: its diagram and invariant),
+ * keyed by the prompt's chained block keys; this file is the scheduler's
+ * side of it: who claims a block, and what a request whose next block is
+ * in flight does.
  *
- *   block key ──▶ who has it                                    consulted by
- *   ─────────────────────────────────────────────────────────  ──────────────────────────
- *   computing    ComputingBlocks (here): the earliest admitted  the fetch phase: a request
- *                unfinished request whose prompt holds it       whose first uncached block
- *                                                               another computes waits
- *   just stored  ComputingBlocks (here): when it was handed to  the fetch phase: a lookup
- *                the tier (a tick, no payload)                  that started before it looks
- *                                                               again (once) instead of
- *                                                               computing it
- *   stored, not  KvTier `pending` (src/kvtier/tier-core.ts): the KvTier.lookup / load: the
- *   yet durable  encoded block until its index entry commits    waiter's lookup again hits it
- *   here         the tier's index / storage                     KvTier.lookup / load
+ *   the next uncached block is…              the request
+ *   ───────────────────────────────────────  ───────────────────────────────────────────
+ *   computing by an earlier admitted,        waits (deferred) until that one has stored
+ *   unfinished request (its owner)           the run of blocks it owns, then looks up again
+ *   handed to the tier since this lookup     looks again, once (its lookup missed them)
+ *   started (its store tick)
+ *   being written (bytes held)               nothing to do: the tier's lookup counts it as
+ *                                            a hit and its load reads the held bytes
  *
- * A request's store hands blocks to the tier, which holds them in `pending`
- * at once; so a waiter released here (its blocker stored those blocks) finds
- * them on its next lookup, whether the write has landed or not. The two
- * halves stay apart because "computing" names an engine sequence of this
- * worker (src/kvtier knows no engines), while `pending` serves every reader
- * of the tier. Guarantees:
+ * Guarantees:
  * - a no-store request claims nothing (nobody waits for it) and stores
  *   nothing, so it is never served to another request;
- * - a purge flushes the tier's pending writes before deleting, and this map
- *   holds no payloads, so nothing purged is served afterwards;
- * - memory: this map holds keys of admitted prompts' blocks only; an ended
- *   request's keys go at its end, except store ticks a lookup still in
- *   flight may need (pruned at every end); `pending` is bounded by the
- *   tier's write-behind byte budget.
+ * - a purge flushes the tier's writes before deleting, so nothing purged is
+ *   served afterwards;
+ * - memory: an ended request's claims go at its end, store ticks once no
+ *   lookup in flight started before them (`claimed` is then 0); the bytes of
+ *   blocks being written are bounded by the tier's write-behind budget.
  */
+import type { BlockFlights } from '../kvtier/index.ts';
 import type { RequestSequence } from './sequence.ts';
-
-interface Flight {
-  /** The earliest admitted unfinished request computing this block (null once it ended). */
-  owner: RequestSequence | null;
-  /** Store tick when the block was handed to the tier (0: not yet). */
-  storedTick: number;
-}
 
 export type Blocker = { owner: RequestSequence; blocks: number } | 'look-again';
 
 export class ComputingBlocks {
-  private readonly flights = new Map<string, Flight>();
-  private tick = 0;
+  /** Requests this scheduler claimed blocks for: only they are waited for (a registry shared with another scheduler, as in tests, may hold others). */
+  private readonly claimants = new WeakSet<RequestSequence>();
 
+  /** The tier's registry when the worker has one; else its own (nothing is ever stored then). */
+  constructor(private readonly flights: BlockFlights) {}
+
+  /** Keys held for single flight (0 once every request has ended and no lookup is in flight). */
   get size(): number {
-    return this.flights.size;
+    return this.flights.claimed;
   }
 
   /** At admission: `seq` owns every block of its prompt's cacheable part nobody admitted earlier owns. */
   claim(seq: RequestSequence, blockTokens: number): void {
     if (!seq.keys || seq.job.retention?.noStore) return;
-    for (let i = 0; i < usableBlocks(seq, blockTokens); i++) {
-      const key = seq.keys.keyHex(i);
-      const flight = this.flights.get(key);
-      if (!flight) this.flights.set(key, { owner: seq, storedTick: 0 });
-      else flight.owner ??= seq;
-    }
+    this.claimants.add(seq);
+    for (let i = 0; i < usableBlocks(seq, blockTokens); i++) this.flights.claim(seq.keys.keyHex(i), seq);
   }
 
-  /** A lookup of `seq` starts: blocks stored from now on were not visible to it. */
+  /** A lookup of `seq` starts: blocks handed to the tier from now on were not visible to it. */
   lookupStarted(seq: RequestSequence): void {
-    seq.lookupTick = this.tick;
-  }
-
-  /** Blocks [fromBlock, toBlock) of `seq` were handed to the tier (only its prompt's are keyed here). */
-  stored(seq: RequestSequence, fromBlock: number, toBlock: number): void {
-    if (!seq.keys || seq.job.retention?.noStore) return;
-    const tick = ++this.tick;
-    for (let i = fromBlock; i < Math.min(toBlock, seq.keys.blockCount); i++) {
-      const flight = this.flights.get(seq.keys.keyHex(i));
-      if (flight) flight.storedTick = tick;
-    }
+    seq.lookupTick = this.flights.tick;
   }
 
   /** When `seq` ends: it computes nothing more; store ticks no lookup in flight can need go too. */
   release(seq: RequestSequence, active: readonly RequestSequence[]): void {
-    if (seq.keys) {
-      for (let i = 0; i < seq.keys.blockCount; i++) {
-        const flight = this.flights.get(seq.keys.keyHex(i));
-        if (flight?.owner === seq) flight.owner = null;
-      }
-    }
+    if (seq.keys) this.flights.release(seq, keysOf(seq.keys));
     let oldestLookup = Infinity;
     for (const other of active) if (other.phase === 'fetching') oldestLookup = Math.min(oldestLookup, other.lookupTick);
-    for (const [key, flight] of this.flights) if (flight.owner === null && flight.storedTick <= oldestLookup) this.flights.delete(key);
+    this.flights.prune(oldestLookup);
   }
 
   /**
@@ -98,14 +71,19 @@ export class ComputingBlocks {
     if (!seq.keys) return null;
     const usable = usableBlocks(seq, blockTokens);
     if (cachedBlocks >= usable) return null;
-    const flight = this.flights.get(seq.keys.keyHex(cachedBlocks));
-    if (!flight) return null;
-    if (flight.storedTick > seq.lookupTick && !seq.lookedAgain) return 'look-again';
-    const { owner } = flight;
+    const key = seq.keys.keyHex(cachedBlocks);
+    if (this.flights.storedTickOf(key) > seq.lookupTick && !seq.lookedAgain) return 'look-again';
+    const owner = this.ownerOf(key);
     if (!owner || owner === seq || owner.order > seq.order || owner.phase === 'decode' || owner.storedBlocks > cachedBlocks) return null;
     let blocks = cachedBlocks + 1;
-    while (blocks < usable && this.flights.get(seq.keys.keyHex(blocks))?.owner === owner) blocks++;
+    while (blocks < usable && this.ownerOf(seq.keys.keyHex(blocks)) === owner) blocks++;
     return { owner, blocks };
+  }
+
+  /** The block's owner when it is one of this scheduler's requests. */
+  private ownerOf(key: string): RequestSequence | null {
+    const owner = this.flights.ownerOf(key) as RequestSequence | null;
+    return owner !== null && this.claimants.has(owner) ? owner : null;
   }
 }
 
@@ -113,6 +91,10 @@ export class ComputingBlocks {
 export function releasable(seq: RequestSequence, active: readonly RequestSequence[]): boolean {
   const blocker = seq.waitFor!;
   return !active.includes(blocker) || blocker.phase === 'decode' || blocker.storedBlocks >= seq.waitBlocks;
+}
+
+function* keysOf(keys: NonNullable<RequestSequence['keys']>): Generator<string> {
+  for (let i = 0; i < keys.blockCount; i++) yield keys.keyHex(i);
 }
 
 /** Prompt blocks a lookup may return: at least one token is always prefilled to get the next token's logits. */

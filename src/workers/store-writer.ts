@@ -32,7 +32,6 @@ export class StoreWriter {
           ...(seq.keys ? { keys: seq.keys } : {}),
         })
         .catch((error: unknown) => onStorageError?.('store', error));
-      this.ctx.computing.stored(seq, fromBlock, fullBlocks);
       this.ctx.pendingStores.add(pending);
       void pending.finally(() => this.ctx.pendingStores.delete(pending));
     } catch (error) {

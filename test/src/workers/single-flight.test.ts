@@ -105,6 +105,7 @@ describe('single flight', () => {
     const bHeld = new Promise<void>((resolve) => (releaseB = resolve));
     let lookups = 0;
     const slow: CacheTier = {
+      flights: cache.flights,
       blockBytes: cache.blockBytes,
       namespace: (fingerprint, salt) => cache.namespace(fingerprint, salt),
       prefixKeys: (namespace, tokens) => cache.prefixKeys(namespace, tokens),

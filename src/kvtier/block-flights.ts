@@ -1,0 +1,121 @@
+/**
+ * The one registry of prefix blocks in flight on this node, from "being
+ * computed" until "written" (single flight). The worker's scheduler claims
+ * and asks it (src/workers/single-flight.ts); the tier's store, lookup and
+ * load ask it (tier-store.ts, tier-lookup.ts, tier-load.ts). Keyed by the
+ * block's chained key (hex), so a block names its whole prefix.
+ *
+ * ```
+ *            claim(owner)              store() hands it over          the write lands
+ *  absent ───────────────▶ computing ───────────────────────▶ writing ──────────────▶ written
+ *    │                     owner: the      (tick; bytes held       (bytes: the       (tick only, until no
+ *    │                     earliest        when the tier           encoded block)    lookup that started
+ *    │                     unfinished      queued them)                              before it is in flight)
+ *    │                     claimant                                                        │
+ *    └─ store() of a block nobody claimed ──▶ writing ──▶ absent        prune(…) ──▶ absent ◀┘
+ * ```
+ *
+ * Invariant: a key is readable from this node while it is `writing` here
+ * or live in the tier's index — never in between: the bytes are dropped
+ * only once the index entry is committed (or the write failed, a miss).
+ * A key has an owner only while that owner is unfinished; a no-store
+ * request claims nothing and stores nothing, so it is never served. Memory:
+ * claimed keys go when their owner ends (`release` + `prune`); bytes are
+ * bounded by the tier's write-behind budget. Owners are opaque here
+ * (src/kvtier knows no engine sequences): the scheduler gives its requests.
+ */
+interface Flight {
+  /** The earliest unfinished claimant computing this block (null: none). */
+  owner: object | null;
+  /** Tick when the block was handed to the tier's store (0: not yet, or no lookup needs it any more). */
+  storedTick: number;
+  /** The encoded block while its write is in flight. */
+  bytes: Uint8Array | undefined;
+}
+
+export class BlockFlights {
+  private readonly flights = new Map<string, Flight>();
+  private ticks = 0;
+
+  /** The current store tick: a lookup that starts now sees every block handed over up to it. */
+  get tick(): number {
+    return this.ticks;
+  }
+
+  /** Keys held for single flight (an owner, or a tick a lookup may need); blocks only being written are not counted. */
+  get claimed(): number {
+    let n = 0;
+    for (const flight of this.flights.values()) if (flight.owner !== null || flight.storedTick > 0) n++;
+    return n;
+  }
+
+  /** `owner` computes `key` unless an earlier unfinished claimant does. */
+  claim(key: string, owner: object): void {
+    const flight = this.flights.get(key);
+    if (!flight) this.flights.set(key, { owner, storedTick: 0, bytes: undefined });
+    else flight.owner ??= owner;
+  }
+
+  ownerOf(key: string): object | null {
+    return this.flights.get(key)?.owner ?? null;
+  }
+
+  /** Tick when `key` was last handed to the store (0: never, or forgotten). */
+  storedTickOf(key: string): number {
+    return this.flights.get(key)?.storedTick ?? 0;
+  }
+
+  /** A store call starts handing blocks over: one tick for all of them. */
+  nextTick(): number {
+    return ++this.ticks;
+  }
+
+  /** `key` was handed to the store at `tick`; `bytes` when the tier queued its write (readable until `written`). */
+  stored(key: string, tick: number, bytes?: Uint8Array): void {
+    const flight = this.flights.get(key);
+    if (flight) {
+      flight.storedTick = tick;
+      if (bytes !== undefined) flight.bytes = bytes;
+    } else if (bytes !== undefined) this.flights.set(key, { owner: null, storedTick: 0, bytes });
+  }
+
+  /** The write of `key` ended (its index entry is committed, or it failed): the bytes go. */
+  written(key: string): void {
+    const flight = this.flights.get(key);
+    if (!flight) return;
+    flight.bytes = undefined;
+    if (flight.owner === null && flight.storedTick === 0) this.flights.delete(key);
+  }
+
+  /** Whether `key`'s encoded block is held while its write is in flight (a lookup counts it as a hit). */
+  readable(key: string): boolean {
+    return this.flights.get(key)?.bytes !== undefined;
+  }
+
+  /** The encoded block of `key` while its write is in flight. */
+  bytesOf(key: string): Uint8Array | undefined {
+    return this.flights.get(key)?.bytes;
+  }
+
+  /** `owner` ended: it computes none of `keys` any more. */
+  release(owner: object, keys: Iterable<string>): void {
+    for (const key of keys) {
+      const flight = this.flights.get(key);
+      if (flight?.owner === owner) flight.owner = null;
+    }
+  }
+
+  /** Unowned keys stored at or before `oldestLookupTick` (no lookup in flight started before them) are forgotten, unless still being written. */
+  prune(oldestLookupTick: number): void {
+    for (const [key, flight] of this.flights) {
+      if (flight.owner !== null || flight.storedTick > oldestLookupTick) continue;
+      flight.storedTick = 0;
+      if (flight.bytes === undefined) this.flights.delete(key);
+    }
+  }
+
+  /** The tier closes: nothing is in flight any more. */
+  clear(): void {
+    this.flights.clear();
+  }
+}

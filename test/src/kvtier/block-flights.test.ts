@@ -1,0 +1,144 @@
+/**
+ * BlockFlights (src/kvtier/block-flights.ts), the one registry of blocks in
+ * flight: its states on their own, then on a real KvTier whose storage puts
+ * are held, so a block stays "being written" while the test looks at it.
+ */
+import { join } from 'node:path';
+
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+
+import { FsBlobStore, type BlobStore } from '../../../storage-adapters/index.ts';
+import { BlockFlights, KvTier } from '../../../src/kvtier/index.ts';
+import { LAYOUT, captureLogger, payloadFor, tempDir, tokensOf } from './fixtures.ts';
+
+describe('BlockFlights', () => {
+  it('the earliest unfinished claimant owns a block; it is forgotten once unowned and no lookup needs its tick', () => {
+    const flights = new BlockFlights();
+    const a = {};
+    const b = {};
+    flights.claim('k', a);
+    flights.claim('k', b);
+    expect(flights.ownerOf('k')).toBe(a);
+    flights.release(a, ['k']);
+    expect(flights.ownerOf('k')).toBeNull();
+    flights.claim('k', b);
+    expect(flights.ownerOf('k')).toBe(b);
+    const lookupTick = flights.tick;
+    flights.stored('k', flights.nextTick());
+    expect(flights.storedTickOf('k')).toBeGreaterThan(lookupTick);
+    flights.release(b, ['k']);
+    // A lookup that started before the store is still in flight: the tick stays.
+    flights.prune(lookupTick);
+    expect(flights.storedTickOf('k')).toBeGreaterThan(lookupTick);
+    expect(flights.claimed).toBe(1);
+    flights.prune(Infinity);
+    expect(flights.claimed).toBe(0);
+    expect(flights.storedTickOf('k')).toBe(0);
+  });
+
+  it('a block is readable from the store call that queued it until its write ends, owned or not', () => {
+    const flights = new BlockFlights();
+    const bytes = new Uint8Array([1, 2, 3]);
+    const owner = {};
+    flights.claim('owned', owner);
+    const tick = flights.nextTick();
+    flights.stored('owned', tick, bytes);
+    flights.stored('reply', tick, bytes);
+    expect(flights.readable('owned')).toBe(true);
+    expect(flights.bytesOf('reply')).toBe(bytes);
+    // Ended owners and pruned ticks do not drop a block still being written; being written is not a claim.
+    flights.release(owner, ['owned']);
+    flights.prune(Infinity);
+    expect(flights.readable('owned')).toBe(true);
+    expect(flights.claimed).toBe(0);
+    flights.written('owned');
+    flights.written('reply');
+    expect(flights.readable('owned')).toBe(false);
+    expect(flights.bytesOf('reply')).toBeUndefined();
+  });
+});
+
+/** A real FsBlobStore whose puts wait until `open()` (reads pass). */
+class HeldPuts implements BlobStore {
+  readonly kind: string;
+  readonly location: string;
+  private readonly gate: Promise<void>;
+  private openGate!: () => void;
+
+  constructor(private readonly inner: BlobStore) {
+    this.kind = inner.kind;
+    this.location = inner.location;
+    this.gate = new Promise((resolve) => (this.openGate = resolve));
+  }
+
+  open(): void {
+    this.openGate();
+  }
+
+  async put(key: string, bytes: Uint8Array): Promise<void> {
+    await this.gate;
+    return this.inner.put(key, bytes);
+  }
+  get(key: string, options?: Parameters<BlobStore['get']>[1]): Promise<Uint8Array | null> {
+    return this.inner.get(key, options);
+  }
+  has(keys: readonly string[]): Promise<boolean[]> {
+    return this.inner.has(keys);
+  }
+  delete(keys: readonly string[]): Promise<void> {
+    return this.inner.delete(keys);
+  }
+  list(prefix?: string): AsyncIterable<string> {
+    return this.inner.list(prefix);
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
+
+describe('BlockFlights in the tier', () => {
+  let dir: { path: string; remove: () => Promise<void> };
+  let fs: FsBlobStore;
+  let store: HeldPuts;
+  let tier: KvTier;
+
+  beforeEach(async () => {
+    dir = await tempDir('kvtier-flights-');
+    fs = await FsBlobStore.open({ dir: join(dir.path, 'blocks') });
+    store = new HeldPuts(fs);
+    tier = await KvTier.open({ dataDir: join(dir.path, 'node'), store, blockTokens: 64, hotCacheBytes: 0, metadataRedisUrl: '', logger: captureLogger() });
+  });
+
+  afterEach(async () => {
+    store.open();
+    await tier.close();
+    await fs.close();
+    await dir.remove();
+  });
+
+  it('a block handed to store is a hit read from the registry while its write is held, then from storage; the registry forgets it', async () => {
+    const ns = tier.namespace({ modelFingerprint: 'm', tenantSalt: '01' });
+    const scope = { tenant: 't', trafficClass: 'chat' };
+    const tokens = tokensOf(3 * 64, 7);
+    const payloads = [0, 1, 2].map((i) => payloadFor(7, i));
+    expect(tier.store({ namespace: ns, tokens, payloads, layout: LAYOUT, ...scope }).queued).toBe(3);
+    const first = await tier.lookup(ns, tokens, scope);
+    expect(first.hitBlocks).toBe(3);
+    for (let i = 0; i < 3; i++) expect(tier.flights.readable(first.chain.keyHex(i))).toBe(true);
+    expect(await fs.has(first.keys)).toEqual([false, false, false]);
+    const loaded = await tier.load(first);
+    expect(loaded.blocks.map((b) => b.payload)).toEqual(payloads);
+    expect(tier.stats().bytesRead).toBe(0);
+    loaded.release();
+    store.open();
+    await tier.flush();
+    for (let i = 0; i < 3; i++) expect(tier.flights.readable(first.chain.keyHex(i))).toBe(false);
+    expect(tier.flights.claimed).toBe(0);
+    const second = await tier.lookup(ns, tokens, scope);
+    expect(second.hitBlocks).toBe(3);
+    const again = await tier.load(second);
+    expect(again.blocks.map((b) => b.payload)).toEqual(payloads);
+    expect(tier.stats().bytesRead).toBeGreaterThan(0);
+    again.release();
+  });
+});
