@@ -19,14 +19,19 @@
  * 64-block prompt (48 MiB of payload) from fs (page cache warm, hot cache
  * off, 8 reads in flight), sealed tier and plaintext tier taking turns;
  * `seal_load_vs_plain` is the median of the per-round ratios. The sealed tier
- * runs the default (`seal_open_path`: `native` = one OpenSSL call in place on
- * libuv's pool when the addon is built); `seal_inline_*` is a third tier in
+ * runs the default (`seal_open_path`: `native` = one native call in place on
+ * libuv's pool when the addon is built; `seal_native_cipher`: `vaes-avx512`,
+ * the addon's 512-bit AES-GCM, or `openssl`, node's EVP — KVTIER_NATIVE_ISA=avx2
+ * forces the latter), and skips the payload XXH64 once the tag verified
+ * (block-codec.ts's checksum rule); `seal_inline_*` is a third tier in
  * the same rounds that decrypts with node:crypto on the loading thread (the
  * default before the native open; `nativeOpen: false`, no open threads).
  * Every load is released after it is counted, as the engine does after
  * importBlocks (KVTIER_BENCH_LOAD_RELEASE=0: never).
  * `seal_load_cpu_vs_plain`: CPU-seconds of a plain load / of a sealed one
  * (all threads), the throughput ratio when loads are CPU-bound.
+ * `decrypt_native_gbps`: BlockSealer.openAsync on the same 768 KiB blocks with
+ * the native open (4 in flight, in place), per wall / per CPU-second.
  * GB/s = 1e9 B/s.
  */
 import { randomBytes } from 'node:crypto';
@@ -36,6 +41,7 @@ import { join } from 'node:path';
 
 import { FsBlobStore } from '../storage-adapters/index.ts';
 import { BlockCodec, KvTier, payloadBytesFor, type KvLayout, type KvTierLogger } from '../src/kvtier/index.ts';
+import { loadAddon } from '../native/load-addon.ts';
 import { BlockSealer, keyringFromSecret } from '../src/kvtier/seal/index.ts';
 
 const DEMO_LAYOUT: KvLayout = { layers: 12, kvHeads: 4, headDim: 64, dtype: 'f16', tokensPerBlock: 64 };
@@ -52,7 +58,9 @@ export async function run(): Promise<Record<string, number | string>> {
   const sealer = new BlockSealer(keyringFromSecret(randomBytes(32).toString('hex')));
   const codec = await BlockCodec.create();
   const big = cryptoRates(sealer, codec, DEMO_LAYOUT);
+  const native = await nativeOpenRates(sealer, codec, DEMO_LAYOUT);
   const small = cryptoRates(sealer, codec, SMALL_LAYOUT);
+  progress(`native open ${native.wall.toFixed(2)} GB/s (${nativeCipher()}; ${native.cpu.toFixed(2)} per CPU-second)`);
   progress(`seal ${big.encrypt.toFixed(2)} GB/s, open ${big.decrypt.toFixed(2)} GB/s on ${(big.blockBytes / 1024).toFixed(0)} KiB blocks; 16 KiB: ${small.encrypt.toFixed(2)} / ${small.decrypt.toFixed(2)}`);
   const inline = new BlockSealer(sealer.keyring, { openThreads: 0, nativeOpen: false });
   const load = await loadRates(sealer, inline);
@@ -65,6 +73,8 @@ export async function run(): Promise<Record<string, number | string>> {
     encrypt_cpu_gbps: round(big.encryptCpu, 3),
     decrypt_cpu_gbps: round(big.decryptCpu, 3),
     decrypt_fresh_gbps: round(big.decryptFresh, 3),
+    decrypt_native_gbps: round(native.wall, 3),
+    decrypt_native_cpu_gbps: round(native.cpu, 3),
     decrypt_fresh_cpu_gbps: round(big.decryptFreshCpu, 3),
     encrypt_16k_gbps: round(small.encrypt, 3),
     decrypt_16k_gbps: round(small.decrypt, 3),
@@ -76,6 +86,7 @@ export async function run(): Promise<Record<string, number | string>> {
     seal_inline_load_payload_gbps: round(load.threads, 3),
     seal_inline_load_vs_plain: round(load.threadsRatio, 3),
     seal_open_path: sealer.openPath,
+    seal_native_cipher: nativeCipher(),
     seal_open_threads: sealer.openThreads,
     seal_load_blocks: LOAD_BLOCKS,
     seal_statistic: `median of ${CRYPTO_ROUNDS} rounds (crypto), of ${LOAD_PAIRS} sealed/plain pairs (load)`,
@@ -123,6 +134,43 @@ function cryptoRates(sealer: BlockSealer, codec: BlockCodec, layout: KvLayout): 
     decryptCpu.push(bytes / (openCpuMs / 1000) / 1e9);
   }
   return { encrypt: median(encrypt), decrypt: median(decrypt), encryptCpu: median(encryptCpu), decryptCpu: median(decryptCpu), decryptFresh: median(decryptFresh), decryptFreshCpu: median(decryptFreshCpu), blockBytes: encoded.byteLength };
+}
+
+/** The native cipher `openAsync` runs on large blocks now, or none (node:crypto). */
+function nativeCipher(): string {
+  try {
+    return loadAddon().aesGcmOpenPath();
+  } catch {
+    return 'none';
+  }
+}
+
+/** BlockSealer.openAsync (the load path's open) on 768 KiB blocks, 4 in flight, in place; plaintext bytes per second. */
+async function nativeOpenRates(sealer: BlockSealer, codec: BlockCodec, layout: KvLayout): Promise<{ wall: number; cpu: number }> {
+  const payload = Uint8Array.from(randomBytes(payloadBytesFor(layout, 64)));
+  const key = Uint8Array.from(randomBytes(16));
+  const encoded = codec.encode({ key, parentKey: new Uint8Array(16), modelFingerprint: 'bench-seal', tokens: new Uint32Array(64).map((_, i) => i * 7), layout, payload });
+  const sealed = sealer.seal(encoded, key, SALT);
+  const blocks = Math.max(8, Math.round(CRYPTO_BYTES_PER_ROUND / encoded.byteLength));
+  const work = Array.from({ length: blocks }, () => new Uint8Array(sealed.byteLength));
+  const wall: number[] = [];
+  const cpu: number[] = [];
+  for (let round = 0; round < CRYPTO_ROUNDS + 1; round++) {
+    for (const blob of work) blob.set(sealed); // openAsync consumes its input; refilled untimed
+    const t0 = performance.now();
+    const c0 = process.cpuUsage();
+    let next = 0;
+    const opener = async () => {
+      while (next < blocks) if ((await sealer.openAsync(work[next++], key, SALT)).byteLength !== encoded.byteLength) throw new Error('openAsync returned another length');
+    };
+    await Promise.all([opener(), opener(), opener(), opener()]);
+    const ms = performance.now() - t0;
+    const cpuMsTaken = cpuMs(process.cpuUsage(c0));
+    if (round === 0) continue; // warm-up
+    wall.push((blocks * encoded.byteLength) / (ms / 1000) / 1e9);
+    cpu.push((blocks * encoded.byteLength) / (cpuMsTaken / 1000) / 1e9);
+  }
+  return { wall: median(wall), cpu: median(cpu) };
 }
 
 async function loadRates(sealer: BlockSealer, threadSealer: BlockSealer): Promise<{ sealed: number; plain: number; ratio: number; threads: number; threadsRatio: number; cpuRatio: number }> {
