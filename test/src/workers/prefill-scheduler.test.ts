@@ -7,98 +7,44 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { type LoadedEngine, type Sequence } from '../../../inference-core/index.ts';
+import type { LoadedEngine } from '../../../inference-core/index.ts';
 import { FsBlobStore } from '../../../storage-adapters/index.ts';
 import { FetchOrRecompute } from '../../../src/cluster/index.ts';
 import { KvTier } from '../../../src/kvtier/index.ts';
-import { KvTierCache } from '../../../src/workers/cache-adapter.ts';
 import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
-import type { EngineModel } from '../../../src/workers/ports.ts';
-import { PrefillScheduler, type SchedulerOptions } from '../../../src/workers/prefill-scheduler.ts';
-import { argmax, randomTokens } from '../../inference-core/engine-fixtures.ts';
-import { BLOCK, blocksAlone, greedyAlone, openSchedulerRig, tokensOf, type SchedulerRig } from './scheduler-fixtures.ts';
+import type { SchedulerOptions } from '../../../src/workers/prefill-scheduler.ts';
+import { randomTokens } from '../../inference-core/engine-fixtures.ts';
+import {
+  BLOCK,
+  computedOf,
+  greedyAlone,
+  openSchedulerRig,
+  prefilledOf,
+  saltSource,
+  schedulerJob,
+  startScheduler,
+  tokensOf,
+  type SchedulerRig,
+} from './scheduler-fixtures.ts';
 
 let rig: SchedulerRig;
 let engine: LoadedEngine;
 let dir: string;
 let tier: KvTier;
 let store: FsBlobStore;
-let cache: KvTierCache;
 
 beforeAll(async () => {
   rig = await openSchedulerRig(8, 'kvtier-sched-');
-  ({ engine, dir, tier, store, cache } = rig);
+  ({ engine, dir, tier, store } = rig);
 });
 
 afterAll(async () => {
   await rig?.close();
 });
 
-function engineModel(onStep?: (stepTokens: number[]) => void): EngineModel {
-  return {
-    fingerprint: engine.fingerprint,
-    contextLength: engine.contextLength,
-    maxStepTokens: engine.prefillChunk,
-    createSequence: () => engine.createSequence(),
-    freeBlocks: () => engine.pool.freePages,
-    totalBlocks: () => engine.pool.pages,
-    step: (items) => {
-      onStep?.(items.map((item) => item.tokens.length));
-      return engine.step(items.map(({ sequence, tokens, logits }) => ({ seq: sequence as Sequence, tokens, logits })));
-    },
-  };
-}
-
-interface Trace {
-  events: Array<{ jobId: string; event: JobEvent }>;
-  scheduler: PrefillScheduler;
-  finished(jobId: string): Promise<JobEvent[]>;
-}
-
-function start(options: Partial<SchedulerOptions> = {}, onStep?: (stepTokens: number[]) => void): Trace {
-  const events: Trace['events'] = [];
-  const waiters = new Map<string, () => void>();
-  const scheduler = new PrefillScheduler({
-    engine: engineModel(onStep),
-    cache,
-    blockTokens: BLOCK,
-    maxBatch: 8,
-    createSampler: () => ({ sample: (logits) => argmax(logits) }),
-    emit: (jobId, event) => {
-      events.push({ jobId, event });
-      if (event.type === 'done' || event.type === 'error') waiters.get(jobId)?.();
-    },
-    ...options,
-  });
-  return {
-    events,
-    scheduler,
-    finished: (jobId) =>
-      new Promise((resolve) => {
-        const collect = () => resolve(events.filter((e) => e.jobId === jobId).map((e) => e.event));
-        if (events.some((e) => e.jobId === jobId && (e.event.type === 'done' || e.event.type === 'error'))) collect();
-        else waiters.set(jobId, collect);
-      }),
-  };
-}
-
-let nextSalt = 1;
-function job(id: string, tokens: number[], extra: Partial<PrefillJob> = {}): PrefillJob {
-  return {
-    id,
-    model: 'synthetic:tiny',
-    tenant: 't',
-    tenantSalt: 'aa',
-    trafficClass: 'chat',
-    tokens: Uint32Array.from(tokens),
-    sampling: { maxTokens: 6, temperature: 0, topP: 1, topK: 0, seed: 1, stopTokenIds: [] },
-    submittedAt: Date.now(),
-    ...extra,
-  };
-}
-
-const freshSalt = () => (nextSalt++).toString(16).padStart(8, '0');
-const prefilledOf = (events: JobEvent[]) => events.find((e): e is Extract<JobEvent, { type: 'prefilled' }> => e.type === 'prefilled')!;
+const start = (options: Partial<SchedulerOptions> = {}, onStep?: (stepTokens: number[]) => void) => startScheduler(rig, options, onStep);
+const job = (id: string, tokens: number[], extra: Partial<PrefillJob> = {}) => schedulerJob(id, tokens, extra);
+const freshSalt = saltSource(1);
 
 describe('PrefillScheduler', () => {
   it('cuts a long prompt into chunks around a short one, and both replies equal their solo runs', async () => {
@@ -134,8 +80,7 @@ describe('PrefillScheduler', () => {
     const [ea, eb] = await Promise.all([finished('a'), finished('b')]);
     expect(prefilledOf(ea).cachedTokens).toBe(0);
     expect(prefilledOf(eb).cachedTokens).toBe(10 * BLOCK);
-    const computed = (events: JobEvent[]) => (events.find((e) => e.type === 'done') as Extract<JobEvent, { type: 'done' }>).prefillTokens;
-    expect(computed(ea) + computed(eb)).toBe(a.length + b.length - 10 * BLOCK);
+    expect(computedOf(ea) + computedOf(eb)).toBe(a.length + b.length - 10 * BLOCK);
     expect(tokensOf(eb)).toEqual(greedyAlone(engine, b, 6));
     await scheduler.close();
   });

@@ -1,13 +1,19 @@
-/** The rig both scheduler tests run on: the tiny engine and a real KvTier over an fs block store in a temp dir. */
+/**
+ * The rig the scheduler tests run on: the tiny engine and a real KvTier over
+ * an fs block store in a temp dir; a PrefillScheduler on it that records
+ * every event; jobs and the figures their events report.
+ */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import type { LoadedEngine } from '../../../inference-core/index.ts';
+import type { LoadedEngine, Sequence } from '../../../inference-core/index.ts';
 import { FsBlobStore } from '../../../storage-adapters/index.ts';
 import { KvTier } from '../../../src/kvtier/index.ts';
 import { KvTierCache } from '../../../src/workers/cache-adapter.ts';
-import type { JobEvent } from '../../../src/workers/job.ts';
+import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
+import type { EngineModel } from '../../../src/workers/ports.ts';
+import { PrefillScheduler, type SchedulerOptions } from '../../../src/workers/prefill-scheduler.ts';
 import { argmax, tinyEngine } from '../../inference-core/engine-fixtures.ts';
 
 export const BLOCK = 64;
@@ -62,3 +68,79 @@ export function blocksAlone(engine: LoadedEngine, tokens: number[], blocks: numb
   seq.free();
   return out;
 }
+
+/** The scheduler's engine port over the tiny engine; `onStep` sees each step's rows (tokens per item). */
+export function engineModel(engine: LoadedEngine, onStep?: (stepTokens: number[]) => void): EngineModel {
+  return {
+    fingerprint: engine.fingerprint,
+    contextLength: engine.contextLength,
+    maxStepTokens: engine.prefillChunk,
+    createSequence: () => engine.createSequence(),
+    freeBlocks: () => engine.pool.freePages,
+    totalBlocks: () => engine.pool.pages,
+    step: (items) => {
+      onStep?.(items.map((item) => item.tokens.length));
+      return engine.step(items.map(({ sequence, tokens, logits }) => ({ seq: sequence as Sequence, tokens, logits })));
+    },
+  };
+}
+
+export interface Trace {
+  events: Array<{ jobId: string; event: JobEvent }>;
+  scheduler: PrefillScheduler;
+  /** Every event of `jobId` once it is done (or failed). */
+  finished(jobId: string): Promise<JobEvent[]>;
+}
+
+/** A greedy PrefillScheduler (batch 8) on the rig's engine and cache; `options` override (e.g. `cache`, `stepTokens`). */
+export function startScheduler(rig: Pick<SchedulerRig, 'engine' | 'cache'>, options: Partial<SchedulerOptions> = {}, onStep?: (stepTokens: number[]) => void): Trace {
+  const events: Trace['events'] = [];
+  const waiters = new Map<string, () => void>();
+  const scheduler = new PrefillScheduler({
+    engine: engineModel(rig.engine, onStep),
+    cache: rig.cache,
+    blockTokens: BLOCK,
+    maxBatch: 8,
+    createSampler: () => ({ sample: (logits) => argmax(logits) }),
+    emit: (jobId, event) => {
+      events.push({ jobId, event });
+      if (event.type === 'done' || event.type === 'error') waiters.get(jobId)?.();
+    },
+    ...options,
+  });
+  return {
+    events,
+    scheduler,
+    finished: (jobId) =>
+      new Promise((resolve) => {
+        const collect = () => resolve(events.filter((e) => e.jobId === jobId).map((e) => e.event));
+        if (events.some((e) => e.jobId === jobId && (e.event.type === 'done' || e.event.type === 'error'))) collect();
+        else waiters.set(jobId, collect);
+      }),
+  };
+}
+
+/** A greedy chat job of tenant `t` replying `maxTokens` tokens. */
+export function schedulerJob(id: string, tokens: number[], extra: Partial<PrefillJob> = {}, maxTokens = 6): PrefillJob {
+  return {
+    id,
+    model: 'synthetic:tiny',
+    tenant: 't',
+    tenantSalt: 'aa',
+    trafficClass: 'chat',
+    tokens: Uint32Array.from(tokens),
+    sampling: { maxTokens, temperature: 0, topP: 1, topK: 0, seed: 1, stopTokenIds: [] },
+    submittedAt: Date.now(),
+    ...extra,
+  };
+}
+
+/** Tenant salts never used before in this file's run (8 hex digits from `first` on). */
+export function saltSource(first: number): () => string {
+  let next = first;
+  return () => (next++).toString(16).padStart(8, '0');
+}
+
+export const prefilledOf = (events: JobEvent[]) => events.find((e): e is Extract<JobEvent, { type: 'prefilled' }> => e.type === 'prefilled')!;
+/** Prompt tokens the job computed (not cached). */
+export const computedOf = (events: JobEvent[]) => (events.find((e) => e.type === 'done') as Extract<JobEvent, { type: 'done' }>).prefillTokens;

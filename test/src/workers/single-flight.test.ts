@@ -6,14 +6,24 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import type { LoadedEngine, Sequence } from '../../../inference-core/index.ts';
+import type { LoadedEngine } from '../../../inference-core/index.ts';
 import type { KvTier } from '../../../src/kvtier/index.ts';
 import type { KvTierCache } from '../../../src/workers/cache-adapter.ts';
 import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
 import type { CacheTier } from '../../../src/workers/ports.ts';
-import { PrefillScheduler } from '../../../src/workers/prefill-scheduler.ts';
-import { argmax, randomTokens } from '../../inference-core/engine-fixtures.ts';
-import { BLOCK, greedyAlone, openSchedulerRig, tokensOf, type SchedulerRig } from './scheduler-fixtures.ts';
+import { randomTokens } from '../../inference-core/engine-fixtures.ts';
+import {
+  BLOCK,
+  computedOf,
+  greedyAlone,
+  openSchedulerRig,
+  prefilledOf,
+  saltSource,
+  schedulerJob,
+  startScheduler,
+  tokensOf,
+  type SchedulerRig,
+} from './scheduler-fixtures.ts';
 
 let rig: SchedulerRig;
 let engine: LoadedEngine;
@@ -29,57 +39,10 @@ afterAll(async () => {
   await rig?.close();
 });
 
-function start(tier: CacheTier = cache) {
-  const events = new Map<string, JobEvent[]>();
-  const waiters = new Map<string, () => void>();
-  const scheduler = new PrefillScheduler({
-    engine: {
-      fingerprint: engine.fingerprint,
-      contextLength: engine.contextLength,
-      maxStepTokens: engine.prefillChunk,
-      createSequence: () => engine.createSequence(),
-      freeBlocks: () => engine.pool.freePages,
-      totalBlocks: () => engine.pool.pages,
-      step: (items) => engine.step(items.map(({ sequence, tokens, logits }) => ({ seq: sequence as Sequence, tokens, logits }))),
-    },
-    cache: tier,
-    blockTokens: BLOCK,
-    maxBatch: 8,
-    stepTokens: 128,
-    createSampler: () => ({ sample: (logits) => argmax(logits) }),
-    emit: (jobId, event) => {
-      events.set(jobId, [...(events.get(jobId) ?? []), event]);
-      if (event.type === 'done' || event.type === 'error') waiters.get(jobId)?.();
-    },
-  });
-  const finished = (jobId: string) =>
-    new Promise<JobEvent[]>((resolve) => {
-      const collect = () => resolve(events.get(jobId)!);
-      if (events.get(jobId)?.some((e) => e.type === 'done' || e.type === 'error')) collect();
-      else waiters.set(jobId, collect);
-    });
-  return { scheduler, finished };
-}
-
-let nextSalt = 0x100;
-const freshSalt = () => (nextSalt++).toString(16).padStart(8, '0');
-
-function job(id: string, tokens: number[], tenantSalt: string, extra: Partial<PrefillJob> = {}): PrefillJob {
-  return {
-    id,
-    model: 'synthetic:tiny',
-    tenant: 't',
-    tenantSalt,
-    trafficClass: 'chat',
-    tokens: Uint32Array.from(tokens),
-    sampling: { maxTokens: 4, temperature: 0, topP: 1, topK: 0, seed: 1, stopTokenIds: [] },
-    submittedAt: Date.now(),
-    ...extra,
-  };
-}
-
-const cachedOf = (events: JobEvent[]) => (events.find((e) => e.type === 'prefilled') as Extract<JobEvent, { type: 'prefilled' }>).cachedTokens;
-const computedOf = (events: JobEvent[]) => (events.find((e) => e.type === 'done') as Extract<JobEvent, { type: 'done' }>).prefillTokens;
+const start = (tier: CacheTier = cache) => startScheduler(rig, { cache: tier, stepTokens: 128 });
+const freshSalt = saltSource(0x100);
+const job = (id: string, tokens: number[], tenantSalt: string, extra: Partial<PrefillJob> = {}) => schedulerJob(id, tokens, { tenantSalt, ...extra }, 4);
+const cachedOf = (events: JobEvent[]) => prefilledOf(events).cachedTokens;
 
 describe('single flight', () => {
   it('four concurrent requests on one uncached prefix compute it once, and each reply equals its solo run', async () => {
