@@ -7,6 +7,7 @@ import { stderrLogger, type KvTierLogger } from '../logger.ts';
 import { mergeClassPages, type ClassScanPage } from './class-scan-merge.ts';
 import type { BlockRecord, MetadataPlane, PlaneState, PlaneUsage, RemovedBatch, RemoveOptions, ScanOptions, ScanPage } from './metadata-plane.ts';
 import { CLEAR_PENDING_LUA, GET_LUA, MARK_TRUSTED_LUA, NOTE_ORPHANS_LUA, REMOVE_LUA, REMOVE_OLDEST_LUA, RENEW_LUA, SCAN_LUA, UPSERT_LUA } from './redis-plane-scripts.ts';
+import { removeLegacyPlaneKeys } from './redis-legacy-keys.ts';
 import { RenewalBuffer, type PendingRenewal } from './renewal-buffer.ts';
 
 export interface RedisMetadataPlaneOptions {
@@ -55,6 +56,7 @@ function lastUseOf(score: number): number {
  * <p>{0}:w            hash  "n<writer>" → id, "i<id>" → writer, "#" → last id (records keep the writer's id; clients see names)
  * <p>{0}:orph         hash  key16 → first seen on storage without a record
  * <p>{0}:del          set   key16… removed by GC whose blobs are not yet confirmed deleted (journal; one member per removal call: its keys concatenated)
+ * <p>{0}:legacy-swept  string  set once the keys of the naming before the hash tag were removed (redis-legacy-keys.ts)
  * <p>removed          channel: instance id ‖ key16… removed by any node
  * ```
  *
@@ -138,6 +140,10 @@ export class RedisMetadataPlane implements MetadataPlane {
       await subscriber.connect();
       const plane = new RedisMetadataPlane(redis, subscriber, options.keyPrefix ?? 'kvtier:plane:', logger, options);
       subscriber.on('messageBuffer', (channel: Buffer, message: Buffer) => plane.onRemovedMessage(channel, message));
+      // Housekeeping: a failure leaves the old keys for the next open, it does not stop this one.
+      await removeLegacyPlaneKeys(redis, options.keyPrefix ?? 'kvtier:plane:', plane.keys.legacySwept, logger).catch((error: unknown) =>
+        logger.warn({ code: 'KVT_ERR_PLANE_UNREACHABLE', err: (error as Error).message }, 'removing the metadata plane keys of the naming before the hash tag failed; the next open retries'),
+      );
       await subscriber.subscribe(plane.keys.removed);
       await plane.state();
       opened = true;
@@ -415,7 +421,7 @@ export class RedisMetadataPlane implements MetadataPlane {
 const CREATED_EPOCH_S = Date.UTC(2025, 0, 1) / 1000;
 
 /** Every Redis key (and the channel) of a plane: all keys carry the hash tag `{0}` of its one shard. */
-export function planeKeyNames(prefix: string, bucketBits: number): { gen: string; use: string; classes: string; cap: string; bucket: string; usage: string; orphans: string; pending: string; removed: string } {
+export function planeKeyNames(prefix: string, bucketBits: number): { gen: string; use: string; classes: string; cap: string; bucket: string; usage: string; orphans: string; pending: string; legacySwept: string; removed: string } {
   const tagged = `${prefix}{0}:`;
   return {
     gen: `${tagged}gen`,
@@ -426,6 +432,7 @@ export function planeKeyNames(prefix: string, bucketBits: number): { gen: string
     usage: `${tagged}usage`,
     orphans: `${tagged}orph`,
     pending: `${tagged}del`,
+    legacySwept: `${tagged}legacy-swept`,
     removed: `${prefix}removed`,
   };
 }
