@@ -75,6 +75,11 @@ describe('Redis plane keys and Redis Cluster slots', () => {
       await plane.scanByLastUse({ capped: true });
       await plane.remove([keyOf(1), keyOf(3)], { judgedLastUseAt: [Date.UTC(2026, 0, 3), 0] });
       await plane.remove([keyOf(2)]);
+      await plane.upsert([recordOf(4, { trafficClass: 'agent', ttlMs: 60_000 }), recordOf(5, { trafficClass: 'agent' })]);
+      await plane.removeByLastUse({ trafficClass: 'agent', maxLastUseAt: Date.UTC(2026, 0, 9), limit: 10, journal: true });
+      await plane.pendingDeletes();
+      await plane.clearPendingDeletes([keyOf(4)]);
+      await plane.clearPendingDeletes([keyOf(5)]);
       await plane.noteOrphans([keyOf(5)], 1);
       await plane.orphanSightings();
       await plane.clearOrphans([keyOf(5)]);
