@@ -7,8 +7,9 @@ import { join } from 'node:path';
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
-import { FsBlobStore, type BlobStore } from '../../../storage-adapters/index.ts';
+import { FsBlobStore } from '../../../storage-adapters/index.ts';
 import { BlockFlights, KvTier } from '../../../src/kvtier/index.ts';
+import { HeldPutsStore } from '../../helpers/held-puts-store.ts';
 import { LAYOUT, captureLogger, payloadFor, tempDir, tokensOf } from './fixtures.ts';
 
 describe('BlockFlights', () => {
@@ -58,59 +59,22 @@ describe('BlockFlights', () => {
   });
 });
 
-/** A real FsBlobStore whose puts wait until `open()` (reads pass). */
-class HeldPuts implements BlobStore {
-  readonly kind: string;
-  readonly location: string;
-  private readonly gate: Promise<void>;
-  private openGate!: () => void;
-
-  constructor(private readonly inner: BlobStore) {
-    this.kind = inner.kind;
-    this.location = inner.location;
-    this.gate = new Promise((resolve) => (this.openGate = resolve));
-  }
-
-  open(): void {
-    this.openGate();
-  }
-
-  async put(key: string, bytes: Uint8Array): Promise<void> {
-    await this.gate;
-    return this.inner.put(key, bytes);
-  }
-  get(key: string, options?: Parameters<BlobStore['get']>[1]): Promise<Uint8Array | null> {
-    return this.inner.get(key, options);
-  }
-  has(keys: readonly string[]): Promise<boolean[]> {
-    return this.inner.has(keys);
-  }
-  delete(keys: readonly string[]): Promise<void> {
-    return this.inner.delete(keys);
-  }
-  list(prefix?: string): AsyncIterable<string> {
-    return this.inner.list(prefix);
-  }
-  close(): Promise<void> {
-    return this.inner.close();
-  }
-}
-
 describe('BlockFlights in the tier', () => {
   let dir: { path: string; remove: () => Promise<void> };
   let fs: FsBlobStore;
-  let store: HeldPuts;
+  let store: HeldPutsStore;
   let tier: KvTier;
 
   beforeEach(async () => {
     dir = await tempDir('kvtier-flights-');
     fs = await FsBlobStore.open({ dir: join(dir.path, 'blocks') });
-    store = new HeldPuts(fs);
+    store = new HeldPutsStore(fs);
+    store.hold();
     tier = await KvTier.open({ dataDir: join(dir.path, 'node'), store, blockTokens: 64, hotCacheBytes: 0, metadataRedisUrl: '', logger: captureLogger() });
   });
 
   afterEach(async () => {
-    store.open();
+    store.release();
     await tier.close();
     await fs.close();
     await dir.remove();
@@ -130,7 +94,7 @@ describe('BlockFlights in the tier', () => {
     expect(loaded.blocks.map((b) => b.payload)).toEqual(payloads);
     expect(tier.stats().bytesRead).toBe(0);
     loaded.release();
-    store.open();
+    store.release();
     await tier.flush();
     for (let i = 0; i < 3; i++) expect(tier.flights.readable(first.chain.keyHex(i))).toBe(false);
     expect(tier.flights.claimed).toBe(0);

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import type { LoadedEngine, Sequence } from '../../../inference-core/index.ts';
-import { FsBlobStore } from '../../../storage-adapters/index.ts';
+import { FsBlobStore, type BlobStore } from '../../../storage-adapters/index.ts';
 import { KvTier } from '../../../src/kvtier/index.ts';
 import { KvTierCache } from '../../../src/workers/cache-adapter.ts';
 import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
@@ -27,11 +27,12 @@ export interface SchedulerRig {
   close(): Promise<void>;
 }
 
-export async function openSchedulerRig(maxBatch: number, tempPrefix: string): Promise<SchedulerRig> {
+/** `wrapStore`: what the tier writes and reads through, over the rig's fs store (e.g. one that holds puts). */
+export async function openSchedulerRig(maxBatch: number, tempPrefix: string, wrapStore?: (store: FsBlobStore) => BlobStore): Promise<SchedulerRig> {
   const engine = await tinyEngine({ weightType: 'f16', kvDtype: 'f16', poolBytes: 32 * 2 ** 20, maxBatch });
   const dir = mkdtempSync(join(tmpdir(), tempPrefix));
   const store = await FsBlobStore.open({ dir: join(dir, 'blocks') });
-  const tier = await KvTier.open({ dataDir: join(dir, 'index'), store, blockTokens: BLOCK, hotCacheBytes: 0 });
+  const tier = await KvTier.open({ dataDir: join(dir, 'index'), store: wrapStore?.(store) ?? store, blockTokens: BLOCK, hotCacheBytes: 0 });
   const cache = await KvTierCache.create(tier, engine.kvLayout);
   return {
     engine, dir, store, tier, cache,

@@ -2,7 +2,10 @@
  * Single flight through the scheduler and the tier (src/workers/single-flight.ts):
  * N concurrent requests on one uncached prefix compute it once; a no-store
  * request is never served to another (and nobody waits for it); a purge right
- * after blocks were handed to the tier leaves nothing a later lookup finds.
+ * after blocks were handed to the tier leaves nothing a later lookup finds;
+ * and the one registry (src/kvtier/block-flights.ts) across a block's whole
+ * flight: a request arriving while another computes the prefix, and one
+ * arriving while it is being written, both reuse it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -11,6 +14,7 @@ import type { KvTier } from '../../../src/kvtier/index.ts';
 import type { KvTierCache } from '../../../src/workers/cache-adapter.ts';
 import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
 import type { CacheTier } from '../../../src/workers/ports.ts';
+import { HeldPutsStore } from '../../helpers/held-puts-store.ts';
 import { randomTokens } from '../../inference-core/engine-fixtures.ts';
 import {
   BLOCK,
@@ -151,5 +155,42 @@ describe('single flight', () => {
     // Nothing purged is served (the lookup may still count the plane's record of a block; its load finds nothing).
     const after = await cache.lookup(namespace, ids, scope, 2, keys);
     expect((await cache.load(after, 2)).payloads).toEqual([]);
+  });
+
+  it('one registry from computing to written: a request arriving while the prefix is computed and one arriving while it is written both reuse it', async () => {
+    let held!: HeldPutsStore;
+    const heldRig = await openSchedulerRig(8, 'kvtier-flight-held-', (fs) => (held = new HeldPutsStore(fs)));
+    try {
+      const { scheduler, finished } = startScheduler(heldRig, { stepTokens: 128 });
+      held.hold();
+      const salt = freshSalt();
+      const shared = randomTokens(5 * BLOCK, engine.vocabSize, 361);
+      const [a, b, c] = [362, 363, 364].map((seed, i) => [...shared, ...randomTokens(9 + 2 * i, engine.vocabSize, seed)]);
+      // B arrives while A is computing the shared prefix.
+      scheduler.submit(job('a', a, salt));
+      scheduler.submit(job('b', b, salt));
+      const [ea, eb] = await Promise.all([finished('a'), finished('b')]);
+      // Their writes are held: every shared block is in the registry as being written, none on storage.
+      const keys = heldRig.cache.prefixKeys(heldRig.cache.namespace(engine.fingerprint, salt), Uint32Array.from(shared));
+      const sharedKeys = Array.from({ length: 5 }, (_, i) => keys.keyHex(i));
+      expect(sharedKeys.map((key) => heldRig.tier.flights.readable(key))).toEqual([true, true, true, true, true]);
+      expect(await heldRig.store.has(sharedKeys)).toEqual([false, false, false, false, false]);
+      // C arrives while they are being written.
+      scheduler.submit(job('c', c, salt));
+      const ec = await finished('c');
+      expect([ea, eb, ec].map(cachedOf)).toEqual([0, shared.length, shared.length]);
+      expect(computedOf(eb)).toBe(b.length - shared.length);
+      expect(computedOf(ec)).toBe(c.length - shared.length);
+      [ea, eb, ec].forEach((events, i) => expect(tokensOf(events)).toEqual(greedyAlone(heldRig.engine, [a, b, c][i], 4)));
+      held.release();
+      await heldRig.tier.flush();
+      expect(sharedKeys.map((key) => heldRig.tier.flights.readable(key))).toEqual([false, false, false, false, false]);
+      expect(await heldRig.store.has(sharedKeys)).toEqual([true, true, true, true, true]);
+      expect(scheduler.computing.size).toBe(0);
+      await scheduler.close();
+    } finally {
+      held.release();
+      await heldRig.close();
+    }
   });
 });
