@@ -5,12 +5,12 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { FsBlobStore } from '../../../storage-adapters/index.ts';
-import { BlockIndex, DAY_MS, ManualClock, RedisMetadataPlane, RetentionPolicy, defaultPolicyDoc, runGc, type BlockRecord, type MetadataPlane } from '../../../src/kvtier/index.ts';
+import { BlockIndex, DAY_MS, ManualClock, RetentionPolicy, defaultPolicyDoc, runGc, type BlockRecord, type MetadataPlane, type RedisMetadataPlane } from '../../../src/kvtier/index.ts';
+import { openPlaneNodes } from '../../helpers/redis-plane-nodes.ts';
 import { startRedis, type RedisServer } from '../../helpers/redis-server.ts';
 
 const T0 = Date.UTC(2026, 0, 1);
 let server: RedisServer;
-let run = 0;
 
 beforeAll(async () => {
   server = await startRedis();
@@ -24,6 +24,34 @@ function keyOf(i: number): string {
   return (0xabc000 + i).toString(16).padStart(32, '0');
 }
 
+interface RaceRig {
+  gcPlane: RedisMetadataPlane;
+  otherNode: RedisMetadataPlane;
+  store: FsBlobStore;
+  index: BlockIndex;
+  clock: ManualClock;
+}
+
+/** GC's node and another node on one fresh, trusted plane, an fs store and GC's index; `records` written to plane and store (blob i = [i]). */
+async function withRaceRig(records: BlockRecord[], body: (rig: RaceRig) => Promise<void>): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'kvt-gc-race-'));
+  const nodes = await openPlaneNodes(server.url, 2, 'race');
+  const [gcPlane, otherNode] = nodes.planes;
+  const store = await FsBlobStore.open({ dir: join(dir, 'blocks') });
+  const index = BlockIndex.open({ path: join(dir, 'index') });
+  try {
+    await gcPlane.markTrusted((await gcPlane.state()).generation);
+    for (let i = 0; i < records.length; i++) await store.put(records[i].key, new Uint8Array([i]));
+    await gcPlane.upsert(records);
+    await body({ gcPlane, otherNode, store, index, clock: new ManualClock(T0) });
+  } finally {
+    await nodes.close();
+    await index.close();
+    await store.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
 /**
  * GC judges a page, then removes. A hit on another node that lands in between
  * (its renewal flushed to the plane) must keep the block: record and blob.
@@ -31,23 +59,11 @@ function keyOf(i: number): string {
  */
 describe('GC and a renewal racing its removal (real redis-server)', () => {
   it('a block renewed on another node between judge and remove keeps its record and blob; the others go', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'kvt-gc-race-'));
-    const keyPrefix = `race${run++}:plane:`;
-    const gcPlane = await RedisMetadataPlane.open({ url: server.url, keyPrefix });
-    const otherNode = await RedisMetadataPlane.open({ url: server.url, keyPrefix });
-    const store = await FsBlobStore.open({ dir: join(dir, 'blocks') });
-    const index = BlockIndex.open({ path: join(dir, 'index') });
-    try {
-      const clock = new ManualClock(T0);
+    const records: BlockRecord[] = [];
+    for (let i = 0; i < 6; i++) records.push({ key: keyOf(i), trafficClass: 'agent', tenant: 'acme', sizeBytes: 10, writer: 'node-a', createdAt: T0, lastUseAt: T0 + i, ttlMs: 0, depth: 0 });
+    await withRaceRig(records, async ({ gcPlane, otherNode, store, index, clock }) => {
       // acme's agent TTL (2 d) is shorter than the class's (3 d): GC must judge acme's rows page by page (scan, judge, remove).
       const policy = new RetentionPolicy({ ...defaultPolicyDoc(), tenants: { acme: { ttlMs: { agent: 2 * DAY_MS } } } });
-      await gcPlane.markTrusted((await gcPlane.state()).generation);
-      const records: BlockRecord[] = [];
-      for (let i = 0; i < 6; i++) {
-        records.push({ key: keyOf(i), trafficClass: 'agent', tenant: 'acme', sizeBytes: 10, writer: 'node-a', createdAt: T0, lastUseAt: T0 + i, ttlMs: 0, depth: 0 });
-        await store.put(keyOf(i), new Uint8Array([i]));
-      }
-      await gcPlane.upsert(records);
       clock.set(T0 + 2 * DAY_MS + 100); // every block is past acme's agent TTL
 
       const renewed = keyOf(2);
@@ -80,32 +96,14 @@ describe('GC and a renewal racing its removal (real redis-server)', () => {
       clock.advance(2 * DAY_MS + 1);
       expect((await runGc({ plane: gcPlane, index, store, policy, clock }, { sweepOrphans: false })).removed.expired.blocks).toBe(1);
       expect(await store.has([renewed])).toEqual([false]);
-    } finally {
-      await otherNode.close();
-      await gcPlane.close();
-      await index.close();
-      await store.close();
-      await rm(dir, { recursive: true, force: true });
-    }
+    });
   });
 
   it('the batch removal below the longest TTL is atomic: a renewal that landed before it keeps the block', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'kvt-gc-race-'));
-    const keyPrefix = `race${run++}:plane:`;
-    const gcPlane = await RedisMetadataPlane.open({ url: server.url, keyPrefix });
-    const otherNode = await RedisMetadataPlane.open({ url: server.url, keyPrefix });
-    const store = await FsBlobStore.open({ dir: join(dir, 'blocks') });
-    const index = BlockIndex.open({ path: join(dir, 'index') });
-    try {
-      const clock = new ManualClock(T0);
+    const records: BlockRecord[] = [];
+    for (let i = 0; i < 4; i++) records.push({ key: keyOf(i), trafficClass: 'agent', tenant: 't', sizeBytes: 10, writer: 'node-a', createdAt: T0, lastUseAt: T0 + i, ttlMs: 0, depth: 0 });
+    await withRaceRig(records, async ({ gcPlane, otherNode, store, index, clock }) => {
       const policy = new RetentionPolicy(defaultPolicyDoc());
-      await gcPlane.markTrusted((await gcPlane.state()).generation);
-      const records: BlockRecord[] = [];
-      for (let i = 0; i < 4; i++) {
-        records.push({ key: keyOf(i), trafficClass: 'agent', tenant: 't', sizeBytes: 10, writer: 'node-a', createdAt: T0, lastUseAt: T0 + i, ttlMs: 0, depth: 0 });
-        await store.put(keyOf(i), new Uint8Array([i]));
-      }
-      await gcPlane.upsert(records);
       clock.set(T0 + 3 * DAY_MS + 100);
       const renewed = keyOf(1);
       const hooked = Object.create(gcPlane) as MetadataPlane;
@@ -122,12 +120,6 @@ describe('GC and a renewal racing its removal (real redis-server)', () => {
       expect(report.removed.expired.blocks).toBe(3);
       expect((await gcPlane.get([renewed]))[0]?.lastUseAt).toBe(clock.now());
       expect(await store.has([renewed])).toEqual([true]);
-    } finally {
-      await otherNode.close();
-      await gcPlane.close();
-      await index.close();
-      await store.close();
-      await rm(dir, { recursive: true, force: true });
-    }
+    });
   });
 });

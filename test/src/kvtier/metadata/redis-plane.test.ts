@@ -2,6 +2,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { RedisMetadataPlane, type MetadataPlane } from '../../../../src/kvtier/metadata/index.ts';
+import { openPlaneNodes } from '../../../helpers/redis-plane-nodes.ts';
 import { startRedis, type RedisServer } from '../../../helpers/redis-server.ts';
 import { keyOf, recordOf, runPlaneConformance } from './plane-conformance.ts';
 
@@ -33,9 +34,8 @@ runPlaneConformance('redis', async () => {
 
 describe('RedisMetadataPlane', () => {
   it('a removal on one node reaches the listeners of every other node', async () => {
-    const keyPrefix = `t${run++}:plane:`;
-    const a = await RedisMetadataPlane.open({ url: server.url, keyPrefix });
-    const b = await RedisMetadataPlane.open({ url: server.url, keyPrefix });
+    const nodes = await openPlaneNodes(server.url, 2);
+    const [a, b] = nodes.planes;
     try {
       await a.upsert([recordOf(1), recordOf(2)]);
       const told: string[] = [];
@@ -45,8 +45,7 @@ describe('RedisMetadataPlane', () => {
       while (told.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
       expect(told).toEqual([keyOf(2)]);
     } finally {
-      await a.close();
-      await b.close();
+      await nodes.close();
     }
   });
 
