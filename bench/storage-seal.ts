@@ -23,7 +23,9 @@
  * libuv's pool when the addon is built; `seal_native_cipher`: `vaes-avx512`,
  * the addon's 512-bit AES-GCM, or `openssl`, node's EVP — KVTIER_NATIVE_ISA=avx2
  * forces the latter), and skips the payload XXH64 once the tag verified
- * (block-codec.ts's checksum rule); `seal_inline_*` is a third tier in
+ * (block-codec.ts's checksum rule); the native open runs on libuv's pool
+ * (`seal_native_open_on`), `seal_caller_*` is a fourth tier in the same rounds
+ * running it on the loading thread instead; `seal_inline_*` is a third tier in
  * the same rounds that decrypts with node:crypto on the loading thread (the
  * default before the native open; `nativeOpen: false`, no open threads).
  * Every load is released after it is counted, as the engine does after
@@ -63,10 +65,12 @@ export async function run(): Promise<Record<string, number | string>> {
   progress(`native open ${native.wall.toFixed(2)} GB/s (${nativeCipher()}; ${native.cpu.toFixed(2)} per CPU-second)`);
   progress(`seal ${big.encrypt.toFixed(2)} GB/s, open ${big.decrypt.toFixed(2)} GB/s on ${(big.blockBytes / 1024).toFixed(0)} KiB blocks; 16 KiB: ${small.encrypt.toFixed(2)} / ${small.decrypt.toFixed(2)}`);
   const inline = new BlockSealer(sealer.keyring, { openThreads: 0, nativeOpen: false });
-  const load = await loadRates(sealer, inline);
-  progress(`load sealed ${load.sealed.toFixed(3)} GB/s (${sealer.openPath}; inline node:crypto ${load.threads.toFixed(3)}), plain ${load.plain.toFixed(3)} GB/s, ratio ${load.ratio.toFixed(3)} (${load.threadsRatio.toFixed(3)})`);
+  const caller = new BlockSealer(sealer.keyring, { nativeOpenOn: 'caller' });
+  const load = await loadRates(sealer, inline, caller);
+  progress(`load sealed ${load.sealed.toFixed(3)} GB/s (${sealer.openPath}; inline node:crypto ${load.threads.toFixed(3)}), plain ${load.plain.toFixed(3)} GB/s, ratio ${load.ratio.toFixed(3)} (${load.threadsRatio.toFixed(3)}; native open on ${sealer.nativeOpenOn}; on the loading thread ${load.callerRatio.toFixed(3)})`);
   await sealer.close();
   await inline.close();
+  await caller.close();
   return {
     encrypt_gbps: round(big.encrypt, 3),
     decrypt_gbps: round(big.decrypt, 3),
@@ -85,6 +89,9 @@ export async function run(): Promise<Record<string, number | string>> {
     seal_load_cpu_vs_plain: round(load.cpuRatio, 3),
     seal_inline_load_payload_gbps: round(load.threads, 3),
     seal_inline_load_vs_plain: round(load.threadsRatio, 3),
+    seal_caller_load_payload_gbps: round(load.caller, 3),
+    seal_caller_load_vs_plain: round(load.callerRatio, 3),
+    seal_native_open_on: sealer.nativeOpenOn ?? 'none',
     seal_open_path: sealer.openPath,
     seal_native_cipher: nativeCipher(),
     seal_open_threads: sealer.openThreads,
@@ -173,16 +180,16 @@ async function nativeOpenRates(sealer: BlockSealer, codec: BlockCodec, layout: K
   return { wall: median(wall), cpu: median(cpu) };
 }
 
-async function loadRates(sealer: BlockSealer, threadSealer: BlockSealer): Promise<{ sealed: number; plain: number; ratio: number; threads: number; threadsRatio: number; cpuRatio: number }> {
+async function loadRates(sealer: BlockSealer, threadSealer: BlockSealer, callerSealer: BlockSealer): Promise<{ sealed: number; plain: number; ratio: number; threads: number; threadsRatio: number; cpuRatio: number; caller: number; callerRatio: number }> {
   const root = await mkdtemp(join(process.env.KVTIER_BENCH_DIR ?? tmpdir(), 'kvtier-bench-seal-'));
   const logger: KvTierLogger = { warn: (fields, message) => progress(`warn ${message} ${JSON.stringify(fields)}`), info: () => {} };
   const tokens = new Uint32Array(LOAD_BLOCKS * 64).map((_, i) => (i * 2654435761) % 151_936);
   const payloadBytes = payloadBytesFor(DEMO_LAYOUT, 64);
   const sides: { tier: KvTier; store: FsBlobStore }[] = [];
   try {
-    for (const name of ['plain', 'sealed', 'threads'] as const) {
+    for (const name of ['plain', 'sealed', 'threads', 'caller'] as const) {
       const store = await FsBlobStore.open({ dir: join(root, name, 'blocks') });
-      const seal = name === 'sealed' ? sealer : name === 'threads' ? threadSealer : undefined;
+      const seal = name === 'sealed' ? sealer : name === 'threads' ? threadSealer : name === 'caller' ? callerSealer : undefined;
       const tier = await KvTier.open({ dataDir: join(root, name, 'node'), store, hotCacheBytes: 0, writeBehindMaxBytes: 1 << 30, logger, ...(seal ? { seal } : {}) });
       sides.push({ tier, store });
       const namespace = tier.namespace({ modelFingerprint: 'bench-seal', tenantSalt: SALT });
@@ -193,12 +200,12 @@ async function loadRates(sealer: BlockSealer, threadSealer: BlockSealer): Promis
     }
     progress(`load: ${LOAD_BLOCKS} blocks × ${(payloadBytes / 1024).toFixed(0)} KiB, ${LOAD_PAIRS} pairs + 1 warm-up, under ${root}`);
     const hits = await Promise.all(sides.map(({ tier }) => tier.lookup(tier.namespace({ modelFingerprint: 'bench-seal', tenantSalt: SALT }), tokens, { tenant: 'bench', trafficClass: 'chat' })));
-    const rates = { plain: [] as number[], sealed: [] as number[], ratio: [] as number[], threads: [] as number[], threadsRatio: [] as number[], cpuRatio: [] as number[] };
+    const rates = { plain: [] as number[], sealed: [] as number[], ratio: [] as number[], threads: [] as number[], threadsRatio: [] as number[], cpuRatio: [] as number[], caller: [] as number[], callerRatio: [] as number[] };
     for (let pair = 0; pair < LOAD_PAIRS + 1; pair++) {
-      const pairRates: number[] = [0, 0, 0];
-      const pairCpu: number[] = [0, 0, 0];
+      const pairRates: number[] = [0, 0, 0, 0];
+      const pairCpu: number[] = [0, 0, 0, 0];
       // Who goes first rotates, so a burst of background load lands on every side alike.
-      const order = [pair % 3, (pair + 1) % 3, (pair + 2) % 3];
+      const order = [0, 1, 2, 3].map((k) => (pair + k) % 4);
       for (const side of order) {
         const t0 = performance.now();
         const c0 = process.cpuUsage();
@@ -217,8 +224,10 @@ async function loadRates(sealer: BlockSealer, threadSealer: BlockSealer): Promis
       rates.threads.push(pairRates[2]);
       rates.threadsRatio.push(pairRates[2] / pairRates[0]);
       rates.cpuRatio.push(pairCpu[0] / pairCpu[1]);
+      rates.caller.push(pairRates[3]);
+      rates.callerRatio.push(pairRates[3] / pairRates[0]);
     }
-    return { plain: median(rates.plain), sealed: median(rates.sealed), ratio: median(rates.ratio), threads: median(rates.threads), threadsRatio: median(rates.threadsRatio), cpuRatio: median(rates.cpuRatio) };
+    return { plain: median(rates.plain), sealed: median(rates.sealed), ratio: median(rates.ratio), threads: median(rates.threads), threadsRatio: median(rates.threadsRatio), cpuRatio: median(rates.cpuRatio), caller: median(rates.caller), callerRatio: median(rates.callerRatio) };
   } finally {
     for (const { tier, store } of sides) {
       await tier.close();

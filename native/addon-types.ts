@@ -75,6 +75,8 @@ export interface NativeAddon {
   aesGcmOpenInPlace(data: Uint8Array, key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, tag: Uint8Array): Promise<boolean>;
   /** The same open, also XXH64(seed) of data[u32 LE at offsetField, end) hashed piece by piece as decrypted; null = tag failed (data zeroed). */
   aesGcmOpenHashInPlace(data: Uint8Array, key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, tag: Uint8Array, offsetField: number, seed: bigint): Promise<bigint | null>;
+  /** aesGcmOpenInPlace on the calling thread (same result, same zeroing on a failed tag). */
+  aesGcmOpenInPlaceSync(data: Uint8Array, key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, tag: Uint8Array): boolean;
   /** Which implementation the opens above run now: 512-bit VAES (CPU has it and the kernel ISA is avx512) or OpenSSL's EVP. */
   aesGcmOpenPath(): 'vaes-avx512' | 'openssl';
 }

@@ -10,6 +10,8 @@
 // node:crypto's decipher runs that OpenSSL on the calling thread.
 //
 //   aesGcmOpenPath() → 'vaes-avx512' | 'openssl'   which one opens now
+//   aesGcmOpenInPlaceSync(data, key, nonce, aad, tag) → boolean
+//   as aesGcmOpenInPlace, on the calling thread.
 //
 //   aesGcmOpenInPlace(data: Uint8Array, key: Uint8Array(32), nonce: Uint8Array(12),
 //                     aad: Uint8Array, tag: Uint8Array(16)) → Promise<boolean>
@@ -213,6 +215,25 @@ Napi::Value AesGcmOpenInPlace(const Napi::CallbackInfo& info) {
   return promise;
 }
 
+// The same open on the calling thread: for the 512-bit path a 768 KiB block
+// takes ~65 µs, less than a hop to the pool and back costs on a busy box.
+Napi::Value AesGcmOpenInPlaceSync(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const uint8_t *data, *key, *nonce, *aad, *tag;
+  size_t data_len, key_len, nonce_len, aad_len, tag_len;
+  if (!(info.Length() == 5u && bytes_of(info[0], 0, &data, &data_len) && bytes_of(info[1], KEY_BYTES, &key, &key_len) &&
+        bytes_of(info[2], NONCE_BYTES, &nonce, &nonce_len) && bytes_of(info[3], 0, &aad, &aad_len) && bytes_of(info[4], TAG_BYTES, &tag, &tag_len))) {
+    Napi::Error e = Napi::Error::New(env, "aesGcmOpenInPlaceSync(data: Uint8Array, key: Uint8Array(32), nonce: Uint8Array(12), aad: Uint8Array, tag: Uint8Array(16))");
+    e.Set("code", Napi::String::New(env, "KVT_ERR_NATIVE_ARG"));
+    e.ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  uint8_t* out = const_cast<uint8_t*>(data);
+  const bool verified = open_in_place(gcm_vaes_usable(), out, data_len, key, nonce, aad, aad_len, tag, nullptr);
+  if (!verified) std::memset(out, 0, data_len);
+  return Napi::Boolean::New(env, verified);
+}
+
 }  // namespace
 
 void register_aes_gcm(Napi::Env env, Napi::Object exports) {
@@ -221,6 +242,7 @@ void register_aes_gcm(Napi::Env env, Napi::Object exports) {
   }));
   exports.Set("aesGcmOpenInPlace", Napi::Function::New(env, AesGcmOpenInPlace<false>));
   exports.Set("aesGcmOpenHashInPlace", Napi::Function::New(env, AesGcmOpenInPlace<true>));
+  exports.Set("aesGcmOpenInPlaceSync", Napi::Function::New(env, AesGcmOpenInPlaceSync));
 }
 
 }  // namespace kvt

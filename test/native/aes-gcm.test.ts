@@ -157,6 +157,23 @@ describe.each(paths)('native aesGcmOpenInPlace == node:crypto (ISA $isa: $path)'
     expect(data.every((b) => b === 0)).toBe(true);
   });
 
+  it('aesGcmOpenInPlaceSync: the same plaintext on the calling thread, and the same refusal (false, zeroed)', () => {
+    for (const length of [0, 15, 16, 255, 256, 257, 64 * 1024 + 3, 786_432 + 128]) {
+      const plain = new Uint8Array(randomBytes(length));
+      const aad = new Uint8Array(randomBytes(80));
+      const { ciphertext, tag } = seal(plain, key, nonce, aad);
+      const data = at(ciphertext, length % 4);
+      expect(addon.aesGcmOpenInPlaceSync(data, key, nonce, aad, tag), `${length}`).toBe(true);
+      expect(Buffer.from(data).equals(Buffer.from(plain)), `${length}`).toBe(true);
+      if (length === 0) continue;
+      const tampered = ciphertext.slice();
+      tampered[length - 1] ^= 0x01;
+      expect(addon.aesGcmOpenInPlaceSync(tampered, key, nonce, aad, tag), `${length} tampered`).toBe(false);
+      expect(tampered.every((b) => b === 0), `${length} tampered: zeroed`).toBe(true);
+    }
+    expect(() => addon.aesGcmOpenInPlaceSync(new Uint8Array(16), key, nonce, new Uint8Array(0), new Uint8Array(15))).toThrow(expect.objectContaining({ code: 'KVT_ERR_NATIVE_ARG' }));
+  });
+
   it('refuses wrong argument shapes with KVT_ERR_NATIVE_ARG', () => {
     expect(() => addon.aesGcmOpenHashInPlace(new Uint8Array(16), key, nonce, new Uint8Array(0), new Uint8Array(16), -1, 0n)).toThrow(
       expect.objectContaining({ code: 'KVT_ERR_NATIVE_ARG' }),

@@ -184,10 +184,11 @@ describe('openAsync (large blocks decrypted on threads)', () => {
   });
 });
 
-describe('openAsync natively (one OpenSSL call in place on libuv\'s pool)', () => {
+describe.each(['pool', 'caller'] as const)('openAsync natively (one native call in place, on %s)', (nativeOpenOn) => {
   it('opens what seal made in place, many at once; tampered, foreign and other-key blobs are refused and zeroed', async () => {
-    const sealer = new BlockSealer(keyringFromSecret(SECRET_1));
+    const sealer = new BlockSealer(keyringFromSecret(SECRET_1), { nativeOpenOn });
     expect(sealer.openPath).toBe('native');
+    expect(sealer.nativeOpenOn).toBe(nativeOpenOn);
     const key = Uint8Array.from(randomBytes(16));
     const blocks = Array.from({ length: 12 }, (_, i) => Uint8Array.from(randomBytes(512 * 1024 + i)));
     const sealed = blocks.map((b) => sealer.seal(b, key, ALICE));
