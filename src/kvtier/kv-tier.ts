@@ -206,8 +206,9 @@ export class KvTier {
 
   /**
    * Removes the blocks of this node's index that match `filter` (as of `at`,
-   * default now) from storage, the index and this node's memory caches.
-   * Queued writes land first, so none of them reappears after the purge.
+   * default now) from storage, the index, this node's memory caches and the
+   * plane's records of them. Queued writes land first, so none of them
+   * reappears after the purge.
    */
   async purge(filter: PurgeFilter, options: { at?: number; onProgress?: (progress: PurgeProgress) => void } = {}): Promise<PurgeResult> {
     this.assertOpen();
@@ -218,7 +219,9 @@ export class KvTier {
         this.core.liveEntries.forget(key);
       }
     };
-    return purgeIndex({ index: this.index, store: this.blobStore, forget }, filter, options.at ?? this.clock.now(), options.onProgress);
+    // A record left in the plane would make a purged block a hit again (adopted) until a load found its blob gone.
+    const forgetRecords = (keys: string[]) => this.core.planeLink.forget(keys).catch((error: unknown) => this.core.noteError(error, 'removing purged blocks from the plane failed'));
+    return purgeIndex({ index: this.index, store: this.blobStore, forget, forgetRecords }, filter, options.at ?? this.clock.now(), options.onProgress);
   }
 
   /** Blocks and bytes this node's index holds, by scope tag ("g", "c:chat", "t:acme"). */

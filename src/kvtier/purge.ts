@@ -100,9 +100,14 @@ async function removeInBatches<T extends { key: string; sizeBytes: number }>(
   return result;
 }
 
-/** One node's index: matching entries leave storage, then the index; `forget` drops them from the node's memory caches. */
+/**
+ * One node's index: matching entries leave storage, then the index; `forget`
+ * drops them from the node's memory caches, and `forgetRecords` (after the
+ * index removal) from the node's own plane, whose record would otherwise
+ * still make them hits.
+ */
 export async function purgeIndex(
-  deps: { index: BlockIndex; store: BlobStore; forget?: (keys: string[]) => void },
+  deps: { index: BlockIndex; store: BlobStore; forget?: (keys: string[]) => void; forgetRecords?: (keys: string[]) => Promise<void> },
   filter: PurgeFilter,
   at: number,
   onProgress: (progress: PurgeProgress) => void = () => undefined,
@@ -121,8 +126,11 @@ export async function purgeIndex(
     victims,
     deps.store,
     async (batch) => {
-      deps.forget?.(batch.map((v) => v.key));
-      return deps.index.remove(batch.map((v) => hexToKeyBytes(v.key)));
+      const keys = batch.map((v) => v.key);
+      deps.forget?.(keys);
+      const removed = await deps.index.remove(keys.map((key) => hexToKeyBytes(key)));
+      await deps.forgetRecords?.(keys);
+      return removed;
     },
     progress,
     onProgress,

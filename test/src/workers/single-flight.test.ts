@@ -152,8 +152,9 @@ describe('single flight', () => {
     expect(hit.blocks).toBe(2);
     expect((await cache.load(hit, 2)).payloads).toEqual(payloads);
     await tier.purge({ all: true });
-    // Nothing purged is served (the lookup may still count the plane's record of a block; its load finds nothing).
+    // Nothing purged is found or served.
     const after = await cache.lookup(namespace, ids, scope, 2, keys);
+    expect(after.blocks).toBe(0);
     expect((await cache.load(after, 2)).payloads).toEqual([]);
   });
 
