@@ -191,7 +191,7 @@ KVT_VAES void open_run(uint8_t* p, size_t n, const uint8_t* round_keys, const ui
       _mm512_storeu_si512(p + 128, _mm512_xor_si512(d2, k2));
       _mm512_storeu_si512(p + 192, _mm512_xor_si512(d3, k3));
     }
-    for (int r = 0; r <= ROUNDS; r++) rk[r] = _mm512_setzero_si512();
+    OPENSSL_cleanse(rk, sizeof rk);  // round keys do not outlive the call on the stack
   }
   const __m128i h1 = _mm_load_si128(reinterpret_cast<const __m128i*>(h_powers) + 15);
   for (; n > 0; c++) {
