@@ -32,4 +32,10 @@ export interface BlobStore {
 export interface GetOptions {
   /** A buffer of exactly `size` bytes for the blob (its ArrayBuffer may be larger). */
   allocate?: (size: number) => Uint8Array;
+  /**
+   * The largest blob the caller takes: a larger one is refused with
+   * `StorageTooLargeError` before anything of its size is allocated (a sparse
+   * file, a lying Content-Length, an endless body). Default: no limit.
+   */
+  maxBytes?: number;
 }

@@ -15,6 +15,7 @@ export type StorageErrorCode =
   | 'KVT_ERR_STORAGE_DENIED'
   | 'KVT_ERR_STORAGE_NO_BUCKET'
   | 'KVT_ERR_STORAGE_IO'
+  | 'KVT_ERR_STORAGE_TOO_LARGE'
   | 'KVT_ERR_STORAGE_CLOSED';
 
 export class StorageError extends Error {
@@ -80,6 +81,20 @@ export class StorageNoBucketError extends StorageError {
 export class StorageIoError extends StorageError {
   constructor(message: string, options?: { cause?: unknown }) {
     super('KVT_ERR_STORAGE_IO', message, options);
+  }
+}
+
+/**
+ * A stored blob (a file's size, an object's Content-Length or body) larger than
+ * the reader's `maxBytes`: refused before a buffer of that size is allocated.
+ */
+export class StorageTooLargeError extends StorageError {
+  readonly sizeBytes: number;
+  readonly maxBytes: number;
+  constructor(location: string, sizeBytes: number, maxBytes: number) {
+    super('KVT_ERR_STORAGE_TOO_LARGE', `${location} is ${sizeBytes} bytes, more than the ${maxBytes} the reader accepts; a foreign or corrupt blob (delete it) or a reader whose limit is too low`);
+    this.sizeBytes = sizeBytes;
+    this.maxBytes = maxBytes;
   }
 }
 

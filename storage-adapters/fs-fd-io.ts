@@ -7,13 +7,17 @@
  */
 import fs from 'node:fs';
 
+import { StorageTooLargeError } from './errors.ts';
+
 /**
  * open → fstat → read into a buffer of exactly the file's size → close.
  * ENOENT at open resolves null. The buffer has its own ArrayBuffer (not
  * Node's shared pool), so callers may view it as other typed arrays; with
- * `allocate` it is the caller's (a recycled buffer).
+ * `allocate` it is the caller's (a recycled buffer). A file past `maxBytes`
+ * is refused from its size alone: a sparse file costs no disk and can claim
+ * terabytes, which no buffer should be sized to.
  */
-export function readWholeFile(path: string, allocate?: (size: number) => Uint8Array): Promise<Uint8Array | null> {
+export function readWholeFile(path: string, allocate?: (size: number) => Uint8Array, maxBytes = Number.POSITIVE_INFINITY): Promise<Uint8Array | null> {
   return new Promise((resolve, reject) => {
     fs.open(path, 'r', (openError, fd) => {
       if (openError) {
@@ -30,7 +34,14 @@ export function readWholeFile(path: string, allocate?: (size: number) => Uint8Ar
       fs.fstat(fd, (statError, stat) => {
         if (statError) return finish(statError);
         const size = stat.size;
-        const bytes = allocate?.(size) ?? new Uint8Array(Buffer.allocUnsafeSlow(size).buffer, 0, size);
+        if (size > maxBytes) return finish(new StorageTooLargeError(`fs file ${path}`, size, maxBytes));
+        let bytes: Uint8Array;
+        try {
+          bytes = allocate?.(size) ?? new Uint8Array(Buffer.allocUnsafeSlow(size).buffer, 0, size);
+        } catch (allocateError) {
+          // Thrown inside an fs callback it would be uncaught and end the process; here it fails this read only.
+          return finish(allocateError);
+        }
         if (bytes.byteLength !== size) return finish(new RangeError(`allocate(${size}) returned ${bytes.byteLength} bytes`));
         const buffer = bytes;
         if (size === 0) return finish(undefined, bytes);

@@ -21,7 +21,8 @@ export type BlockErrorCode =
   | 'KVT_ERR_BLOCK_TOKEN_MISMATCH'
   | 'KVT_ERR_BLOCK_FINGERPRINT_MISMATCH'
   | 'KVT_ERR_BLOCK_LAYOUT_MISMATCH'
-  | 'KVT_ERR_BLOCK_MISSING';
+  | 'KVT_ERR_BLOCK_MISSING'
+  | 'KVT_ERR_BLOCK_TOO_LARGE';
 
 export type KvTierErrorCode =
   | BlockErrorCode

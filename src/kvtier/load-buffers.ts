@@ -1,3 +1,4 @@
+import type { GetOptions } from '../../storage-adapters/index.ts';
 import type { DecodedBlock } from './block-codec.ts';
 import { BufferLease, ReadBufferPool } from './read-buffer-pool.ts';
 
@@ -19,6 +20,11 @@ export class BlockReadBuffers {
     this.taken.add(view.buffer as ArrayBuffer);
     return view;
   };
+
+  /** What `store.get` is given: read into the pool's buffers, and refuse a blob past the pool's largest take before sizing anything to it. */
+  get getOptions(): GetOptions {
+    return { allocate: this.allocate, maxBytes: this.pool.maxTakeBytes };
+  }
 
   /** Marks `bytes`' buffer as this block's if it came from `allocate` (or `fresh`: made for this read alone and held by no one else). */
   own(bytes: Uint8Array, fresh = false): void {

@@ -14,7 +14,19 @@
  * later block's bytes. A holder that never releases simply leaves its
  * buffers to the GC; nothing is pooled that is still referenced by a lease.
  */
+import { BlockError } from './errors.ts';
+
 const CAPACITY_STEP = 64 * 1024;
+
+/**
+ * The largest buffer a load sizes from what storage says (a file's size, an
+ * object's Content-Length, a header's payload length). A real block is a few
+ * MiB (tens for a 405B model at f32); storage can claim anything: a sparse
+ * file of terabytes costs no disk, and sizing a buffer to it fails the
+ * allocation or takes the RAM. Past this the read is refused before a buffer
+ * exists (StorageTooLargeError from the store, KVT_ERR_BLOCK_TOO_LARGE from `take`).
+ */
+export const MAX_BLOCK_READ_BYTES = 1024 * 1024 * 1024;
 
 export class ReadBufferPool {
   /** Free buffers, most recently released last (the warmest in cache is taken first). */
@@ -23,11 +35,20 @@ export class ReadBufferPool {
   /** Buffers handed out by `take` and buffers taken back, for stats and tests. */
   readonly counts = { taken: 0, reused: 0, returned: 0, dropped: 0 };
 
-  /** `budgetBytes`: free bytes kept at most (0 = no pooling: every take allocates). */
-  constructor(readonly budgetBytes: number) {}
+  /**
+   * `budgetBytes`: free bytes kept at most (0 = no pooling: every take allocates).
+   * `maxTakeBytes`: the largest single take; larger ones throw BlockError KVT_ERR_BLOCK_TOO_LARGE (nothing allocated).
+   */
+  constructor(
+    readonly budgetBytes: number,
+    readonly maxTakeBytes = MAX_BLOCK_READ_BYTES,
+  ) {}
 
   /** A view of exactly `size` bytes over a recycled buffer when one fits, else a new one (capacity rounded up to 64 KiB). */
   take(size: number): Uint8Array {
+    if (!Number.isSafeInteger(size) || size < 0 || size > this.maxTakeBytes) {
+      throw new BlockError('KVT_ERR_BLOCK_TOO_LARGE', `a block read needs a ${size}-byte buffer, more than the ${this.maxTakeBytes} a load takes; the stored block is foreign or corrupt`);
+    }
     this.counts.taken++;
     for (let i = this.free.length - 1; i >= 0; i--) {
       const buffer = this.free[i];

@@ -76,7 +76,7 @@ async function loadOne(core: TierCore, lookup: LookupResult, i: number, sizes: B
   const fromPending = bytes !== undefined;
   const buffers = new BlockReadBuffers(core.readPool);
   try {
-    bytes ??= await core.blobStore.get(key, { allocate: buffers.allocate });
+    bytes ??= await core.blobStore.get(key, buffers.getOptions);
   } catch (error) {
     core.noteError(error, 'storage get() failed; the load ends at this block');
     return { failed: errorCodeOf(error) };

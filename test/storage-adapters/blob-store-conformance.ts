@@ -82,6 +82,33 @@ export function runBlobStoreConformance(
       expect(await store.get('a-missing', { allocate: (size) => new Uint8Array(size) })).toBeNull();
     });
 
+    it('get with maxBytes: a blob past it is refused (KVT_ERR_STORAGE_TOO_LARGE) before allocate is asked for its size; one of exactly maxBytes is read', async () => {
+      const store = await freshStore();
+      const bytes = randomBytes(70_000);
+      await store.put('capped', bytes);
+      const asked: number[] = [];
+      const allocate = (size: number) => {
+        asked.push(size);
+        return new Uint8Array(size);
+      };
+      await expect(store.get('capped', { allocate, maxBytes: bytes.byteLength - 1 })).rejects.toMatchObject({ code: 'KVT_ERR_STORAGE_TOO_LARGE' });
+      expect(asked).toEqual([]);
+      expectSameBytes(await store.get('capped', { allocate, maxBytes: bytes.byteLength }), bytes);
+      expectSameBytes(await store.get('capped', { maxBytes: bytes.byteLength }), bytes);
+      expect(await store.get('capped-missing', { allocate, maxBytes: 1 })).toBeNull();
+    });
+
+    it('get with an allocate that throws rejects that get only (the store and the process go on)', async () => {
+      const store = await freshStore();
+      const bytes = randomBytes(5000);
+      await store.put('no-room', bytes);
+      const refusing = () => {
+        throw new RangeError('Array buffer allocation failed');
+      };
+      await expect(store.get('no-room', { allocate: refusing })).rejects.toMatchObject({ code: expect.stringMatching(/^KVT_ERR_STORAGE_/) });
+      expectSameBytes(await store.get('no-room'), bytes);
+    });
+
     it('returns a plain Uint8Array that does not alias what was put', async () => {
       const store = await freshStore();
       const bytes = randomBytes(10_000);

@@ -1,0 +1,61 @@
+/**
+ * A stored block replaced by a file that claims terabytes (sparse: no disk):
+ * the load ends at that block with KVT_ERR_STORAGE_TOO_LARGE, the blocks
+ * before it are returned, no buffer is sized to the claim, and the tier goes
+ * on serving. Before the read bound, sizing a recycled buffer to the file
+ * threw inside the fs store's callback and ended the process.
+ */
+import { truncateSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { afterEach, expect, it } from 'vitest';
+
+import { FsBlobStore } from '../../../storage-adapters/index.ts';
+import { KvTier } from '../../../src/kvtier/index.ts';
+import { MAX_BLOCK_READ_BYTES, ReadBufferPool } from '../../../src/kvtier/read-buffer-pool.ts';
+import { LAYOUT, captureLogger, payloadFor, tempDir, tokensOf } from './fixtures.ts';
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+it('a block file of 8 TiB (sparse) ends the load at that block with KVT_ERR_STORAGE_TOO_LARGE; the prefix before it loads', async () => {
+  const dir = await tempDir('kvtier-oversized-');
+  cleanups.push(dir.remove);
+  const store = await FsBlobStore.open({ dir: join(dir.path, 'blocks') });
+  cleanups.push(() => store.close());
+  const tier = await KvTier.open({ dataDir: join(dir.path, 'node'), store, logger: captureLogger(), touchIntervalMs: 0, hotCacheBytes: 0 });
+  cleanups.push(() => tier.close());
+  const scope = { tenant: 'acme', trafficClass: 'chat' };
+  const namespace = tier.namespace({ modelFingerprint: 'oversized', tenantSalt: 'acme' });
+  const tokens = tokensOf(64 * 4, 11);
+  tier.store({ namespace, tokens, layout: LAYOUT, ...scope, payloads: Array.from({ length: 4 }, (_, b) => payloadFor(11, b)) });
+  await tier.flush();
+  const hit = await tier.lookup(namespace, tokens, scope);
+  expect(hit.hitBlocks).toBe(4);
+  truncateSync(store.pathOf(hit.keys[2]), 8 * 2 ** 40);
+
+  const loaded = await tier.load(hit);
+  expect(loaded.stoppedAt).toEqual({ block: 2, code: 'KVT_ERR_STORAGE_TOO_LARGE' });
+  expect(loaded.blocks.map((b) => b.index)).toEqual([0, 1]);
+  loaded.release();
+  // Still serving: another prefix stores and loads whole.
+  const other = tokensOf(64 * 2, 12);
+  tier.store({ namespace, tokens: other, layout: LAYOUT, ...scope, payloads: [payloadFor(12, 0), payloadFor(12, 1)] });
+  await tier.flush();
+  const again = await tier.load(await tier.lookup(namespace, other, scope));
+  expect(again.stoppedAt).toBeUndefined();
+  expect(again.blocks).toHaveLength(2);
+  again.release();
+});
+
+it('the read pool refuses a take past its bound (or not a byte count) with KVT_ERR_BLOCK_TOO_LARGE, before allocating', () => {
+  const pool = new ReadBufferPool(1 << 20, 4 << 20);
+  expect(pool.take(4 << 20).byteLength).toBe(4 << 20);
+  for (const size of [(4 << 20) + 1, 2 ** 43, -1, 1.5, Number.NaN]) {
+    expect(() => pool.take(size), String(size)).toThrow(expect.objectContaining({ code: 'KVT_ERR_BLOCK_TOO_LARGE' }));
+  }
+  expect(pool.counts.taken).toBe(1);
+  expect(new ReadBufferPool(0).maxTakeBytes).toBe(MAX_BLOCK_READ_BYTES);
+});
