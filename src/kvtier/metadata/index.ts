@@ -12,5 +12,6 @@ export {
   type ScanPage,
 } from './metadata-plane.ts';
 export { LmdbMetadataPlane, type LmdbMetadataPlaneOptions } from './lmdb-metadata-plane.ts';
-export { RedisMetadataPlane, lruScore, type RedisMetadataPlaneOptions } from './redis-metadata-plane.ts';
+export { RedisMetadataPlane, type RedisMetadataPlaneOptions } from './redis-metadata-plane.ts';
+export { lruScore } from './redis-plane-codec.ts';
 export { openMetadataPlane, type OpenMetadataPlaneOptions } from './open-metadata-plane.ts';

@@ -4,10 +4,12 @@ import type { Redis } from 'ioredis';
 
 import { PlaneError } from '../errors.ts';
 import { stderrLogger, type KvTierLogger } from '../logger.ts';
-import { mergeClassPages, type ClassScanPage } from './class-scan-merge.ts';
 import type { BlockRecord, MetadataPlane, PlaneState, PlaneUsage, RemovedBatch, RemoveOptions, ScanOptions, ScanPage } from './metadata-plane.ts';
-import { CLEAR_PENDING_LUA, GET_LUA, MARK_TRUSTED_LUA, NOTE_ORPHANS_LUA, REMOVE_LUA, REMOVE_OLDEST_LUA, RENEW_LUA, SCAN_LUA, UPSERT_LUA } from './redis-plane-scripts.ts';
 import { removeLegacyPlaneKeys } from './redis-legacy-keys.ts';
+import { decodeValue, encodeValue, lruScore, memberOf, planeKeyNames, type PlaneKeys } from './redis-plane-codec.ts';
+import { defineScripts, RedisPlaneCommands } from './redis-plane-commands.ts';
+import { clearPendingDeletes, pendingDeletes, removeOldest, removeRecords } from './redis-plane-removal.ts';
+import { scanByLastUse } from './redis-plane-walk.ts';
 import { RenewalBuffer, type PendingRenewal } from './renewal-buffer.ts';
 
 export interface RedisMetadataPlaneOptions {
@@ -30,18 +32,8 @@ export interface RedisMetadataPlaneOptions {
   bucketBits?: number;
 }
 
-/** Depth bits folded into the score: lastUse × 2048 + (2047 − depth) stays an exact double until 2109. */
-const DEPTH_SLOTS = 2048;
+/** Keys per script call of a get or upsert (upsert: a quarter, four arguments per record). */
 const MEMBERS_PER_COMMAND = 1024;
-
-/** Score of a record in the LRU zsets: last use, deeper blocks first among equals. */
-export function lruScore(lastUseAt: number, depth: number): number {
-  return Math.floor(lastUseAt) * DEPTH_SLOTS + (DEPTH_SLOTS - 1 - Math.min(Math.max(depth, 0), DEPTH_SLOTS - 1));
-}
-
-function lastUseOf(score: number): number {
-  return Math.floor(score / DEPTH_SLOTS);
-}
 
 /**
  * Cluster driver: the plane in Redis.
@@ -83,8 +75,8 @@ export class RedisMetadataPlane implements MetadataPlane {
   private readonly listeners = new Set<(keys: string[]) => void>();
   private readonly renewals: RenewalBuffer;
   private readonly instanceId = randomBytes(8);
-  private closed = false;
-  private readonly keys: ReturnType<typeof planeKeyNames>;
+  private readonly keys: PlaneKeys;
+  private readonly commands: RedisPlaneCommands;
 
   private constructor(
     private readonly redis: Redis,
@@ -94,6 +86,7 @@ export class RedisMetadataPlane implements MetadataPlane {
     options: RedisMetadataPlaneOptions,
   ) {
     this.keys = planeKeyNames(prefix, options.bucketBits ?? 16);
+    this.commands = new RedisPlaneCommands(redis, this.keys);
     this.renewals = new RenewalBuffer(
       (batch) => this.writeRenewals(batch),
       (error) => this.logger.warn({ code: 'KVT_ERR_PLANE_UNREACHABLE', err: (error as Error).message }, 'plane renewal flush failed; the next hit renews again'),
@@ -122,19 +115,7 @@ export class RedisMetadataPlane implements MetadataPlane {
         if (opened) logger.warn({ code: 'KVT_ERR_PLANE_UNREACHABLE', err: error.message }, 'Redis connection of the metadata plane failed; retrying');
       });
     }
-    for (const [name, lua, numberOfKeys] of [
-      ['kvtPlaneUpsert', UPSERT_LUA, 3],
-      ['kvtPlaneRemove', REMOVE_LUA, 3],
-      ['kvtPlaneRemoveOldest', REMOVE_OLDEST_LUA, 3],
-      ['kvtPlaneGet', GET_LUA, 0],
-      ['kvtPlaneRenew', RENEW_LUA, 2],
-      ['kvtPlaneScan', SCAN_LUA, 1],
-      ['kvtPlaneNoteOrphans', NOTE_ORPHANS_LUA, 1],
-      ['kvtPlaneMarkTrusted', MARK_TRUSTED_LUA, 1],
-      ['kvtPlaneClearPending', CLEAR_PENDING_LUA, 1],
-    ] as const) {
-      redis.defineCommand(name, { lua, numberOfKeys });
-    }
+    defineScripts(redis);
     try {
       await redis.connect();
       await subscriber.connect();
@@ -158,25 +139,25 @@ export class RedisMetadataPlane implements MetadataPlane {
   }
 
   async state(): Promise<PlaneState> {
-    let stored = await this.call(() => this.redis.get(this.keys.gen));
+    let stored = await this.commands.call(() => this.redis.get(this.keys.gen));
     if (stored === null) {
       // The marker is gone: a new Redis, or one restarted empty. Start an untrusted generation.
-      await this.call(() => this.redis.set(this.keys.gen, `${randomBytes(8).toString('hex')}:0`, 'NX'));
-      stored = await this.call(() => this.redis.get(this.keys.gen));
+      await this.commands.call(() => this.redis.set(this.keys.gen, `${randomBytes(8).toString('hex')}:0`, 'NX'));
+      stored = await this.commands.call(() => this.redis.get(this.keys.gen));
     }
     const [generation, trusted] = (stored ?? ':0').split(':');
     return { generation, trusted: trusted === '1' };
   }
 
   async markTrusted(generation: string): Promise<boolean> {
-    return (await this.call(() => this.script('kvtPlaneMarkTrusted', this.keys.gen, generation))) === 1;
+    return (await this.commands.call(() => this.commands.script('kvtPlaneMarkTrusted', this.keys.gen, generation))) === 1;
   }
 
   async get(keys: readonly string[]): Promise<(BlockRecord | null)[]> {
     const out: (BlockRecord | null)[] = [];
     for (let i = 0; i < keys.length; i += MEMBERS_PER_COMMAND) {
       const chunk = keys.slice(i, i + MEMBERS_PER_COMMAND);
-      const reply = (await this.call(() => this.scriptBuffer('kvtPlaneGet', this.keys.bucket, this.keys.use, ...chunk.map(memberOf)))) as (Buffer | null)[];
+      const reply = (await this.commands.call(() => this.commands.scriptBuffer('kvtPlaneGet', this.keys.bucket, this.keys.use, ...chunk.map(memberOf)))) as (Buffer | null)[];
       for (let j = 0; j < chunk.length; j++) {
         const value = reply[2 * j];
         const score = reply[2 * j + 1];
@@ -192,12 +173,12 @@ export class RedisMetadataPlane implements MetadataPlane {
       for (const record of records.slice(i, i + MEMBERS_PER_COMMAND / 4)) {
         args.push(memberOf(record.key), encodeValue(record), String(lruScore(record.lastUseAt, record.depth)), record.ttlMs > 0 ? '1' : '0');
       }
-      await this.call(() => this.script('kvtPlaneUpsert', this.keys.cap, this.keys.usage, this.keys.classes, ...args));
+      await this.commands.call(() => this.commands.script('kvtPlaneUpsert', this.keys.cap, this.keys.usage, this.keys.classes, ...args));
     }
   }
 
   renew(keys: readonly string[], at: number, depths?: readonly number[]): void {
-    if (this.closed) throw new PlaneError('KVT_ERR_PLANE_CLOSED', 'this metadata plane is closed; open a new one');
+    if (this.commands.closed) throw new PlaneError('KVT_ERR_PLANE_CLOSED', 'this metadata plane is closed; open a new one');
     this.renewals.add(keys, at, depths);
   }
 
@@ -206,120 +187,41 @@ export class RedisMetadataPlane implements MetadataPlane {
   }
 
   async remove(keys: readonly string[], options: RemoveOptions = {}): Promise<BlockRecord[]> {
-    const removed: BlockRecord[] = [];
-    const judged = options.judgedLastUseAt;
-    if (judged !== undefined && judged.length !== keys.length) throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `remove: ${judged.length} judged last uses for ${keys.length} keys`);
-    // Every chunk's script goes in one pipeline: one round trip per remove, however many chunks.
-    const pipeline = this.redis.pipeline() as unknown as Record<string, (...args: (string | Buffer)[]) => unknown> & { exec(): Promise<[Error | null, unknown][] | null> };
-    let chunks = 0;
-    for (let i = 0; i < keys.length; i += MEMBERS_PER_COMMAND) {
-      const args: (string | Buffer)[] = [this.keys.cap, this.keys.usage, this.keys.classes, this.keys.bucket, this.keys.use, options.journal ? this.keys.pending : ''];
-      for (let j = i; j < Math.min(keys.length, i + MEMBERS_PER_COMMAND); j++) {
-        // A last use ≤ judged is a score < lruScore(judged + 1, deepest): whatever its depth.
-        args.push(memberOf(keys[j]), judged === undefined ? '' : String(lruScore(judged[j] + 1, DEPTH_SLOTS - 1)));
-      }
-      pipeline.kvtPlaneRemoveBuffer(...args);
-      chunks++;
+    const removed = await removeRecords(this.commands, keys, options);
+    if (removed.length > 0) {
+      const removedKeys = removed.map((record) => record.key);
+      await this.tellRemoved(removedKeys, Buffer.concat(removedKeys.map(memberOf)));
     }
-    if (chunks === 0) return removed;
-    const results = await this.call(() => pipeline.exec());
-    for (const [error, reply] of results ?? []) {
-      if (error !== null) throw new PlaneError('KVT_ERR_PLANE_UNREACHABLE', `metadata plane (Redis) remove failed: ${error.message}`, { cause: error });
-      const rows = reply as Buffer[];
-      for (let j = 0; j < rows.length; j += 3) removed.push(decodeValue(rows[j].toString('hex'), rows[j + 1], Number(rows[j + 2].toString())));
-    }
-    await this.tellRemoved(removed);
     return removed;
   }
 
   async removeByLastUse(options: { trafficClass: string; maxLastUseAt: number; limit: number; journal?: boolean }): Promise<RemovedBatch> {
-    const reply = (await this.call(() =>
-      this.scriptBuffer(
-        'kvtPlaneRemoveOldest',
-        this.keys.cap,
-        this.keys.usage,
-        this.keys.classes,
-        this.keys.bucket,
-        this.keys.use,
-        options.trafficClass,
-        String(lruScore(options.maxLastUseAt, 0)),
-        String(options.limit),
-        options.journal ? this.keys.pending : '',
-      ),
-    )) as [number, Buffer, ...(Buffer | number)[]];
-    // [rows taken, members concatenated, then tag, bytes, blocks per usage delta (negative: freed)]
-    const members = reply[1];
-    const keys = splitMembers(members);
-    const freed: PlaneUsage = { bytes: {}, blocks: {} };
-    for (let j = 2; j + 2 < reply.length; j += 3) {
-      const tag = (reply[j] as Buffer).toString();
-      if (reply[j + 1] !== 0) freed.bytes[tag] = -Number(reply[j + 1]);
-      if (reply[j + 2] !== 0) freed.blocks[tag] = -Number(reply[j + 2]);
-    }
-    await this.tellRemovedKeys(keys, members);
-    return { keys, freed, more: Number(reply[0]) === options.limit };
+    const { members, ...taken } = await removeOldest(this.commands, options);
+    await this.tellRemoved(taken.keys, members);
+    return taken;
   }
 
-  /** The journal's members are batches (one per removal call, keys concatenated): split, deduplicated. */
-  async pendingDeletes(): Promise<string[]> {
-    const members = (await this.call(() => this.redis.smembersBuffer(this.keys.pending))) as Buffer[];
-    return [...new Set(members.flatMap(splitMembers))];
+  pendingDeletes(): Promise<string[]> {
+    return pendingDeletes(this.commands);
   }
 
-  async clearPendingDeletes(keys: readonly string[]): Promise<void> {
-    if (keys.length === 0) return;
-    const blob = Buffer.from(keys.join(''), 'hex');
-    if (blob.length !== keys.length * 16) for (const key of keys) memberOf(key); // names the malformed key
-    await this.call(() => this.script('kvtPlaneClearPending', this.keys.pending, blob));
+  clearPendingDeletes(keys: readonly string[]): Promise<void> {
+    return clearPendingDeletes(this.commands, keys);
   }
 
-  /** Local listeners now; other nodes through the removal channel. */
-  private async tellRemoved(removed: BlockRecord[]): Promise<void> {
-    if (removed.length > 0) {
-      const removedKeys = removed.map((record) => record.key);
-      await this.tellRemovedKeys(removedKeys, Buffer.concat(removedKeys.map(memberOf)));
-    }
-  }
-
-  /** `members`: the same keys as raw bytes, concatenated (the channel's message body). */
-  private async tellRemovedKeys(keys: string[], members: Buffer): Promise<void> {
+  /** Local listeners now; other nodes through the removal channel. `members`: the same keys as raw bytes, concatenated (the message body). */
+  private async tellRemoved(keys: string[], members: Buffer): Promise<void> {
     if (keys.length === 0) return;
     for (const listener of this.listeners) listener(keys);
-    await this.call(() => this.redis.publish(this.keys.removed, Buffer.concat([this.instanceId, members])));
+    await this.commands.call(() => this.redis.publish(this.keys.removed, Buffer.concat([this.instanceId, members])));
   }
 
-  async scanByLastUse(options: ScanOptions = {}): Promise<ScanPage> {
-    const limit = options.limit ?? 512;
-    if (options.capped) return pageOf(await this.scanIndex(this.keys.cap, options, limit));
-    if (options.trafficClass !== undefined) return pageOf(await this.scanIndex(this.keys.use + options.trafficClass, options, limit));
-    const classes = (await this.call(() => this.redis.smembers(this.keys.classes))).sort();
-    const pages = await Promise.all(classes.map((name) => this.scanIndex(this.keys.use + name, options, limit)));
-    return mergeClassPages(pages, limit, comparePositions);
-  }
-
-  /** One page of one last-use index after the cursor (positions are `score:member hex`). */
-  private async scanIndex(zset: string, options: ScanOptions, limit: number): Promise<ClassScanPage> {
-    const maxScore = options.maxLastUseAt === undefined ? '+inf' : String(lruScore(options.maxLastUseAt, 0));
-    let cursorScore = '';
-    let cursorMember: Buffer = Buffer.alloc(0);
-    if (options.cursor !== undefined) {
-      const [score, member] = options.cursor.split(':');
-      cursorScore = score;
-      cursorMember = Buffer.from(member, 'hex');
-    }
-    const reply = (await this.call(() => this.scriptBuffer('kvtPlaneScan', zset, cursorScore, cursorMember, maxScore, String(limit), this.keys.bucket))) as (Buffer | number | null)[];
-    const rows: ClassScanPage['rows'] = [];
-    for (let i = 1; i < reply.length; i += 3) {
-      const key = (reply[i] as Buffer).toString('hex');
-      const score = (reply[i + 1] as Buffer).toString();
-      const value = reply[i + 2];
-      rows.push({ position: `${score}:${key}`, record: value instanceof Buffer ? decodeValue(key, value, Number(score)) : null });
-    }
-    return { rows, more: Number(reply[0]) === 1 };
+  scanByLastUse(options: ScanOptions = {}): Promise<ScanPage> {
+    return scanByLastUse(this.commands, options);
   }
 
   async usage(): Promise<PlaneUsage> {
-    const all = await this.call(() => this.redis.hgetall(this.keys.usage));
+    const all = await this.commands.call(() => this.redis.hgetall(this.keys.usage));
     const bytes: Record<string, number> = {};
     const blocks: Record<string, number> = {};
     for (const [name, value] of Object.entries(all)) {
@@ -333,19 +235,19 @@ export class RedisMetadataPlane implements MetadataPlane {
 
   async noteOrphans(keys: readonly string[], at: number): Promise<number[]> {
     if (keys.length === 0) return [];
-    const reply = (await this.call(() => this.script('kvtPlaneNoteOrphans', this.keys.orphans, String(Math.floor(at)), ...keys.map(memberOf)))) as string[];
+    const reply = (await this.commands.call(() => this.commands.script('kvtPlaneNoteOrphans', this.keys.orphans, String(Math.floor(at)), ...keys.map(memberOf)))) as string[];
     return reply.map(Number);
   }
 
   async clearOrphans(keys: readonly string[]): Promise<void> {
     if (keys.length === 0) return;
     for (let i = 0; i < keys.length; i += MEMBERS_PER_COMMAND) {
-      await this.call(() => this.redis.hdel(this.keys.orphans, ...keys.slice(i, i + MEMBERS_PER_COMMAND).map(memberOf)));
+      await this.commands.call(() => this.redis.hdel(this.keys.orphans, ...keys.slice(i, i + MEMBERS_PER_COMMAND).map(memberOf)));
     }
   }
 
   async orphanSightings(): Promise<Map<string, number>> {
-    const flat = (await this.call(() => this.redis.callBuffer('HGETALL', this.keys.orphans))) as Buffer[];
+    const flat = (await this.commands.call(() => this.redis.callBuffer('HGETALL', this.keys.orphans))) as Buffer[];
     const out = new Map<string, number>();
     for (let i = 0; i + 1 < flat.length; i += 2) out.set(flat[i].toString('hex'), Number(flat[i + 1].toString()));
     return out;
@@ -357,10 +259,10 @@ export class RedisMetadataPlane implements MetadataPlane {
   }
 
   async close(): Promise<void> {
-    if (this.closed) return;
+    if (this.commands.closed) return;
     await this.renewals.flush().catch(() => undefined);
     this.renewals.stop();
-    this.closed = true;
+    this.commands.closed = true;
     this.listeners.clear();
     await Promise.allSettled([this.redis.quit(), this.subscriber.quit()]);
   }
@@ -368,8 +270,8 @@ export class RedisMetadataPlane implements MetadataPlane {
   // ── internals ──────────────────────────────────────────────────────────
 
   private async writeRenewals(batch: Map<string, PendingRenewal>): Promise<void> {
-    if (this.closed) return;
-    const pipeline = this.redis.pipeline() as unknown as Record<string, (...args: (string | Buffer)[]) => unknown> & { exec(): Promise<[Error | null, unknown][] | null> };
+    if (this.commands.closed) return;
+    const pipeline = this.commands.pipeline();
     let args: (string | Buffer)[] = [this.keys.cap, this.keys.classes, this.keys.use];
     for (const [key, { at, depth }] of batch) {
       args.push(String(lruScore(at, depth)), memberOf(key));
@@ -379,7 +281,7 @@ export class RedisMetadataPlane implements MetadataPlane {
       }
     }
     if (args.length > 3) pipeline.kvtPlaneRenew(...args);
-    const results = await this.call(() => pipeline.exec());
+    const results = await this.commands.call(() => pipeline.exec());
     const failed = results?.find(([error]) => error !== null);
     if (failed !== undefined) throw new PlaneError('KVT_ERR_PLANE_UNREACHABLE', `plane renewal failed: ${(failed[0] as Error).message}`);
   }
@@ -397,92 +299,4 @@ export class RedisMetadataPlane implements MetadataPlane {
       }
     }
   }
-
-  private script(name: string, ...args: (string | Buffer)[]): Promise<unknown> {
-    return (this.redis as unknown as Record<string, (...a: (string | Buffer)[]) => Promise<unknown>>)[name](...args);
-  }
-
-  private scriptBuffer(name: string, ...args: (string | Buffer)[]): Promise<unknown> {
-    return (this.redis as unknown as Record<string, (...a: (string | Buffer)[]) => Promise<unknown>>)[`${name}Buffer`](...args);
-  }
-
-  private async call<T>(run: () => Promise<T>): Promise<T> {
-    if (this.closed) throw new PlaneError('KVT_ERR_PLANE_CLOSED', 'this metadata plane is closed; open a new one');
-    try {
-      return await run();
-    } catch (error) {
-      if (error instanceof PlaneError) throw error;
-      throw new PlaneError('KVT_ERR_PLANE_UNREACHABLE', `metadata plane (Redis) failed: ${(error as Error).message}`, { cause: error });
-    }
-  }
-}
-
-/** createdAt is kept in seconds since 2025-01-01 (base 36: one or two characters fewer per record than since 1970); earlier times are stored as 2025-01-01. */
-const CREATED_EPOCH_S = Date.UTC(2025, 0, 1) / 1000;
-
-/** Every Redis key (and the channel) of a plane: all keys carry the hash tag `{0}` of its one shard. */
-export function planeKeyNames(prefix: string, bucketBits: number): { gen: string; use: string; classes: string; cap: string; bucket: string; usage: string; orphans: string; pending: string; legacySwept: string; removed: string } {
-  const tagged = `${prefix}{0}:`;
-  return {
-    gen: `${tagged}gen`,
-    use: `${tagged}u:`,
-    classes: `${tagged}classes`,
-    cap: `${tagged}cap`,
-    bucket: `${tagged}r:${bucketBits}:`,
-    usage: `${tagged}usage`,
-    orphans: `${tagged}orph`,
-    pending: `${tagged}del`,
-    legacySwept: `${tagged}legacy-swept`,
-    removed: `${prefix}removed`,
-  };
-}
-
-function pageOf(page: ClassScanPage): ScanPage {
-  const records: BlockRecord[] = [];
-  for (const row of page.rows) if (row.record !== null) records.push(row.record);
-  // The cursor is the last row read (its record may be gone).
-  const last = page.rows[page.rows.length - 1];
-  return { records, cursor: page.more && last !== undefined ? last.position : undefined };
-}
-
-/** Walk order of positions `score:member hex`: score, then member bytes (as Redis orders equal scores). */
-function comparePositions(a: string, b: string): number {
-  const ca = a.indexOf(':');
-  const cb = b.indexOf(':');
-  const d = Number(a.slice(0, ca)) - Number(b.slice(0, cb));
-  if (d !== 0) return d;
-  const ma = a.slice(ca + 1);
-  const mb = b.slice(cb + 1);
-  return ma < mb ? -1 : ma > mb ? 1 : 0;
-}
-
-/** Block keys (hex) of members concatenated 16 bytes each. */
-function splitMembers(members: Buffer): string[] {
-  const hex = members.toString('hex');
-  const keys: string[] = [];
-  for (let i = 0; i < hex.length; i += 32) keys.push(hex.slice(i, i + 32));
-  return keys;
-}
-
-function memberOf(key: string): Buffer {
-  if (key.length !== 32) throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `a block key is 32 hex characters, got ${JSON.stringify(key)}`);
-  return Buffer.from(key, 'hex');
-}
-
-function encodeValue(record: BlockRecord): Buffer {
-  const n = (value: number) => Math.max(0, Math.floor(value)).toString(36);
-  for (const field of [record.trafficClass, record.tenant, record.writer]) {
-    if (field.includes('\0')) throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `class, tenant and writer must not contain NUL (block ${record.key})`);
-  }
-  return Buffer.from(`${n(record.sizeBytes)},${n(record.createdAt / 1000 - CREATED_EPOCH_S)},${n(record.ttlMs)},${n(record.depth)}\0${record.trafficClass}\0${record.tenant}\0${record.writer}`);
-}
-
-function decodeValue(key: string, value: Buffer, score: number): BlockRecord {
-  const text = value.toString('utf8');
-  const nul = text.indexOf('\0');
-  const numbers = text.slice(0, nul).split(',');
-  const names = text.slice(nul + 1).split('\0');
-  if (numbers.length !== 4 || names.length !== 3) throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `plane record of ${key} is malformed; remove it (GC rebuilds it from storage)`);
-  const [size, created, ttl, depth] = numbers.map((value) => parseInt(value, 36));
-  return { key, sizeBytes: size, createdAt: (created + CREATED_EPOCH_S) * 1000, ttlMs: ttl, depth, trafficClass: names[0], tenant: names[1], writer: names[2], lastUseAt: lastUseOf(score) };
 }
