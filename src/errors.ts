@@ -45,6 +45,7 @@ export const ERROR_REGISTRY = {
   KVT_ERR_REQUEST_CONTEXT_OVERFLOW: { status: 400, type: 'invalid_request_error', hint: 'shorten the prompt or lower max_tokens so prompt + max_tokens fits the context length' },
   KVT_ERR_REQUEST_MAX_TOKENS: { status: 400, type: 'invalid_request_error', hint: 'lower max_tokens to at most the model context length minus the prompt' },
   KVT_ERR_REQUEST_EMPTY_PROMPT: { status: 400, type: 'invalid_request_error', hint: 'send at least one message or a non-empty prompt' },
+  KVT_ERR_RESPONSE_TOO_LARGE: { status: 400, type: 'invalid_request_error', hint: 'the stored conversation would pass the server\'s bound on one stored response (KVTIER_RESPONSE_MEMORY_BYTES): start a new conversation (send the history you need as input, without previous_response_id) or send store: false' },
   KVT_ERR_RESPONSE_NOT_FOUND: { status: 404, type: 'not_found_error', hint: 'the stored response does not exist, expired with its traffic class, was deleted, or belongs to another tenant; send the full input instead' },
   KVT_ERR_ROUTE_NOT_FOUND: { status: 404, type: 'not_found_error', hint: 'see the route list: /v1/chat/completions, /v1/completions, /v1/messages, /v1/responses, /v1/models' },
   KVT_ERR_ROUTE_METHOD: { status: 405, type: 'invalid_request_error', hint: 'use the method the route expects' },

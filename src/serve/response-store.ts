@@ -19,6 +19,7 @@
  */
 import { Redis } from 'ioredis';
 
+import { KvtError } from '../errors.ts';
 import type { ChatMessage, ToolSpec } from '../recipe/index.ts';
 import type { ResponsesListItem } from '../recipe/responses-items.ts';
 
@@ -48,22 +49,51 @@ export interface ResponseStore {
 /** A bound on the records one process keeps (oldest dropped first), besides their bytes. */
 const MAX_MEMORY_RECORDS = 100_000;
 
+/** KVTIER_RESPONSE_MEMORY_BYTES' default, and the bound on one record when that variable is 0. */
+export const DEFAULT_RESPONSE_MEMORY_BYTES = 32 * 1024 * 1024;
+
+/**
+ * The largest one record may be, in either store. A chained record holds the
+ * whole conversation (transcript, input items), and `truncation: "auto"`
+ * lets a chain outgrow the context, so without this a chain of
+ * previous_response_id turns grows one record, and the memory and Redis
+ * value holding it, without bound.
+ */
+export function recordLimitOf(responseMemoryBytes: number): number {
+  return responseMemoryBytes > 0 ? responseMemoryBytes : DEFAULT_RESPONSE_MEMORY_BYTES;
+}
+
+/** JSON bytes (UTF-8) of a value as a store holds it. */
+export function jsonBytes(value: unknown): number {
+  return Buffer.byteLength(JSON.stringify(value));
+}
+
+export function recordTooLarge(bytes: number, limit: number, param: string): KvtError {
+  return new KvtError('KVT_ERR_RESPONSE_TOO_LARGE', `the stored response would be ${bytes} bytes of JSON, more than the ${limit} one stored response may hold (KVTIER_RESPONSE_MEMORY_BYTES)`, { param });
+}
+
 /**
  * Embedded mode's store: records by insertion (a put refreshes), bounded by
  * count and by their size as JSON (KVTIER_RESPONSE_MEMORY_BYTES) — by count
  * alone, a soak's ~3 KB records grew the heap for the whole run (100 000 of
  * them would hold several hundred MB). Records past their TTL are dropped
- * from the oldest end as new ones arrive, not only when read.
+ * from the oldest end as new ones arrive, not only when read. One record
+ * past the whole bound is refused (KVT_ERR_RESPONSE_TOO_LARGE), so the bound
+ * holds for every put.
  */
 export class MemoryResponseStore implements ResponseStore {
   private readonly records = new Map<string, { record: StoredResponse; expiresAt: number; bytes: number }>();
   private readonly cancels = new Set<string>();
   private bytes = 0;
 
+  private readonly recordLimit: number;
+
   constructor(
     private readonly now: () => number = Date.now,
-    private readonly maxBytes = 32 * 1024 * 1024,
-  ) {}
+    private readonly maxBytes = DEFAULT_RESPONSE_MEMORY_BYTES,
+  ) {
+    this.recordLimit = recordLimitOf(maxBytes);
+  }
 
   /** JSON bytes of the records held. */
   get heldBytes(): number {
@@ -76,11 +106,12 @@ export class MemoryResponseStore implements ResponseStore {
 
   async put(tenant: string, id: string, record: StoredResponse, ttlMs: number): Promise<void> {
     const key = keyOf(tenant, id);
+    const bytes = jsonBytes(record);
+    if (bytes > this.recordLimit) throw recordTooLarge(bytes, this.recordLimit, 'store');
     this.drop(key);
-    const bytes = JSON.stringify(record).length;
     this.records.set(key, { record: structuredClone(record), expiresAt: this.now() + ttlMs, bytes });
     this.bytes += bytes;
-    // The newest record stays even when it alone is over the byte bound (its chained turn needs it).
+    // The newest record stays (its chained turn needs it); with maxBytes 0 it is the only one.
     for (const [oldKey, old] of this.records) {
       if (oldKey === key) break;
       if (this.records.size <= MAX_MEMORY_RECORDS && this.bytes <= this.maxBytes && old.expiresAt > this.now()) break;
@@ -136,13 +167,21 @@ export class MemoryResponseStore implements ResponseStore {
 export class RedisResponseStore implements ResponseStore {
   private readonly client: Redis;
 
-  constructor(url: string, log: (level: 'warn', message: string) => void) {
+  /** `recordLimit`: the largest one record's JSON (recordLimitOf(KVTIER_RESPONSE_MEMORY_BYTES)). */
+  constructor(
+    url: string,
+    log: (level: 'warn', message: string) => void,
+    private readonly recordLimit = DEFAULT_RESPONSE_MEMORY_BYTES,
+  ) {
     this.client = new Redis(url, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false });
     this.client.on('error', (error: Error) => log('warn', `redis (response store): ${error.message}`));
   }
 
   async put(tenant: string, id: string, record: StoredResponse, ttlMs: number): Promise<void> {
-    await this.client.set(redisKey(tenant, id), JSON.stringify(record), 'PX', Math.max(1, Math.floor(ttlMs)));
+    const json = JSON.stringify(record);
+    const bytes = Buffer.byteLength(json);
+    if (bytes > this.recordLimit) throw recordTooLarge(bytes, this.recordLimit, 'store');
+    await this.client.set(redisKey(tenant, id), json, 'PX', Math.max(1, Math.floor(ttlMs)));
   }
 
   async get(tenant: string, id: string): Promise<StoredResponse | undefined> {

@@ -38,7 +38,7 @@ import { checkResponsesToolOutputs, toolCallIds } from '../../recipe/tool-histor
 import { checkJsonSchema } from '../../recipe/tool-schemas.ts';
 import type { ServeContext } from '../context.ts';
 import type { GenerateRequest, SampledReply } from '../inference-service.ts';
-import { MemoryResponseStore, RedisResponseStore, type ResponseStore } from '../response-store.ts';
+import { jsonBytes, MemoryResponseStore, recordLimitOf, recordTooLarge, RedisResponseStore, type ResponseStore } from '../response-store.ts';
 import { driveResponse, ResponseRun, ResponseRuns, streamRun, type EndEvent } from '../response-run.ts';
 import { fitToContext } from '../response-truncation.ts';
 import { responsesBody } from '../schemas.ts';
@@ -57,7 +57,10 @@ function invalid(message: string, param: string): KvtError {
 }
 
 export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext): void {
-  const store: ResponseStore = ctx.config.redisUrl ? new RedisResponseStore(ctx.config.redisUrl, (level, message) => app.log[level](message)) : new MemoryResponseStore(Date.now, ctx.config.responseMemoryBytes);
+  const recordLimit = recordLimitOf(ctx.config.responseMemoryBytes);
+  const store: ResponseStore = ctx.config.redisUrl
+    ? new RedisResponseStore(ctx.config.redisUrl, (level, message) => app.log[level](message), recordLimit)
+    : new MemoryResponseStore(Date.now, ctx.config.responseMemoryBytes);
   const runs = new ResponseRuns();
   app.addHook('onClose', async () => {
     runs.abortAll();
@@ -85,9 +88,11 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
     let historySampled: SampledReply[] = [];
     const taken = new Set<string>();
     let historyItems: ResponsesListItem[] = [];
+    let previousBytes = 0;
     if (body.previous_response_id) {
       const previous = await store.get(identity.tenant, body.previous_response_id);
       if (!previous) throw notFound(body.previous_response_id, 'previous_response_id');
+      previousBytes = jsonBytes(previous);
       const status = previous.response.status as ResponseShape['status'];
       if (status !== 'completed' && status !== 'incomplete') {
         const wait = status === 'queued' || status === 'in_progress' ? ': poll GET /v1/responses/{id} until it is completed' : '';
@@ -100,6 +105,12 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
       ctx.service.rememberReplies(identity.scope, historySampled);
     }
     const inputItems = [...historyItems, ...inputListItems(body.input, responseId, taken)];
+    // The record this turn would store holds the chain so far and this input twice (transcript, input items):
+    // a chain past the bound is refused before any compute, not after it (the store refuses it at put too).
+    if (body.store !== false) {
+      const atLeast = previousBytes + 2 * jsonBytes(body.input ?? '');
+      if (atLeast > recordLimit) throw recordTooLarge(atLeast, recordLimit, body.previous_response_id ? 'previous_response_id' : 'input');
+    }
     checkResponsesToolOutputs(body.input, toolCallIds(history));
     (body.tools ?? []).forEach((tool, index) => {
       if (tool.parameters !== undefined && tool.parameters !== null) checkJsonSchema(tool.parameters, `tools[${index}].parameters`);

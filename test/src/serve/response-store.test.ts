@@ -59,12 +59,39 @@ describe('MemoryResponseStore', () => {
     expect(store.size).toBeLessThan(30);
     expect(await store.get('alice', 'r0')).toBeUndefined();
     expect(await store.get('alice', 'r29')).toEqual(record(`29 ${text}`));
-    // A record larger than the whole bound is still kept (a chained turn needs it), alone.
-    await store.put('alice', 'big', record('y'.repeat(20_000)), 3_600_000);
-    expect(store.size).toBe(1);
-    expect(await store.get('alice', 'big')).toBeDefined();
-    await store.delete('alice', 'big');
-    expect(store.heldBytes).toBe(0);
+    // A record larger than the whole bound is refused (it was kept, alone, past the bound); what was held stays.
+    const held = { bytes: store.heldBytes, size: store.size };
+    await expect(store.put('alice', 'big', record('y'.repeat(20_000)), 3_600_000)).rejects.toMatchObject({ code: 'KVT_ERR_RESPONSE_TOO_LARGE', status: 400, param: 'store' });
+    expect(await store.get('alice', 'big')).toBeUndefined();
+    expect({ bytes: store.heldBytes, size: store.size }).toEqual(held);
+    expect(await store.get('alice', 'r29')).toBeDefined();
+  });
+
+  it('counts UTF-8 bytes, not UTF-16 units: a record holding 2 × 4 000 three-byte characters is 24 000 bytes (8 000 units), past a 10 000-byte bound', async () => {
+    const store = new MemoryResponseStore(Date.now, 10_000);
+    await expect(store.put('alice', 'cjk', record('漢'.repeat(4_000)), 3_600_000)).rejects.toMatchObject({ code: 'KVT_ERR_RESPONSE_TOO_LARGE' });
+    await store.put('alice', 'cjk-small', record('漢'.repeat(1_600)), 3_600_000);
+    expect(store.heldBytes).toBeGreaterThan(9_000);
+    expect(store.heldBytes).toBeLessThanOrEqual(10_000);
+  });
+
+  it('a chain of growing records (each the whole conversation so far) stays within the bound: the turn that would pass it is refused', async () => {
+    const store = new MemoryResponseStore(Date.now, 50_000);
+    let transcript: StoredResponse['transcript'] = [];
+    let refusedAt = -1;
+    for (let turn = 0; turn < 40; turn++) {
+      transcript = [...transcript, { role: 'user', content: `turn ${turn} ${'q'.repeat(2_000)}` }];
+      try {
+        await store.put('alice', `t${turn}`, { response: { id: `t${turn}` }, transcript }, 3_600_000);
+      } catch (error) {
+        expect(error).toMatchObject({ code: 'KVT_ERR_RESPONSE_TOO_LARGE' });
+        refusedAt = turn;
+        break;
+      }
+      expect(store.heldBytes).toBeLessThanOrEqual(50_000);
+    }
+    expect(refusedAt).toBeGreaterThan(15);
+    expect(refusedAt).toBeLessThan(30);
   });
 
   it('the default bound: 48 one-MiB records leave at most 32 MiB held (a soak filled the heap by count alone)', async () => {
@@ -125,6 +152,18 @@ describe('RedisResponseStore', () => {
     } finally {
       await one.close();
       await two.close();
+    }
+  });
+
+  it('a record past the one-record bound is refused and nothing is written to Redis', async () => {
+    const store = new RedisResponseStore(redis.url, () => undefined, 10_000);
+    try {
+      await expect(store.put('carol', 'resp_big', record('y'.repeat(20_000)), 60_000)).rejects.toMatchObject({ code: 'KVT_ERR_RESPONSE_TOO_LARGE', param: 'store' });
+      expect(await probe.keys('kvtier:resp:carol:*')).toEqual([]);
+      await store.put('carol', 'resp_small', record('y'.repeat(1_000)), 60_000);
+      expect(await store.get('carol', 'resp_small')).toEqual(record('y'.repeat(1_000)));
+    } finally {
+      await store.close();
     }
   });
 });
