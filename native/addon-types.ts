@@ -77,6 +77,14 @@ export interface NativeAddon {
   aesGcmOpenHashInPlace(data: Uint8Array, key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, tag: Uint8Array, offsetField: number, seed: bigint): Promise<bigint | null>;
   /** aesGcmOpenInPlace on the calling thread (same result, same zeroing on a failed tag). */
   aesGcmOpenInPlaceSync(data: Uint8Array, key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, tag: Uint8Array): boolean;
+  /**
+   * Reads data.length bytes of `fd` into `data` in 64 KiB pieces and decrypts each piece's ciphertext as it lands
+   * (src/aes-gcm-read-napi.cc): blob = header [0, headerBytes) ‖ ciphertext ‖ tag(16), nonce at header[nonceOffset, +12),
+   * AAD = header ‖ aadSuffix. 1 = header starts with expectPrefix and the tag verified (plaintext in place);
+   * 0 = the tag failed (ciphertext range zeroed); 2 = no prefix match (data holds the file as stored).
+   * Rejects with code EIO/ESHORTREAD/… on a failed read; the fd stays open.
+   */
+  aesGcmReadOpen(fd: number, data: Uint8Array, key: Uint8Array, expectPrefix: Uint8Array, nonceOffset: number, headerBytes: number, aadSuffix: Uint8Array): Promise<0 | 1 | 2>;
   /** Which implementation the opens above run now: 512-bit VAES (CPU has it and the kernel ISA is avx512) or OpenSSL's EVP. */
   aesGcmOpenPath(): 'vaes-avx512' | 'openssl';
 }

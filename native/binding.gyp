@@ -97,6 +97,7 @@
         "src/xxh64-napi.cc",
         "src/aes-gcm-napi.cc",
         "src/aes-gcm-vaes.cc",
+        "src/aes-gcm-read-napi.cc",
         "src/quant/quant-dispatch.cc",
         "src/quant/quant-search.cc",
         "src/quant/quant-legacy.cc",

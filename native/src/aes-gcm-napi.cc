@@ -29,7 +29,7 @@
 // Reference: node:crypto createDecipheriv('aes-256-gcm') (an independent
 // path through the same spec) and the one-shot xxh64, test/native/aes-gcm.test.ts:
 // same plaintext, same hash, same refusals.
-#include "aes-gcm-vaes.h"
+#include "aes-gcm-open.h"
 #include "xxh64-stream.h"
 
 #include <napi.h>
@@ -45,7 +45,6 @@
 namespace kvt {
 namespace {
 
-constexpr size_t KEY_BYTES = 32, NONCE_BYTES = 12, TAG_BYTES = 16;
 // Small enough to stay in L2 between decrypting a piece and hashing it.
 constexpr size_t PIECE_BYTES = 64 * 1024;
 
@@ -54,44 +53,6 @@ struct TailHash {
   int64_t field = -1;  // -1: no hash
   uint64_t seed = 0;
   uint64_t value = 0;
-};
-
-// One AES-256-GCM decryption, fed in order: OpenSSL's EVP (the reference, and
-// the path on CPUs without VAES or with the ISA forced below avx512), or
-// aes-gcm-vaes.cc's 512-bit code (node 20's OpenSSL 3.0 has no 512-bit GCM).
-class EvpOpen {
- public:
-  EvpOpen(const uint8_t* key, const uint8_t* nonce) : ctx_(EVP_CIPHER_CTX_new()) {
-    ok_ = ctx_ != nullptr && EVP_DecryptInit_ex(ctx_, EVP_aes_256_gcm(), nullptr, nullptr, nullptr) == 1 &&
-          EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_SET_IVLEN, (int)NONCE_BYTES, nullptr) == 1 && EVP_DecryptInit_ex(ctx_, nullptr, nullptr, key, nonce) == 1;
-  }
-  ~EvpOpen() { EVP_CIPHER_CTX_free(ctx_); }
-  EvpOpen(const EvpOpen&) = delete;
-  EvpOpen& operator=(const EvpOpen&) = delete;
-  static constexpr size_t MAX_PIECE = (size_t)1 << 30;  // EVP counts in int
-  void aad(const uint8_t* p, size_t n) {
-    int out = 0;
-    if (n > 0) ok_ = ok_ && n <= (size_t)INT_MAX && EVP_DecryptUpdate(ctx_, nullptr, &out, p, (int)n) == 1;
-  }
-  // GCM is a stream mode: out == in is allowed, and each call writes exactly what it read.
-  void update(uint8_t* p, size_t n) {
-    int out = 0;
-    ok_ = ok_ && EVP_DecryptUpdate(ctx_, p, &out, p, (int)n) == 1 && out == (int)n;
-  }
-  bool verify(const uint8_t* tag) {
-    uint8_t final_block[16];
-    int out = 0;
-    return ok_ && EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_SET_TAG, (int)TAG_BYTES, const_cast<uint8_t*>(tag)) == 1 && EVP_DecryptFinal_ex(ctx_, final_block, &out) > 0;
-  }
-
- private:
-  EVP_CIPHER_CTX* ctx_;
-  bool ok_ = false;
-};
-
-struct VaesOpen : GcmVaesOpen {
-  using GcmVaesOpen::GcmVaesOpen;
-  static constexpr size_t MAX_PIECE = SIZE_MAX;
 };
 
 // Decrypts len bytes at data in place; true when the tag verifies.
@@ -236,7 +197,10 @@ Napi::Value AesGcmOpenInPlaceSync(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
+void register_aes_gcm_read(Napi::Env env, Napi::Object exports);  // aes-gcm-read-napi.cc
+
 void register_aes_gcm(Napi::Env env, Napi::Object exports) {
+  register_aes_gcm_read(env, exports);
   exports.Set("aesGcmOpenPath", Napi::Function::New(env, [](const Napi::CallbackInfo& info) -> Napi::Value {
     return Napi::String::New(info.Env(), gcm_vaes_usable() ? "vaes-avx512" : "openssl");
   }));
