@@ -5,10 +5,13 @@ import { open as openLmdb, type Database, type RootDatabase } from 'lmdb';
 
 import { PlaneError } from '../errors.ts';
 import { bytesToHex } from '../hex.ts';
-import { hexToKeyBytes, KEY_BYTES } from '../prefix-hasher.ts';
-import { mergeClassPages, type ClassScanPage } from './class-scan-merge.ts';
-import { scopeTagsOf, type BlockRecord, type MetadataPlane, type PlaneState, type PlaneUsage, type RemovedBatch, type RemoveOptions, type ScanOptions, type ScanPage } from './metadata-plane.ts';
-import { RenewalBuffer, type PendingRenewal } from './renewal-buffer.ts';
+import { hexToKeyBytes } from '../prefix-hasher.ts';
+import { classPrefix, decodeRecord, u64be } from './lmdb-plane-codec.ts';
+import { reindexByClass, scanByLastUse, writeRenewals, type LmdbIndexDbs } from './lmdb-plane-index.ts';
+import { forgetKeys, journalKeys, noteOrphans, orphanSightings } from './lmdb-plane-side-tables.ts';
+import { LmdbRecordMover } from './lmdb-plane-record-mover.ts';
+import { type BlockRecord, type MetadataPlane, type PlaneState, type PlaneUsage, type RemovedBatch, type RemoveOptions, type ScanOptions, type ScanPage } from './metadata-plane.ts';
+import { RenewalBuffer } from './renewal-buffer.ts';
 
 export interface LmdbMetadataPlaneOptions {
   /** Directory of the LMDB environment; every process of an embedded deployment opens the same one. */
@@ -47,8 +50,9 @@ export class LmdbMetadataPlane implements MetadataPlane {
   private readonly listeners = new Set<(keys: string[]) => void>();
   private readonly renewals: RenewalBuffer;
   private closed = false;
-  /** Usage deltas of the transaction in progress, written once at its end (a counter row is read and written once per batch, not per record). */
-  private readonly deltas = new Map<string, number>();
+  /** The databases the last-use index code reads and moves (lmdb-plane-index.ts). */
+  private readonly indexDbs: LmdbIndexDbs;
+  private readonly mover: LmdbRecordMover;
 
   private constructor(
     private readonly env: RootDatabase,
@@ -61,8 +65,10 @@ export class LmdbMetadataPlane implements MetadataPlane {
     private readonly meta: Database<string | number, string>,
     options: LmdbMetadataPlaneOptions,
   ) {
+    this.indexDbs = { records, byUse, capped, meta };
+    this.mover = new LmdbRecordMover(records, byUse, capped, meta);
     this.renewals = new RenewalBuffer(
-      (batch) => this.writeRenewals(batch),
+      (batch) => (this.closed ? Promise.resolve() : writeRenewals(this.indexDbs, batch)),
       () => undefined, // a failed background flush is retried by nothing: renewals are advisory; the next hit renews again
       options.renewBatchKeys ?? 8192,
       options.renewFlushMs ?? 1000,
@@ -98,7 +104,10 @@ export class LmdbMetadataPlane implements MetadataPlane {
         plane.meta.put('generation', randomBytes(8).toString('hex'));
         plane.meta.put('trusted', 0);
       }
-      if (plane.meta.get('layout') !== LAYOUT) plane.reindexByClass();
+      if (plane.meta.get('layout') !== LAYOUT) {
+        reindexByClass(plane.indexDbs, plane.legacyByUse);
+        plane.meta.put('layout', LAYOUT);
+      }
     });
     return plane;
   }
@@ -128,18 +137,18 @@ export class LmdbMetadataPlane implements MetadataPlane {
   async upsert(records: readonly BlockRecord[], options: { ifAbsent?: boolean } = {}): Promise<void> {
     this.assertOpen();
     await this.records.transaction(() => {
-      this.deltas.clear();
+      this.mover.begin();
       for (const record of records) {
         const keyBytes = hexToKeyBytes(record.key);
-        const existing = this.readRecord(record.key, keyBytes);
+        const existing = this.mover.read(record.key, keyBytes);
         if (existing !== undefined && options.ifAbsent) continue;
-        this.replace(keyBytes, existing, {
+        this.mover.replace(keyBytes, existing, {
           ...record,
           createdAt: existing?.createdAt ?? record.createdAt,
           lastUseAt: Math.max(existing?.lastUseAt ?? 0, record.lastUseAt),
         });
       }
-      this.writeCounters();
+      this.mover.writeCounters();
     });
   }
 
@@ -157,20 +166,20 @@ export class LmdbMetadataPlane implements MetadataPlane {
     const judged = options.judgedLastUseAt;
     if (judged !== undefined && judged.length !== keys.length) throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `remove: ${judged.length} judged last uses for ${keys.length} keys`);
     const removed = await this.records.transaction(() => {
-      this.deltas.clear();
+      this.mover.begin();
       const out: BlockRecord[] = [];
       for (let i = 0; i < keys.length; i++) {
         const key = keys[i];
         const keyBytes = hexToKeyBytes(key);
-        const existing = this.readRecord(key, keyBytes);
+        const existing = this.mover.read(key, keyBytes);
         if (existing === undefined) continue;
         // Used again (any node) since its remover judged it: it stays. Checked in the same write transaction as the removal.
         if (judged !== undefined && existing.lastUseAt > judged[i]) continue;
-        this.replace(keyBytes, existing, undefined);
+        this.mover.replace(keyBytes, existing, undefined);
         if (options.journal) this.pending.put(keyBytes, EMPTY);
         out.push(existing);
       }
-      this.writeCounters();
+      this.mover.writeCounters();
       return out;
     });
     if (removed.length > 0) {
@@ -185,25 +194,23 @@ export class LmdbMetadataPlane implements MetadataPlane {
     const prefix = classPrefix(options.trafficClass);
     const end = Buffer.concat([prefix, u64be(Math.floor(options.maxLastUseAt) + 1)]);
     const { keys, freed, rows } = await this.records.transaction(() => {
-      this.deltas.clear();
+      this.mover.begin();
       const removed: string[] = [];
       const taken = [...this.byUse.getKeys({ start: prefix, end, limit: options.limit, snapshot: false })].map((row) => Buffer.from(row));
       for (const row of taken) {
         const keyBytes = row.subarray(prefix.length + 12);
         const key = bytesToHex(keyBytes);
-        const existing = this.readRecord(key, keyBytes);
+        const existing = this.mover.read(key, keyBytes);
         if (existing === undefined) this.byUse.remove(row);
         else {
-          this.replace(keyBytes, existing, undefined);
+          this.mover.replace(keyBytes, existing, undefined);
           if (options.journal) this.pending.put(keyBytes, EMPTY);
           removed.push(key);
         }
       }
-      // The counters' deltas of this batch are what it freed (negated).
-      const usage: PlaneUsage = { bytes: {}, blocks: {} };
-      for (const [name, delta] of this.deltas) if (delta !== 0) (name.startsWith('b|') ? usage.bytes : usage.blocks)[name.slice(2)] = -delta;
-      this.writeCounters();
-      return { keys: removed, freed: usage, rows: taken.length };
+      const freed = this.mover.freed();
+      this.mover.writeCounters();
+      return { keys: removed, freed, rows: taken.length };
     });
     if (keys.length > 0) for (const listener of this.listeners) listener(keys);
     return { keys, freed, more: rows === options.limit };
@@ -211,55 +218,17 @@ export class LmdbMetadataPlane implements MetadataPlane {
 
   async scanByLastUse(options: ScanOptions = {}): Promise<ScanPage> {
     this.assertOpen();
-    const limit = options.limit ?? 512;
-    if (options.capped) return pageOf(this.scanIndex(this.capped, EMPTY_PREFIX, options, limit));
-    if (options.trafficClass !== undefined) return pageOf(this.scanIndex(this.byUse, classPrefix(options.trafficClass), options, limit));
-    const pages = this.classes().map((name) => this.scanIndex(this.byUse, classPrefix(name), options, limit));
-    return mergeClassPages(pages, limit, (a, b) => (a < b ? -1 : a > b ? 1 : 0));
-  }
-
-  /** Rows of one index under `prefix` after the cursor; positions are the hex of the row after the prefix (lastUse ‖ ~depth ‖ key: hex order is walk order). */
-  private scanIndex(db: Database<Uint8Array, Uint8Array>, prefix: Buffer, options: ScanOptions, limit: number): ClassScanPage {
-    const start = options.cursor === undefined ? prefix : Buffer.concat([prefix, Buffer.from(options.cursor, 'hex'), ZERO]);
-    const end = Buffer.concat([prefix, u64be(options.maxLastUseAt === undefined ? Number.MAX_SAFE_INTEGER : Math.floor(options.maxLastUseAt) + 1)]);
-    const rows: ClassScanPage['rows'] = [];
-    for (const row of db.getKeys({ start, end, limit, snapshot: false })) {
-      const rowKey = Buffer.from(row);
-      const keyBytes = rowKey.subarray(prefix.length + 12);
-      const value = this.records.getBinary(keyBytes);
-      rows.push({ position: rowKey.toString('hex', prefix.length), record: value === undefined ? null : decodeRecord(bytesToHex(keyBytes), value) });
-    }
-    return { rows, more: rows.length === limit };
-  }
-
-  /** Classes with records (from the usage counters). */
-  private classes(): string[] {
-    const out: string[] = [];
-    for (const { key, value } of this.meta.getRange({ start: 'n|c:', end: 'n|c;', snapshot: false })) if (Number(value) > 0) out.push(String(key).slice(4));
-    return out;
-  }
-
-  /** Builds byClassUse from the records (a plane written before it existed) and drops the old all-class index. Inside a transaction only. */
-  private reindexByClass(): void {
-    for (const db of [this.byUse, this.legacyByUse]) for (const row of [...db.getKeys({ snapshot: false })]) db.remove(row);
-    for (const { key, value } of this.records.getRange({ snapshot: false })) {
-      const record = decodeRecord(bytesToHex(key), value);
-      this.byUse.put(classUseRow(record.trafficClass, record.lastUseAt, record.depth, key), EMPTY);
-    }
-    this.meta.put('layout', LAYOUT);
+    return scanByLastUse(this.indexDbs, options);
   }
 
   async pendingDeletes(): Promise<string[]> {
     this.assertOpen();
-    return [...this.pending.getKeys({ snapshot: false })].map((key) => bytesToHex(key));
+    return journalKeys(this.pending);
   }
 
   async clearPendingDeletes(keys: readonly string[]): Promise<void> {
     this.assertOpen();
-    if (keys.length === 0) return;
-    await this.pending.transaction(() => {
-      for (const key of keys) this.pending.remove(hexToKeyBytes(key));
-    });
+    await forgetKeys(this.pending, keys);
   }
 
   async usage(): Promise<PlaneUsage> {
@@ -278,29 +247,17 @@ export class LmdbMetadataPlane implements MetadataPlane {
 
   async noteOrphans(keys: readonly string[], at: number): Promise<number[]> {
     this.assertOpen();
-    return this.orphans.transaction(() =>
-      keys.map((key) => {
-        const keyBytes = hexToKeyBytes(key);
-        const seen = this.orphans.get(keyBytes);
-        if (seen !== undefined && Number(seen) <= at) return Number(seen);
-        this.orphans.put(keyBytes, at);
-        return at;
-      }),
-    );
+    return noteOrphans(this.orphans, keys, at);
   }
 
   async clearOrphans(keys: readonly string[]): Promise<void> {
     this.assertOpen();
-    await this.orphans.transaction(() => {
-      for (const key of keys) this.orphans.remove(hexToKeyBytes(key));
-    });
+    await forgetKeys(this.orphans, keys);
   }
 
   async orphanSightings(): Promise<Map<string, number>> {
     this.assertOpen();
-    const out = new Map<string, number>();
-    for (const { key, value } of this.orphans.getRange({ snapshot: false })) out.set(bytesToHex(key), Number(value));
-    return out;
+    return orphanSightings(this.orphans);
   }
 
   onRemoved(listener: (keys: string[]) => void): () => void {
@@ -319,158 +276,11 @@ export class LmdbMetadataPlane implements MetadataPlane {
 
   // ── internals ──────────────────────────────────────────────────────────
 
-  private async writeRenewals(batch: Map<string, PendingRenewal>): Promise<void> {
-    if (this.closed) return;
-    await this.records.transaction(() => {
-      for (const [key, { at }] of batch) {
-        // A renewal moves only the LRU rows and the record's last use: class, tenant and size (the counters) stay.
-        const keyBytes = hexToKeyBytes(key);
-        const value = this.records.getBinary(keyBytes);
-        if (value === undefined) continue;
-        const lastUseAt = value.readDoubleLE(0);
-        if (lastUseAt >= at) continue;
-        const depth = value.readUInt32LE(32);
-        const capped = value.readDoubleLE(24) > 0;
-        const trafficClass = Buffer.from(value.buffer, value.byteOffset + FIXED, value.readUInt8(36)).toString('utf8');
-        this.byUse.remove(classUseRow(trafficClass, lastUseAt, depth, keyBytes));
-        this.byUse.put(classUseRow(trafficClass, at, depth, keyBytes), EMPTY);
-        const before = useRow(lastUseAt, depth, keyBytes);
-        const after = useRow(at, depth, keyBytes);
-        if (capped) {
-          this.capped.remove(before);
-          this.capped.put(after, EMPTY);
-        }
-        const next = Buffer.from(value);
-        next.writeDoubleLE(at, 0);
-        this.records.put(keyBytes, next);
-      }
-    });
-  }
-
-  private readRecord(key: string, keyBytes: Uint8Array): BlockRecord | undefined {
-    const value = this.records.getBinary(keyBytes);
-    return value === undefined ? undefined : decodeRecord(key, value);
-  }
-
-  /** Moves one record (either side may be absent) with its rows and counters. Inside a transaction only. */
-  private replace(keyBytes: Uint8Array, before: BlockRecord | undefined, after: BlockRecord | undefined): void {
-    if (before !== undefined) {
-      const row = useRow(before.lastUseAt, before.depth, keyBytes);
-      this.byUse.remove(classUseRow(before.trafficClass, before.lastUseAt, before.depth, keyBytes));
-      if (before.ttlMs > 0) this.capped.remove(row);
-      for (const tag of scopeTagsOf(before)) {
-        this.addCounter(`b|${tag}`, -before.sizeBytes);
-        this.addCounter(`n|${tag}`, -1);
-      }
-    }
-    if (after === undefined) {
-      this.records.remove(keyBytes);
-      return;
-    }
-    this.records.put(keyBytes, encodeRecord(after));
-    const row = useRow(after.lastUseAt, after.depth, keyBytes);
-    this.byUse.put(classUseRow(after.trafficClass, after.lastUseAt, after.depth, keyBytes), EMPTY);
-    if (after.ttlMs > 0) this.capped.put(row, EMPTY);
-    for (const tag of scopeTagsOf(after)) {
-      this.addCounter(`b|${tag}`, after.sizeBytes);
-      this.addCounter(`n|${tag}`, 1);
-    }
-  }
-
-  private addCounter(name: string, delta: number): void {
-    if (delta === 0) return;
-    this.deltas.set(name, (this.deltas.get(name) ?? 0) + delta);
-  }
-
-  private writeCounters(): void {
-    for (const [name, delta] of this.deltas) if (delta !== 0) this.meta.put(name, Number(this.meta.get(name) ?? 0) + delta);
-    this.deltas.clear();
-  }
-
   private assertOpen(): void {
     if (this.closed) throw new PlaneError('KVT_ERR_PLANE_CLOSED', 'this metadata plane is closed; open a new one');
   }
 }
 
 const EMPTY = new Uint8Array(0);
-const ZERO = Buffer.from([0]);
-const EMPTY_PREFIX = Buffer.alloc(0);
 /** meta "layout": 2 = last-use index per class (byClassUse). */
 const LAYOUT = 2;
-
-function classPrefix(trafficClass: string): Buffer {
-  const name = Buffer.from(trafficClass);
-  return Buffer.concat([Buffer.from([name.length]), name]);
-}
-
-function classUseRow(trafficClass: string, lastUse: number, depth: number, keyBytes: Uint8Array): Buffer {
-  return Buffer.concat([classPrefix(trafficClass), useRow(lastUse, depth, keyBytes)]);
-}
-
-function pageOf(page: ClassScanPage): ScanPage {
-  const records: BlockRecord[] = [];
-  for (const row of page.rows) if (row.record !== null) records.push(row.record);
-  // The cursor is the last row read (its record may be gone).
-  const last = page.rows[page.rows.length - 1];
-  return { records, cursor: page.more && last !== undefined ? last.position : undefined };
-}
-
-function u64be(value: number): Buffer {
-  const out = Buffer.allocUnsafe(8);
-  const ms = Math.max(0, Math.floor(value));
-  out.writeUInt32BE(Math.floor(ms / 2 ** 32), 0);
-  out.writeUInt32BE(ms % 2 ** 32, 4);
-  return out;
-}
-
-function useRow(lastUse: number, depth: number, keyBytes: Uint8Array): Buffer {
-  const row = Buffer.allocUnsafe(12 + KEY_BYTES);
-  u64be(lastUse).copy(row, 0);
-  row.writeUInt32BE(0xffffffff - Math.min(Math.max(depth, 0), 0xffffffff), 8);
-  row.set(keyBytes, 12);
-  return row;
-}
-
-const FIXED = 40;
-
-function encodeRecord(record: BlockRecord): Buffer {
-  const trafficClass = Buffer.from(record.trafficClass);
-  const tenant = Buffer.from(record.tenant);
-  const writer = Buffer.from(record.writer);
-  if (trafficClass.length > 255 || tenant.length > 255 || writer.length > 255) {
-    throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `class, tenant and writer must be ≤ 255 bytes each (block ${record.key})`);
-  }
-  const out = Buffer.allocUnsafe(FIXED + trafficClass.length + tenant.length + writer.length);
-  out.writeDoubleLE(record.lastUseAt, 0);
-  out.writeDoubleLE(record.createdAt, 8);
-  out.writeDoubleLE(record.sizeBytes, 16);
-  out.writeDoubleLE(record.ttlMs, 24);
-  out.writeUInt32LE(Math.min(Math.max(record.depth, 0), 0xffffffff), 32);
-  out.writeUInt8(trafficClass.length, 36);
-  out.writeUInt8(tenant.length, 37);
-  out.writeUInt8(writer.length, 38);
-  out.writeUInt8(0, 39);
-  trafficClass.copy(out, FIXED);
-  tenant.copy(out, FIXED + trafficClass.length);
-  writer.copy(out, FIXED + trafficClass.length + tenant.length);
-  return out;
-}
-
-function decodeRecord(key: string, value: Uint8Array): BlockRecord {
-  const buf = Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
-  if (buf.length < FIXED) throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `plane record of ${key} is ${buf.length} bytes (< ${FIXED}); remove the plane dir to rebuild it from storage`);
-  const c = buf.readUInt8(36);
-  const t = buf.readUInt8(37);
-  const w = buf.readUInt8(38);
-  return {
-    key,
-    lastUseAt: buf.readDoubleLE(0),
-    createdAt: buf.readDoubleLE(8),
-    sizeBytes: buf.readDoubleLE(16),
-    ttlMs: buf.readDoubleLE(24),
-    depth: buf.readUInt32LE(32),
-    trafficClass: buf.toString('utf8', FIXED, FIXED + c),
-    tenant: buf.toString('utf8', FIXED + c, FIXED + c + t),
-    writer: buf.toString('utf8', FIXED + c + t, FIXED + c + t + w),
-  };
-}

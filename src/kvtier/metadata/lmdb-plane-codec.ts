@@ -1,0 +1,77 @@
+/**
+ * How the LMDB plane lays out its rows: the record value (fixed little-endian numbers, then class,
+ * tenant and writer) and the last-use index rows (big-endian last use, inverted depth, key: byte
+ * order is walk order), prefixed by the class in the per-class index.
+ */
+import { PlaneError } from '../errors.ts';
+import { KEY_BYTES } from '../prefix-hasher.ts';
+import type { BlockRecord } from './metadata-plane.ts';
+
+export function classPrefix(trafficClass: string): Buffer {
+  const name = Buffer.from(trafficClass);
+  return Buffer.concat([Buffer.from([name.length]), name]);
+}
+
+export function classUseRow(trafficClass: string, lastUse: number, depth: number, keyBytes: Uint8Array): Buffer {
+  return Buffer.concat([classPrefix(trafficClass), useRow(lastUse, depth, keyBytes)]);
+}
+
+export function u64be(value: number): Buffer {
+  const out = Buffer.allocUnsafe(8);
+  const ms = Math.max(0, Math.floor(value));
+  out.writeUInt32BE(Math.floor(ms / 2 ** 32), 0);
+  out.writeUInt32BE(ms % 2 ** 32, 4);
+  return out;
+}
+
+export function useRow(lastUse: number, depth: number, keyBytes: Uint8Array): Buffer {
+  const row = Buffer.allocUnsafe(12 + KEY_BYTES);
+  u64be(lastUse).copy(row, 0);
+  row.writeUInt32BE(0xffffffff - Math.min(Math.max(depth, 0), 0xffffffff), 8);
+  row.set(keyBytes, 12);
+  return row;
+}
+
+export const FIXED = 40;
+
+export function encodeRecord(record: BlockRecord): Buffer {
+  const trafficClass = Buffer.from(record.trafficClass);
+  const tenant = Buffer.from(record.tenant);
+  const writer = Buffer.from(record.writer);
+  if (trafficClass.length > 255 || tenant.length > 255 || writer.length > 255) {
+    throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `class, tenant and writer must be ≤ 255 bytes each (block ${record.key})`);
+  }
+  const out = Buffer.allocUnsafe(FIXED + trafficClass.length + tenant.length + writer.length);
+  out.writeDoubleLE(record.lastUseAt, 0);
+  out.writeDoubleLE(record.createdAt, 8);
+  out.writeDoubleLE(record.sizeBytes, 16);
+  out.writeDoubleLE(record.ttlMs, 24);
+  out.writeUInt32LE(Math.min(Math.max(record.depth, 0), 0xffffffff), 32);
+  out.writeUInt8(trafficClass.length, 36);
+  out.writeUInt8(tenant.length, 37);
+  out.writeUInt8(writer.length, 38);
+  out.writeUInt8(0, 39);
+  trafficClass.copy(out, FIXED);
+  tenant.copy(out, FIXED + trafficClass.length);
+  writer.copy(out, FIXED + trafficClass.length + tenant.length);
+  return out;
+}
+
+export function decodeRecord(key: string, value: Uint8Array): BlockRecord {
+  const buf = Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+  if (buf.length < FIXED) throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `plane record of ${key} is ${buf.length} bytes (< ${FIXED}); remove the plane dir to rebuild it from storage`);
+  const c = buf.readUInt8(36);
+  const t = buf.readUInt8(37);
+  const w = buf.readUInt8(38);
+  return {
+    key,
+    lastUseAt: buf.readDoubleLE(0),
+    createdAt: buf.readDoubleLE(8),
+    sizeBytes: buf.readDoubleLE(16),
+    ttlMs: buf.readDoubleLE(24),
+    depth: buf.readUInt32LE(32),
+    trafficClass: buf.toString('utf8', FIXED, FIXED + c),
+    tenant: buf.toString('utf8', FIXED + c, FIXED + c + t),
+    writer: buf.toString('utf8', FIXED + c + t, FIXED + c + t + w),
+  };
+}

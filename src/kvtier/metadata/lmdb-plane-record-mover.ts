@@ -1,0 +1,72 @@
+/**
+ * Moves LMDB plane records with their last-use rows and usage counters, inside the caller's write
+ * transaction. The counters' deltas are summed over the transaction and each counter row is read
+ * and written once at its end (`writeCounters`), not per record.
+ */
+import type { Database } from 'lmdb';
+
+import { classUseRow, decodeRecord, encodeRecord, useRow } from './lmdb-plane-codec.ts';
+import { scopeTagsOf, type BlockRecord, type PlaneUsage } from './metadata-plane.ts';
+
+const EMPTY = new Uint8Array(0);
+
+export class LmdbRecordMover {
+  private readonly deltas = new Map<string, number>();
+
+  constructor(
+    private readonly records: Database<Uint8Array, Uint8Array>,
+    private readonly byUse: Database<Uint8Array, Uint8Array>,
+    private readonly capped: Database<Uint8Array, Uint8Array>,
+    private readonly meta: Database<string | number, string>,
+  ) {}
+
+  /** Starts a transaction's moves (forgets deltas of one that failed before writing them). */
+  begin(): void {
+    this.deltas.clear();
+  }
+
+  read(key: string, keyBytes: Uint8Array): BlockRecord | undefined {
+    const value = this.records.getBinary(keyBytes);
+    return value === undefined ? undefined : decodeRecord(key, value);
+  }
+
+  /** Moves one record (either side may be absent) with its rows and counters. */
+  replace(keyBytes: Uint8Array, before: BlockRecord | undefined, after: BlockRecord | undefined): void {
+    if (before !== undefined) {
+      this.byUse.remove(classUseRow(before.trafficClass, before.lastUseAt, before.depth, keyBytes));
+      if (before.ttlMs > 0) this.capped.remove(useRow(before.lastUseAt, before.depth, keyBytes));
+      for (const tag of scopeTagsOf(before)) {
+        this.addCounter(`b|${tag}`, -before.sizeBytes);
+        this.addCounter(`n|${tag}`, -1);
+      }
+    }
+    if (after === undefined) {
+      this.records.remove(keyBytes);
+      return;
+    }
+    this.records.put(keyBytes, encodeRecord(after));
+    this.byUse.put(classUseRow(after.trafficClass, after.lastUseAt, after.depth, keyBytes), EMPTY);
+    if (after.ttlMs > 0) this.capped.put(useRow(after.lastUseAt, after.depth, keyBytes), EMPTY);
+    for (const tag of scopeTagsOf(after)) {
+      this.addCounter(`b|${tag}`, after.sizeBytes);
+      this.addCounter(`n|${tag}`, 1);
+    }
+  }
+
+  /** What this transaction's moves took away, per scope tag (a removal batch's tally). */
+  freed(): PlaneUsage {
+    const usage: PlaneUsage = { bytes: {}, blocks: {} };
+    for (const [name, delta] of this.deltas) if (delta !== 0) (name.startsWith('b|') ? usage.bytes : usage.blocks)[name.slice(2)] = -delta;
+    return usage;
+  }
+
+  writeCounters(): void {
+    for (const [name, delta] of this.deltas) if (delta !== 0) this.meta.put(name, Number(this.meta.get(name) ?? 0) + delta);
+    this.deltas.clear();
+  }
+
+  private addCounter(name: string, delta: number): void {
+    if (delta === 0) return;
+    this.deltas.set(name, (this.deltas.get(name) ?? 0) + delta);
+  }
+}
