@@ -74,6 +74,23 @@ describe("kvtier's headers", () => {
     await expectStillServes(server.url);
   });
 
+  it('a request that is not HTTP/1.1 (garbage request line, bad header name) → 400 KVT_ERR_REQUEST_MALFORMED as JSON', async () => {
+    for (const raw of ['\u0001\u0002 nonsense\r\n\r\n', 'GET / HTTP/1.1\r\nbad header: x\r\n\r\n']) {
+      const text = await new Promise<string>((resolve, reject) => {
+        const socket = connect({ host: '127.0.0.1', port: Number(new URL(server.url).port) });
+        const chunks: Buffer[] = [];
+        socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+        socket.on('error', reject);
+        socket.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')));
+        socket.write(raw);
+      });
+      expect(text, JSON.stringify(raw)).toMatch(/^HTTP\/1\.1 400 /);
+      const body = JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) as { error: { code: string } };
+      expect(body.error.code).toBe('KVT_ERR_REQUEST_MALFORMED');
+    }
+    await expectStillServes(server.url);
+  });
+
   it('a refused client that keeps its connection open and keeps sending is cut off after the linger bound', async () => {
     // allowHalfOpen: the server's FIN does not end this side; only the server's linger bound closes it.
     const socket = connect({ host: '127.0.0.1', port: Number(new URL(server.url).port), allowHalfOpen: true });
