@@ -35,8 +35,8 @@ export type SpeculativeMode = 'ngram' | 'draft';
 
 export interface SpeculativeSessionOptions {
   target: Sequence;
-  /** Prompt and tokens generated so far; the KV holds all but the last. */
-  context: readonly number[];
+  /** Prompt and tokens generated so far; the KV holds all but the last. Copied: the session keeps its own. */
+  context: ArrayLike<number>;
   sampling: SamplingOptions;
   mode: SpeculativeMode;
   /** mode 'draft': an engine with the same vocabulary (e.g. a lower-bit copy of the target). */
@@ -93,7 +93,7 @@ export class SpeculativeSession {
       throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `the draft model's vocabulary (${o.draftEngine.vocabSize}) differs from the target's (${o.target.host.vocabSize}); use a draft of the same model family`);
     }
     this.target = o.target;
-    this.ctx = o.context.slice();
+    this.ctx = Array.from(o.context);
     this.sampling = o.sampling;
     this.greedy = (o.sampling.temperature ?? 0) === 0;
     this.stops = new Set(o.sampling.stopTokens ?? []);

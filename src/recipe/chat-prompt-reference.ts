@@ -28,8 +28,9 @@
  * (the prefix check fails) fall back to whole-transcript encoding for the
  * rest; the answer is the same, only fewer tokens hit.
  */
+import { TokenIds } from '../../inference-core/index.ts';
+
 import type { ReplyMemory } from './reply-memory.ts';
-import { appendIds } from './append-ids.ts';
 import { encodeWithBos, learnEndOfTurn, type ChatPrompt } from './chat-prompt.ts';
 import type { ChatMessage, PromptCodec, ToolSpec } from './types.ts';
 
@@ -41,7 +42,7 @@ export class ChatPromptBuilderReference {
 
   build(messages: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined, tenantScope: string): ChatPrompt {
     const options = tools && tools.length > 0 ? { tools } : {};
-    const tokens: number[] = [];
+    const tokens = new TokenIds();
     const messageStarts: number[] = [];
     let renderedSoFar = this.codec.renderChat([], { ...options, addGenerationPrompt: false });
     let stable = true;
@@ -52,7 +53,7 @@ export class ChatPromptBuilderReference {
       const rendered = this.codec.renderChat(upTo, { ...options, addGenerationPrompt: false });
       if (i === 0 && !rendered.startsWith(renderedSoFar)) {
         // The empty render (e.g. a tools block) changes once a system message exists: start from nothing.
-        tokens.length = 0;
+        tokens.truncate(0);
         renderedSoFar = '';
       }
       if (!rendered.startsWith(renderedSoFar)) {
@@ -74,32 +75,32 @@ export class ChatPromptBuilderReference {
     const full = this.codec.renderChat(messages, { ...options, addGenerationPrompt: true });
     if (full.startsWith(renderedSoFar)) {
       this.pushText(tokens, full.slice(renderedSoFar.length), tokens.length === 0);
-      return { tokens, messageStarts, prefixStable: stable };
+      return { tokens: tokens.view, messageStarts, prefixStable: stable };
     }
     // The generation prompt re-rendered earlier text: nothing but the whole render is trustworthy.
     return { tokens: encodeWithBos(this.codec, full), messageStarts: [], prefixStable: false };
   }
 
-  private pushText(tokens: number[], text: string, atStart: boolean): void {
+  private pushText(tokens: TokenIds, text: string, atStart: boolean): void {
     if (atStart) {
-      appendIds(tokens, encodeWithBos(this.codec, text));
+      tokens.append(encodeWithBos(this.codec, text));
       return;
     }
-    if (text !== '') appendIds(tokens, this.codec.encode(text));
+    if (text !== '') tokens.append(this.codec.encode(text));
   }
 
-  private pushAssistantSegment(tokens: number[], segment: string, generationPrompt: string, message: ChatMessage, tenantScope: string): void {
+  private pushAssistantSegment(tokens: TokenIds, segment: string, generationPrompt: string, message: ChatMessage, tenantScope: string): void {
     if (tokens.length === 0 || !segment.startsWith(generationPrompt)) {
       this.pushText(tokens, segment, tokens.length === 0);
       return;
     }
-    appendIds(tokens, this.codec.encode(generationPrompt));
+    tokens.append(this.codec.encode(generationPrompt));
     const rest = segment.slice(generationPrompt.length);
     const endOfTurn = learnEndOfTurn(this.codec);
     const body = endOfTurn !== null && endOfTurn !== '' && rest.endsWith(endOfTurn) ? rest.slice(0, rest.length - endOfTurn.length) : rest;
     const tail = rest.slice(body.length);
     const remembered = this.memory && message.content !== undefined ? this.memory.recall(tenantScope, body) : undefined;
-    appendIds(tokens, remembered ?? (body === '' ? [] : this.codec.encode(body)));
-    if (tail !== '') appendIds(tokens, this.codec.encode(tail));
+    tokens.append(remembered ?? (body === '' ? [] : this.codec.encode(body)));
+    if (tail !== '') tokens.append(this.codec.encode(tail));
   }
 }

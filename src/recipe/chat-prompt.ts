@@ -37,14 +37,19 @@
  * Two steps, so the heavy one can run off the event loop:
  *   draftChatPrompt   (pure: codec + transcript → ids, reply spans marked)   any thread
  *   finishChatPrompt  (reply spans → remembered ids, per tenant)              the API thread
+ *
+ * Ids are built in a TokenIds (a growable Uint32Array) and leave as a
+ * Uint32Array, the type the job carries to the engine.
  */
+import { TokenIds } from '../../inference-core/index.ts';
+
 import { KvtError } from '../errors.ts';
-import { appendIds } from './append-ids.ts';
 import type { ReplyMemory } from './reply-memory.ts';
 import type { ChatMessage, PromptCodec, ToolSpec } from './types.ts';
 
 export interface ChatPrompt {
-  tokens: number[];
+  /** Typed here, once: the job carries these ids as they are to the engine (src/workers/job.ts). */
+  tokens: Uint32Array;
   /** Where each message's tokens start (index into `tokens`), for diagnostics and tests. */
   messageStarts: number[];
   /** false when the template was not prefix-stable for this transcript (fallback used). */
@@ -99,13 +104,14 @@ export function draftChatPrompt(
   const { text, starts } = segmented;
   const generationPrompt = full.slice(text.length);
 
-  const draft: ChatPromptDraft = { tokens: [], messageStarts: [], prefixStable: true, replies: [] };
+  const ids = new TokenIds(Math.max(64, Math.ceil(full.length / 3)));
+  const draft: ChatPromptDraft = { tokens: ids.view, messageStarts: [], prefixStable: true, replies: [] };
   // The empty render (BOS text, a tools block) is its own first segment, unless the first message changes it.
   // An empty one adds nothing: a lone BOS here would double the BOS text of a template that prints it with its first message (Llama 3).
   const empty = codec.renderChat([], { ...options, addGenerationPrompt: false });
   let begin = 0;
   if (text.startsWith(empty)) {
-    if (empty !== '') appendIds(draft.tokens, encodeWithBos(codec, empty));
+    if (empty !== '') ids.append(encodeWithBos(codec, empty));
     begin = empty.length;
   }
   // segment_i = text[begin_i, begin_{i+1}): a message the transcript loop skipped (a system message the
@@ -120,12 +126,13 @@ export function draftChatPrompt(
   for (let i = 0; i < messages.length; i++) {
     const end = Math.max(begin, ends[i]);
     const segment = text.slice(begin, end);
-    draft.messageStarts.push(draft.tokens.length);
-    if (messages[i].role === 'assistant') pushAssistantSegment(codec, draft, segment, generationPrompt, endOfTurn, messages[i].content);
-    else pushText(codec, draft.tokens, segment);
+    draft.messageStarts.push(ids.length);
+    if (messages[i].role === 'assistant') pushAssistantSegment(codec, ids, draft.replies, segment, generationPrompt, endOfTurn, messages[i].content);
+    else pushText(codec, ids, segment);
     begin = end;
   }
-  pushText(codec, draft.tokens, generationPrompt);
+  pushText(codec, ids, generationPrompt);
+  draft.tokens = ids.view;
   // Checked at the two boundaries a follow-up turn reuses: before the last message, and before the
   // last user message (where templates that re-render earlier replies, as Qwen3's does, change them).
   let lastUser = -1;
@@ -143,27 +150,27 @@ export function finishChatPrompt(draft: ChatPromptDraft, memory: ReplyMemory | n
   if (memory === null || draft.replies.length === 0) return { tokens: draft.tokens, messageStarts: draft.messageStarts, prefixStable: draft.prefixStable };
   const recalled = draft.replies.map((reply) => memory.recall(tenantScope, reply.text));
   if (recalled.every((ids) => ids === undefined)) return { tokens: draft.tokens, messageStarts: draft.messageStarts, prefixStable: draft.prefixStable };
-  const tokens: number[] = [];
+  const tokens = new TokenIds(draft.tokens.length + 64);
   const shifts: Array<{ at: number; delta: number }> = [];
   let cursor = 0;
   let delta = 0;
   draft.replies.forEach((reply, r) => {
     const ids = recalled[r];
     if (ids === undefined) return;
-    appendRange(tokens, draft.tokens, cursor, reply.at);
-    appendIds(tokens, ids);
+    tokens.append(draft.tokens.subarray(cursor, reply.at));
+    tokens.append(ids);
     cursor = reply.at + reply.length;
     delta += ids.length - reply.length;
     shifts.push({ at: cursor, delta });
   });
-  appendRange(tokens, draft.tokens, cursor, draft.tokens.length);
+  tokens.append(draft.tokens.subarray(cursor));
   let s = 0;
   let shift = 0;
   const messageStarts = draft.messageStarts.map((start) => {
     while (s < shifts.length && shifts[s].at <= start) shift = shifts[s++].delta;
     return start + shift;
   });
-  return { tokens, messageStarts, prefixStable: draft.prefixStable };
+  return { tokens: tokens.view, messageStarts, prefixStable: draft.prefixStable };
 }
 
 /** draft + finish in one call, on the calling thread (small transcripts; tests). */
@@ -178,9 +185,9 @@ export class ChatPromptBuilder {
   }
 }
 
-/** Plain completion prompt (`/v1/completions`): BOS + the text, no template. */
-export function encodeCompletionPrompt(codec: PromptCodec, prompt: string | number[], limits?: PromptLimits): number[] {
-  if (Array.isArray(prompt)) return prompt;
+/** Plain completion prompt (`/v1/completions`): BOS + the text, no template; a client's token ids as they are. */
+export function encodeCompletionPrompt(codec: PromptCodec, prompt: string | Uint32Array, limits?: PromptLimits): Uint32Array {
+  if (typeof prompt !== 'string') return prompt;
   checkPromptLength(codec, prompt, limits);
   return encodeWithBos(codec, prompt);
 }
@@ -189,19 +196,21 @@ function wholeDraft(codec: PromptCodec, full: string): ChatPromptDraft {
   return { tokens: encodeWithBos(codec, full), messageStarts: [], prefixStable: false, replies: [] };
 }
 
-function pushText(codec: PromptCodec, tokens: number[], text: string): void {
-  if (tokens.length === 0) appendIds(tokens, encodeWithBos(codec, text));
-  else if (text !== '') appendIds(tokens, codec.encode(text));
+function pushText(codec: PromptCodec, ids: TokenIds, text: string): void {
+  if (ids.length === 0) ids.append(encodeWithBos(codec, text));
+  else if (text !== '') ids.append(codec.encode(text));
 }
 
 /** `text`'s ids with the model's BOS first, unless the text already starts with it. */
-export function encodeWithBos(codec: PromptCodec, text: string): number[] {
+export function encodeWithBos(codec: PromptCodec, text: string): Uint32Array {
   const { bosTokenId, bosText } = codec;
-  const ids = text === '' ? [] : codec.encode(text);
+  const ids = text === '' ? new Uint32Array(0) : codec.encode(text);
   if (bosTokenId === null) return ids;
   if (ids[0] === bosTokenId || (bosText !== null && text.startsWith(bosText))) return ids;
-  ids.unshift(bosTokenId);
-  return ids;
+  const withBos = new Uint32Array(ids.length + 1);
+  withBos[0] = bosTokenId;
+  withBos.set(ids, 1);
+  return withBos;
 }
 
 /**
@@ -218,25 +227,28 @@ function replyHead(segment: string, generationPrompt: string, endOfTurn: string 
   return withoutEnd.endsWith(content) ? withoutEnd.slice(0, withoutEnd.length - content.length) : null;
 }
 
-function pushAssistantSegment(codec: PromptCodec, draft: ChatPromptDraft, segment: string, generationPrompt: string, endOfTurn: string | null, content: string | null): void {
-  const { tokens } = draft;
-  const head = tokens.length === 0 ? null : replyHead(segment, generationPrompt, endOfTurn, content);
+function pushAssistantSegment(
+  codec: PromptCodec,
+  ids: TokenIds,
+  replies: ChatPromptDraft['replies'],
+  segment: string,
+  generationPrompt: string,
+  endOfTurn: string | null,
+  content: string | null,
+): void {
+  const head = ids.length === 0 ? null : replyHead(segment, generationPrompt, endOfTurn, content);
   if (head === null) {
-    pushText(codec, tokens, segment);
+    pushText(codec, ids, segment);
     return;
   }
-  if (head !== '') appendIds(tokens, codec.encode(head));
+  if (head !== '') ids.append(codec.encode(head));
   const rest = segment.slice(head.length);
   const body = endOfTurn !== null && endOfTurn !== '' && rest.endsWith(endOfTurn) ? rest.slice(0, rest.length - endOfTurn.length) : rest;
   const tail = rest.slice(body.length);
-  const at = tokens.length;
-  if (body !== '') appendIds(tokens, codec.encode(body));
-  draft.replies.push({ at, length: tokens.length - at, text: body });
-  if (tail !== '') appendIds(tokens, codec.encode(tail));
-}
-
-function appendRange(target: number[], source: readonly number[], from: number, to: number): void {
-  for (let i = from; i < to; i++) target.push(source[i]);
+  const at = ids.length;
+  if (body !== '') ids.append(codec.encode(body));
+  replies.push({ at, length: ids.length - at, text: body });
+  if (tail !== '') ids.append(codec.encode(tail));
 }
 
 /** The text a template puts after an assistant reply's body (e.g. `<|im_end|>\n`); learned once per codec by rendering a probe. */

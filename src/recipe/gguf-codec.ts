@@ -25,7 +25,7 @@ export function promptCodecFromGgufFile(path: string): PromptCodec {
 export function promptCodecFrom(tokenizer: Tokenizer, template: ChatTemplate | null): PromptCodec {
   const bosTokenId = tokenizer.addBos && tokenizer.bosId !== undefined ? tokenizer.bosId : null;
   return {
-    encode: (text) => Array.from(tokenizer.encode(text, { addSpecial: false, parseSpecial: true })),
+    encode: (text) => tokenizer.encode(text, { addSpecial: false, parseSpecial: true }),
     decode: (ids) => tokenizer.decode(ids),
     createDetokenizer: () => tokenizer.createDetokenizer(),
     renderChat(messages: readonly ChatMessage[], options: RenderChatOptions): string {

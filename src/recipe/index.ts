@@ -2,7 +2,6 @@ export * from './types.ts';
 export { ReplyMemory } from './reply-memory.ts';
 export { ChatPromptBuilder, draftChatPrompt, finishChatPrompt, encodeCompletionPrompt, checkPromptLength, type ChatPrompt, type ChatPromptDraft, type PromptLimits } from './chat-prompt.ts';
 export { ChatPromptBuilderReference } from './chat-prompt-reference.ts';
-export { appendIds } from './append-ids.ts';
 export * from './tool-calls.ts';
 export * from './usage.ts';
 export * from './openai-format.ts';

@@ -11,12 +11,12 @@
  * never used to build another tenant's prompt).
  */
 export class ReplyMemory {
-  private readonly entries = new Map<string, number[]>();
+  private readonly entries = new Map<string, Uint32Array>();
   private totalTokens = 0;
 
   constructor(private readonly maxTokens = 4_000_000) {}
 
-  remember(tenantScope: string, text: string, tokens: readonly number[]): void {
+  remember(tenantScope: string, text: string, tokens: ArrayLike<number>): void {
     if (text === '' || tokens.length === 0 || tokens.length > this.maxTokens) return;
     const key = entryKey(tenantScope, text);
     const previous = this.entries.get(key);
@@ -24,7 +24,8 @@ export class ReplyMemory {
       this.totalTokens -= previous.length;
       this.entries.delete(key);
     }
-    this.entries.set(key, [...tokens]);
+    // Its own copy, typed as the prompt it will be spliced into (4 bytes an id).
+    this.entries.set(key, Uint32Array.from(tokens));
     this.totalTokens += tokens.length;
     for (const [oldKey, oldTokens] of this.entries) {
       if (this.totalTokens <= this.maxTokens) break;
@@ -34,7 +35,7 @@ export class ReplyMemory {
   }
 
   /** The remembered ids of `text`, refreshing its recency, or undefined. */
-  recall(tenantScope: string, text: string): number[] | undefined {
+  recall(tenantScope: string, text: string): Uint32Array | undefined {
     const key = entryKey(tenantScope, text);
     const tokens = this.entries.get(key);
     if (tokens) {

@@ -56,8 +56,8 @@ export interface RenderChatOptions {
  */
 export interface PromptCodec {
   /** Text → ids; special-token text (e.g. `<|im_end|>`) becomes the special id. No BOS is added. */
-  encode(text: string): number[];
-  decode(ids: readonly number[]): string;
+  encode(text: string): Uint32Array;
+  decode(ids: ArrayLike<number>): string;
   /** Streaming detokenizer: text as soon as it is complete UTF-8; control tokens decode to nothing. */
   createDetokenizer(): { push(id: number): string; flush(): string };
   /** The model's chat template over `messages`. */

@@ -19,7 +19,8 @@ import type { ServeMetrics } from './metrics.ts';
 
 export interface GenerateRequest {
   route: string;
-  tokens: number[];
+  /** The prompt's ids as the recipe built them (src/recipe/chat-prompt.ts): carried to the engine without a conversion. */
+  tokens: Uint32Array;
   sampling: SamplingRequest;
   identity: TenantIdentity;
   trafficClass: string;
@@ -97,8 +98,8 @@ export class InferenceService {
       tenant: request.identity.tenant,
       tenantSalt: request.identity.saltHex,
       trafficClass: request.trafficClass,
-      // Typed here, once: the job carries it as is to the engine (workers/job.ts).
-      tokens: Uint32Array.from(request.tokens),
+      // Typed once, by the recipe: the job carries the ids as they are to the engine (workers/job.ts).
+      tokens: request.tokens,
       sampling: {
         maxTokens: request.sampling.maxTokens,
         // A temperature so small that 1/t overflows is greedy decoding (the sampler draws with 1/t).

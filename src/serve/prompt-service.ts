@@ -49,8 +49,8 @@ export type FromPromptThread =
   | { type: 'ready' }
   | { type: 'fatal'; error: ThreadError }
   | { type: 'failed'; id: number; error: ThreadError }
-  | { type: 'chat'; id: number; tokens: Int32Array; messageStarts: number[]; prefixStable: boolean; replies: ChatPromptDraft['replies'] }
-  | { type: 'completion'; id: number; tokens: Int32Array };
+  | { type: 'chat'; id: number; tokens: Uint32Array; messageStarts: number[]; prefixStable: boolean; replies: ChatPromptDraft['replies'] }
+  | { type: 'completion'; id: number; tokens: Uint32Array };
 
 export interface PromptServiceOptions {
   codec: PromptCodec;
@@ -83,20 +83,21 @@ export class PromptService {
     this.built.thread++;
     const answer = await this.ask({ op: 'chat', id: 0, messages, tools, contextLength, param, ...(templateKwargs ? { templateKwargs } : {}) });
     if (answer.type !== 'chat') throw new KvtError('KVT_ERR_INTERNAL', `prompt thread answered ${answer.type} to a chat prompt`);
-    const draft: ChatPromptDraft = { tokens: Array.from(answer.tokens), messageStarts: answer.messageStarts, prefixStable: answer.prefixStable, replies: answer.replies };
+    const draft: ChatPromptDraft = { tokens: answer.tokens, messageStarts: answer.messageStarts, prefixStable: answer.prefixStable, replies: answer.replies };
     return finishChatPrompt(draft, memory, tenantScope);
   }
 
-  async completion(prompt: string | number[], param: string): Promise<number[]> {
+  /** A text prompt is tokenized (BOS first); a client's ids (checked and typed by the route) are the prompt as they are. */
+  async completion(prompt: string | Uint32Array, param: string): Promise<Uint32Array> {
     const { codec, contextLength } = this.options;
-    if (Array.isArray(prompt) || prompt.length <= INLINE_MAX_CHARS) {
+    if (typeof prompt !== 'string' || prompt.length <= INLINE_MAX_CHARS) {
       this.built.inline++;
       return encodeCompletionPrompt(codec, prompt, { contextLength, param });
     }
     this.built.thread++;
     const answer = await this.ask({ op: 'completion', id: 0, prompt, contextLength, param });
     if (answer.type !== 'completion') throw new KvtError('KVT_ERR_INTERNAL', `prompt thread answered ${answer.type} to a completion prompt`);
-    return Array.from(answer.tokens);
+    return answer.tokens;
   }
 
   async close(): Promise<void> {

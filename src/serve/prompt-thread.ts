@@ -32,11 +32,12 @@ try {
         parts.delete(request.id);
         for (const message of request.messages) held.push(message);
         const draft = draftChatPrompt(codec, held, request.tools, limits, request.templateKwargs);
-        const tokens = Int32Array.from(draft.tokens);
-        send({ type: 'chat', id: request.id, tokens, messageStarts: draft.messageStarts, prefixStable: draft.prefixStable, replies: draft.replies }, [tokens.buffer]);
+        // The ids' own buffer moves to the API thread (no copy; nothing here keeps it).
+        const tokens = draft.tokens;
+        send({ type: 'chat', id: request.id, tokens, messageStarts: draft.messageStarts, prefixStable: draft.prefixStable, replies: draft.replies }, [tokens.buffer as ArrayBuffer]);
       } else {
-        const tokens = Int32Array.from(encodeCompletionPrompt(codec, request.prompt, limits));
-        send({ type: 'completion', id: request.id, tokens }, [tokens.buffer]);
+        const tokens = encodeCompletionPrompt(codec, request.prompt, limits);
+        send({ type: 'completion', id: request.id, tokens }, [tokens.buffer as ArrayBuffer]);
       }
     } catch (error) {
       const described = describeError(error);

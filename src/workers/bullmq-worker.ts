@@ -32,6 +32,7 @@ import { randomUUID } from 'node:crypto';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 
+import { TokenIds } from '../../inference-core/index.ts';
 import { CacheAwareRouter, gcUnderClusterLease, PURGE_CHANNEL, PurgeFollower, routeKeys } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
 import { EngineHost, type EngineLog } from './engine-host.ts';
@@ -109,11 +110,13 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
       publish({ jobId: data.id, runId, event });
       return { finishReason: 'cancelled', completionTokens: 0, prefillTokens: 0, workerMs: 0, workerId, role, queue: queueName };
     }
-    const generated: number[] = [];
+    // Prompt then reply: what the next turn's prompt starts with (the route announcement's keys).
+    const conversation = new TokenIds(data.tokens.length + data.sampling.maxTokens);
+    conversation.append(data.tokens);
     return new Promise((resolve, reject) => {
       host.submit(data, (event: JobEvent) => {
-        if (event.type === 'tokens') for (const id of event.ids) generated.push(id);
-        if (event.type === 'done') announce(routeKeys(routeScope(data), Uint32Array.from([...data.tokens, ...generated]), config.blockTokens));
+        if (event.type === 'tokens') conversation.append(event.ids);
+        if (event.type === 'done') announce(routeKeys(routeScope(data), conversation.view, config.blockTokens));
         publish({ jobId: data.id, runId, event });
         if (event.type === 'done') {
           resolve({ finishReason: event.finishReason, completionTokens: event.completionTokens, prefillTokens: event.prefillTokens, workerMs: event.workerMs, workerId, role, queue: queueName });

@@ -64,7 +64,7 @@ export class KvTierCache implements CacheTier {
 
   async store(request: {
     namespace: unknown;
-    tokens: readonly number[];
+    tokens: Uint32Array;
     fromBlock: number;
     payloads: readonly Uint8Array[];
     tenant: string;
@@ -75,7 +75,7 @@ export class KvTierCache implements CacheTier {
     // No-store: the request's blocks are not kept, nor held where another request's lookup would find them.
     if (request.retention?.noStore) return;
     const namespace = request.namespace as KvNamespace;
-    const tokens = Uint32Array.from(request.tokens);
+    const { tokens } = request;
     const toBlock = request.fromBlock + request.payloads.length;
     // The request's prompt keys when they cover these blocks (its prompt's); a reply's blocks past them are hashed here.
     const chain = request.keys instanceof PrefixChain && request.keys.blockCount >= toBlock ? request.keys : this.hasher.chain(namespace.keyBytes, tokens);

@@ -39,7 +39,7 @@ export class DecodePhase {
   sampleNext(seq: RequestSequence, logits: Float32Array): void {
     let token: number;
     try {
-      token = seq.sampler!.sample(logits, seq.fedTokens);
+      token = seq.sampler!.sample(logits, seq.fedTokens.view);
     } catch (error) {
       return this.ctx.fail(seq, error);
     }
@@ -59,7 +59,7 @@ export class DecodePhase {
       return this.ctx.fail(seq, error);
     }
     // The step pushed every fed token; only the first (the last sampled) and the accepted drafts stay in the KV.
-    seq.fedTokens.length -= fed - 1;
+    seq.fedTokens.truncate(seq.fedTokens.length - (fed - 1));
     for (let i = 0; i + 1 < emitted.length; i++) seq.fedTokens.push(emitted[i]);
     for (const token of emitted) {
       this.accept(seq, token);

@@ -7,6 +7,8 @@
  *   ├─ 1 per decoding request (plain), or 1 + drafts (speculative, reserved at the plan's `limit`)
  *   └─ prefill chunks under the step budget (whole engine chunk for a prompt alone)
  */
+import { TokenIds } from '../../inference-core/index.ts';
+
 import type { DecodePhase } from './decode-phase.ts';
 import type { StoreWriter } from './store-writer.ts';
 import type { EngineSequence, SpeculativeDecoder } from './ports.ts';
@@ -100,8 +102,7 @@ export class EngineStep {
     if (prefillRows > 0) fetchPolicy?.observePrefill(prefillRows, ctx.now() - stepStart);
     owners.forEach((owner, i) => {
       const { seq } = owner;
-      const fed = items[i].tokens;
-      for (let t = 0; t < fed.length; t++) seq.fedTokens.push(fed[t]);
+      seq.fedTokens.append(items[i].tokens);
       if (owner.kind === 'decode') return this.decode.sampleNext(seq, results[i]!);
       if (owner.kind === 'spec') return this.decode.acceptSpeculative(seq, items[i].tokens.length, results[i]!);
       seq.prefillTokens += items[i].tokens.length;
@@ -138,7 +139,12 @@ export class EngineStep {
   }
 
   private speculativeOf(seq: RequestSequence): SpeculativeDecoder | null {
-    if (seq.speculative === undefined) seq.speculative = this.ctx.options.createSpeculative?.(seq.job, seq.kv!, [...seq.fedTokens, ...seq.generated]) ?? null;
+    if (seq.speculative === undefined) {
+      const context = new TokenIds(seq.fedTokens.length + seq.generated.length);
+      context.append(seq.fedTokens.view);
+      context.append(seq.generated);
+      seq.speculative = this.ctx.options.createSpeculative?.(seq.job, seq.kv!, context.view) ?? null;
+    }
     return seq.speculative;
   }
 }

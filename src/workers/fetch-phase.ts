@@ -5,6 +5,8 @@
  * flight) or put the prefix into the request's KV and start its prefill.
  * Storage faults become a miss (full prefill) and are reported.
  */
+import { TokenIds } from '../../inference-core/index.ts';
+
 import { describeError, type SchedulerContext } from './scheduler-context.ts';
 import type { RequestSequence } from './sequence.ts';
 
@@ -174,7 +176,9 @@ export class FetchPhase {
       seq.dropLoaded();
     }
     seq.cachedTokens = cachedTokens;
-    seq.fedTokens = Array.from(seq.job.tokens.subarray(0, cachedTokens));
+    // Room for the whole prompt and reply: the KV's mirror grows in place.
+    seq.fedTokens = new TokenIds(seq.job.tokens.length + seq.job.sampling.maxTokens);
+    seq.fedTokens.append(seq.job.tokens.subarray(0, cachedTokens));
     // Blocks that came from the tier are stored; a retained sequence's own are stored up to what it handed off.
     seq.storedBlocks = donor && imported === 0 ? Math.min(donor.storedBlocks, Math.floor(seq.reusable / blockTokens)) : cachedTokens / blockTokens;
     seq.prefillStartedAt = ctx.now();

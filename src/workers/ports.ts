@@ -53,7 +53,7 @@ export interface SpeculativeDecoder {
 
 export interface TokenSampler {
   /** Next token from `logits`; `history` is every token of the sequence so far (for repetition penalty). */
-  sample(logits: Float32Array, history: readonly number[]): number;
+  sample(logits: Float32Array, history: ArrayLike<number>): number;
 }
 
 /** A prompt's chained block keys (src/kvtier PrefixChain): key i names tokens [0, (i+1)·blockTokens) in one namespace. */
@@ -83,7 +83,7 @@ export interface CacheTier {
   load(hit: CacheHit, maxBlocks: number, fromBlock?: number): Promise<{ payloads: Uint8Array[]; release?: () => void }>;
   store(request: {
     namespace: unknown;
-    tokens: readonly number[];
+    tokens: Uint32Array;
     fromBlock: number;
     payloads: readonly Uint8Array[];
     tenant: string;

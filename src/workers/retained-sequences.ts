@@ -52,9 +52,10 @@ export class RetainedSequences {
     let bestShared = 0;
     this.entries.forEach((entry, i) => {
       if (entry.tenantSalt !== tenantSalt) return;
-      const n = Math.min(entry.fedTokens.length, prompt.length, maxTokens);
+      const fed = entry.fedTokens.view;
+      const n = Math.min(fed.length, prompt.length, maxTokens);
       let shared = 0;
-      while (shared < n && entry.fedTokens[shared] === prompt[shared]) shared++;
+      while (shared < n && fed[shared] === prompt[shared]) shared++;
       if (shared > bestShared) {
         best = i;
         bestShared = shared;

@@ -23,7 +23,7 @@ export interface SchedulerOptions {
    * the prompt and that token, the sequence's KV holds all but the last.
    * Null (or absent): plain decoding.
    */
-  createSpeculative?: (job: PrefillJob, sequence: EngineSequence, context: readonly number[]) => SpeculativeDecoder | null;
+  createSpeculative?: (job: PrefillJob, sequence: EngineSequence, context: ArrayLike<number>) => SpeculativeDecoder | null;
   /**
    * Plans the speculative decoders of one step together (e.g. their draft-model
    * steps batched in one draft forward per position); result i is

@@ -19,6 +19,8 @@
  *   lookup, the single-flight registry and store; blocks past the prompt (the reply's) are keyed by the cache.
  * - A `retained` record owns its KV until a next turn adopts it (`adopt`) or the pool evicts it.
  */
+import { TokenIds } from '../../inference-core/index.ts';
+
 import type { JobEvent, PrefillJob } from './job.ts';
 import type { EngineSequence, PrefixKeys, SpeculativeDecoder, TokenSampler } from './ports.ts';
 
@@ -36,7 +38,7 @@ export class RequestSequence {
   /** Key chain of the prompt's full blocks, hashed once at admission (null without a cache). */
   keys: PrefixKeys | null = null;
   /** Tokens whose KV is in `kv`: the prompt's computed part, then the reply as it is fed. */
-  fedTokens: number[] = [];
+  fedTokens = new TokenIds(0);
   /** Prompt tokens the KV must hold before the first token is sampled (whole blocks only for prefillOnly). */
   readonly promptTarget: number;
   generated: number[] = [];

@@ -23,7 +23,7 @@ export class StoreWriter {
       const pending = cache
         .store({
           namespace: seq.namespace,
-          tokens: seq.fedTokens.slice(0, fullBlocks * blockTokens),
+          tokens: seq.fedTokens.view.slice(0, fullBlocks * blockTokens),
           fromBlock,
           payloads,
           tenant: job.tenant,

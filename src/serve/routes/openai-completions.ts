@@ -21,9 +21,13 @@ export function registerOpenAiCompletions(app: FastifyInstance, ctx: ServeContex
     if (body.echo) throw new KvtError('KVT_ERR_REQUEST_INVALID', 'echo=true is not supported', { param: 'echo' });
     const sampling = samplingFromOpenAi(body, { defaultMaxTokens: 16 });
     const promptInput = Array.isArray(body.prompt) && typeof body.prompt[0] === 'string' ? (body.prompt[0] as string) : (body.prompt as string | number[]);
-    const tokens = await ctx.prompts.completion(promptInput, 'prompt');
-    const bad = tokens.find((id) => id >= ctx.vocabSize);
-    if (bad !== undefined) throw new KvtError('KVT_ERR_REQUEST_INVALID', `prompt token id ${bad} is outside the vocabulary (${ctx.vocabSize})`, { param: 'prompt' });
+    if (typeof promptInput !== 'string') {
+      // Checked before typing: an id past 2^32 would wrap in a Uint32Array.
+      const bad = promptInput.find((id) => id >= ctx.vocabSize);
+      if (bad !== undefined) throw new KvtError('KVT_ERR_REQUEST_INVALID', `prompt token id ${bad} is outside the vocabulary (${ctx.vocabSize})`, { param: 'prompt' });
+    }
+    // The client's JSON ids are typed here, at the HTTP boundary, once.
+    const tokens = await ctx.prompts.completion(typeof promptInput === 'string' ? promptInput : Uint32Array.from(promptInput), 'prompt');
     const base = { id: responseId('cmpl-'), created: Math.floor(Date.now() / 1000), model: ctx.modelId, systemFingerprint: ctx.fingerprint };
     const generation = ctx.service.generate(
       { route: '/v1/completions', tokens, sampling, identity, trafficClass, parseToolCalls: false, splitReasoning: false, promptParam: 'prompt', retention },

@@ -31,7 +31,7 @@ function sampledReply(seed: number, length: number): number[] {
   return ids;
 }
 
-function startsWith(whole: readonly number[], prefix: readonly number[]): boolean {
+function startsWith(whole: ArrayLike<number>, prefix: readonly number[]): boolean {
   return prefix.length <= whole.length && prefix.every((id, i) => whole[i] === id);
 }
 
@@ -51,8 +51,8 @@ describe('prefix-stable chat prompts', () => {
       const text = codec.decode(reply);
       memory.remember('tenant-a', text, reply);
       messages.push({ role: 'assistant', content: text }, { role: 'user', content: `Question ${turn + 2}: and then? ✓` });
-      previous = prompt.tokens;
-      previousReply = reply;
+      previous = Array.from(prompt.tokens);
+      previousReply = Array.from(reply);
     }
   });
 
@@ -78,8 +78,8 @@ describe('prefix-stable chat prompts', () => {
       messages.push({ role: 'assistant', content: parsed.content, tool_calls: parsed.toolCalls });
       messages.push({ role: 'tool', content: `export const x${step} = ${step};`, tool_call_id: parsed.toolCalls[0].id });
       if (step % 2 === 1) messages.push({ role: 'user', content: 'Keep going.' });
-      previous = prompt.tokens;
-      previousReply = reply;
+      previous = Array.from(prompt.tokens);
+      previousReply = Array.from(reply);
     }
   });
 
@@ -95,7 +95,7 @@ describe('prefix-stable chat prompts', () => {
     const memory = new ReplyMemory();
     memory.remember('a', 'hello', [1, 2, 3]);
     expect(memory.recall('b', 'hello')).toBeUndefined();
-    expect(memory.recall('a', 'hello')).toEqual([1, 2, 3]);
+    expect(memory.recall('a', 'hello')).toEqual(Uint32Array.of(1, 2, 3));
   });
 
   it('the reply memory stays within its token budget, dropping the least recent', () => {
@@ -105,7 +105,7 @@ describe('prefix-stable chat prompts', () => {
     memory.recall('a', 'one');
     memory.remember('a', 'three', [3, 3, 3, 3]);
     expect(memory.recall('a', 'two')).toBeUndefined();
-    expect(memory.recall('a', 'one')).toEqual([1, 1, 1, 1]);
+    expect(memory.recall('a', 'one')).toEqual(Uint32Array.of(1, 1, 1, 1));
   });
 });
 

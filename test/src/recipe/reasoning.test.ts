@@ -56,7 +56,7 @@ describe('content ids of a reply with reasoning', () => {
   it('finds the sampled ids of the content after </think> on the Qwen3 vocabulary', () => {
     const codec = promptCodecFromGgufFile(buildRealVocabGguf('qwen3'));
     const reply = '<think>\nThe user wants a greeting.\n</think>\n\nHello, world — ünïcödé!';
-    const ids = codec.encode(reply);
+    const ids = Array.from(codec.encode(reply));
     const { content } = splitReasoning(reply, false);
     const found = contentIdsOf(codec, content, ids);
     expect(found).not.toBeNull();
@@ -65,7 +65,7 @@ describe('content ids of a reply with reasoning', () => {
     // Whitespace glued to the first content token: no boundary there, so nothing is remembered (the text is re-encoded).
     const glued = '<think>a</think> y';
     expect(splitReasoning(glued, false).content).toBe('y');
-    expect(contentIdsOf(codec, 'y', codec.encode(glued))).toBeNull();
+    expect(contentIdsOf(codec, 'y', Array.from(codec.encode(glued)))).toBeNull();
     expect(contentIdsOf(codec, '', ids)).toBeNull();
   });
 });

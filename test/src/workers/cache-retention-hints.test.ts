@@ -41,12 +41,12 @@ describe('client retention hints through the cache adapter', () => {
   it('a 24 h hint capped to 1 h by the policy expires 1 h after the last use; no hint keeps the class TTL', async () => {
     const { clock, tier, cache, ns } = await rig();
     await tier.policy.update((doc) => ({ ...doc, clientTtlMaxMs: HOUR_MS }));
-    const hinted = Array.from(tokensOf(128, 1));
-    const plain = Array.from(tokensOf(128, 2));
+    const hinted = tokensOf(128, 1);
+    const plain = tokensOf(128, 2);
     await cache.store({ namespace: ns, tokens: hinted, fromBlock: 0, payloads: [payloadFor(1, 0), payloadFor(1, 1)], ...scope, retention: { ttlMs: 24 * HOUR_MS } });
     await cache.store({ namespace: ns, tokens: plain, fromBlock: 0, payloads: [payloadFor(2, 0), payloadFor(2, 1)], ...scope });
     await tier.flush();
-    const hits = async (tokens: number[]) => (await tier.lookup(ns, Uint32Array.from(tokens), scope)).hitBlocks;
+    const hits = async (tokens: Uint32Array) => (await tier.lookup(ns, tokens, scope)).hitBlocks;
 
     clock.advance(HOUR_MS - 1000);
     expect(await hits(hinted), 'just inside the hour').toBe(2); // a hit renews: the hour starts again
@@ -61,20 +61,20 @@ describe('client retention hints through the cache adapter', () => {
 
   it('without a policy cap the hint itself is the TTL, and never longer than the class TTL', async () => {
     const { clock, tier, cache, ns } = await rig();
-    const tokens = Array.from(tokensOf(64, 3));
+    const tokens = tokensOf(64, 3);
     await cache.store({ namespace: ns, tokens, fromBlock: 0, payloads: [payloadFor(3, 0)], ...scope, retention: { ttlMs: HOUR_MS } });
     await tier.flush();
     clock.advance(HOUR_MS + 1000);
-    expect((await tier.lookup(ns, Uint32Array.from(tokens), scope)).hitBlocks).toBe(0);
+    expect((await tier.lookup(ns, tokens, scope)).hitBlocks).toBe(0);
   });
 
   it('a no-store request leaves no block', async () => {
     const { tier, cache, ns, blocksOnStorage } = await rig();
-    const tokens = Array.from(tokensOf(128, 4));
+    const tokens = tokensOf(128, 4);
     await cache.store({ namespace: ns, tokens, fromBlock: 0, payloads: [payloadFor(4, 0), payloadFor(4, 1)], ...scope, retention: { noStore: true } });
     await tier.flush();
     expect(await blocksOnStorage()).toBe(0);
-    const hit = await cache.lookup(ns, Uint32Array.from(tokens), scope, 2);
+    const hit = await cache.lookup(ns, tokens, scope, 2);
     expect(hit.blocks).toBe(0);
     await cache.store({ namespace: ns, tokens, fromBlock: 0, payloads: [payloadFor(4, 0), payloadFor(4, 1)], ...scope });
     await tier.flush();

@@ -147,7 +147,7 @@ describe('single flight', () => {
     const scope = { tenant: 't', trafficClass: 'chat' };
     const ids = Uint32Array.from(tokens);
     const keys = cache.prefixKeys(namespace, ids);
-    void cache.store({ namespace, tokens, fromBlock: 0, payloads, ...scope, keys });
+    void cache.store({ namespace, tokens: ids, fromBlock: 0, payloads, ...scope, keys });
     const hit = await cache.lookup(namespace, ids, scope, 2, keys);
     expect(hit.blocks).toBe(2);
     expect((await cache.load(hit, 2)).payloads).toEqual(payloads);

@@ -63,7 +63,7 @@ function run(jobs: PrefillJob[], speculative: boolean, stepRows: number[][]): Pr
       createSampler: () => ({ sample: (logits) => argmax(logits) }),
       ...(speculative
         ? {
-            createSpeculative: (job: PrefillJob, sequence: unknown, context: readonly number[]) =>
+            createSpeculative: (job: PrefillJob, sequence: unknown, context: ArrayLike<number>) =>
               new SpeculativeSession({ target: sequence as Sequence, context, sampling: { temperature: 0, stopTokens: job.sampling.stopTokenIds }, mode: 'ngram', length: { mode: 'fixed', fixed: 5 } }),
           }
         : {}),
