@@ -94,3 +94,5 @@ export {
   type SealErrorCode,
   type SealKeyringSpec,
 } from './seal/index.ts';
+/** The largest buffer a read sizes from storage's word: pass it as store.get's maxBytes. */
+export { MAX_BLOCK_READ_BYTES } from './read-buffer-pool.ts';

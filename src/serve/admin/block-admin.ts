@@ -17,6 +17,7 @@ import {
   describeSealed,
   errorCodeOf,
   isKeyHex,
+  MAX_BLOCK_READ_BYTES,
   openMetadataPlane,
   purgeFilterProblem,
   purgeIndex,
@@ -110,7 +111,7 @@ export class BlockAdmin {
     };
     let bytes: Uint8Array | null;
     try {
-      bytes = await this.deps.store.get(key);
+      bytes = await this.deps.store.get(key, { maxBytes: MAX_BLOCK_READ_BYTES });
     } catch (error) {
       detail.storage.problem = { code: errorCodeOf(error), message: (error as Error).message };
       return detail;

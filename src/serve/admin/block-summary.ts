@@ -8,7 +8,7 @@
  * with codec unknown.
  */
 import type { BlobStore } from '../../../storage-adapters/index.ts';
-import { BlockCodec, BlockSealer, describeSealed, errorCodeOf, looksSealed, type IndexEntry } from '../../kvtier/index.ts';
+import { BlockCodec, BlockSealer, describeSealed, errorCodeOf, looksSealed, MAX_BLOCK_READ_BYTES, type IndexEntry } from '../../kvtier/index.ts';
 import type { StoredSummary } from './admin-types.ts';
 
 /** Listings read the stored header of at most this many blocks per request (each is a storage read, and an open when sealed). */
@@ -23,7 +23,8 @@ export interface SealedOpener {
 export async function summarizeStored(entry: IndexEntry, deps: { store: BlobStore; codec: BlockCodec; opener?: SealedOpener }): Promise<StoredSummary> {
   let bytes: Uint8Array | null;
   try {
-    bytes = await deps.store.get(entry.key);
+    // Bounded like a load's read: a foreign file claiming gigabytes is reported, not read into memory.
+    bytes = await deps.store.get(entry.key, { maxBytes: MAX_BLOCK_READ_BYTES });
   } catch (error) {
     return { present: false, problem: { code: errorCodeOf(error), message: (error as Error).message } };
   }
