@@ -2,8 +2,8 @@
  * kvtier's block store: prefix hashing, block codec, LMDB index, retention,
  * GC and the `KvTier` facade. Import from here only.
  */
+export { KvTier } from './kv-tier.ts';
 export {
-  KvTier,
   LookupResult,
   type KvNamespace,
   type KvTierOptions,
@@ -13,7 +13,7 @@ export {
   type RequestScope,
   type StoreReceipt,
   type StoreRequest,
-} from './kv-tier.ts';
+} from './kv-tier-types.ts';
 export {
   BLOCK_FORMAT_VERSION,
   DEFAULT_BLOCK_TOKENS,

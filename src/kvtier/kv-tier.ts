@@ -22,18 +22,6 @@ import { loadBlocks } from './tier-load.ts';
 import { lookupPrefix } from './tier-lookup.ts';
 import { queueStore } from './tier-store.ts';
 
-export {
-  LookupResult,
-  type KvNamespace,
-  type KvTierOptions,
-  type KvTierStats,
-  type LoadedBlock,
-  type LoadedBlocks,
-  type RequestScope,
-  type StoreReceipt,
-  type StoreRequest,
-} from './kv-tier-types.ts';
-
 /**
  * The KV block tier: prefix hashing, verified block load, write-behind store,
  * retention and GC, over any BlobStore.

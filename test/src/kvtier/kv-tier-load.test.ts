@@ -11,23 +11,17 @@ import { join } from 'node:path';
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
-import { FsBlobStore, type BlobStore } from '../../../storage-adapters/index.ts';
+import { FsBlobStore } from '../../../storage-adapters/index.ts';
 import { KvTier, type KvTierOptions } from '../../../src/kvtier/index.ts';
+import { ForwardingStore } from '../../helpers/forwarding-store.ts';
 import { LAYOUT, captureLogger, payloadFor, tempDir, tokensOf } from './fixtures.ts';
 
 /** Forwards to a real store; `get`s of held keys wait until released; counts reads in flight. */
-class GatedStore implements BlobStore {
-  readonly kind: string;
-  readonly location: string;
+class GatedStore extends ForwardingStore {
   inFlight = 0;
   maxInFlight = 0;
   readonly started: string[] = [];
   private readonly held = new Map<string, { promise: Promise<void>; release: () => void }>();
-
-  constructor(private readonly inner: BlobStore) {
-    this.kind = inner.kind;
-    this.location = inner.location;
-  }
 
   hold(key: string): void {
     let release!: () => void;
@@ -40,7 +34,7 @@ class GatedStore implements BlobStore {
     this.held.clear();
   }
 
-  async get(key: string): Promise<Uint8Array | null> {
+  override async get(key: string): Promise<Uint8Array | null> {
     this.started.push(key);
     this.inFlight++;
     this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
@@ -50,22 +44,6 @@ class GatedStore implements BlobStore {
     } finally {
       this.inFlight--;
     }
-  }
-
-  put(key: string, bytes: Uint8Array): Promise<void> {
-    return this.inner.put(key, bytes);
-  }
-  has(keys: readonly string[]): Promise<boolean[]> {
-    return this.inner.has(keys);
-  }
-  delete(keys: readonly string[]): Promise<void> {
-    return this.inner.delete(keys);
-  }
-  list(prefix?: string): AsyncIterable<string> {
-    return this.inner.list(prefix);
-  }
-  close(): Promise<void> {
-    return this.inner.close();
   }
 }
 

@@ -70,17 +70,20 @@ export function blocksAlone(engine: LoadedEngine, tokens: number[], blocks: numb
   return out;
 }
 
-/** The scheduler's engine port over the tiny engine; `onStep` sees each step's rows (tokens per item). */
-export function engineModel(engine: LoadedEngine, onStep?: (stepTokens: number[]) => void): EngineModel {
+type StepItems = Parameters<EngineModel['step']>[0];
+
+/** The scheduler's engine port over a loaded engine; `onStep` sees each step's items before it runs; `maxLogitRows` as the port's. */
+export function engineModel(engine: LoadedEngine, options: { onStep?: (items: StepItems) => void; maxLogitRows?: number } = {}): EngineModel {
   return {
     fingerprint: engine.fingerprint,
     contextLength: engine.contextLength,
     maxStepTokens: engine.prefillChunk,
+    ...(options.maxLogitRows !== undefined ? { maxLogitRows: options.maxLogitRows } : {}),
     createSequence: () => engine.createSequence(),
     freeBlocks: () => engine.pool.freePages,
     totalBlocks: () => engine.pool.pages,
     step: (items) => {
-      onStep?.(items.map((item) => item.tokens.length));
+      options.onStep?.(items);
       return engine.step(items.map(({ sequence, tokens, logits }) => ({ seq: sequence as Sequence, tokens, logits })));
     },
   };
@@ -98,7 +101,7 @@ export function startScheduler(rig: Pick<SchedulerRig, 'engine' | 'cache'>, opti
   const events: Trace['events'] = [];
   const waiters = new Map<string, () => void>();
   const scheduler = new PrefillScheduler({
-    engine: engineModel(rig.engine, onStep),
+    engine: engineModel(rig.engine, { onStep: onStep && ((items) => onStep(items.map((item) => item.tokens.length))) }),
     cache: rig.cache,
     blockTokens: BLOCK,
     maxBatch: 8,

@@ -12,10 +12,9 @@ import type { StepItem } from '../../../inference-core/engine/index.ts';
 import { planSpeculativeBatch, SpeculativeSession } from '../../../inference-core/speculative/index.ts';
 import type { KvTierCache } from '../../../src/workers/cache-adapter.ts';
 import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
-import type { EngineModel } from '../../../src/workers/ports.ts';
 import { PrefillScheduler } from '../../../src/workers/prefill-scheduler.ts';
 import { TEST_DATA_DIR, argmax, randomTokens } from '../../inference-core/engine-fixtures.ts';
-import { BLOCK, blocksAlone, greedyAlone, openSchedulerRig, tokensOf, type SchedulerRig } from './scheduler-fixtures.ts';
+import { BLOCK, blocksAlone, engineModel, greedyAlone, openSchedulerRig, tokensOf, type SchedulerRig } from './scheduler-fixtures.ts';
 
 let rig: SchedulerRig;
 let engine: LoadedEngine;
@@ -34,16 +33,7 @@ afterAll(async () => {
 });
 
 function run(jobs: PrefillJob[], draftSteps: number[]): Promise<Map<string, JobEvent[]>> {
-  const model: EngineModel = {
-    fingerprint: engine.fingerprint,
-    contextLength: engine.contextLength,
-    maxStepTokens: engine.prefillChunk,
-    maxLogitRows: engine.maxBatch,
-    createSequence: () => engine.createSequence(),
-    freeBlocks: () => engine.pool.freePages,
-    totalBlocks: () => engine.pool.pages,
-    step: (items) => engine.step(items.map(({ sequence, tokens, logits }) => ({ seq: sequence as Sequence, tokens, logits }))),
-  };
+  const model = engineModel(engine, { maxLogitRows: engine.maxBatch });
   const step = draft.step.bind(draft);
   draft.step = (items: readonly StepItem[]) => {
     draftSteps.push(items.length);

@@ -16,10 +16,9 @@ import { FsBlobStore } from '../../../storage-adapters/index.ts';
 import { KvTier } from '../../../src/kvtier/index.ts';
 import { KvTierCache } from '../../../src/workers/cache-adapter.ts';
 import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
-import type { EngineModel } from '../../../src/workers/ports.ts';
 import { PrefillScheduler } from '../../../src/workers/prefill-scheduler.ts';
 import { argmax, randomTokens } from '../../inference-core/engine-fixtures.ts';
-import { BLOCK, blocksAlone, greedyAlone, openSchedulerRig, tokensOf, type SchedulerRig } from './scheduler-fixtures.ts';
+import { BLOCK, blocksAlone, engineModel, greedyAlone, openSchedulerRig, tokensOf, type SchedulerRig } from './scheduler-fixtures.ts';
 
 let rig: SchedulerRig;
 let engine: LoadedEngine;
@@ -38,19 +37,10 @@ afterAll(async () => {
 });
 
 function run(jobs: PrefillJob[], speculative: boolean, stepRows: number[][]): Promise<Map<string, JobEvent[]>> {
-  const model: EngineModel = {
-    fingerprint: engine.fingerprint,
-    contextLength: engine.contextLength,
-    maxStepTokens: engine.prefillChunk,
+  const model = engineModel(engine, {
     maxLogitRows: engine.maxBatch,
-    createSequence: () => engine.createSequence(),
-    freeBlocks: () => engine.pool.freePages,
-    totalBlocks: () => engine.pool.pages,
-    step: (items) => {
-      stepRows.push(items.map((i) => (i.logits === 'all' ? -i.tokens.length : i.tokens.length)));
-      return engine.step(items.map(({ sequence, tokens, logits }) => ({ seq: sequence as Sequence, tokens, logits })));
-    },
-  };
+    onStep: (items) => stepRows.push(items.map((i) => (i.logits === 'all' ? -i.tokens.length : i.tokens.length))),
+  });
   const events = new Map<string, JobEvent[]>(jobs.map((j) => [j.id, []]));
   let left = jobs.length;
   return new Promise((resolve) => {
