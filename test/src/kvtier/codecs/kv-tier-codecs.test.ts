@@ -80,7 +80,7 @@ describe('KvTier block codecs', () => {
       const tokens = tokensOf(64, 7);
       const payload = floatPayload(LAYOUT, 7);
       tier.store({ namespace: ns, tokens, layout: LAYOUT, tenant: 'acme', trafficClass: 'agent', payloads: [payload] });
-      // Before the write lands the raw block is served from the pending map.
+      // Before the write lands the raw block is served from the tier's blocks in flight (block-flights.ts).
       const early = await tier.load(await tier.lookup(ns, tokens, { tenant: 'acme', trafficClass: 'agent' }));
       expect(Buffer.from(early.blocks[0].payload).equals(Buffer.from(payload))).toBe(true);
       await tier.flush();
