@@ -15,10 +15,13 @@
  * Prints: `blocks` (distinct blocks written), `renewals_per_s` (renewals
  * handed to the plane and flushed, batched, per second of plane time),
  * `gc_blocks_per_s` (blocks expired and removed by runGc, per second of GC
- * time), `meta_bytes_per_block` (Redis INFO used_memory growth over the live
- * records at the end of the replay, cross-checked by MEMORY USAGE of sampled
- * record hashes), the trace's hit ratio, peak live blocks, and the same
- * throughputs for LMDB (`lmdb_*`).
+ * time), `gc_cpu_us_per_block` / `gc_blocks_per_cpu_s` (GC's CPU: this
+ * process + the redis-server's INFO cpu), `meta_bytes_per_block` (MEMORY
+ * USAGE of every plane key at the peak of live records, per live record;
+ * `meta_info_bytes_per_block`: INFO used_memory growth, the cross-check), the
+ * trace's hit ratio, peak live blocks, and the same throughputs for LMDB
+ * (`lmdb_*`). Progress per simulated day and the Redis figures (once that
+ * replay ends) go to stderr; KVTIER_BENCH_RETENTION_PLANES=redis skips LMDB.
  */
 import { createHash } from 'node:crypto';
 import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
