@@ -238,20 +238,20 @@ export class KvTier {
         ),
       )
       .then(async (report) => {
-      this.core.planeLink.noteState(report.plane.trusted);
-      // Removals reach this node's index through dropLocal; let them land before reporting.
-      await this.core.settleBackground();
-      const gc = this.core.counters.gc;
-      gc.runs++;
-      if (!report.dryRun) {
-        for (const reason of ['expired', 'evicted'] as const) {
-          gc[reason].blocks += report.removed[reason].blocks;
-          gc[reason].bytes += report.removed[reason].bytes;
+        this.core.planeLink.noteState(report.plane.trusted);
+        // Removals reach this node's index through dropLocal; let them land before reporting.
+        await this.core.settleBackground();
+        const gc = this.core.counters.gc;
+        gc.runs++;
+        if (!report.dryRun) {
+          for (const reason of ['expired', 'evicted'] as const) {
+            gc[reason].blocks += report.removed[reason].blocks;
+            gc[reason].bytes += report.removed[reason].bytes;
+          }
         }
-      }
-      for (const error of report.errors) this.core.noteError(error, 'GC: ' + error.message);
-      return report;
-    });
+        for (const error of report.errors) this.core.noteError(error, 'GC: ' + error.message);
+        return report;
+      });
     this.gcRunning = run;
     const clear = () => {
       this.gcRunning = undefined;
