@@ -47,7 +47,8 @@ const MEMBERS_PER_COMMAND = 1024;
  * <p>{0}:usage        hash  "b|<tag>", "n|<tag>" → bytes, blocks
  * <p>{0}:w            hash  "n<writer>" → id, "i<id>" → writer, "#" → last id (records keep the writer's id; clients see names)
  * <p>{0}:orph         hash  key16 → first seen on storage without a record
- * <p>{0}:del          set   key16… removed by GC whose blobs are not yet confirmed deleted (journal; one member per removal call: its keys concatenated)
+ * <p>{0}:delb         set   key16‖key16… one member per journaled removal call: keys removed whose blobs are not yet confirmed deleted
+ * <p>{0}:del          set   key16 of that journal, single (batches cleared in another grouping are moved here, once)
  * <p>{0}:legacy-swept  string  set once the keys of the naming before the hash tag were removed (redis-legacy-keys.ts)
  * <p>removed          channel: instance id ‖ key16… removed by any node
  * ```

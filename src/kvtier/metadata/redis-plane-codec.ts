@@ -21,7 +21,7 @@ function lastUseOf(score: number): number {
 const CREATED_EPOCH_S = Date.UTC(2025, 0, 1) / 1000;
 
 /** Every Redis key (and the channel) of a plane: all keys carry the hash tag `{0}` of its one shard. */
-export function planeKeyNames(prefix: string, bucketBits: number): { gen: string; use: string; classes: string; cap: string; bucket: string; usage: string; orphans: string; pending: string; legacySwept: string; removed: string } {
+export function planeKeyNames(prefix: string, bucketBits: number): { gen: string; use: string; classes: string; cap: string; bucket: string; usage: string; orphans: string; pending: string; pendingBatches: string; legacySwept: string; removed: string } {
   const tagged = `${prefix}{0}:`;
   return {
     gen: `${tagged}gen`,
@@ -32,6 +32,7 @@ export function planeKeyNames(prefix: string, bucketBits: number): { gen: string
     usage: `${tagged}usage`,
     orphans: `${tagged}orph`,
     pending: `${tagged}del`,
+    pendingBatches: `${tagged}delb`,
     legacySwept: `${tagged}legacy-swept`,
     removed: `${prefix}removed`,
   };

@@ -22,7 +22,7 @@ export function defineScripts(redis: Redis): void {
     ['kvtPlaneScan', SCAN_LUA, 1],
     ['kvtPlaneNoteOrphans', NOTE_ORPHANS_LUA, 1],
     ['kvtPlaneMarkTrusted', MARK_TRUSTED_LUA, 1],
-    ['kvtPlaneClearPending', CLEAR_PENDING_LUA, 1],
+    ['kvtPlaneClearPending', CLEAR_PENDING_LUA, 2],
   ] as const) {
     redis.defineCommand(name, { lua, numberOfKeys });
   }

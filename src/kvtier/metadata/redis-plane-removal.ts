@@ -20,7 +20,7 @@ export async function removeRecords(commands: RedisPlaneCommands, keys: readonly
   const pipeline = commands.pipeline();
   let chunks = 0;
   for (let i = 0; i < keys.length; i += MEMBERS_PER_COMMAND) {
-    const args: (string | Buffer)[] = [k.cap, k.usage, k.classes, k.bucket, k.use, options.journal ? k.pending : ''];
+    const args: (string | Buffer)[] = [k.cap, k.usage, k.classes, k.bucket, k.use, options.journal ? k.pendingBatches : ''];
     for (let j = i; j < Math.min(keys.length, i + MEMBERS_PER_COMMAND); j++) {
       // A last use ≤ judged is a score < lruScore(judged + 1, deepest): whatever its depth.
       args.push(memberOf(keys[j]), judged === undefined ? '' : String(lruScore(judged[j] + 1, DEPTH_SLOTS - 1)));
@@ -55,7 +55,7 @@ export async function removeOldest(
       options.trafficClass,
       String(lruScore(options.maxLastUseAt, 0)),
       String(options.limit),
-      options.journal ? k.pending : '',
+      options.journal ? k.pendingBatches : '',
     ),
   )) as [number, Buffer, ...(Buffer | number)[]];
   // [rows taken, members concatenated, then tag, bytes, blocks per usage delta (negative: freed)]
@@ -69,15 +69,17 @@ export async function removeOldest(
   return { keys: splitMembers(members), members, freed, more: Number(reply[0]) === options.limit };
 }
 
-/** The journal's members are batches (one per removal call, keys concatenated): split, deduplicated. */
+/** The journal: batches (one member per removal call, keys concatenated) and single keys; split, deduplicated. */
 export async function pendingDeletes(commands: RedisPlaneCommands): Promise<string[]> {
-  const members = (await commands.call(() => commands.redis.smembersBuffer(commands.keys.pending))) as Buffer[];
-  return [...new Set(members.flatMap(splitMembers))];
+  const [batches, singles] = (await commands.call(() =>
+    Promise.all([commands.redis.smembersBuffer(commands.keys.pendingBatches), commands.redis.smembersBuffer(commands.keys.pending)]),
+  )) as [Buffer[], Buffer[]];
+  return [...new Set([...batches, ...singles].flatMap(splitMembers))];
 }
 
 export async function clearPendingDeletes(commands: RedisPlaneCommands, keys: readonly string[]): Promise<void> {
   if (keys.length === 0) return;
   const blob = Buffer.from(keys.join(''), 'hex');
   if (blob.length !== keys.length * 16) for (const key of keys) memberOf(key); // names the malformed key
-  await commands.call(() => commands.script('kvtPlaneClearPending', commands.keys.pending, blob));
+  await commands.call(() => commands.script('kvtPlaneClearPending', commands.keys.pendingBatches, commands.keys.pending, blob));
 }

@@ -166,7 +166,7 @@ return 1
  * bound '' removes unconditionally; otherwise the record goes only while its last-use score is < bound
  * (the remover judged it at a last use < bound: a renewal or rewrite since moved it to ≥ bound, and it stays).
  * Returns member, value, score for each removed record. The sorted-set work is one call per class per batch.
- * The journal gets one member per call: the removed members concatenated in reply order (CLEAR_PENDING_LUA).
+ * The journal's batches set gets one member per call: the removed members concatenated in reply order (CLEAR_PENDING_LUA).
  */
 export const REMOVE_LUA = `${COMMON}
 local cap, usage, classes = KEYS[1], KEYS[2], KEYS[3]
@@ -220,7 +220,7 @@ return out
  * Returns the number of rows taken, the removed members concatenated (16 bytes each), then the usage
  * deltas written (tag, bytes, blocks per tag; negative): GC tallies those instead of parsing records.
  * Per record this costs the bucket HGET + HDEL and the parse for the usage sums; the index rows go in one
- * ZREMRANGEBYRANK (the page is the index's first rows), the journal gets the batch as one member.
+ * ZREMRANGEBYRANK (the page is the index's first rows), the journal's batches set gets the batch as one member.
  */
 export const REMOVE_OLDEST_LUA = `${COMMON}
 local cap, usage, classes = KEYS[1], KEYS[2], KEYS[3]
@@ -276,27 +276,26 @@ return reply
 `;
 
 /**
- * KEYS: journal set. ARGV: the keys to clear, concatenated (16 bytes each).
- * The journal holds one member per removal call (its keys concatenated); GC clears exactly that batch
- * after its blobs went, which is one SREM. Any other set of keys (a killed run's leftovers, listed and
- * cleared in other groupings) is taken out of every member holding it.
+ * KEYS: journal batches set, journal keys set. ARGV: the keys to clear, concatenated (16 bytes each).
+ * The batches set holds one member per removal call (its keys concatenated); GC clears exactly that
+ * batch after its blobs went, which is one SREM. Any other grouping (a killed run's leftovers, listed
+ * and cleared in chunks) first moves every batch into the keys set as single keys — once: later clears
+ * find them there — and then removes its keys one by one, so no clear rescans the journal.
  */
 export const CLEAR_PENDING_LUA = `
-local j, blob = KEYS[1], ARGV[1]
-if redis.call('SREM', j, blob) == 1 then return 1 end
-local drop = {}
-for i = 1, #blob, 16 do drop[string.sub(blob, i, i + 15)] = true end
-for _, m in ipairs(redis.call('SMEMBERS', j)) do
-  local keep, changed = {}, false
-  for i = 1, #m, 16 do
-    local k = string.sub(m, i, i + 15)
-    if drop[k] then changed = true else keep[#keep + 1] = k end
-  end
-  if changed then
-    redis.call('SREM', j, m)
-    if #keep > 0 then redis.call('SADD', j, table.concat(keep)) end
-  end
+local batches, singles, blob = KEYS[1], KEYS[2], ARGV[1]
+if redis.call('SREM', batches, blob) == 1 then return 1 end
+local function split(m)
+  local keys = {}
+  for i = 1, #m, 16 do keys[#keys + 1] = string.sub(m, i, i + 15) end
+  return keys
 end
+local function inSlices(command, key, items)
+  for i = 1, #items, 1000 do redis.call(command, key, unpack(items, i, math.min(#items, i + 999))) end
+end
+for _, m in ipairs(redis.call('SMEMBERS', batches)) do inSlices('SADD', singles, split(m)) end
+redis.call('DEL', batches)
+inSlices('SREM', singles, split(blob))
 return 0
 `;
 
