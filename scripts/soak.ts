@@ -33,7 +33,7 @@ const hotCacheMiB = Number(flag('hot-cache-mb', '64'));
 const responseMemoryMiB = Number(flag('response-memory-mb', '8'));
 const blockTtlS = Number(flag('block-ttl-s', '60'));
 const gcS = Number(flag('gc-s', '15'));
-// At least two minutes (a fifth of a shorter run): the V8 heaps and the response memory settle, the 30 s recent-payload memory turns over.
+// At least two minutes (a fifth of a shorter run): the V8 heaps and the response memory settle.
 const minWarmupMs = Number(flag('min-warmup-s', String(Math.min(120, (minutes * 60) / 5)))) * 1000;
 const mb = (bytes: number) => Math.round(bytes / 1e6);
 const pct = (end: number, from: number) => Math.round(((end - from) / from) * 1000) / 10;
@@ -48,7 +48,7 @@ const rssStart = server.rssBytes();
 const loadStart = load();
 process.stdout.write(
   `soak: ${model}, ${minutes} min, window ${windowMs / 1000} s, concurrency ${concurrency}, seed ${seed}, server pid ${server.pid}, RSS start ${mb(rssStart)} MB, load ${loadStart.join(' ')}\n` +
-    `bounded memories sized to fill in the warm-up (≥ ${minWarmupMs / 1000} s, until the hot cache is full): hot cache ${hotCacheMiB} MiB, stored responses ${responseMemoryMiB} MiB, recent payloads 30 s; blocks and responses live ${blockTtlS} s, GC every ${gcS} s\n`,
+    `bounded memories sized to fill in the warm-up (≥ ${minWarmupMs / 1000} s, until the hot cache is full): hot cache ${hotCacheMiB} MiB, stored responses ${responseMemoryMiB} MiB; blocks and responses live ${blockTtlS} s, GC every ${gcS} s\n`,
 );
 const rssByWindow: number[] = [];
 const anonByWindow: number[] = [];

@@ -4,8 +4,8 @@
  * soak knows it is full:
  *   - the tier's hot block cache (KVTIER_HOT_CACHE_BYTES): its bytes are read
  *     from GET /admin/stats every window; full = within 10 % of its budget;
- *   - the worker's recent-payload memory (256 MiB, 30 s TTL): at soak rates the
- *     TTL binds (tens of MB), turned over after 30 s;
+ *   - the blocks being written (src/kvtier/block-flights.ts holds their bytes until
+ *     each write lands, within the write-behind budget, 256 MiB): a few MB at soak rates;
  *   - the stored responses of embedded mode (KVTIER_RESPONSE_MEMORY_BYTES) and the
  *     reply memory (4 M tokens): not reported; the soak sizes the first so it fills
  *     within `minMs` at soak rates (a few KB per /v1/responses request), the second
