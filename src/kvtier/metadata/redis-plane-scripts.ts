@@ -293,8 +293,10 @@ end
 local function inSlices(command, key, items)
   for i = 1, #items, 1000 do redis.call(command, key, unpack(items, i, math.min(#items, i + 999))) end
 end
-for _, m in ipairs(redis.call('SMEMBERS', batches)) do inSlices('SADD', singles, split(m)) end
-redis.call('DEL', batches)
+if redis.call('EXISTS', batches) == 1 then
+  for _, m in ipairs(redis.call('SMEMBERS', batches)) do inSlices('SADD', singles, split(m)) end
+  redis.call('DEL', batches)
+end
 inSlices('SREM', singles, split(blob))
 return 0
 `;

@@ -93,3 +93,41 @@ describe('RedisMetadataPlane', () => {
     }
   });
 });
+
+describe('RedisMetadataPlane pending-delete journal', () => {
+  // A killed run can leave many batches; GC then clears them in its own chunks. Each chunk must cost
+  // its own keys, not a read of the whole journal (that made clearing quadratic in the journal's size).
+  it('clearing a killed run’s batches in other chunks reads the journal’s batches once, not once per chunk', async () => {
+    const keyPrefix = `t${run++}:plane:`;
+    const plane = await RedisMetadataPlane.open({ url: server.url, keyPrefix });
+    const monitor = await new Redis(server.url).monitor();
+    const admin = new Redis(server.url);
+    try {
+      const records = Array.from({ length: 200 }, (_, n) => recordOf(n, { trafficClass: 'agent', lastUseAt: Date.UTC(2026, 0, 1) + n }));
+      await plane.upsert(records);
+      for (let batch = 0; batch < 10; batch++) await plane.removeByLastUse({ trafficClass: 'agent', maxLastUseAt: Date.UTC(2026, 1, 1), limit: 20, journal: true });
+      const pending = await plane.pendingDeletes();
+      expect(pending.sort()).toEqual(records.map((record) => record.key).sort());
+      let journalReads = 0;
+      monitor.on('monitor', (_time: string, args: string[]) => {
+        if (args[0].toLowerCase() === 'smembers' && args[1]?.startsWith(keyPrefix)) journalReads++;
+      });
+      for (let i = 0; i < pending.length; i += 7) await plane.clearPendingDeletes(pending.slice(i, i + 7));
+      expect(await plane.pendingDeletes()).toEqual([]);
+      // MONITOR delivers in order: once this marker is seen, every command before it has been.
+      let seen = false;
+      monitor.on('monitor', (_time: string, args: string[]) => {
+        if (args[0].toLowerCase() === 'get' && args[1] === 'journal:marker') seen = true;
+      });
+      await admin.get('journal:marker');
+      const deadline = Date.now() + 5000;
+      while (!seen && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+      // The explode (one read of the batches) plus pendingDeletes' two reads at the end.
+      expect(journalReads).toBeLessThanOrEqual(3);
+    } finally {
+      monitor.disconnect();
+      admin.disconnect();
+      await plane.close();
+    }
+  });
+});
