@@ -38,4 +38,14 @@ export interface GetOptions {
    * file, a lying Content-Length, an endless body). Default: no limit.
    */
   maxBytes?: number;
+  /**
+   * Fills the buffer from the open file itself, in place of the store's own
+   * reads: `fd` is open for reading, `bytes` (from `allocate`, after the
+   * `maxBytes` check) is to hold the file from offset 0; the store still
+   * opens, sizes and closes, and maps a rejection like its own read errors.
+   * For a reader that works on each piece as it lands (seal/sealed-read.ts
+   * decrypts it). The fs store honours it; a store without files (S3) reads
+   * as usual and never calls it — the caller can tell by whether it ran.
+   */
+  fill?: (fd: number, bytes: Uint8Array) => Promise<void>;
 }

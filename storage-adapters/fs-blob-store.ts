@@ -120,7 +120,7 @@ export class FsBlobStore implements BlobStore {
   }
 
   get(key: string, options?: GetOptions): Promise<Uint8Array | null> {
-    return this.track(() => this.getNow(key, options?.allocate, options?.maxBytes));
+    return this.track(() => this.getNow(key, options?.allocate, options?.maxBytes, options?.fill));
   }
 
   has(keys: readonly string[]): Promise<boolean[]> {
@@ -248,10 +248,10 @@ export class FsBlobStore implements BlobStore {
     }
   }
 
-  private async getNow(key: string, allocate?: (size: number) => Uint8Array, maxBytes?: number): Promise<Uint8Array | null> {
+  private async getNow(key: string, allocate?: (size: number) => Uint8Array, maxBytes?: number, fill?: GetOptions['fill']): Promise<Uint8Array | null> {
     const path = this.pathOf(key);
     try {
-      return await readWholeFile(path, allocate, maxBytes);
+      return await readWholeFile(path, allocate, maxBytes, fill);
     } catch (error) {
       throw toStorageError(error, 'get', path);
     }

@@ -15,9 +15,15 @@ import { StorageTooLargeError } from './errors.ts';
  * Node's shared pool), so callers may view it as other typed arrays; with
  * `allocate` it is the caller's (a recycled buffer). A file past `maxBytes`
  * is refused from its size alone: a sparse file costs no disk and can claim
- * terabytes, which no buffer should be sized to.
+ * terabytes, which no buffer should be sized to. With `fill`, it reads the
+ * file into the buffer instead of the fs reads here (GetOptions.fill).
  */
-export function readWholeFile(path: string, allocate?: (size: number) => Uint8Array, maxBytes = Number.POSITIVE_INFINITY): Promise<Uint8Array | null> {
+export function readWholeFile(
+  path: string,
+  allocate?: (size: number) => Uint8Array,
+  maxBytes = Number.POSITIVE_INFINITY,
+  fill?: (fd: number, bytes: Uint8Array) => Promise<void>,
+): Promise<Uint8Array | null> {
   return new Promise((resolve, reject) => {
     fs.open(path, 'r', (openError, fd) => {
       if (openError) {
@@ -45,6 +51,16 @@ export function readWholeFile(path: string, allocate?: (size: number) => Uint8Ar
         if (bytes.byteLength !== size) return finish(new RangeError(`allocate(${size}) returned ${bytes.byteLength} bytes`));
         const buffer = bytes;
         if (size === 0) return finish(undefined, bytes);
+        if (fill !== undefined) {
+          let filling: Promise<void>;
+          try {
+            filling = fill(fd, buffer);
+          } catch (fillError) {
+            return finish(fillError); // thrown inside an fs callback it would end the process
+          }
+          filling.then(() => finish(undefined, bytes), finish);
+          return;
+        }
         let offset = 0;
         const readMore = () => {
           fs.read(fd, buffer, offset, size - offset, offset, (readError, bytesRead) => {

@@ -75,8 +75,10 @@ async function loadOne(core: TierCore, lookup: LookupResult, i: number, sizes: B
   let bytes: Uint8Array | null | undefined = core.flights.bytesOf(key);
   const fromPending = bytes !== undefined;
   const buffers = new BlockReadBuffers(core.readPool);
+  // Sealed blocks on the fs store are decrypted as they are read (seal/sealed-read.ts), others after the get.
+  const sealedRead = fromPending ? undefined : core.options.seal?.sealedRead(lookup.chain.keyBytes(i), lookup.namespace.tenantSalt);
   try {
-    bytes ??= await core.blobStore.get(key, buffers.getOptions);
+    bytes ??= await core.blobStore.get(key, sealedRead === undefined ? buffers.getOptions : { ...buffers.getOptions, fill: sealedRead.fill });
   } catch (error) {
     core.noteError(error, 'storage get() failed; the load ends at this block');
     return { failed: errorCodeOf(error) };
@@ -99,7 +101,7 @@ async function loadOne(core: TierCore, lookup: LookupResult, i: number, sizes: B
   if (!fromPending) {
     try {
       // A sealed block whose tag verified skips the payload checksum (block-codec.ts's checksum rule).
-      ({ plain, authenticatedBy } = await openStoredForDecode(core.options.seal, bytes, lookup.chain.keyBytes(i), lookup.namespace.tenantSalt));
+      ({ plain, authenticatedBy } = sealedRead?.result(bytes) ?? (await openStoredForDecode(core.options.seal, bytes, lookup.chain.keyBytes(i), lookup.namespace.tenantSalt)));
       // Decrypted in place, or into a fresh buffer of its own (an open thread's).
       buffers.own(plain, plain.buffer !== bytes.buffer);
     } catch (error) {

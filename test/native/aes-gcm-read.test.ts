@@ -69,7 +69,7 @@ describe.each(isas)('aesGcmReadOpen == fs read + node:crypto open (ISA %s)', (is
   beforeAll(() => addon.setIsa(isa));
   afterAll(() => addon.setIsa(bestIsa));
 
-  const readOpen = (fd: number, data: Uint8Array, prefix: Uint8Array, k = key, s = suffix) => addon.aesGcmReadOpen(fd, data, k, prefix, NONCE_AT, HEADER, s);
+  const readOpen = (fd: number, data: Uint8Array, prefix: Uint8Array, k: Uint8Array = key, s: Uint8Array = suffix) => addon.aesGcmReadOpen(fd, data, k, prefix, NONCE_AT, HEADER, s);
 
   it('opens as node:crypto does on file lengths across the 64 KiB read pieces, 768 KiB and 1 MiB', async () => {
     const around = (n: number) => [n - 17, n - 16, n - 15, n - 1, n, n + 1, n + 15, n + 16, n + 17];

@@ -7,6 +7,7 @@ import { defaultOpenThreads, OpenWorkers } from './open-workers.ts';
 import { looksSealed, readSealHeader, SEAL_HEADER_BYTES, SEAL_NONCE_BYTES, SEAL_NONCE_OFFSET, SEAL_OVERHEAD_BYTES, SEAL_TAG_BYTES, writeSealHeader, type SealHeader } from './seal-envelope.ts';
 import { SealError } from './seal-errors.ts';
 import { SealKeyring, type SealKeyringSpec } from './seal-keyring.ts';
+import { SealedRead, type ReadOpenFn } from './sealed-read.ts';
 
 const BLOCK_KEY_BYTES = 16;
 /** Ciphertext is produced this many bytes at a time straight into the envelope, so each piece is copied while still in cache. */
@@ -33,12 +34,19 @@ export interface BlockSealerOptions {
    * were within noise of each other, the pool's worst round the better).
    */
   nativeOpenOn?: 'caller' | 'pool';
+  /**
+   * `sealedRead` hands the fs store a reader that decrypts each 64 KiB piece as
+   * it is read (native aesGcmReadOpen: one pass, one pool hop); default true
+   * when the addon has it and `nativeOpen` is not false.
+   */
+  readOpen?: boolean;
 }
 
 interface NativeOpen {
   openSync(data: Uint8Array, key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, tag: Uint8Array): boolean;
   open(data: Uint8Array, key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, tag: Uint8Array): Promise<boolean>;
   openHash(data: Uint8Array, key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, tag: Uint8Array, offsetField: number, seed: bigint): Promise<bigint | null>;
+  readOpen: ReadOpenFn | undefined;
 }
 
 /** XXH64 of the opened block from the offset its own u32 at `offsetField` names to its end, computed while decrypting. */
@@ -69,6 +77,7 @@ function nativeOpenFn(): NativeOpen | undefined {
       openSync: addon.aesGcmOpenInPlaceSync.bind(addon),
       open: addon.aesGcmOpenInPlace.bind(addon),
       openHash: addon.aesGcmOpenHashInPlace.bind(addon),
+      readOpen: typeof addon.aesGcmReadOpen === 'function' ? addon.aesGcmReadOpen.bind(addon) : undefined,
     };
   } catch {
     return undefined; // not built: the same AES-GCM through node:crypto
@@ -93,12 +102,14 @@ export class BlockSealer {
   private readonly workers: OpenWorkers | undefined;
   private readonly nativeOpen: NativeOpen | undefined;
   private readonly nativeOnCaller: boolean;
+  private readonly readOpen: ReadOpenFn | undefined;
 
   constructor(keyring: SealKeyring | SealKeyringSpec, options: BlockSealerOptions = {}) {
     this.keyring = keyring instanceof SealKeyring ? keyring : new SealKeyring(keyring);
     this.nonces = options.nonces ?? new NonceSource();
     this.nativeOpen = options.nativeOpen === false ? undefined : nativeOpenFn();
     this.nativeOnCaller = options.nativeOpenOn === 'caller';
+    this.readOpen = options.readOpen === false ? undefined : this.nativeOpen?.readOpen;
     const threads = options.openThreads ?? (this.nativeOpen ? 0 : defaultOpenThreads());
     this.workers = threads === 0 ? undefined : new OpenWorkers(threads);
   }
@@ -106,6 +117,11 @@ export class BlockSealer {
   /** How `openAsync` opens large blocks: `native` (the addon, see `nativeOpenOn`), `threads` (worker threads), `inline` (node:crypto here). */
   get openPath(): 'native' | 'threads' | 'inline' {
     return this.nativeOpen ? 'native' : this.workers ? 'threads' : 'inline';
+  }
+
+  /** True when `sealedRead` gives a reader (blocks under the current key id decrypted as the fs store reads them). */
+  get readsWhileOpening(): boolean {
+    return this.readOpen !== undefined;
   }
 
   /** Where the native open runs (`caller`: the loading thread; `pool`: libuv's), undefined without it. */
@@ -116,6 +132,20 @@ export class BlockSealer {
   /** Threads large blocks are opened on by `openAsync` (0: the caller's thread). */
   get openThreads(): number {
     return this.workers?.size ?? 0;
+  }
+
+  /**
+   * A reader for one block on the fs store that opens it while reading it
+   * (sealed-read.ts; pass its `fill` in the store's GetOptions), or undefined
+   * without the native read. Opens only blobs under the current key id.
+   */
+  sealedRead(blockKey: Uint8Array, tenantSalt: string): SealedRead | undefined {
+    if (this.readOpen === undefined) return undefined;
+    assertBlockKey(blockKey);
+    const keyId = this.keyring.currentKeyId;
+    const prefix = new Uint8Array(SEAL_HEADER_BYTES);
+    writeSealHeader(prefix, keyId);
+    return new SealedRead(this.readOpen, this.keyring.tenantKey(keyId, tenantSalt)!.export(), prefix.subarray(0, SEAL_NONCE_OFFSET), blockKey.slice());
   }
 
   /** Stops the open threads (they are unref'd, so a process exits without this). */

@@ -16,3 +16,4 @@ export {
 } from './seal-envelope.ts';
 export { SealError, type SealErrorCode } from './seal-errors.ts';
 export { keyringFromSecret, MIN_SECRET_CHARS, parseKeyringJson, SealKeyring, validateKeyringSpec, type SealKeyringSpec } from './seal-keyring.ts';
+export { SealedRead, type ReadOpenFn } from './sealed-read.ts';
