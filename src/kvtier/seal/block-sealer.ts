@@ -45,21 +45,11 @@ export interface BlockSealerOptions {
 interface NativeOpen {
   openSync(data: Uint8Array, key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, tag: Uint8Array): boolean;
   open(data: Uint8Array, key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, tag: Uint8Array): Promise<boolean>;
-  openHash(data: Uint8Array, key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, tag: Uint8Array, offsetField: number, seed: bigint): Promise<bigint | null>;
   readOpen: ReadOpenFn | undefined;
-}
-
-/** XXH64 of the opened block from the offset its own u32 at `offsetField` names to its end, computed while decrypting. */
-export interface TailChecksum {
-  /** The start of the hashed range: min(u32 LE at offsetField, length). */
-  from: number;
-  value: bigint;
 }
 
 export interface OpenedBlock {
   plain: Uint8Array;
-  /** Present when the open hashed the block's tail on the way (native open). */
-  tail?: TailChecksum;
   /**
    * Set when `plain` came out of an envelope whose AES-GCM tag verified: every
    * byte of it is what the writer sealed (BlockCodec.decode then skips the
@@ -72,11 +62,10 @@ export interface OpenedBlock {
 function nativeOpenFn(): NativeOpen | undefined {
   try {
     const addon = loadAddon();
-    if (typeof addon.aesGcmOpenInPlace !== 'function' || typeof addon.aesGcmOpenHashInPlace !== 'function' || typeof addon.aesGcmOpenInPlaceSync !== 'function') return undefined;
+    if (typeof addon.aesGcmOpenInPlace !== 'function' || typeof addon.aesGcmOpenInPlaceSync !== 'function') return undefined;
     return {
       openSync: addon.aesGcmOpenInPlaceSync.bind(addon),
       open: addon.aesGcmOpenInPlace.bind(addon),
-      openHash: addon.aesGcmOpenHashInPlace.bind(addon),
       readOpen: typeof addon.aesGcmReadOpen === 'function' ? addon.aesGcmReadOpen.bind(addon) : undefined,
     };
   } catch {
@@ -233,7 +222,7 @@ export class BlockSealer {
    * errors; a failed thread falls back to opening here.
    */
   async openAsync(sealed: Uint8Array, blockKey: Uint8Array, tenantSalt: string): Promise<Uint8Array> {
-    if (this.nativeOpen !== undefined && sealed.byteLength >= NATIVE_MIN_BYTES) return (await this.openNative(this.nativeOpen, sealed, blockKey, tenantSalt)).plain;
+    if (this.nativeOpen !== undefined && sealed.byteLength >= NATIVE_MIN_BYTES) return this.openNative(this.nativeOpen, sealed, blockKey, tenantSalt);
     const workers = this.workers;
     if (workers === undefined || !workers.usable || sealed.byteLength < OFFLOAD_MIN_BYTES) return this.openInPlace(sealed, blockKey, tenantSalt);
     assertBlockKey(blockKey);
@@ -250,37 +239,20 @@ export class BlockSealer {
     return plain;
   }
 
-  /**
-   * As `openAsync`; with the native open, large blocks also come back with
-   * the XXH64(`tail.seed`) of [u32 at `tail.offsetField`, end) hashed as each
-   * piece was decrypted (the block format's payload checksum range), so the
-   * caller need not read the payload again to verify it.
-   */
-  async openAsyncHashed(sealed: Uint8Array, blockKey: Uint8Array, tenantSalt: string, tail: { offsetField: number; seed: bigint }): Promise<OpenedBlock> {
-    if (this.nativeOpen !== undefined && sealed.byteLength >= NATIVE_MIN_BYTES) return this.openNative(this.nativeOpen, sealed, blockKey, tenantSalt, tail);
-    return { plain: await this.openAsync(sealed, blockKey, tenantSalt) };
-  }
-
   /** `openInPlace` with the decryption on libuv's pool; `sealed` must not be touched until it settles (the load path owns it). */
-  private async openNative(native: NativeOpen, sealed: Uint8Array, blockKey: Uint8Array, tenantSalt: string, tail?: { offsetField: number; seed: bigint }): Promise<OpenedBlock> {
+  private async openNative(native: NativeOpen, sealed: Uint8Array, blockKey: Uint8Array, tenantSalt: string): Promise<Uint8Array> {
     assertBlockKey(blockKey);
     const header = readSealHeader(sealed);
     const key = this.keyring.tenantKey(header.keyId, tenantSalt);
-    if (key === undefined) return { plain: this.open(sealed, blockKey, tenantSalt) }; // throws KVT_ERR_SEAL_UNKNOWN_KEY
+    if (key === undefined) return this.open(sealed, blockKey, tenantSalt); // throws KVT_ERR_SEAL_UNKNOWN_KEY
     const tagAt = sealed.byteLength - SEAL_TAG_BYTES;
     const body = sealed.subarray(SEAL_HEADER_BYTES, tagAt);
     // key, nonce, AAD and tag are copied by the call itself, so the shared AAD scratch is free again at once.
     const args = [body, key.export(), header.nonce, this.associatedData(sealed, blockKey), sealed.subarray(tagAt)] as const;
-    const authFailed = () => new SealError('KVT_ERR_SEAL_AUTH_FAILED', 'sealed block failed authentication: tampered, stored under another key, or sealed for another tenant');
-    if (tail === undefined) {
-      if (!(this.nativeOnCaller ? native.openSync(...args) : await native.open(...args))) throw authFailed();
-      return { plain: body };
+    if (!(this.nativeOnCaller ? native.openSync(...args) : await native.open(...args))) {
+      throw new SealError('KVT_ERR_SEAL_AUTH_FAILED', 'sealed block failed authentication: tampered, stored under another key, or sealed for another tenant');
     }
-    const value = await native.openHash(...args, tail.offsetField, tail.seed);
-    if (value === null) throw authFailed();
-    // The same start the native side read from the decrypted bytes (they are not touched in between).
-    const from = body.byteLength >= tail.offsetField + 4 ? Math.min(new DataView(body.buffer, body.byteOffset, body.byteLength).getUint32(tail.offsetField, true), body.byteLength) : body.byteLength;
-    return { plain: body, tail: { from, value } };
+    return body;
   }
 
   private associatedData(envelope: Uint8Array, blockKey: Uint8Array): Buffer {
@@ -320,18 +292,6 @@ export async function openStoredAsync(sealer: BlockSealer | undefined, stored: U
 export async function openStoredForDecode(sealer: BlockSealer | undefined, stored: Uint8Array, blockKey: Uint8Array, tenantSalt: string): Promise<OpenedBlock> {
   if (sealer === undefined || !looksSealed(stored)) return { plain: openStored(sealer, stored, blockKey, tenantSalt) };
   return { plain: await sealer.openAsync(stored, blockKey, tenantSalt), authenticatedBy: 'aes-256-gcm' };
-}
-
-/** `openStoredAsync` that also hands back the opened block's tail checksum when the open computed it (see `openAsyncHashed`). */
-export async function openStoredHashed(
-  sealer: BlockSealer | undefined,
-  stored: Uint8Array,
-  blockKey: Uint8Array,
-  tenantSalt: string,
-  tail: { offsetField: number; seed: bigint },
-): Promise<OpenedBlock> {
-  if (sealer === undefined || !looksSealed(stored)) return { plain: openStored(sealer, stored, blockKey, tenantSalt) };
-  return sealer.openAsyncHashed(stored, blockKey, tenantSalt, tail);
 }
 
 /** Encryption of a stored blob as `kvtier inspect` shows it: null for a plaintext block. */

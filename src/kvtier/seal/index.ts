@@ -1,5 +1,5 @@
 /** Encryption at rest for kvtier blocks: AES-256-GCM envelopes, HKDF per-tenant keys, key ids and rotation. */
-export { BlockSealer, describeSealed, openStored, openStoredAsync, openStoredForDecode, openStoredHashed, type BlockSealerOptions, type OpenedBlock, type TailChecksum } from './block-sealer.ts';
+export { BlockSealer, describeSealed, openStored, openStoredAsync, openStoredForDecode, type BlockSealerOptions, type OpenedBlock } from './block-sealer.ts';
 export { defaultOpenThreads, OpenWorkers } from './open-workers.ts';
 export { NonceSource } from './nonce-source.ts';
 export {
