@@ -61,8 +61,6 @@ import type { BufferLease } from './read-buffer-pool.ts';
  */
 export const BLOCK_MAGIC = 0x4254564b; // "KVTB" read as u32 LE
 export const FIXED_HEADER_BYTES = 104;
-/** Byte offset of the u32 payload offset in the header; the payload runs from there to the end of the file. */
-export const PAYLOAD_OFFSET_FIELD = 16;
 export const PAYLOAD_ALIGNMENT = 64;
 const MAX_TOKENS_PER_BLOCK = 1 << 20;
 const MAX_FINGERPRINT_BYTES = 4096;
@@ -77,7 +75,6 @@ export interface BlockToEncode {
   /** The KV payload as the engine exported it; its length must match the layout. */
   payload: Uint8Array;
 }
-
 
 /** A verified block. `tokens` and `payload` are views into `bytes` (no copy). */
 export interface DecodedBlock {
@@ -105,12 +102,6 @@ export interface DecodedBlock {
 export interface DecodeOptions {
   /** Where a compressed payload is decompressed to (a recycled buffer of exactly `size` bytes); default a new one. */
   allocatePayload?: (size: number) => Uint8Array;
-  /**
-   * XXH64 (seed 0) of these very bytes from `from` to their end, computed as they were produced
-   * (the native sealed-block open hashes each decrypted piece while hot). Used as the payload's
-   * computed checksum when `from` is the header's payload offset; otherwise ignored (hashed here).
-   */
-  payloadChecksum?: { from: number; value: bigint };
   /**
    * `bytes` are the plaintext of an envelope whose AES-256-GCM tag verified
    * (seal/openStoredForDecode): the payload checksum is not recomputed, the meta
@@ -238,12 +229,8 @@ export class BlockCodec {
       throw new BlockError('KVT_ERR_BLOCK_HEADER_CHECKSUM', 'block header/tokens checksum mismatch: the file is corrupt');
     }
     const storedPayload = bytes.subarray(payloadOffset, total);
-    if (options.authenticatedBy !== 'aes-256-gcm') {
-      const given = options.payloadChecksum;
-      const payloadHash = given !== undefined && given.from === payloadOffset ? given.value : this.xxh.h64Raw(storedPayload, 0n);
-      if (payloadHash !== view.getBigUint64(88, true)) {
-        throw new BlockError('KVT_ERR_BLOCK_PAYLOAD_CHECKSUM', 'block payload checksum mismatch: the file is corrupt');
-      }
+    if (options.authenticatedBy !== 'aes-256-gcm' && this.xxh.h64Raw(storedPayload, 0n) !== view.getBigUint64(88, true)) {
+      throw new BlockError('KVT_ERR_BLOCK_PAYLOAD_CHECKSUM', 'block payload checksum mismatch: the file is corrupt');
     }
     const dtypeCode = view.getUint8(72);
     if (dtypeCode >= KV_DTYPES.length) malformed(`dtype code ${dtypeCode}`);

@@ -161,15 +161,3 @@ describe('BlockCodec.decode with authenticatedBy', () => {
     expect(() => codec.decode(tokensFlipped, { authenticatedBy: 'aes-256-gcm' })).toThrow(expect.objectContaining({ code: 'KVT_ERR_BLOCK_HEADER_CHECKSUM' }));
   });
 });
-
-describe('BlockCodec.decode with a given payload checksum', () => {
-  it('uses it only for the header payload range: a wrong value there fails, one for another range is ignored', async () => {
-    const codec = await BlockCodec.create();
-    const file = codec.encode({ key: new Uint8Array(16).fill(1), parentKey: new Uint8Array(16), modelFingerprint: 'fp', tokens: tokensOf(64, 4), layout: BIG, payload: payloadFor(4, 0, BYTES) });
-    const payloadOffset = new DataView(file.buffer).getUint32(16, true);
-    const right = new DataView(file.buffer).getBigUint64(88, true);
-    expect(codec.decode(file, { payloadChecksum: { from: payloadOffset, value: right } }).payload.byteLength).toBe(BYTES);
-    expect(() => codec.decode(file, { payloadChecksum: { from: payloadOffset, value: right ^ 1n } })).toThrow(expect.objectContaining({ code: 'KVT_ERR_BLOCK_PAYLOAD_CHECKSUM' }));
-    expect(codec.decode(file, { payloadChecksum: { from: payloadOffset - 64, value: right ^ 1n } }).payload.byteLength).toBe(BYTES);
-  });
-});
