@@ -73,8 +73,6 @@ export interface NativeAddon {
    * true = the tag verified; false = it did not and `data` is zeroed. Do not touch `data` until it settles.
    */
   aesGcmOpenInPlace(data: Uint8Array, key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, tag: Uint8Array): Promise<boolean>;
-  /** The same open, also XXH64(seed) of data[u32 LE at offsetField, end) hashed piece by piece as decrypted; null = tag failed (data zeroed). */
-  aesGcmOpenHashInPlace(data: Uint8Array, key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, tag: Uint8Array, offsetField: number, seed: bigint): Promise<bigint | null>;
   /** aesGcmOpenInPlace on the calling thread (same result, same zeroing on a failed tag). */
   aesGcmOpenInPlaceSync(data: Uint8Array, key: Uint8Array, nonce: Uint8Array, aad: Uint8Array, tag: Uint8Array): boolean;
   /**

@@ -18,19 +18,10 @@
 //   data: ciphertext → plaintext, in place. true = the tag verified;
 //   false = it did not, and data has been zeroed (no unauthenticated plaintext
 //   is ever left behind). The caller must not touch `data` until it settles.
-//
-//   aesGcmOpenHashInPlace(data, key, nonce, aad, tag, offsetField: number, seed: bigint) → Promise<bigint | null>
-//   the same open, decrypting in 64 KiB pieces and hashing each piece while it
-//   is hot: XXH64(seed) of data[from, end) with from = the u32 LE at
-//   data[offsetField] (once decrypted; clamped to the length). A block file's
-//   payload offset is its u32 at 16 and the payload runs to the end, so this
-//   is the block's payload checksum without the loading thread reading the
-//   payload again. null = the tag did not verify (data zeroed, hash dropped).
 // Reference: node:crypto createDecipheriv('aes-256-gcm') (an independent
-// path through the same spec) and the one-shot xxh64, test/native/aes-gcm.test.ts:
-// same plaintext, same hash, same refusals.
+// path through the same spec), test/native/aes-gcm.test.ts: same plaintext,
+// same refusals.
 #include "aes-gcm-open.h"
-#include "xxh64-stream.h"
 
 #include <napi.h>
 #include <openssl/crypto.h>
@@ -45,55 +36,27 @@
 namespace kvt {
 namespace {
 
-// Small enough to stay in L2 between decrypting a piece and hashing it.
-constexpr size_t PIECE_BYTES = 64 * 1024;
-
-// Optional: hash data[u32 at field, end) as it is decrypted.
-struct TailHash {
-  int64_t field = -1;  // -1: no hash
-  uint64_t seed = 0;
-  uint64_t value = 0;
-};
-
 // Decrypts len bytes at data in place; true when the tag verifies.
 template <class Open>
-bool open_in_place_with(uint8_t* data, size_t len, const uint8_t* key, const uint8_t* nonce, const uint8_t* aad, size_t aad_len, const uint8_t* tag, TailHash* tail) {
+bool open_in_place_with(uint8_t* data, size_t len, const uint8_t* key, const uint8_t* nonce, const uint8_t* aad, size_t aad_len, const uint8_t* tag) {
   Open open(key, nonce);
   open.aad(aad, aad_len);
-  Xxh64Stream hash(tail != nullptr ? tail->seed : 0);
-  const bool hashing = tail != nullptr && tail->field >= 0;
-  // Where the hashed range starts: known once the field's 4 bytes are decrypted (the first piece).
-  size_t from = len;
-  bool from_known = !hashing;
   for (size_t at = 0; at < len;) {
-    const size_t piece = std::min<size_t>(len - at, hashing ? PIECE_BYTES : Open::MAX_PIECE);
+    const size_t piece = std::min<size_t>(len - at, Open::MAX_PIECE);
     open.update(data + at, piece);
     at += piece;
-    if (!hashing) continue;
-    if (!from_known && at >= (size_t)tail->field + 4) {
-      uint32_t field;
-      std::memcpy(&field, data + tail->field, 4);
-      from = std::min<size_t>(field, len);
-      from_known = true;
-    }
-    if (from_known && at > from) {
-      const size_t start = std::max(from, at - piece);
-      hash.update(data + start, at - start);
-    }
   }
-  if (hashing) tail->value = hash.digest();
   return open.verify(tag);
 }
 
-bool open_in_place(bool vaes, uint8_t* data, size_t len, const uint8_t* key, const uint8_t* nonce, const uint8_t* aad, size_t aad_len, const uint8_t* tag, TailHash* tail) {
-  return vaes ? open_in_place_with<VaesOpen>(data, len, key, nonce, aad, aad_len, tag, tail) : open_in_place_with<EvpOpen>(data, len, key, nonce, aad, aad_len, tag, tail);
+bool open_in_place(bool vaes, uint8_t* data, size_t len, const uint8_t* key, const uint8_t* nonce, const uint8_t* aad, size_t aad_len, const uint8_t* tag) {
+  return vaes ? open_in_place_with<VaesOpen>(data, len, key, nonce, aad, aad_len, tag) : open_in_place_with<EvpOpen>(data, len, key, nonce, aad, aad_len, tag);
 }
 
 class OpenWorker : public Napi::AsyncWorker {
  public:
-  OpenWorker(Napi::Env env, Napi::TypedArray data, std::vector<uint8_t> secret, std::vector<uint8_t> aad, TailHash tail, bool vaes)
+  OpenWorker(Napi::Env env, Napi::TypedArray data, std::vector<uint8_t> secret, std::vector<uint8_t> aad, bool vaes)
       : Napi::AsyncWorker(env),
-        tail_(tail),
         vaes_(vaes),
         deferred_(Napi::Promise::Deferred::New(env)),
         data_ref_(Napi::Persistent(data.As<Napi::Object>())),
@@ -108,19 +71,14 @@ class OpenWorker : public Napi::AsyncWorker {
 
   void Execute() override {
     const uint8_t* s = secret_.data();
-    verified_ = open_in_place(vaes_, data_, len_, s, s + KEY_BYTES, aad_.data(), aad_.size(), s + KEY_BYTES + NONCE_BYTES, &tail_);
+    verified_ = open_in_place(vaes_, data_, len_, s, s + KEY_BYTES, aad_.data(), aad_.size(), s + KEY_BYTES + NONCE_BYTES);
     if (!verified_) std::memset(data_, 0, len_);
   }
 
-  void OnOK() override {
-    if (tail_.field < 0) deferred_.Resolve(Napi::Boolean::New(Env(), verified_));
-    else if (!verified_) deferred_.Resolve(Env().Null());
-    else deferred_.Resolve(Napi::BigInt::New(Env(), tail_.value));
-  }
+  void OnOK() override { deferred_.Resolve(Napi::Boolean::New(Env(), verified_)); }
   void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
 
  private:
-  TailHash tail_;
   bool vaes_;  // chosen on the JS thread, where the ISA is switched
   Napi::Promise::Deferred deferred_;
   Napi::ObjectReference data_ref_;  // keeps the buffer alive while the pool thread writes it
@@ -141,27 +99,13 @@ bool bytes_of(const Napi::Value& v, size_t want, const uint8_t** p, size_t* n) {
   return true;
 }
 
-template <bool Hash>
 Napi::Value AesGcmOpenInPlace(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const uint8_t *data, *key, *nonce, *aad, *tag;
   size_t data_len, key_len, nonce_len, aad_len, tag_len;
-  TailHash tail;
-  bool args_ok = info.Length() == (Hash ? 7u : 5u) && bytes_of(info[0], 0, &data, &data_len) && bytes_of(info[1], KEY_BYTES, &key, &key_len) &&
-                 bytes_of(info[2], NONCE_BYTES, &nonce, &nonce_len) && bytes_of(info[3], 0, &aad, &aad_len) && bytes_of(info[4], TAG_BYTES, &tag, &tag_len);
-  if (Hash && args_ok) {
-    args_ok = info[5].IsNumber() && info[6].IsBigInt();
-    if (args_ok) {
-      const double field = info[5].As<Napi::Number>().DoubleValue();
-      bool lossless = true;
-      tail.seed = info[6].As<Napi::BigInt>().Uint64Value(&lossless);
-      args_ok = field >= 0 && field <= 65536 && field == (double)(int64_t)field;
-      tail.field = (int64_t)field;
-    }
-  }
-  if (!args_ok) {
-    Napi::Error e = Napi::Error::New(env, Hash ? "aesGcmOpenHashInPlace(data: Uint8Array, key: Uint8Array(32), nonce: Uint8Array(12), aad: Uint8Array, tag: Uint8Array(16), offsetField: 0..65536, seed: bigint)"
-                                               : "aesGcmOpenInPlace(data: Uint8Array, key: Uint8Array(32), nonce: Uint8Array(12), aad: Uint8Array, tag: Uint8Array(16))");
+  if (!(info.Length() == 5u && bytes_of(info[0], 0, &data, &data_len) && bytes_of(info[1], KEY_BYTES, &key, &key_len) &&
+        bytes_of(info[2], NONCE_BYTES, &nonce, &nonce_len) && bytes_of(info[3], 0, &aad, &aad_len) && bytes_of(info[4], TAG_BYTES, &tag, &tag_len))) {
+    Napi::Error e = Napi::Error::New(env, "aesGcmOpenInPlace(data: Uint8Array, key: Uint8Array(32), nonce: Uint8Array(12), aad: Uint8Array, tag: Uint8Array(16))");
     e.Set("code", Napi::String::New(env, "KVT_ERR_NATIVE_ARG"));
     e.ThrowAsJavaScriptException();
     return env.Undefined();
@@ -170,7 +114,7 @@ Napi::Value AesGcmOpenInPlace(const Napi::CallbackInfo& info) {
   std::memcpy(secret.data(), key, KEY_BYTES);
   std::memcpy(secret.data() + KEY_BYTES, nonce, NONCE_BYTES);
   std::memcpy(secret.data() + KEY_BYTES + NONCE_BYTES, tag, TAG_BYTES);
-  auto* worker = new OpenWorker(env, info[0].As<Napi::TypedArray>(), std::move(secret), std::vector<uint8_t>(aad, aad + aad_len), tail, gcm_vaes_usable());
+  auto* worker = new OpenWorker(env, info[0].As<Napi::TypedArray>(), std::move(secret), std::vector<uint8_t>(aad, aad + aad_len), gcm_vaes_usable());
   Napi::Promise promise = worker->Promise();
   worker->Queue();
   return promise;
@@ -190,7 +134,7 @@ Napi::Value AesGcmOpenInPlaceSync(const Napi::CallbackInfo& info) {
     return env.Undefined();
   }
   uint8_t* out = const_cast<uint8_t*>(data);
-  const bool verified = open_in_place(gcm_vaes_usable(), out, data_len, key, nonce, aad, aad_len, tag, nullptr);
+  const bool verified = open_in_place(gcm_vaes_usable(), out, data_len, key, nonce, aad, aad_len, tag);
   if (!verified) std::memset(out, 0, data_len);
   return Napi::Boolean::New(env, verified);
 }
@@ -204,8 +148,7 @@ void register_aes_gcm(Napi::Env env, Napi::Object exports) {
   exports.Set("aesGcmOpenPath", Napi::Function::New(env, [](const Napi::CallbackInfo& info) -> Napi::Value {
     return Napi::String::New(info.Env(), gcm_vaes_usable() ? "vaes-avx512" : "openssl");
   }));
-  exports.Set("aesGcmOpenInPlace", Napi::Function::New(env, AesGcmOpenInPlace<false>));
-  exports.Set("aesGcmOpenHashInPlace", Napi::Function::New(env, AesGcmOpenInPlace<true>));
+  exports.Set("aesGcmOpenInPlace", Napi::Function::New(env, AesGcmOpenInPlace));
   exports.Set("aesGcmOpenInPlaceSync", Napi::Function::New(env, AesGcmOpenInPlaceSync));
 }
 
