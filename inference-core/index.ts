@@ -24,4 +24,4 @@ export {
   type GraphConfig,
 } from './engine/index.ts';
 export { KvPool, PageAllocator, kvLayoutOf, TOKENS_PER_BLOCK, type KvLayout } from './kv/index.ts';
-export { Sampler, Prng, argmax, type SamplingOptions } from './sampling/index.ts';
+export { Sampler, Prng, argmax, adjustsLogits, type SamplingOptions } from './sampling/index.ts';

@@ -22,6 +22,11 @@ export interface LogitAdjustOptions {
   frequencyPenalty?: number;
 }
 
+/** True when the options ask for any adjustment (a bias or a non-zero penalty). */
+export function adjustsLogits(o: LogitAdjustOptions): boolean {
+  return (o.logitBias?.length ?? 0) > 0 || (o.presencePenalty ?? 0) !== 0 || (o.frequencyPenalty ?? 0) !== 0;
+}
+
 export function checkLogitAdjust(o: LogitAdjustOptions): void {
   const bad = (what: string): never => {
     throw new EngineError('KVT_ERR_ENGINE_SAMPLING_OPTIONS', `${what}; fix the sampling options of the request`);

@@ -10,7 +10,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 
-import { loadEngine, Sampler, type Sequence } from '../../inference-core/index.ts';
+import { adjustsLogits, loadEngine, Sampler, type Sequence } from '../../inference-core/index.ts';
 import { GrammarCursor, planSpeculativeBatch, SpeculativeSession } from '../../inference-core/speculative/index.ts';
 import { constrainedDecoder, grammarOf, masksOf, vocabOf } from '../../inference-core/grammar/index.ts';
 import type { PrefillJob } from './job.ts';
@@ -82,7 +82,7 @@ async function main(init: EngineThreadInit): Promise<void> {
         ...(s.logitBias ? { logitBias: s.logitBias } : {}), presencePenalty: s.presencePenalty ?? 0, frequencyPenalty: s.frequencyPenalty ?? 0,
       });
       if (!job.constraint) return { sample: (logits) => sampler.sample(logits) };
-      if (speculative !== 'off' && !adjustsLogits(job)) {
+      if (speculative !== 'off' && !adjustsLogits(job.sampling)) {
         // Speculative decoding takes over after the first token: that token goes through the grammar cursor the
         // session carries on with (same masks as the decoder below; speculative-constrained.test.ts checks that).
         const track = { cursor: GrammarCursor.start(masksOf(grammarOf(job.constraint), vocabOf(engine.tokenizer)), job.sampling.maxTokens, job.sampling.stopTokenIds) };
@@ -107,7 +107,7 @@ async function main(init: EngineThreadInit): Promise<void> {
     },
     createSpeculative: (job, sequence, context) => {
       // The drafts are verified against the model's own distribution; a request that shifts logits (bias, penalties) decodes plainly.
-      if (speculative === 'off' || adjustsLogits(job)) return null;
+      if (speculative === 'off' || adjustsLogits(job.sampling)) return null;
       // A constrained reply continues from the grammar after its first token (sampled by createSampler's sampler).
       const track = job.constraint ? grammarTracks.get(job) : undefined;
       if (job.constraint && !track) return null;
@@ -161,9 +161,3 @@ async function main(init: EngineThreadInit): Promise<void> {
 main(workerData as EngineThreadInit).catch((error: unknown) => {
   send({ type: 'fatal', error: { code: (error as { code?: string }).code ?? 'KVT_ERR_INTERNAL', message: (error as Error).message } });
 });
-
-/** logit_bias or a presence / frequency penalty on this job (the sampler applies them; speculative verification does not). */
-function adjustsLogits(job: PrefillJob): boolean {
-  const s = job.sampling;
-  return (s.logitBias?.length ?? 0) > 0 || (s.presencePenalty ?? 0) !== 0 || (s.frequencyPenalty ?? 0) !== 0;
-}
