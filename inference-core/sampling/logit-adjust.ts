@@ -56,12 +56,11 @@ export class LogitAdjuster {
     this.biasValues = Float32Array.from(pairs, ([, bias]) => bias);
     this.presence = options.presencePenalty ?? 0;
     this.frequency = options.frequencyPenalty ?? 0;
+    this.configured = adjustsLogits(options);
   }
 
   /** True when the request asked for any adjustment (bias or a non-zero penalty). */
-  get configured(): boolean {
-    return this.biasIds.length > 0 || this.presence !== 0 || this.frequency !== 0;
-  }
+  readonly configured: boolean;
 
   /** True when no adjustment would change a logit (the sampler then reads the model's logits as they are). */
   get idle(): boolean {
