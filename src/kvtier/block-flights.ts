@@ -1,7 +1,7 @@
 /**
  * The one registry of prefix blocks in flight on this node, from "being
  * computed" until "written" (single flight). The worker's scheduler claims
- * and asks it (src/workers/single-flight.ts); the tier's store, lookup and
+ * and asks it (src/scheduler/single-flight.ts); the tier's store, lookup and
  * load ask it (tier-store.ts, tier-lookup.ts, tier-load.ts). Keyed by the
  * block's chained key (hex), so a block names its whole prefix.
  *

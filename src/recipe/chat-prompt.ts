@@ -48,7 +48,7 @@ import type { ReplyMemory } from './reply-memory.ts';
 import type { ChatMessage, PromptCodec, ToolSpec } from './types.ts';
 
 export interface ChatPrompt {
-  /** Typed here, once: the job carries these ids as they are to the engine (src/workers/job.ts). */
+  /** Typed here, once: the job carries these ids as they are to the engine (src/scheduler/job.ts). */
   tokens: Uint32Array;
   /** Where each message's tokens start (index into `tokens`), for diagnostics and tests. */
   messageStarts: number[];

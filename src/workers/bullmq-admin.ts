@@ -12,7 +12,7 @@ import { KvtError } from '../errors.ts';
 import { CodecGate, type RedisPolicyStore } from '../kvtier/index.ts';
 import type { AdminCall } from './job-runner.ts';
 import { failureCode, WORKER_STATS_PREFIX } from './bullmq-protocol.ts';
-import { patchPolicyDoc, type PolicyPatch } from './policy-patch.ts';
+import { patchPolicyDoc, type PolicyPatch } from '../scheduler/index.ts';
 
 export interface ClusterAdminDeps {
   connection: Redis;

@@ -27,9 +27,9 @@ import type { Queue } from 'bullmq';
 
 import { routeKeys, type CacheAwareRouter, type WorkerRole } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
-import type { PrefillJob } from './job.ts';
 import { QUEUE_NAME, roleQueueName, routeScope, workerQueueName } from './bullmq-protocol.ts';
 import { withTimeout, type PendingJob } from './bullmq-pending.ts';
+import { type PrefillJob } from '../scheduler/index.ts';
 
 /** Jobs waiting on a worker's own queue at which the router stops preferring it (the load cap). */
 export const ROUTE_MAX_WAITING = 2;

@@ -3,8 +3,8 @@
  * keeps them by job id; dispatch and the watchdog read and move them).
  */
 import { KvtError } from '../errors.ts';
-import type { JobEvent } from './job.ts';
 import type { PublishedEvent, QueuedJob } from './bullmq-protocol.ts';
+import { type JobEvent } from '../scheduler/index.ts';
 
 export interface PendingJob {
   onEvent: (event: JobEvent) => void;

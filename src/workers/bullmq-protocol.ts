@@ -10,7 +10,7 @@
  *
  * Both sides import this file; neither imports the other.
  */
-import type { JobEvent, PrefillJob } from './job.ts';
+import type { JobEvent, PrefillJob } from '../scheduler/index.ts';
 
 export const QUEUE_NAME = 'kvtier-prefill';
 export const CANCEL_CHANNEL = 'kvtier:cancel';

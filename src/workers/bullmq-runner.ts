@@ -46,7 +46,7 @@ import { QueueHandles } from './bullmq-queues.ts';
 import { RoutedJobWatchdog } from './bullmq-watchdog.ts';
 import { scheduleClusterGc } from './gc-schedule.ts';
 import type { AdminCall, JobRunner, RunnerStatus } from './job-runner.ts';
-import type { JobEvent, PrefillJob } from './job.ts';
+import { type JobEvent, type PrefillJob } from '../scheduler/index.ts';
 
 const REDIS_OPTIONS = { maxRetriesPerRequest: null, enableOfflineQueue: true, retryStrategy: (times: number) => Math.min(200 * times, 1000) };
 

@@ -36,10 +36,9 @@ import { TokenIds } from '../../inference-core/index.ts';
 import { CacheAwareRouter, gcUnderClusterLease, PURGE_CHANNEL, PurgeFollower, routeKeys } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
 import { EngineHost, type EngineLog } from './engine-host.ts';
-import { engineThreadInit } from './engine-thread-protocol.ts';
 import { CANCEL_CHANNEL, LIVE_TTL_MS, QUEUE_NAME, roleQueueName, routeScope, WORKER_STATS_PREFIX, workerQueueName, fromQueued, type PublishedEvent, type QueuedJob } from './bullmq-protocol.ts';
-import { modelIdOf, type JobEvent } from './job.ts';
 import { startWorkerStats } from './worker-stats.ts';
+import { engineThreadInit, modelIdOf, type JobEvent } from '../scheduler/index.ts';
 
 export interface RunningWorker {
   id: string;

@@ -7,9 +7,8 @@ import type { Worker } from 'node:worker_threads';
 
 import { KvtError } from '../errors.ts';
 import type { AdminCall } from './job-runner.ts';
-import type { JobEvent, PrefillJob } from './job.ts';
-import type { EngineThreadInit, FromEngineThread, ToEngineThread } from './engine-thread-protocol.ts';
 import { tsWorker } from './ts-worker.ts';
+import { ENGINE_THREAD_URL, type JobEvent, type PrefillJob, type EngineThreadInit, type FromEngineThread, type ToEngineThread } from '../scheduler/index.ts';
 
 export interface EngineInfo {
   fingerprint: string;
@@ -38,7 +37,7 @@ export class EngineHost {
   }
 
   static start(init: EngineThreadInit, log: EngineLog): Promise<EngineHost> {
-    const worker = tsWorker(new URL('./engine-thread.ts', import.meta.url), init);
+    const worker = tsWorker(ENGINE_THREAD_URL, init);
     return new Promise((resolve, reject) => {
       const onMessage = (message: FromEngineThread) => {
         if (message.type === 'log') log(message.level, message.message);

@@ -1,12 +1,8 @@
-export { modelIdOf, type PrefillJob, type JobEvent, type JobSampling, type JobStats } from './job.ts';
+export { modelIdOf, type PrefillJob, type JobEvent, type JobSampling, type JobStats, engineThreadInit, type EngineThreadInit, patchPolicyDoc, type PolicyPatch } from '../scheduler/index.ts';
 export type { JobRunner, RunnerStatus, AdminCall } from './job-runner.ts';
-export { engineThreadInit, type EngineThreadInit } from './engine-thread-protocol.ts';
 export { EngineHost, type EngineInfo, type EngineLog } from './engine-host.ts';
 export { tsWorker } from './ts-worker.ts';
 export { InprocRunner } from './inproc-runner.ts';
-export { PrefillScheduler, type SchedulerOptions } from './prefill-scheduler.ts';
-export { adminCall } from './tier-admin.ts';
 export { BullmqRunner } from './bullmq-runner.ts';
 export { CANCEL_CHANNEL, QUEUE_NAME, roleQueueName, workerQueueName, type QueuedJob, type PublishedEvent } from './bullmq-protocol.ts';
-export { patchPolicyDoc, type PolicyPatch } from './policy-patch.ts';
 export { startBullmqWorker, type RunningWorker } from './bullmq-worker.ts';

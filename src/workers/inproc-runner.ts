@@ -5,7 +5,7 @@
 import { KvtError } from '../errors.ts';
 import type { EngineHost } from './engine-host.ts';
 import type { AdminCall, JobRunner, RunnerStatus } from './job-runner.ts';
-import type { JobEvent, PrefillJob } from './job.ts';
+import { type JobEvent, type PrefillJob } from '../scheduler/index.ts';
 
 export class InprocRunner implements JobRunner {
   readonly kind = 'inproc' as const;

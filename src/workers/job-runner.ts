@@ -6,7 +6,9 @@
  * done; it rejects with a KvtError (queue full, Redis down, worker lost,
  * timeout) — it never hangs: every transport bounds the wait.
  */
-import type { JobEvent, PrefillJob } from './job.ts';
+import type { AdminCall, JobEvent, PrefillJob } from '../scheduler/index.ts';
+
+export type { AdminCall };
 
 export interface RunnerStatus {
   kind: 'inproc' | 'bullmq';
@@ -15,14 +17,6 @@ export interface RunnerStatus {
   waiting: number;
   running: number;
   detail?: string;
-}
-
-export interface AdminCall {
-  op: 'stats' | 'getPolicy' | 'setPolicy' | 'gc' | 'purge';
-  policy?: unknown;
-  /** op purge: what to remove (kvtier/purge.ts PurgeFilter) and when the operator asked (ms since the epoch). */
-  filter?: { tenant?: string; trafficClass?: string; olderThanMs?: number; all?: boolean };
-  at?: number;
 }
 
 export interface JobRunner {

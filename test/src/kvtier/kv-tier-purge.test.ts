@@ -19,7 +19,7 @@ import {
   startScheduler,
   tokensOf,
   type SchedulerRig,
-} from '../workers/scheduler-fixtures.ts';
+} from '../scheduler/scheduler-fixtures.ts';
 
 let rig: SchedulerRig;
 

@@ -13,7 +13,7 @@ import { expect, it } from 'vitest';
 
 import { KEYS } from './server-fixture.ts';
 
-/** The worker scheduler's state as GET /admin/stats reports it (src/workers/prefill-scheduler.ts SchedulerState). */
+/** The worker scheduler's state as GET /admin/stats reports it (src/scheduler/prefill-scheduler.ts SchedulerState). */
 export interface SchedulerState {
   waiting: number;
   running: number;

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { fromQueued, toQueued } from '../../../src/workers/bullmq-protocol.ts';
-import type { PrefillJob } from '../../../src/workers/job.ts';
+import type { PrefillJob } from '../../../src/scheduler/job.ts';
 
 const job: PrefillJob = {
   id: 'j1',

@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 
 import { FsBlobStore } from '../../../storage-adapters/index.ts';
 import { HOUR_MS, KvTier, ManualClock } from '../../../src/kvtier/index.ts';
-import { KvTierCache } from '../../../src/workers/cache-adapter.ts';
+import { KvTierCache } from '../../../src/scheduler/cache-adapter.ts';
 import { LAYOUT, payloadFor, tempDir, tokensOf } from '../kvtier/fixtures.ts';
 
 const cleanups: Array<() => Promise<void>> = [];

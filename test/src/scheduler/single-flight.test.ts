@@ -11,9 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { LoadedEngine } from '../../../inference-core/index.ts';
 import type { KvTier } from '../../../src/kvtier/index.ts';
-import type { KvTierCache } from '../../../src/workers/cache-adapter.ts';
-import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
-import type { CacheTier } from '../../../src/workers/ports.ts';
+import type { KvTierCache } from '../../../src/scheduler/cache-adapter.ts';
+import type { JobEvent, PrefillJob } from '../../../src/scheduler/job.ts';
+import type { CacheTier } from '../../../src/scheduler/ports.ts';
 import { HeldPutsStore } from '../../helpers/held-puts-store.ts';
 import { randomTokens } from '../../inference-core/engine-fixtures.ts';
 import {

@@ -1,8 +1,8 @@
-/** PUT /admin/policy's merge, the one both modes use (src/workers/policy-patch.ts). */
+/** PUT /admin/policy's merge, the one both modes use (src/scheduler/policy-patch.ts). */
 import { describe, expect, it } from 'vitest';
 
 import { defaultPolicyDoc } from '../../../src/kvtier/index.ts';
-import { patchPolicyDoc } from '../../../src/workers/policy-patch.ts';
+import { patchPolicyDoc } from '../../../src/scheduler/policy-patch.ts';
 
 describe('patchPolicyDoc', () => {
   it('merges classes and tenants by name, replaces scalars, and null clears an optional limit', () => {

@@ -11,8 +11,8 @@ import type { LoadedEngine } from '../../../inference-core/index.ts';
 import { FsBlobStore } from '../../../storage-adapters/index.ts';
 import { FetchOrRecompute } from '../../../src/cluster/index.ts';
 import { KvTier } from '../../../src/kvtier/index.ts';
-import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
-import type { SchedulerOptions } from '../../../src/workers/prefill-scheduler.ts';
+import type { JobEvent, PrefillJob } from '../../../src/scheduler/job.ts';
+import type { SchedulerOptions } from '../../../src/scheduler/prefill-scheduler.ts';
 import { randomTokens } from '../../inference-core/engine-fixtures.ts';
 import {
   BLOCK,

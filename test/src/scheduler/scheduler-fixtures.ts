@@ -10,10 +10,10 @@ import { join } from 'node:path';
 import type { LoadedEngine, Sequence } from '../../../inference-core/index.ts';
 import { FsBlobStore, type BlobStore } from '../../../storage-adapters/index.ts';
 import { KvTier } from '../../../src/kvtier/index.ts';
-import { KvTierCache } from '../../../src/workers/cache-adapter.ts';
-import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
-import type { EngineModel } from '../../../src/workers/ports.ts';
-import { PrefillScheduler, type SchedulerOptions } from '../../../src/workers/prefill-scheduler.ts';
+import { KvTierCache } from '../../../src/scheduler/cache-adapter.ts';
+import type { JobEvent, PrefillJob } from '../../../src/scheduler/job.ts';
+import type { EngineModel } from '../../../src/scheduler/ports.ts';
+import { PrefillScheduler, type SchedulerOptions } from '../../../src/scheduler/prefill-scheduler.ts';
 import { argmax, tinyEngine } from '../../inference-core/engine-fixtures.ts';
 
 export const BLOCK = 64;

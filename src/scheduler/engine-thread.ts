@@ -16,14 +16,14 @@ import { constrainedDecoder, grammarOf, masksOf, vocabOf } from '../../inference
 import type { PrefillJob } from './job.ts';
 import { FetchOrRecompute } from '../cluster/index.ts';
 import { openBlobStore, type BlobStore } from '../../storage-adapters/index.ts';
-import { BlockSealer, KvTier, RedisPolicyStore, type PolicyStore } from '../kvtier/index.ts';
+import { BlockSealer, CodecGate, KvTier, RedisPolicyStore, type PolicyStore } from '../kvtier/index.ts';
 import { KvTierCache } from './cache-adapter.ts';
 import type { EngineThreadInit, FromEngineThread, ToEngineThread } from './engine-thread-protocol.ts';
 import { PrefillScheduler } from './prefill-scheduler.ts';
 import type { EngineModel } from './ports.ts';
 import { adminCall } from './tier-admin.ts';
 import { checkBlockTokens } from './block-tokens-check.ts';
-import { CodecGate } from '../kvtier/codecs/codec-gate.ts';
+
 
 const port = parentPort;
 if (!port) throw new Error('engine-thread.ts runs as a worker thread (new Worker(...)), not as a script');

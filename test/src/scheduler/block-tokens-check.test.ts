@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { ERROR_REGISTRY } from '../../../src/errors.ts';
-import { checkBlockTokens } from '../../../src/workers/block-tokens-check.ts';
+import { checkBlockTokens } from '../../../src/scheduler/block-tokens-check.ts';
 import { startTestServer } from '../serve/server-fixture.ts';
 
 describe('KVTIER_BLOCK_TOKENS is checked against the engine page size at startup', () => {

@@ -5,7 +5,7 @@
  */
 import { CodecGate, type KvTier } from '../kvtier/index.ts';
 import { KvtError } from '../errors.ts';
-import type { AdminCall } from './job-runner.ts';
+import type { AdminCall } from './engine-thread-protocol.ts';
 import { patchPolicyDoc, type PolicyPatch } from './policy-patch.ts';
 
 export async function adminCall(tier: KvTier | null, call: AdminCall, extra: Record<string, unknown> = {}, codecGate: CodecGate = new CodecGate()): Promise<unknown> {

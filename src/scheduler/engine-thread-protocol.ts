@@ -1,8 +1,16 @@
 /** Messages between an engine thread and its owner (see engine-thread.ts). */
 import type { Config } from '../config.ts';
 import type { SealKeyringSpec } from '../kvtier/seal/index.ts';
-import type { AdminCall } from './job-runner.ts';
 import type { JobEvent, PrefillJob } from './job.ts';
+
+/** A cache tier admin operation, answered by the thread that owns the tier (tier-admin.ts) or, in cluster mode, through Redis. */
+export interface AdminCall {
+  op: 'stats' | 'getPolicy' | 'setPolicy' | 'gc' | 'purge';
+  policy?: unknown;
+  /** op purge: what to remove (kvtier/purge.ts PurgeFilter) and when the operator asked (ms since the epoch). */
+  filter?: { tenant?: string; trafficClass?: string; olderThanMs?: number; all?: boolean };
+  at?: number;
+}
 
 export interface EngineThreadInit {
   model: string;

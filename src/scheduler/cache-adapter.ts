@@ -6,7 +6,7 @@
  * Single flight needs nothing here: the tier's `flights` registry (handed
  * to the scheduler as is) holds every block from its claim through its
  * write, and the tier's lookup and load continue into blocks being written
- * (src/kvtier/block-flights.ts, src/workers/single-flight.ts). A no-store
+ * (src/kvtier/block-flights.ts, src/scheduler/single-flight.ts). A no-store
  * request is not handed to the tier at all, so it is never served to
  * another request.
  */

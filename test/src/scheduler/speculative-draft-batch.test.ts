@@ -10,9 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadEngine, type LoadedEngine, type Sequence } from '../../../inference-core/index.ts';
 import type { StepItem } from '../../../inference-core/engine/index.ts';
 import { planSpeculativeBatch, SpeculativeSession } from '../../../inference-core/speculative/index.ts';
-import type { KvTierCache } from '../../../src/workers/cache-adapter.ts';
-import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
-import { PrefillScheduler } from '../../../src/workers/prefill-scheduler.ts';
+import type { KvTierCache } from '../../../src/scheduler/cache-adapter.ts';
+import type { JobEvent, PrefillJob } from '../../../src/scheduler/job.ts';
+import { PrefillScheduler } from '../../../src/scheduler/prefill-scheduler.ts';
 import { TEST_DATA_DIR, argmax, randomTokens } from '../../inference-core/engine-fixtures.ts';
 import { BLOCK, blocksAlone, engineModel, greedyAlone, openSchedulerRig, tokensOf, type SchedulerRig } from './scheduler-fixtures.ts';
 

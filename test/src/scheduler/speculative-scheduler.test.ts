@@ -14,9 +14,9 @@ import { type LoadedEngine, type Sequence } from '../../../inference-core/index.
 import { SpeculativeSession } from '../../../inference-core/speculative/index.ts';
 import { FsBlobStore } from '../../../storage-adapters/index.ts';
 import { KvTier } from '../../../src/kvtier/index.ts';
-import { KvTierCache } from '../../../src/workers/cache-adapter.ts';
-import type { JobEvent, PrefillJob } from '../../../src/workers/job.ts';
-import { PrefillScheduler } from '../../../src/workers/prefill-scheduler.ts';
+import { KvTierCache } from '../../../src/scheduler/cache-adapter.ts';
+import type { JobEvent, PrefillJob } from '../../../src/scheduler/job.ts';
+import { PrefillScheduler } from '../../../src/scheduler/prefill-scheduler.ts';
 import { argmax, randomTokens } from '../../inference-core/engine-fixtures.ts';
 import { BLOCK, blocksAlone, engineModel, greedyAlone, openSchedulerRig, tokensOf, type SchedulerRig } from './scheduler-fixtures.ts';
 
