@@ -64,6 +64,20 @@ export const SUPPORTED_GGML_TYPES: ReadonlyMap<GgmlType, { blockElems: number; b
   [GgmlType.IQ4_XS, { blockElems: 256, blockBytes: 136 }],
 ]);
 
+/**
+ * Types a GGUF file may hold that are not weight types: I32 index tables
+ * (deepseek4's ffn_gate_tid2eid hash-routing table). The writer and reader
+ * accept them; nothing multiplies by them.
+ */
+export const INDEX_GGML_TYPES: ReadonlyMap<GgmlType, { blockElems: number; blockBytes: number }> = new Map([
+  [GgmlType.I32, { blockElems: 1, blockBytes: 4 }],
+]);
+
+/** Block geometry of a type the GGUF reader/writer can store (weight or index type). */
+export function ggmlStorageInfo(type: GgmlType): { blockElems: number; blockBytes: number } | undefined {
+  return SUPPORTED_GGML_TYPES.get(type) ?? INDEX_GGML_TYPES.get(type);
+}
+
 /** Names of the supported types, for messages ("F32, F16, ..."). */
 export function supportedGgmlTypeNames(): string {
   return [...SUPPORTED_GGML_TYPES.keys()].map(ggmlTypeName).join(', ');

@@ -19,7 +19,7 @@
 import * as fs from 'node:fs';
 import { NativeError, mmapFile, unmapFile } from '../../native/index.ts';
 import { GgufError } from './gguf-errors.ts';
-import { GgmlType, SUPPORTED_GGML_TYPES, ggmlTypeName, isKnownGgmlType, supportedGgmlTypeNames } from './ggml-type.ts';
+import { GgmlType, ggmlStorageInfo, ggmlTypeName, isKnownGgmlType, supportedGgmlTypeNames } from './ggml-type.ts';
 import { GgufValueType, type GgufArrayValue, type GgufValue } from './gguf-value.ts';
 
 export const GGUF_MAGIC = 0x46554747; // "GGUF" read as u32 LE
@@ -327,7 +327,7 @@ export function parseGguf(bytes: Uint8Array, path: string, options: ReadGgufOpti
       throw new GgufError('KVT_ERR_GGUF_BAD_TENSOR', path, `${field}.offset`, `offset ${info.offset} is not aligned to ${alignment}; the file is corrupt`);
     }
     const elements = info.dims.reduce((a, b) => a * b, 1);
-    const sizeInfo = SUPPORTED_GGML_TYPES.get(info.type as GgmlType);
+    const sizeInfo = ggmlStorageInfo(info.type as GgmlType);
     if (!sizeInfo) {
       if (rejectUnsupported) {
         throw new GgufError(

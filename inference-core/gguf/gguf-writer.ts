@@ -8,7 +8,7 @@
 import * as fs from 'node:fs';
 import * as nodePath from 'node:path';
 import { GgufError } from './gguf-errors.ts';
-import { GgmlType, SUPPORTED_GGML_TYPES, ggmlTypeName } from './ggml-type.ts';
+import { GgmlType, ggmlStorageInfo, ggmlTypeName } from './ggml-type.ts';
 import { GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC } from './gguf-reader.ts';
 import { VALUE_TYPE_BY_NAME, type GgufArrayValue, type GgufValue } from './gguf-value.ts';
 
@@ -116,7 +116,7 @@ export class GgufWriter {
 
   addTensor(spec: GgufTensorSpec): this {
     if (this.fd !== null) throw this.err('tensor ' + spec.name, 'tensors must be declared before the first tensor data is written');
-    const info = SUPPORTED_GGML_TYPES.get(spec.type);
+    const info = ggmlStorageInfo(spec.type);
     if (!info) throw this.err('tensor ' + spec.name, `type ${ggmlTypeName(spec.type)} cannot be written`);
     const elements = spec.dims.reduce((a, b) => a * b, 1);
     if ((spec.dims[0] ?? 1) % info.blockElems !== 0) throw this.err('tensor ' + spec.name, `ne0 ${spec.dims[0]} is not a multiple of ${info.blockElems}`);

@@ -1,5 +1,5 @@
 export { GgufError, type GgufErrorCode } from './gguf-errors.ts';
-export { GgmlType, SUPPORTED_GGML_TYPES, Q8_0_BLOCK, ggmlTypeName, ggmlTensorBytes, ggmlBitsPerWeight, supportedGgmlTypeNames } from './ggml-type.ts';
+export { GgmlType, SUPPORTED_GGML_TYPES, INDEX_GGML_TYPES, ggmlStorageInfo, Q8_0_BLOCK, ggmlTypeName, ggmlTensorBytes, ggmlBitsPerWeight, supportedGgmlTypeNames } from './ggml-type.ts';
 export { GgufValueType, gv, type GgufValue, type GgufArrayValue, type GgufScalarType } from './gguf-value.ts';
 export { readGguf, parseGguf, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, type GgufFile, type GgufTensor, type ReadGgufOptions } from './gguf-reader.ts';
 export { GgufWriter, writeGguf, type GgufTensorSpec } from './gguf-writer.ts';
