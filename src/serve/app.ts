@@ -16,6 +16,7 @@ import { TenantAuth } from './auth.ts';
 import type { ServeContext } from './context.ts';
 import { describeHttpError, sendError } from './http-errors.ts';
 import { clientErrorHandler } from './client-error.ts';
+import { isBodyTooLarge, refuseBodyTooLarge } from './body-too-large.ts';
 import { InferenceService } from './inference-service.ts';
 import { PromptService } from './prompt-service.ts';
 import { ServeMetrics } from './metrics.ts';
@@ -110,8 +111,13 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
   };
 
   app.setErrorHandler((error, request, reply) => {
-    const named = (error as { code?: string }).code === 'FST_ERR_CTP_BODY_TOO_LARGE' ? bodyTooLarge(config.maxBodyBytes) : error;
+    const named = isBodyTooLarge(error) ? bodyTooLarge(config.maxBodyBytes) : error;
     metrics.errors.inc({ code: describeHttpError(named).code });
+    if (named !== error) {
+      // The client is still sending: answer, then read the rest before closing (body-too-large.ts).
+      metrics.requests.inc({ route: request.routeOptions.url ?? 'unmatched', status: '413' });
+      return refuseBodyTooLarge(request, reply, named);
+    }
     return sendError(request, reply, named);
   });
   app.setNotFoundHandler((request, reply) => {

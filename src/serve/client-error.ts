@@ -38,12 +38,30 @@ export function describeClientError(error: { code?: string }): KvtError {
 /** The raw HTTP/1.1 response written to the socket (there is no reply object at this point). */
 export function clientErrorResponse(refusal: KvtError): string {
   const described = describeError(refusal);
-  const body = JSON.stringify(errorBody(described, false));
-  const reason = STATUS_TEXT[described.status] ?? 'Bad Request';
-  return `HTTP/1.1 ${described.status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+  return rawErrorResponse(described.status, JSON.stringify(errorBody(described, false)));
 }
 
-const STATUS_TEXT: Record<number, string> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };
+/** A complete `Connection: close` response carrying a JSON error body. */
+export function rawErrorResponse(status: number, body: string): string {
+  const reason = STATUS_TEXT[status] ?? 'Bad Request';
+  return `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+}
+
+/**
+ * Writes `response`, half-closes (FIN), and keeps the socket until the client
+ * closes its side or LINGER_MS passed; whoever feeds the socket's bytes to a
+ * reader must keep discarding them meanwhile (the HTTP parser does).
+ */
+export function answerAndLinger(socket: Socket, response: string): void {
+  const linger = setTimeout(() => socket.destroy(), LINGER_MS);
+  linger.unref();
+  socket.once('close', () => clearTimeout(linger));
+  // The client's FIN after it read the answer: nothing more will come.
+  socket.once('end', () => socket.destroy());
+  socket.end(response);
+}
+
+const STATUS_TEXT: Record<number, string> = { 400: 'Bad Request', 408: 'Request Timeout', 413: 'Payload Too Large', 431: 'Request Header Fields Too Large' };
 
 /**
  * A fastify `clientErrorHandler`. `onRefused` counts the refusal (metrics).
@@ -64,11 +82,6 @@ export function clientErrorHandler(onRefused: (code: string) => void): (error: E
     }
     const refusal = describeClientError(error);
     onRefused(refusal.code);
-    const linger = setTimeout(() => socket.destroy(), LINGER_MS);
-    linger.unref();
-    socket.once('close', () => clearTimeout(linger));
-    // The client's FIN after it read the answer: nothing more will come.
-    socket.once('end', () => socket.destroy());
-    socket.end(clientErrorResponse(refusal));
+    answerAndLinger(socket, clientErrorResponse(refusal));
   };
 }
