@@ -56,7 +56,7 @@ async function serve(argv: string[]): Promise<void> {
   const { buildApp } = await import('../serve/index.ts');
   const built = await buildApp(config);
   const address = await built.app.listen({ host: config.host, port: config.port });
-  process.stderr.write(`kvtier serving ${built.context.modelId} on ${address} (${built.context.runner.kind} runner, storage ${config.storage})\n`);
+  process.stderr.write(`kvtier serving ${built.context.modelId} on ${address} (${built.context.runner.kind} runner, storage ${config.storage})\n${built.adminLogin.banner(address)}\n`);
   const stop = async () => {
     await built.close();
     process.exit(0);

@@ -13,6 +13,7 @@ import { resolveModelPath } from '../../inference-core/index.ts';
 import { promptCodecFromGgufFile, ReplyMemory, type PromptCodec } from '../recipe/index.ts';
 import { BullmqRunner, EngineHost, engineThreadInit, InprocRunner, modelIdOf, type JobRunner } from '../workers/index.ts';
 import { TenantAuth } from './auth.ts';
+import { AdminLogin } from './admin-login.ts';
 import type { ServeContext } from './context.ts';
 import { describeHttpError, sendError } from './http-errors.ts';
 import { clientErrorHandler } from './client-error.ts';
@@ -32,6 +33,8 @@ import { registerServiceRoutes } from './routes/service-routes.ts';
 export interface BuiltApp {
   app: FastifyInstance;
   context: ServeContext;
+  /** The admin token in force and, on a loopback listener without KVTIER_ADMIN_TOKEN, the generated one and its login link. */
+  adminLogin: AdminLogin;
   /** Closes the HTTP server, the runner (engine thread or queue connections). */
   close(): Promise<void>;
 }
@@ -56,7 +59,8 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
   });
   useStrictUtf8Json(app);
   const log = (level: 'info' | 'warn' | 'error', message: string) => app.log[level](message);
-  const auth = TenantAuth.load({ apiKeysFile: config.apiKeysFile, adminToken: config.adminToken, dataDir: config.dataDir });
+  const adminLogin = AdminLogin.forListener(config.adminToken, config.host);
+  const auth = TenantAuth.load({ apiKeysFile: config.apiKeysFile, adminToken: adminLogin.token, dataDir: config.dataDir });
   const modelPath = resolveModelPath(config.model, { dataDir: config.dataDir });
   const codec: PromptCodec = promptCodecFromGgufFile(modelPath);
   const vocabSize = codec.vocabSize;
@@ -137,11 +141,13 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
   registerAnthropicMessages(app, context);
   // The stats recorder, the admin service and /dashboard; every /admin/* route sits in the guarded admin plugin.
   const admin = await setupAdmin(app, context);
+  adminLogin.register(app);
   await app.register(adminPlugin({ ctx: context, service: admin.service, onPolicyChanged: refreshClasses }));
 
   return {
     app,
     context,
+    adminLogin,
     async close() {
       clearInterval(classTimer);
       await app.close();
