@@ -17,6 +17,7 @@ import * as fs from 'node:fs';
 import xxhash from 'xxhash-wasm';
 import type { GgufFile } from './gguf/index.ts';
 import { modelConfigFromGguf } from './model-config.ts';
+import { gemma3ConfigFromGguf } from './gemma3-config.ts';
 import { deepseekConfigFromGguf } from './deepseek-config.ts';
 
 export const FINGERPRINT_VERSION = 1;
@@ -121,6 +122,14 @@ export async function modelFingerprint(gguf: GgufFile, options: FingerprintOptio
     // a latent (MLA) KV layout: its own namespace, never shared with K|V-layout models
     const w = await cachedWeightsHash(gguf, options.cache ?? true);
     const canonical = JSON.stringify({ v: FINGERPRINT_VERSION, arch: 'deepseek2', kv: 'mla', config: deepseekConfigFromGguf(gguf), kvDtype: options.kvDtype, weights: w });
+    const x = await hasher();
+    const bytes = enc.encode(canonical);
+    return hex64(x.h64Raw(bytes, SEED_A)) + hex64(x.h64Raw(bytes, SEED_B));
+  }
+  if (gguf.optString('general.architecture') === 'gemma3') {
+    // the config holds the window and layer pattern: a file that differs only there is another model
+    const w = await cachedWeightsHash(gguf, options.cache ?? true);
+    const canonical = JSON.stringify({ v: FINGERPRINT_VERSION, arch: 'gemma3', config: gemma3ConfigFromGguf(gguf), kvDtype: options.kvDtype, weights: w });
     const x = await hasher();
     const bytes = enc.encode(canonical);
     return hex64(x.h64Raw(bytes, SEED_A)) + hex64(x.h64Raw(bytes, SEED_B));

@@ -53,6 +53,17 @@ export interface NativeAddon {
     layer: number, heads: number, vDim: number, scale: number, tables: Int32Array, segments: Int32Array): void;
   mlaAttentionRef(out: Float32Array, q: Float32Array, pages: Bytes, layers: number, width: number, kvDtype: number,
     layer: number, heads: number, vDim: number, scale: number, tables: Int32Array, segments: Int32Array): void;
+  /** attention over keys [max(0, p − window + 1), p] (window 0: all); window-ops-napi.cc. */
+  windowAttention(out: Float32Array, q: Float32Array, pages: Bytes, layers: number, kvHeads: number, headDim: number,
+    kvDtype: number, layer: number, heads: number, scale: number, window: number, tables: Int32Array, segments: Int32Array): void;
+  windowAttentionRef(out: Float32Array, q: Float32Array, pages: Bytes, layers: number, kvHeads: number, headDim: number,
+    kvDtype: number, layer: number, heads: number, scale: number, window: number, tables: Int32Array, segments: Int32Array): void;
+  /** out[n] = gelu(gate) · up with ggml's f16 GELU table. */
+  geglu(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;
+  gegluRef(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;
+  /** out[n] = x[n] · s. */
+  scale(out: Float32Array, x: Float32Array, s: number, n: number): void;
+  scaleRef(out: Float32Array, x: Float32Array, s: number, n: number): void;
   dequantize(dst: Float32Array, src: Bytes, dtype: number, count: number): void;
   quantize(dst: Bytes, src: Float32Array, dtype: number, count: number): void;
   /** KV block codecs (src/ops/kv-codec.h): codec 1 int8, 2 fp8, 3 int4; dtype 0 f32, 1 f16; mla 0|1. */

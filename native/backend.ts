@@ -220,6 +220,18 @@ export interface Backend {
    */
   mlaAttention?(out: TensorHandle, q: TensorHandle, pool: KvPoolHandle, layer: number, heads: number, vDim: number,
     scale: number, segments: AttentionSegment[]): void;
+  // ---- sliding window (optional: a backend without them refuses gemma3) -----
+  /**
+   * attention() with a sliding window: the query at position p attends keys
+   * [max(0, p − window + 1), p] (llama.cpp's standard SWA mask); window 0 = all
+   * keys, bit-identical to attention() on the cpu backend.
+   */
+  windowAttention?(out: TensorHandle, q: TensorHandle, pool: KvPoolHandle, layer: number, heads: number,
+    scale: number, window: number, segments: AttentionSegment[]): void;
+  /** out[n] = gelu(gate[n]) · up[n], GELU through ggml's f16 table (GGML_GELU_FP16). */
+  geglu?(out: TensorHandle, gate: TensorHandle, up: TensorHandle, n: number): void;
+  /** out[n] = x[n] · s  (out may alias x) */
+  scale?(out: TensorHandle, x: TensorHandle, s: number, n: number): void;
   /** Waits until every enqueued op is done (CPU: no-op). */
   sync(): void;
 }

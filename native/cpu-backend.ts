@@ -284,6 +284,28 @@ export class CpuBackend implements Backend {
     this.call(() => this.addon.attention(o, qd, p.bytes, p.layers, p.kvHeads, p.headDim, p.kvType, layer, heads, scale, tables, segs));
   }
 
+  windowAttention(out: TensorHandle, q: TensorHandle, pool: KvPoolHandle, layer: number, heads: number,
+    scale: number, window: number, segments: AttentionSegment[]): void {
+    const p = this.mhaPool(pool);
+    const o = this.tensor(out, 'windowAttention out');
+    const qd = this.tensor(q, 'windowAttention q');
+    const { tables, segs } = packSegments(segments);
+    this.call(() => this.addon.windowAttention(o, qd, p.bytes, p.layers, p.kvHeads, p.headDim, p.kvType, layer, heads, scale, window, tables, segs));
+  }
+
+  geglu(out: TensorHandle, gate: TensorHandle, up: TensorHandle, n: number): void {
+    const o = this.tensor(out, 'geglu out');
+    const g = this.tensor(gate, 'geglu gate');
+    const u = this.tensor(up, 'geglu up');
+    this.call(() => this.addon.geglu(o, g, u, n));
+  }
+
+  scale(out: TensorHandle, x: TensorHandle, s: number, n: number): void {
+    const o = this.tensor(out, 'scale out');
+    const xd = this.tensor(x, 'scale x');
+    this.call(() => this.addon.scale(o, xd, s, n));
+  }
+
   sync(): void {}
 
   // ---- helpers -------------------------------------------------------------------

@@ -21,6 +21,7 @@ import { KvPool, TOKENS_PER_BLOCK } from '../kv/kv-pool.ts';
 import { EngineError } from './engine-errors.ts';
 import { LlamaGraph, type GraphConfig, type ModelWeights, type RowSegment } from './llama-graph.ts';
 import type { DeepseekGraphConfig } from './deepseek-graph.ts';
+import type { Gemma3GraphConfig } from './gemma3-graph.ts';
 import { Sequence, type SequenceHost } from './sequence.ts';
 
 /** Rows of one prefill forward call: bounds activation memory for long prompts. */
@@ -38,7 +39,7 @@ export interface ForwardGraph {
 
 export interface EngineParts<Tok, Cfg> {
   backend: Backend;
-  graphConfig: GraphConfig | DeepseekGraphConfig;
+  graphConfig: GraphConfig | DeepseekGraphConfig | Gemma3GraphConfig;
   /**
    * Builds the forward pass for (maxRows, maxLogitRows); absent: LlamaGraph over
    * graphConfig and weights. Models with their own graph (deepseek2) pass it and
@@ -78,7 +79,7 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
   readonly fingerprint: string;
   readonly tokenizer: Tok;
   readonly config: Cfg;
-  readonly graphConfig: GraphConfig | DeepseekGraphConfig;
+  readonly graphConfig: GraphConfig | DeepseekGraphConfig | Gemma3GraphConfig;
   readonly contextLength: number;
   readonly vocabSize: number;
   readonly prefillChunk: number;
@@ -108,8 +109,8 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
     this.pool = new KvPool(this.backend, parts.kvLayout, parts.poolBytes);
     const maxRows = Math.max(this.prefillChunk, this.maxBatch);
     if (parts.graph) this.graph = parts.graph(maxRows, this.maxBatch);
-    else if (parts.graphConfig.architecture === 'deepseek2') {
-      throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'a deepseek2 engine needs its graph factory (EngineParts.graph); load it with loadEngine');
+    else if (parts.graphConfig.architecture === 'deepseek2' || parts.graphConfig.architecture === 'gemma3') {
+      throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `a ${parts.graphConfig.architecture} engine needs its graph factory (EngineParts.graph); load it with loadEngine`);
     } else this.graph = new LlamaGraph(this.backend, parts.graphConfig, parts.weights, maxRows, this.maxBatch);
   }
 

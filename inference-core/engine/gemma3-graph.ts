@@ -1,0 +1,217 @@
+/**
+ * The Gemma 3 forward pass (`gemma3`), as llama.cpp's src/models/gemma3.cpp
+ * computes it, over the native Backend's ops:
+ *
+ *   x = embed(tokens) · √dim                                   [n][dim]
+ *   per layer l (sliding when swaLayers[l]):
+ *     h = rmsNorm(x)·attn_norm
+ *     q,k,v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ
+ *     q = rmsNorm(q per head)·q_norm;  k = rmsNorm(k per head)·k_norm
+ *     rope(q), rope(k)  NEOX; sliding: freq_base_swa, no scaling; global: freq_base + rope scaling
+ *     q ·= attentionScale                                       (ggml_scale before the kq product)
+ *     kvWrite(k, v); a = windowAttention(q, scale 1, window = sliding ? n_swa : 0)
+ *     a = rmsNorm(a·Woᵀ)·attn_post_norm;  s = a + x
+ *     h = rmsNorm(s)·ffn_norm
+ *     f = rmsNorm((gelu(h·Wgateᵀ) ⊙ h·Wupᵀ)·Wdownᵀ)·ffn_post_norm  (GELU via ggml's f16 table)
+ *     x = f + s
+ *   logits = rmsNorm(x[row])·output_norm · Woutᵀ,  then c·tanh(logits/c) when final_logit_softcapping c > 0
+ *
+ * KV: every layer keeps K/V of every position in the engine's one paged pool
+ * (the same page layout as llama: page[layer][K|V][kvHead][64][headDim]); a
+ * sliding layer only reads the last n_swa keys of it. What a continuation
+ * from position p needs is therefore the global layers' K/V of [0, p) and the
+ * sliding layers' K/V of [p − n_swa, p) — see unit-state.ts.
+ */
+import type { AttentionSegment, Backend, KvPoolHandle, RopeOptions, RopeScaling, TensorHandle, WeightHandle } from '../../native/index.ts';
+import type { Gemma3Config } from '../gemma3-config.ts';
+import { checkForwardRows, EngineError } from './engine-errors.ts';
+import type { RowSegment } from './llama-graph.ts';
+
+export interface Gemma3GraphConfig {
+  architecture: 'gemma3';
+  vocabSize: number;
+  dim: number;
+  layers: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  ffDim: number;
+  rmsEps: number;
+  slidingWindow: number;
+  swaLayers: boolean[];
+  attentionScale: number;
+  embedScale: number;
+  finalLogitSoftcap: number;
+  ropeGlobal: RopeOptions;
+  ropeSwa: RopeOptions;
+}
+
+export interface Gemma3LayerWeights {
+  attnNorm: WeightHandle;
+  wq: WeightHandle;
+  wk: WeightHandle;
+  wv: WeightHandle;
+  qNorm: WeightHandle;
+  kNorm: WeightHandle;
+  wo: WeightHandle;
+  attnPostNorm: WeightHandle;
+  ffnNorm: WeightHandle;
+  wGate: WeightHandle;
+  wUp: WeightHandle;
+  wDown: WeightHandle;
+  ffnPostNorm: WeightHandle;
+}
+
+export interface Gemma3Weights {
+  tokenEmbd: WeightHandle;
+  layers: Gemma3LayerWeights[];
+  outputNorm: WeightHandle;
+  output: WeightHandle;
+}
+
+export function gemma3GraphConfig(c: Gemma3Config, globalScaling: RopeScaling | undefined): Gemma3GraphConfig {
+  const swaScaling: RopeScaling | undefined = globalScaling ? { ...globalScaling, freqScale: 1 } : undefined;
+  return {
+    architecture: 'gemma3',
+    vocabSize: c.vocabSize,
+    dim: c.dModel,
+    layers: c.nLayers,
+    heads: c.nHeads,
+    kvHeads: c.nKvHeads,
+    headDim: c.headDim,
+    ffDim: c.ffnDim,
+    rmsEps: c.rmsEps,
+    slidingWindow: c.slidingWindow,
+    swaLayers: c.swaLayers,
+    attentionScale: c.attentionScale,
+    embedScale: Math.fround(Math.sqrt(c.dModel)),
+    finalLogitSoftcap: c.finalLogitSoftcap,
+    ropeGlobal: { mode: 'neox', freqBase: c.ropeTheta, rotDims: c.ropeDims, ...(globalScaling ? { scaling: globalScaling } : {}) },
+    ropeSwa: { mode: 'neox', freqBase: c.ropeThetaSwa, rotDims: c.ropeDimsSwa, ...(swaScaling && !isPlain(swaScaling) ? { scaling: swaScaling } : {}) },
+  };
+}
+
+function isPlain(s: RopeScaling): boolean {
+  return s.freqScale === 1 && s.extFactor === 0 && s.attnFactor === 1;
+}
+
+type Ops = Required<Pick<Backend, 'windowAttention' | 'geglu' | 'scale'>>;
+
+export class Gemma3Graph {
+  private readonly b: Backend & Ops;
+  private readonly s: Record<'x' | 'h' | 'q' | 'k' | 'v' | 'attn' | 'proj' | 'gate' | 'up' | 'normLast' | 'logits', TensorHandle>;
+  private readonly qDim: number;
+  private readonly kvDim: number;
+
+  constructor(
+    backend: Backend,
+    readonly config: Gemma3GraphConfig,
+    private readonly weights: Gemma3Weights,
+    readonly maxRows: number,
+    readonly maxLogitRows: number,
+  ) {
+    if (!backend.windowAttention || !backend.geglu || !backend.scale) {
+      throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', `the ${backend.name} backend has no sliding-window attention / geglu ops for gemma3; run it on the cpu backend (KVTIER_DEVICE=cpu)`);
+    }
+    this.b = backend as Backend & Ops;
+    const c = config;
+    this.qDim = c.heads * c.headDim;
+    this.kvDim = c.kvHeads * c.headDim;
+    const a = (n: number) => backend.alloc(n);
+    this.s = {
+      x: a(maxRows * c.dim),
+      h: a(maxRows * c.dim),
+      q: a(maxRows * this.qDim),
+      k: a(maxRows * this.kvDim),
+      v: a(maxRows * this.kvDim),
+      attn: a(maxRows * this.qDim),
+      proj: a(maxRows * c.dim),
+      gate: a(maxRows * c.ffDim),
+      up: a(maxRows * c.ffDim),
+      normLast: a(maxLogitRows * c.dim),
+      logits: a(maxLogitRows * c.vocabSize),
+    };
+  }
+
+  forward(pool: KvPoolHandle, tokens: Int32Array, positions: Int32Array, segments: RowSegment[], logitRows: Int32Array): Float32Array {
+    const b = this.b;
+    const c = this.config;
+    const s = this.s;
+    const n = tokens.length;
+    checkForwardRows(n, positions.length, this.maxRows, logitRows.length, this.maxLogitRows);
+    const v = (t: TensorHandle, width: number) => b.view(t, 0, n * width);
+    const x = v(s.x, c.dim);
+    const h = v(s.h, c.dim);
+    const q = v(s.q, this.qDim);
+    const k = v(s.k, this.kvDim);
+    const vv = v(s.v, this.kvDim);
+    const attn = v(s.attn, this.qDim);
+    const proj = v(s.proj, c.dim);
+    const gate = v(s.gate, c.ffDim);
+    const up = v(s.up, c.ffDim);
+    let r = 0;
+    const segRow0 = segments.map((sg) => {
+      const at = r;
+      r += sg.queries;
+      return at;
+    });
+    if (r !== n) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `segments cover ${r} rows, the call has ${n}`);
+    const attnSegments: AttentionSegment[] = segments;
+
+    b.embed(x, this.weights.tokenEmbd, tokens);
+    b.scale(x, x, c.embedScale, n * c.dim);
+    for (let l = 0; l < c.layers; l++) {
+      const w = this.weights.layers[l];
+      const sliding = c.swaLayers[l];
+      const rope = sliding ? c.ropeSwa : c.ropeGlobal;
+      b.rmsNorm(h, x, w.attnNorm, n, c.dim, c.rmsEps);
+      b.matmul(q, h, w.wq, n);
+      b.matmul(k, h, w.wk, n);
+      b.matmul(vv, h, w.wv, n);
+      b.rmsNorm(q, q, w.qNorm, n * c.heads, c.headDim, c.rmsEps);
+      b.rope(q, positions, n, c.heads, c.headDim, rope);
+      b.rmsNorm(k, k, w.kNorm, n * c.kvHeads, c.headDim, c.rmsEps);
+      b.rope(k, positions, n, c.kvHeads, c.headDim, rope);
+      b.scale(q, q, c.attentionScale, n * this.qDim);
+      for (let i = 0; i < segments.length; i++) {
+        const sg = segments[i];
+        const off = segRow0[i] * this.kvDim;
+        const len = sg.queries * this.kvDim;
+        b.kvWrite(pool, l, sg.blockTable, sg.pos0, sg.queries, b.view(s.k, off, len), b.view(s.v, off, len));
+      }
+      b.windowAttention(attn, q, pool, l, c.heads, 1, sliding ? c.slidingWindow : 0, attnSegments);
+      b.matmul(proj, attn, w.wo, n);
+      b.rmsNorm(proj, proj, w.attnPostNorm, n, c.dim, c.rmsEps);
+      b.add(x, x, proj, n * c.dim); // x is now sa_out
+      b.rmsNorm(h, x, w.ffnNorm, n, c.dim, c.rmsEps);
+      b.matmul(gate, h, w.wGate, n);
+      b.matmul(up, h, w.wUp, n);
+      b.geglu(gate, gate, up, n * c.ffDim);
+      b.matmul(proj, gate, w.wDown, n);
+      b.rmsNorm(proj, proj, w.ffnPostNorm, n, c.dim, c.rmsEps);
+      b.add(x, x, proj, n * c.dim);
+    }
+
+    const m = logitRows.length;
+    if (m === 0) return new Float32Array(0);
+    for (let i = 0; i < m; i++) {
+      const row = logitRows[i];
+      if (row < 0 || row >= n) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `logit row ${row} outside 0..${n - 1}`);
+      b.rmsNorm(b.view(s.normLast, i * c.dim, c.dim), b.view(s.x, row * c.dim, c.dim), this.weights.outputNorm, 1, c.dim, c.rmsEps);
+    }
+    const logits = b.view(s.logits, 0, m * c.vocabSize);
+    b.matmul(logits, b.view(s.normLast, 0, m * c.dim), this.weights.output, m);
+    const out = b.read(logits);
+    const cap = c.finalLogitSoftcap;
+    if (cap > 0) {
+      // ggml_scale(1/cap), ggml_tanh, ggml_scale(cap), each in f32
+      const inv = Math.fround(1 / cap);
+      for (let i = 0; i < out.length; i++) out[i] = Math.fround(Math.fround(Math.tanh(Math.fround(out[i] * inv))) * cap);
+    }
+    return out;
+  }
+
+  destroy(): void {
+    for (const t of Object.values(this.s)) this.b.free(t);
+  }
+}
