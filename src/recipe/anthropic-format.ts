@@ -11,8 +11,9 @@
 import { KvtError } from '../errors.ts';
 import { argumentsAsObject } from './tool-calls.ts';
 import { checkJsonSchema } from './tool-schemas.ts';
-import type { ChatInput, SamplingLimits } from './openai-format.ts';
-import type { CacheUsage, ChatMessage, FinishReason, SamplingRequest, ToolCall, ToolSpec } from './types.ts';
+import type { ChatInput } from './openai-format.ts';
+import { samplingSpec, type SamplingLimits } from './sampling-spec.ts';
+import type { CacheUsage, ChatMessage, FinishReason, SamplingSpec, ToolCall, ToolSpec } from './types.ts';
 import { anthropicUsage } from './usage.ts';
 
 type TextBlock = { type: 'text'; text: string };
@@ -126,15 +127,18 @@ function unsupportedBlock(type: string, param: string): KvtError {
   return new KvtError('KVT_ERR_REQUEST_INVALID', `${param} "${type}" is not supported here: use text, tool_use (assistant) or tool_result (user) blocks`, { param });
 }
 
-export function samplingFromAnthropic(body: AnthropicRequestBody, _limits: SamplingLimits): SamplingRequest {
-  return {
-    maxTokens: body.max_tokens,
-    temperature: body.temperature ?? 1,
-    topP: body.top_p ?? 1,
-    topK: body.top_k ?? 0,
-    seed: 0,
-    stopStrings: (body.stop_sequences ?? []).filter((s) => s !== ''),
-  };
+export function samplingFromAnthropic(body: AnthropicRequestBody, limits: SamplingLimits): SamplingSpec {
+  return samplingSpec(
+    {
+      maxTokens: body.max_tokens,
+      temperature: body.temperature ?? 1,
+      topP: body.top_p ?? 1,
+      topK: body.top_k ?? 0,
+      seed: 0,
+      stopStrings: (body.stop_sequences ?? []).filter((s) => s !== ''),
+    },
+    limits,
+  );
 }
 
 export type AnthropicStopReason = 'end_turn' | 'max_tokens' | 'stop_sequence' | 'tool_use';

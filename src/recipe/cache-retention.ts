@@ -12,12 +12,8 @@
  */
 import { KvtError } from '../errors.ts';
 
-export interface CacheRetentionHint {
-  /** Longest the request's blocks should live after their last use, before the policy's cap. */
-  ttlMs?: number;
-  /** Store none of this request's blocks (reading cached ones is still allowed). */
-  noStore?: boolean;
-}
+export type { CacheRetentionHint } from '../request-spec.ts';
+import type { CacheRetentionHint } from '../request-spec.ts';
 
 const MINUTE_MS = 60_000;
 const HOUR_MS = 60 * MINUTE_MS;

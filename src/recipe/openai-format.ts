@@ -8,7 +8,8 @@ import { KvtError } from '../errors.ts';
 import { argumentsAsJson, argumentsFromJson } from './tool-calls.ts';
 import { checkToolResults } from './tool-history.ts';
 import { checkJsonSchema } from './tool-schemas.ts';
-import type { ChatMessage, FinishReason, SamplingRequest, ToolCall, ToolSpec } from './types.ts';
+import type { ChatMessage, FinishReason, SamplingSpec, ToolCall, ToolSpec } from './types.ts';
+import { samplingSpec, type SamplingLimits } from './sampling-spec.ts';
 import { openAiUsage } from './usage.ts';
 import type { CacheUsage } from './types.ts';
 
@@ -131,29 +132,30 @@ function flattenContent(content: OpenAiContent, at: string): string {
     .join('');
 }
 
-export interface SamplingLimits {
-  defaultMaxTokens: number;
-}
+export type { SamplingLimits } from './sampling-spec.ts';
 
-export function samplingFromOpenAi(body: OpenAiChatRequestBody | OpenAiCompletionRequestBody, limits: SamplingLimits): SamplingRequest {
+export function samplingFromOpenAi(body: OpenAiChatRequestBody | OpenAiCompletionRequestBody, limits: SamplingLimits): SamplingSpec {
   if (body.n !== undefined && body.n !== null && body.n !== 1) {
     throw new KvtError('KVT_ERR_REQUEST_INVALID', `n=${body.n} is not supported: this server returns one choice (n=1)`, { param: 'n' });
   }
   const maxTokens = ('max_completion_tokens' in body ? body.max_completion_tokens : undefined) ?? body.max_tokens ?? limits.defaultMaxTokens;
   const stop = body.stop === null || body.stop === undefined ? [] : typeof body.stop === 'string' ? [body.stop] : body.stop;
-  return {
-    maxTokens,
-    temperature: body.temperature ?? 1,
-    topP: body.top_p ?? 1,
-    topK: body.top_k ?? 0,
-    seed: body.seed ?? 0,
-    stopStrings: stop.filter((s) => s !== ''),
-    ...logitAdjustFromOpenAi(body),
-  };
+  return samplingSpec(
+    {
+      maxTokens,
+      temperature: body.temperature ?? 1,
+      topP: body.top_p ?? 1,
+      topK: body.top_k ?? 0,
+      seed: body.seed ?? 0,
+      stopStrings: stop.filter((s) => s !== ''),
+      ...logitAdjustFromOpenAi(body),
+    },
+    limits,
+  );
 }
 
 /** logit_bias and the two penalties, present only where they change something (a default request's job stays as it was). */
-function logitAdjustFromOpenAi(body: OpenAiCommonFields): Pick<SamplingRequest, 'logitBias' | 'presencePenalty' | 'frequencyPenalty'> {
+function logitAdjustFromOpenAi(body: OpenAiCommonFields): Pick<SamplingSpec, 'logitBias' | 'presencePenalty' | 'frequencyPenalty'> {
   const bias = Object.entries(body.logit_bias ?? {})
     .map(([id, value]) => [Number(id), value] as [number, number])
     .filter(([, value]) => value !== 0);

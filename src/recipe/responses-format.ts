@@ -17,7 +17,8 @@ import { KvtError } from '../errors.ts';
 import { reasoningFromToken } from './responses-include.ts';
 import { constraintFromOpenAi, type ConstraintSpec } from './structured-output.ts';
 import { argumentsAsJson, argumentsFromJson } from './tool-calls.ts';
-import type { CacheUsage, ChatMessage, FinishReason, SamplingRequest, ToolCall, ToolSpec } from './types.ts';
+import type { CacheUsage, ChatMessage, FinishReason, SamplingSpec, ToolCall, ToolSpec } from './types.ts';
+import { samplingSpec, type SamplingLimits } from './sampling-spec.ts';
 
 export interface ResponsesRequestBody {
   model: string;
@@ -169,15 +170,11 @@ export function responsesTranscript(instructions: string | null, history: readon
   return [...(instructions !== null && instructions !== '' ? [{ role: 'system' as const, content: instructions }] : []), ...history, ...input];
 }
 
-export function samplingFromResponses(body: ResponsesRequestBody, limits: { defaultMaxTokens: number }): SamplingRequest {
-  return {
-    maxTokens: body.max_output_tokens ?? limits.defaultMaxTokens,
-    temperature: body.temperature ?? 1,
-    topP: body.top_p ?? 1,
-    topK: body.top_k ?? 0,
-    seed: body.seed ?? 0,
-    stopStrings: [],
-  };
+export function samplingFromResponses(body: ResponsesRequestBody, limits: SamplingLimits): SamplingSpec {
+  return samplingSpec(
+    { maxTokens: body.max_output_tokens ?? limits.defaultMaxTokens, temperature: body.temperature ?? 1, topP: body.top_p ?? 1, topK: body.top_k ?? 0, seed: body.seed ?? 0, stopStrings: [] },
+    limits,
+  );
 }
 
 /** Renames the Chat Completions fields of a structured-output 400 to this API's. */

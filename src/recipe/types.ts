@@ -78,20 +78,8 @@ export interface PromptCodec {
   readonly maxTokenChars: number;
 }
 
-/** Sampling fields shared by every API, already validated. */
-export interface SamplingRequest {
-  maxTokens: number;
-  temperature: number;
-  topP: number;
-  topK: number;
-  seed: number;
-  stopStrings: string[];
-  /** [token id, bias] added to that token's logit (OpenAI logit_bias). */
-  logitBias?: [number, number][];
-  /** OpenAI's penalties over the tokens generated so far (inference-core/sampling/logit-adjust.ts). */
-  presencePenalty?: number;
-  frequencyPenalty?: number;
-}
+/** Sampling fields shared by every API, already validated: the request spec's own (src/request-spec.ts). */
+export type { SamplingSpec } from '../request-spec.ts';
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls';
 

@@ -1,7 +1,8 @@
 /** Messages between an engine thread and its owner (see engine-thread.ts). */
 import type { Config } from '../config.ts';
+import type { RetentionPolicyDoc } from '../kvtier/index.ts';
 import type { SealKeyringSpec } from '../kvtier/seal/index.ts';
-import type { JobEvent, PrefillJob } from './job.ts';
+import type { JobEvent, RequestSpec } from './job.ts';
 
 /** A cache tier admin operation, answered by the thread that owns the tier (tier-admin.ts) or, in cluster mode, through Redis. */
 export interface AdminCall {
@@ -60,13 +61,15 @@ export function engineThreadInit(config: Config, extra: Partial<EngineThreadInit
 }
 
 export type ToEngineThread =
-  | { type: 'submit'; job: PrefillJob }
+  | { type: 'submit'; job: RequestSpec }
   | { type: 'cancel'; jobId: string }
   | { type: 'admin'; requestId: number; call: AdminCall }
   | { type: 'close' };
 
 export type FromEngineThread =
-  | { type: 'ready'; fingerprint: string; contextLength: number; modelPath: string; cacheProblem?: string }
+  /** policy: the tier's retention policy (absent without a tier); `policy` messages follow each change of it. */
+  | { type: 'ready'; fingerprint: string; contextLength: number; modelPath: string; cacheProblem?: string; policy?: RetentionPolicyDoc }
+  | { type: 'policy'; doc: RetentionPolicyDoc }
   | { type: 'event'; jobId: string; event: JobEvent }
   | { type: 'adminResult'; requestId: number; ok: true; result: unknown }
   | { type: 'adminResult'; requestId: number; ok: false; error: { code: string; message: string } }

@@ -13,7 +13,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { adjustsLogits, loadEngine, Sampler, type Sequence } from '../../inference-core/index.ts';
 import { GrammarCursor, planSpeculativeBatch, SpeculativeSession } from '../../inference-core/speculative/index.ts';
 import { constrainedDecoder, grammarOf, masksOf, vocabOf } from '../../inference-core/grammar/index.ts';
-import type { PrefillJob } from './job.ts';
+import type { RequestSpec } from './job.ts';
 import { FetchOrRecompute } from '../cluster/index.ts';
 import { openBlobStore, type BlobStore } from '../../storage-adapters/index.ts';
 import { BlockSealer, CodecGate, KvTier, RedisPolicyStore, type PolicyStore } from '../kvtier/index.ts';
@@ -65,7 +65,7 @@ async function main(init: EngineThreadInit): Promise<void> {
   };
   const storageFaults: Record<string, number> = {};
   /** Constrained jobs under speculation: the grammar after the tokens sampled so far, until the session takes it. */
-  const grammarTracks = new WeakMap<PrefillJob, { cursor: GrammarCursor }>();
+  const grammarTracks = new WeakMap<RequestSpec, { cursor: GrammarCursor }>();
   const scheduler = new PrefillScheduler({
     engine: model,
     cache,
@@ -155,7 +155,9 @@ async function main(init: EngineThreadInit): Promise<void> {
       })();
     }
   });
-  send({ type: 'ready', fingerprint: engine.fingerprint, contextLength: engine.contextLength, modelPath: engine.modelPath, cacheProblem });
+  // The owner reads the policy from these notifications (route class checks, response TTLs), never by asking.
+  tier?.policy.onChange((policy) => send({ type: 'policy', doc: policy.doc }));
+  send({ type: 'ready', fingerprint: engine.fingerprint, contextLength: engine.contextLength, modelPath: engine.modelPath, cacheProblem, ...(tier ? { policy: tier.policy.current().doc } : {}) });
 }
 
 main(workerData as EngineThreadInit).catch((error: unknown) => {

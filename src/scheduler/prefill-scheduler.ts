@@ -42,7 +42,7 @@ import { BlockFlights } from '../kvtier/index.ts';
 import { DecodePhase } from './decode-phase.ts';
 import { DEFAULT_STEP_TOKENS, EngineStep } from './engine-step.ts';
 import { FetchPhase } from './fetch-phase.ts';
-import type { PrefillJob } from './job.ts';
+import type { RequestSpec } from './job.ts';
 import { JobEnds } from './job-ends.ts';
 import { RequestEnd } from './request-end.ts';
 import { RetainedSequences } from './retained-sequences.ts';
@@ -81,7 +81,7 @@ export class PrefillScheduler implements SchedulerContext {
   readonly pendingStores = new Set<Promise<unknown>>();
   private isClosed = false;
   private stepCount = 0;
-  private readonly waiting: PrefillJob[] = [];
+  private readonly waiting: RequestSpec[] = [];
   private nextOrder = 0;
   private loopActive = false;
   private readonly fetchPhase: FetchPhase;
@@ -123,7 +123,7 @@ export class PrefillScheduler implements SchedulerContext {
     };
   }
 
-  submit(job: PrefillJob): void {
+  submit(job: RequestSpec): void {
     if (this.closed) {
       this.options.emit(job.id, { type: 'error', code: 'KVT_ERR_SERVER_SHUTTING_DOWN', message: 'the worker is stopping; retry the request' });
       return;
@@ -240,7 +240,7 @@ export class PrefillScheduler implements SchedulerContext {
    * requests instead of failing them. Alone, a job always starts (and gets
    * the engine's typed pool error if it cannot fit at all).
    */
-  private fitsInPool(job: PrefillJob): boolean {
+  private fitsInPool(job: RequestSpec): boolean {
     const { engine, blockTokens } = this.options;
     const pages = Math.ceil((job.tokens.length + job.sampling.maxTokens) / blockTokens);
     const stillToTake = this.active.reduce((sum, seq) => sum + seq.pagesStillToTake(blockTokens), 0);

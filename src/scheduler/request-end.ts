@@ -6,7 +6,7 @@
  * KV freed and a typed error event. Either way the request's claims on
  * prompt blocks are released, so nobody waits for it any more.
  */
-import type { PrefillJob } from './job.ts';
+import type { RequestSpec } from './job.ts';
 import type { FinishReason, SchedulerContext } from './scheduler-context.ts';
 import type { RequestSequence } from './sequence.ts';
 import type { StoreWriter } from './store-writer.ts';
@@ -55,7 +55,7 @@ export class RequestEnd {
   }
 
   /** A job that ended by its cancel before it was admitted. */
-  cancelledUnstarted(job: PrefillJob): void {
+  cancelledUnstarted(job: RequestSpec): void {
     this.ctx.ends.endedUnstarted();
     this.ctx.options.emit(job.id, { type: 'done', finishReason: 'cancelled', completionTokens: 0, workerMs: 0, decodeTokens: 0, prefillTokens: 0 });
   }

@@ -4,7 +4,7 @@
  * it and call back through `finish` / `fail` / `kick`).
  */
 import type { FetchOrRecompute } from '../cluster/index.ts';
-import type { JobEvent, PrefillJob } from './job.ts';
+import type { JobEvent, RequestSpec } from './job.ts';
 import type { JobEnds } from './job-ends.ts';
 import type { CacheTier, EngineModel, EngineSequence, SpeculativeDecoder, TokenSampler } from './ports.ts';
 import type { RetainedSequences } from './retained-sequences.ts';
@@ -17,13 +17,13 @@ export interface SchedulerOptions {
   blockTokens: number;
   maxBatch: number;
   emit: (jobId: string, event: JobEvent) => void;
-  createSampler: (job: PrefillJob) => TokenSampler;
+  createSampler: (job: RequestSpec) => TokenSampler;
   /**
    * Speculative decoding for a job whose first token is sampled: `context` is
    * the prompt and that token, the sequence's KV holds all but the last.
    * Null (or absent): plain decoding.
    */
-  createSpeculative?: (job: PrefillJob, sequence: EngineSequence, context: ArrayLike<number>) => SpeculativeDecoder | null;
+  createSpeculative?: (job: RequestSpec, sequence: EngineSequence, context: ArrayLike<number>) => SpeculativeDecoder | null;
   /**
    * Plans the speculative decoders of one step together (e.g. their draft-model
    * steps batched in one draft forward per position); result i is

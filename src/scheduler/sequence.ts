@@ -21,7 +21,7 @@
  */
 import { TokenIds } from '../../inference-core/index.ts';
 
-import type { JobEvent, PrefillJob } from './job.ts';
+import type { JobEvent, RequestSpec } from './job.ts';
 import type { EngineSequence, PrefixKeys, SpeculativeDecoder, TokenSampler } from './ports.ts';
 
 export type SequencePhase = 'fetching' | 'deferred' | 'prefill' | 'decode' | 'storing' | 'finished' | 'retained';
@@ -76,7 +76,7 @@ export class RequestSequence {
   storageError?: string;
 
   constructor(
-    readonly job: PrefillJob,
+    readonly job: RequestSpec,
     /** Admission order: earlier requests own a shared prefix, ties in chunk planning go to the earlier. */
     readonly order: number,
     blockTokens: number,

@@ -19,6 +19,7 @@ import { describeHttpError, sendError } from './http-errors.ts';
 import { clientErrorHandler } from './client-error.ts';
 import { isBodyTooLarge, refuseBodyTooLarge } from './body-too-large.ts';
 import { InferenceService } from './inference-service.ts';
+import { PolicyView } from './policy-view.ts';
 import { PromptService } from './prompt-service.ts';
 import { ServeMetrics } from './metrics.ts';
 import { authenticateApiRoutes } from './request-limits.ts';
@@ -82,22 +83,9 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
 
   const memory = new ReplyMemory();
   const modelId = modelIdOf(config.model);
-  let classes = ['agent', 'chat'];
-  const refreshClasses = async (): Promise<void> => {
-    try {
-      const doc = (await runner.admin({ op: 'getPolicy' })) as { classes?: Record<string, unknown> };
-      if (doc?.classes) classes = Object.keys(doc.classes);
-    } catch (error) {
-      // Keep the last known classes; the next refresh retries.
-      app.log.debug({ err: error }, 'policy refresh failed');
-    }
-  };
-  await refreshClasses();
-  const classTimer = setInterval(() => void refreshClasses(), 2000);
-  classTimer.unref();
 
   const prompts = new PromptService({ codec, memory, modelPath, contextLength });
-  const service = new InferenceService({ codec, runner, memory, metrics, modelId, contextLength, requestTimeoutMs: config.requestTimeoutMs });
+  const service = new InferenceService({ codec, runner, memory, metrics, requestTimeoutMs: config.requestTimeoutMs });
   const context: ServeContext = {
     config,
     modelId,
@@ -110,7 +98,7 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
     runner,
     auth,
     metrics,
-    knownClasses: () => classes,
+    policy: new PolicyView(() => runner.policy()),
     defaultMaxTokens: 256,
   };
 
@@ -142,14 +130,13 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
   // The stats recorder, the admin service and /dashboard; every /admin/* route sits in the guarded admin plugin.
   const admin = await setupAdmin(app, context);
   adminLogin.register(app);
-  await app.register(adminPlugin({ ctx: context, service: admin.service, onPolicyChanged: refreshClasses }));
+  await app.register(adminPlugin({ ctx: context, service: admin.service }));
 
   return {
     app,
     context,
     adminLogin,
     async close() {
-      clearInterval(classTimer);
       await app.close();
       await admin.close();
       await prompts.close();

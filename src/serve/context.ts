@@ -6,6 +6,7 @@ import type { TenantAuth } from './auth.ts';
 import type { InferenceService } from './inference-service.ts';
 import type { PromptService } from './prompt-service.ts';
 import type { ServeMetrics } from './metrics.ts';
+import type { PolicyView } from './policy-view.ts';
 
 export interface ServeContext {
   config: Config;
@@ -21,7 +22,7 @@ export interface ServeContext {
   runner: JobRunner;
   auth: TenantAuth;
   metrics: ServeMetrics;
-  /** Traffic classes of the current retention policy. */
-  knownClasses(): string[];
+  /** The retention policy, kept current by its store's change notifications (policy-view.ts). */
+  policy: PolicyView;
   defaultMaxTokens: number;
 }

@@ -29,7 +29,7 @@ import { routeKeys, type CacheAwareRouter, type WorkerRole } from '../cluster/in
 import type { Config } from '../config.ts';
 import { QUEUE_NAME, roleQueueName, routeScope, workerQueueName } from './bullmq-protocol.ts';
 import { withTimeout, type PendingJob } from './bullmq-pending.ts';
-import { type PrefillJob } from '../scheduler/index.ts';
+import { type RequestSpec } from '../scheduler/index.ts';
 
 /** Jobs waiting on a worker's own queue at which the router stops preferring it (the load cap). */
 export const ROUTE_MAX_WAITING = 2;
@@ -66,7 +66,7 @@ export class JobDispatch {
    * them itself. "Cached" is the longest cover in any live worker's hot set
    * (blocks there are in the shared store too); a routing fault splits.
    */
-  async prefillsOnDecodeSide(job: PrefillJob): Promise<boolean> {
+  async prefillsOnDecodeSide(job: RequestSpec): Promise<boolean> {
     const threshold = this.deps.config.splitMinPrefillTokens;
     if (threshold === 0) return false;
     if (job.tokens.length < threshold) return true;
@@ -86,7 +86,7 @@ export class JobDispatch {
    * A request's route keys, hashed once: the split decision and each half's
    * routing read them, and the halves share the request's tokens array.
    */
-  private routeKeysOf(job: PrefillJob): string[] {
+  private routeKeysOf(job: RequestSpec): string[] {
     const scope = routeScope(job);
     const cached = this.routeKeyCache.get(job.tokens);
     if (cached?.scope === scope) return cached.keys;
@@ -114,7 +114,7 @@ export class JobDispatch {
    * queue) or the role's shared queue. Never throws: routing only picks a
    * faster worker, so any fault here falls back to the shared queue.
    */
-  async chooseQueue(job: PrefillJob, role: WorkerRole, pending: PendingJob | undefined): Promise<string> {
+  async chooseQueue(job: RequestSpec, role: WorkerRole, pending: PendingJob | undefined): Promise<string> {
     const fallback = role === 'both' ? QUEUE_NAME : roleQueueName(role);
     const claim = (name: string): string => {
       if (pending) Object.assign(pending, { queueName: name, addedAt: Date.now() });

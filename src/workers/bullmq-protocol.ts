@@ -10,7 +10,7 @@
  *
  * Both sides import this file; neither imports the other.
  */
-import type { JobEvent, PrefillJob } from '../scheduler/index.ts';
+import type { JobEvent, RequestSpec } from '../scheduler/index.ts';
 
 export const QUEUE_NAME = 'kvtier-prefill';
 export const CANCEL_CHANNEL = 'kvtier:cancel';
@@ -29,23 +29,23 @@ export function workerQueueName(workerId: string): string {
 }
 
 /** What route keys are chained from: one model, one tenant namespace (as the tier's block keys). */
-export function routeScope(job: Pick<PrefillJob, 'model' | 'tenantSalt'>): string {
+export function routeScope(job: Pick<RequestSpec, 'model' | 'tenantSalt'>): string {
   return `${job.model}\u0000${job.tenantSalt}`;
 }
 
 /** What travels in the BullMQ job (JSON: the token ids as a plain array). */
-export interface QueuedJob extends Omit<PrefillJob, 'tokens'> {
+export interface QueuedJob extends Omit<RequestSpec, 'tokens'> {
   tokens: number[];
   replyChannel: string;
 }
 
 /** The job as it goes on the queue: the one place its tokens leave Uint32Array. */
-export function toQueued(job: PrefillJob, replyChannel: string): QueuedJob {
+export function toQueued(job: RequestSpec, replyChannel: string): QueuedJob {
   return { ...job, tokens: Array.from(job.tokens), replyChannel };
 }
 
 /** The job a worker took off the queue: its tokens typed again, once. */
-export function fromQueued(queued: QueuedJob): PrefillJob & { replyChannel: string } {
+export function fromQueued(queued: QueuedJob): RequestSpec & { replyChannel: string } {
   return { ...queued, tokens: Uint32Array.from(queued.tokens) };
 }
 

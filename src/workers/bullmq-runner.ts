@@ -37,7 +37,7 @@ import { CacheAwareRouter, type WorkerRole } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
 import { KvtError } from '../errors.ts';
 import { modelConfigFromGguf, modelFingerprint, readGguf } from '../../inference-core/index.ts';
-import { RedisPolicyStore } from '../kvtier/index.ts';
+import { RedisPolicyStore, type RetentionPolicyDoc } from '../kvtier/index.ts';
 import { clusterAdminCall } from './bullmq-admin.ts';
 import { JobDispatch } from './bullmq-dispatch.ts';
 import { relayPublished, withTimeout, type PendingJob } from './bullmq-pending.ts';
@@ -46,7 +46,7 @@ import { QueueHandles } from './bullmq-queues.ts';
 import { RoutedJobWatchdog } from './bullmq-watchdog.ts';
 import { scheduleClusterGc } from './gc-schedule.ts';
 import type { AdminCall, JobRunner, RunnerStatus } from './job-runner.ts';
-import { type JobEvent, type PrefillJob } from '../scheduler/index.ts';
+import { type JobEvent, type RequestSpec } from '../scheduler/index.ts';
 
 const REDIS_OPTIONS = { maxRetriesPerRequest: null, enableOfflineQueue: true, retryStrategy: (times: number) => Math.min(200 * times, 1000) };
 
@@ -66,7 +66,7 @@ export class BullmqRunner implements JobRunner {
     private readonly subscriber: Redis,
     private readonly queue: Queue,
     private readonly queueEvents: QueueEvents,
-    private readonly policy: RedisPolicyStore | null,
+    private readonly policyStore: RedisPolicyStore | null,
     private readonly log: (level: 'info' | 'warn' | 'error', message: string) => void,
     /** Clients handed to BullMQ: it leaves caller-owned connections open, so close() ends them. */
     private readonly queueClients: Redis[],
@@ -156,7 +156,7 @@ export class BullmqRunner implements JobRunner {
     return this.connection.status === 'ready' && this.subscriber.status === 'ready' && this.subscribed;
   }
 
-  async run(job: PrefillJob, onEvent: (event: JobEvent) => void, signal: AbortSignal): Promise<void> {
+  async run(job: RequestSpec, onEvent: (event: JobEvent) => void, signal: AbortSignal): Promise<void> {
     if (!this.redisReady()) throw new KvtError('KVT_ERR_QUEUE_UNAVAILABLE', `the job queue (Redis at ${redact(this.config.redisUrl!)}) is unreachable; retry shortly`);
     const waiting = [...this.pending.values()].filter((p) => !p.started).length;
     if (waiting >= this.config.maxQueueDepth) throw new KvtError('KVT_ERR_QUEUE_FULL', `${waiting} requests are already waiting for a worker (KVTIER_MAX_QUEUE=${this.config.maxQueueDepth})`);
@@ -174,7 +174,7 @@ export class BullmqRunner implements JobRunner {
       onEvent(event);
     };
     try {
-      const prefillHalf: PrefillJob = { ...job, id: `${job.id}-p`, prefillOnly: true };
+      const prefillHalf: RequestSpec = { ...job, id: `${job.id}-p`, prefillOnly: true };
       await this.runJob(prefillHalf, 'prefill', (event) => event.type === 'prefilled' && forward(event), signal);
     } catch (error) {
       if (signal.aborted) throw error;
@@ -197,7 +197,7 @@ export class BullmqRunner implements JobRunner {
   }
 
   /** One job on one queue, to its end; the events go to `onEvent` (a re-run's repeats skipped). */
-  private async runJob(job: PrefillJob, role: WorkerRole, onEvent: (event: JobEvent) => void, signal: AbortSignal): Promise<void> {
+  private async runJob(job: RequestSpec, role: WorkerRole, onEvent: (event: JobEvent) => void, signal: AbortSignal): Promise<void> {
     const done = new Promise<void>((resolve, reject) => {
       this.pending.set(job.id, { onEvent, resolve, reject, runId: null, forwarded: 0, seenInRun: 0, started: false, prefilledSent: false, waitTimer: null, queueName: QUEUE_NAME, queued: null, addedAt: Date.now(), lockMisses: 0, moving: false });
     });
@@ -272,9 +272,13 @@ export class BullmqRunner implements JobRunner {
     };
   }
 
+  policy(): RetentionPolicyDoc | null {
+    return this.policyStore?.current().doc ?? null;
+  }
+
   async admin(call: AdminCall): Promise<unknown> {
     if (!this.redisReady()) throw new KvtError('KVT_ERR_QUEUE_UNAVAILABLE', 'Redis is unreachable');
-    return clusterAdminCall(call, { connection: this.connection, queue: this.queue, queueEvents: this.queueEvents, policy: this.policy, replyChannel: this.replyChannel });
+    return clusterAdminCall(call, { connection: this.connection, queue: this.queue, queueEvents: this.queueEvents, policy: this.policyStore, replyChannel: this.replyChannel });
   }
 
   async close(): Promise<void> {
@@ -283,7 +287,7 @@ export class BullmqRunner implements JobRunner {
     await Promise.allSettled([
       this.queue.close(),
       this.queueEvents.close(),
-      this.policy?.close(),
+      this.policyStore?.close(),
       this.queues.close(),
       ...this.roleEvents.map((events) => events.close()),
     ]);

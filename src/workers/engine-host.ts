@@ -6,9 +6,10 @@
 import type { Worker } from 'node:worker_threads';
 
 import { KvtError } from '../errors.ts';
+import type { RetentionPolicyDoc } from '../kvtier/index.ts';
 import type { AdminCall } from './job-runner.ts';
 import { tsWorker } from './ts-worker.ts';
-import { ENGINE_THREAD_URL, type JobEvent, type PrefillJob, type EngineThreadInit, type FromEngineThread, type ToEngineThread } from '../scheduler/index.ts';
+import { ENGINE_THREAD_URL, type JobEvent, type RequestSpec, type EngineThreadInit, type FromEngineThread, type ToEngineThread } from '../scheduler/index.ts';
 
 export interface EngineInfo {
   fingerprint: string;
@@ -23,6 +24,8 @@ export class EngineHost {
   private readonly handlers = new Map<string, (event: JobEvent) => void>();
   private readonly adminWaiters = new Map<number, { resolve: (v: unknown) => void; reject: (e: unknown) => void }>();
   private nextAdminId = 1;
+  /** The tier's retention policy, kept current by the engine thread's notifications (null without a tier). */
+  policy: RetentionPolicyDoc | null;
   private dead: KvtError | null = null;
   private closing = false;
 
@@ -30,7 +33,9 @@ export class EngineHost {
     private readonly worker: Worker,
     readonly info: EngineInfo,
     private readonly log: EngineLog,
+    policy: RetentionPolicyDoc | null,
   ) {
+    this.policy = policy;
     worker.on('message', (message: FromEngineThread) => this.onMessage(message));
     worker.on('error', (error) => this.die(new KvtError('KVT_ERR_WORKER_LOST', `the engine thread failed: ${error.message}`)));
     worker.on('exit', (code) => this.die(new KvtError('KVT_ERR_WORKER_LOST', `the engine thread exited (code ${code})`)));
@@ -47,7 +52,7 @@ export class EngineHost {
           reject(new KvtError(message.error.code, `the engine could not start: ${message.error.message}`));
         } else if (message.type === 'ready') {
           cleanup();
-          resolve(new EngineHost(worker, { fingerprint: message.fingerprint, contextLength: message.contextLength, modelPath: message.modelPath, cacheProblem: message.cacheProblem }, log));
+          resolve(new EngineHost(worker, { fingerprint: message.fingerprint, contextLength: message.contextLength, modelPath: message.modelPath, cacheProblem: message.cacheProblem }, log, message.policy ?? null));
         }
       };
       const onExit = (code: number) => {
@@ -74,7 +79,7 @@ export class EngineHost {
   }
 
   /** Sends the job; events go to `onEvent` until done or error. */
-  submit(job: PrefillJob, onEvent: (event: JobEvent) => void): void {
+  submit(job: RequestSpec, onEvent: (event: JobEvent) => void): void {
     if (this.dead) throw this.dead;
     this.handlers.set(job.id, onEvent);
     this.post({ type: 'submit', job });
@@ -138,6 +143,9 @@ export class EngineHost {
         else waiter.reject(new KvtError(message.error.code, message.error.message));
         return;
       }
+      case 'policy':
+        this.policy = message.doc;
+        return;
       case 'log':
         this.log(message.level, message.message);
         return;

@@ -1,4 +1,4 @@
-export { modelIdOf, type PrefillJob, type JobEvent, type JobSampling, type JobStats, engineThreadInit, type EngineThreadInit, patchPolicyDoc, type PolicyPatch } from '../scheduler/index.ts';
+export { modelIdOf, type RequestSpec, type JobEvent, type SamplingSpec, type JobStats, engineThreadInit, type EngineThreadInit, patchPolicyDoc, type PolicyPatch } from '../scheduler/index.ts';
 export type { JobRunner, RunnerStatus, AdminCall } from './job-runner.ts';
 export { EngineHost, type EngineInfo, type EngineLog } from './engine-host.ts';
 export { tsWorker } from './ts-worker.ts';

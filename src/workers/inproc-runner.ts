@@ -3,9 +3,10 @@
  * Bounded: more than `maxQueueDepth` jobs waiting → 429 KVT_ERR_QUEUE_FULL.
  */
 import { KvtError } from '../errors.ts';
+import type { RetentionPolicyDoc } from '../kvtier/index.ts';
 import type { EngineHost } from './engine-host.ts';
 import type { AdminCall, JobRunner, RunnerStatus } from './job-runner.ts';
-import { type JobEvent, type PrefillJob } from '../scheduler/index.ts';
+import { type JobEvent, type RequestSpec } from '../scheduler/index.ts';
 
 export class InprocRunner implements JobRunner {
   readonly kind = 'inproc' as const;
@@ -17,7 +18,7 @@ export class InprocRunner implements JobRunner {
     private readonly options: { maxQueueDepth: number; maxBatch: number },
   ) {}
 
-  run(job: PrefillJob, onEvent: (event: JobEvent) => void, signal: AbortSignal): Promise<void> {
+  run(job: RequestSpec, onEvent: (event: JobEvent) => void, signal: AbortSignal): Promise<void> {
     if (!this.host.alive) return Promise.reject(new KvtError('KVT_ERR_WORKER_LOST', 'the engine thread is not running; restart the server'));
     // Room for a full decode batch plus the queue; beyond that, shed load instead of queueing without bound.
     if (this.waiting + this.running >= this.options.maxBatch + this.options.maxQueueDepth) {
@@ -63,6 +64,10 @@ export class InprocRunner implements JobRunner {
 
   status(): RunnerStatus {
     return { kind: 'inproc', ready: this.host.alive, waiting: this.waiting, running: this.running, detail: this.host.info.cacheProblem };
+  }
+
+  policy(): RetentionPolicyDoc | null {
+    return this.host.policy;
   }
 
   admin(call: AdminCall): Promise<unknown> {

@@ -6,7 +6,8 @@
  * done; it rejects with a KvtError (queue full, Redis down, worker lost,
  * timeout) — it never hangs: every transport bounds the wait.
  */
-import type { AdminCall, JobEvent, PrefillJob } from '../scheduler/index.ts';
+import type { RetentionPolicyDoc } from '../kvtier/index.ts';
+import type { AdminCall, JobEvent, RequestSpec } from '../scheduler/index.ts';
 
 export type { AdminCall };
 
@@ -21,8 +22,13 @@ export interface RunnerStatus {
 
 export interface JobRunner {
   readonly kind: 'inproc' | 'bullmq';
-  run(job: PrefillJob, onEvent: (event: JobEvent) => void, signal: AbortSignal): Promise<void>;
+  run(job: RequestSpec, onEvent: (event: JobEvent) => void, signal: AbortSignal): Promise<void>;
   status(): RunnerStatus;
+  /**
+   * The retention policy as last notified by its store (the engine thread's, or Redis pub/sub): read, never
+   * fetched, on a request's path. Null while the store is unreachable.
+   */
+  policy(): RetentionPolicyDoc | null;
   /** The cache tier's admin operations (stats, policy, gc), wherever the tier lives. */
   admin(call: AdminCall): Promise<unknown>;
   close(): Promise<void>;

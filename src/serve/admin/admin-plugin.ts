@@ -20,19 +20,11 @@ import type { AdminService } from './admin-service.ts';
 export interface AdminPluginOptions {
   ctx: ServeContext;
   service: AdminService;
-  /** After a successful policy edit, before its reply leaves (a client may use a class it just added in its very next request). */
-  onPolicyChanged(): Promise<void>;
 }
-
-const POLICY_EDIT_ROUTES = new Set(['PUT /admin/policy', 'POST /admin/policy/edit']);
 
 export function adminPlugin(options: AdminPluginOptions): FastifyPluginAsync {
   return async (scope: FastifyInstance) => {
     scope.addHook('onRequest', async (request) => options.ctx.auth.checkAdmin(request.headers));
-    scope.addHook('onSend', async (request, reply, payload) => {
-      if (reply.statusCode < 400 && POLICY_EDIT_ROUTES.has(`${request.method} ${request.routeOptions.url}`)) await options.onPolicyChanged();
-      return payload;
-    });
     registerAdminRoutes(scope, options.ctx);
     registerAdminApi(scope, options.service);
   };

@@ -16,7 +16,6 @@ import { openBlobStore, type BlobStore } from '../../../storage-adapters/index.t
 import { BlockIndex, BlockSealer, LmdbPolicyStore, openMetadataPlane, RedisPolicyStore, systemClock, type MetadataPlane, type PolicyStore } from '../../kvtier/index.ts';
 import { loadPricing, openStatsStore, StatsRecorder, type Pricing, type StatsStore, type TierSample, type TierSources } from '../../stats/index.ts';
 import type { ServeContext } from '../context.ts';
-import type { GenerateEvent, GenerateRequest, InferenceService } from '../inference-service.ts';
 import { registerDashboard } from '../dashboard/index.ts';
 import { AdminService } from './admin-service.ts';
 import { BlockAdmin } from './block-admin.ts';
@@ -72,10 +71,10 @@ export async function setupAdmin(app: FastifyInstance, ctx: ServeContext, option
       engineUp: () => ctx.runner.kind === 'inproc' && ctx.runner.status().ready,
       onError: (error, what) => app.log.warn({ err: error }, what),
     }).start();
-    observeGenerations(ctx.service, (request, end) =>
+    ctx.service.onEnd((spec, end) =>
       recorder.record({
-        tenant: request.identity.tenant,
-        trafficClass: request.trafficClass,
+        tenant: spec.tenant,
+        trafficClass: spec.trafficClass,
         promptTokens: end.usage.promptTokens,
         cachedTokens: end.usage.cachedTokens,
         completionTokens: end.usage.completionTokens,
@@ -132,21 +131,4 @@ async function sampleTier(ctx: ServeContext, plane: MetadataPlane | null): Promi
     return { sources: workers.map((w) => ({ id: w.workerId!, sample: { cache: null, usage: w.usage } })), enginesUp: 0 };
   }
   return { cache: stats.cache ?? null, usage: usage ?? stats.usage };
-}
-
-type EndEvent = Extract<GenerateEvent, { type: 'end' }>;
-
-/**
- * Calls `onEnd` for every generation that completes, with its request and
- * final usage. Wraps the instance's `generate` (the routes call it through
- * the context), so every API format is counted once, with its tenant.
- */
-export function observeGenerations(service: InferenceService, onEnd: (request: GenerateRequest, end: EndEvent) => void): void {
-  const generate = service.generate.bind(service);
-  service.generate = async function* observed(request: GenerateRequest, signal: AbortSignal): AsyncGenerator<GenerateEvent> {
-    for await (const event of generate(request, signal)) {
-      if (event.type === 'end') onEnd(request, event);
-      yield event;
-    }
-  };
 }

@@ -1,5 +1,5 @@
 /** The operator's side of the API process: admin routes beyond stats/policy/gc, the stats recorder, the dashboard. */
-export { setupAdmin, observeGenerations, type AdminSetup, type AdminSetupOptions } from './admin-setup.ts';
+export { setupAdmin, type AdminSetup, type AdminSetupOptions } from './admin-setup.ts';
 export { AdminService, type AdminServiceOptions, type TierChannel } from './admin-service.ts';
 export { BlockAdmin, type BlockAdminDeps } from './block-admin.ts';
 export { AdminError, type AdminErrorCode } from './admin-error.ts';

@@ -28,7 +28,7 @@ export interface RequestPreamble {
 export function preamble(ctx: ServeContext, request: FastifyRequest, body: { model: string; kvtier_class?: string }, agentic: boolean): RequestPreamble {
   const identity = requestIdentity(ctx, request);
   checkModel(ctx, body.model);
-  const trafficClass = resolveTrafficClass(request.headers['x-kvtier-class'], body.kvtier_class, agentic, ctx.knownClasses());
+  const trafficClass = resolveTrafficClass(request.headers['x-kvtier-class'], body.kvtier_class, agentic, ctx.policy.knownClasses());
   return { identity, trafficClass };
 }
 

@@ -1,5 +1,5 @@
-/** POST /v1/chat/completions (OpenAI), streamed or not. */
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+/** POST /v1/chat/completions (OpenAI), streamed or not: its codec for handle-generate.ts. */
+import type { FastifyInstance } from 'fastify';
 
 import {
   chatInputFromOpenAi,
@@ -11,70 +11,53 @@ import {
   samplingFromOpenAi,
   type OpenAiChatRequestBody,
 } from '../../recipe/index.ts';
-import { describeError } from '../../errors.ts';
 import { templateKwargsOf } from '../../recipe/reasoning.ts';
+import { buildSpec } from '../build-spec.ts';
 import type { ServeContext } from '../context.ts';
 import { errorBody } from '../http-errors.ts';
-import type { GenerateEvent } from '../inference-service.ts';
 import { chatCompletionsBody } from '../schemas.ts';
-import { clientGone, SseWriter } from '../sse.ts';
-import { checkToolCallArguments, generatePreflight } from '../request-limits.ts';
-import { checkLogitBias, openAiRetention, preamble, responseId, setTimingHeaders } from './common.ts';
+import { checkToolCallArguments } from '../request-limits.ts';
+import { checkLogitBias, openAiRetention, preamble, responseId } from './common.ts';
+import { registerGenerate, sseSink, type Prepared } from './handle-generate.ts';
+
+interface ChatPrepared extends Prepared {
+  body: OpenAiChatRequestBody;
+  base: { id: string; created: number; model: string; systemFingerprint: string };
+}
 
 export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): void {
-  app.post('/v1/chat/completions', { schema: { body: chatCompletionsBody }, preValidation: generatePreflight(ctx) }, async (request: FastifyRequest, reply: FastifyReply) => {
-    const body = request.body as OpenAiChatRequestBody;
-    const input = chatInputFromOpenAi(body);
-    await checkToolCallArguments(input.messages, ctx.config.maxJsonDepth);
-    const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
-    const retention = openAiRetention(request, body);
-    checkLogitBias(ctx, body.logit_bias);
-    const sampling = samplingFromOpenAi(body, { defaultMaxTokens: ctx.defaultMaxTokens });
-    const constraint = constraintFromOpenAi(body, input.tools);
-    const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages', templateKwargsOf(body));
-    const generateRequest = {
-      route: '/v1/chat/completions',
-      tokens: prompt.tokens,
-      sampling,
-      identity,
-      trafficClass,
-      parseToolCalls: input.tools !== undefined,
-      promptParam: 'messages',
-      constraint,
-      retention,
-    };
-    const base = { id: responseId('chatcmpl-'), created: Math.floor(Date.now() / 1000), model: ctx.modelId, systemFingerprint: ctx.fingerprint };
-    const generation = ctx.service.generate(generateRequest, clientGone(reply));
-    // The first event (or a failure before any output) decides between an HTTP error and a 200.
-    const first = await generation.next();
-    if (!body.stream) {
-      let end: Extract<GenerateEvent, { type: 'end' }> | null = null;
-      for (let step = first; !step.done; step = await generation.next()) if (step.value.type === 'end') end = step.value;
-      setTimingHeaders(reply, end!);
-      return openAiChatResponse({ ...base, content: end!.content, reasoning: end!.reasoning, reasoningTokens: end!.reasoningTokens, toolCalls: end!.toolCalls, finishReason: end!.finishReason, usage: end!.usage });
-    }
-    const sse = new SseWriter(reply);
-    sse.start();
-    sse.send(openAiChatChunk(base, { role: 'assistant', content: '' }, null));
-    try {
-      for (let step = first; !step.done; step = await generation.next()) {
-        const event = step.value;
-        if (event.type === 'text') sse.send(openAiChatChunk(base, { content: event.text }, null));
-        else if (event.type === 'reasoning') sse.send(openAiChatChunk(base, { reasoning_content: event.text }, null));
-        else if (event.type === 'end') {
-          if (event.toolCalls.length > 0) sse.send(openAiChatChunk(base, { tool_calls: event.toolCalls.map((call, i) => openAiToolCall(call, i)) }, null));
-          sse.send(openAiChatChunk(base, {}, event.finishReason));
-          if (body.stream_options?.include_usage) sse.send(openAiUsageChunk(base, event.usage, 'chat.completion.chunk', event.reasoning !== null ? event.reasoningTokens : undefined));
-        }
-      }
-    } catch (error) {
-      ctx.metrics.errors.inc({ code: describeError(error).code });
-      const described = describeError(error);
-      request.log.warn({ code: described.code }, `stream failed after it started: ${described.message}`);
-      sse.send(errorBody(described, false));
-    }
-    sse.send('[DONE]');
-    sse.end();
-    return reply;
+  registerGenerate<OpenAiChatRequestBody, ChatPrepared>(app, ctx, {
+    path: '/v1/chat/completions',
+    schema: chatCompletionsBody,
+    async prepare(request, body) {
+      const input = chatInputFromOpenAi(body);
+      await checkToolCallArguments(input.messages, ctx.config.maxJsonDepth);
+      const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
+      const retention = openAiRetention(request, body);
+      checkLogitBias(ctx, body.logit_bias);
+      const sampling = samplingFromOpenAi(body, { defaultMaxTokens: ctx.defaultMaxTokens, stopTokenIds: ctx.codec.stopTokenIds });
+      const constraint = constraintFromOpenAi(body, input.tools);
+      const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages', templateKwargsOf(body));
+      const spec = buildSpec({ tokens: prompt.tokens, sampling, identity, trafficClass, promptParam: 'messages', constraint, retention }, ctx);
+      const base = { id: responseId('chatcmpl-'), created: Math.floor(Date.now() / 1000), model: ctx.modelId, systemFingerprint: ctx.fingerprint };
+      return { spec, options: { route: '/v1/chat/completions', parseToolCalls: input.tools !== undefined }, stream: body.stream === true, body, base };
+    },
+    respond: ({ base }, end) =>
+      openAiChatResponse({ ...base, content: end.content, reasoning: end.reasoning, reasoningTokens: end.reasoningTokens, toolCalls: end.toolCalls, finishReason: end.finishReason, usage: end.usage }),
+    stream: ({ base, body }, reply) =>
+      sseSink(reply, {
+        open: (sse) => sse.send(openAiChatChunk(base, { role: 'assistant', content: '' }, null)),
+        event(sse, event) {
+          if (event.type === 'text') sse.send(openAiChatChunk(base, { content: event.text }, null));
+          else if (event.type === 'reasoning') sse.send(openAiChatChunk(base, { reasoning_content: event.text }, null));
+          else if (event.type === 'end') {
+            if (event.toolCalls.length > 0) sse.send(openAiChatChunk(base, { tool_calls: event.toolCalls.map((call, i) => openAiToolCall(call, i)) }, null));
+            sse.send(openAiChatChunk(base, {}, event.finishReason));
+            if (body.stream_options?.include_usage) sse.send(openAiUsageChunk(base, event.usage, 'chat.completion.chunk', event.reasoning !== null ? event.reasoningTokens : undefined));
+          }
+        },
+        fail: (sse, error) => sse.send(errorBody(error, false)),
+        close: (sse) => sse.send('[DONE]'),
+      }),
   });
 }

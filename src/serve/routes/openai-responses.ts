@@ -12,11 +12,11 @@
  * cached tokens grow turn after turn. `truncation: "auto"` drops the oldest
  * items when that transcript does not fit (response-truncation.ts).
  */
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 
 import { describeError, KvtError } from '../../errors.ts';
+import type { RequestSpec } from '../../request-spec.ts';
 import { templateKwargsOf } from '../../recipe/reasoning.ts';
-import { RetentionPolicy, type RetentionPolicyDoc } from '../../kvtier/index.ts';
 import {
   constraintFromResponses,
   functionCallItem,
@@ -37,18 +37,17 @@ import type { ChatMessage } from '../../recipe/index.ts';
 import { checkResponsesToolOutputs, toolCallIds } from '../../recipe/tool-history.ts';
 import { checkJsonSchema } from '../../recipe/tool-schemas.ts';
 import type { ServeContext } from '../context.ts';
-import type { GenerateRequest, SampledReply } from '../inference-service.ts';
+import { buildSpec } from '../build-spec.ts';
+import type { SampledReply } from '../inference-service.ts';
 import { jsonBytes, MemoryResponseStore, recordLimitOf, recordTooLarge, RedisResponseStore, type ResponseStore } from '../response-store.ts';
 import { driveResponse, ResponseRun, ResponseRuns, streamRun, type EndEvent } from '../response-run.ts';
 import { fitToContext } from '../response-truncation.ts';
 import { responsesBody } from '../schemas.ts';
-import { clientGone } from '../sse.ts';
-import { checkToolCallArguments, generatePreflight } from '../request-limits.ts';
-import { openAiRetention, preamble, responseId, setTimingHeaders } from './common.ts';
+import { checkToolCallArguments } from '../request-limits.ts';
+import { openAiRetention, preamble, responseId } from './common.ts';
+import { registerGenerate, type Prepared } from './handle-generate.ts';
 import { notFound, registerStoredResponses } from './openai-responses-stored.ts';
 
-/** How long a fetched retention policy is trusted for the TTL of new records. */
-const POLICY_REFRESH_MS = 2000;
 /** How often a background run looks for a cancel or DELETE that reached another API process. */
 const CONTROL_POLL_MS = 200;
 
@@ -66,145 +65,147 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
     runs.abortAll();
     await store.close();
   });
-  let policy: { value: RetentionPolicy; at: number } | null = null;
-  const ttlMs = async (trafficClass: string, tenant: string): Promise<number> => {
-    // A class the cached policy does not know yet was just added: fetch again rather than fall back to the default class.
-    if (policy === null || Date.now() - policy.at > POLICY_REFRESH_MS || !policy.value.hasClass(trafficClass)) {
-      policy = { value: new RetentionPolicy((await ctx.runner.admin({ op: 'getPolicy' })) as RetentionPolicyDoc), at: Date.now() };
-    }
-    return policy.value.ttlMs(trafficClass, tenant);
-  };
+  // A record lives as long as its class's blocks, under the policy as last notified (policy-view.ts).
+  const ttlMs = (trafficClass: string, tenant: string): number => ctx.policy.current().ttlMs(trafficClass, tenant);
   registerStoredResponses(app, ctx, store, runs);
 
-  app.post('/v1/responses', { schema: { body: responsesBody }, preValidation: generatePreflight(ctx) }, async (request: FastifyRequest, reply: FastifyReply) => {
-    const body = request.body as ResponsesRequestBody;
-    const include = parseInclude(body.include);
-    // As the reference: a background run is polled through its stored record.
-    if (body.background === true && body.store === false) throw invalid('background: true needs store: true (a background response is read back by GET /v1/responses/{id}); drop store: false', 'background');
-    const input = responsesInput(body);
-    const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
-    const retention = openAiRetention(request, body);
-    let history: ChatMessage[] = [];
-    let historySampled: SampledReply[] = [];
-    const taken = new Set<string>();
-    let historyItems: ResponsesListItem[] = [];
-    let previousBytes = 0;
-    if (body.previous_response_id) {
-      const previous = await store.get(identity.tenant, body.previous_response_id);
-      if (!previous) throw notFound(body.previous_response_id, 'previous_response_id');
-      previousBytes = jsonBytes(previous);
-      const status = previous.response.status as ResponseShape['status'];
-      if (status !== 'completed' && status !== 'incomplete') {
-        const wait = status === 'queued' || status === 'in_progress' ? ': poll GET /v1/responses/{id} until it is completed' : '';
-        throw invalid(`previous_response_id "${body.previous_response_id}" is ${status}; only a completed or incomplete response can be continued${wait}`, 'previous_response_id');
+  registerGenerate<ResponsesRequestBody, ResponsesPrepared>(app, ctx, {
+    path: '/v1/responses',
+    schema: responsesBody,
+    async prepare(request, body) {
+      const include = parseInclude(body.include);
+      // As the reference: a background run is polled through its stored record.
+      if (body.background === true && body.store === false) throw invalid('background: true needs store: true (a background response is read back by GET /v1/responses/{id}); drop store: false', 'background');
+      const input = responsesInput(body);
+      const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
+      const retention = openAiRetention(request, body);
+      const chain = await chainOf(body, identity.tenant);
+      if (chain.previous) ctx.service.rememberReplies(identity.scope, chain.historySampled);
+      const inputItems = [...chain.historyItems, ...inputListItems(body.input, responseId, chain.taken)];
+      // The record this turn would store holds the chain so far and this input twice (transcript, input items):
+      // a chain past the bound is refused before any compute, not after it (the store refuses it at put too).
+      if (body.store !== false) {
+        const atLeast = chain.previousBytes + 2 * jsonBytes(body.input ?? '');
+        if (atLeast > recordLimit) throw recordTooLarge(atLeast, recordLimit, body.previous_response_id ? 'previous_response_id' : 'input');
       }
-      history = previous.transcript;
-      historySampled = previous.sampled ?? [];
-      for (const item of previous.inputItems ?? []) taken.add(item.id);
-      historyItems = [...(previous.inputItems ?? []), ...outputListItems(previous.response.output as ResponsesOutputItem[], taken)];
-      ctx.service.rememberReplies(identity.scope, historySampled);
-    }
-    const inputItems = [...historyItems, ...inputListItems(body.input, responseId, taken)];
-    // The record this turn would store holds the chain so far and this input twice (transcript, input items):
-    // a chain past the bound is refused before any compute, not after it (the store refuses it at put too).
-    if (body.store !== false) {
-      const atLeast = previousBytes + 2 * jsonBytes(body.input ?? '');
-      if (atLeast > recordLimit) throw recordTooLarge(atLeast, recordLimit, body.previous_response_id ? 'previous_response_id' : 'input');
-    }
-    checkResponsesToolOutputs(body.input, toolCallIds(history));
-    (body.tools ?? []).forEach((tool, index) => {
-      if (tool.parameters !== undefined && tool.parameters !== null) checkJsonSchema(tool.parameters, `tools[${index}].parameters`);
-    });
-    const messages = responsesTranscript(input.instructions, history, input.inputMessages);
-    if (messages.length === 0) throw new KvtError('KVT_ERR_REQUEST_EMPTY_PROMPT', 'input is empty and there is no previous_response_id: send at least one input item', { param: 'input' });
-    await checkToolCallArguments(messages, ctx.config.maxJsonDepth);
-    const sampling = samplingFromResponses(body, { defaultMaxTokens: ctx.defaultMaxTokens });
-    const constraint = constraintFromResponses(body, input.tools);
-    const render = (kept: ChatMessage[]) => ctx.prompts.chat(kept, input.tools, identity.scope, 'input', templateKwargsOf(body));
-    const prompt = body.truncation === 'auto' ? (await fitToContext(messages, render, { contextLength: ctx.contextLength, maxTokens: sampling.maxTokens })).prompt : await render(messages).catch((error: unknown) => Promise.reject(truncationHint(error)));
-    const generateRequest: GenerateRequest = {
-      route: '/v1/responses',
-      tokens: prompt.tokens,
-      sampling,
-      identity,
-      trafficClass,
-      parseToolCalls: input.tools !== undefined,
-      promptParam: 'input',
-      constraint,
-      retention,
-    };
-    try {
-      ctx.service.check(generateRequest);
-    } catch (error) {
-      throw responsesParamNames(truncationHint(error));
-    }
-    const shape: ResponseShape = {
-      id: responseId('resp_'),
-      createdAt: Math.floor(Date.now() / 1000),
-      model: ctx.modelId,
-      body,
-      status: body.background === true ? 'queued' : 'in_progress',
-      output: [],
-      finishReason: null,
-      usage: null,
-      store: body.store !== false,
-      background: body.background === true,
-    };
-    /** Writes the record: the response now, and once it ended, the transcript a chained turn continues. */
-    const save = async (end: EndEvent | null): Promise<void> => {
-      if (!shape.store) return;
-      const transcript = end ? [...history, ...input.inputMessages, ...messagesFromOutput(shape.output)] : [];
-      const sampled = end ? [...historySampled, ...end.sampled] : [];
-      await store.put(identity.tenant, shape.id, { response: responseObject(shape), transcript, sampled, inputItems }, await ttlMs(trafficClass, identity.tenant));
-    };
-
-    if (body.background === true) {
-      const run = new ResponseRun(identity.tenant, shape, include.reasoningToken);
-      await save(null);
-      runs.add(run);
-      run.emit('response.created', { response: run.snapshot() });
-      run.emit('response.queued', { response: run.snapshot() });
-      const control = () => store.control(identity.tenant, shape.id);
-      void runInBackground(run, ctx, generateRequest, control, async (end) => {
-        // A DELETE through another process must not be undone by this run's next write.
-        if (!run.deleted && (await control()) !== 'deleted') await save(end);
-      }).finally(() => runs.retire(run));
-      if (!body.stream) return run.snapshot();
-      // The stream follows the run; the client going away stops reading, not the run.
-      await streamRun(reply, run, -1);
-      return reply;
-    }
-
-    const generation = ctx.service.generate(generateRequest, clientGone(reply));
-    const first = await generation.next();
-    if (!body.stream) {
-      let end: EndEvent | null = null;
-      for (let step = first; !step.done; step = await generation.next()) if (step.value.type === 'end') end = step.value;
-      shape.output = outputItems(end!, include.reasoningToken);
-      shape.reasoningTokens = end!.reasoningTokens;
-      shape.status = end!.finishReason === 'length' ? 'incomplete' : 'completed';
-      shape.finishReason = end!.finishReason;
-      shape.usage = end!.usage;
+      checkResponsesToolOutputs(body.input, toolCallIds(chain.history));
+      (body.tools ?? []).forEach((tool, index) => {
+        if (tool.parameters !== undefined && tool.parameters !== null) checkJsonSchema(tool.parameters, `tools[${index}].parameters`);
+      });
+      const messages = responsesTranscript(input.instructions, chain.history, input.inputMessages);
+      if (messages.length === 0) throw new KvtError('KVT_ERR_REQUEST_EMPTY_PROMPT', 'input is empty and there is no previous_response_id: send at least one input item', { param: 'input' });
+      await checkToolCallArguments(messages, ctx.config.maxJsonDepth);
+      const sampling = samplingFromResponses(body, { defaultMaxTokens: ctx.defaultMaxTokens, stopTokenIds: ctx.codec.stopTokenIds });
+      const constraint = constraintFromResponses(body, input.tools);
+      const render = (kept: ChatMessage[]) => ctx.prompts.chat(kept, input.tools, identity.scope, 'input', templateKwargsOf(body));
+      const prompt = body.truncation === 'auto' ? (await fitToContext(messages, render, { contextLength: ctx.contextLength, maxTokens: sampling.maxTokens })).prompt : await render(messages).catch((error: unknown) => Promise.reject(truncationHint(error)));
+      let spec: RequestSpec;
+      try {
+        spec = buildSpec({ tokens: prompt.tokens, sampling, identity, trafficClass, promptParam: 'input', constraint, retention }, ctx);
+      } catch (error) {
+        throw responsesParamNames(truncationHint(error));
+      }
+      const shape: ResponseShape = {
+        id: responseId('resp_'),
+        createdAt: Math.floor(Date.now() / 1000),
+        model: ctx.modelId,
+        body,
+        status: body.background === true ? 'queued' : 'in_progress',
+        output: [],
+        finishReason: null,
+        usage: null,
+        store: body.store !== false,
+        background: body.background === true,
+      };
+      /** Writes the record: the response now, and once it ended, the transcript a chained turn continues. */
+      const save = async (end: EndEvent | null): Promise<void> => {
+        if (!shape.store) return;
+        const transcript = end ? [...chain.history, ...input.inputMessages, ...messagesFromOutput(shape.output)] : [];
+        const sampled = end ? [...chain.historySampled, ...end.sampled] : [];
+        await store.put(identity.tenant, shape.id, { response: responseObject(shape), transcript, sampled, inputItems }, ttlMs(trafficClass, identity.tenant));
+      };
+      const options = { route: '/v1/responses', parseToolCalls: input.tools !== undefined };
+      return { spec, options, stream: body.stream === true, shape, save, withToken: include.reasoningToken };
+    },
+    detach(prepared, reply) {
+      if (!prepared.shape.background) return null;
+      return (async () => {
+        const { shape, save, spec } = prepared;
+        const run = new ResponseRun(spec.tenant, shape, prepared.withToken);
+        await save(null);
+        runs.add(run);
+        run.emit('response.created', { response: run.snapshot() });
+        run.emit('response.queued', { response: run.snapshot() });
+        const control = () => store.control(spec.tenant, shape.id);
+        void runInBackground(run, ctx, prepared, control, async (end) => {
+          // A DELETE through another process must not be undone by this run's next write.
+          if (!run.deleted && (await control()) !== 'deleted') await save(end);
+        }).finally(() => runs.retire(run));
+        if (!prepared.stream) return run.snapshot();
+        // The stream follows the run; the client going away stops reading, not the run.
+        await streamRun(reply, run, -1);
+        return reply;
+      })();
+    },
+    async respond({ shape, save, withToken }, end) {
+      shape.output = outputItems(end, withToken);
+      shape.reasoningTokens = end.reasoningTokens;
+      shape.status = end.finishReason === 'length' ? 'incomplete' : 'completed';
+      shape.finishReason = end.finishReason;
+      shape.usage = end.usage;
       await save(end);
-      setTimingHeaders(reply, end!);
       return responseObject(shape);
-    }
-    const run = new ResponseRun(identity.tenant, shape, include.reasoningToken);
-    run.emit('response.created', { response: run.snapshot() });
-    run.emit('response.in_progress', { response: run.snapshot() });
-    const streamed = streamRun(reply, run, -1);
-    try {
-      await driveResponse(run, generation, first, save);
-    } catch (error) {
-      const described = describeError(error);
-      ctx.metrics.errors.inc({ code: described.code });
-      request.log.warn({ code: described.code }, `stream failed after it started: ${described.message}`);
-      run.emit('error', { code: described.code, message: described.message, param: described.param ?? null });
-    }
-    run.finish();
-    await streamed;
-    return reply;
+    },
+    stream({ shape, save, spec, withToken }, reply) {
+      const run = new ResponseRun(spec.tenant, shape, withToken);
+      run.emit('response.created', { response: run.snapshot() });
+      run.emit('response.in_progress', { response: run.snapshot() });
+      const streamed = streamRun(reply, run, -1);
+      return {
+        drive: (steps, first) => driveResponse(run, steps, first, save),
+        fail: (error) => run.emit('error', { code: error.code, message: error.message, param: error.param ?? null }),
+        async close() {
+          run.finish();
+          await streamed;
+        },
+      };
+    },
   });
+
+  /** The stored turn a request continues (previous_response_id): its transcript, sampled replies and items. */
+  async function chainOf(body: ResponsesRequestBody, tenant: string): Promise<ResponseChain> {
+    const chain: ResponseChain = { previous: false, history: [], historySampled: [], taken: new Set<string>(), historyItems: [], previousBytes: 0 };
+    if (!body.previous_response_id) return chain;
+    const previous = await store.get(tenant, body.previous_response_id);
+    if (!previous) throw notFound(body.previous_response_id, 'previous_response_id');
+    chain.previous = true;
+    chain.previousBytes = jsonBytes(previous);
+    const status = previous.response.status as ResponseShape['status'];
+    if (status !== 'completed' && status !== 'incomplete') {
+      const wait = status === 'queued' || status === 'in_progress' ? ': poll GET /v1/responses/{id} until it is completed' : '';
+      throw invalid(`previous_response_id "${body.previous_response_id}" is ${status}; only a completed or incomplete response can be continued${wait}`, 'previous_response_id');
+    }
+    chain.history = previous.transcript;
+    chain.historySampled = previous.sampled ?? [];
+    for (const item of previous.inputItems ?? []) chain.taken.add(item.id);
+    chain.historyItems = [...(previous.inputItems ?? []), ...outputListItems(previous.response.output as ResponsesOutputItem[], chain.taken)];
+    return chain;
+  }
+}
+
+interface ResponseChain {
+  previous: boolean;
+  history: ChatMessage[];
+  historySampled: SampledReply[];
+  taken: Set<string>;
+  historyItems: ResponsesListItem[];
+  previousBytes: number;
+}
+
+interface ResponsesPrepared extends Prepared {
+  shape: ResponseShape;
+  save: (end: EndEvent | null) => Promise<void>;
+  withToken: boolean;
 }
 
 /**
@@ -215,7 +216,7 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext)
 async function runInBackground(
   run: ResponseRun,
   ctx: ServeContext,
-  request: GenerateRequest,
+  prepared: ResponsesPrepared,
   control: () => Promise<'run' | 'cancel' | 'deleted'>,
   saveEnd: (end: EndEvent | null) => Promise<void>,
 ): Promise<void> {
@@ -234,7 +235,7 @@ async function runInBackground(
   }, CONTROL_POLL_MS);
   watch.unref();
   try {
-    const generation = ctx.service.generate(request, run.abort.signal);
+    const generation = ctx.service.generate(prepared.spec, prepared.options, run.abort.signal);
     const first = await generation.next();
     if (!run.cancelled) {
       shape.status = 'in_progress';

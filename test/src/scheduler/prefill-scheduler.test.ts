@@ -11,7 +11,7 @@ import type { LoadedEngine } from '../../../inference-core/index.ts';
 import { FsBlobStore } from '../../../storage-adapters/index.ts';
 import { FetchOrRecompute } from '../../../src/cluster/index.ts';
 import { KvTier } from '../../../src/kvtier/index.ts';
-import type { JobEvent, PrefillJob } from '../../../src/scheduler/job.ts';
+import type { JobEvent, RequestSpec } from '../../../src/scheduler/job.ts';
 import type { SchedulerOptions } from '../../../src/scheduler/prefill-scheduler.ts';
 import { randomTokens } from '../../inference-core/engine-fixtures.ts';
 import {
@@ -43,7 +43,7 @@ afterAll(async () => {
 });
 
 const start = (options: Partial<SchedulerOptions> = {}, onStep?: (stepTokens: number[]) => void) => startScheduler(rig, options, onStep);
-const job = (id: string, tokens: number[], extra: Partial<PrefillJob> = {}) => schedulerJob(id, tokens, extra);
+const job = (id: string, tokens: number[], extra: Partial<RequestSpec> = {}) => schedulerJob(id, tokens, extra);
 const freshSalt = saltSource(1);
 
 describe('PrefillScheduler', () => {

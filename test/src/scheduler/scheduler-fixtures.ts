@@ -11,7 +11,7 @@ import type { LoadedEngine, Sequence } from '../../../inference-core/index.ts';
 import { FsBlobStore, type BlobStore } from '../../../storage-adapters/index.ts';
 import { KvTier } from '../../../src/kvtier/index.ts';
 import { KvTierCache } from '../../../src/scheduler/cache-adapter.ts';
-import type { JobEvent, PrefillJob } from '../../../src/scheduler/job.ts';
+import type { JobEvent, RequestSpec } from '../../../src/scheduler/job.ts';
 import type { EngineModel } from '../../../src/scheduler/ports.ts';
 import { PrefillScheduler, type SchedulerOptions } from '../../../src/scheduler/prefill-scheduler.ts';
 import { argmax, tinyEngine } from '../../inference-core/engine-fixtures.ts';
@@ -125,7 +125,7 @@ export function startScheduler(rig: Pick<SchedulerRig, 'engine' | 'cache'>, opti
 }
 
 /** A greedy chat job of tenant `t` replying `maxTokens` tokens. */
-export function schedulerJob(id: string, tokens: number[], extra: Partial<PrefillJob> = {}, maxTokens = 6): PrefillJob {
+export function schedulerJob(id: string, tokens: number[], extra: Partial<RequestSpec> = {}, maxTokens = 6): RequestSpec {
   return {
     id,
     model: 'synthetic:tiny',

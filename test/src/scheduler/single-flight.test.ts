@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LoadedEngine } from '../../../inference-core/index.ts';
 import type { KvTier } from '../../../src/kvtier/index.ts';
 import type { KvTierCache } from '../../../src/scheduler/cache-adapter.ts';
-import type { JobEvent, PrefillJob } from '../../../src/scheduler/job.ts';
+import type { JobEvent, RequestSpec } from '../../../src/scheduler/job.ts';
 import type { CacheTier } from '../../../src/scheduler/ports.ts';
 import { HeldPutsStore } from '../../helpers/held-puts-store.ts';
 import { randomTokens } from '../../inference-core/engine-fixtures.ts';
@@ -45,7 +45,7 @@ afterAll(async () => {
 
 const start = (tier: CacheTier = cache) => startScheduler(rig, { cache: tier, stepTokens: 128 });
 const freshSalt = saltSource(0x100);
-const job = (id: string, tokens: number[], tenantSalt: string, extra: Partial<PrefillJob> = {}) => schedulerJob(id, tokens, { tenantSalt, ...extra }, 4);
+const job = (id: string, tokens: number[], tenantSalt: string, extra: Partial<RequestSpec> = {}) => schedulerJob(id, tokens, { tenantSalt, ...extra }, 4);
 const cachedOf = (events: JobEvent[]) => prefilledOf(events).cachedTokens;
 
 describe('single flight', () => {

@@ -11,7 +11,7 @@ import { loadEngine, type LoadedEngine, type Sequence } from '../../../inference
 import type { StepItem } from '../../../inference-core/engine/index.ts';
 import { planSpeculativeBatch, SpeculativeSession } from '../../../inference-core/speculative/index.ts';
 import type { KvTierCache } from '../../../src/scheduler/cache-adapter.ts';
-import type { JobEvent, PrefillJob } from '../../../src/scheduler/job.ts';
+import type { JobEvent, RequestSpec } from '../../../src/scheduler/job.ts';
 import { PrefillScheduler } from '../../../src/scheduler/prefill-scheduler.ts';
 import { TEST_DATA_DIR, argmax, randomTokens } from '../../inference-core/engine-fixtures.ts';
 import { BLOCK, blocksAlone, engineModel, greedyAlone, openSchedulerRig, tokensOf, type SchedulerRig } from './scheduler-fixtures.ts';
@@ -32,7 +32,7 @@ afterAll(async () => {
   await rig?.close();
 });
 
-function run(jobs: PrefillJob[], draftSteps: number[]): Promise<Map<string, JobEvent[]>> {
+function run(jobs: RequestSpec[], draftSteps: number[]): Promise<Map<string, JobEvent[]>> {
   const model = engineModel(engine, { maxLogitRows: engine.maxBatch });
   const step = draft.step.bind(draft);
   draft.step = (items: readonly StepItem[]) => {
@@ -64,7 +64,7 @@ function run(jobs: PrefillJob[], draftSteps: number[]): Promise<Map<string, JobE
   });
 }
 
-const job = (id: string, tokens: number[], maxTokens: number, salt: string): PrefillJob => ({
+const job = (id: string, tokens: number[], maxTokens: number, salt: string): RequestSpec => ({
   id,
   model: 'synthetic:tiny',
   tenant: 't',

@@ -15,7 +15,7 @@ import { SpeculativeSession } from '../../../inference-core/speculative/index.ts
 import { FsBlobStore } from '../../../storage-adapters/index.ts';
 import { KvTier } from '../../../src/kvtier/index.ts';
 import { KvTierCache } from '../../../src/scheduler/cache-adapter.ts';
-import type { JobEvent, PrefillJob } from '../../../src/scheduler/job.ts';
+import type { JobEvent, RequestSpec } from '../../../src/scheduler/job.ts';
 import { PrefillScheduler } from '../../../src/scheduler/prefill-scheduler.ts';
 import { argmax, randomTokens } from '../../inference-core/engine-fixtures.ts';
 import { BLOCK, blocksAlone, engineModel, greedyAlone, openSchedulerRig, tokensOf, type SchedulerRig } from './scheduler-fixtures.ts';
@@ -36,7 +36,7 @@ afterAll(async () => {
   await rig?.close();
 });
 
-function run(jobs: PrefillJob[], speculative: boolean, stepRows: number[][]): Promise<Map<string, JobEvent[]>> {
+function run(jobs: RequestSpec[], speculative: boolean, stepRows: number[][]): Promise<Map<string, JobEvent[]>> {
   const model = engineModel(engine, {
     maxLogitRows: engine.maxBatch,
     onStep: (items) => stepRows.push(items.map((i) => (i.logits === 'all' ? -i.tokens.length : i.tokens.length))),
@@ -53,7 +53,7 @@ function run(jobs: PrefillJob[], speculative: boolean, stepRows: number[][]): Pr
       createSampler: () => ({ sample: (logits) => argmax(logits) }),
       ...(speculative
         ? {
-            createSpeculative: (job: PrefillJob, sequence: unknown, context: ArrayLike<number>) =>
+            createSpeculative: (job: RequestSpec, sequence: unknown, context: ArrayLike<number>) =>
               new SpeculativeSession({ target: sequence as Sequence, context, sampling: { temperature: 0, stopTokens: job.sampling.stopTokenIds }, mode: 'ngram', length: { mode: 'fixed', fixed: 5 } }),
           }
         : {}),
@@ -66,7 +66,7 @@ function run(jobs: PrefillJob[], speculative: boolean, stepRows: number[][]): Pr
   });
 }
 
-const job = (id: string, tokens: number[], maxTokens: number, salt: string, stopTokenIds: number[] = []): PrefillJob => ({
+const job = (id: string, tokens: number[], maxTokens: number, salt: string, stopTokenIds: number[] = []): RequestSpec => ({
   id,
   model: 'synthetic:tiny',
   tenant: 't',

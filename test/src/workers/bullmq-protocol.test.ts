@@ -6,9 +6,9 @@
 import { describe, expect, it } from 'vitest';
 
 import { fromQueued, toQueued } from '../../../src/workers/bullmq-protocol.ts';
-import type { PrefillJob } from '../../../src/scheduler/job.ts';
+import type { RequestSpec } from '../../../src/scheduler/job.ts';
 
-const job: PrefillJob = {
+const job: RequestSpec = {
   id: 'j1',
   model: 'synthetic:tiny',
   tenant: 't',
