@@ -1,6 +1,8 @@
 import type { BlobStore } from '../../storage-adapters/index.ts';
 
 import { BLOCK_MAGIC, FIXED_HEADER_BYTES } from './block-codec.ts';
+import { errorCodeOf } from './errors.ts';
+import { MAX_BLOCK_READ_BYTES } from './read-buffer-pool.ts';
 import type { BlockIndex } from './block-index.ts';
 import type { BlockRecord, MetadataPlane } from './metadata/metadata-plane.ts';
 import type { RetentionPolicy } from './retention-policy.ts';
@@ -27,8 +29,10 @@ export interface RebuildOptions {
  * lost its data. Judged conservatively, so that no live block can look
  * expired: last use = now, and a block this node's index does not know gets
  * the class with the longest TTL and its size from the blob (a plain block
- * header naming another key gets no record: it stays an orphan, swept after
- * the grace period). Only missing records are written (`ifAbsent`): a record
+ * header naming another key, or a blob past the read bound MAX_BLOCK_READ_BYTES
+ * that no load could ever use, gets no record: it stays an orphan, swept after
+ * the grace period). Blobs are read bounded like a load: a blob claiming
+ * terabytes is refused from its size, never read into memory. Only missing records are written (`ifAbsent`): a record
  * a node wrote meanwhile is kept. Restartable: a killed rebuild leaves the
  * plane untrusted and the next run lists again.
  */
@@ -49,11 +53,11 @@ export async function rebuildRecords(options: RebuildOptions): Promise<{ written
       } else unknown.push(key);
     }
     for (let i = 0; i < unknown.length; i += concurrency) {
-      const read = await Promise.all(unknown.slice(i, i + concurrency).map(async (key) => ({ key, bytes: await store.get(key) })));
+      const read = await Promise.all(unknown.slice(i, i + concurrency).map(async (key) => ({ key, bytes: await readBounded(store, key) })));
       for (const { key, bytes } of read) {
         // A plain block naming another key is misplaced: no record (an orphan, swept after the grace period).
         // Anything else under a block key (a sealed or newer-format block) is kept: GC deletes nothing it cannot judge.
-        if (bytes === null || namesOtherKey(key, bytes)) continue;
+        if (bytes === null || bytes === 'too-large' || namesOtherKey(key, bytes)) continue;
         const entry = index.get(key);
         records.push({
           key,
@@ -84,6 +88,16 @@ export async function rebuildRecords(options: RebuildOptions): Promise<{ written
   }
   if (batch.length > 0) await rebuildBatch(batch);
   return { written, complete: !options.signal?.aborted };
+}
+
+/** The blob under `key`, null when gone, 'too-large' past the bound a load reads (an orphan: no load can use it). */
+async function readBounded(store: BlobStore, key: string): Promise<Uint8Array | null | 'too-large'> {
+  try {
+    return await store.get(key, { maxBytes: MAX_BLOCK_READ_BYTES });
+  } catch (error) {
+    if (errorCodeOf(error) === 'KVT_ERR_STORAGE_TOO_LARGE') return 'too-large';
+    throw error;
+  }
 }
 
 /** A plain block file (magic at 0) whose header holds a key other than the one it is stored under. */

@@ -80,8 +80,10 @@ async function loadOne(core: TierCore, lookup: LookupResult, i: number, sizes: B
   try {
     bytes ??= await core.blobStore.get(key, sealedRead === undefined ? buffers.getOptions : { ...buffers.getOptions, fill: sealedRead.fill });
   } catch (error) {
-    core.noteError(error, 'storage get() failed; the load ends at this block');
-    return { failed: errorCodeOf(error) };
+    const code = errorCodeOf(error);
+    if (TOO_LARGE_CODES.has(code)) forgetTooLarge(core, key, lookup.chain.keyBytes(i), error);
+    else core.noteError(error, 'storage get() failed; the load ends at this block');
+    return { failed: code };
   }
   if (bytes === null) {
     // Deleted by another node's GC (or by hand): forget it here too.
@@ -151,6 +153,32 @@ function verify(block: DecodedBlock, lookup: LookupResult, i: number): BlockErro
     if (block.tokens[t] !== tokens[offset + t]) return new BlockError('KVT_ERR_BLOCK_TOKEN_MISMATCH', `block ${block.key} holds other tokens (hash collision)`);
   }
   return undefined;
+}
+
+/** A blob past the read bound: no load of any node can ever use it. */
+const TOO_LARGE_CODES = new Set<string>(['KVT_ERR_STORAGE_TOO_LARGE', 'KVT_ERR_BLOCK_TOO_LARGE']);
+
+/**
+ * Refused as too large: the block leaves this node's index and the plane at
+ * once, so the next lookup misses it instead of hitting and failing again.
+ * The blob itself stays, an orphan (plane-rebuild.ts gives such a blob no
+ * record either): GC's orphan sweep deletes it after the grace period, as it
+ * does any blob it cannot judge as a block. (While the plane is untrusted,
+ * lookups probe storage for blocks no record names and may adopt the blob
+ * again; the next load refuses it again, from its size, and drops it again.)
+ */
+function forgetTooLarge(core: TierCore, key: string, keyBytes: Uint8Array, error: unknown): void {
+  core.noteError(error, 'stored block is past the read bound; dropped from the index (its blob is an orphan now)');
+  core.hotCache.delete(key);
+  core.liveEntries.forget(key);
+  const ownKey = keyBytes.slice();
+  core.track(
+    (async () => {
+      await core.index.remove([ownKey]);
+      await core.planeLink.forget([key]);
+    })(),
+    'dropping a too-large block from the index failed',
+  );
 }
 
 function discardCorrupt(core: TierCore, key: string, keyBytes: Uint8Array, error: unknown): void {

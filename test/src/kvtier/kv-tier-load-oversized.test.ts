@@ -59,3 +59,60 @@ it('the read pool refuses a take past its bound (or not a byte count) with KVT_E
   expect(pool.counts.taken).toBe(1);
   expect(new ReadBufferPool(0).maxTakeBytes).toBe(MAX_BLOCK_READ_BYTES);
 });
+
+it('a block refused as too large leaves the index and the plane at once: the next lookup stops before it, its blob is an orphan', async () => {
+  const dir = await tempDir('kvtier-oversized-forget-');
+  cleanups.push(dir.remove);
+  const store = await FsBlobStore.open({ dir: join(dir.path, 'blocks') });
+  cleanups.push(() => store.close());
+  const tier = await KvTier.open({ dataDir: join(dir.path, 'node'), store, logger: captureLogger(), touchIntervalMs: 0, hotCacheBytes: 0 });
+  cleanups.push(() => tier.close());
+  const scope = { tenant: 'acme', trafficClass: 'chat' };
+  const namespace = tier.namespace({ modelFingerprint: 'oversized', tenantSalt: 'acme' });
+  const tokens = tokensOf(64 * 4, 21);
+  tier.store({ namespace, tokens, layout: LAYOUT, ...scope, payloads: Array.from({ length: 4 }, (_, b) => payloadFor(21, b)) });
+  await tier.flush();
+  // A trusted plane, as in service: lookups then trust its records and do not probe storage for blocks it lacks.
+  expect((await tier.gc()).plane.trusted).toBe(true);
+  const hit = await tier.lookup(namespace, tokens, scope);
+  expect(hit.hitBlocks).toBe(4);
+  truncateSync(store.pathOf(hit.keys[2]), 8 * 2 ** 40);
+
+  const loaded = await tier.load(hit);
+  expect(loaded.stoppedAt).toEqual({ block: 2, code: 'KVT_ERR_STORAGE_TOO_LARGE' });
+  loaded.release();
+  await tier.flush();
+  // Before: the index still held block 2, so every lookup hit it again and every load failed on it.
+  const again = await tier.lookup(namespace, tokens, scope);
+  expect(again.hitBlocks).toBe(2);
+  const records = await tier.plane.get(hit.keys);
+  expect(records.map((r) => r !== null)).toEqual([true, true, false, true]);
+  // The blob is still there: GC's orphan sweep owns it now.
+  expect(await store.has([hit.keys[2]])).toEqual([true]);
+});
+
+it('the plane rebuild reads blobs bounded: one of 8 TiB (sparse) gets no record (an orphan), the others are rebuilt and the plane is trusted', async () => {
+  const dir = await tempDir('kvtier-oversized-rebuild-');
+  cleanups.push(dir.remove);
+  const store = await FsBlobStore.open({ dir: join(dir.path, 'blocks') });
+  cleanups.push(() => store.close());
+  const writer = await KvTier.open({ dataDir: join(dir.path, 'writer'), store, logger: captureLogger(), touchIntervalMs: 0, hotCacheBytes: 0 });
+  const scope = { tenant: 'acme', trafficClass: 'chat' };
+  const namespace = writer.namespace({ modelFingerprint: 'oversized', tenantSalt: 'acme' });
+  const tokens = tokensOf(64 * 4, 31);
+  writer.store({ namespace, tokens, layout: LAYOUT, ...scope, payloads: Array.from({ length: 4 }, (_, b) => payloadFor(31, b)) });
+  await writer.flush();
+  const keys = (await writer.lookup(namespace, tokens, scope)).keys;
+  await writer.close();
+  truncateSync(store.pathOf(keys[1]), 8 * 2 ** 40);
+
+  // A new node over the same storage: its plane is new (untrusted), so its first GC rebuilds records from the listing.
+  const node = await KvTier.open({ dataDir: join(dir.path, 'node'), store, logger: captureLogger(), touchIntervalMs: 0, hotCacheBytes: 0 });
+  cleanups.push(() => node.close());
+  const report = await node.gc();
+  expect(report.errors).toEqual([]);
+  expect(report.plane.trusted).toBe(true);
+  expect(report.rebuiltRecords).toBe(3);
+  const records = await node.plane.get(keys);
+  expect(records.map((r) => r !== null)).toEqual([true, false, true, true]);
+});
