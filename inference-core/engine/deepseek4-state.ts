@@ -1,0 +1,68 @@
+/**
+ * One sequence's deepseek4 attention state, per trunk layer — everything a
+ * later token reads, and nothing more:
+ *
+ *   raw      the last n_swa roped KV vectors (the SWA window; V is K)
+ *   comp*    compressor rows (kv and gate score, width coff·head_dim) of the
+ *            positions an unfinished compressed block still needs: the current
+ *            group, and for CSA (ratio 4, overlapping windows) the previous one
+ *   entries  compressed KV entries, one per finished block of `ratio` tokens
+ *   idx*     the indexer's own compressor rows and compressed keys (ratio 4)
+ *
+ * Invariants: after `pos` tokens, raw holds positions max(0, pos−n_swa)..pos−1;
+ * entries.length == floor(pos / ratio); rows are kept for positions ≥
+ * (floor(pos/ratio) − 1)·ratio (CSA) or ≥ floor(pos/ratio)·ratio (HCA).
+ * `clone()` is a deep copy, so a speculative branch can be dropped exactly.
+ */
+export interface Deepseek4LayerState {
+  raw: Float32Array[];
+  rawPos: number[];
+  compKv: Map<number, Float32Array>;
+  compScore: Map<number, Float32Array>;
+  entries: Float32Array[];
+  idxKv: Map<number, Float32Array>;
+  idxScore: Map<number, Float32Array>;
+  idxKeys: Float32Array[];
+}
+
+export class Deepseek4State {
+  pos = 0;
+  readonly layers: Deepseek4LayerState[];
+
+  constructor(nLayer: number) {
+    this.layers = Array.from({ length: nLayer }, () => ({
+      raw: [], rawPos: [], compKv: new Map(), compScore: new Map(), entries: [], idxKv: new Map(), idxScore: new Map(), idxKeys: [],
+    }));
+  }
+
+  clone(): Deepseek4State {
+    const c = new Deepseek4State(0);
+    c.pos = this.pos;
+    const copyMap = (m: Map<number, Float32Array>) => new Map([...m].map(([k, v]) => [k, v.slice()]));
+    for (const l of this.layers) {
+      c.layers.push({
+        raw: l.raw.map((v) => v.slice()), rawPos: [...l.rawPos], compKv: copyMap(l.compKv), compScore: copyMap(l.compScore),
+        entries: l.entries.map((v) => v.slice()), idxKv: copyMap(l.idxKv), idxScore: copyMap(l.idxScore), idxKeys: l.idxKeys.map((v) => v.slice()),
+      });
+    }
+    return c;
+  }
+
+  /** Bytes of f32 state held now (SWA window, compressor rows, compressed entries, indexer keys). */
+  bytes(): number {
+    let n = 0;
+    const rows = (m: Map<number, Float32Array>) => {
+      for (const v of m.values()) n += v.byteLength;
+    };
+    for (const l of this.layers) {
+      for (const v of l.raw) n += v.byteLength;
+      for (const v of l.entries) n += v.byteLength;
+      for (const v of l.idxKeys) n += v.byteLength;
+      rows(l.compKv);
+      rows(l.compScore);
+      rows(l.idxKv);
+      rows(l.idxScore);
+    }
+    return n;
+  }
+}
