@@ -89,6 +89,39 @@ export class Sequence {
   }
 
   /**
+   * Restores a state of `length` tokens from whole pages (unit-state.ts
+   * assembles them): page i holds tokens [64·i, 64·i + 64) of every layer, in
+   * the pool layout; slots a layer never reads may hold anything. The
+   * sequence must be empty; pages = ceil(length / 64).
+   */
+  importPages(pages: readonly Uint8Array[], length: number): void {
+    this.checkLive();
+    if (this.tokens !== 0) throw new EngineError('KVT_ERR_ENGINE_SEQUENCE_STATE', `a unit is imported into an empty sequence; this one holds ${this.tokens} tokens`);
+    if (!Number.isInteger(length) || length < 1 || pages.length !== Math.ceil(length / TOKENS_PER_BLOCK)) {
+      throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `importPages: ${pages.length} pages cannot hold exactly ${length} tokens`);
+    }
+    this.checkContext(length);
+    const pool = this.host.pool;
+    for (const p of pages) {
+      if (p.byteLength !== pool.layout.blockBytes) {
+        throw new EngineError('KVT_ERR_ENGINE_BAD_BLOCK', `a page must be ${pool.layout.blockBytes} bytes for this model and KV dtype, got ${p.byteLength}; treat the unit as a miss`);
+      }
+    }
+    const ids = pool.alloc(pages.length);
+    for (let i = 0; i < ids.length; i++) pool.writePage(ids[i], pages[i]);
+    this.appendPages(ids);
+    this.tokens = length;
+  }
+
+  /** Copies of the pages holding tokens [0, length) (the last one partly filled). */
+  exportPages(): Uint8Array[] {
+    this.checkLive();
+    const out: Uint8Array[] = [];
+    for (let i = 0; i < this.blocks && i * TOKENS_PER_BLOCK < this.tokens; i++) out.push(this.host.pool.readPage(this.table[i]));
+    return out;
+  }
+
+  /**
    * Prefills `tokens` after what the sequence holds; returns the logits of the
    * last one ([vocab]), or with `{ allLogits: true }` of every one ([n][vocab],
    * row-major; costs one LM-head row per token — for scoring, not for chat).

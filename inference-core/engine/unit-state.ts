@@ -1,0 +1,193 @@
+/**
+ * A unit: the complete engine state of a sequence at position p, split into
+ * what is block-concatenable and one tail (issue #26). What a continuation
+ * from p reads, and nothing else:
+ *
+ *   block layers  (full attention: llama, qwen, gemma3's global layers)
+ *                 K/V of every token [0, p): floor(p/64) full 64-token blocks,
+ *                 each [blockLayer][K|V][kvHead][64][headDim] — exactly the
+ *                 block payload of a K|V layout over those layers, shared by
+ *                 every unit on the prefix — plus the tokens after the last
+ *                 full block in the tail's `partial-kv` section.
+ *   window layers (gemma3's sliding layers, window W) K/V of the last
+ *                 min(p, W − 1) tokens only: the next query (position p)
+ *                 attends keys p − W < j ≤ p and key p is its own, later
+ *                 queries reach back less. Tail section `window-kv`,
+ *                 [windowLayer][K|V][kvHead][w][headDim].
+ *
+ * Sections are in the pool's dtype and element order, so a tail section is
+ * shaped like a block payload of `tokens` tokens (src/kvtier/tail-codec.ts
+ * stores and compresses it as one). Import assembles whole pages on the host
+ * (slots no layer will read are zero) and writes each page once
+ * (Sequence.importPages): a unit imported into a fresh sequence and continued
+ * gives the same bits as the sequence it came from (unit-state.test.ts).
+ */
+import { EngineError } from './engine-errors.ts';
+import type { Engine } from './engine.ts';
+import type { Sequence } from './sequence.ts';
+import { TOKENS_PER_BLOCK } from '../kv/kv-pool.ts';
+import type { Gemma3GraphConfig } from './gemma3-graph.ts';
+
+export type TailSectionKind = 'partial-kv' | 'window-kv';
+
+/** How an engine's state splits into blocks and a tail. */
+export interface UnitShape {
+  /** True when the tail is at most the partial block: the state is the chain of blocks (full attention). */
+  blockConcatenable: boolean;
+  blockLayers: number[];
+  windowLayers: number[];
+  /** Sliding window W of the window layers (0: none). */
+  window: number;
+  kvHeads: number;
+  headDim: number;
+  dtype: 'f16' | 'f32';
+}
+
+export interface TailSection {
+  kind: TailSectionKind;
+  /** Layers in the section, in order (engine layer indices). */
+  layers: number[];
+  /** Position of the section's first token. */
+  firstToken: number;
+  tokens: number;
+  /** [layer][K|V][kvHead][tokens][headDim] in the pool dtype. */
+  bytes: Uint8Array;
+}
+
+export interface EngineUnit {
+  /** p: tokens the unit covers. */
+  position: number;
+  /** floor(p/64) payloads of the block layers. */
+  blocks: Uint8Array[];
+  tail: TailSection[];
+}
+
+export function unitShapeOf(engine: Pick<Engine, 'kvLayout' | 'graphConfig'>): UnitShape {
+  const lay = engine.kvLayout;
+  if (lay.kind === 'mla') throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', 'units of an MLA (deepseek2) engine are not built yet; its blocks are its whole state');
+  const all = Array.from({ length: lay.layers }, (_, i) => i);
+  const g = engine.graphConfig;
+  if (g.architecture === 'gemma3' && (g as Gemma3GraphConfig).slidingWindow > 0) {
+    const c = g as Gemma3GraphConfig;
+    return {
+      blockConcatenable: false,
+      blockLayers: all.filter((l) => !c.swaLayers[l]),
+      windowLayers: all.filter((l) => c.swaLayers[l]),
+      window: c.slidingWindow,
+      kvHeads: lay.kvHeads,
+      headDim: lay.headDim,
+      dtype: lay.dtype,
+    };
+  }
+  return { blockConcatenable: true, blockLayers: all, windowLayers: [], window: 0, kvHeads: lay.kvHeads, headDim: lay.headDim, dtype: lay.dtype };
+}
+
+/** Bytes of one (layer, K|V, head) run of `tokens` tokens. */
+function runBytes(s: UnitShape, tokens: number): number {
+  return tokens * s.headDim * (s.dtype === 'f16' ? 2 : 4);
+}
+
+/** Byte offset of (layer, kv, head, slot) in a page of `layers` layers. */
+function pageOffset(s: UnitShape, layer: number, kv: number, head: number, slot: number): number {
+  return ((((layer * 2 + kv) * s.kvHeads + head) * TOKENS_PER_BLOCK + slot) * s.headDim) * (s.dtype === 'f16' ? 2 : 4);
+}
+
+/** Tokens [first, first+n) of `layers` from pages (by token) into a section buffer, or back with `toPages`. */
+function moveTokens(s: UnitShape, pages: Uint8Array[], layers: number[], first: number, n: number, section: Uint8Array, toPages: boolean): void {
+  const tokBytes = runBytes(s, 1);
+  let off = 0;
+  for (const layer of layers)
+    for (let kv = 0; kv < 2; kv++)
+      for (let h = 0; h < s.kvHeads; h++) {
+        // a run of n tokens may cross pages: copy page by page
+        let t = first;
+        while (t < first + n) {
+          const page = Math.floor(t / TOKENS_PER_BLOCK);
+          const slot = t % TOKENS_PER_BLOCK;
+          const cnt = Math.min(first + n - t, TOKENS_PER_BLOCK - slot);
+          const at = pageOffset(s, layer, kv, h, slot);
+          if (toPages) pages[page].set(section.subarray(off, off + cnt * tokBytes), at);
+          else section.set(pages[page].subarray(at, at + cnt * tokBytes), off);
+          off += cnt * tokBytes;
+          t += cnt;
+        }
+      }
+}
+
+/** Block payload (block layers only) of a whole page. */
+function blockOfPage(s: UnitShape, page: Uint8Array): Uint8Array {
+  const layerBytes = 2 * s.kvHeads * runBytes(s, TOKENS_PER_BLOCK);
+  if (s.blockConcatenable) return page;
+  const out = new Uint8Array(s.blockLayers.length * layerBytes);
+  s.blockLayers.forEach((l, i) => out.set(page.subarray(l * layerBytes, (l + 1) * layerBytes), i * layerBytes));
+  return out;
+}
+
+/** Bytes of one block payload of this shape. */
+export function unitBlockBytes(s: UnitShape): number {
+  return s.blockLayers.length * 2 * s.kvHeads * runBytes(s, TOKENS_PER_BLOCK);
+}
+
+/** The unit at the sequence's current length. */
+export function exportUnit(engine: Pick<Engine, 'kvLayout' | 'graphConfig'>, seq: Sequence): EngineUnit {
+  const s = unitShapeOf(engine);
+  const p = seq.length;
+  if (p === 0) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'an empty sequence has no unit');
+  const pages = seq.exportPages();
+  const full = Math.floor(p / TOKENS_PER_BLOCK);
+  const blocks = pages.slice(0, full).map((pg) => blockOfPage(s, pg));
+  const tail: TailSection[] = [];
+  const r = p - full * TOKENS_PER_BLOCK;
+  if (r > 0) {
+    const bytes = new Uint8Array(s.blockLayers.length * 2 * s.kvHeads * runBytes(s, r));
+    moveTokens(s, pages, s.blockLayers, full * TOKENS_PER_BLOCK, r, bytes, false);
+    tail.push({ kind: 'partial-kv', layers: s.blockLayers, firstToken: full * TOKENS_PER_BLOCK, tokens: r, bytes });
+  }
+  if (s.windowLayers.length > 0) {
+    const w = Math.min(p, s.window - 1);
+    const bytes = new Uint8Array(s.windowLayers.length * 2 * s.kvHeads * runBytes(s, w));
+    moveTokens(s, pages, s.windowLayers, p - w, w, bytes, false);
+    tail.push({ kind: 'window-kv', layers: s.windowLayers, firstToken: p - w, tokens: w, bytes });
+  }
+  return { position: p, blocks, tail };
+}
+
+/**
+ * Restores `unit` into the empty sequence `seq`. A unit of another shape
+ * (layers, window, sizes) is a typed KVT_ERR_ENGINE_BAD_BLOCK: the caller
+ * treats it as a miss.
+ */
+export function importUnit(engine: Pick<Engine, 'kvLayout' | 'graphConfig'>, seq: Sequence, unit: EngineUnit): void {
+  const s = unitShapeOf(engine);
+  const p = unit.position;
+  const bad = (why: string): never => {
+    throw new EngineError('KVT_ERR_ENGINE_BAD_BLOCK', `unit at ${p} does not fit this engine: ${why}; treat it as a miss`);
+  };
+  if (!Number.isInteger(p) || p < 1) bad('position');
+  const full = Math.floor(p / TOKENS_PER_BLOCK);
+  if (unit.blocks.length !== full) bad(`${unit.blocks.length} blocks, ${full} expected`);
+  const blockBytes = unitBlockBytes(s);
+  for (const b of unit.blocks) if (b.byteLength !== blockBytes) bad(`a block of ${b.byteLength} bytes, ${blockBytes} expected`);
+  const r = p - full * TOKENS_PER_BLOCK;
+  const w = s.windowLayers.length > 0 ? Math.min(p, s.window - 1) : 0;
+  const want: Array<{ kind: TailSectionKind; layers: number[]; first: number; n: number }> = [];
+  if (r > 0) want.push({ kind: 'partial-kv', layers: s.blockLayers, first: full * TOKENS_PER_BLOCK, n: r });
+  if (s.windowLayers.length > 0) want.push({ kind: 'window-kv', layers: s.windowLayers, first: p - w, n: w });
+  if (unit.tail.length !== want.length) bad(`${unit.tail.length} tail sections, ${want.length} expected`);
+  const pageBytes = engine.kvLayout.blockBytes;
+  const pages = Array.from({ length: Math.ceil(p / TOKENS_PER_BLOCK) }, () => new Uint8Array(pageBytes));
+  const layerBytes = 2 * s.kvHeads * runBytes(s, TOKENS_PER_BLOCK);
+  unit.blocks.forEach((b, i) => {
+    if (s.blockConcatenable) pages[i].set(b);
+    else s.blockLayers.forEach((l, j) => pages[i].set(b.subarray(j * layerBytes, (j + 1) * layerBytes), l * layerBytes));
+  });
+  want.forEach((wnt, i) => {
+    const sec = unit.tail[i];
+    const size = wnt.layers.length * 2 * s.kvHeads * runBytes(s, wnt.n);
+    if (sec.kind !== wnt.kind || sec.firstToken !== wnt.first || sec.tokens !== wnt.n || sec.bytes.byteLength !== size || sec.layers.join() !== wnt.layers.join()) {
+      bad(`tail section ${i} is ${sec.kind} [${sec.firstToken}, +${sec.tokens}) of ${sec.bytes.byteLength} bytes, ${wnt.kind} [${wnt.first}, +${wnt.n}) of ${size} expected`);
+    }
+    moveTokens(s, pages, wnt.layers, wnt.first, wnt.n, sec.bytes, true);
+  });
+  seq.importPages(pages, p);
+}
