@@ -65,6 +65,11 @@
       "dependencies": ["kvt_isa_scalar", "kvt_isa_avx2", "kvt_isa_avx512"],
       "sources": [
         "src/addon.cc",
+        "src/napi-args.cc",
+        "src/memory-napi.cc",
+        "src/weights-napi.cc",
+        "src/elementwise-napi.cc",
+        "src/attention-napi.cc",
         "src/dispatch.cc",
         "src/thread-pool.cc",
         "src/memory.cc",

@@ -22,6 +22,7 @@
 // path through the same spec), test/native/aes-gcm.test.ts: same plaintext,
 // same refusals.
 #include "aes-gcm-open.h"
+#include "napi-args.h"
 
 #include <napi.h>
 #include <openssl/crypto.h>
@@ -89,13 +90,11 @@ class OpenWorker : public Napi::AsyncWorker {
   bool verified_ = false;
 };
 
+// A Uint8Array of exactly `want` bytes (any length when want is 0).
 bool bytes_of(const Napi::Value& v, size_t want, const uint8_t** p, size_t* n) {
-  if (!v.IsTypedArray()) return false;
-  auto ta = v.As<Napi::TypedArray>();
-  if (ta.TypedArrayType() != napi_uint8_array) return false;
-  if (want != 0 && ta.ByteLength() != want) return false;
-  *p = static_cast<const uint8_t*>(ta.ArrayBuffer().Data()) + ta.ByteOffset();
-  *n = ta.ByteLength();
+  uint8_t* q;
+  if (!typed_bytes(v, &q, n, napi_uint8_array) || (want != 0 && *n != want)) return false;
+  *p = q;
   return true;
 }
 
@@ -105,9 +104,7 @@ Napi::Value AesGcmOpenInPlace(const Napi::CallbackInfo& info) {
   size_t data_len, key_len, nonce_len, aad_len, tag_len;
   if (!(info.Length() == 5u && bytes_of(info[0], 0, &data, &data_len) && bytes_of(info[1], KEY_BYTES, &key, &key_len) &&
         bytes_of(info[2], NONCE_BYTES, &nonce, &nonce_len) && bytes_of(info[3], 0, &aad, &aad_len) && bytes_of(info[4], TAG_BYTES, &tag, &tag_len))) {
-    Napi::Error e = Napi::Error::New(env, "aesGcmOpenInPlace(data: Uint8Array, key: Uint8Array(32), nonce: Uint8Array(12), aad: Uint8Array, tag: Uint8Array(16))");
-    e.Set("code", Napi::String::New(env, "KVT_ERR_NATIVE_ARG"));
-    e.ThrowAsJavaScriptException();
+    throw_code(env, "KVT_ERR_NATIVE_ARG", "aesGcmOpenInPlace(data: Uint8Array, key: Uint8Array(32), nonce: Uint8Array(12), aad: Uint8Array, tag: Uint8Array(16))");
     return env.Undefined();
   }
   std::vector<uint8_t> secret(KEY_BYTES + NONCE_BYTES + TAG_BYTES);
@@ -128,9 +125,7 @@ Napi::Value AesGcmOpenInPlaceSync(const Napi::CallbackInfo& info) {
   size_t data_len, key_len, nonce_len, aad_len, tag_len;
   if (!(info.Length() == 5u && bytes_of(info[0], 0, &data, &data_len) && bytes_of(info[1], KEY_BYTES, &key, &key_len) &&
         bytes_of(info[2], NONCE_BYTES, &nonce, &nonce_len) && bytes_of(info[3], 0, &aad, &aad_len) && bytes_of(info[4], TAG_BYTES, &tag, &tag_len))) {
-    Napi::Error e = Napi::Error::New(env, "aesGcmOpenInPlaceSync(data: Uint8Array, key: Uint8Array(32), nonce: Uint8Array(12), aad: Uint8Array, tag: Uint8Array(16))");
-    e.Set("code", Napi::String::New(env, "KVT_ERR_NATIVE_ARG"));
-    e.ThrowAsJavaScriptException();
+    throw_code(env, "KVT_ERR_NATIVE_ARG", "aesGcmOpenInPlaceSync(data: Uint8Array, key: Uint8Array(32), nonce: Uint8Array(12), aad: Uint8Array, tag: Uint8Array(16))");
     return env.Undefined();
   }
   uint8_t* out = const_cast<uint8_t*>(data);

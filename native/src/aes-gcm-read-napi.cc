@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "aes-gcm-open.h"
+#include "napi-args.h"
 
 namespace kvt {
 namespace {
@@ -139,20 +140,7 @@ class ReadOpenWorker : public Napi::AsyncWorker {
   std::string code_;
 };
 
-bool uint8_view(const Napi::Value& v, uint8_t** p, size_t* n) {
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) return false;
-  auto ta = v.As<Napi::TypedArray>();
-  *p = static_cast<uint8_t*>(ta.ArrayBuffer().Data()) + ta.ByteOffset();
-  *n = ta.ByteLength();
-  return true;
-}
-
-bool whole_number(const Napi::Value& v, double lo, double hi, double* out) {
-  if (!v.IsNumber()) return false;
-  const double d = v.As<Napi::Number>().DoubleValue();
-  *out = d;
-  return d >= lo && d <= hi && d == (double)(int64_t)d;
-}
+bool uint8_view(const Napi::Value& v, uint8_t** p, size_t* n) { return typed_bytes(v, p, n, napi_uint8_array); }
 
 Napi::Value AesGcmReadOpen(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -164,9 +152,7 @@ Napi::Value AesGcmReadOpen(const Napi::CallbackInfo& info) {
             whole_number(info[5], 1, MAX_HEADER_BYTES, &header_bytes) && uint8_view(info[6], &suffix, &suffix_len);
   ok = ok && prefix_len <= (size_t)header_bytes && (size_t)nonce_offset + NONCE_BYTES <= (size_t)header_bytes;
   if (!ok) {
-    Napi::Error e = Napi::Error::New(env, "aesGcmReadOpen(fd: integer ≥ 0, data: Uint8Array, key: Uint8Array(32), expectPrefix: Uint8Array (≤ headerBytes), nonceOffset: 0..headerBytes-12, headerBytes: 1..4096, aadSuffix: Uint8Array)");
-    e.Set("code", Napi::String::New(env, "KVT_ERR_NATIVE_ARG"));
-    e.ThrowAsJavaScriptException();
+    throw_code(env, "KVT_ERR_NATIVE_ARG", "aesGcmReadOpen(fd: integer ≥ 0, data: Uint8Array, key: Uint8Array(32), expectPrefix: Uint8Array (≤ headerBytes), nonceOffset: 0..headerBytes-12, headerBytes: 1..4096, aadSuffix: Uint8Array)");
     return env.Undefined();
   }
   ReadOpenJob job{(int)fd, data, data_len, std::vector<uint8_t>(key, key + key_len), std::vector<uint8_t>(prefix, prefix + prefix_len),

@@ -8,34 +8,20 @@
 
 #include <string>
 
+#include "napi-args.h"
 #include "ops/kv-codec.h"
 
 namespace kvt {
 namespace {
-
-void fail(Napi::Env env, const char* code, const std::string& msg) {
-  Napi::Error e = Napi::Error::New(env, msg);
-  e.Set("code", Napi::String::New(env, code));
-  e.ThrowAsJavaScriptException();
-}
-
-bool bytes_of(const Napi::Value& v, uint8_t** p, size_t* n) {
-  if (!v.IsTypedArray()) return false;
-  auto ta = v.As<Napi::TypedArray>();
-  *p = static_cast<uint8_t*>(ta.ArrayBuffer().Data()) + ta.ByteOffset();
-  *n = ta.ByteLength();
-  return true;
-}
 
 bool shape_of(const Napi::CallbackInfo& info, size_t i, KvCodecShape* s) {
   int v[7];
   const char* names[7] = {"codec", "dtype", "mla", "layers", "kvHeads", "headDim", "tokens"};
   const int lo[7] = {1, 0, 0, 1, 1, 1, 1}, hi[7] = {3, 1, 1, 1 << 16, 1 << 16, 1 << 16, 1 << 20};
   for (int k = 0; k < 7; ++k) {
-    const Napi::Value a = info[i + k];
-    const double d = a.IsNumber() ? a.As<Napi::Number>().DoubleValue() : -1.0;
-    if (d != (double)(int64_t)d || d < lo[k] || d > hi[k]) {
-      fail(info.Env(), "KVT_ERR_NATIVE_ARG",
+    double d;
+    if (!whole_number(info[i + k], lo[k], hi[k], &d)) {
+      throw_code(info.Env(), "KVT_ERR_NATIVE_ARG",
            std::string("kv codec: ") + names[k] + " must be an integer in [" + std::to_string(lo[k]) + ", " + std::to_string(hi[k]) + "]");
       return false;
     }
@@ -43,7 +29,7 @@ bool shape_of(const Napi::CallbackInfo& info, size_t i, KvCodecShape* s) {
   }
   *s = KvCodecShape{v[0], v[1] == 0 ? F32 : F16, v[2] == 1, v[3], v[4], v[5], v[6]};
   if ((double)s->matrices() * s->matrix_values() * s->elem_bytes() > (double)(1ull << 40)) {
-    fail(info.Env(), "KVT_ERR_NATIVE_SHAPE", "kv codec: block shape too large");
+    throw_code(info.Env(), "KVT_ERR_NATIVE_SHAPE", "kv codec: block shape too large");
     return false;
   }
   return true;
@@ -61,8 +47,8 @@ Napi::Value Run(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   uint8_t *dst, *src;
   size_t n_dst, n_src;
-  if (!bytes_of(info[0], &dst, &n_dst) || !bytes_of(info[1], &src, &n_src)) {
-    fail(env, "KVT_ERR_NATIVE_ARG", "kv codec: dst and src must be typed arrays");
+  if (!typed_bytes(info[0], &dst, &n_dst) || !typed_bytes(info[1], &src, &n_src)) {
+    throw_code(env, "KVT_ERR_NATIVE_ARG", "kv codec: dst and src must be typed arrays");
     return env.Undefined();
   }
   KvCodecShape s;
@@ -70,7 +56,7 @@ Napi::Value Run(const Napi::CallbackInfo& info) {
   const size_t raw = s.raw_bytes(), packed = kv_codec_bytes(s);
   const size_t want_dst = kMode == 0 ? packed : raw, want_src = kMode == 0 ? raw : packed;
   if (n_dst != want_dst || n_src != want_src) {
-    fail(env, "KVT_ERR_NATIVE_SHAPE",
+    throw_code(env, "KVT_ERR_NATIVE_SHAPE",
          std::string("kv codec: dst is ") + std::to_string(n_dst) + " bytes and src " + std::to_string(n_src) +
              "; this shape needs dst " + std::to_string(want_dst) + " and src " + std::to_string(want_src));
     return env.Undefined();

@@ -9,16 +9,13 @@
 #include <cmath>
 #include <string>
 
+#include "napi-args.h"
 #include "ops/sample-masked.h"
 
 namespace kvt {
 namespace {
 
-void fail(Napi::Env env, const std::string& msg) {
-  Napi::Error e = Napi::Error::New(env, msg);
-  e.Set("code", Napi::String::New(env, "KVT_ERR_NATIVE_ARG"));
-  e.ThrowAsJavaScriptException();
-}
+void fail(Napi::Env env, const std::string& msg) { throw_code(env, "KVT_ERR_NATIVE_ARG", msg); }
 
 template <bool kRef>
 Napi::Value Sample(const Napi::CallbackInfo& info) {

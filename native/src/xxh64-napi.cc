@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "napi-args.h"
 #include "xxh64-stream.h"
 
 namespace kvt {
@@ -25,9 +26,7 @@ uint64_t xxh64(const uint8_t* p, size_t len, uint64_t seed) {
 Napi::Value Xxh64(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() != 2 || !info[0].IsTypedArray() || !info[1].IsBigInt()) {
-    Napi::Error e = Napi::Error::New(env, "xxh64(bytes: Uint8Array, seed: bigint)");
-    e.Set("code", Napi::String::New(env, "KVT_ERR_NATIVE_ARG"));
-    e.ThrowAsJavaScriptException();
+    throw_code(env, "KVT_ERR_NATIVE_ARG", "xxh64(bytes: Uint8Array, seed: bigint)");
     return env.Undefined();
   }
   auto ta = info[0].As<Napi::TypedArray>();
