@@ -18,7 +18,7 @@
  * compress rope. Only the selected entries' scores and values are computed.
  */
 import type { Deepseek4Config } from './deepseek4-config.ts';
-import { matVec, rmsNorm, ropeApply, ropeCache } from './deepseek4-math.ts';
+import { rmsNorm, ropeApply, ropeCache } from './deepseek4-math.ts';
 import type { Deepseek4LayerState } from './deepseek4-state.ts';
 import type { Deepseek4Weights } from './deepseek4-weights.ts';
 
@@ -95,8 +95,8 @@ function compressorStep(
 ): Float32Array | null {
   const overlap = ratio === 4;
   const width = (overlap ? 2 : 1) * dim;
-  const kv = matVec(w.get(`${prefix}_kv.weight`), cfg.nEmbd, width, x);
-  const score = matVec(w.get(`${prefix}_gate.weight`), cfg.nEmbd, width, x);
+  const kv = w.mv(`${prefix}_kv.weight`, cfg.nEmbd, width, x);
+  const score = w.mv(`${prefix}_gate.weight`, cfg.nEmbd, width, x);
   const ape = w.get(`${prefix}_ape.weight`);
   for (let j = 0; j < width; j++) score[j] = score[j]! + ape[(p % ratio) * width + j]!;
   kvRows.set(p, kv);
@@ -123,10 +123,10 @@ function indexerTopK(cfg: Deepseek4Config, w: Deepseek4Weights, l: number, x: Fl
   if (n <= cfg.indexerTopK) return Array.from({ length: n }, (_, i) => i);
   const H = cfg.indexerHeads;
   const D = cfg.indexerDim;
-  const q = matVec(w.get(`blk.${l}.indexer.attn_q_b.weight`), cfg.qLoraRank, H * D, qr);
+  const q = w.mv(`blk.${l}.indexer.attn_q_b.weight`, cfg.qLoraRank, H * D, qr);
   const cache = ropeCache(p, cfg.nRot, cfg.ropeCompress);
   for (let h = 0; h < H; h++) ropeApply(q, h * D + D - cfg.nRot, cache);
-  const hw = matVec(w.get(`blk.${l}.indexer.proj.weight`), cfg.nEmbd, H, x);
+  const hw = w.mv(`blk.${l}.indexer.proj.weight`, cfg.nEmbd, H, x);
   const s = 1 / Math.sqrt(D * H);
   const scores = new Float64Array(n);
   for (let j = 0; j < n; j++) {
@@ -202,14 +202,14 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
   const rope = cfg.ratios[l] !== 0 ? cfg.ropeCompress : cfg.ropePlain;
   const cache = ropeCache(p, cfg.nRot, rope);
 
-  const qr = matVec(w.get(P + 'attn_q_a.weight'), cfg.nEmbd, cfg.qLoraRank, x);
+  const qr = w.mv(P + 'attn_q_a.weight', cfg.nEmbd, cfg.qLoraRank, x);
   rmsNorm(qr, cfg.rmsEps, w.get(P + 'attn_q_a_norm.weight'), qr);
-  const q = matVec(w.get(P + 'attn_q_b.weight'), cfg.qLoraRank, H * D, qr);
+  const q = w.mv(P + 'attn_q_b.weight', cfg.qLoraRank, H * D, qr);
   for (let h = 0; h < H; h++) {
     rmsNorm(q, cfg.rmsEps, undefined, q, h * D, D);
     ropeApply(q, h * D + nope, cache);
   }
-  const kv = matVec(w.get(P + 'attn_kv.weight'), cfg.nEmbd, D, x);
+  const kv = w.mv(P + 'attn_kv.weight', cfg.nEmbd, D, x);
   rmsNorm(kv, cfg.rmsEps, w.get(P + 'attn_kv_a_norm.weight'), kv);
   ropeApply(kv, nope, cache);
 
@@ -264,8 +264,7 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
   const G = cfg.oGroups;
   const R = cfg.oLoraRank;
   const gd = (H / G) * D;
-  const woa = w.get(P + 'attn_output_a.weight');
   const oa = new Float32Array(G * R);
-  for (let g = 0; g < G; g++) matVec(woa, gd, R, out, g * gd, oa.subarray(g * R, (g + 1) * R), g * R);
-  return matVec(w.get(P + 'attn_output_b.weight'), G * R, cfg.nEmbd, oa);
+  for (let g = 0; g < G; g++) w.mv(P + 'attn_output_a.weight', gd, R, out, g * gd, oa.subarray(g * R, (g + 1) * R), g * R);
+  return w.mv(P + 'attn_output_b.weight', G * R, cfg.nEmbd, oa);
 }

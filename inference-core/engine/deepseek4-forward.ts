@@ -23,7 +23,7 @@
 import { readGguf } from '../gguf/index.ts';
 import { readDeepseek4Config, type Deepseek4Config } from './deepseek4-config.ts';
 import { deepseek4Attention, type Deepseek4Ablation, type Deepseek4Stats } from './deepseek4-attention.ts';
-import { hcWeights, matVec, rmsNorm, softplus, swigluClamp } from './deepseek4-math.ts';
+import { hcWeights, rmsNorm, softplus, swigluClamp } from './deepseek4-math.ts';
 import { Deepseek4State } from './deepseek4-state.ts';
 import { Deepseek4Weights } from './deepseek4-weights.ts';
 
@@ -79,7 +79,7 @@ export class Deepseek4Model {
   private mix(H: Float32Array, prefix: string, nMix: number, withComb: boolean) {
     const c = this.cfg;
     const flat = rmsNorm(H, c.rmsEps);
-    const mixes = matVec(this.weights.get(`${prefix}_fn.weight`), c.hc * c.nEmbd, nMix, flat);
+    const mixes = this.weights.mv(`${prefix}_fn.weight`, c.hc * c.nEmbd, nMix, flat);
     return hcWeights(mixes, this.weights.get(`${prefix}_scale.weight`), this.weights.get(`${prefix}_base.weight`), c.hc, c.hcEps, c.sinkhornIters, withComb);
   }
 
@@ -118,7 +118,7 @@ export class Deepseek4Model {
     const c = this.cfg;
     const x = this.ablation.noHyperConnections ? H.subarray(0, c.nEmbd).slice() : this.collapse(H, this.mix(H, 'output_hc', c.hc, false).pre);
     rmsNorm(x, c.rmsEps, this.weights.get('output_norm.weight'), x);
-    return matVec(this.weights.get('output.weight'), c.nEmbd, c.nVocab, x);
+    return this.weights.mv('output.weight', c.nEmbd, c.nVocab, x);
   }
 
   private ffn(l: number, x: Float32Array, token: number): Float32Array {
@@ -127,7 +127,7 @@ export class Deepseek4Model {
     const P = `blk.${l}.`;
     const d = c.nEmbd;
     const F = c.expertFfn;
-    const logits = matVec(w.get(P + 'ffn_gate_inp.weight'), d, c.nExpert, x);
+    const logits = w.mv(P + 'ffn_gate_inp.weight', d, c.nExpert, x);
     const probs = logits.map((v) => Math.sqrt(softplus(v)));
     let chosen: number[];
     if (l < c.hashLayers) {
@@ -146,25 +146,22 @@ export class Deepseek4Model {
     }
     if (c.weightsScale !== 0 && c.weightsScale !== 1) for (let k = 0; k < wts.length; k++) wts[k] = wts[k]! * c.weightsScale;
     const out = new Float32Array(d);
-    const gate = w.get(P + 'ffn_gate_exps.weight');
-    const up = w.get(P + 'ffn_up_exps.weight');
-    const down = w.get(P + 'ffn_down_exps.weight');
     const act = new Float32Array(F);
     const y = new Float32Array(d);
     this.stats.expertsComputed += chosen.length;
     chosen.forEach((e, k) => {
-      const g = matVec(gate, d, F, x, 0, new Float32Array(F), e * F);
-      const u = matVec(up, d, F, x, 0, new Float32Array(F), e * F);
+      const g = w.mv(P + 'ffn_gate_exps.weight', d, F, x, 0, new Float32Array(F), e * F);
+      const u = w.mv(P + 'ffn_up_exps.weight', d, F, x, 0, new Float32Array(F), e * F);
       for (let i = 0; i < F; i++) act[i] = swigluClamp(g[i]!, u[i]!, c.clampExp[l]!);
-      matVec(down, F, d, act, 0, y, e * d);
+      w.mv(P + 'ffn_down_exps.weight', F, d, act, 0, y, e * d);
       for (let i = 0; i < d; i++) out[i] = out[i]! + y[i]! * wts[k]!;
     });
     const S = F * c.nExpertShared;
-    const sg = matVec(w.get(P + 'ffn_gate_shexp.weight'), d, S, x);
-    const su = matVec(w.get(P + 'ffn_up_shexp.weight'), d, S, x);
+    const sg = w.mv(P + 'ffn_gate_shexp.weight', d, S, x);
+    const su = w.mv(P + 'ffn_up_shexp.weight', d, S, x);
     const sa = new Float32Array(S);
     for (let i = 0; i < S; i++) sa[i] = swigluClamp(sg[i]!, su[i]!, c.clampShexp[l]!);
-    const sy = matVec(w.get(P + 'ffn_down_shexp.weight'), S, d, sa);
+    const sy = w.mv(P + 'ffn_down_shexp.weight', S, d, sa);
     for (let i = 0; i < d; i++) out[i] = out[i]! + sy[i]!;
     return out;
   }
