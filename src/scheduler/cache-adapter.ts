@@ -10,12 +10,8 @@
  * request is not handed to the tier at all, so it is never served to
  * another request.
  */
-import { PrefixChain, PrefixHasher, type BlockFlights, payloadBytesFor, type KvLayout, type KvNamespace, type KvTier, type LookupResult } from '../kvtier/index.ts';
-import type { CacheHit, CacheTier, PrefixKeys } from './ports.ts';
-
-interface TierHit extends CacheHit {
-  lookup: LookupResult;
-}
+import { PrefixHasher, payloadBytesFor, type BlockFlights, type KvLayout, type KvNamespace, type KvTier, type PrefixChain } from '../kvtier/index.ts';
+import type { CacheHit, CacheTier, StoreRequest } from './ports.ts';
 
 export class KvTierCache implements CacheTier {
   private constructor(
@@ -45,40 +41,29 @@ export class KvTierCache implements CacheTier {
     return this.tier.namespace({ modelFingerprint, tenantSalt: tenantSaltHex });
   }
 
-  prefixKeys(namespace: unknown, tokens: Uint32Array): PrefixChain {
-    return this.hasher.chain((namespace as KvNamespace).keyBytes, tokens);
+  prefixKeys(namespace: KvNamespace, tokens: Uint32Array): PrefixChain {
+    return this.hasher.chain(namespace.keyBytes, tokens);
   }
 
-  async lookup(namespace: unknown, tokens: Uint32Array, context: { tenant: string; trafficClass: string }, maxBlocks: number, keys?: PrefixKeys): Promise<TierHit> {
-    const chain = keys instanceof PrefixChain ? keys : undefined;
-    const lookup = await this.tier.lookup(namespace as KvNamespace, tokens, context, chain);
+  async lookup(namespace: KvNamespace, tokens: Uint32Array, context: { tenant: string; trafficClass: string }, maxBlocks: number, keys?: PrefixChain): Promise<CacheHit> {
+    const lookup = await this.tier.lookup(namespace, tokens, context, keys);
     return { lookup, blocks: Math.min(maxBlocks, lookup.hitBlocks) };
   }
 
   async load(hit: CacheHit, maxBlocks: number, fromBlock = 0): Promise<{ payloads: Uint8Array[]; release?: () => void }> {
-    const { lookup } = hit as TierHit;
+    const { lookup } = hit;
     if (lookup.hitBlocks <= fromBlock) return { payloads: [] };
     const loaded = await this.tier.load(lookup, { fromBlock });
     return { payloads: loaded.blocks.map((b) => b.payload).slice(0, Math.max(0, maxBlocks - fromBlock)), release: () => loaded.release() };
   }
 
-  async store(request: {
-    namespace: unknown;
-    tokens: Uint32Array;
-    fromBlock: number;
-    payloads: readonly Uint8Array[];
-    tenant: string;
-    trafficClass: string;
-    retention?: { ttlMs?: number; noStore?: boolean };
-    keys?: PrefixKeys;
-  }): Promise<void> {
+  async store(request: StoreRequest): Promise<void> {
     // No-store: the request's blocks are not kept, nor held where another request's lookup would find them.
     if (request.retention?.noStore) return;
-    const namespace = request.namespace as KvNamespace;
-    const { tokens } = request;
+    const { namespace, tokens } = request;
     const toBlock = request.fromBlock + request.payloads.length;
     // The request's prompt keys when they cover these blocks (its prompt's); a reply's blocks past them are hashed here.
-    const chain = request.keys instanceof PrefixChain && request.keys.blockCount >= toBlock ? request.keys : this.hasher.chain(namespace.keyBytes, tokens);
+    const chain = request.keys && request.keys.blockCount >= toBlock ? request.keys : this.hasher.chain(namespace.keyBytes, tokens);
     this.tier.store({
       namespace,
       tokens,

@@ -76,3 +76,9 @@ export type FromEngineThread =
   | { type: 'log'; level: 'info' | 'warn' | 'error'; message: string }
   | { type: 'fatal'; error: { code: string; message: string } }
   | { type: 'closed' };
+
+/** A thrown value as it crosses to the owner: its code (KVT_ERR_INTERNAL when it has none) and message. */
+export function wireError(error: unknown): { code: string; message: string } {
+  const code = error instanceof Error && 'code' in error && typeof error.code === 'string' ? error.code : 'KVT_ERR_INTERNAL';
+  return { code, message: error instanceof Error ? error.message : String(error) };
+}

@@ -10,15 +10,13 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 
-import { adjustsLogits, loadEngine, Sampler, type Sequence } from '../../inference-core/index.ts';
-import { GrammarCursor, planSpeculativeBatch, SpeculativeSession } from '../../inference-core/speculative/index.ts';
-import { constrainedDecoder, grammarOf, masksOf, vocabOf } from '../../inference-core/grammar/index.ts';
-import type { RequestSpec } from './job.ts';
+import { loadEngine, type Sequence } from '../../inference-core/index.ts';
 import { FetchOrRecompute } from '../cluster/index.ts';
 import { openBlobStore, type BlobStore } from '../../storage-adapters/index.ts';
 import { BlockSealer, CodecGate, KvTier, RedisPolicyStore, type PolicyStore } from '../kvtier/index.ts';
 import { KvTierCache } from './cache-adapter.ts';
-import type { EngineThreadInit, FromEngineThread, ToEngineThread } from './engine-thread-protocol.ts';
+import { engineDecoders } from './engine-decoders.ts';
+import { wireError, type EngineThreadInit, type FromEngineThread, type ToEngineThread } from './engine-thread-protocol.ts';
 import { PrefillScheduler } from './prefill-scheduler.ts';
 import type { EngineModel } from './ports.ts';
 import { adminCall } from './tier-admin.ts';
@@ -49,11 +47,12 @@ async function main(init: EngineThreadInit): Promise<void> {
     tier = await KvTier.open({ dataDir: init.dataDir, store: blobStore, blockTokens: init.blockTokens, hotCacheBytes: init.hotCacheBytes, policyStore, gcIntervalMs: init.gcIntervalMs, metadataRedisUrl: init.redisUrl ?? '', seal: init.encryption ? new BlockSealer(init.encryption) : undefined });
   } catch (error) {
     // A cache that cannot open must not stop serving: every request is then a (correct) full prefill.
-    cacheProblem = `${(error as { code?: string }).code ?? 'KVT_ERR_INTERNAL'}: ${(error as Error).message}`;
+    const wire = wireError(error);
+    cacheProblem = `${wire.code}: ${wire.message}`;
     send({ type: 'log', level: 'error', message: `cache tier unavailable, serving without it: ${cacheProblem}` });
   }
   const cache = tier ? await KvTierCache.create(tier, engine.kvLayout) : null;
-  const model: EngineModel = {
+  const model: EngineModel<Sequence> = {
     fingerprint: engine.fingerprint,
     contextLength: engine.contextLength,
     createSequence: () => engine.createSequence(),
@@ -61,11 +60,9 @@ async function main(init: EngineThreadInit): Promise<void> {
     totalBlocks: () => engine.pool.pages,
     maxStepTokens: engine.prefillChunk,
     maxLogitRows: engine.maxBatch,
-    step: (items) => engine.step(items.map(({ sequence, tokens, logits }) => ({ seq: sequence as Sequence, tokens, logits }))),
+    step: (items) => engine.step(items.map(({ sequence, tokens, logits }) => ({ seq: sequence, tokens, logits }))),
   };
   const storageFaults: Record<string, number> = {};
-  /** Constrained jobs under speculation: the grammar after the tokens sampled so far, until the session takes it. */
-  const grammarTracks = new WeakMap<RequestSpec, { cursor: GrammarCursor }>();
   const scheduler = new PrefillScheduler({
     engine: model,
     cache,
@@ -75,59 +72,10 @@ async function main(init: EngineThreadInit): Promise<void> {
     blockTokens: init.blockTokens,
     maxBatch: init.maxBatch,
     emit: (jobId, event) => send({ type: 'event', jobId, event }),
-    createSampler: (job) => {
-      const s = job.sampling;
-      const sampler = new Sampler({
-        temperature: s.temperature, topK: s.topK, topP: s.topP, seed: s.seed, stopTokens: s.stopTokenIds,
-        ...(s.logitBias ? { logitBias: s.logitBias } : {}), presencePenalty: s.presencePenalty ?? 0, frequencyPenalty: s.frequencyPenalty ?? 0,
-      });
-      if (!job.constraint) return { sample: (logits) => sampler.sample(logits) };
-      if (speculative !== 'off' && !adjustsLogits(job.sampling)) {
-        // Speculative decoding takes over after the first token: that token goes through the grammar cursor the
-        // session carries on with (same masks as the decoder below; speculative-constrained.test.ts checks that).
-        const track = { cursor: GrammarCursor.start(masksOf(grammarOf(job.constraint), vocabOf(engine.tokenizer)), job.sampling.maxTokens, job.sampling.stopTokenIds) };
-        grammarTracks.set(job, track);
-        return {
-          sample: (logits) => {
-            const token = sampler.sample(logits, track.cursor.mask());
-            track.cursor = track.cursor.advance(token);
-            return token;
-          },
-        };
-      }
-      // Structured output: the grammar's mask (cached per schema and vocabulary) before every pick.
-      const decoder = constrainedDecoder(job.constraint, engine.tokenizer, job.sampling.maxTokens, job.sampling.stopTokenIds);
-      return {
-        sample: (logits) => {
-          const token = sampler.sample(logits, decoder.nextMask());
-          decoder.accept(token);
-          return token;
-        },
-      };
-    },
-    createSpeculative: (job, sequence, context) => {
-      // The drafts are verified against the model's own distribution; a request that shifts logits (bias, penalties) decodes plainly.
-      if (speculative === 'off' || adjustsLogits(job.sampling)) return null;
-      // A constrained reply continues from the grammar after its first token (sampled by createSampler's sampler).
-      const track = job.constraint ? grammarTracks.get(job) : undefined;
-      if (job.constraint && !track) return null;
-      grammarTracks.delete(job);
-      const s = job.sampling;
-      return new SpeculativeSession({
-        target: sequence as Sequence,
-        context,
-        sampling: { temperature: s.temperature, topK: s.topK, topP: s.topP, seed: s.seed, stopTokens: s.stopTokenIds },
-        mode: speculative,
-        ...(draftEngine ? { draftEngine } : {}),
-        length: { mode: 'adaptive', maxDraft: SPEC_ROWS - 1 },
-        ...(track ? { constraint: track.cursor } : {}),
-      });
-    },
-    // Draft-model steps of all decoding sequences in one draft-engine step per draft position.
-    planSpeculative: (batch) => planSpeculativeBatch(batch.map(({ decoder, limit }) => ({ session: decoder as SpeculativeSession, limit }))),
+    decoders: engineDecoders(engine, { speculative, draftEngine, maxRows: SPEC_ROWS }),
     onStorageError: (phase, error) => {
       storageFaults[phase] = (storageFaults[phase] ?? 0) + 1;
-      send({ type: 'log', level: 'warn', message: `storage ${phase} fault (degraded to a miss): ${(error as Error).message}` });
+      send({ type: 'log', level: 'warn', message: `storage ${phase} fault (degraded to a miss): ${wireError(error).message}` });
     },
   });
   // Block codecs a policy change names are measured on this engine before they are accepted (once per codec).
@@ -141,7 +89,7 @@ async function main(init: EngineThreadInit): Promise<void> {
       adminCall(tier, message.call, { scheduler: scheduler.depth, storageFaults, cacheProblem }, codecGate)
         .then((result) => send({ type: 'adminResult', requestId: message.requestId, ok: true, result }))
         .catch((error: unknown) =>
-          send({ type: 'adminResult', requestId: message.requestId, ok: false, error: { code: (error as { code?: string }).code ?? 'KVT_ERR_INTERNAL', message: (error as Error).message } }),
+          send({ type: 'adminResult', requestId: message.requestId, ok: false, error: wireError(error) }),
         );
     } else if (message.type === 'close') {
       void (async () => {
@@ -160,6 +108,5 @@ async function main(init: EngineThreadInit): Promise<void> {
   send({ type: 'ready', fingerprint: engine.fingerprint, contextLength: engine.contextLength, modelPath: engine.modelPath, cacheProblem, ...(tier ? { policy: tier.policy.current().doc } : {}) });
 }
 
-main(workerData as EngineThreadInit).catch((error: unknown) => {
-  send({ type: 'fatal', error: { code: (error as { code?: string }).code ?? 'KVT_ERR_INTERNAL', message: (error as Error).message } });
-});
+const init: EngineThreadInit = workerData;
+main(init).catch((error: unknown) => send({ type: 'fatal', error: wireError(error) }));

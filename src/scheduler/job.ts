@@ -4,9 +4,9 @@
  *
  *   API ──RequestSpec──▶ worker:  prefilled → tokens* → done      (or error at any point)
  */
-import type { RequestSpec } from '../request-spec.ts';
+import type { CacheRetentionHint, RequestSpec, SamplingSpec } from '../request-spec.ts';
 
-export type { RequestSpec };
+export type { CacheRetentionHint, RequestSpec, SamplingSpec };
 
 export type JobEvent =
   | {

@@ -1,26 +1,18 @@
 /**
- * The prefill worker's loop, on the thread that owns the engine.
+ * The worker's loop, on the thread that owns the engine, in nano-vllm's
+ * shape: schedule() returns a plan, the engine runs it, postprocess() moves
+ * each sequence on. Fetches and prefill-only flushes are I/O: they run
+ * between steps and come back to the loop as events, which postprocess()
+ * handles too, so a sequence changes status in one place (postprocess.ts).
  *
- *   submit ─▶ waiting ─▶ fetching ───────────────▶ prefill ─────────────▶ decode ─▶ done
- *                        lookup longest cached      chunks of the uncached   one row per step
- *                        prefix, load (or not:      rest, shortest first     until stop / max_tokens
- *                        fetch-or-recompute),       (step-plan.ts); full
- *                        import into a sequence     blocks stored per chunk
- *                        (fetch-phase.ts)           (engine-step.ts,         (decode-phase.ts)
- *                              │ ▲                   store-writer.ts)
- *                              ▼ │ blocks of the shared prefix stored
- *                           deferred (single-flight.ts)
+ *   submit ─▶ waiting ─ admit ─▶ beginFetch ─ fetchPrefix (fetch.ts, I/O) ─ event ─┐
+ *                                                                                 ▼
+ *   loop:  events ─▶ postprocess.onEvent ─▶ Deferred | Prefill | Fetching again | end
+ *          schedule (schedule.ts) ─▶ engine.step ─▶ postprocess (sample, store blocks, finish)
  *
- * A request is one record from admission to retention, RequestSequence
- * (sequence.ts); this file is the loop over its phases, each phase a module
- * of its own that reads and writes that record. How a request leaves is
- * request-end.ts; cancels and end counts are job-ends.ts.
- *
- * Every step is one engine forward carrying all decoding sequences' next
- * tokens and the chosen prefill chunks together, so replies keep streaming
- * while prompts are computed, and a cached turn's short suffix is not stuck
- * behind another session's cold prompt. Lookups and loads are I/O and run
- * between steps.
+ * A request is one record, RequestSequence (sequence.ts). Each step is one
+ * engine forward carrying every decoding sequence's next tokens and the
+ * chosen prefill chunks together (continuous batching).
  *
  * Single flight: a job whose first uncached prompt block (by its chained
  * key, hashed once at admission) an earlier admitted, unfinished prompt is
@@ -38,23 +30,38 @@
  * Storage faults never fail a job: lookup/load errors become a miss (full
  * prefill), store errors are counted; both are reported to `onStorageError`.
  */
+import type { FetchOrRecompute } from '../cluster/index.ts';
 import { BlockFlights } from '../kvtier/index.ts';
-import { DecodePhase } from './decode-phase.ts';
-import { DEFAULT_STEP_TOKENS, EngineStep } from './engine-step.ts';
-import { FetchPhase } from './fetch-phase.ts';
-import type { RequestSpec } from './job.ts';
+import { assertSpecFits, fetchPrefix, keyPrompt, type FetchDeps } from './fetch.ts';
+import type { JobEvent, RequestSpec } from './job.ts';
 import { JobEnds } from './job-ends.ts';
-import { RequestEnd } from './request-end.ts';
+import type { CacheTier, DecoderFactory, EngineModel } from './ports.ts';
+import { beginFetch, cancelledUnstarted, fail, failAll, onEvent, postprocess, reapCancelled, releaseDeferred, type Io, type LoopEvent, type LoopState } from './postprocess.ts';
 import { RetainedSequences } from './retained-sequences.ts';
-import type { FinishReason, SchedulerContext, SchedulerOptions } from './scheduler-context.ts';
-import { RequestSequence } from './sequence.ts';
+import { DEFAULT_STEP_TOKENS, schedule } from './schedule.ts';
+import { RequestSequence, SequenceStatus } from './sequence.ts';
 import { ComputingBlocks, releasable } from './single-flight.ts';
-import { StoreWriter } from './store-writer.ts';
-
-export type { SchedulerOptions } from './scheduler-context.ts';
 
 const IO_GRACE_MS = 3;
 const DEFAULT_RETAINED = 16;
+
+export interface SchedulerOptions {
+  engine: EngineModel;
+  cache: CacheTier | null;
+  blockTokens: number;
+  maxBatch: number;
+  emit: (jobId: string, event: JobEvent) => void;
+  /** Makes each request's decoder (sampler, grammar, speculative session): engine-decoders.ts on the engine thread. */
+  decoders: DecoderFactory;
+  onStorageError?: (phase: 'lookup' | 'load' | 'store', error: unknown) => void;
+  /** Tokens one step carries (decode rows + prefill chunks); default 128, at most the engine's step size. */
+  stepTokens?: number;
+  /** Finished sequences kept in the pool for the next turn (default 16; 0 = free at once). */
+  retainSequences?: number;
+  /** Load a hit only when reading it is predicted to beat recomputing it (absent: always load). */
+  fetchPolicy?: FetchOrRecompute;
+  now?: () => number;
+}
 
 /** What the scheduler holds now, for admin stats and the tests that check abandoned work is dropped. */
 export interface SchedulerState {
@@ -71,47 +78,41 @@ export interface SchedulerState {
   cancels: { ended: number; maxStepsAfterCancel: number };
 }
 
-export class PrefillScheduler implements SchedulerContext {
+export class PrefillScheduler implements LoopState {
+  readonly engine: EngineModel;
+  readonly cache: CacheTier | null;
+  readonly blockTokens: number;
+  readonly decoders: DecoderFactory;
+  readonly emit: (jobId: string, event: JobEvent) => void;
+  readonly onStorageError?: (phase: 'lookup' | 'load' | 'store', error: unknown) => void;
   readonly now: () => number;
   readonly active: RequestSequence[] = [];
   readonly retained: RetainedSequences;
   readonly computing: ComputingBlocks;
   readonly ends = new JobEnds();
-  readonly pendingFetches = new Set<Promise<unknown>>();
   readonly pendingStores = new Set<Promise<unknown>>();
-  private isClosed = false;
-  private stepCount = 0;
+  closed = false;
+  steps = 0;
+  private readonly pendingFetches = new Set<Promise<unknown>>();
+  private readonly events: LoopEvent[] = [];
   private readonly waiting: RequestSpec[] = [];
+  private readonly fetchDeps: FetchDeps;
+  private readonly stepTokens: number;
   private nextOrder = 0;
   private loopActive = false;
-  private readonly fetchPhase: FetchPhase;
-  private readonly decodePhase: DecodePhase;
-  private readonly ending: RequestEnd;
-  private readonly engineStep: EngineStep;
 
-  constructor(readonly options: SchedulerOptions) {
+  constructor(private readonly options: SchedulerOptions) {
+    ({ engine: this.engine, cache: this.cache, blockTokens: this.blockTokens, decoders: this.decoders, emit: this.emit, onStorageError: this.onStorageError } = options);
     this.now = options.now ?? (() => performance.now());
     this.retained = new RetainedSequences(options.retainSequences ?? DEFAULT_RETAINED);
     this.computing = new ComputingBlocks(options.cache?.flights ?? new BlockFlights());
-    const stepTokens = Math.max(1, Math.min(options.stepTokens ?? DEFAULT_STEP_TOKENS, options.engine.maxStepTokens));
-    const store = new StoreWriter(this);
-    this.fetchPhase = new FetchPhase(this);
-    this.decodePhase = new DecodePhase(this);
-    this.ending = new RequestEnd(this, store);
-    this.engineStep = new EngineStep(this, stepTokens, this.decodePhase, store, () => this.stepCount++);
-  }
-
-  get closed(): boolean {
-    return this.isClosed;
-  }
-
-  /** Engine forwards run so far. */
-  get steps(): number {
-    return this.stepCount;
+    this.stepTokens = Math.max(1, Math.min(options.stepTokens ?? DEFAULT_STEP_TOKENS, options.engine.maxStepTokens));
+    const { engine, cache, blockTokens, fetchPolicy, onStorageError } = options;
+    this.fetchDeps = { engine, cache, blockTokens, retained: this.retained, fetchPolicy, onStorageError, now: this.now, recomputeDecisions: { count: 0 } };
   }
 
   get depth(): SchedulerState {
-    const { engine } = this.options;
+    const { engine } = this;
     return {
       waiting: this.waiting.length,
       running: this.active.length,
@@ -123,23 +124,16 @@ export class PrefillScheduler implements SchedulerContext {
     };
   }
 
-  submit(job: RequestSpec): void {
-    if (this.closed) {
-      this.options.emit(job.id, { type: 'error', code: 'KVT_ERR_SERVER_SHUTTING_DOWN', message: 'the worker is stopping; retry the request' });
-      return;
-    }
-    this.waiting.push(job);
+  submit(spec: RequestSpec): void {
+    if (this.closed) return this.emit(spec.id, { type: 'error', code: 'KVT_ERR_SERVER_SHUTTING_DOWN', message: 'the worker is stopping; retry the request' });
+    this.waiting.push(spec);
     this.kick();
   }
 
   cancel(jobId: string): void {
     const at = this.waiting.findIndex((j) => j.id === jobId);
-    if (at !== -1) {
-      const [job] = this.waiting.splice(at, 1);
-      this.ending.cancelledUnstarted(job);
-      return;
-    }
-    const seq = this.active.find((s) => s.job.id === jobId);
+    if (at !== -1) return cancelledUnstarted(this, this.waiting.splice(at, 1)[0]);
+    const seq = this.active.find((s) => s.id === jobId);
     if (seq) {
       seq.cancelled = true;
       this.ends.cancelHeld(jobId, this.steps);
@@ -149,14 +143,13 @@ export class PrefillScheduler implements SchedulerContext {
 
   /** Stops taking jobs, fails waiting ones, lets write-behind finish. */
   async close(): Promise<void> {
-    this.isClosed = true;
-    for (const job of this.waiting.splice(0)) {
-      this.options.emit(job.id, { type: 'error', code: 'KVT_ERR_SERVER_SHUTTING_DOWN', message: 'the worker is stopping; retry the request' });
-    }
+    this.closed = true;
+    for (const spec of this.waiting.splice(0)) this.emit(spec.id, { type: 'error', code: 'KVT_ERR_SERVER_SHUTTING_DOWN', message: 'the worker is stopping; retry the request' });
     for (const seq of this.active) seq.cancelled = true;
     this.kick();
-    while (this.loopActive || this.pendingFetches.size > 0) await new Promise((r) => setTimeout(r, 5));
+    while (this.loopActive || this.pendingFetches.size > 0 || this.events.length > 0) await new Promise((r) => setTimeout(r, 5));
     await Promise.allSettled([...this.pendingStores]);
+    this.drainEvents(); // a prefill-only write that landed just now ends its job before close returns
     this.retained.clear();
   }
 
@@ -165,22 +158,10 @@ export class PrefillScheduler implements SchedulerContext {
     this.retained.clear();
   }
 
-  kick(): void {
+  private kick(): void {
     if (this.loopActive) return;
     this.loopActive = true;
     setImmediate(() => void this.loop());
-  }
-
-  promptDone(seq: RequestSequence, logits: Float32Array | null): void {
-    this.decodePhase.promptDone(seq, logits);
-  }
-
-  finish(seq: RequestSequence, reason: FinishReason): void {
-    this.ending.finish(seq, reason);
-  }
-
-  fail(seq: RequestSequence, error: unknown): void {
-    this.ending.fail(seq, error);
   }
 
   private async loop(): Promise<void> {
@@ -188,22 +169,84 @@ export class PrefillScheduler implements SchedulerContext {
       for (;;) {
         // Before the step, not after: a job submitted meanwhile, and its lookup, then join this step instead of the next.
         for (let round = 0; round < 3; round++) {
-          this.reapCancelled();
+          this.drainEvents();
+          reapCancelled(this);
           this.admit();
-          this.releaseDeferred();
+          this.start({ fetch: [], flush: [] }, (io) => releaseDeferred(this, (seq) => releasable(seq, this.active), io));
           await this.yieldToIo();
+          this.drainEvents();
           if (!this.admissible()) break;
         }
-        if (!this.active.some((s) => s.phase === 'prefill' || s.phase === 'decode')) {
-          // A job submitted during the last yield: its kick found the loop running.
-          if (this.admissible()) continue;
+        if (!this.active.some((s) => s.status === SequenceStatus.Prefill || s.status === SequenceStatus.Decode)) {
+          // A job submitted (or a fetch done) during the last yield: its kick found the loop running.
+          if (this.admissible() || this.events.length > 0) continue;
           break;
         }
-        this.engineStep.run();
+        this.step();
       }
     } finally {
       this.loopActive = false;
     }
+  }
+
+  /** One engine forward: schedule, run, postprocess. */
+  private step(): void {
+    const plan = schedule(this.active, this.engine, this.stepTokens, this.decoders);
+    failAll(this, plan.failed);
+    const stepStart = this.now();
+    this.steps++;
+    let results: (Float32Array | null)[];
+    try {
+      results = this.engine.step(plan.items);
+    } catch (error) {
+      return failAll(this, plan.rows.map(({ seq }) => ({ seq, error })));
+    }
+    const prefillRows = plan.items.reduce((sum, item, i) => sum + (plan.rows[i].kind === 'prefill' ? item.tokens.length : 0), 0);
+    if (prefillRows > 0) this.options.fetchPolicy?.observePrefill(prefillRows, this.now() - stepStart);
+    this.start({ fetch: [], flush: [] }, (io) => postprocess(this, plan, results, io));
+  }
+
+  /** Events from I/O that completed, each handed to postprocess. */
+  private drainEvents(): void {
+    while (this.events.length > 0) {
+      const event = this.events.shift()!;
+      this.start({ fetch: [], flush: [] }, (io) => onEvent(this, event, io));
+    }
+  }
+
+  /** Runs a postprocess call, then starts the I/O it asked for; completions come back as events. */
+  private start(io: Io, call: (io: Io) => void): void {
+    call(io);
+    for (const seq of io.fetch) this.fetch(seq);
+    for (const seq of io.flush) this.flush(seq);
+  }
+
+  private fetch(seq: RequestSequence): void {
+    beginFetch(this, seq);
+    // Keyed once, synchronously from admission, so claims follow admission order.
+    if (keyPrompt(seq, this.fetchDeps)) this.computing.claim(seq, this.blockTokens);
+    const pending = fetchPrefix(seq, this.fetchDeps).then(
+      () => this.events.push({ type: 'fetched', seq }),
+      (error: unknown) => this.events.push({ type: 'fetchFailed', seq, error }),
+    );
+    this.pendingFetches.add(pending);
+    void pending.finally(() => {
+      this.pendingFetches.delete(pending);
+      this.kick();
+    });
+  }
+
+  /** A prefill-only job's blocks written through: the decode worker reads them next. */
+  private flush(seq: RequestSequence): void {
+    const { cache, onStorageError } = this;
+    const stored = (cache ? cache.flush() : Promise.resolve())
+      .catch((error: unknown) => onStorageError?.('store', error))
+      .finally(() => {
+        this.pendingStores.delete(stored);
+        this.events.push({ type: 'stored', seq });
+        this.kick();
+      });
+    this.pendingStores.add(stored);
   }
 
   /**
@@ -223,14 +266,20 @@ export class PrefillScheduler implements SchedulerContext {
 
   private admit(): void {
     while (this.admissible()) {
-      const job = this.waiting.shift()!;
-      if (this.ends.takeUnmatched(job.id)) {
-        this.ending.cancelledUnstarted(job);
+      const spec = this.waiting.shift()!;
+      if (this.ends.takeUnmatched(spec.id)) {
+        cancelledUnstarted(this, spec);
         continue;
       }
-      const seq = new RequestSequence(job, this.nextOrder++, this.options.blockTokens, this.now());
+      const seq = new RequestSequence(spec, this.nextOrder++, this.blockTokens, this.now());
       this.active.push(seq);
-      this.fetchPhase.start(seq);
+      try {
+        assertSpecFits(seq, this.engine.contextLength);
+      } catch (error) {
+        fail(this, seq, error);
+        continue;
+      }
+      this.fetch(seq);
     }
   }
 
@@ -240,29 +289,12 @@ export class PrefillScheduler implements SchedulerContext {
    * requests instead of failing them. Alone, a job always starts (and gets
    * the engine's typed pool error if it cannot fit at all).
    */
-  private fitsInPool(job: RequestSpec): boolean {
-    const { engine, blockTokens } = this.options;
-    const pages = Math.ceil((job.tokens.length + job.sampling.maxTokens) / blockTokens);
+  private fitsInPool(spec: RequestSpec): boolean {
+    const { engine, blockTokens } = this;
+    const pages = Math.ceil((spec.tokens.length + spec.sampling.maxTokens) / blockTokens);
     const stillToTake = this.active.reduce((sum, seq) => sum + seq.pagesStillToTake(blockTokens), 0);
     // Retained sequences are a cache: their pages go before any request waits for room.
     while (engine.freeBlocks() - stillToTake < pages && this.retained.evictOldest());
     return this.active.length === 0 || engine.freeBlocks() - stillToTake >= pages;
-  }
-
-  /** Deferred requests whose blocker stored the shared blocks (or is gone) look up again. */
-  private releaseDeferred(): void {
-    for (const seq of this.active) {
-      if (seq.phase !== 'deferred' || !releasable(seq, this.active)) continue;
-      seq.waitFor = null;
-      this.fetchPhase.start(seq);
-    }
-  }
-
-  private reapCancelled(): void {
-    for (const seq of [...this.active]) {
-      seq.cancelled ||= this.ends.takeUnmatched(seq.job.id);
-      // A fetch in flight ends when it returns; a prefill-only job being stored ends when the write does.
-      if (seq.cancelled && (seq.phase === 'prefill' || seq.phase === 'decode' || seq.phase === 'deferred')) this.finish(seq, 'cancelled');
-    }
   }
 }

@@ -13,12 +13,13 @@
  * Only the tenant's own sequences are candidates (salt equality), so reuse
  * cannot cross the tenant boundary any more than a tier lookup can.
  */
+import { freeKv } from './postprocess.ts';
 import type { RequestSequence } from './sequence.ts';
 
 /**
- * Entries are the finished requests' own records (sequence.ts), phase
- * `retained`: their `kv` holds the K/V of `fedTokens`, `storedBlocks` of
- * which were handed to the cache.
+ * Entries are the finished requests' own records (sequence.ts), status
+ * `Retained` (set by postprocess.ts): their `kv` holds the K/V of
+ * `fedTokens`, `storedBlocks` of which were handed to the cache.
  */
 export class RetainedSequences {
   private readonly entries: RequestSequence[] = [];
@@ -29,23 +30,19 @@ export class RetainedSequences {
     return this.entries.length;
   }
 
-  put(entry: RequestSequence): void {
-    if (this.capacity <= 0 || !entry.kv) {
-      entry.kv?.free();
-      entry.kv = null;
-      entry.phase = 'finished';
-      return;
-    }
-    entry.phase = 'retained';
+  /** Keeps `entry` (false: this pool keeps nothing, the caller frees it). */
+  put(entry: RequestSequence): boolean {
+    if (this.capacity <= 0) return false;
     this.entries.push(entry);
     while (this.entries.length > this.capacity) this.evictOldest();
+    return true;
   }
 
   /**
    * Removes and returns the entry sharing the longest prefix with `prompt`
    * (at most `maxTokens` of it reusable), or null when none shares a token.
-   * The caller owns the record from here: adopt its KV (RequestSequence.adopt),
-   * or give it back with put().
+   * The caller owns the record from here: adopt its KV (postprocess.ts),
+   * or give it back (postprocess.ts `retain`).
    */
   take(tenantSalt: string, prompt: ArrayLike<number>, maxTokens: number): { entry: RequestSequence; reusable: number } | null {
     let best = -1;
@@ -70,9 +67,7 @@ export class RetainedSequences {
   evictOldest(): boolean {
     const entry = this.entries.shift();
     if (!entry) return false;
-    entry.kv?.free();
-    entry.kv = null;
-    entry.phase = 'finished';
+    freeKv(entry);
     return true;
   }
 

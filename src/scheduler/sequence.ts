@@ -1,144 +1,183 @@
 /**
  * One request's record on the worker, from admission to the end of its
- * retention (the shape of nano-vllm's `Sequence`): every phase reads and
- * writes this one object, so a request's state lives in one place.
+ * retention, in the shape of nano-vllm's `Sequence`: a status, the request's
+ * own state (its KV, decoder, key chain, tokens) and getters for the rest.
+ * Every per-request thing on the worker lives here; the scheduler's
+ * postprocess (postprocess.ts) is the one place that changes `status`.
  *
- *   admit ─▶ fetching ─┬──────────────▶ prefill ──▶ decode ──▶ finished ──▶ retained ──▶ adopted by a next turn
+ *   admit ─▶ Fetching ─┬──────────────▶ Prefill ──▶ Decode ──▶ Finished ──▶ Retained ──▶ adopted by a next turn
  *            lookup,   │  ▲              chunks      one row     store the     (KV kept in    (its KV continues
  *            load      ▼  │ blocker      per step    per step    reply's       the pool)      the new request)
- *                    deferred stored                             blocks           │
+ *                    Deferred stored                             blocks           │
  *                   (single-flight.ts)                                            └─ evicted: KV freed
  *
- *   prefillOnly: prefill ──▶ storing (written through) ──▶ finished
- *   cancel: any phase ends at the next step at the latest (a fetch or a write ends when its I/O returns)
+ *   prefillOnly: Prefill ──▶ Storing (written through) ──▶ Finished
+ *   cancel: any status ends at the next step at the latest (a fetch or a write ends when its I/O returns)
  *
  * Invariants:
  * - `fedTokens` mirrors the engine sequence's KV exactly (its length is the KV's token count).
  * - `storedBlocks` full blocks of `fedTokens` have been handed to the cache; they are never handed again.
- * - `keys` (when the worker has a cache) is the prompt's key chain, hashed once at admission and handed to
- *   lookup, the single-flight registry and store; blocks past the prompt (the reply's) are keyed by the cache.
- * - A `retained` record owns its KV until a next turn adopts it (`adopt`) or the pool evicts it.
+ * - `prefix.keys` (when the worker has a cache) is the prompt's key chain, hashed once at admission and handed
+ *   to lookup, the single-flight registry and store; blocks past the prompt (the reply's) are keyed by the cache.
+ * - A `Retained` record owns its KV until a next turn adopts it or the pool evicts it.
  */
 import { TokenIds } from '../../inference-core/index.ts';
+import type { KvNamespace, PrefixChain } from '../kvtier/index.ts';
 
 import type { JobEvent, RequestSpec } from './job.ts';
-import type { EngineSequence, PrefixKeys, SpeculativeDecoder, TokenSampler } from './ports.ts';
+import type { EngineSequence, SequenceDecoder, SpeculativeDecoder } from './ports.ts';
 
-export type SequencePhase = 'fetching' | 'deferred' | 'prefill' | 'decode' | 'storing' | 'finished' | 'retained';
+export enum SequenceStatus {
+  Fetching = 'fetching',
+  Deferred = 'deferred',
+  Prefill = 'prefill',
+  Decode = 'decode',
+  Storing = 'storing',
+  Finished = 'finished',
+  Retained = 'retained',
+}
+
+export type FinishReason = 'stop' | 'length' | 'cancelled';
+
+/** What a fetch found, until the prefill adopts it (or drops it: deferred, cancelled, failed). */
+export interface Fetched {
+  /** Payloads of cached blocks to import, from block `reusable / blockTokens`. */
+  loaded: Uint8Array[];
+  /** Hands the read buffers of `loaded` back to the tier (after the import, or when they are not imported). */
+  release: (() => void) | null;
+  /** A retained record whose KV this request continues (its first `reusable` tokens are this prompt's). */
+  donor: RequestSequence | null;
+  reusable: number;
+}
+
+/** Single flight (single-flight.ts): when the last lookup started, whether it looked again, whom it waits for. */
+export interface FlightState {
+  lookupTick: number;
+  lookedAgain: boolean;
+  waitFor: RequestSequence | null;
+  waitBlocks: number;
+}
+
+/** The figures the prefilled and done events report. */
+export interface SequenceFigures {
+  readonly startedAt: number;
+  readonly queueMs: number;
+  cachedTokens: number;
+  recomputedHitTokens: number;
+  lookupMs: number;
+  loadMs: number;
+  prefillStartedAt: number;
+  /** A storage fault during lookup/load that was degraded to a miss. */
+  storageError?: string;
+}
 
 export class RequestSequence {
-  phase: SequencePhase = 'fetching';
+  status = SequenceStatus.Fetching;
   /** The engine's KV for this request (null until the fetch adopted or created one). */
   kv: EngineSequence | null = null;
-  sampler: TokenSampler | null = null;
-  /** Set at the first decode step when the job decodes speculatively (null: plain decoding). */
-  speculative?: SpeculativeDecoder | null;
-  /** The cache namespace (model fingerprint + tenant salt), set at lookup. */
-  namespace: unknown = null;
-  /** Key chain of the prompt's full blocks, hashed once at admission (null without a cache). */
-  keys: PrefixKeys | null = null;
+  /** Its sampler, grammar and speculative session (made when the prompt is in the KV; speculative at the first decode step). */
+  decoding: { decoder: SequenceDecoder; speculative?: SpeculativeDecoder | null } | null = null;
+  /** The cache namespace (model fingerprint + tenant salt) and the prompt's key chain (null: unkeyed), set at the first lookup. */
+  prefix: { namespace: KvNamespace; keys: PrefixChain | null } | null = null;
   /** Tokens whose KV is in `kv`: the prompt's computed part, then the reply as it is fed. */
   fedTokens = new TokenIds(0);
-  /** Prompt tokens the KV must hold before the first token is sampled (whole blocks only for prefillOnly). */
-  readonly promptTarget: number;
   generated: number[] = [];
   /** Full blocks of `fedTokens` already handed to the cache. */
   storedBlocks = 0;
-
-  // What the fetch found, until the prefill phase adopts it.
-  /** Payloads of cached blocks to import, from block `reusable / blockTokens`. */
-  loaded: Uint8Array[] = [];
-  /** Hands the read buffers of `loaded` back to the tier (after the import, or when they are not imported). */
-  releaseLoaded: (() => void) | null = null;
-  /** A retained record whose KV this request continues (its first `reusable` tokens are this prompt's). */
-  donor: RequestSequence | null = null;
-  reusable = 0;
-
-  /** Single flight: the store tick when this request's last lookup started, and whether it already looked again once. */
-  lookupTick = 0;
-  lookedAgain = false;
-  /** Deferred (single flight): waits until `waitFor` has stored `waitBlocks` blocks, starts decoding, or is gone. */
-  waitFor: RequestSequence | null = null;
-  waitBlocks = 0;
-  /** Steps in a row this prompt got no prefill tokens (step-plan.ts ages it). */
+  fetched: Fetched | null = null;
+  readonly flight: FlightState = { lookupTick: 0, lookedAgain: false, waitFor: null, waitBlocks: 0 };
+  /** Steps in a row this prompt got no prefill tokens (schedule.ts ages it). */
   skipped = 0;
   cancelled = false;
-
-  // Figures the prefilled/done events report.
-  cachedTokens = 0;
-  recomputedHitTokens = 0;
-  readonly startedAt: number;
-  readonly queueMs: number;
-  lookupMs = 0;
-  loadMs = 0;
-  prefillStartedAt = 0;
-  prefillTokens = 0;
-  storageError?: string;
+  readonly figures: SequenceFigures;
+  /** Prompt tokens the KV must hold before the first token is sampled (whole blocks only for prefillOnly). */
+  readonly promptTarget: number;
 
   constructor(
-    readonly job: RequestSpec,
+    readonly spec: RequestSpec,
     /** Admission order: earlier requests own a shared prefix, ties in chunk planning go to the earlier. */
     readonly order: number,
     blockTokens: number,
     now: number,
   ) {
-    this.promptTarget = job.prefillOnly ? Math.floor(job.tokens.length / blockTokens) * blockTokens : job.tokens.length;
-    this.startedAt = now;
-    this.queueMs = Math.max(0, Date.now() - job.submittedAt);
+    this.promptTarget = spec.prefillOnly ? Math.floor(spec.tokens.length / blockTokens) * blockTokens : spec.tokens.length;
+    this.figures = { startedAt: now, queueMs: Math.max(0, Date.now() - spec.submittedAt), cachedTokens: 0, recomputedHitTokens: 0, lookupMs: 0, loadMs: 0, prefillStartedAt: 0 };
+  }
+
+  get id(): string {
+    return this.spec.id;
   }
 
   get tenantSalt(): string {
-    return this.job.tenantSalt;
+    return this.spec.tenantSalt;
+  }
+
+  get keys(): PrefixChain | null {
+    return this.prefix?.keys ?? null;
+  }
+
+  /** Prompt tokens still to prefill. */
+  get remainingPrompt(): number {
+    return this.promptTarget - this.fedTokens.length;
+  }
+
+  /** Prompt tokens this request computed (not cached). */
+  get prefillTokens(): number {
+    return Math.max(0, Math.min(this.fedTokens.length, this.promptTarget) - this.figures.cachedTokens);
+  }
+
+  get lastToken(): number {
+    return this.generated[this.generated.length - 1];
+  }
+
+  get speculative(): SpeculativeDecoder | null {
+    return this.decoding?.speculative ?? null;
   }
 
   /** Pages this request will hold at most (prompt + max_tokens), and those it holds already. */
   pagesStillToTake(blockTokens: number): number {
-    const pages = Math.ceil((this.job.tokens.length + this.job.sampling.maxTokens) / blockTokens);
+    const pages = Math.ceil((this.spec.tokens.length + this.spec.sampling.maxTokens) / blockTokens);
     return pages - (this.kv ? Math.ceil(this.fedTokens.length / blockTokens) : 0);
   }
 
   /** Lets go of what the fetch loaded: imported into the KV, or not needed (deferred, cancelled, failed). */
   dropLoaded(): void {
-    const release = this.releaseLoaded;
-    this.loaded = [];
-    this.releaseLoaded = null;
+    const release = this.fetched?.release;
+    if (this.fetched) {
+      this.fetched.loaded = [];
+      this.fetched.release = null;
+    }
     release?.();
-  }
-
-  /** Takes over a retained record's KV, truncated to the `reusable` tokens this prompt shares with it. */
-  adopt(donor: RequestSequence, reusable: number): void {
-    this.kv = donor.kv;
-    donor.kv = null;
-    donor.phase = 'finished';
-    this.kv!.truncate(reusable);
   }
 
   /** The prefilled event: cache usage and timings of the prompt phase. */
   prefilledEvent(cached: boolean, blockTokens: number, now: number): Extract<JobEvent, { type: 'prefilled' }> {
-    const promptBlocks = Math.floor(this.job.tokens.length / blockTokens);
+    const f = this.figures;
+    const promptBlocks = Math.floor(this.spec.tokens.length / blockTokens);
     return {
       type: 'prefilled',
-      promptTokens: this.job.tokens.length,
-      cachedTokens: this.cachedTokens,
-      storedPromptTokens: cached ? Math.max(0, promptBlocks - Math.floor(this.cachedTokens / blockTokens)) * blockTokens : 0,
-      queueMs: this.queueMs,
-      lookupMs: this.lookupMs,
-      loadMs: this.loadMs,
-      prefillMs: now - this.prefillStartedAt,
-      ...(this.recomputedHitTokens > 0 ? { recomputedHitTokens: this.recomputedHitTokens } : {}),
-      ...(this.storageError ? { storageError: this.storageError } : {}),
+      promptTokens: this.spec.tokens.length,
+      cachedTokens: f.cachedTokens,
+      storedPromptTokens: cached ? Math.max(0, promptBlocks - Math.floor(f.cachedTokens / blockTokens)) * blockTokens : 0,
+      queueMs: f.queueMs,
+      lookupMs: f.lookupMs,
+      loadMs: f.loadMs,
+      prefillMs: now - f.prefillStartedAt,
+      ...(f.recomputedHitTokens > 0 ? { recomputedHitTokens: f.recomputedHitTokens } : {}),
+      ...(f.storageError ? { storageError: f.storageError } : {}),
     };
   }
 
-  doneEvent(reason: 'stop' | 'length' | 'cancelled', now: number): Extract<JobEvent, { type: 'done' }> {
+  doneEvent(reason: FinishReason, now: number): Extract<JobEvent, { type: 'done' }> {
+    const speculative = this.speculative;
     return {
       type: 'done',
       finishReason: reason,
       completionTokens: this.generated.length,
-      workerMs: now - this.startedAt,
+      workerMs: now - this.figures.startedAt,
       decodeTokens: Math.max(0, this.generated.length - 1),
       prefillTokens: this.prefillTokens,
-      ...(this.speculative ? { speculative: { proposed: this.speculative.stats.proposed, accepted: this.speculative.stats.accepted } } : {}),
+      ...(speculative ? { speculative: { proposed: speculative.stats.proposed, accepted: speculative.stats.accepted } } : {}),
     };
   }
 }

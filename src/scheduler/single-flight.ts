@@ -24,14 +24,14 @@
  *   lookup in flight started before them (`claimed` is then 0); the bytes of
  *   blocks being written are bounded by the tier's write-behind budget.
  */
-import type { BlockFlights } from '../kvtier/index.ts';
-import type { RequestSequence } from './sequence.ts';
+import type { BlockFlights, PrefixChain } from '../kvtier/index.ts';
+import { SequenceStatus, type RequestSequence } from './sequence.ts';
 
 export type Blocker = { owner: RequestSequence; blocks: number } | 'look-again';
 
 export class ComputingBlocks {
-  /** Requests this scheduler claimed blocks for: only they are waited for (a registry shared with another scheduler, as in tests, may hold others). */
-  private readonly claimants = new WeakSet<RequestSequence>();
+  /** Requests this scheduler claimed blocks for (each its own key): only they are waited for (a registry shared with another scheduler, as in tests, may hold others). */
+  private readonly claimants = new WeakMap<object, RequestSequence>();
 
   /** The tier's registry when the worker has one; else its own (nothing is ever stored then). */
   constructor(private readonly flights: BlockFlights) {}
@@ -43,21 +43,22 @@ export class ComputingBlocks {
 
   /** At admission: `seq` owns every block of its prompt's cacheable part nobody admitted earlier owns. */
   claim(seq: RequestSequence, blockTokens: number): void {
-    if (!seq.keys || seq.job.retention?.noStore) return;
-    this.claimants.add(seq);
-    for (let i = 0; i < usableBlocks(seq, blockTokens); i++) this.flights.claim(seq.keys.keyHex(i), seq);
+    const { keys } = seq;
+    if (!keys || seq.spec.retention?.noStore) return;
+    this.claimants.set(seq, seq);
+    for (let i = 0; i < usableBlocks(seq, blockTokens); i++) this.flights.claim(keys.keyHex(i), seq);
   }
 
   /** A lookup of `seq` starts: blocks handed to the tier from now on were not visible to it. */
   lookupStarted(seq: RequestSequence): void {
-    seq.lookupTick = this.flights.tick;
+    seq.flight.lookupTick = this.flights.tick;
   }
 
   /** When `seq` ends: it computes nothing more; store ticks no lookup in flight can need go too. */
   release(seq: RequestSequence, active: readonly RequestSequence[]): void {
     if (seq.keys) this.flights.release(seq, keysOf(seq.keys));
     let oldestLookup = Infinity;
-    for (const other of active) if (other.phase === 'fetching') oldestLookup = Math.min(oldestLookup, other.lookupTick);
+    for (const other of active) if (other.status === SequenceStatus.Fetching) oldestLookup = Math.min(oldestLookup, other.flight.lookupTick);
     this.flights.prune(oldestLookup);
   }
 
@@ -68,36 +69,37 @@ export class ComputingBlocks {
    * that it owns), or null: `seq` computes it.
    */
   blockerOf(seq: RequestSequence, cachedBlocks: number, blockTokens: number): Blocker | null {
-    if (!seq.keys) return null;
+    const { keys } = seq;
+    if (!keys) return null;
     const usable = usableBlocks(seq, blockTokens);
     if (cachedBlocks >= usable) return null;
-    const key = seq.keys.keyHex(cachedBlocks);
-    if (this.flights.storedTickOf(key) > seq.lookupTick && !seq.lookedAgain) return 'look-again';
+    const key = keys.keyHex(cachedBlocks);
+    if (this.flights.storedTickOf(key) > seq.flight.lookupTick && !seq.flight.lookedAgain) return 'look-again';
     const owner = this.ownerOf(key);
-    if (!owner || owner === seq || owner.order > seq.order || owner.phase === 'decode' || owner.storedBlocks > cachedBlocks) return null;
+    if (!owner || owner === seq || owner.order > seq.order || owner.status === SequenceStatus.Decode || owner.storedBlocks > cachedBlocks) return null;
     let blocks = cachedBlocks + 1;
-    while (blocks < usable && this.ownerOf(seq.keys.keyHex(blocks)) === owner) blocks++;
+    while (blocks < usable && this.ownerOf(keys.keyHex(blocks)) === owner) blocks++;
     return { owner, blocks };
   }
 
   /** The block's owner when it is one of this scheduler's requests. */
   private ownerOf(key: string): RequestSequence | null {
-    const owner = this.flights.ownerOf(key) as RequestSequence | null;
-    return owner !== null && this.claimants.has(owner) ? owner : null;
+    const owner = this.flights.ownerOf(key);
+    return owner === null ? null : (this.claimants.get(owner) ?? null);
   }
 }
 
 /** Deferred requests whose blocker stored what they wait for, started decoding, or is gone. */
 export function releasable(seq: RequestSequence, active: readonly RequestSequence[]): boolean {
-  const blocker = seq.waitFor!;
-  return !active.includes(blocker) || blocker.phase === 'decode' || blocker.storedBlocks >= seq.waitBlocks;
+  const blocker = seq.flight.waitFor;
+  return blocker === null || !active.includes(blocker) || blocker.status === SequenceStatus.Decode || blocker.storedBlocks >= seq.flight.waitBlocks;
 }
 
-function* keysOf(keys: NonNullable<RequestSequence['keys']>): Generator<string> {
+function* keysOf(keys: PrefixChain): Generator<string> {
   for (let i = 0; i < keys.blockCount; i++) yield keys.keyHex(i);
 }
 
 /** Prompt blocks a lookup may return: at least one token is always prefilled to get the next token's logits. */
 function usableBlocks(seq: RequestSequence, blockTokens: number): number {
-  return Math.min(seq.keys?.blockCount ?? 0, Math.floor((seq.job.tokens.length - 1) / blockTokens));
+  return Math.min(seq.keys?.blockCount ?? 0, Math.floor((seq.spec.tokens.length - 1) / blockTokens));
 }

@@ -105,7 +105,7 @@ export function startScheduler(rig: Pick<SchedulerRig, 'engine' | 'cache'>, opti
     cache: rig.cache,
     blockTokens: BLOCK,
     maxBatch: 8,
-    createSampler: () => ({ sample: (logits) => argmax(logits) }),
+    decoders: { create: () => ({ sample: (logits) => argmax(logits) }) },
     emit: (jobId, event) => {
       events.push({ jobId, event });
       if (event.type === 'done' || event.type === 'error') waiters.get(jobId)?.();

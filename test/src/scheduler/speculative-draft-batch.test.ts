@@ -48,10 +48,14 @@ function run(jobs: RequestSpec[], draftSteps: number[]): Promise<Map<string, Job
       blockTokens: BLOCK,
       maxBatch: 8,
       retainSequences: 0,
-      createSampler: () => ({ sample: (logits) => argmax(logits) }),
-      createSpeculative: (job, sequence, context) =>
-        new SpeculativeSession({ target: sequence as Sequence, context, sampling: { temperature: 0, stopTokens: job.sampling.stopTokenIds }, mode: 'draft', draftEngine: draft, length: { mode: 'fixed', fixed: 4 } }),
-      planSpeculative: (batch) => planSpeculativeBatch(batch.map(({ decoder, limit }) => ({ session: decoder as SpeculativeSession, limit }))),
+      decoders: {
+        create: (job) => ({
+          sample: (logits) => argmax(logits),
+          speculate: (sequence: Sequence, context) =>
+            new SpeculativeSession({ target: sequence, context, sampling: { temperature: 0, stopTokens: job.sampling.stopTokenIds }, mode: 'draft', draftEngine: draft, length: { mode: 'fixed', fixed: 4 } }),
+        }),
+        planBatch: (batch: readonly { decoder: SpeculativeSession; limit: number }[]) => planSpeculativeBatch(batch.map(({ decoder, limit }) => ({ session: decoder, limit }))),
+      },
       emit: (jobId, event) => {
         events.get(jobId)!.push(event);
         if ((event.type === 'done' || event.type === 'error') && --left === 0) {

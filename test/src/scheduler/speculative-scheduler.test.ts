@@ -50,13 +50,17 @@ function run(jobs: RequestSpec[], speculative: boolean, stepRows: number[][]): P
       blockTokens: BLOCK,
       maxBatch: 8,
       retainSequences: 0,
-      createSampler: () => ({ sample: (logits) => argmax(logits) }),
-      ...(speculative
-        ? {
-            createSpeculative: (job: RequestSpec, sequence: unknown, context: ArrayLike<number>) =>
-              new SpeculativeSession({ target: sequence as Sequence, context, sampling: { temperature: 0, stopTokens: job.sampling.stopTokenIds }, mode: 'ngram', length: { mode: 'fixed', fixed: 5 } }),
-          }
-        : {}),
+      decoders: {
+        create: (job: RequestSpec) => ({
+          sample: (logits: Float32Array) => argmax(logits),
+          ...(speculative
+            ? {
+                speculate: (sequence: Sequence, context: ArrayLike<number>) =>
+                  new SpeculativeSession({ target: sequence, context, sampling: { temperature: 0, stopTokens: job.sampling.stopTokenIds }, mode: 'ngram', length: { mode: 'fixed', fixed: 5 } }),
+              }
+            : {}),
+        }),
+      },
       emit: (jobId, event) => {
         events.get(jobId)!.push(event);
         if ((event.type === 'done' || event.type === 'error') && --left === 0) void scheduler.close().then(() => resolve(events));
