@@ -4,6 +4,7 @@
  *   kvtier serve  [--port 8080 --host 127.0.0.1 --model synthetic:small --data-dir ./data --storage fs:… --redis-url redis://…]
  *   kvtier worker [same flags; needs --redis-url / REDIS_URL] [--role both|prefill|decode]
  *   kvtier model inspect FILE.gguf [--json]
+ *   kvtier replay TRACE.jsonl[.gz] [--ttl 1h] [--json]   (src/replay)
  *
  * Flags mirror the environment variables (PORT, KVTIER_MODEL, …); flags win.
  */
@@ -21,15 +22,22 @@ const USAGE = `usage: kvtier <serve|worker> [--port N] [--host H] [--model synth
                 [--split-min-prefill-tokens N]      with prefill and decode workers: split a request only for N+ uncached prompt tokens (0 = always)
        worker:  [--role both|prefill|decode]  whole jobs, or one half of a prefill/decode split`;
 
+const REPLAY_USAGE = `replay: kvtier replay TRACE.jsonl[.gz] [--ttl 5m|1h|none] [--speed 0|1|N] [--limit N] [--json]   a trace through the cache (kvtier replay --help)`;
+
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
     const [{ ADMIN_USAGE }, { MODEL_USAGE }] = await Promise.all([admin(), model()]);
-    process.stdout.write(USAGE + '\n' + MODEL_USAGE + '\n' + ADMIN_USAGE + '\n');
+    process.stdout.write(USAGE + '\n' + MODEL_USAGE + '\n' + ADMIN_USAGE + '\n' + REPLAY_USAGE + '\n');
     return;
   }
   if (command === 'serve') return serve(rest);
   if (command === 'worker') return worker(rest);
+  if (command === 'replay') {
+    const [{ runReplayCommand }, { processIo }] = await Promise.all([import('./commands/replay-command.ts'), admin()]);
+    process.exitCode = await runReplayCommand(rest, processIo());
+    return;
+  }
   if (command === 'model') {
     const [{ runModelCommand }, { processIo }] = await Promise.all([model(), admin()]);
     process.exitCode = runModelCommand(rest, processIo());

@@ -89,7 +89,7 @@ export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt 
           core.noteError(error, `payload callback for block ${i} failed; block not stored`);
           return;
         }
-        await writeBlock(core, key, keyBytes, bytes, i, request);
+        await writeBlock(core, key, keyBytes, bytes, i, request, now);
       };
     } else {
       const bytes = core.codec.encode({
@@ -102,7 +102,7 @@ export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt 
       });
       encoded = bytes;
       const keyBytes = chain.keyBytes(i).slice();
-      run = async () => writeBlock(core, key, keyBytes, await compressForStore(core, bytes, storeCodec), i, request);
+      run = async () => writeBlock(core, key, keyBytes, await compressForStore(core, bytes, storeCodec), i, request, now);
     }
     const outcome = core.writes.offer({ key, bytes: estimate, run });
     if (outcome === 'queued') {
@@ -120,16 +120,22 @@ export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt 
   return receipt;
 }
 
-async function writeBlock(core: TierCore, key: string, keyBytes: Uint8Array, bytes: Uint8Array, depth: number, request: StoreRequest): Promise<void> {
+/**
+ * `usedAt`: the time of the request that stored the block (its `store` call),
+ * recorded as the block's last use in the index and the plane; a write that
+ * lands later does not lengthen the block's life (a replay with an injected
+ * clock gets exactly the definition's expiry).
+ */
+async function writeBlock(core: TierCore, key: string, keyBytes: Uint8Array, bytes: Uint8Array, depth: number, request: StoreRequest, usedAt: number): Promise<void> {
   try {
-    await writeBlockNow(core, key, keyBytes, bytes, depth, request);
+    await writeBlockNow(core, key, keyBytes, bytes, depth, request, usedAt);
   } finally {
     // Only now that the index knows it (or the write failed).
     core.flights.written(key);
   }
 }
 
-async function writeBlockNow(core: TierCore, key: string, keyBytes: Uint8Array, bytes: Uint8Array, depth: number, request: StoreRequest): Promise<void> {
+async function writeBlockNow(core: TierCore, key: string, keyBytes: Uint8Array, bytes: Uint8Array, depth: number, request: StoreRequest, usedAt: number): Promise<void> {
   const { counters, options } = core;
   let stored = bytes;
   try {
@@ -144,7 +150,7 @@ async function writeBlockNow(core: TierCore, key: string, keyBytes: Uint8Array, 
   try {
     await core.index.recordWrites(
       [{ keyBytes, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlCapMs: request.ttlMs }],
-      core.clock.now(),
+      usedAt,
       core.policy.current(),
     );
     core.liveEntries.forget(key);
@@ -154,7 +160,7 @@ async function writeBlockNow(core: TierCore, key: string, keyBytes: Uint8Array, 
   }
   await core.planeLink.recordWrite(
     { key, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlMs: request.ttlMs },
-    core.clock.now(),
+    usedAt,
   );
   if (core.hotCache.budgetBytes > 0) {
     try {

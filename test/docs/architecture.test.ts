@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest';
 const ROOT = join(import.meta.dirname, '..', '..');
 
 /** Most specific first: a file belongs to the first folder that contains it. */
-const FOLDERS = ['native', 'inference-core', 'storage-adapters', 'src/kvtier', 'src/cluster', 'src/stats', 'src/recipe', 'src/scheduler', 'src/workers', 'src/serve', 'src/cli', 'src'] as const;
+const FOLDERS = ['native', 'inference-core', 'storage-adapters', 'src/kvtier', 'src/cluster', 'src/stats', 'src/recipe', 'src/scheduler', 'src/workers', 'src/serve', 'src/replay', 'src/cli', 'src'] as const;
 type Folder = (typeof FOLDERS)[number];
 
 /** `src` is the top-level files of src/ (config.ts, errors.ts, index.ts). */
@@ -27,7 +27,8 @@ const ALLOWED: Record<Folder, Folder[]> = {
   'src/scheduler': ['inference-core', 'src/kvtier', 'src/cluster', 'storage-adapters', 'src', 'native'],
   'src/workers': ['inference-core', 'src/kvtier', 'src/cluster', 'src/stats', 'src/scheduler', 'storage-adapters', 'src', 'native'],
   'src/serve': ['inference-core', 'src/kvtier', 'src/cluster', 'src/stats', 'src/recipe', 'src/scheduler', 'src/workers', 'storage-adapters', 'src', 'native'],
-  'src/cli': ['inference-core', 'src/kvtier', 'src/cluster', 'src/stats', 'src/recipe', 'src/scheduler', 'src/workers', 'src/serve', 'storage-adapters', 'src', 'native'],
+  'src/replay': ['src/kvtier', 'src/stats', 'storage-adapters'],
+  'src/cli': ['src/replay', 'inference-core', 'src/kvtier', 'src/cluster', 'src/stats', 'src/recipe', 'src/scheduler', 'src/workers', 'src/serve', 'storage-adapters', 'src', 'native'],
   src: ['src/kvtier', 'src/serve', 'src/scheduler', 'src/workers', 'src/cluster', 'src/stats', 'src/recipe', 'inference-core', 'storage-adapters', 'native'],
 };
 

@@ -1,0 +1,162 @@
+/**
+ * The real tier as a replay target: a KvTier over a BlobStore (fs or S3) with
+ * its LMDB index and a metadata plane (LMDB, or Redis with the policy there
+ * too), driven by a ManualClock set to each request's trace time.
+ *
+ * A request is what the serving path does with the cache: lookup (the
+ * longest live run, renewing the blocks it hits), then store of the blocks
+ * past the hit. Prefill is not run: payloads are a fixed small KV row per
+ * token (an `mla` layout of one layer, headDim `payloadHeadDim`), so the
+ * stored blocks are real block files of real size for this layout; the
+ * report scales stored bytes to a real model by `kvBytesPerToken`.
+ *
+ * Exactness: expiry is judged at lookup from each block's last use; hits
+ * renew every block they touch (touchIntervalMs 0); writes are settled before
+ * the clock moves on, so a stored block's last use is its request's time.
+ */
+import { join } from 'node:path';
+
+import { openBlobStore, type BlobStore } from '../../storage-adapters/index.ts';
+import { KvTier, ManualClock, RedisPolicyStore, openMetadataPlane, type KvLayout, type KvNamespace, type MetadataPlane, type PolicyStore, type RetentionPolicyDoc } from '../kvtier/index.ts';
+import type { ReplayRequest } from './trace.ts';
+
+export interface TierTargetOptions {
+  /** This replay node's directory (LMDB index, embedded plane and policy). */
+  dataDir: string;
+  /** `fs:<dir>` or `s3://…`; default fs under dataDir. */
+  storage?: string;
+  /** Redis for the metadata plane and the policy; absent = embedded LMDB. */
+  redisUrl?: string;
+  /** Redis key prefix (tests isolate runs). */
+  redisKeyPrefix?: string;
+  blockTokens: number;
+  /** TTL for every class, ms; absent = the stored policy as it is (the policy in force). */
+  ttlMs?: number;
+  /** Classes the trace uses: added to the policy when missing (at ttlMs, or the longest TTL in force). */
+  classes: readonly string[];
+  /** Epoch ms of the trace's time 0. */
+  epochMs?: number;
+  payloadHeadDim?: number;
+}
+
+export class TierTarget {
+  readonly clock: ManualClock;
+  private readonly namespaces = new Map<string, KvNamespace>();
+  private readonly payload: Uint8Array;
+  readonly layout: KvLayout;
+
+  private constructor(
+    readonly tier: KvTier,
+    private readonly store: BlobStore,
+    private readonly plane: MetadataPlane,
+    private readonly policyStore: PolicyStore | null,
+    clock: ManualClock,
+    private readonly epochMs: number,
+    readonly blockTokens: number,
+    headDim: number,
+  ) {
+    this.clock = clock;
+    this.layout = { layers: 1, kvHeads: 1, headDim, dtype: 'f16', tokensPerBlock: blockTokens, kind: 'mla' };
+    this.payload = new Uint8Array(blockTokens * headDim * 2);
+  }
+
+  static async open(options: TierTargetOptions): Promise<TierTarget> {
+    const epochMs = options.epochMs ?? Date.UTC(2026, 0, 1);
+    const clock = new ManualClock(epochMs);
+    const store = await openBlobStore(options.storage ?? `fs:${join(options.dataDir, 'blocks')}`);
+    let policyStore: PolicyStore | null = null;
+    let plane: MetadataPlane | null = null;
+    let tier: KvTier;
+    try {
+      if (options.redisUrl) policyStore = await RedisPolicyStore.open({ url: options.redisUrl, keyPrefix: options.redisKeyPrefix, clock });
+      plane = await openMetadataPlane({ dataDir: options.dataDir, redisUrl: options.redisUrl ?? '', keyPrefix: options.redisKeyPrefix });
+      tier = await KvTier.open({
+        dataDir: options.dataDir,
+        store,
+        blockTokens: options.blockTokens,
+        clock,
+        touchIntervalMs: 0,
+        hotCacheBytes: 0,
+        readPoolBytes: 0,
+        writeConcurrency: 8,
+        metadataPlane: plane,
+        ...(policyStore !== null ? { policyStore } : {}),
+      });
+    } catch (error) {
+      await plane?.close();
+      await policyStore?.close();
+      await store.close?.();
+      throw error;
+    }
+    await tier.policy.update((doc: RetentionPolicyDoc) => {
+      const longest = Math.max(...Object.values(doc.classes).map((c) => c.ttlMs));
+      for (const name of options.classes) if (!Object.hasOwn(doc.classes, name)) doc.classes[name] = { ttlMs: options.ttlMs ?? longest };
+      if (options.ttlMs !== undefined) {
+        for (const spec of Object.values(doc.classes)) spec.ttlMs = options.ttlMs;
+        for (const tenant of Object.values(doc.tenants)) delete tenant.ttlMs;
+      }
+      return doc;
+    });
+    // A first GC makes a new plane trusted (nothing to rebuild): lookups then judge by its records, not by storage listings.
+    await tier.gc();
+    return new TierTarget(tier, store, plane, policyStore, clock, epochMs, options.blockTokens, options.payloadHeadDim ?? 1);
+  }
+
+  /** TTL of each class in force, ms. */
+  ttlByClass(): Record<string, number> {
+    const doc = this.tier.policy.current().doc;
+    return Object.fromEntries(Object.entries(doc.classes).map(([name, spec]) => [name, spec.ttlMs]));
+  }
+
+  /** Writes queued so far land at the current time; call before moving the clock on. */
+  async settle(): Promise<void> {
+    await this.tier.flush();
+  }
+
+  setTime(atMs: number): void {
+    this.clock.set(this.epochMs + atMs);
+  }
+
+  /** Lookup, then store what missed; returns hit blocks. */
+  async serve(request: ReplayRequest, tokens: Uint32Array): Promise<number> {
+    let namespace = this.namespaces.get(request.tenant);
+    if (namespace === undefined) {
+      namespace = this.tier.namespace({ modelFingerprint: 'kvtier-replay', tenantSalt: request.tenant });
+      this.namespaces.set(request.tenant, namespace);
+    }
+    const scope = { tenant: request.tenant, trafficClass: request.trafficClass };
+    let hit = await this.tier.lookup(namespace, tokens, scope);
+    if (this.hitsPending(hit.hitBlocks, hit.chain)) {
+      // A hit on a block still being written renews nothing (it has no index entry yet): let the writes land, look again at the same time.
+      await this.tier.flush();
+      hit = await this.tier.lookup(namespace, tokens, scope, hit.chain);
+    }
+    const full = request.blocks.length;
+    if (hit.hitBlocks < full) {
+      const receipt = this.tier.store({ namespace, tokens, fromBlock: hit.hitBlocks, payloads: new Array<Uint8Array>(full - hit.hitBlocks).fill(this.payload), layout: this.layout, chain: hit.chain, ...scope });
+      if (receipt.dropped > 0) throw new Error(`the write-behind queue dropped ${receipt.dropped} blocks: the replay would not be the definition's; settle more often`);
+    }
+    return hit.hitBlocks;
+  }
+
+  private hitsPending(hitBlocks: number, chain: { keyHex(i: number): string }): boolean {
+    const flights = this.tier.flights;
+    for (let i = 0; i < hitBlocks; i++) if (flights.readable(chain.keyHex(i))) return true;
+    return false;
+  }
+
+  /** Expires what the policy says is expired (GC), then reads what is stored. */
+  async stored(): Promise<{ bytes: number; blocks: number }> {
+    await this.tier.flush();
+    await this.tier.gc();
+    const usage = this.tier.usage();
+    return { bytes: usage.bytes.g ?? 0, blocks: usage.blocks.g ?? 0 };
+  }
+
+  async close(): Promise<void> {
+    await this.tier.close();
+    await this.plane.close();
+    await this.policyStore?.close();
+    await this.store.close?.();
+  }
+}
