@@ -119,7 +119,7 @@ export const median = (values: number[]): number => {
 export async function hotBytesPerBlock(redisUrl: string): Promise<number | null> {
   const client = new Redis(redisUrl);
   try {
-    const keys = await client.keys('kvtier:worker:*');
+    const keys = await client.keys('kvtier:{workers}:*');
     for (const value of keys.length > 0 ? await client.mget(keys) : []) {
       const hot = value ? (JSON.parse(value) as { cache?: { hotCache?: { blocks: number; bytes: number } } }).cache?.hotCache : undefined;
       if (hot && hot.blocks > 0) return hot.bytes / hot.blocks;

@@ -9,6 +9,7 @@ import { resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
 
 import { KvtError } from './errors.ts';
+import { clusterAddress } from './kvtier/redis-connection.ts';
 import { keyringFromSecret, parseKeyringJson, type SealKeyringSpec } from './kvtier/seal/index.ts';
 
 export interface Config {
@@ -17,6 +18,7 @@ export interface Config {
   dataDir: string;
   /** `fs:<dir>` or `s3://bucket/prefix?endpoint=…`. */
   storage: string;
+  /** REDIS_URL (`redis://…`, one Redis) or KVTIER_REDIS_CLUSTER as `redis-cluster://host:port,…`; every Redis client is made from it by src/kvtier/redis-connection.ts. */
   redisUrl: string | null;
   model: string;
   apiKeysFile: string | null;
@@ -90,6 +92,7 @@ const FIELDS: Array<{ env: string; key: keyof Config; parse: (raw: string, env: 
   { env: 'KVTIER_DATA_DIR', key: 'dataDir', parse: (v) => resolve(v) },
   { env: 'KVTIER_STORAGE', key: 'storage', parse: (v) => v },
   { env: 'REDIS_URL', key: 'redisUrl', parse: (v, e) => redisUrl(v, e) },
+  { env: 'KVTIER_REDIS_CLUSTER', key: 'redisUrl', parse: (v, e) => redisCluster(v, e) },
   { env: 'KVTIER_MODEL', key: 'model', parse: (v) => v },
   { env: 'KVTIER_API_KEYS', key: 'apiKeysFile', parse: (v) => resolve(v) },
   { env: 'KVTIER_ADMIN_TOKEN', key: 'adminToken', parse: (v) => v },
@@ -181,6 +184,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
     }
     set(field, raw, `--${flag}`);
   }
+  const redisSources = ['REDIS_URL', 'KVTIER_REDIS_CLUSTER'].filter((name) => (env[name] ?? '') !== '' || flags.some(([flag]) => flagNames(name).includes(flag)));
+  if (redisSources.length > 1) {
+    throw new KvtError('KVT_ERR_CONFIG_INVALID', 'set one of REDIS_URL (one Redis) or KVTIER_REDIS_CLUSTER (host:port,… of a Redis Cluster), not both', { param: 'KVTIER_REDIS_CLUSTER' });
+  }
   const encryptionSources = ['KVTIER_ENCRYPTION_SECRET', 'KVTIER_ENCRYPTION_KEYRING'].filter((name) => (env[name] ?? '') !== '' || flags.some(([flag]) => flagNames(name).includes(flag)));
   if (encryptionSources.length > 1) {
     throw new KvtError('KVT_ERR_CONFIG_INVALID', 'set one of KVTIER_ENCRYPTION_SECRET (one key) or KVTIER_ENCRYPTION_KEYRING (a keyring file for rotation), not both', { param: 'KVTIER_ENCRYPTION_KEYRING' });
@@ -236,6 +243,15 @@ function keyring(parse: () => SealKeyringSpec, source: string): SealKeyringSpec 
     return parse();
   } catch (error) {
     throw new KvtError('KVT_ERR_CONFIG_INVALID', `${source}: ${(error as Error).message}`, { param: source });
+  }
+}
+
+/** `host:port,host:port…` → the cluster address every component takes (`redis-cluster://…`, src/kvtier/redis-connection.ts). */
+function redisCluster(raw: string, source: string): string {
+  try {
+    return clusterAddress(raw);
+  } catch (error) {
+    throw new KvtError('KVT_ERR_CONFIG_INVALID', `${source}=${raw}: ${(error as Error).message}; use host:port,host:port,… (any nodes of the Redis Cluster)`, { param: source });
   }
 }
 

@@ -11,7 +11,7 @@ import { existsSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
 import { openBlobStore } from '../../storage-adapters/index.ts';
-import { BlockIndex, LmdbPolicyStore, openMetadataPlane, RedisPolicyStore, systemClock, type GcReport, type PolicyStore, type RetentionPolicyDoc } from '../kvtier/index.ts';
+import { BlockIndex, createRedisClient, LmdbPolicyStore, openMetadataPlane, RedisPolicyStore, systemClock, type GcReport, type PolicyStore, type RetentionPolicyDoc } from '../kvtier/index.ts';
 import { AdminService, BlockAdmin, type AdminApi, type AdminProgress, type BlockDetail, type BlockFilter, type BlockListing, type OverviewResponse, type PolicyEdit, type PolicyEditResult, type PurgeFilter, type PurgeReport } from '../serve/admin/index.ts';
 import { loadPricing, openStatsStore, StatsRecorder } from '../stats/index.ts';
 import { CliError } from './commands/cli-error.ts';
@@ -52,7 +52,7 @@ export class LocalAdmin implements AdminApi {
         ? await RedisPolicyStore.open({ url: options.redisUrl })
         : await LmdbPolicyStore.open({ path: join(dataDir, 'policy') });
       closers.push(() => policy.close());
-      const statsStore = await openStatsStore({ dataDir, redisUrl: options.redisUrl });
+      const statsStore = await openStatsStore({ dataDir, redisUrl: options.redisUrl, connect: createRedisClient });
       closers.push(() => statsStore.close());
       // No timer: this process flushes when a command asks for figures or changes blocks.
       // The cluster's records (Redis with --redis-url, else <dataDir>/plane): purge sweeps them, stats read stored bytes from them.

@@ -4,10 +4,10 @@
  * longest prefix of it, unless that worker is overloaded.
  *
  *   route keys   r_0 = H(scope), r_i = H(r_{i-1} ‖ tokens of block i)      (chained like block keys)
- *   worker w     ZSET kvtier:hot:<w>  member r_i, score = last use (ms)    trimmed to maxKeys, PEXPIRE ttl
- *   live set     ZSET kvtier:hot:workers  member w, score = last announce  (older than ttl = gone)
- *   roles        ZSET kvtier:hot:role:<role>  the same, per worker role (both | prefill | decode)
- *   running      HASH kvtier:hot:running  w → jobs running there now (the worker reports each change)
+ *   worker w     ZSET kvtier:{hot}:<w>  member r_i, score = last use (ms)    trimmed to maxKeys, PEXPIRE ttl
+ *   live set     ZSET kvtier:{hot}:workers  member w, score = last announce  (older than ttl = gone)
+ *   roles        ZSET kvtier:{hot}:role:<role>  the same, per worker role (both | prefill | decode)
+ *   running      HASH kvtier:{hot}:running  w → jobs running there now (the worker reports each change)
  *   route(req)   for each live worker: ZMSCORE its set with r_0..r_n → covered = leading non-null run
  *                drop workers with queued ≥ maxQueued (load cap), pick the longest cover,
  *                ties → fewer queued; no cover at all → null (use the shared queue)
@@ -20,16 +20,18 @@
  */
 import { createHash } from 'node:crypto';
 
-import type { Redis } from 'ioredis';
+import type { RedisClient as Redis } from '../kvtier/index.ts';
 
 import { ClusterError } from './errors.ts';
 
 /** Keys per ZADD call when a worker announces a prompt's blocks. */
 const ANNOUNCE_SLICE = 512;
-const HOT_PREFIX = 'kvtier:hot:';
-export const HOT_WORKERS_KEY = 'kvtier:hot:workers';
-const ROLE_PREFIX = 'kvtier:hot:role:';
-const RUNNING_KEY = 'kvtier:hot:running';
+// One hash tag for every routing key: an announcement is one MULTI over the worker's set, the live
+// set, its role set and the running counts, so on a Redis Cluster they live in one slot by design.
+const HOT_PREFIX = 'kvtier:{hot}:';
+export const HOT_WORKERS_KEY = 'kvtier:{hot}:workers';
+const ROLE_PREFIX = 'kvtier:{hot}:role:';
+const RUNNING_KEY = 'kvtier:{hot}:running';
 
 /** What a worker does: whole jobs (colocated), or one half of a prefill/decode split. */
 export type WorkerRole = 'both' | 'prefill' | 'decode';

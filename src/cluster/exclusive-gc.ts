@@ -9,9 +9,8 @@
  * deletes storage first, then the index (src/kvtier/gc.ts): what is left is
  * index entries without a blob, which read as misses and go in the next run.
  */
-import type { Redis } from 'ioredis';
 
-import type { GcReport } from '../kvtier/index.ts';
+import type { GcReport, RedisClient as Redis } from '../kvtier/index.ts';
 import { ClusterError } from './errors.ts';
 import { RedisLeaderLock, type LeaseHolder } from './leader-lock.ts';
 

@@ -15,7 +15,7 @@
  */
 import { randomUUID } from 'node:crypto';
 
-import type { Redis } from 'ioredis';
+import type { RedisClient as Redis } from '../kvtier/index.ts';
 
 import { ClusterError } from './errors.ts';
 

@@ -12,10 +12,11 @@
  * blocks). An entry applies to blocks created up to its `at` only, so a late
  * application never removes blocks written since.
  */
-import type { Redis } from 'ioredis';
+import { keysOnEveryPrimary, type RedisClient as Redis } from '../kvtier/index.ts';
 
-export const PURGE_LOG_KEY = 'kvtier:purge:log';
-export const PURGE_GEN_KEY = 'kvtier:purge:gen';
+// One hash tag: the append script writes both (one slot on a Redis Cluster).
+export const PURGE_LOG_KEY = 'kvtier:{purge}:log';
+export const PURGE_GEN_KEY = 'kvtier:{purge}:gen';
 export const PURGE_CHANNEL = 'kvtier:purge';
 const KEEP = 1000;
 
@@ -116,7 +117,7 @@ export interface PurgeAck {
 export async function awaitPurgeAcks(redis: Redis, statsPrefix: string, gen: number, timeoutMs: number, onAck: (acks: PurgeAck[]) => void = () => undefined): Promise<PurgeAck[]> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const keys = await redis.keys(`${statsPrefix}*`);
+    const keys = await keysOnEveryPrimary(redis, `${statsPrefix}*`);
     const values = keys.length > 0 ? await redis.mget(keys) : [];
     const acks: PurgeAck[] = values
       .filter((v): v is string => v !== null)

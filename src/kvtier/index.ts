@@ -65,6 +65,7 @@ export {
 } from './metadata/index.ts';
 export { REBUILT_TENANT } from './plane-rebuild.ts';
 export { PlaneError } from './errors.ts';
+export { CLUSTER_SCHEME, clusterAddress, clusterSeeds, createRedisClient, isClusterAddress, keysOnEveryPrimary, redactAddress, type RedisClient, type RedisConnectOptions } from './redis-connection.ts';
 export { HotBlockCache } from './hot-block-cache.ts';
 export { BLOCK_CODECS, isBlockCodecName, type BlockCodecName } from './codecs/kv-codecs.ts';
 export { CodecGate, codecsNamedIn, type CodecPolicyPatch } from './codecs/codec-gate.ts';

@@ -1,11 +1,11 @@
 import { mkdirSync } from 'node:fs';
 
 import { open as openLmdb, type Database, type RootDatabase } from 'lmdb';
-import type { Redis } from 'ioredis';
 
 import { systemClock, type Clock } from './clock.ts';
 import { KvTierError, PolicyError } from './errors.ts';
 import { stderrLogger, type KvTierLogger } from './logger.ts';
+import { createRedisClient, type RedisClient } from './redis-connection.ts';
 import { defaultPolicyDoc, RetentionPolicy, validatePolicyDoc, type RetentionPolicyDoc } from './retention-policy.ts';
 
 /** Edits a copy of the current document; return it (or mutate in place). `version`/`updatedAt` are set by the store. */
@@ -170,8 +170,8 @@ export class RedisPolicyStore extends PolicyStoreBase {
   private updateChain: Promise<unknown> = Promise.resolve();
 
   private constructor(
-    private readonly redis: Redis,
-    private readonly subscriber: Redis,
+    private readonly redis: RedisClient,
+    private readonly subscriber: RedisClient,
     private readonly key: string,
     private readonly channel: string,
     initial: RetentionPolicy,
@@ -188,11 +188,11 @@ export class RedisPolicyStore extends PolicyStoreBase {
     const prefix = options.keyPrefix ?? 'kvtier:';
     const key = `${prefix}policy`;
     const channel = `${prefix}policy:changed`;
-    // ioredis is loaded by the first Redis-backed open: the embedded default and the CLI's
-    // local admin never need it (it costs ~0.1–0.2 s to import).
-    const { Redis: RedisClient } = await import('ioredis');
-    const connect = (): Redis =>
-      new RedisClient(url, { lazyConnect: true, connectTimeout: options.connectTimeoutMs ?? 5000, maxRetriesPerRequest: 3, enableAutoPipelining: false });
+    // ioredis is loaded by the first Redis-backed open (redis-connection.ts): the embedded default and
+    // the CLI's local admin never need it (it costs ~0.1–0.2 s to import). One key and one channel: on a
+    // Redis Cluster the document lives in one slot and PUBLISH reaches every node.
+    const connect = (): RedisClient =>
+      createRedisClient(url, { lazyConnect: true, connectTimeout: options.connectTimeoutMs ?? 5000, maxRetriesPerRequest: 3, enableAutoPipelining: false });
     const redis = connect();
     const subscriber = connect();
     // ioredis reconnects by itself; without a listener its errors would be

@@ -17,9 +17,9 @@
  * the one running the response leaves a mark here (`…:cancel`, or the record
  * gone) that the running process polls (`control`).
  */
-import { Redis } from 'ioredis';
 
 import { KvtError } from '../errors.ts';
+import { createRedisClient, type RedisClient } from '../kvtier/index.ts';
 import type { ChatMessage, ToolSpec } from '../recipe/index.ts';
 import type { ResponsesListItem } from '../recipe/responses-items.ts';
 
@@ -165,7 +165,7 @@ export class MemoryResponseStore implements ResponseStore {
 }
 
 export class RedisResponseStore implements ResponseStore {
-  private readonly client: Redis;
+  private readonly client: RedisClient;
 
   /** `recordLimit`: the largest one record's JSON (recordLimitOf(KVTIER_RESPONSE_MEMORY_BYTES)). */
   constructor(
@@ -173,7 +173,8 @@ export class RedisResponseStore implements ResponseStore {
     log: (level: 'warn', message: string) => void,
     private readonly recordLimit = DEFAULT_RESPONSE_MEMORY_BYTES,
   ) {
-    this.client = new Redis(url, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false });
+    // Single-key commands only: on a Redis Cluster the records spread over the slots by design.
+    this.client = createRedisClient(url, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false });
     this.client.on('error', (error: Error) => log('warn', `redis (response store): ${error.message}`));
   }
 

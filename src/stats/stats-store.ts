@@ -14,11 +14,13 @@
  * only ever adds deltas, so totals never go back.
  *
  * Embedded mode: an LMDB environment under `<dataDir>/stats`. REDIS_URL set:
- * one Lua script per flush, atomic against every other process.
+ * one Lua script per flush, atomic against every other process. Its three keys
+ * (`<prefix>{stats}:counters|gauges|history`) share one hash tag, so on a Redis
+ * Cluster the script touches one slot.
  */
 import { mkdirSync } from 'node:fs';
 
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import { open as openLmdb, type Database, type RootDatabase } from 'lmdb';
 
 export interface StatsPoint {
@@ -37,6 +39,9 @@ export interface StatsStore {
   history(since: number, until: number): Promise<StatsPoint[]>;
   close(): Promise<void>;
 }
+
+/** Makes a Redis client for an address (a Redis Cluster address needs one: src/kvtier/redis-connection.ts). */
+export type RedisConnect = (url: string, options: RedisOptions) => Redis | Cluster;
 
 export interface StatsStoreOptions {
   /** One history point per step; default 5 s. */
@@ -146,20 +151,25 @@ return 1
 export class RedisStatsStore implements StatsStore {
   readonly kind = 'redis';
   private constructor(
-    private readonly redis: Redis,
+    private readonly redis: Redis | Cluster,
     private readonly prefix: string,
     readonly stepMs: number,
     private readonly retentionMs: number,
   ) {}
 
-  static async open(options: StatsStoreOptions & { url: string; keyPrefix?: string }): Promise<RedisStatsStore> {
-    // ioredis is loaded by the first Redis-backed open (the embedded default never needs it).
-    const { Redis: RedisClient } = await import('ioredis');
-    const redis = new RedisClient(options.url, { lazyConnect: true, connectTimeout: 5000, maxRetriesPerRequest: 3 });
+  static async open(options: StatsStoreOptions & { url: string; keyPrefix?: string; connect?: RedisConnect }): Promise<RedisStatsStore> {
+    const clientOptions = { lazyConnect: true, connectTimeout: 5000, maxRetriesPerRequest: 3 };
+    let redis: Redis | Cluster;
+    if (options.connect !== undefined) redis = options.connect(options.url, clientOptions);
+    else if (/^redis(s)?:\/\//.test(options.url)) {
+      // ioredis is loaded by the first Redis-backed open (the embedded default never needs it).
+      const { Redis: RedisClient } = await import('ioredis');
+      redis = new RedisClient(options.url, clientOptions);
+    } else throw new Error(`the stats store takes a redis:// URL, or a connect function for ${options.url} (src/kvtier/redis-connection.ts createRedisClient)`);
     redis.on('error', () => undefined); // connection errors surface as rejected commands, counted by the recorder
     await redis.connect();
     redis.defineCommand('kvtierStatsAdd', { numberOfKeys: 3, lua: ADD_SCRIPT });
-    return new RedisStatsStore(redis, options.keyPrefix ?? 'kvtier:stats:', options.stepMs ?? 5000, options.retentionMs ?? 48 * 3_600_000);
+    return new RedisStatsStore(redis, `${options.keyPrefix ?? 'kvtier:stats:'}{stats}:`, options.stepMs ?? 5000, options.retentionMs ?? 48 * 3_600_000);
   }
 
   async add(deltas: Record<string, number>, gauges: Record<string, number>, now: number): Promise<void> {

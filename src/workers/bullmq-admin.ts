@@ -5,11 +5,10 @@
  * through the cluster's purge log, GC as a job on the shared queue.
  */
 import type { Queue, QueueEvents } from 'bullmq';
-import type { Redis } from 'ioredis';
 
 import { appendPurge, awaitPurgeAcks, PURGE_CHANNEL } from '../cluster/index.ts';
 import { KvtError } from '../errors.ts';
-import { CodecGate, type RedisPolicyStore } from '../kvtier/index.ts';
+import { CodecGate, keysOnEveryPrimary, type RedisClient as Redis, type RedisPolicyStore } from '../kvtier/index.ts';
 import type { AdminCall } from './job-runner.ts';
 import { failureCode, WORKER_STATS_PREFIX } from './bullmq-protocol.ts';
 import { patchPolicyDoc, type PolicyPatch } from '../scheduler/index.ts';
@@ -28,7 +27,7 @@ export async function clusterAdminCall(call: AdminCall, deps: ClusterAdminDeps):
   const { connection, queue, queueEvents, replyChannel } = deps;
   switch (call.op) {
     case 'stats': {
-      const keys = await connection.keys(`${WORKER_STATS_PREFIX}*`);
+      const keys = await keysOnEveryPrimary(connection, `${WORKER_STATS_PREFIX}*`);
       const values = keys.length > 0 ? await connection.mget(keys) : [];
       const workers = values.filter((v): v is string => v !== null).map((v) => JSON.parse(v) as { cache?: { bytesRead: number; bytesWritten: number; gc: { expired: { blocks: number }; evicted: { blocks: number } } } | null });
       const cache = workers.reduce(

@@ -5,18 +5,39 @@
  *
  *   API ── Queue.add(QueuedJob {…, replyChannel}) ──▶ kvtier-prefill | -prefill | -decode | -w-<worker id>
  *   API ◀── SUBSCRIBE kvtier:events:<api id> ◀── PUBLISH PublishedEvent {jobId, runId, event | started}
+ *       (Redis Cluster: SSUBSCRIBE / SPUBLISH kvtier:events:{<api id>}, sharded: only that slot's primary carries it)
  *   API ── PUBLISH kvtier:cancel <jobId> ──▶ every worker (the one holding it cancels)
- *   worker ── SET kvtier:worker:<id> {stats, scheduler, …} EX 15 (heartbeat)
+ *   worker ── SET kvtier:{workers}:<id> {stats, scheduler, …} EX 15 (heartbeat)
+ *
+ * On a Redis Cluster (KVTIER_REDIS_CLUSTER) every queue uses the hash-tagged BullMQ prefix `{kvtier}`, so each
+ * queue's keys (and BullMQ's multi-key scripts) stay in one slot.
  *
  * Both sides import this file; neither imports the other.
  */
+import { isClusterAddress, type RedisClient } from '../kvtier/index.ts';
 import type { JobEvent, RequestSpec } from '../scheduler/index.ts';
 
 export const QUEUE_NAME = 'kvtier-prefill';
 export const CANCEL_CHANNEL = 'kvtier:cancel';
-export const WORKER_STATS_PREFIX = 'kvtier:worker:';
+// Hash-tagged: the heartbeats are read with one MGET (one slot on a Redis Cluster).
+export const WORKER_STATS_PREFIX = 'kvtier:{workers}:';
 /** A worker is live (routable, counted for the split) this long after its last heartbeat (every 2 s). */
 export const LIVE_TTL_MS = 10_000;
+
+/** BullMQ's key prefix: hash-tagged on a Redis Cluster; BullMQ's default (`bull`) on one Redis. */
+export function bullmqPrefix(redisUrl: string): string | undefined {
+  return isClusterAddress(redisUrl) ? '{kvtier}' : undefined;
+}
+
+/** An API process's reply channel; the hash tag marks it sharded (cluster: SPUBLISH to the tag's slot). */
+export function replyChannelName(apiId: string, redisUrl: string): string {
+  return isClusterAddress(redisUrl) ? `kvtier:events:{${apiId}}` : `kvtier:events:${apiId}`;
+}
+
+/** Publishes on a reply channel the way its name says: sharded (SPUBLISH) or plain. */
+export function publishReply(client: RedisClient, channel: string, message: string): Promise<number> {
+  return channel.includes('{') ? (client.spublish(channel, message) as Promise<number>) : client.publish(channel, message);
+}
 
 /** A split half's queue: kvtier-prefill-prefill, kvtier-prefill-decode. */
 export function roleQueueName(role: 'prefill' | 'decode'): string {

@@ -5,7 +5,7 @@
  * job of this process on its queue, is closed when the next one opens.
  */
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient as Redis } from '../kvtier/index.ts';
 
 import { LIVE_TTL_MS } from './bullmq-protocol.ts';
 
@@ -14,6 +14,8 @@ export class QueueHandles {
 
   constructor(
     private readonly connection: Redis,
+    /** BullMQ key prefix (hash-tagged on a Redis Cluster: bullmq-protocol.ts bullmqPrefix). */
+    private readonly prefix: string | undefined,
     /** Whether a job of this process is on that queue now (its handle stays open). */
     private readonly inUse: (name: string) => boolean,
     private readonly log: (level: 'info' | 'warn' | 'error', message: string) => void,
@@ -23,7 +25,7 @@ export class QueueHandles {
     const now = Date.now();
     let entry = this.queues.get(name);
     if (!entry) {
-      const queue = new Queue(name, { connection: this.connection });
+      const queue = new Queue(name, { connection: this.connection, prefix: this.prefix });
       queue.on('error', (error: Error) => this.log('warn', `queue ${name}: ${error.message}`));
       entry = { queue, usedAt: now };
       this.queues.set(name, entry);

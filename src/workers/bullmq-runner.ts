@@ -31,17 +31,16 @@
 import { randomUUID } from 'node:crypto';
 
 import { Queue, QueueEvents } from 'bullmq';
-import { Redis } from 'ioredis';
 
 import { CacheAwareRouter, type WorkerRole } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
 import { KvtError } from '../errors.ts';
 import { modelConfigFromGguf, modelFingerprint, readGguf } from '../../inference-core/index.ts';
-import { RedisPolicyStore, type RetentionPolicyDoc } from '../kvtier/index.ts';
+import { createRedisClient, isClusterAddress, RedisPolicyStore, type RedisClient as Redis, type RetentionPolicyDoc } from '../kvtier/index.ts';
 import { clusterAdminCall } from './bullmq-admin.ts';
 import { JobDispatch } from './bullmq-dispatch.ts';
 import { relayPublished, withTimeout, type PendingJob } from './bullmq-pending.ts';
-import { CANCEL_CHANNEL, failureCode, LIVE_TTL_MS, QUEUE_NAME, roleQueueName, toQueued, type PublishedEvent, type QueuedJob } from './bullmq-protocol.ts';
+import { bullmqPrefix, CANCEL_CHANNEL, failureCode, LIVE_TTL_MS, QUEUE_NAME, replyChannelName, roleQueueName, toQueued, type PublishedEvent, type QueuedJob } from './bullmq-protocol.ts';
 import { QueueHandles } from './bullmq-queues.ts';
 import { RoutedJobWatchdog } from './bullmq-watchdog.ts';
 import { scheduleClusterGc } from './gc-schedule.ts';
@@ -53,7 +52,9 @@ const REDIS_OPTIONS = { maxRetriesPerRequest: null, enableOfflineQueue: true, re
 export class BullmqRunner implements JobRunner {
   readonly kind = 'bullmq' as const;
   private readonly pending = new Map<string, PendingJob>();
-  private readonly replyChannel = `kvtier:events:${randomUUID()}`;
+  private readonly replyChannel: string;
+  /** On a Redis Cluster the reply channel is sharded (SSUBSCRIBE; bullmq-protocol.ts). */
+  private readonly sharded: boolean;
   private subscribed = false;
   private readonly queues: QueueHandles;
   private readonly roleEvents: QueueEvents[] = [];
@@ -71,7 +72,9 @@ export class BullmqRunner implements JobRunner {
     /** Clients handed to BullMQ: it leaves caller-owned connections open, so close() ends them. */
     private readonly queueClients: Redis[],
   ) {
-    subscriber.on('message', (channel: string, message: string) => {
+    this.sharded = isClusterAddress(config.redisUrl!);
+    this.replyChannel = replyChannelName(randomUUID(), config.redisUrl!);
+    subscriber.on(this.sharded ? 'smessage' : 'message', (channel: string, message: string) => {
       if (channel === this.replyChannel) this.onPublished(message);
     });
     subscriber.on('ready', () => {
@@ -86,16 +89,16 @@ export class BullmqRunner implements JobRunner {
     // The split halves' queues: their stalled checks run on their workers; a job stalled twice there fails like on the shared queue.
     for (const role of ['prefill', 'decode'] as const) {
       const name = roleQueueName(role);
-      const client = new Redis(config.redisUrl!, REDIS_OPTIONS);
+      const client = createRedisClient(config.redisUrl!, REDIS_OPTIONS);
       client.on('error', (error: Error) => log('warn', `redis (queue events ${name}): ${error.message}`));
       queueClients.push(client);
-      const events = new QueueEvents(name, { connection: client });
+      const events = new QueueEvents(name, { connection: client, prefix: bullmqPrefix(config.redisUrl!) });
       events.on('error', (error: Error) => log('warn', `queue events ${name}: ${error.message}`));
       events.on('failed', onFailed(name));
       this.roleEvents.push(events);
     }
     for (const client of [connection, subscriber]) client.on('error', (error: Error) => this.log('warn', `redis: ${error.message}`));
-    this.queues = new QueueHandles(queueClients[0], (name) => [...this.pending.values()].some((p) => p.queueName === name), log);
+    this.queues = new QueueHandles(queueClients[0], bullmqPrefix(config.redisUrl!), (name) => [...this.pending.values()].some((p) => p.queueName === name), log);
     const queueFor = (name: string) => this.queueFor(name);
     const router = new CacheAwareRouter(connection, { ttlMs: LIVE_TTL_MS });
     this.dispatch = new JobDispatch({ config, router, log, queueFor, localWaiting: (name) => this.localWaiting(name) });
@@ -104,12 +107,12 @@ export class BullmqRunner implements JobRunner {
 
   static async connect(config: Config, log: (level: 'info' | 'warn' | 'error', message: string) => void): Promise<BullmqRunner> {
     const url = config.redisUrl!;
-    const connection = new Redis(url, REDIS_OPTIONS);
-    const subscriber = new Redis(url, REDIS_OPTIONS);
-    const queueClients = [new Redis(url, REDIS_OPTIONS), new Redis(url, REDIS_OPTIONS)];
+    const connection = createRedisClient(url, REDIS_OPTIONS);
+    const subscriber = createRedisClient(url, { ...REDIS_OPTIONS, shardedSubscribers: isClusterAddress(url) });
+    const queueClients = [createRedisClient(url, REDIS_OPTIONS), createRedisClient(url, REDIS_OPTIONS)];
     for (const client of queueClients) client.on('error', (error: Error) => log('warn', `redis (queue): ${error.message}`));
-    const queue = new Queue(QUEUE_NAME, { connection: queueClients[0] });
-    const queueEvents = new QueueEvents(QUEUE_NAME, { connection: queueClients[1] });
+    const queue = new Queue(QUEUE_NAME, { connection: queueClients[0], prefix: bullmqPrefix(url) });
+    const queueEvents = new QueueEvents(QUEUE_NAME, { connection: queueClients[1], prefix: bullmqPrefix(url) });
     queue.on('error', (error: Error) => log('warn', `queue: ${error.message}`));
     queueEvents.on('error', (error: Error) => log('warn', `queue events: ${error.message}`));
     let policy: RedisPolicyStore | null = null;
@@ -137,7 +140,7 @@ export class BullmqRunner implements JobRunner {
 
   private subscribe(): void {
     if (this.subscribed) return;
-    this.subscriber.subscribe(this.replyChannel).then(
+    (this.sharded ? (this.subscriber.ssubscribe(this.replyChannel) as Promise<unknown>) : this.subscriber.subscribe(this.replyChannel)).then(
       () => (this.subscribed = true),
       (error: Error) => this.log('warn', `subscribe failed: ${error.message}`),
     );

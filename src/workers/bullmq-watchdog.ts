@@ -4,7 +4,7 @@
  * them must not strand them. See bullmq-runner.ts for the whole flow.
  */
 import type { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient as Redis } from '../kvtier/index.ts';
 
 import type { Config } from '../config.ts';
 import { QUEUE_NAME, type QueuedJob } from './bullmq-protocol.ts';

@@ -30,13 +30,13 @@ import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
-import { Redis } from 'ioredis';
 
 import { TokenIds } from '../../inference-core/index.ts';
 import { CacheAwareRouter, gcUnderClusterLease, PURGE_CHANNEL, PurgeFollower, routeKeys } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
+import { createRedisClient, type RedisClient as Redis } from '../kvtier/index.ts';
 import { EngineHost, type EngineLog } from './engine-host.ts';
-import { CANCEL_CHANNEL, LIVE_TTL_MS, QUEUE_NAME, roleQueueName, routeScope, WORKER_STATS_PREFIX, workerQueueName, fromQueued, type PublishedEvent, type QueuedJob } from './bullmq-protocol.ts';
+import { bullmqPrefix, CANCEL_CHANNEL, LIVE_TTL_MS, publishReply, QUEUE_NAME, roleQueueName, routeScope, WORKER_STATS_PREFIX, workerQueueName, fromQueued, type PublishedEvent, type QueuedJob } from './bullmq-protocol.ts';
 import { startWorkerStats } from './worker-stats.ts';
 import { engineThreadInit, modelIdOf, type JobEvent } from '../scheduler/index.ts';
 
@@ -60,8 +60,8 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
   // This worker's tier and engine counters, counted here once (not by every API process).
   const stats = await startWorkerStats(config, host, log);
   const options = { maxRetriesPerRequest: null, retryStrategy: (times: number) => Math.min(200 * times, 1000) };
-  const publisher = new Redis(config.redisUrl, options);
-  const cancels = new Redis(config.redisUrl, options);
+  const publisher = createRedisClient(config.redisUrl, options);
+  const cancels = createRedisClient(config.redisUrl, options);
   publisher.on('error', (error: Error) => log('warn', `redis: ${error.message}`));
   cancels.on('error', (error: Error) => log('warn', `redis: ${error.message}`));
   // Cluster purges (src/cluster/purge-log.ts): applied to this node's index and caches, acknowledged in the heartbeat.
@@ -101,7 +101,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
     }
     const runId = randomUUID();
     const publish = (message: PublishedEvent): void => {
-      void publisher.publish(data.replyChannel, JSON.stringify(message)).catch((error: Error) => log('warn', `publish failed: ${error.message}`));
+      void publishReply(publisher, data.replyChannel, JSON.stringify(message)).catch((error: Error) => log('warn', `publish failed: ${error.message}`));
     };
     publish({ jobId: data.id, runId, started: { workerId, queue: queueName } });
     if (earlyCancels.delete(data.id)) {
@@ -150,7 +150,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
   // BullMQ leaves a caller-owned connection open: close() ends them.
   const workerClients: Redis[] = [];
   for (const name of queueNames) {
-    const client = new Redis(config.redisUrl, options);
+    const client = createRedisClient(config.redisUrl, options);
     client.on('error', (error: Error) => log('warn', `redis (worker ${name}): ${error.message}`));
     workerClients.push(client);
     const worker = new Worker(
@@ -167,6 +167,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
       },
       {
         connection: client,
+        prefix: bullmqPrefix(config.redisUrl),
         concurrency: config.workerConcurrency,
         lockDuration: config.jobLockMs,
         stalledInterval: Math.max(250, Math.floor(config.jobLockMs / 2)),

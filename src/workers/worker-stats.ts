@@ -10,6 +10,7 @@
  * API processes: every GC and every byte written counted twice).
  */
 import type { Config } from '../config.ts';
+import { createRedisClient } from '../kvtier/index.ts';
 import { openStatsStore, StatsRecorder, type TierSample } from '../stats/index.ts';
 import type { EngineHost, EngineLog } from './engine-host.ts';
 
@@ -21,7 +22,7 @@ export interface WorkerStats {
 
 export async function startWorkerStats(config: Config, host: EngineHost, log: EngineLog): Promise<WorkerStats> {
   const stepMs = process.env.KVTIER_STATS_STEP_MS ? Number(process.env.KVTIER_STATS_STEP_MS) : 5000;
-  const store = await openStatsStore({ dataDir: config.dataDir, redisUrl: config.redisUrl, stepMs });
+  const store = await openStatsStore({ dataDir: config.dataDir, redisUrl: config.redisUrl, stepMs, connect: createRedisClient });
   const recorder = new StatsRecorder({
     store,
     flushMs: stepMs,

@@ -20,6 +20,15 @@ describe('cluster settings', () => {
     expect(loadConfig({ KVTIER_DISPATCH: 'roundrobin' }).dispatch).toBe('roundrobin');
   });
 
+  it('KVTIER_REDIS_CLUSTER is the cluster form of the Redis address; with REDIS_URL too, or malformed, it is KVT_ERR_CONFIG_INVALID', () => {
+    expect(loadConfig({ KVTIER_REDIS_CLUSTER: '10.0.0.1:7000, redis-b:7001,[::1]:7002' }).redisUrl).toBe('redis-cluster://10.0.0.1:7000,redis-b:7001,[::1]:7002');
+    expect(loadConfig({}, ['--redis-cluster', 'a:1']).redisUrl).toBe('redis-cluster://a:1');
+    expect(loadConfig({ REDIS_URL: 'redis://r:6379' }).redisUrl).toBe('redis://r:6379');
+    expect(() => loadConfig({ REDIS_URL: 'redis://r:6379', KVTIER_REDIS_CLUSTER: 'a:1' })).toThrow(expect.objectContaining({ code: 'KVT_ERR_CONFIG_INVALID', param: 'KVTIER_REDIS_CLUSTER' }));
+    expect(() => loadConfig({ KVTIER_REDIS_CLUSTER: 'a:1,b' })).toThrow(expect.objectContaining({ code: 'KVT_ERR_CONFIG_INVALID', param: 'KVTIER_REDIS_CLUSTER', message: expect.stringContaining('"b" is not host:port') }));
+    expect(() => loadConfig({ KVTIER_REDIS_CLUSTER: ' , ' })).toThrow(expect.objectContaining({ code: 'KVT_ERR_CONFIG_INVALID' }));
+  });
+
   it('a bad value is KVT_ERR_CONFIG_INVALID naming the variable and the choices', () => {
     expect(() => loadConfig({ KVTIER_DISPATCH: 'random' })).toThrow(expect.objectContaining({ code: 'KVT_ERR_CONFIG_INVALID', param: 'KVTIER_DISPATCH', message: expect.stringContaining('aware, shared, roundrobin') }));
     expect(() => loadConfig({ KVTIER_ROLE: 'Decode' })).toThrow(expect.objectContaining({ code: 'KVT_ERR_CONFIG_INVALID', param: 'KVTIER_ROLE', message: expect.stringContaining('both, prefill, decode') }));

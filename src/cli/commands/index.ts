@@ -7,6 +7,7 @@
  * is opened or sent; a mistake is one line on stderr and a non-zero exit:
  * 2 bad usage, 3 server unreachable or token refused, 1 the operation failed.
  */
+import { clusterAddress } from '../../kvtier/redis-connection.ts';
 import type { AdminApi } from '../../serve/admin/index.ts';
 import { HttpAdminClient } from '../admin-client.ts';
 import { LocalAdmin } from '../local-admin.ts';
@@ -98,7 +99,8 @@ async function connect(args: ParsedArgs, env: NodeJS.ProcessEnv): Promise<AdminA
   return LocalAdmin.open({
     dataDir: dataDir ?? env.KVTIER_DATA_DIR ?? './data',
     storage: env.KVTIER_STORAGE || undefined,
-    redisUrl: stringFlag(args, 'redis-url') ?? (env.REDIS_URL || null),
+    // KVTIER_REDIS_CLUSTER (host:port,…) as the server reads it: the cluster address form.
+    redisUrl: stringFlag(args, 'redis-url') ?? (env.REDIS_URL || (env.KVTIER_REDIS_CLUSTER ? clusterAddress(env.KVTIER_REDIS_CLUSTER) : null)),
   });
 }
 

@@ -4,6 +4,7 @@ import type { Redis } from 'ioredis';
 
 import { PlaneError } from '../errors.ts';
 import { stderrLogger, type KvTierLogger } from '../logger.ts';
+import { createRedisClient, isClusterAddress, redactAddress, type RedisClient } from '../redis-connection.ts';
 import type { BlockRecord, MetadataPlane, PlaneState, PlaneUsage, RemovedBatch, RemoveOptions, ScanOptions, ScanPage } from './metadata-plane.ts';
 import { removeLegacyPlaneKeys } from './redis-legacy-keys.ts';
 import { decodeValue, encodeValue, lruScore, memberOf, planeKeyNames, type PlaneKeys } from './redis-plane-codec.ts';
@@ -13,7 +14,7 @@ import { scanByLastUse } from './redis-plane-walk.ts';
 import { RenewalBuffer, type PendingRenewal } from './renewal-buffer.ts';
 
 export interface RedisMetadataPlaneOptions {
-  /** `redis://host:port/db`; defaults to `REDIS_URL`. */
+  /** `redis://host:port/db` or `redis-cluster://host:port,…` (redis-connection.ts); defaults to `REDIS_URL`. */
   url?: string;
   /** Key prefix; default `kvtier:plane:` (no `{` or `}`: the plane adds its own hash tag). */
   keyPrefix?: string;
@@ -80,8 +81,8 @@ export class RedisMetadataPlane implements MetadataPlane {
   private readonly commands: RedisPlaneCommands;
 
   private constructor(
-    private readonly redis: Redis,
-    private readonly subscriber: Redis,
+    private readonly redis: RedisClient,
+    private readonly subscriber: RedisClient,
     prefix: string,
     private readonly logger: KvTierLogger,
     options: RedisMetadataPlaneOptions,
@@ -105,9 +106,7 @@ export class RedisMetadataPlane implements MetadataPlane {
     const bits = options.bucketBits ?? 16;
     if (!Number.isInteger(bits) || bits < 1 || bits > 16) throw new PlaneError('KVT_ERR_PLANE_OPEN', `bucketBits must be an integer 1..16, got ${bits}`);
     if (/[{}]/.test(options.keyPrefix ?? '')) throw new PlaneError('KVT_ERR_PLANE_OPEN', `keyPrefix must not contain { or } (the plane adds its own Redis Cluster hash tag), got ${JSON.stringify(options.keyPrefix)}`);
-    // ioredis is loaded by the first Redis-backed open (the embedded default never needs it).
-    const { Redis: RedisClient } = await import('ioredis');
-    const connect = (): Redis => new RedisClient(url, { lazyConnect: true, connectTimeout: options.connectTimeoutMs ?? 5000, maxRetriesPerRequest: 3, enableAutoPipelining: false });
+    const connect = (): RedisClient => createRedisClient(url, { lazyConnect: true, connectTimeout: options.connectTimeoutMs ?? 5000, maxRetriesPerRequest: 3, enableAutoPipelining: false });
     const redis = connect();
     const subscriber = connect();
     let opened = false;
@@ -123,7 +122,8 @@ export class RedisMetadataPlane implements MetadataPlane {
       const plane = new RedisMetadataPlane(redis, subscriber, options.keyPrefix ?? 'kvtier:plane:', logger, options);
       subscriber.on('messageBuffer', (channel: Buffer, message: Buffer) => plane.onRemovedMessage(channel, message));
       // Housekeeping: a failure leaves the old keys for the next open, it does not stop this one.
-      await removeLegacyPlaneKeys(redis, options.keyPrefix ?? 'kvtier:plane:', plane.keys.legacySwept, logger).catch((error: unknown) =>
+      // A cluster deployment never had the naming before the hash tag (and SCAN there reads one node only).
+      if (!isClusterAddress(url)) await removeLegacyPlaneKeys(redis as Redis, options.keyPrefix ?? 'kvtier:plane:', plane.keys.legacySwept, logger).catch((error: unknown) =>
         logger.warn({ code: 'KVT_ERR_PLANE_UNREACHABLE', err: (error as Error).message }, 'removing the metadata plane keys of the naming before the hash tag failed; the next open retries'),
       );
       await subscriber.subscribe(plane.keys.removed);
@@ -133,7 +133,7 @@ export class RedisMetadataPlane implements MetadataPlane {
     } catch (error) {
       redis.disconnect();
       subscriber.disconnect();
-      throw new PlaneError('KVT_ERR_PLANE_UNREACHABLE', `cannot reach Redis at ${url.replace(/\/\/([^@/]*)@/, '//***@')} for the metadata plane: ${(error as Error).message}`, {
+      throw new PlaneError('KVT_ERR_PLANE_UNREACHABLE', `cannot reach Redis at ${redactAddress(url)} for the metadata plane: ${(error as Error).message}`, {
         cause: error,
       });
     }

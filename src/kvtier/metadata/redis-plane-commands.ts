@@ -2,9 +2,9 @@
  * The Redis plane's commands: its Lua scripts registered on a connection, and every call wrapped so a
  * closed plane and an unreachable Redis surface as typed PlaneErrors.
  */
-import type { Redis } from 'ioredis';
 
 import { PlaneError } from '../errors.ts';
+import type { RedisClient } from '../redis-connection.ts';
 import type { PlaneKeys } from './redis-plane-codec.ts';
 import { CLEAR_PENDING_LUA, GET_LUA, MARK_TRUSTED_LUA, NOTE_ORPHANS_LUA, REMOVE_LUA, REMOVE_OLDEST_LUA, RENEW_LUA, SCAN_LUA, UPSERT_LUA } from './redis-plane-scripts.ts';
 
@@ -12,12 +12,12 @@ import { CLEAR_PENDING_LUA, GET_LUA, MARK_TRUSTED_LUA, NOTE_ORPHANS_LUA, REMOVE_
 export type ScriptPipeline = Record<string, (...args: (string | Buffer)[]) => unknown> & { exec(): Promise<[Error | null, unknown][] | null> };
 
 /** Registers the plane's scripts on `redis` (sent by SHA, loaded on first use). */
-export function defineScripts(redis: Redis): void {
+export function defineScripts(redis: RedisClient): void {
   for (const [name, lua, numberOfKeys] of [
     ['kvtPlaneUpsert', UPSERT_LUA, 3],
     ['kvtPlaneRemove', REMOVE_LUA, 3],
     ['kvtPlaneRemoveOldest', REMOVE_OLDEST_LUA, 3],
-    ['kvtPlaneGet', GET_LUA, 0],
+    ['kvtPlaneGet', GET_LUA, 2],
     ['kvtPlaneRenew', RENEW_LUA, 2],
     ['kvtPlaneScan', SCAN_LUA, 1],
     ['kvtPlaneNoteOrphans', NOTE_ORPHANS_LUA, 1],
@@ -32,7 +32,7 @@ export class RedisPlaneCommands {
   closed = false;
 
   constructor(
-    readonly redis: Redis,
+    readonly redis: RedisClient,
     readonly keys: PlaneKeys,
   ) {}
 

@@ -301,11 +301,14 @@ inSlices('SREM', singles, split(blob))
 return 0
 `;
 
-/** KEYS: none used directly. ARGV: bucket prefix, last-use index prefix, members… Returns value (or false) and score (or false) per member. */
+/**
+ * KEYS: bucket prefix, last-use index prefix (names, not keys read as such: declared so a Redis Cluster
+ * client routes the call to the plane's slot). ARGV: members… Returns value (or false) and score (or false) per member.
+ */
 export const GET_LUA = `${COMMON}
 local out = {}
-local prefix, usePrefix = ARGV[1], ARGV[2]
-for i = 3, #ARGV do
+local prefix, usePrefix = KEYS[1], KEYS[2]
+for i = 1, #ARGV do
   local member = ARGV[i]
   local b, f = bucket(prefix, member)
   local value = redis.call('HGET', b, f)

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 
 import { openBlobStore, type BlobStore } from '../../../storage-adapters/index.ts';
-import { BlockIndex, BlockSealer, LmdbPolicyStore, openMetadataPlane, RedisPolicyStore, systemClock, type MetadataPlane, type PolicyStore } from '../../kvtier/index.ts';
+import { BlockIndex, BlockSealer, createRedisClient, LmdbPolicyStore, openMetadataPlane, RedisPolicyStore, systemClock, type MetadataPlane, type PolicyStore } from '../../kvtier/index.ts';
 import { loadPricing, openStatsStore, StatsRecorder, type Pricing, type StatsStore, type TierSample, type TierSources } from '../../stats/index.ts';
 import type { ServeContext } from '../context.ts';
 import { registerDashboard } from '../dashboard/index.ts';
@@ -61,7 +61,7 @@ export async function setupAdmin(app: FastifyInstance, ctx: ServeContext, option
       ? await RedisPolicyStore.open({ url: config.redisUrl })
       : await LmdbPolicyStore.open({ path: join(config.dataDir, 'policy') });
     opened.push(() => policy.close());
-    const statsStore: StatsStore = await openStatsStore({ dataDir: config.dataDir, redisUrl: config.redisUrl, stepMs });
+    const statsStore: StatsStore = await openStatsStore({ dataDir: config.dataDir, redisUrl: config.redisUrl, stepMs, connect: createRedisClient });
     opened.push(() => statsStore.close());
     const recorder = new StatsRecorder({
       store: statsStore,

@@ -86,7 +86,7 @@ describe('CacheAwareRouter', () => {
     const s1 = session(7, 6);
     await router.announce('w', s1.slice(0, 3), 1000);
     await router.announce('w', s1.slice(3, 6), 2000);
-    expect(await client.zcard('kvtier:hot:w')).toBe(4);
+    expect(await client.zcard('kvtier:{hot}:w')).toBe(4);
     // The first block went out: the prefix from block 0 is no longer hot there.
     expect((await router.coverage(s1, 2000)).get('w')).toBe(0);
   });
@@ -131,7 +131,7 @@ describe('CacheAwareRouter', () => {
     await router.reportRunning('w-warm', 3);
     expect(await router.routeAmong(s1, options)).toBeNull();
     await router.withdraw('w-hot');
-    expect(await client.hexists('kvtier:hot:running', 'w-hot')).toBe(0);
+    expect(await client.hexists('kvtier:{hot}:running', 'w-hot')).toBe(0);
   });
 
   it('a heartbeat (no keys) keeps a worker live and its set whole; a per-worker maxKeys trims to its budget', async () => {
@@ -139,10 +139,10 @@ describe('CacheAwareRouter', () => {
     const s1 = session(10, 6);
     const t0 = Date.now();
     await router.announce('w', s1, t0, 'both', 3);
-    expect(await client.zcard('kvtier:hot:w')).toBe(3);
+    expect(await client.zcard('kvtier:{hot}:w')).toBe(3);
     await router.announce('w', [], t0 + 900);
     expect(await router.liveWorkers(t0 + 1500)).toEqual(['w']);
-    expect(await client.zcard('kvtier:hot:w')).toBe(3);
+    expect(await client.zcard('kvtier:{hot}:w')).toBe(3);
   });
 
   it('rejects bad options with a typed error', () => {

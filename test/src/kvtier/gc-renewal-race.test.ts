@@ -7,17 +7,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FsBlobStore } from '../../../storage-adapters/index.ts';
 import { BlockIndex, DAY_MS, ManualClock, RetentionPolicy, defaultPolicyDoc, runGc, type BlockRecord, type MetadataPlane, type RedisMetadataPlane } from '../../../src/kvtier/index.ts';
 import { openPlaneNodes } from '../../helpers/redis-plane-nodes.ts';
+import { startRedisCluster, type RedisClusterFixture } from '../../helpers/redis-cluster.ts';
 import { startRedis, type RedisServer } from '../../helpers/redis-server.ts';
 
 const T0 = Date.UTC(2026, 0, 1);
 let server: RedisServer;
+let cluster: RedisClusterFixture;
 
 beforeAll(async () => {
-  server = await startRedis();
-});
+  [server, cluster] = await Promise.all([startRedis(), startRedisCluster()]);
+}, 60_000);
 
 afterAll(async () => {
-  await server?.stop();
+  await Promise.all([server?.stop(), cluster?.stop()]);
 });
 
 function keyOf(i: number): string {
@@ -33,9 +35,9 @@ interface RaceRig {
 }
 
 /** GC's node and another node on one fresh, trusted plane, an fs store and GC's index; `records` written to plane and store (blob i = [i]). */
-async function withRaceRig(records: BlockRecord[], body: (rig: RaceRig) => Promise<void>): Promise<void> {
+async function withRaceRig(url: string, records: BlockRecord[], body: (rig: RaceRig) => Promise<void>): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'kvt-gc-race-'));
-  const nodes = await openPlaneNodes(server.url, 2, 'race');
+  const nodes = await openPlaneNodes(url, 2, 'race');
   const [gcPlane, otherNode] = nodes.planes;
   const store = await FsBlobStore.open({ dir: join(dir, 'blocks') });
   const index = BlockIndex.open({ path: join(dir, 'index') });
@@ -57,11 +59,19 @@ async function withRaceRig(records: BlockRecord[], body: (rig: RaceRig) => Promi
  * (its renewal flushed to the plane) must keep the block: record and blob.
  * The hook runs the other node's renewal right before GC's plane removal.
  */
-describe('GC and a renewal racing its removal (real redis-server)', () => {
+/**
+ * Both removals re-check last use inside the Lua that removes the record (REMOVE_LUA compares the
+ * row's score with the judged bound; REMOVE_OLDEST_LUA reads the rows it removes in the same call),
+ * so the race is closed in Redis itself: the same holds on one redis-server and on a Redis Cluster.
+ */
+describe.each([
+  ['one redis-server', () => server.url],
+  ['a Redis Cluster (3 primaries + replicas)', () => cluster.address],
+])('GC and a renewal racing its removal (%s)', (_name, urlOf) => {
   it('a block renewed on another node between judge and remove keeps its record and blob; the others go', async () => {
     const records: BlockRecord[] = [];
     for (let i = 0; i < 6; i++) records.push({ key: keyOf(i), trafficClass: 'agent', tenant: 'acme', sizeBytes: 10, writer: 'node-a', createdAt: T0, lastUseAt: T0 + i, ttlMs: 0, depth: 0 });
-    await withRaceRig(records, async ({ gcPlane, otherNode, store, index, clock }) => {
+    await withRaceRig(urlOf(), records, async ({ gcPlane, otherNode, store, index, clock }) => {
       // acme's agent TTL (2 d) is shorter than the class's (3 d): GC must judge acme's rows page by page (scan, judge, remove).
       const policy = new RetentionPolicy({ ...defaultPolicyDoc(), tenants: { acme: { ttlMs: { agent: 2 * DAY_MS } } } });
       clock.set(T0 + 2 * DAY_MS + 100); // every block is past acme's agent TTL
@@ -102,7 +112,7 @@ describe('GC and a renewal racing its removal (real redis-server)', () => {
   it('the batch removal below the longest TTL is atomic: a renewal that landed before it keeps the block', async () => {
     const records: BlockRecord[] = [];
     for (let i = 0; i < 4; i++) records.push({ key: keyOf(i), trafficClass: 'agent', tenant: 't', sizeBytes: 10, writer: 'node-a', createdAt: T0, lastUseAt: T0 + i, ttlMs: 0, depth: 0 });
-    await withRaceRig(records, async ({ gcPlane, otherNode, store, index, clock }) => {
+    await withRaceRig(urlOf(), records, async ({ gcPlane, otherNode, store, index, clock }) => {
       const policy = new RetentionPolicy(defaultPolicyDoc());
       clock.set(T0 + 3 * DAY_MS + 100);
       const renewed = keyOf(1);

@@ -1,0 +1,3 @@
+import { purgeStatsSuite } from './purge-stats-suite.ts';
+
+purgeStatsSuite('redis-cluster');
