@@ -15,6 +15,12 @@ import { Tokenizer } from './tokenizer/index.ts';
 import { TOKENS_PER_BLOCK } from './kv/index.ts';
 import { deepseekConfigFromGguf } from './deepseek-config.ts';
 import { deepseekGraphConfig } from './engine/deepseek-graph.ts';
+import { readDeepseek4Config } from './engine/deepseek4-config.ts';
+import { deepseek4StateBytes, deepseek4StateRates } from './engine/deepseek4-state.ts';
+
+/** Why a deepseek4 model never uses the block tier yet (said by model inspect and the serve startup log). */
+export const DEEPSEEK4_TIER_OFF_REASON =
+  "deepseek4's SWA window and compressor state at a position depend on everything before it, so its cache cannot be a chain of independent 64-token blocks; it needs prefix units (issue #26)";
 
 export interface QuantMixRow {
   /** GGML type name (Q4_K, F32, …). */
@@ -56,6 +62,13 @@ export interface ModelReport {
    * kvBytesPerToken/Block above are the latent sizes; `expanded*` is what per-head K and V would take.
    */
   mla?: { kvLoraRank: number; ropeDim: number; expandedBytesPerToken: number; expandedBytesPerBlock: number };
+  /**
+   * deepseek4 (V4): no per-token K/V chain; the f32 state kvtier's deepseek4 path holds per sequence:
+   * `perTokenInWindow` bytes for each token inside the SWA window, `perPosition` bytes for each context
+   * position for ever (compressed entries + indexer keys), and the total at 4k / 32k context.
+   * The block tier is off for it (`tierOff` says why).
+   */
+  dsv4?: { swaWindow: number; compressRatios: number[]; perTokenInWindow: number; perPosition: number; stateBytes4k: number; stateBytes32k: number; tierOff: string };
   runnable: { ok: true } | { ok: false; reason: string };
 }
 
@@ -114,6 +127,25 @@ export function inspectModel(g: GgufFile): ModelReport {
       mla = { kvLoraRank: kvLora, ropeDim: rope, expandedBytesPerToken: expanded, expandedBytesPerBlock: expanded * TOKENS_PER_BLOCK };
     }
   }
+  let dsv4: ModelReport['dsv4'];
+  if (arch === 'deepseek4') {
+    kvPerToken = undefined;
+    try {
+      const c = readDeepseek4Config(g);
+      const rates = deepseek4StateRates(c);
+      dsv4 = {
+        swaWindow: c.nSwa,
+        compressRatios: c.ratios.slice(0, c.nLayer),
+        perTokenInWindow: rates.perTokenInWindow,
+        perPosition: rates.perPosition,
+        stateBytes4k: deepseek4StateBytes(c, 4096),
+        stateBytes32k: deepseek4StateBytes(c, 32768),
+        tierOff: DEEPSEEK4_TIER_OFF_REASON,
+      };
+    } catch {
+      // runnable() reports the config error
+    }
+  }
   const template = g.optString('tokenizer.chat_template');
   return {
     path: g.path,
@@ -132,6 +164,7 @@ export function inspectModel(g: GgufFile): ModelReport {
     kvBytesPerToken: kvPerToken,
     kvBytesPerBlock: kvPerToken === undefined ? undefined : kvPerToken * TOKENS_PER_BLOCK,
     ...(mla ? { mla } : {}),
+    ...(dsv4 ? { dsv4 } : {}),
     runnable: runnable(g),
   };
 }
@@ -139,6 +172,10 @@ export function inspectModel(g: GgufFile): ModelReport {
 /** The engine's own load-time checks, without uploading a weight. */
 function runnable(g: GgufFile): ModelReport['runnable'] {
   try {
+    if (g.optString('general.architecture') === 'deepseek4') {
+      readDeepseek4Config(g);
+      return { ok: false, reason: "deepseek4: kvtier's deepseek4 forward (checked against llama.cpp) is not wired into the serving engine yet" };
+    }
     if (g.optString('general.architecture') === 'deepseek2') deepseekGraphConfig(deepseekConfigFromGguf(g), g.path);
     else graphConfigFrom(g, modelConfigFromGguf(g));
     for (const t of g.tensors.values()) {

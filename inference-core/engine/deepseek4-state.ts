@@ -66,3 +66,44 @@ export class Deepseek4State {
     return n;
   }
 }
+
+/** The shape numbers the state's size depends on (a Deepseek4Config has them all). */
+export interface Deepseek4StateShape {
+  nLayer: number;
+  headDim: number;
+  indexerDim: number;
+  nSwa: number;
+  ratios: readonly number[];
+}
+
+/**
+ * Bytes of f32 state a sequence of `ctx` tokens holds (what Deepseek4State.bytes()
+ * reports, exactly): per trunk layer the SWA window (min(ctx, n_swa) keys),
+ * floor(ctx/ratio) compressed entries (+ as many indexer keys at ratio 4) and
+ * the compressor rows of the unfinished block(s).
+ */
+export function deepseek4StateBytes(s: Deepseek4StateShape, ctx: number): number {
+  let n = 0;
+  for (let l = 0; l < s.nLayer; l++) {
+    const r = s.ratios[l]!;
+    n += Math.min(ctx, s.nSwa) * s.headDim * 4;
+    if (r === 0) continue;
+    const blocks = Math.floor(ctx / r);
+    // CSA keeps the last finished block's rows too (the next block's overlap half)
+    const rows = r === 4 ? ctx - Math.max(0, (blocks - 1) * r) : ctx - blocks * r;
+    const coff = r === 4 ? 2 : 1;
+    n += blocks * s.headDim * 4 + rows * 2 * coff * s.headDim * 4;
+    if (r === 4) n += blocks * s.indexerDim * 4 + rows * 2 * 2 * s.indexerDim * 4;
+  }
+  return n;
+}
+
+/** Growth rates of deepseek4StateBytes: per token inside the SWA window, per context position for ever. */
+export function deepseek4StateRates(s: Deepseek4StateShape): { perTokenInWindow: number; perPosition: number } {
+  let perPosition = 0;
+  for (let l = 0; l < s.nLayer; l++) {
+    const r = s.ratios[l]!;
+    if (r !== 0) perPosition += (s.headDim * 4) / r + (r === 4 ? (s.indexerDim * 4) / 4 : 0);
+  }
+  return { perTokenInWindow: s.nLayer * s.headDim * 4, perPosition };
+}

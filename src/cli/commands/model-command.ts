@@ -37,6 +37,12 @@ export function formatModelReport(r: ModelReport): string {
     ...(r.mla
       ? [`                MLA latent (kv_lora_rank ${int(r.mla.kvLoraRank)} + rope ${int(r.mla.ropeDim)} per layer); per-head K and V would take ${formatBytes(r.mla.expandedBytesPerToken)} per token · ${formatBytes(r.mla.expandedBytesPerBlock)} per block`]
       : []),
+    ...(r.dsv4
+      ? [
+          `state (f32)     deepseek4: ${formatBytes(r.dsv4.perTokenInWindow)} per token inside the ${int(r.dsv4.swaWindow)}-token SWA window · ${formatBytes(r.dsv4.perPosition)} per context position (compressed entries + indexer keys; ratios ${r.dsv4.compressRatios.join('/')}) · ${formatBytes(r.dsv4.stateBytes4k)} at 4k · ${formatBytes(r.dsv4.stateBytes32k)} at 32k`,
+          `block tier      off for this model: ${r.dsv4.tierOff}`,
+        ]
+      : []),
   ];
   const mix = table(
     ['type', 'tensors', 'parameters', 'bytes'],
