@@ -21,6 +21,9 @@ import { deepseek4StateBytes, deepseek4StateRates } from './engine/deepseek4-sta
 /** Why a deepseek4 model never uses the block tier yet (said by model inspect and the serve startup log). */
 export const DEEPSEEK4_TIER_OFF_REASON =
   "deepseek4's SWA window and compressor state at a position depend on everything before it, so its cache cannot be a chain of independent 64-token blocks; it needs prefix units (issue #26)";
+import { gemma3ConfigFromGguf } from './gemma3-config.ts';
+import { gemma3GraphConfig } from './engine/gemma3-graph.ts';
+import { ropeScalingFrom } from './engine/rope-scaling.ts';
 
 export interface QuantMixRow {
   /** GGML type name (Q4_K, F32, …). */
@@ -69,6 +72,16 @@ export interface ModelReport {
    * The block tier is off for it (`tierOff` says why).
    */
   dsv4?: { swaWindow: number; compressRatios: number[]; perTokenInWindow: number; perPosition: number; stateBytes4k: number; stateBytes32k: number; tierOff: string };
+  /**
+   * What the state after a prefix is (issue #26). `blockConcatenable`: the
+   * minimal state at p is the chain of its 64-token blocks (full attention,
+   * MLA). Otherwise `unitTailBytes` is what one unit's tail adds at most (f16)
+   * and `tier` says whether kvtier's block tier is exact for the model as the
+   * engine runs it (gemma3: the engine keeps every layer's K/V at every
+   * position, so whole-page blocks are a complete state; units, which store
+   * less, are not wired into the tier yet).
+   */
+  state?: { blockConcatenable: boolean; tier: 'on' | 'off'; detail: string; unitTailBytes?: number };
   runnable: { ok: true } | { ok: false; reason: string };
 }
 
@@ -165,8 +178,28 @@ export function inspectModel(g: GgufFile): ModelReport {
     kvBytesPerBlock: kvPerToken === undefined ? undefined : kvPerToken * TOKENS_PER_BLOCK,
     ...(mla ? { mla } : {}),
     ...(dsv4 ? { dsv4 } : {}),
+    ...stateOf(arch, dims, u32(key('attention.sliding_window')), u32(key('attention.sliding_window_pattern')) ?? 6, kvBytesPerToken),
     runnable: runnable(g),
   };
+}
+
+function stateOf(arch: string, d: ModelReport['dims'], window: number | undefined, pattern: number, kvPerToken: number | undefined): Pick<ModelReport, 'state'> {
+  if (arch === 'gemma3' && window && d.layers && d.kvHeads && d.keyDim) {
+    const sliding = Array.from({ length: d.layers }, (_, i) => pattern === 0 || i % pattern < pattern - 1).filter(Boolean).length;
+    const tail = sliding * 2 * d.kvHeads * (window - 1) * d.keyDim * 2 + (kvPerToken ? ((d.layers - sliding) / d.layers) * kvPerToken * (TOKENS_PER_BLOCK - 1) : 0);
+    return {
+      state: {
+        blockConcatenable: false,
+        tier: 'on',
+        detail: `${sliding} of ${d.layers} layers slide over ${window} tokens: a unit is the global layers' blocks + a tail (window K/V, partial block); whole-page blocks (every layer) are exact and the block tier uses those`,
+        unitTailBytes: Math.round(tail),
+      },
+    };
+  }
+  if (arch === 'llama' || arch === 'qwen2' || arch === 'qwen3' || arch === 'deepseek2' || arch === 'gemma3') {
+    return { state: { blockConcatenable: true, tier: 'on', detail: 'full attention: the state at p is the chain of its blocks' } };
+  }
+  return {};
 }
 
 /** The engine's own load-time checks, without uploading a weight. */
@@ -176,8 +209,12 @@ function runnable(g: GgufFile): ModelReport['runnable'] {
       readDeepseek4Config(g);
       return { ok: false, reason: "deepseek4: kvtier's deepseek4 forward (checked against llama.cpp) is not wired into the serving engine yet" };
     }
-    if (g.optString('general.architecture') === 'deepseek2') deepseekGraphConfig(deepseekConfigFromGguf(g), g.path);
-    else graphConfigFrom(g, modelConfigFromGguf(g));
+    const arch = g.optString('general.architecture');
+    if (arch === 'deepseek2') deepseekGraphConfig(deepseekConfigFromGguf(g), g.path);
+    else if (arch === 'gemma3') {
+      const c = gemma3ConfigFromGguf(g);
+      gemma3GraphConfig(c, ropeScalingFrom(c.ropeScaling, g.path));
+    } else graphConfigFrom(g, modelConfigFromGguf(g));
     for (const t of g.tensors.values()) {
       if (t.dims.filter((d) => d > 1).length >= 2 && !engineWeightDType(t.type)) {
         return { ok: false, reason: `tensor ${t.name} has weight type ${ggmlTypeName(t.type)}, which the engine does not compute` };

@@ -43,6 +43,9 @@ export function formatModelReport(r: ModelReport): string {
           `block tier      off for this model: ${r.dsv4.tierOff}`,
         ]
       : []),
+    ...(r.state
+      ? [`state at p      ${r.state.blockConcatenable ? 'block-concatenable' : `not block-concatenable: ${r.state.detail}${r.state.unitTailBytes ? ` · unit tail ≤ ${formatBytes(r.state.unitTailBytes)}` : ''}`} · block tier ${r.state.tier}`]
+      : []),
   ];
   const mix = table(
     ['type', 'tensors', 'parameters', 'bytes'],

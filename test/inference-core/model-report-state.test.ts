@@ -1,0 +1,31 @@
+/**
+ * `kvtier model inspect` on the new architectures (#26): a gemma3 file is
+ * runnable, its state is not block-concatenable (sliding layers), the unit
+ * tail it would add is stated, and the block tier stays on (whole pages are
+ * exact in kvtier's engine: gemma3-parity.test.ts's cache equivalence); a
+ * llama file is block-concatenable.
+ */
+import { describe, expect, it } from 'vitest';
+import { inspectModelFile } from '../../inference-core/index.ts';
+import { ensureGemma3Model } from '../../inference-core/synthetic/gemma3-synthetic.ts';
+import { ensureArchVariantModel } from '../../inference-core/synthetic/arch-variants.ts';
+import { formatModelReport } from '../../src/cli/commands/model-command.ts';
+import { TEST_DATA_DIR } from './engine-fixtures.ts';
+
+describe('model inspect: state at p', () => {
+  it('gemma3: runnable, not block-concatenable, unit tail stated, block tier on', () => {
+    const r = inspectModelFile(ensureGemma3Model('gemma3-tiny', { dataDir: TEST_DATA_DIR }));
+    expect(r.runnable).toEqual({ ok: true });
+    expect(r.state).toMatchObject({ blockConcatenable: false, tier: 'on' });
+    // 7 sliding layers × K|V × 1 kv head × 39 tokens × 32 dims × 2 bytes, + the global layer's partial block (63 tokens)
+    expect(r.state!.unitTailBytes).toBe(7 * 2 * 39 * 32 * 2 + 2 * 63 * 32 * 2);
+    const text = formatModelReport(r);
+    expect(text).toMatch(/state at p +not block-concatenable: 7 of 8 layers slide over 40 tokens/);
+    expect(text).toMatch(/block tier on/);
+  });
+  it('llama: block-concatenable', () => {
+    const r = inspectModelFile(ensureArchVariantModel('qwen3', { dataDir: TEST_DATA_DIR, weightType: 'f16' }));
+    expect(r.state).toMatchObject({ blockConcatenable: true, tier: 'on' });
+    expect(formatModelReport(r)).toMatch(/state at p +block-concatenable · block tier on/);
+  });
+});
