@@ -4,19 +4,69 @@
  * loader requires for the trunk must be present (typed error otherwise); the
  * MTP block's tensors are loaded when the file has one.
  */
-import { GgmlType, dequantize, dequantizeQ8_0, f16ToF32, f32ToF16, quantizeQ8_0, type GgufFile } from '../gguf/index.ts';
+import { GgmlType, SUPPORTED_GGML_TYPES, bf16ToF32, dequantize, dequantizeQ8_0, f16ToF32, f32ToBf16, f32ToF16, quantizeQ8_0, type GgufFile } from '../gguf/index.ts';
 import { EngineError } from './engine-errors.ts';
 import type { Deepseek4Config } from './deepseek4-config.ts';
 import { matVec } from './deepseek4-math.ts';
 
+const Q8_0_ACT = new Set([GgmlType.Q4_0, GgmlType.Q5_0, GgmlType.Q8_0, GgmlType.IQ4_NL, GgmlType.MXFP4, GgmlType.Q4_1, GgmlType.Q5_1]);
+const Q8_K_ACT = new Set([GgmlType.Q2_K, GgmlType.Q3_K, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.IQ4_XS]);
+
+/** quantize_row_q8_K_ref then back to f32: per 256, scale −127/x_absmax, nearest-even ints capped at 127. */
+function roundTripQ8K(x: Float32Array): Float32Array {
+  const f = Math.fround;
+  const out = new Float32Array(x.length);
+  for (let b = 0; b < x.length; b += 256) {
+    let amax = 0;
+    let max = 0;
+    for (let j = 0; j < 256; j++) {
+      const ax = Math.abs(x[b + j]!);
+      if (ax > amax) {
+        amax = ax;
+        max = x[b + j]!;
+      }
+    }
+    if (amax === 0) continue;
+    const iscale = f(-127 / max);
+    const d = f(1 / iscale);
+    for (let j = 0; j < 256; j++) {
+      const q = Math.min(127, f(f(iscale * x[b + j]!) + 12582912) - 12582912);
+      out[b + j] = f(d * q);
+    }
+  }
+  return out;
+}
+
 /**
  * The activation a ggml CPU mat-mul feeds a weight of `type` (its vec_dot_type):
- * F32 as is, F16 rounded to f16, Q8_0 quantized to Q8_0 blocks of 32.
+ * F32 as is, F16 / BF16 rounded, Q8_0-family weights (Q4_0, Q5_0, Q8_0, IQ4_NL,
+ * MXFP4) Q8_0 blocks of 32, K-quants Q8_K blocks of 256. Q4_1 / Q5_1 take Q8_1
+ * in ggml (same values, plus an f16 block sum): approximated by Q8_0 here.
  */
 function asGgmlActivation(type: GgmlType, x: Float32Array): Float32Array {
   if (type === GgmlType.F16) return f16ToF32(f32ToF16(x));
-  if (type === GgmlType.Q8_0) return dequantizeQ8_0(quantizeQ8_0(x), x.length);
+  if (type === GgmlType.BF16) return bf16ToF32(f32ToBf16(x));
+  if (Q8_0_ACT.has(type)) return dequantizeQ8_0(quantizeQ8_0(x), x.length);
+  if (Q8_K_ACT.has(type)) return roundTripQ8K(x);
   return x;
+}
+
+const MXFP4_VALUES = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+
+/** dequantize_row_mxfp4: per 32, scale 2^(e−128) (E8M0, halved), low nibbles then high nibbles. */
+export function dequantizeMxfp4(bytes: Uint8Array, elements: number): Float32Array {
+  const out = new Float32Array(elements);
+  for (let b = 0; b < elements / 32; b++) {
+    const o = b * 17;
+    const e = bytes[o]!;
+    const d = e < 2 ? 2 ** (-128 + e) : 2 ** (e - 128);
+    for (let j = 0; j < 16; j++) {
+      const q = bytes[o + 1 + j]!;
+      out[b * 32 + j] = MXFP4_VALUES[q & 15]! * d;
+      out[b * 32 + j + 16] = MXFP4_VALUES[q >> 4]! * d;
+    }
+  }
+  return out;
 }
 
 export class Deepseek4Weights {
@@ -30,12 +80,14 @@ export class Deepseek4Weights {
         this.i32.set(name, new Int32Array(t.data.slice().buffer));
         continue;
       }
-      if (t.type !== GgmlType.F32 && t.type !== GgmlType.F16 && t.type !== GgmlType.Q8_0) {
-        throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', `deepseek4 tensor ${name}: type ${GgmlType[t.type]} is not supported by the deepseek4 path yet (F32, F16, Q8_0 are)`);
+      if (t.type !== GgmlType.MXFP4 && (!SUPPORTED_GGML_TYPES.has(t.type) || t.data.byteLength === 0)) {
+        throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', `deepseek4 tensor ${name}: type ${GgmlType[t.type] ?? t.type} is not computed by the deepseek4 path`);
       }
       this.types.set(name, t.type);
-      if (t.data.byteLength === 0) throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', `deepseek4 tensor ${name}: its type cannot be computed here`);
-      this.f32.set(name, t.type === GgmlType.F32 ? new Float32Array(t.data.slice().buffer) : dequantize(t.type, t.data, t.elements));
+      this.f32.set(
+        name,
+        t.type === GgmlType.F32 ? new Float32Array(t.data.slice().buffer) : t.type === GgmlType.MXFP4 ? dequantizeMxfp4(t.data, t.elements) : dequantize(t.type, t.data, t.elements),
+      );
     }
     for (let l = 0; l < cfg.nLayer; l++) {
       this.get(`blk.${l}.attn_q_a.weight`);

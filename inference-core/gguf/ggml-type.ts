@@ -65,12 +65,15 @@ export const SUPPORTED_GGML_TYPES: ReadonlyMap<GgmlType, { blockElems: number; b
 ]);
 
 /**
- * Types a GGUF file may hold that are not weight types: I32 index tables
- * (deepseek4's ffn_gate_tid2eid hash-routing table). The writer and reader
- * accept them; nothing multiplies by them.
+ * Types a GGUF file may hold beyond the engine's weight types: I32 index
+ * tables (deepseek4's ffn_gate_tid2eid hash-routing table) and MXFP4 (V4's
+ * routed experts, read by the deepseek4 path only). The writer and reader
+ * accept them; the generic engine's weight checks still refuse them.
  */
 export const INDEX_GGML_TYPES: ReadonlyMap<GgmlType, { blockElems: number; blockBytes: number }> = new Map([
   [GgmlType.I32, { blockElems: 1, blockBytes: 4 }],
+  // MXFP4 (E8M0 scale + 32 E2M1 nibbles): deepseek4's routed experts; only the deepseek4 path computes it
+  [GgmlType.MXFP4, { blockElems: 32, blockBytes: 17 }],
 ]);
 
 /** Block geometry of a type the GGUF reader/writer can store (weight or index type). */
