@@ -1,13 +1,15 @@
 /** Messages between an engine thread and its owner (see engine-thread.ts). */
 import type { Config } from '../config.ts';
 import type { RetentionPolicyDoc } from '../kvtier/index.ts';
+import type { PolicyPatch } from './policy-patch.ts';
 import type { SealKeyringSpec } from '../kvtier/seal/index.ts';
 import type { JobEvent, RequestSpec } from './job.ts';
 
 /** A cache tier admin operation, answered by the thread that owns the tier (tier-admin.ts) or, in cluster mode, through Redis. */
 export interface AdminCall {
   op: 'stats' | 'getPolicy' | 'setPolicy' | 'gc' | 'purge';
-  policy?: unknown;
+  /** op setPolicy: the patch (policy-patch.ts); `force` accepts codecs past their measured bound. */
+  policy?: PolicyPatch & { force?: boolean };
   /** op purge: what to remove (kvtier/purge.ts PurgeFilter) and when the operator asked (ms since the epoch). */
   filter?: { tenant?: string; trafficClass?: string; olderThanMs?: number; all?: boolean };
   at?: number;

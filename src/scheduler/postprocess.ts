@@ -13,6 +13,7 @@
  *   Storing  ──stored───▶ Finished          any ──error──▶ Finished, KV freed, error event
  */
 import { TokenIds } from '../../inference-core/index.ts';
+import { isKvtCoded } from '../errors.ts';
 import type { JobEnds } from './job-ends.ts';
 import type { JobEvent, RequestSpec } from './job.ts';
 import type { CacheTier, DecoderFactory, EngineModel } from './ports.ts';
@@ -246,9 +247,7 @@ export function fail(s: LoopState, seq: RequestSequence, error: unknown): void {
   seq.dropLoaded();
   seq.speculative?.free();
   freeKv(seq);
-  const coded = error as { code?: unknown };
-  const code = typeof coded.code === 'string' && coded.code.startsWith('KVT_ERR_') ? coded.code : 'KVT_ERR_WORKER_FAILED';
-  s.emit(seq.id, { type: 'error', code, message: error instanceof Error ? error.message : String(error) });
+  s.emit(seq.id, { type: 'error', code: isKvtCoded(error) ? error.code : 'KVT_ERR_WORKER_FAILED', message: error instanceof Error ? error.message : String(error) });
 }
 
 /** A job that ended by its cancel before it was admitted. */

@@ -19,7 +19,7 @@ export async function adminCall(tier: KvTier | null, call: AdminCall, extra: Rec
     case 'getPolicy':
       return tier.policy.current().doc;
     case 'setPolicy': {
-      const { force, ...patch } = call.policy as PolicyPatch & { force?: boolean };
+      const { force, ...patch } = call.policy ?? {};
       // Codecs the patch names must be within their bound as measured on the served model (kvtier/codecs/codec-gate.ts), unless forced.
       codecGate.checkPatch(patch, force === true);
       const next = await tier.policy.update((doc) => patchPolicyDoc(doc, patch));
@@ -29,7 +29,9 @@ export async function adminCall(tier: KvTier | null, call: AdminCall, extra: Rec
       return tier.gc();
     case 'purge':
       return tier.purge(call.filter ?? {}, { at: call.at });
-    default:
-      throw new KvtError('KVT_ERR_REQUEST_INVALID', `unknown admin op ${String((call as { op: unknown }).op)}`);
+    default: {
+      const unknownCall: { op?: unknown } = call;
+      throw new KvtError('KVT_ERR_REQUEST_INVALID', `unknown admin op ${String(unknownCall.op)}`);
+    }
   }
 }

@@ -11,7 +11,7 @@ import { KvtError } from '../errors.ts';
 import { CodecGate, keysOnEveryPrimary, type RedisClient as Redis, type RedisPolicyStore } from '../kvtier/index.ts';
 import type { AdminCall } from './job-runner.ts';
 import { failureCode, WORKER_STATS_PREFIX } from './bullmq-protocol.ts';
-import { patchPolicyDoc, type PolicyPatch } from '../scheduler/index.ts';
+import { patchPolicyDoc } from '../scheduler/index.ts';
 
 export interface ClusterAdminDeps {
   connection: Redis;
@@ -47,7 +47,7 @@ export async function clusterAdminCall(call: AdminCall, deps: ClusterAdminDeps):
     case 'getPolicy':
       return requirePolicy(deps.policy).current().doc;
     case 'setPolicy': {
-      const { force, ...patch } = call.policy as PolicyPatch & { force?: boolean };
+      const { force, ...patch } = call.policy ?? {};
       // No engine in this process to measure a codec on: one other than none needs force (kvtier/codecs/codec-gate.ts).
       new CodecGate().checkPatch(patch, force === true);
       const next = await requirePolicy(deps.policy).update((doc) => patchPolicyDoc(doc, patch));

@@ -19,14 +19,11 @@
  *   reconnects by itself and requests succeed again when Redis is back.
  * - the request timeout (InferenceService) bounds everything else.
  *
- * Where a job goes (KVTIER_DISPATCH: shared, roundrobin, or cache-aware to a
- * worker's own queue kvtier-prefill-w-<id>) is bullmq-dispatch.ts; a job on a
- * worker's own queue is watched (bullmq-watchdog.ts): not taken in time, or
- * taken by a worker whose job lock then lapsed (it died), it moves to the
- * shared queue, where BullMQ's stall handling covers it as any other. The
- * queue protocol both sides share is bullmq-protocol.ts; the admin operations
- * are bullmq-admin.ts. A request runs whole or as a prefill and a decode half
- * (bullmq-dispatch.ts decides, run() sends them).
+ * Where a job goes (KVTIER_DISPATCH: shared, roundrobin, cache-aware), and
+ * whether it runs whole or as a prefill and a decode half: bullmq-dispatch.ts.
+ * A job on a worker's own queue that is not taken in time, or whose worker
+ * died, moves to the shared queue (bullmq-watchdog.ts). Protocol:
+ * bullmq-protocol.ts; admin operations: bullmq-admin.ts.
  */
 import { randomUUID } from 'node:crypto';
 

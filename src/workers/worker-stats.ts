@@ -10,6 +10,7 @@
  * API processes: every GC and every byte written counted twice).
  */
 import type { Config } from '../config.ts';
+import { describeError } from '../errors.ts';
 import { createRedisClient } from '../kvtier/index.ts';
 import { openStatsStore, StatsRecorder, type TierSample } from '../stats/index.ts';
 import type { EngineHost, EngineLog } from './engine-host.ts';
@@ -29,12 +30,12 @@ export async function startWorkerStats(config: Config, host: EngineHost, log: En
     // Counters only: stored bytes/blocks are cluster gauges, set by the API processes.
     sampleTier: async () => ({ cache: ((await host.admin({ op: 'stats' })) as TierSample | null)?.cache ?? null }),
     engineUp: () => true,
-    onError: (error, what) => log('warn', `${what}: ${(error as Error).message}`),
+    onError: (error, what) => log('warn', `${what}: ${describeError(error).message}`),
   }).start();
   return {
     recorder,
     async close() {
-      await recorder.close().catch((error: unknown) => log('warn', `final stats flush failed: ${(error as Error).message}`));
+      await recorder.close().catch((error: unknown) => log('warn', `final stats flush failed: ${describeError(error).message}`));
       await store.close();
     },
   };
