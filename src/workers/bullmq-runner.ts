@@ -183,8 +183,6 @@ export class BullmqRunner implements JobRunner {
     await this.runJob({ ...job, id: `${job.id}-d` }, 'decode', forward, signal);
   }
 
-  /**
-
   /** This process's jobs on `queueName` that no worker has started yet. */
   private localWaiting(queueName: string): number {
     let n = 0;
