@@ -5,6 +5,8 @@
  * the SWA window, CSA/HCA groups and the indexer's top-k, and bad specs are
  * typed errors.
  */
+import { spawnSync } from 'node:child_process';
+import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { readGguf } from '../../inference-core/gguf/index.ts';
@@ -67,4 +69,30 @@ describe('synthetic deepseek4', () => {
     expect(() => ensureDeepseek4Model('deepseek4-tiny', { dataDir: TEST_DATA_DIR, override: { compressRatios: [0, 4] } })).toThrow(expect.objectContaining({ code: 'KVT_ERR_SYNTHETIC_SPEC' }));
     expect(() => ensureDeepseek4Model('deepseek4-tiny', { dataDir: TEST_DATA_DIR, override: { compressRatios: [0, 4, 128, 4, 128, 4] } })).toThrow(expect.objectContaining({ code: 'KVT_ERR_SYNTHETIC_SPEC' }));
   });
+});
+
+describe('synthetic deepseek4 against llama-quantize', () => {
+  it('F16 and Q8_0 files have the tensor types and bytes llama-quantize writes from the F32 file', () => {
+    const bins = path.resolve('node_modules/@node-llama-cpp/linux-x64/bins/linux-x64');
+    const f32 = ensureDeepseek4Model('deepseek4-tiny', { dataDir: TEST_DATA_DIR, weightType: 'f32' });
+    for (const [weightType, ftype] of [['f16', 1], ['q8_0', 7]] as const) {
+      const out = path.join(path.dirname(f32), `llama-quantize-${weightType}-${path.basename(f32)}`);
+      const r = spawnSync('python3', [path.resolve('test/helpers/llamacpp-quantize.py'), bins, f32, out, String(ftype)], { encoding: 'utf8' });
+      expect(r.status, r.stderr.slice(-2000)).toBe(0);
+      const ref = readGguf(out);
+      const ours = readGguf(ensureDeepseek4Model('deepseek4-tiny', { dataDir: TEST_DATA_DIR, weightType }));
+      try {
+        expect([...ours.tensors.keys()].sort()).toEqual([...ref.tensors.keys()].sort());
+        for (const [name, t] of ref.tensors) {
+          const o = ours.tensor(name);
+          expect(o.type, `${weightType} ${name}`).toBe(t.type);
+          expect(Buffer.from(o.data).equals(Buffer.from(t.data)), `${weightType} ${name} bytes`).toBe(true);
+        }
+        expect(ours.optU32('general.file_type')).toBe(ref.optU32('general.file_type'));
+      } finally {
+        ours.close();
+        ref.close();
+      }
+    }
+  }, 300_000);
 });
