@@ -7,7 +7,7 @@
 import type { Queue, QueueEvents } from 'bullmq';
 
 import { appendPurge, awaitPurgeAcks, PURGE_CHANNEL } from '../cluster/index.ts';
-import { KvtError } from '../errors.ts';
+import { describeError, KvtError } from '../errors.ts';
 import { CodecGate, keysOnEveryPrimary, type RedisClient as Redis, type RedisPolicyStore } from '../kvtier/index.ts';
 import type { AdminCall } from './job-runner.ts';
 import { failureCode, WORKER_STATS_PREFIX } from './bullmq-protocol.ts';
@@ -65,15 +65,17 @@ export async function clusterAdminCall(call: AdminCall, deps: ClusterAdminDeps):
       // quick GC already removed on completion would read as missing there, i.e. as a failure.
       const job = await queue.add('gc', { replyChannel }, { removeOnComplete: { age: 300 }, removeOnFail: { age: 3600 } });
       try {
-        return (await job.waitUntilFinished(queueEvents, 60_000)) as unknown;
+        const result: unknown = await job.waitUntilFinished(queueEvents, 60_000);
+        return result;
       } catch (error) {
-        const reason = (error as Error).message;
+        const reason = describeError(error).message;
         const code = /timed out before finishing/.test(reason) ? 'KVT_ERR_WORKER_TIMEOUT' : failureCode(reason);
         throw new KvtError(code, `GC job ${job.id}: ${reason}`, { cause: error });
       }
     }
     default:
-      throw new KvtError('KVT_ERR_REQUEST_INVALID', `unknown admin op ${String((call as { op: unknown }).op)}`);
+      const unknownCall: { op?: unknown } = call;
+      throw new KvtError('KVT_ERR_REQUEST_INVALID', `unknown admin op ${String(unknownCall.op)}`);
   }
 }
 

@@ -27,6 +27,7 @@ import type { Queue } from 'bullmq';
 
 import { routeKeys, type CacheAwareRouter, type WorkerRole } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
+import { describeError } from '../errors.ts';
 import { QUEUE_NAME, roleQueueName, routeScope, workerQueueName } from './bullmq-protocol.ts';
 import { withTimeout, type PendingJob } from './bullmq-pending.ts';
 import { type RequestSpec } from '../scheduler/index.ts';
@@ -77,7 +78,7 @@ export class JobDispatch {
       const cachedTokens = coveredBlocks * this.deps.config.blockTokens;
       return job.tokens.length - cachedTokens < threshold;
     } catch (error) {
-      this.deps.log('warn', `reading the hot sets for the split failed (${(error as Error).message}); job ${job.id} runs as two halves`);
+      this.deps.log('warn', `reading the hot sets for the split failed (${describeError(error).message}); job ${job.id} runs as two halves`);
       return false;
     }
   }
@@ -103,7 +104,7 @@ export class JobDispatch {
       const live = await routerAnswer(this.deps.router.liveRoles(now));
       this.splitCache = { at: now, split: live.prefill > 0 && live.decode > 0 };
     } catch (error) {
-      this.deps.log('warn', `reading the live worker roles failed (${(error as Error).message}); running jobs whole`);
+      this.deps.log('warn', `reading the live worker roles failed (${describeError(error).message}); running jobs whole`);
       this.splitCache = { at: now, split: false };
     }
     return this.splitCache.split;
@@ -150,7 +151,7 @@ export class JobDispatch {
       // picked) and claimed in the same tick, so the next routing counts this job.
       return claim(this.deps.localWaiting(name) >= ROUTE_MAX_WAITING ? fallback : name);
     } catch (error) {
-      this.deps.log('warn', `cache-aware routing failed (${(error as Error).message}); job ${job.id} goes to the shared queue`);
+      this.deps.log('warn', `cache-aware routing failed (${describeError(error).message}); job ${job.id} goes to the shared queue`);
       return fallback;
     }
   }
@@ -162,7 +163,7 @@ export class JobDispatch {
       if (live.length === 0) return fallback;
       return workerQueueName(live[this.rotation++ % live.length]);
     } catch (error) {
-      this.deps.log('warn', `round-robin dispatch failed (${(error as Error).message}); the job goes to the shared queue`);
+      this.deps.log('warn', `round-robin dispatch failed (${describeError(error).message}); the job goes to the shared queue`);
       return fallback;
     }
   }

@@ -31,7 +31,7 @@ import { Queue, QueueEvents } from 'bullmq';
 
 import { CacheAwareRouter, type WorkerRole } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
-import { KvtError } from '../errors.ts';
+import { describeError, KvtError } from '../errors.ts';
 import { modelConfigFromGguf, modelFingerprint, readGguf } from '../../inference-core/index.ts';
 import { createRedisClient, isClusterAddress, RedisPolicyStore, type RedisClient as Redis, type RetentionPolicyDoc } from '../kvtier/index.ts';
 import { clusterAdminCall } from './bullmq-admin.ts';
@@ -116,7 +116,7 @@ export class BullmqRunner implements JobRunner {
     try {
       policy = await RedisPolicyStore.open({ url });
     } catch (error) {
-      log('warn', `policy store unavailable for now: ${(error as Error).message}`);
+      log('warn', `policy store unavailable for now: ${describeError(error).message}`);
     }
     const runner = new BullmqRunner(config, connection, subscriber, queue, queueEvents, policy, log, queueClients);
     await runner.whenSubscribed(10_000);
@@ -178,7 +178,7 @@ export class BullmqRunner implements JobRunner {
       await this.runJob(prefillHalf, 'prefill', (event) => event.type === 'prefilled' && forward(event), signal);
     } catch (error) {
       if (signal.aborted) throw error;
-      this.log('warn', `the prefill half of ${job.id} failed (${(error as Error).message}); its decode half computes the whole prompt`);
+      this.log('warn', `the prefill half of ${job.id} failed (${describeError(error).message}); its decode half computes the whole prompt`);
     }
     await this.runJob({ ...job, id: `${job.id}-d` }, 'decode', forward, signal);
   }
@@ -222,7 +222,7 @@ export class BullmqRunner implements JobRunner {
         }, this.config.queueWaitTimeoutMs);
       }
     } catch (error) {
-      this.settle(job.id, error instanceof KvtError ? error : new KvtError('KVT_ERR_QUEUE_UNAVAILABLE', `could not queue the job: ${(error as Error).message}`));
+      this.settle(job.id, error instanceof KvtError ? error : new KvtError('KVT_ERR_QUEUE_UNAVAILABLE', `could not queue the job: ${describeError(error).message}`));
     }
     try {
       await done;
@@ -239,7 +239,7 @@ export class BullmqRunner implements JobRunner {
   private onPublished(message: string): void {
     let published: PublishedEvent;
     try {
-      published = JSON.parse(message) as PublishedEvent;
+      published = JSON.parse(message);
     } catch {
       this.log('warn', 'unreadable event on the reply channel');
       return;

@@ -7,6 +7,7 @@ import type { Queue } from 'bullmq';
 import type { RedisClient as Redis } from '../kvtier/index.ts';
 
 import type { Config } from '../config.ts';
+import { describeError } from '../errors.ts';
 import { QUEUE_NAME, type QueuedJob } from './bullmq-protocol.ts';
 import type { PendingJob } from './bullmq-pending.ts';
 
@@ -58,7 +59,7 @@ export class RoutedJobWatchdog {
           if (pending.lockMisses >= 2 && (await queue.getJobState(jobId)) === 'active') await this.moveToShared(jobId, pending, 'its worker stopped renewing the job lock');
         }
       } catch (error) {
-        this.deps.log('warn', `watching job ${jobId} on ${pending.queueName} failed: ${(error as Error).message}`);
+        this.deps.log('warn', `watching job ${jobId} on ${pending.queueName} failed: ${describeError(error).message}`);
       }
     }
   }

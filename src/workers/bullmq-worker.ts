@@ -34,6 +34,7 @@ import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import { TokenIds } from '../../inference-core/index.ts';
 import { CacheAwareRouter, gcUnderClusterLease, PURGE_CHANNEL, PurgeFollower, routeKeys } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
+import { isKvtCoded } from '../errors.ts';
 import { createRedisClient, type RedisClient as Redis } from '../kvtier/index.ts';
 import { EngineHost, type EngineLog } from './engine-host.ts';
 import { bullmqPrefix, CANCEL_CHANNEL, LIVE_TTL_MS, publishReply, QUEUE_NAME, roleQueueName, routeScope, WORKER_STATS_PREFIX, workerQueueName, fromQueued, type PublishedEvent, type QueuedJob } from './bullmq-protocol.ts';
@@ -95,7 +96,8 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
   const processJob = async (job: Job, queueName: string): Promise<unknown> => {
     // One GC at a time across the cluster: while another node holds the lease this job fails with KVT_ERR_CLUSTER_GC_BUSY naming it.
     if (job.name === 'gc') return gcUnderClusterLease(publisher, workerId, () => host.admin({ op: 'gc' })).catch(failWithCode);
-    const data = fromQueued(job.data as QueuedJob);
+    const queued: QueuedJob = job.data;
+    const data = fromQueued(queued);
     if (data.model !== modelIdOf(config.model)) {
       throw new UnrecoverableError(`KVT_ERR_WORKER_FAILED: this worker serves ${config.model}, the job asks for ${data.model}`);
     }
@@ -222,7 +224,6 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
 
 /** BullMQ keeps only a failed job's message: lead it with the error's code, so the API answers with the right status. */
 function failWithCode(error: unknown): never {
-  const code = (error as { code?: unknown } | null)?.code;
   const message = error instanceof Error ? error.message : String(error);
-  throw new UnrecoverableError(typeof code === 'string' && code.startsWith('KVT_ERR_') && !message.startsWith(code) ? `${code}: ${message}` : message);
+  throw new UnrecoverableError(isKvtCoded(error) && !message.startsWith(error.code) ? `${error.code}: ${message}` : message);
 }
