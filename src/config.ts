@@ -20,6 +20,11 @@ export interface Config {
   storage: string;
   /** REDIS_URL (`redis://…`, one Redis) or KVTIER_REDIS_CLUSTER as `redis-cluster://host:port,…`; every Redis client is made from it by src/kvtier/redis-connection.ts. */
   redisUrl: string | null;
+  /**
+   * Metadata plane shards S = 2^k (KVTIER_PLANE_SHARDS, default 1), fixed per deployment; the plane reads
+   * the variable itself where it is opened (src/kvtier/metadata/open-metadata-plane.ts), this validates it at start.
+   */
+  planeShards: number;
   model: string;
   apiKeysFile: string | null;
   adminToken: string | null;
@@ -93,6 +98,7 @@ const FIELDS: Array<{ env: string; key: keyof Config; parse: (raw: string, env: 
   { env: 'KVTIER_STORAGE', key: 'storage', parse: (v) => v },
   { env: 'REDIS_URL', key: 'redisUrl', parse: (v, e) => redisUrl(v, e) },
   { env: 'KVTIER_REDIS_CLUSTER', key: 'redisUrl', parse: (v, e) => redisCluster(v, e) },
+  { env: 'KVTIER_PLANE_SHARDS', key: 'planeShards', parse: (v, e) => powerOfTwo(v, e, 256) },
   { env: 'KVTIER_MODEL', key: 'model', parse: (v) => v },
   { env: 'KVTIER_API_KEYS', key: 'apiKeysFile', parse: (v) => resolve(v) },
   { env: 'KVTIER_ADMIN_TOKEN', key: 'adminToken', parse: (v) => v },
@@ -132,6 +138,7 @@ export function defaultConfig(): Config {
     dataDir,
     storage: '',
     redisUrl: null,
+    planeShards: 1,
     model: 'synthetic:small',
     apiKeysFile: null,
     adminToken: null,
@@ -244,6 +251,14 @@ function keyring(parse: () => SealKeyringSpec, source: string): SealKeyringSpec 
   } catch (error) {
     throw new KvtError('KVT_ERR_CONFIG_INVALID', `${source}: ${(error as Error).message}`, { param: source });
   }
+}
+
+function powerOfTwo(raw: string, source: string, max: number): number {
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 1 || value > max || (value & (value - 1)) !== 0) {
+    throw new KvtError('KVT_ERR_CONFIG_INVALID', `${source}=${raw}: use a power of two 1..${max}`, { param: source });
+  }
+  return value;
 }
 
 /** `host:port,host:port…` → the cluster address every component takes (`redis-cluster://…`, src/kvtier/redis-connection.ts). */

@@ -41,7 +41,8 @@ export type KvTierErrorCode =
   | 'KVT_ERR_PLANE_OPEN'
   | 'KVT_ERR_PLANE_UNREACHABLE'
   | 'KVT_ERR_PLANE_BAD_RECORD'
-  | 'KVT_ERR_PLANE_CLOSED';
+  | 'KVT_ERR_PLANE_CLOSED'
+  | 'KVT_ERR_PLANE_SHARDS';
 
 export class KvTierError extends Error {
   readonly code: KvTierErrorCode;

@@ -76,9 +76,12 @@ export async function rebuildRecords(options: RebuildOptions): Promise<{ written
     written += records.length;
     options.onBatch?.(keys.length);
   };
+  // A sharded plane that lost some shards rebuilds only their keys; the others' records stay as they are.
+  const inScope = await plane.rebuildScope?.();
   let batch: string[] = [];
   for await (const key of store.list()) {
     if (!/^[0-9a-f]{32}$/.test(key)) continue;
+    if (inScope !== undefined && !inScope(key)) continue;
     batch.push(key);
     if (batch.length >= options.batchSize) {
       await rebuildBatch(batch);

@@ -27,6 +27,9 @@ describe('cluster settings', () => {
     expect(() => loadConfig({ REDIS_URL: 'redis://r:6379', KVTIER_REDIS_CLUSTER: 'a:1' })).toThrow(expect.objectContaining({ code: 'KVT_ERR_CONFIG_INVALID', param: 'KVTIER_REDIS_CLUSTER' }));
     expect(() => loadConfig({ KVTIER_REDIS_CLUSTER: 'a:1,b' })).toThrow(expect.objectContaining({ code: 'KVT_ERR_CONFIG_INVALID', param: 'KVTIER_REDIS_CLUSTER', message: expect.stringContaining('"b" is not host:port') }));
     expect(() => loadConfig({ KVTIER_REDIS_CLUSTER: ' , ' })).toThrow(expect.objectContaining({ code: 'KVT_ERR_CONFIG_INVALID' }));
+    expect(loadConfig({}).planeShards).toBe(1);
+    expect(loadConfig({ KVTIER_PLANE_SHARDS: '4' }).planeShards).toBe(4);
+    expect(() => loadConfig({ KVTIER_PLANE_SHARDS: '3' })).toThrow(expect.objectContaining({ code: 'KVT_ERR_CONFIG_INVALID', param: 'KVTIER_PLANE_SHARDS' }));
   });
 
   it('a bad value is KVT_ERR_CONFIG_INVALID naming the variable and the choices', () => {

@@ -118,6 +118,12 @@ export interface PlaneUsage {
 export interface MetadataPlane {
   readonly kind: PlaneKind;
   state(): Promise<PlaneState>;
+  /**
+   * Which keys a rebuild from the storage listing must cover: a sharded plane whose other shards kept
+   * their data answers a predicate for the keys of the shards that lost it (only those are rebuilt);
+   * undefined = every key (one shard, or all lost).
+   */
+  rebuildScope?(): Promise<((key: string) => boolean) | undefined>;
   /** Marks `generation` as rebuilt; a no-op if the generation changed meanwhile (returns false then). */
   markTrusted(generation: string): Promise<boolean>;
   /** Records, in the order of `keys` (null = no record). */

@@ -7,9 +7,11 @@ import { stderrLogger, type KvTierLogger } from '../logger.ts';
 import { createRedisClient, isClusterAddress, redactAddress, type RedisClient } from '../redis-connection.ts';
 import type { BlockRecord, MetadataPlane, PlaneState, PlaneUsage, RemovedBatch, RemoveOptions, ScanOptions, ScanPage } from './metadata-plane.ts';
 import { removeLegacyPlaneKeys } from './redis-legacy-keys.ts';
-import { decodeValue, encodeValue, lruScore, memberOf, planeKeyNames, type PlaneKeys } from './redis-plane-codec.ts';
+import { memberOf, planeKeyNames } from './redis-plane-codec.ts';
 import { defineScripts, RedisPlaneCommands } from './redis-plane-commands.ts';
 import { clearPendingDeletes, pendingDeletes, removeOldest, removeRecords } from './redis-plane-removal.ts';
+import { clearOrphans, getRecords, noteOrphans, orphanSightings, shardUsage, upsertRecords, writeRenewals } from './redis-plane-records.ts';
+import { addUsage, checkShardCount, groupByShard, removeOldestAcross, shardBitsOf, shardOf, shardState } from './redis-plane-shards.ts';
 import { scanByLastUse } from './redis-plane-walk.ts';
 import { RenewalBuffer, type PendingRenewal } from './renewal-buffer.ts';
 
@@ -31,10 +33,14 @@ export interface RedisMetadataPlaneOptions {
    * Every node of a cluster must use the same value.
    */
   bucketBits?: number;
+  /**
+   * Shards S = 2^k (1..256, default 1): a block's shard is the top k bits of its key, shard s's keys
+   * carry the hash tag `{s}` (spread over a Redis Cluster's primaries). Fixed per deployment: a node
+   * opening a plane made with another S fails with KVT_ERR_PLANE_SHARDS (redis-plane-shards.ts).
+   */
+  shards?: number;
 }
 
-/** Keys per script call of a get or upsert (upsert: a quarter, four arguments per record). */
-const MEMBERS_PER_COMMAND = 1024;
 
 /**
  * Cluster driver: the plane in Redis.
@@ -54,10 +60,13 @@ const MEMBERS_PER_COMMAND = 1024;
  * <p>removed          channel: instance id ‖ key16… removed by any node
  * ```
  *
- * `{0}` is the Redis Cluster hash tag of the plane's one shard: every key a
- * script touches hashes to the same slot (test/src/kvtier/metadata/
- * redis-plane-slots.test.ts). How more shards would split the key space:
- * docs/cluster-metadata.md.
+ * `{0}` is the Redis Cluster hash tag of shard 0; with `shards` S > 1 shard s
+ * has the same keys under `{s}` (a block in the shard of its key's top bits,
+ * redis-plane-shards.ts). Every key a script touches hashes to its shard's
+ * slot (test/src/kvtier/metadata/redis-plane-slots.test.ts, and CROSSSLOT
+ * counted on a real cluster in redis-cluster-plane.test.ts). Trust is per
+ * shard (`<p>{s}:gen`); the plane's generation is theirs joined by '.', and
+ * a rebuild need only cover the shards that lost theirs (`untrustedShards`).
  *
  * Invariant of the last-use index: a record's row is in exactly the index of
  * its class, so the expire walk of a class reads rows of that class only and
@@ -77,8 +86,10 @@ export class RedisMetadataPlane implements MetadataPlane {
   private readonly listeners = new Set<(keys: string[]) => void>();
   private readonly renewals: RenewalBuffer;
   private readonly instanceId = randomBytes(8);
-  private readonly keys: PlaneKeys;
-  private readonly commands: RedisPlaneCommands;
+  /** One entry per shard: its keys and calls. */
+  private readonly shards: RedisPlaneCommands[];
+  private readonly shardBits: number;
+  private closed = false;
 
   private constructor(
     private readonly redis: RedisClient,
@@ -87,10 +98,11 @@ export class RedisMetadataPlane implements MetadataPlane {
     private readonly logger: KvTierLogger,
     options: RedisMetadataPlaneOptions,
   ) {
-    this.keys = planeKeyNames(prefix, options.bucketBits ?? 16);
-    this.commands = new RedisPlaneCommands(redis, this.keys);
+    const count = options.shards ?? 1;
+    this.shardBits = shardBitsOf(count);
+    this.shards = Array.from({ length: count }, (_, shard) => new RedisPlaneCommands(redis, planeKeyNames(prefix, options.bucketBits ?? 16, shard)));
     this.renewals = new RenewalBuffer(
-      (batch) => this.writeRenewals(batch),
+      (batch) => this.flushRenewals(batch),
       (error) => this.logger.warn({ code: 'KVT_ERR_PLANE_UNREACHABLE', err: (error as Error).message }, 'plane renewal flush failed; the next hit renews again'),
       options.renewBatchKeys ?? 8192,
       options.renewFlushMs ?? 1000,
@@ -106,6 +118,7 @@ export class RedisMetadataPlane implements MetadataPlane {
     const bits = options.bucketBits ?? 16;
     if (!Number.isInteger(bits) || bits < 1 || bits > 16) throw new PlaneError('KVT_ERR_PLANE_OPEN', `bucketBits must be an integer 1..16, got ${bits}`);
     if (/[{}]/.test(options.keyPrefix ?? '')) throw new PlaneError('KVT_ERR_PLANE_OPEN', `keyPrefix must not contain { or } (the plane adds its own Redis Cluster hash tag), got ${JSON.stringify(options.keyPrefix)}`);
+    shardBitsOf(options.shards ?? 1);
     const connect = (): RedisClient => createRedisClient(url, { lazyConnect: true, connectTimeout: options.connectTimeoutMs ?? 5000, maxRetriesPerRequest: 3, enableAutoPipelining: false });
     const redis = connect();
     const subscriber = connect();
@@ -120,66 +133,72 @@ export class RedisMetadataPlane implements MetadataPlane {
       await redis.connect();
       await subscriber.connect();
       const plane = new RedisMetadataPlane(redis, subscriber, options.keyPrefix ?? 'kvtier:plane:', logger, options);
+      await checkShardCount(plane.shards[0], plane.shards.length);
       subscriber.on('messageBuffer', (channel: Buffer, message: Buffer) => plane.onRemovedMessage(channel, message));
       // Housekeeping: a failure leaves the old keys for the next open, it does not stop this one.
       // A cluster deployment never had the naming before the hash tag (and SCAN there reads one node only).
-      if (!isClusterAddress(url)) await removeLegacyPlaneKeys(redis as Redis, options.keyPrefix ?? 'kvtier:plane:', plane.keys.legacySwept, logger).catch((error: unknown) =>
+      if (!isClusterAddress(url)) await removeLegacyPlaneKeys(redis as Redis, options.keyPrefix ?? 'kvtier:plane:', plane.shards[0].keys.legacySwept, logger).catch((error: unknown) =>
         logger.warn({ code: 'KVT_ERR_PLANE_UNREACHABLE', err: (error as Error).message }, 'removing the metadata plane keys of the naming before the hash tag failed; the next open retries'),
       );
-      await subscriber.subscribe(plane.keys.removed);
+      await subscriber.subscribe(plane.shards[0].keys.removed);
       await plane.state();
       opened = true;
       return plane;
     } catch (error) {
       redis.disconnect();
       subscriber.disconnect();
+      if (error instanceof PlaneError && error.code === 'KVT_ERR_PLANE_SHARDS') throw error;
       throw new PlaneError('KVT_ERR_PLANE_UNREACHABLE', `cannot reach Redis at ${redactAddress(url)} for the metadata plane: ${(error as Error).message}`, {
         cause: error,
       });
     }
   }
 
+  /** Shard count S of this plane. */
+  get shardCount(): number {
+    return this.shards.length;
+  }
+
   async state(): Promise<PlaneState> {
-    let stored = await this.commands.call(() => this.redis.get(this.keys.gen));
-    if (stored === null) {
-      // The marker is gone: a new Redis, or one restarted empty. Start an untrusted generation.
-      await this.commands.call(() => this.redis.set(this.keys.gen, `${randomBytes(8).toString('hex')}:0`, 'NX'));
-      stored = await this.commands.call(() => this.redis.get(this.keys.gen));
-    }
-    const [generation, trusted] = (stored ?? ':0').split(':');
-    return { generation, trusted: trusted === '1' };
+    const states = await Promise.all(this.shards.map((commands) => shardState(commands)));
+    return { generation: states.map((state) => state.generation).join('.'), trusted: states.every((state) => state.trusted) };
+  }
+
+  /** Shards whose data was lost (generation marker gone, or never rebuilt). */
+  async untrustedShards(): Promise<number[]> {
+    const states = await Promise.all(this.shards.map((commands) => shardState(commands)));
+    return states.flatMap((state, shard) => (state.trusted ? [] : [shard]));
+  }
+
+  /** Only the keys of the shards that lost their data (see MetadataPlane.rebuildScope). */
+  async rebuildScope(): Promise<((key: string) => boolean) | undefined> {
+    const lost = new Set(await this.untrustedShards());
+    if (lost.size === this.shards.length) return undefined;
+    return (key) => lost.has(shardOf(key, this.shardBits));
   }
 
   async markTrusted(generation: string): Promise<boolean> {
-    return (await this.commands.call(() => this.commands.script('kvtPlaneMarkTrusted', this.keys.gen, generation))) === 1;
+    const generations = generation.split('.');
+    if (generations.length !== this.shards.length) return false;
+    const marked = await Promise.all(this.shards.map((commands, shard) => commands.call(() => commands.script('kvtPlaneMarkTrusted', commands.keys.gen, generations[shard]))));
+    return marked.every((reply) => reply === 1);
   }
 
   async get(keys: readonly string[]): Promise<(BlockRecord | null)[]> {
-    const out: (BlockRecord | null)[] = [];
-    for (let i = 0; i < keys.length; i += MEMBERS_PER_COMMAND) {
-      const chunk = keys.slice(i, i + MEMBERS_PER_COMMAND);
-      const reply = (await this.commands.call(() => this.commands.scriptBuffer('kvtPlaneGet', this.keys.bucket, this.keys.use, ...chunk.map(memberOf)))) as (Buffer | null)[];
-      for (let j = 0; j < chunk.length; j++) {
-        const value = reply[2 * j];
-        const score = reply[2 * j + 1];
-        out.push(value === null || value === undefined || score === null || score === undefined ? null : decodeValue(chunk[j], value, Number(score.toString())));
-      }
-    }
+    const out: (BlockRecord | null)[] = new Array(keys.length).fill(null);
+    await this.perShard(keys, async (commands, indexes) => {
+      const records = await getRecords(commands, indexes.map((i) => keys[i]));
+      indexes.forEach((i, j) => (out[i] = records[j]));
+    });
     return out;
   }
 
   async upsert(records: readonly BlockRecord[], options: { ifAbsent?: boolean } = {}): Promise<void> {
-    for (let i = 0; i < records.length; i += MEMBERS_PER_COMMAND / 4) {
-      const args: (string | Buffer)[] = [this.keys.bucket, this.keys.use, options.ifAbsent ? '1' : '0'];
-      for (const record of records.slice(i, i + MEMBERS_PER_COMMAND / 4)) {
-        args.push(memberOf(record.key), encodeValue(record), String(lruScore(record.lastUseAt, record.depth)), record.ttlMs > 0 ? '1' : '0');
-      }
-      await this.commands.call(() => this.commands.script('kvtPlaneUpsert', this.keys.cap, this.keys.usage, this.keys.classes, ...args));
-    }
+    await this.perShard(records.map((record) => record.key), (commands, indexes) => upsertRecords(commands, indexes.map((i) => records[i]), options.ifAbsent === true));
   }
 
   renew(keys: readonly string[], at: number, depths?: readonly number[]): void {
-    if (this.commands.closed) throw new PlaneError('KVT_ERR_PLANE_CLOSED', 'this metadata plane is closed; open a new one');
+    if (this.closed) throw new PlaneError('KVT_ERR_PLANE_CLOSED', 'this metadata plane is closed; open a new one');
     this.renewals.add(keys, at, depths);
   }
 
@@ -188,7 +207,12 @@ export class RedisMetadataPlane implements MetadataPlane {
   }
 
   async remove(keys: readonly string[], options: RemoveOptions = {}): Promise<BlockRecord[]> {
-    const removed = await removeRecords(this.commands, keys, options);
+    const removed: BlockRecord[] = [];
+    const judged = options.judgedLastUseAt;
+    if (judged !== undefined && judged.length !== keys.length) throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `remove: ${judged.length} judged last uses for ${keys.length} keys`);
+    await this.perShard(keys, async (commands, indexes) => {
+      removed.push(...(await removeRecords(commands, indexes.map((i) => keys[i]), { ...options, judgedLastUseAt: judged && indexes.map((i) => judged[i]) })));
+    });
     if (removed.length > 0) {
       const removedKeys = removed.map((record) => record.key);
       await this.tellRemoved(removedKeys, Buffer.concat(removedKeys.map(memberOf)));
@@ -197,61 +221,54 @@ export class RedisMetadataPlane implements MetadataPlane {
   }
 
   async removeByLastUse(options: { trafficClass: string; maxLastUseAt: number; limit: number; journal?: boolean }): Promise<RemovedBatch> {
-    const { members, ...taken } = await removeOldest(this.commands, options);
+    const { members, ...taken } = this.shards.length === 1 ? await removeOldest(this.shards[0], options) : await removeOldestAcross(this.shards, options);
     await this.tellRemoved(taken.keys, members);
     return taken;
   }
 
-  pendingDeletes(): Promise<string[]> {
-    return pendingDeletes(this.commands);
+  async pendingDeletes(): Promise<string[]> {
+    return [...new Set((await Promise.all(this.shards.map((commands) => pendingDeletes(commands)))).flat())];
   }
 
-  clearPendingDeletes(keys: readonly string[]): Promise<void> {
-    return clearPendingDeletes(this.commands, keys);
+  async clearPendingDeletes(keys: readonly string[]): Promise<void> {
+    await this.perShard(keys, (commands, indexes) => clearPendingDeletes(commands, indexes.map((i) => keys[i])));
   }
 
   /** Local listeners now; other nodes through the removal channel. `members`: the same keys as raw bytes, concatenated (the message body). */
   private async tellRemoved(keys: string[], members: Buffer): Promise<void> {
     if (keys.length === 0) return;
     for (const listener of this.listeners) listener(keys);
-    await this.commands.call(() => this.redis.publish(this.keys.removed, Buffer.concat([this.instanceId, members])));
+    const first = this.shards[0];
+    await first.call(() => this.redis.publish(first.keys.removed, Buffer.concat([this.instanceId, members])));
   }
 
   scanByLastUse(options: ScanOptions = {}): Promise<ScanPage> {
-    return scanByLastUse(this.commands, options);
+    return scanByLastUse(this.shards, options);
   }
 
+  /** Summed over the shards (each keeps its own counters). */
   async usage(): Promise<PlaneUsage> {
-    const all = await this.commands.call(() => this.redis.hgetall(this.keys.usage));
-    const bytes: Record<string, number> = {};
-    const blocks: Record<string, number> = {};
-    for (const [name, value] of Object.entries(all)) {
-      const n = Number(value);
-      if (n === 0) continue;
-      if (name.startsWith('b|')) bytes[name.slice(2)] = n;
-      else if (name.startsWith('n|')) blocks[name.slice(2)] = n;
-    }
-    return { bytes, blocks };
+    const total: PlaneUsage = { bytes: {}, blocks: {} };
+    for (const shard of await Promise.all(this.shards.map(shardUsage))) addUsage(total, shard);
+    for (const side of [total.bytes, total.blocks]) for (const [tag, n] of Object.entries(side)) if (n === 0) delete side[tag];
+    return total;
   }
 
   async noteOrphans(keys: readonly string[], at: number): Promise<number[]> {
-    if (keys.length === 0) return [];
-    const reply = (await this.commands.call(() => this.commands.script('kvtPlaneNoteOrphans', this.keys.orphans, String(Math.floor(at)), ...keys.map(memberOf)))) as string[];
-    return reply.map(Number);
+    const out: number[] = new Array(keys.length).fill(0);
+    await this.perShard(keys, async (commands, indexes) => {
+      const seen = await noteOrphans(commands, indexes.map((i) => keys[i]), at);
+      indexes.forEach((i, j) => (out[i] = seen[j]));
+    });
+    return out;
   }
 
   async clearOrphans(keys: readonly string[]): Promise<void> {
-    if (keys.length === 0) return;
-    for (let i = 0; i < keys.length; i += MEMBERS_PER_COMMAND) {
-      await this.commands.call(() => this.redis.hdel(this.keys.orphans, ...keys.slice(i, i + MEMBERS_PER_COMMAND).map(memberOf)));
-    }
+    await this.perShard(keys, (commands, indexes) => clearOrphans(commands, indexes.map((i) => keys[i])));
   }
 
   async orphanSightings(): Promise<Map<string, number>> {
-    const flat = (await this.commands.call(() => this.redis.callBuffer('HGETALL', this.keys.orphans))) as Buffer[];
-    const out = new Map<string, number>();
-    for (let i = 0; i + 1 < flat.length; i += 2) out.set(flat[i].toString('hex'), Number(flat[i + 1].toString()));
-    return out;
+    return new Map((await Promise.all(this.shards.map(orphanSightings))).flatMap((shard) => [...shard]));
   }
 
   onRemoved(listener: (keys: string[]) => void): () => void {
@@ -260,35 +277,33 @@ export class RedisMetadataPlane implements MetadataPlane {
   }
 
   async close(): Promise<void> {
-    if (this.commands.closed) return;
+    if (this.closed) return;
     await this.renewals.flush().catch(() => undefined);
     this.renewals.stop();
-    this.commands.closed = true;
+    this.closed = true;
+    for (const commands of this.shards) commands.closed = true;
     this.listeners.clear();
     await Promise.allSettled([this.redis.quit(), this.subscriber.quit()]);
   }
 
   // ── internals ──────────────────────────────────────────────────────────
 
-  private async writeRenewals(batch: Map<string, PendingRenewal>): Promise<void> {
-    if (this.commands.closed) return;
-    const pipeline = this.commands.pipeline();
-    let args: (string | Buffer)[] = [this.keys.cap, this.keys.classes, this.keys.use];
-    for (const [key, { at, depth }] of batch) {
-      args.push(String(lruScore(at, depth)), memberOf(key));
-      if (args.length >= 3 + 2 * MEMBERS_PER_COMMAND) {
-        pipeline.kvtPlaneRenew(...args);
-        args = [this.keys.cap, this.keys.classes, this.keys.use];
-      }
-    }
-    if (args.length > 3) pipeline.kvtPlaneRenew(...args);
-    const results = await this.commands.call(() => pipeline.exec());
-    const failed = results?.find(([error]) => error !== null);
-    if (failed !== undefined) throw new PlaneError('KVT_ERR_PLANE_UNREACHABLE', `plane renewal failed: ${(failed[0] as Error).message}`);
+  /** Runs `body` once per shard that `keys` touch (with the indexes of its keys), the shards in parallel. */
+  private async perShard(keys: readonly string[], body: (commands: RedisPlaneCommands, indexes: number[]) => Promise<void>): Promise<void> {
+    if (keys.length === 0) return;
+    if (this.shards.length === 1) return body(this.shards[0], keys.map((_, i) => i));
+    await Promise.all([...groupByShard(keys, this.shardBits)].map(([shard, indexes]) => body(this.shards[shard], indexes)));
+  }
+
+  private async flushRenewals(batch: Map<string, PendingRenewal>): Promise<void> {
+    if (this.closed) return;
+    if (this.shards.length === 1) return writeRenewals(this.shards[0], batch);
+    const entries = [...batch];
+    await Promise.all([...groupByShard(entries.map(([key]) => key), this.shardBits)].map(([shard, indexes]) => writeRenewals(this.shards[shard], indexes.map((i) => entries[i]))));
   }
 
   private onRemovedMessage(channel: Buffer, message: Buffer): void {
-    if (channel.toString() !== this.keys.removed || message.length < 8) return;
+    if (channel.toString() !== this.shards[0].keys.removed || message.length < 8) return;
     if (message.subarray(0, 8).equals(this.instanceId)) return; // our own removal: listeners already told
     const keys: string[] = [];
     for (let offset = 8; offset + 16 <= message.length; offset += 16) keys.push(message.subarray(offset, offset + 16).toString('hex'));

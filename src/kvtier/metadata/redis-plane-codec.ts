@@ -20,9 +20,13 @@ function lastUseOf(score: number): number {
 /** createdAt is kept in seconds since 2025-01-01 (base 36: one or two characters fewer per record than since 1970); earlier times are stored as 2025-01-01. */
 const CREATED_EPOCH_S = Date.UTC(2025, 0, 1) / 1000;
 
-/** Every Redis key (and the channel) of a plane: all keys carry the hash tag `{0}` of its one shard. */
-export function planeKeyNames(prefix: string, bucketBits: number): { gen: string; use: string; classes: string; cap: string; bucket: string; usage: string; orphans: string; pending: string; pendingBatches: string; legacySwept: string; removed: string } {
-  const tagged = `${prefix}{0}:`;
+/** Every Redis key (and the channel) of one shard of a plane: all carry the shard's hash tag `{<shard>}`. */
+export function planeKeyNames(
+  prefix: string,
+  bucketBits: number,
+  shard = 0,
+): { gen: string; use: string; classes: string; cap: string; bucket: string; usage: string; orphans: string; pending: string; pendingBatches: string; legacySwept: string; shards: string; removed: string } {
+  const tagged = `${prefix}{${shard}}:`;
   return {
     gen: `${tagged}gen`,
     use: `${tagged}u:`,
@@ -34,6 +38,8 @@ export function planeKeyNames(prefix: string, bucketBits: number): { gen: string
     pending: `${tagged}del`,
     pendingBatches: `${tagged}delb`,
     legacySwept: `${tagged}legacy-swept`,
+    /** The deployment's shard count (shard 0 only: redis-plane-shards.ts). */
+    shards: `${tagged}shards`,
     removed: `${prefix}removed`,
   };
 }

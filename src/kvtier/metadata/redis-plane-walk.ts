@@ -7,14 +7,21 @@ import type { BlockRecord, ScanOptions, ScanPage } from './metadata-plane.ts';
 import { decodeValue, lruScore } from './redis-plane-codec.ts';
 import type { RedisPlaneCommands } from './redis-plane-commands.ts';
 
-export async function scanByLastUse(commands: RedisPlaneCommands, options: ScanOptions): Promise<ScanPage> {
-  const { keys } = commands;
+export async function scanByLastUse(shards: readonly RedisPlaneCommands[], options: ScanOptions): Promise<ScanPage> {
   const limit = options.limit ?? 512;
-  if (options.capped) return pageOf(await scanIndex(commands, keys.cap, options, limit));
-  if (options.trafficClass !== undefined) return pageOf(await scanIndex(commands, keys.use + options.trafficClass, options, limit));
-  const classes = (await commands.call(() => commands.redis.smembers(keys.classes))).sort();
-  const pages = await Promise.all(classes.map((name) => scanIndex(commands, keys.use + name, options, limit)));
-  return mergeClassPages(pages, limit, comparePositions);
+  if (options.capped || options.trafficClass !== undefined) {
+    const indexOf = (commands: RedisPlaneCommands) => (options.capped ? commands.keys.cap : commands.keys.use + options.trafficClass);
+    if (shards.length === 1) return pageOf(await scanIndex(shards[0], indexOf(shards[0]), options, limit));
+    // Every shard's index read from the same position, merged into one last-use order (as the classes below).
+    return mergeClassPages(await Promise.all(shards.map((commands) => scanIndex(commands, indexOf(commands), options, limit))), limit, comparePositions);
+  }
+  const pages = await Promise.all(
+    shards.map(async (commands) => {
+      const classes = (await commands.call(() => commands.redis.smembers(commands.keys.classes))).sort();
+      return Promise.all(classes.map((name) => scanIndex(commands, commands.keys.use + name, options, limit)));
+    }),
+  );
+  return mergeClassPages(pages.flat(), limit, comparePositions);
 }
 
 /** One page of one last-use index after the cursor (positions are `score:member hex`). */

@@ -39,7 +39,57 @@ runPlaneConformance('redis cluster (1 shard)', async () => {
   };
 });
 
+// Four shards over the three primaries: every call split by shard, the walks merged across them.
+runPlaneConformance('redis cluster (4 shards)', async () => {
+  const keyPrefix = `c${run++}:plane:`;
+  const opened: MetadataPlane[] = [];
+  return {
+    open: async () => {
+      const plane = await RedisMetadataPlane.open({ url: cluster.address, keyPrefix, shards: 4 });
+      opened.push(plane);
+      return plane;
+    },
+    dispose: async () => {
+      for (const plane of opened) await plane.close();
+    },
+  };
+});
+
 describe('RedisMetadataPlane on a Redis Cluster', () => {
+  it('4 shards: each block lives in the shard of its key\'s top 2 bits, under tag {s}, and the tags spread over the primaries', async () => {
+    const keyPrefix = `c${run++}:plane:`;
+    const plane = await RedisMetadataPlane.open({ url: cluster.address, keyPrefix, shards: 4 });
+    try {
+      const records = Array.from({ length: 64 }, (_, n) => recordOf(n));
+      await plane.upsert(records);
+      const perShard = [0, 0, 0, 0];
+      for (const record of records) perShard[parseInt(record.key.slice(0, 2), 16) >> 6]++;
+      const primaries = new Set<number>();
+      for (let shard = 0; shard < 4; shard++) {
+        const primary = cluster.primaryOfSlot(keySlot(`${keyPrefix}{${shard}}:usage`));
+        primaries.add(primary);
+        expect(Number(cluster.cli(primary, 'HGET', `${keyPrefix}{${shard}}:usage`, 'n|g').trim() || 0), `shard ${shard}`).toBe(perShard[shard]);
+      }
+      expect(primaries.size).toBeGreaterThan(1);
+      expect((await plane.usage()).blocks.g).toBe(64);
+      expect((await plane.get(records.map((record) => record.key))).map((record) => record?.key)).toEqual(records.map((record) => record.key));
+    } finally {
+      await plane.close();
+    }
+  });
+
+  it('the shard count is fixed per deployment: a node opening with another S fails with KVT_ERR_PLANE_SHARDS', async () => {
+    const keyPrefix = `c${run++}:plane:`;
+    const plane = await RedisMetadataPlane.open({ url: cluster.address, keyPrefix, shards: 4 });
+    try {
+      await expect(RedisMetadataPlane.open({ url: cluster.address, keyPrefix, shards: 2 })).rejects.toMatchObject({ code: 'KVT_ERR_PLANE_SHARDS', message: expect.stringContaining('created with 4 shards') });
+      await expect(RedisMetadataPlane.open({ url: cluster.address, keyPrefix })).rejects.toMatchObject({ code: 'KVT_ERR_PLANE_SHARDS' });
+      await expect(RedisMetadataPlane.open({ url: cluster.address, keyPrefix, shards: 3 })).rejects.toMatchObject({ code: 'KVT_ERR_PLANE_OPEN' });
+    } finally {
+      await plane.close();
+    }
+  });
+
   it('a removal on one node reaches the listeners of another (PUBLISH crosses the cluster bus)', async () => {
     const keyPrefix = `c${run++}:plane:`;
     const a = await RedisMetadataPlane.open({ url: cluster.address, keyPrefix });
