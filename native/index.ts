@@ -17,7 +17,7 @@ import { loadAddon, wrapNativeError } from './load-addon.ts';
 export * from './backend.ts';
 export { CpuBackend, CpuKvPool, CpuTensor, CpuWeight, packSegments } from './cpu-backend.ts';
 export type { NativeAddon } from './addon-types.ts';
-export { ADDON_PATH } from './load-addon.ts';
+export { ADDON_PATH, loadAddon } from './load-addon.ts';
 
 /** A backend another module (native/cuda) makes available; see registerBackend. */
 export interface BackendFactory {

@@ -9,8 +9,7 @@ import { resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
 
 import { KvtError } from './errors.ts';
-import { clusterAddress } from './kvtier/redis-connection.ts';
-import { keyringFromSecret, parseKeyringJson, type SealKeyringSpec } from './kvtier/seal/index.ts';
+import { clusterAddress, keyringFromSecret, parseKeyringJson, type SealKeyringSpec } from './kvtier/index.ts';
 
 export interface Config {
   host: string;

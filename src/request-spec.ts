@@ -14,7 +14,7 @@
  * fits the model's context (the builder refused it otherwise; the
  * scheduler asserts it).
  */
-import type { ConstraintSpec } from '../inference-core/grammar/index.ts';
+import type { ConstraintSpec } from '../inference-core/index.ts';
 
 /** Retention a client asked for (src/recipe/cache-retention.ts reads it): it can only shorten a block's life or skip storing. */
 export interface CacheRetentionHint {

@@ -1,6 +1,6 @@
 import type { XXHashAPI } from 'xxhash-wasm';
 
-import { loadAddon } from '../../native/load-addon.ts';
+import { loadAddon } from '../../native/index.ts';
 
 /** The one hash the block format uses: XXH64 with a seed (block-codec.ts). */
 export interface BlockChecksum {

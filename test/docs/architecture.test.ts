@@ -3,6 +3,10 @@
  * every relative import (static or dynamic) of a source file may only reach
  * the folders its row allows. A new dependency across folders is a design
  * change: update the table in docs/architecture.md and ALLOWED here together.
+ *
+ * The door rule: an import that crosses into another folder of the table goes
+ * through that folder's index.ts, never to a file behind it, so each folder's
+ * surface is the one file that says what it offers.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, normalize, relative } from 'node:path';
@@ -48,6 +52,44 @@ function tsFiles(dir: string, out: string[] = []): string[] {
   return out;
 }
 
+/**
+ * Imports that still bypass a door, each to be fixed by the folder's owner: the
+ * ones into src/recipe, src/scheduler and src/serve's own files wait for the
+ * spine rebuild (issue #28), the src/cli ones for src/serve/index.ts to offer
+ * the admin API. This list only shrinks: an entry that no longer occurs fails
+ * the test, so a fix removes its line, and a new bypass cannot be added here
+ * silently once the list is empty.
+ */
+const DOOR_BYPASSES_TO_FIX: string[] = [
+  'src/cli/admin-client.ts → ../serve/admin/index.ts',
+  'src/cli/commands/blocks-commands.ts → ../../serve/admin/index.ts',
+  'src/cli/commands/gc-command.ts → ../../serve/admin/index.ts',
+  'src/cli/commands/index.ts → ../../serve/admin/index.ts',
+  'src/cli/commands/policy-command.ts → ../../serve/admin/index.ts',
+  'src/cli/commands/stats-command.ts → ../../serve/admin/index.ts',
+  'src/cli/local-admin.ts → ../serve/admin/index.ts',
+  'src/recipe/structured-output.ts → ../../inference-core/grammar/index.ts',
+  'src/scheduler/engine-decoders.ts → ../../inference-core/grammar/index.ts',
+  'src/scheduler/engine-decoders.ts → ../../inference-core/speculative/index.ts',
+  'src/scheduler/engine-thread-protocol.ts → ../kvtier/seal/index.ts',
+  'src/serve/generation.ts → ../recipe/reasoning.ts',
+  'src/serve/response-run.ts → ../recipe/responses-format.ts',
+  'src/serve/response-run.ts → ../recipe/responses-include.ts',
+  'src/serve/response-store.ts → ../recipe/responses-items.ts',
+  'src/serve/routes/anthropic-messages.ts → ../../recipe/reasoning.ts',
+  'src/serve/routes/common.ts → ../../recipe/cache-retention.ts',
+  'src/serve/routes/openai-chat.ts → ../../recipe/reasoning.ts',
+  'src/serve/routes/openai-responses-stored.ts → ../../recipe/responses-format.ts',
+  'src/serve/routes/openai-responses-stored.ts → ../../recipe/responses-include.ts',
+  'src/serve/routes/openai-responses-stored.ts → ../../recipe/responses-items.ts',
+  'src/serve/routes/openai-responses.ts → ../../recipe/reasoning.ts',
+  'src/serve/routes/openai-responses.ts → ../../recipe/responses-format.ts',
+  'src/serve/routes/openai-responses.ts → ../../recipe/responses-include.ts',
+  'src/serve/routes/openai-responses.ts → ../../recipe/responses-items.ts',
+  'src/serve/routes/openai-responses.ts → ../../recipe/tool-history.ts',
+  'src/serve/routes/openai-responses.ts → ../../recipe/tool-schemas.ts',
+];
+
 const IMPORT = /(?:from\s+|import\(\s*)'(\.{1,2}\/[^']+)'/g;
 
 describe('folder boundaries (docs/architecture.md)', () => {
@@ -69,6 +111,23 @@ describe('folder boundaries (docs/architecture.md)', () => {
       }
     }
     expect(violations).toEqual([]);
+  });
+
+  it('imports into another folder go through its index.ts (the door rule)', () => {
+    const bypasses: string[] = [];
+    for (const file of files) {
+      const from = folderOf(file);
+      if (!from) continue;
+      for (const match of readFileSync(file, 'utf8').matchAll(IMPORT)) {
+        const target = normalize(join(dirname(file), match[1]!));
+        const to = folderOf(target);
+        // src's top-level files (config.ts, errors.ts, …) are each their own door.
+        if (!to || to === from || to === 'src' || relative(ROOT, target) === join(to, 'index.ts')) continue;
+        bypasses.push(`${relative(ROOT, file)} → ${match[1]}`);
+      }
+    }
+    expect(bypasses.filter((b) => !DOOR_BYPASSES_TO_FIX.includes(b)), 'imports past a folder door').toEqual([]);
+    expect(DOOR_BYPASSES_TO_FIX.filter((b) => !bypasses.includes(b)), 'fixed: remove these from DOOR_BYPASSES_TO_FIX').toEqual([]);
   });
 
   it('is the table the architecture doc shows', () => {

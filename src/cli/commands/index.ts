@@ -7,7 +7,7 @@
  * is opened or sent; a mistake is one line on stderr and a non-zero exit:
  * 2 bad usage, 3 server unreachable or token refused, 1 the operation failed.
  */
-import { clusterAddress } from '../../kvtier/redis-connection.ts';
+import { clusterAddress } from '../../kvtier/index.ts';
 import type { AdminApi } from '../../serve/admin/index.ts';
 import { HttpAdminClient } from '../admin-client.ts';
 import { LocalAdmin } from '../local-admin.ts';

@@ -14,8 +14,7 @@
  * Only f32 and f16 pages are compressed; a bf16/q8_0 payload, or one with a
  * non-finite value, is stored as `none` (the header says which).
  */
-import { loadAddon } from '../../../native/load-addon.ts';
-import type { NativeAddon } from '../../../native/addon-types.ts';
+import { loadAddon, type NativeAddon } from '../../../native/index.ts';
 
 import type { KvLayout } from '../kv-layout.ts';
 import { CodecError } from './codec-errors.ts';

@@ -1,6 +1,6 @@
 import { createCipheriv, createDecipheriv } from 'node:crypto';
 
-import { loadAddon } from '../../../native/load-addon.ts';
+import { loadAddon } from '../../../native/index.ts';
 
 import { NonceSource } from './nonce-source.ts';
 import { defaultOpenThreads, OpenWorkers } from './open-workers.ts';
