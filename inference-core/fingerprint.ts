@@ -18,6 +18,7 @@ import xxhash from 'xxhash-wasm';
 import type { GgufFile } from './gguf/index.ts';
 import { modelConfigFromGguf } from './model-config.ts';
 import { gemma3ConfigFromGguf } from './gemma3-config.ts';
+import { lfm2ConfigFromGguf } from './lfm2-config.ts';
 import { deepseekConfigFromGguf } from './deepseek-config.ts';
 
 export const FINGERPRINT_VERSION = 1;
@@ -126,10 +127,12 @@ export async function modelFingerprint(gguf: GgufFile, options: FingerprintOptio
     const bytes = enc.encode(canonical);
     return hex64(x.h64Raw(bytes, SEED_A)) + hex64(x.h64Raw(bytes, SEED_B));
   }
-  if (gguf.optString('general.architecture') === 'gemma3') {
-    // the config holds the window and layer pattern: a file that differs only there is another model
+  const special = gguf.optString('general.architecture');
+  if (special === 'gemma3' || special === 'lfm2') {
+    // the config holds the window / layer pattern / layer kinds: a file that differs only there is another model
     const w = await cachedWeightsHash(gguf, options.cache ?? true);
-    const canonical = JSON.stringify({ v: FINGERPRINT_VERSION, arch: 'gemma3', config: gemma3ConfigFromGguf(gguf), kvDtype: options.kvDtype, weights: w });
+    const config = special === 'gemma3' ? gemma3ConfigFromGguf(gguf) : lfm2ConfigFromGguf(gguf);
+    const canonical = JSON.stringify({ v: FINGERPRINT_VERSION, arch: special, config, kvDtype: options.kvDtype, weights: w });
     const x = await hasher();
     const bytes = enc.encode(canonical);
     return hex64(x.h64Raw(bytes, SEED_A)) + hex64(x.h64Raw(bytes, SEED_B));

@@ -22,6 +22,8 @@ import { deepseek4StateBytes, deepseek4StateRates } from './engine/deepseek4-sta
 export const DEEPSEEK4_TIER_OFF_REASON =
   "deepseek4's SWA window and compressor state at a position depend on everything before it, so its cache cannot be a chain of independent 64-token blocks; it needs prefix units (issue #26)";
 import { gemma3ConfigFromGguf } from './gemma3-config.ts';
+import { lfm2ConfigFromGguf } from './lfm2-config.ts';
+import { lfm2GraphConfig } from './engine/lfm2-graph.ts';
 import { gemma3GraphConfig } from './engine/gemma3-graph.ts';
 import { ropeScalingFrom } from './engine/rope-scaling.ts';
 
@@ -178,7 +180,7 @@ export function inspectModel(g: GgufFile): ModelReport {
     kvBytesPerBlock: kvPerToken === undefined ? undefined : kvPerToken * TOKENS_PER_BLOCK,
     ...(mla ? { mla } : {}),
     ...(dsv4 ? { dsv4 } : {}),
-    ...stateOf(arch, dims, u32(key('attention.sliding_window')), u32(key('attention.sliding_window_pattern')) ?? 6, kvBytesPerToken),
+    ...(arch === 'lfm2' ? lfm2State(g) : stateOf(arch, dims, u32(key('attention.sliding_window')), u32(key('attention.sliding_window_pattern')) ?? 6, kvBytesPerToken)),
     runnable: runnable(g),
   };
 }
@@ -202,6 +204,25 @@ function stateOf(arch: string, d: ModelReport['dims'], window: number | undefine
   return {};
 }
 
+function lfm2State(g: GgufFile): Pick<ModelReport, 'state'> {
+  try {
+    const c = lfm2ConfigFromGguf(g);
+    const conv = c.kvHeadsPerLayer.filter((h) => h === 0).length;
+    const attn = c.nLayers - conv;
+    const tail = conv * (c.convL - 1) * c.dModel * 4 + attn * 2 * c.nKvHeads * c.headDim * 2 * (TOKENS_PER_BLOCK - 1);
+    return {
+      state: {
+        blockConcatenable: false,
+        tier: 'off',
+        detail: `${conv} of ${c.nLayers} layers are short convolutions whose state (the last ${c.convL - 1} inputs per channel, f32) is not in the K/V blocks; a unit is the ${attn} attention layers' blocks + a tail with that state; served without the block tier until units are wired in`,
+        unitTailBytes: tail,
+      },
+    };
+  } catch {
+    return {};
+  }
+}
+
 /** The engine's own load-time checks, without uploading a weight. */
 function runnable(g: GgufFile): ModelReport['runnable'] {
   try {
@@ -211,6 +232,7 @@ function runnable(g: GgufFile): ModelReport['runnable'] {
     }
     const arch = g.optString('general.architecture');
     if (arch === 'deepseek2') deepseekGraphConfig(deepseekConfigFromGguf(g), g.path);
+    else if (arch === 'lfm2') lfm2GraphConfig(lfm2ConfigFromGguf(g));
     else if (arch === 'gemma3') {
       const c = gemma3ConfigFromGguf(g);
       gemma3GraphConfig(c, ropeScalingFrom(c.ropeScaling, g.path));

@@ -22,6 +22,7 @@ import { EngineError } from './engine-errors.ts';
 import { LlamaGraph, type GraphConfig, type ModelWeights, type RowSegment } from './llama-graph.ts';
 import type { DeepseekGraphConfig } from './deepseek-graph.ts';
 import type { Gemma3GraphConfig } from './gemma3-graph.ts';
+import type { ConvState, Lfm2GraphConfig } from './lfm2-graph.ts';
 import { Sequence, type SequenceHost } from './sequence.ts';
 
 /** Rows of one prefill forward call: bounds activation memory for long prompts. */
@@ -35,11 +36,15 @@ export interface ForwardGraph {
   readonly maxLogitRows: number;
   forward(pool: KvPoolHandle, tokens: Int32Array, positions: Int32Array, segments: RowSegment[], logitRows: Int32Array): Float32Array;
   destroy(): void;
+  /** Graphs with per-sequence state outside the pool (lfm2's convolution state): told when a sequence goes. */
+  sequenceFreed?(seqId: number): void;
+  recurrentState?(seqId: number): ConvState | undefined;
+  setRecurrentState?(seqId: number, state: ConvState): void;
 }
 
 export interface EngineParts<Tok, Cfg> {
   backend: Backend;
-  graphConfig: GraphConfig | DeepseekGraphConfig | Gemma3GraphConfig;
+  graphConfig: GraphConfig | DeepseekGraphConfig | Gemma3GraphConfig | Lfm2GraphConfig;
   /**
    * Builds the forward pass for (maxRows, maxLogitRows); absent: LlamaGraph over
    * graphConfig and weights. Models with their own graph (deepseek2) pass it and
@@ -79,7 +84,7 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
   readonly fingerprint: string;
   readonly tokenizer: Tok;
   readonly config: Cfg;
-  readonly graphConfig: GraphConfig | DeepseekGraphConfig | Gemma3GraphConfig;
+  readonly graphConfig: GraphConfig | DeepseekGraphConfig | Gemma3GraphConfig | Lfm2GraphConfig;
   readonly contextLength: number;
   readonly vocabSize: number;
   readonly prefillChunk: number;
@@ -109,7 +114,7 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
     this.pool = new KvPool(this.backend, parts.kvLayout, parts.poolBytes);
     const maxRows = Math.max(this.prefillChunk, this.maxBatch);
     if (parts.graph) this.graph = parts.graph(maxRows, this.maxBatch);
-    else if (parts.graphConfig.architecture === 'deepseek2' || parts.graphConfig.architecture === 'gemma3') {
+    else if (parts.graphConfig.architecture === 'deepseek2' || parts.graphConfig.architecture === 'gemma3' || parts.graphConfig.architecture === 'lfm2') {
       throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `a ${parts.graphConfig.architecture} engine needs its graph factory (EngineParts.graph); load it with loadEngine`);
     } else this.graph = new LlamaGraph(this.backend, parts.graphConfig, parts.weights, maxRows, this.maxBatch);
   }
@@ -129,6 +134,23 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
   /** @internal SequenceHost */
   sequenceFreed(seq: Sequence): void {
     this.live.delete(seq);
+    this.graph.sequenceFreed?.(seq.id);
+  }
+
+  /** Per-sequence state the graph holds outside the KV pool (lfm2: convolution rows), or undefined. */
+  recurrentState(seq: Sequence): ConvState | undefined {
+    return this.graph.recurrentState?.(seq.id);
+  }
+
+  /** Restores what recurrentState gave (unit import); typed KVT_ERR_ENGINE_BAD_BLOCK when it does not fit. */
+  setRecurrentState(seq: Sequence, state: ConvState): void {
+    if (!this.graph.setRecurrentState) throw new EngineError('KVT_ERR_ENGINE_BAD_BLOCK', 'this model keeps no state outside its KV pages; treat the unit as a miss');
+    this.graph.setRecurrentState(seq.id, state);
+  }
+
+  /** Whether the graph keeps per-sequence state outside the KV pool (then K/V blocks alone are not a state). */
+  get hasRecurrentState(): boolean {
+    return this.graph.recurrentState !== undefined;
   }
 
   /** @internal SequenceHost: prefill in chunks; pages are already reserved. */
@@ -151,7 +173,7 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
         rows = new Int32Array(n);
         for (let i = 0; i < n; i++) rows[i] = i;
       } else rows = isLast ? Int32Array.of(n - 1) : new Int32Array(0);
-      const segment: RowSegment = { blockTable: seq.blockTable, pos0, queries: n };
+      const segment: RowSegment = { blockTable: seq.blockTable, pos0, queries: n, seqId: seq.id };
       const out = this.graph.forward(this.pool.handle, chunk, positions, [segment], rows);
       seq.advance(n);
       if (all) all.set(out, off * vocab);
@@ -229,7 +251,7 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
       seq.reserve(n);
       allIds.set(ids[i], row);
       for (let j = 0; j < n; j++) positions[row + j] = seq.length + j;
-      segments.push({ blockTable: seq.blockTable, pos0: seq.length, queries: n });
+      segments.push({ blockTable: seq.blockTable, pos0: seq.length, queries: n, seqId: seq.id });
       if (logits === 'all') for (let j = 0; j < n; j++) wanted[w++] = row + j;
       else if (logits) wanted[w++] = row + n - 1;
       row += n;

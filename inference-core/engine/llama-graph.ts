@@ -87,6 +87,8 @@ export const BIAS_TILE_ROWS = 64;
 export interface RowSegment extends AttentionSegment {
   /** Sequence pages; must already cover pos0 + queries tokens. */
   blockTable: Int32Array;
+  /** The sequence's id (graphs with per-sequence state, lfm2, key it by this). */
+  seqId?: number;
 }
 
 interface Scratch {

@@ -34,6 +34,8 @@ import { deepseekEngineParts } from './deepseek-load.ts';
 import { DEEPSEEK_WEIGHT_TYPES, ensureDeepseekModel, type DeepseekWeightType } from '../synthetic/deepseek-synthetic.ts';
 import type { DeepseekConfig } from '../deepseek-config.ts';
 import { gemma3EngineParts } from './gemma3-load.ts';
+import { lfm2EngineParts } from './lfm2-load.ts';
+import type { Lfm2Config } from '../lfm2-config.ts';
 import type { Gemma3Config } from '../gemma3-config.ts';
 
 export interface LoadEngineOptions {
@@ -122,9 +124,9 @@ export async function loadEngine(spec: string, options: LoadEngineOptions = {}):
     if (options.threads !== undefined) setThreads(options.threads);
     const backend = options.backend ?? createBackend();
     const arch = gguf.optString('general.architecture');
-    if (arch === 'deepseek2' || arch === 'gemma3') {
-      const ds = arch === 'deepseek2' ? deepseekEngineParts(backend, gguf, kvDtype) : gemma3EngineParts(backend, gguf, kvDtype);
-      const engine = new Engine<Tokenizer, ModelConfig | DeepseekConfig | Gemma3Config>({
+    if (arch === 'deepseek2' || arch === 'gemma3' || arch === 'lfm2') {
+      const ds = arch === 'deepseek2' ? deepseekEngineParts(backend, gguf, kvDtype) : arch === 'gemma3' ? gemma3EngineParts(backend, gguf, kvDtype) : lfm2EngineParts(backend, gguf, kvDtype);
+      const engine = new Engine<Tokenizer, ModelConfig | DeepseekConfig | Gemma3Config | Lfm2Config>({
         backend,
         ...ds,
         poolBytes: options.poolBytes ?? DEFAULT_POOL_BYTES,

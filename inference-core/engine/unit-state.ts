@@ -9,6 +9,8 @@
  *                 block payload of a K|V layout over those layers, shared by
  *                 every unit on the prefix — plus the tokens after the last
  *                 full block in the tail's `partial-kv` section.
+ *   conv layers   (lfm2's short convolutions, L taps) the last L − 1 inputs
+ *                 per channel, f32, as the graph holds them: tail section `conv`.
  *   window layers (gemma3's sliding layers, window W) K/V of the last
  *                 min(p, W − 1) tokens only: the next query (position p)
  *                 attends keys p − W < j ≤ p and key p is its own, later
@@ -27,8 +29,9 @@ import type { Engine } from './engine.ts';
 import type { Sequence } from './sequence.ts';
 import { TOKENS_PER_BLOCK } from '../kv/kv-pool.ts';
 import type { Gemma3GraphConfig } from './gemma3-graph.ts';
+import type { Lfm2GraphConfig } from './lfm2-graph.ts';
 
-export type TailSectionKind = 'partial-kv' | 'window-kv';
+export type TailSectionKind = 'partial-kv' | 'window-kv' | 'conv';
 
 /** How an engine's state splits into blocks and a tail. */
 export interface UnitShape {
@@ -41,6 +44,8 @@ export interface UnitShape {
   kvHeads: number;
   headDim: number;
   dtype: 'f16' | 'f32';
+  /** lfm2: the convolution state at p, per conv layer [rows][width] f32 (tail section `conv`). */
+  conv?: { layers: number[]; rows: number; width: number };
 }
 
 export interface TailSection {
@@ -50,7 +55,7 @@ export interface TailSection {
   /** Position of the section's first token. */
   firstToken: number;
   tokens: number;
-  /** [layer][K|V][kvHead][tokens][headDim] in the pool dtype. */
+  /** kv kinds: [layer][K|V][kvHead][tokens][headDim] in the pool dtype; conv: [layer][rows][width] f32 (firstToken p, tokens 1). */
   bytes: Uint8Array;
 }
 
@@ -79,8 +84,16 @@ export function unitShapeOf(engine: Pick<Engine, 'kvLayout' | 'graphConfig'>): U
       dtype: lay.dtype,
     };
   }
+  if (g.architecture === 'lfm2') {
+    // pool layers are the attention layers; the convolution layers' state is the tail's `conv` section
+    const c = g as Lfm2GraphConfig;
+    const conv = c.poolLayer.flatMap((p, l) => (p < 0 ? [l] : []));
+    return { blockConcatenable: false, blockLayers: all, windowLayers: [], window: 0, kvHeads: lay.kvHeads, headDim: lay.headDim, dtype: lay.dtype, conv: { layers: conv, rows: c.convL - 1, width: c.dim } };
+  }
   return { blockConcatenable: true, blockLayers: all, windowLayers: [], window: 0, kvHeads: lay.kvHeads, headDim: lay.headDim, dtype: lay.dtype };
 }
+
+type UnitEngine = Pick<Engine, 'kvLayout' | 'graphConfig' | 'recurrentState' | 'setRecurrentState'>;
 
 /** Bytes of one (layer, K|V, head) run of `tokens` tokens. */
 function runBytes(s: UnitShape, tokens: number): number {
@@ -129,7 +142,7 @@ export function unitBlockBytes(s: UnitShape): number {
 }
 
 /** The unit at the sequence's current length. */
-export function exportUnit(engine: Pick<Engine, 'kvLayout' | 'graphConfig'>, seq: Sequence): EngineUnit {
+export function exportUnit(engine: UnitEngine, seq: Sequence): EngineUnit {
   const s = unitShapeOf(engine);
   const p = seq.length;
   if (p === 0) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'an empty sequence has no unit');
@@ -149,6 +162,14 @@ export function exportUnit(engine: Pick<Engine, 'kvLayout' | 'graphConfig'>, seq
     moveTokens(s, pages, s.windowLayers, p - w, w, bytes, false);
     tail.push({ kind: 'window-kv', layers: s.windowLayers, firstToken: p - w, tokens: w, bytes });
   }
+  if (s.conv) {
+    const st = engine.recurrentState(seq);
+    if (!st || st.position !== p) throw new EngineError('KVT_ERR_ENGINE_SEQUENCE_STATE', `sequence ${seq.id} has no convolution state at ${p}`);
+    const bytes = new Uint8Array(s.conv.layers.length * s.conv.rows * s.conv.width * 4);
+    const f = new Float32Array(bytes.buffer);
+    st.rows.forEach((r, i) => f.set(r, i * s.conv!.rows * s.conv!.width));
+    tail.push({ kind: 'conv', layers: s.conv.layers, firstToken: p, tokens: 1, bytes });
+  }
   return { position: p, blocks, tail };
 }
 
@@ -157,7 +178,7 @@ export function exportUnit(engine: Pick<Engine, 'kvLayout' | 'graphConfig'>, seq
  * (layers, window, sizes) is a typed KVT_ERR_ENGINE_BAD_BLOCK: the caller
  * treats it as a miss.
  */
-export function importUnit(engine: Pick<Engine, 'kvLayout' | 'graphConfig'>, seq: Sequence, unit: EngineUnit): void {
+export function importUnit(engine: UnitEngine, seq: Sequence, unit: EngineUnit): void {
   const s = unitShapeOf(engine);
   const p = unit.position;
   const bad = (why: string): never => {
@@ -173,6 +194,7 @@ export function importUnit(engine: Pick<Engine, 'kvLayout' | 'graphConfig'>, seq
   const want: Array<{ kind: TailSectionKind; layers: number[]; first: number; n: number }> = [];
   if (r > 0) want.push({ kind: 'partial-kv', layers: s.blockLayers, first: full * TOKENS_PER_BLOCK, n: r });
   if (s.windowLayers.length > 0) want.push({ kind: 'window-kv', layers: s.windowLayers, first: p - w, n: w });
+  if (s.conv) want.push({ kind: 'conv', layers: s.conv.layers, first: p, n: 1 });
   if (unit.tail.length !== want.length) bad(`${unit.tail.length} tail sections, ${want.length} expected`);
   const pageBytes = engine.kvLayout.blockBytes;
   const pages = Array.from({ length: Math.ceil(p / TOKENS_PER_BLOCK) }, () => new Uint8Array(pageBytes));
@@ -183,11 +205,22 @@ export function importUnit(engine: Pick<Engine, 'kvLayout' | 'graphConfig'>, seq
   });
   want.forEach((wnt, i) => {
     const sec = unit.tail[i];
-    const size = wnt.layers.length * 2 * s.kvHeads * runBytes(s, wnt.n);
+    const size = wnt.kind === 'conv' ? wnt.layers.length * s.conv!.rows * s.conv!.width * 4 : wnt.layers.length * 2 * s.kvHeads * runBytes(s, wnt.n);
     if (sec.kind !== wnt.kind || sec.firstToken !== wnt.first || sec.tokens !== wnt.n || sec.bytes.byteLength !== size || sec.layers.join() !== wnt.layers.join()) {
       bad(`tail section ${i} is ${sec.kind} [${sec.firstToken}, +${sec.tokens}) of ${sec.bytes.byteLength} bytes, ${wnt.kind} [${wnt.first}, +${wnt.n}) of ${size} expected`);
     }
-    moveTokens(s, pages, wnt.layers, wnt.first, wnt.n, sec.bytes, true);
+    if (wnt.kind !== 'conv') moveTokens(s, pages, wnt.layers, wnt.first, wnt.n, sec.bytes, true);
   });
   seq.importPages(pages, p);
+  const conv = unit.tail.find((t) => t.kind === 'conv');
+  if (s.conv && conv) {
+    const per = s.conv.rows * s.conv.width;
+    const f = new Float32Array(conv.bytes.buffer.slice(conv.bytes.byteOffset, conv.bytes.byteOffset + conv.bytes.byteLength));
+    try {
+      engine.setRecurrentState(seq, { position: p, layers: s.conv.layers, rows: s.conv.layers.map((_, i) => f.slice(i * per, (i + 1) * per)) });
+    } catch (err) {
+      seq.truncate(0);
+      throw err;
+    }
+  }
 }

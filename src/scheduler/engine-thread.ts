@@ -51,7 +51,11 @@ async function main(init: EngineThreadInit): Promise<void> {
     cacheProblem = `${wire.code}: ${wire.message}`;
     send({ type: 'log', level: 'error', message: `cache tier unavailable, serving without it: ${cacheProblem}` });
   }
-  const cache = tier ? await KvTierCache.create(tier, engine.kvLayout) : null;
+  // A model whose state is not its K/V pages (lfm2's convolution state) gets no block tier and no
+  // retained-prefix reuse until units are wired in (#26): blocks alone would be a wrong state.
+  const blocksAreState = !engine.hasRecurrentState;
+  if (!blocksAreState) send({ type: 'log', level: 'info', message: `${engine.modelPath}: its state is not a chain of K/V blocks (recurrent layers); serving without the block tier` });
+  const cache = tier && blocksAreState ? await KvTierCache.create(tier, engine.kvLayout) : null;
   const model: EngineModel<Sequence> = {
     fingerprint: engine.fingerprint,
     contextLength: engine.contextLength,
@@ -68,7 +72,7 @@ async function main(init: EngineThreadInit): Promise<void> {
     cache,
     fetchPolicy: init.fetchPolicy === 'load' ? undefined : new FetchOrRecompute(),
     stepTokens: init.stepTokens,
-    retainSequences: init.retainSequences,
+    retainSequences: blocksAreState ? init.retainSequences : 0,
     blockTokens: init.blockTokens,
     maxBatch: init.maxBatch,
     emit: (jobId, event) => send({ type: 'event', jobId, event }),

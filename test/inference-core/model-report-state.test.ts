@@ -3,11 +3,13 @@
  * runnable, its state is not block-concatenable (sliding layers), the unit
  * tail it would add is stated, and the block tier stays on (whole pages are
  * exact in kvtier's engine: gemma3-parity.test.ts's cache equivalence); a
- * llama file is block-concatenable.
+ * llama file is block-concatenable; an lfm2 file is runnable, not
+ * block-concatenable, and served without the block tier.
  */
 import { describe, expect, it } from 'vitest';
 import { inspectModelFile } from '../../inference-core/index.ts';
 import { ensureGemma3Model } from '../../inference-core/synthetic/gemma3-synthetic.ts';
+import { ensureLfm2Model } from '../../inference-core/synthetic/lfm2-synthetic.ts';
 import { ensureArchVariantModel } from '../../inference-core/synthetic/arch-variants.ts';
 import { formatModelReport } from '../../src/cli/commands/model-command.ts';
 import { TEST_DATA_DIR } from './engine-fixtures.ts';
@@ -22,6 +24,14 @@ describe('model inspect: state at p', () => {
     const text = formatModelReport(r);
     expect(text).toMatch(/state at p +not block-concatenable: 7 of 8 layers slide over 40 tokens/);
     expect(text).toMatch(/block tier on/);
+  });
+  it('lfm2: runnable, not block-concatenable (convolution state), block tier off', () => {
+    const r = inspectModelFile(ensureLfm2Model({ dataDir: TEST_DATA_DIR }));
+    expect(r.runnable).toEqual({ ok: true });
+    expect(r.state).toMatchObject({ blockConcatenable: false, tier: 'off' });
+    // 4 conv layers × 2 rows × 64 f32, + the 2 attention layers' partial block (63 tokens, 2 kv heads × 16 dims, f16)
+    expect(r.state!.unitTailBytes).toBe(4 * 2 * 64 * 4 + 2 * 2 * 2 * 16 * 2 * 63);
+    expect(formatModelReport(r)).toMatch(/state at p +not block-concatenable: 4 of 6 layers are short convolutions.* · block tier off/);
   });
   it('llama: block-concatenable', () => {
     const r = inspectModelFile(ensureArchVariantModel('qwen3', { dataDir: TEST_DATA_DIR, weightType: 'f16' }));

@@ -7,24 +7,30 @@
  * layer) at p inside a window, at the window's edge (39, 40, 41), at block
  * boundaries (64, 128), at an interval position (192), at the end of the
  * input and at the end of a generated output; on synthetic:tiny (llama,
- * block-concatenable: the tail is the partial block only). A unit that does
+ * block-concatenable: the tail is the partial block only) and on lfm2-tiny
+ * (attention K/V blocks + the convolution state as the tail's `conv`
+ * section; zeroing that state changes the answer). A unit that does
  * not fit the engine is a typed KVT_ERR_ENGINE_BAD_BLOCK (the caller's miss).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportUnit, importUnit, loadEngine, unitShapeOf, type EngineUnit, type LoadedEngine } from '../../inference-core/engine/index.ts';
 import { ensureGemma3Model } from '../../inference-core/synthetic/gemma3-synthetic.ts';
+import { ensureLfm2Model } from '../../inference-core/synthetic/lfm2-synthetic.ts';
 import { TEST_DATA_DIR, greedyFrom, randomTokens, tinyEngine } from './engine-fixtures.ts';
 
 let gemma: LoadedEngine;
 let llama: LoadedEngine;
+let lfm2: LoadedEngine;
 
 beforeAll(async () => {
   gemma = await loadEngine(ensureGemma3Model('gemma3-tiny', { dataDir: TEST_DATA_DIR }), { kvDtype: 'f16', threads: 1, poolBytes: 16 * 2 ** 20, prefillChunk: 48 });
   llama = await tinyEngine({ prefillChunk: 48 });
+  lfm2 = await loadEngine(ensureLfm2Model({ dataDir: TEST_DATA_DIR }), { kvDtype: 'f16', threads: 1, poolBytes: 8 * 2 ** 20, prefillChunk: 48 });
 }, 120_000);
 afterAll(() => {
   gemma?.destroy();
   llama?.destroy();
+  lfm2?.destroy();
 });
 
 const same = (a: Uint8Array | Float32Array, b: Uint8Array | Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
@@ -149,5 +155,37 @@ describe('llama units (block-concatenable)', () => {
     const unit = expectEquivalence(llama, tokens, p);
     expect(unit.tail.map((t) => t.kind)).toEqual(p % 64 === 0 ? [] : ['partial-kv']);
     for (const b of unit.blocks) expect(b.byteLength).toBe(llama.kvLayout.blockBytes);
+  });
+});
+
+describe('lfm2 units (attention blocks + convolution state in the tail)', () => {
+  it('shape: the pool holds the 2 attention layers; the 4 conv layers\' state is the tail', () => {
+    expect(unitShapeOf(lfm2)).toMatchObject({ blockConcatenable: false, blockLayers: [0, 1], windowLayers: [], conv: { layers: [0, 1, 3, 4], rows: 2, width: 64 } });
+  });
+  it.each([1, 2, 3, 30, 64, 100, 128, 192])('p %i: import + suffix == one pass, bit for bit', (p) => {
+    const unit = expectEquivalence(lfm2, randomTokens(230, lfm2.vocabSize, 4040), p);
+    const conv = unit.tail.find((t) => t.kind === 'conv')!;
+    expect(conv).toMatchObject({ firstToken: p, tokens: 1, layers: [0, 1, 3, 4] });
+    expect(conv.bytes.byteLength).toBe(4 * 2 * 64 * 4);
+  });
+  it('a unit whose convolution state is zeroed continues differently (the state is needed), and a wrong-size state is a miss', () => {
+    const tokens = randomTokens(150, lfm2.vocabSize, 4141);
+    const a = lfm2.createSequence();
+    a.prefill(tokens.slice(0, 100));
+    const unit = exportUnit(lfm2, a);
+    a.free();
+    const whole = lfm2.createSequence();
+    const ref = whole.prefill(tokens);
+    whole.free();
+    const zeroed: EngineUnit = { ...unit, tail: unit.tail.map((t) => (t.kind === 'conv' ? { ...t, bytes: new Uint8Array(t.bytes.byteLength) } : t)) };
+    const z = lfm2.createSequence();
+    importUnit(lfm2, z, zeroed);
+    expect(same(z.prefill(tokens.slice(100)), ref)).toBe(false);
+    z.free();
+    const short: EngineUnit = { ...unit, tail: unit.tail.map((t) => (t.kind === 'conv' ? { ...t, bytes: t.bytes.subarray(4) } : t)) };
+    const s2 = lfm2.createSequence();
+    expect(() => importUnit(lfm2, s2, short)).toThrow(expect.objectContaining({ code: 'KVT_ERR_ENGINE_BAD_BLOCK' }));
+    expect(s2.length).toBe(0);
+    s2.free();
   });
 });
