@@ -1,0 +1,86 @@
+/**
+ * The two test sets, in one place (vitest.config.ts reads them):
+ *   npm test          → the fast set: every test file not listed below — unit and
+ *                       in-process tests, plus one real-service smoke per component
+ *                       (SMOKES: Redis, S3, the dashboard in Chromium, llama.cpp
+ *                       parity, a cluster of API + workers).
+ *   npm run test:all  → both sets (what .ci/run runs).
+ * A file is in exactly one set (test/docs/test-suites.test.ts checks it, and that
+ * every path here names a test file): a new test file is fast unless added to SLOW.
+ * Put a file in SLOW when it starts services beyond one smoke per component or
+ * takes more than a few seconds on two quiet cores.
+ */
+
+/** The fast set's real-service smokes, one per component (they stay out of SLOW). */
+export const SMOKES = [
+  'test/src/stats/stats-store.test.ts', // Redis
+  'test/storage-adapters/s3.test.ts', // S3 (Ceph RGW)
+  'test/src/serve/dashboard.test.ts', // the dashboard in Chromium
+  'test/inference-core/gemma3-parity.test.ts', // llama.cpp parity
+  'test/src/cluster/dispatch.test.ts', // a cluster: API + workers on Redis
+];
+
+/** Test files that run only in `npm run test:all`. */
+export const SLOW = [
+  'test/inference-core/arch-parity.test.ts',
+  'test/inference-core/chat-template-real.test.ts',
+  'test/inference-core/deepseek-parity.test.ts',
+  'test/inference-core/deepseek-quant-mix.test.ts',
+  'test/inference-core/deepseek-real-vocab.test.ts',
+  'test/inference-core/deepseek4-parity.test.ts',
+  'test/inference-core/deepseek4-quant-parity.test.ts',
+  'test/inference-core/deepseek4-synthetic.test.ts',
+  'test/inference-core/engine-kquant.test.ts',
+  'test/inference-core/engine-legacy-quant.test.ts',
+  'test/inference-core/gguf-quant-types.test.ts',
+  'test/inference-core/gguf-quantize-ggml.test.ts',
+  'test/inference-core/gguf.test.ts',
+  'test/inference-core/llamacpp-parity.test.ts',
+  'test/inference-core/real-vocab-gguf.test.ts',
+  'test/inference-core/speculative-constrained.test.ts',
+  'test/inference-core/synthetic-llamacpp-quantize.test.ts',
+  'test/inference-core/synthetic.test.ts',
+  'test/inference-core/tokenizer-hf-import.test.ts',
+  'test/inference-core/tokenizer-real-vocab-strip.test.ts',
+  'test/inference-core/tokenizer-real-vocab.test.ts',
+  'test/inference-core/tokenizer.test.ts',
+  'test/native/matmul-kquant.test.ts',
+  'test/native/matmul-legacy.test.ts',
+  'test/native/quant-ggml.test.ts',
+  'test/soak/soak.test.ts',
+  'test/src/cli/admin-local.test.ts',
+  'test/src/cluster/gc-leader.test.ts',
+  'test/src/cluster/purge-stats.test.ts',
+  'test/src/cluster/split.test.ts',
+  'test/src/cluster/topology.test.ts',
+  'test/src/kvtier/codecs/codec-quality.test.ts',
+  'test/src/kvtier/kv-tier-s3.test.ts',
+  'test/src/kvtier/metadata/cluster-retention-fs.test.ts',
+  'test/src/kvtier/metadata/cluster-retention-s3.test.ts',
+  'test/src/kvtier/metadata/redis-cluster-lost-shard.test.ts',
+  'test/src/kvtier/metadata/redis-cluster-plane.test.ts',
+  'test/src/kvtier/metadata/redis-legacy-keys.test.ts',
+  'test/src/kvtier/metadata/redis-plane-slots.test.ts',
+  'test/src/kvtier/metadata/redis-plane.test.ts',
+  'test/src/kvtier/seal/block-sealer.test.ts',
+  'test/src/recipe/chat-codec-real-templates.test.ts',
+  'test/src/recipe/chat-prompt-real-templates.test.ts',
+  'test/src/serve/admin-guard.test.ts',
+  'test/src/serve/admin-login.test.ts',
+  'test/src/serve/admin-redis.test.ts',
+  'test/src/serve/api.test.ts',
+  'test/src/serve/bad-input-shape.test.ts',
+  'test/src/serve/codecs-api.test.ts',
+  'test/src/serve/dashboard-blocks.test.ts',
+  'test/src/serve/dashboard-burst.test.ts',
+  'test/src/serve/faults.test.ts',
+  'test/src/serve/real-vocab-e2e.test.ts',
+  'test/src/serve/reasoning-api.test.ts',
+  'test/src/serve/request-limits.test.ts',
+  'test/src/serve/responses-features.test.ts',
+  'test/src/serve/responses-redis.test.ts',
+  'test/src/serve/structured-output.test.ts',
+  'test/src/workers/bullmq-cancel.test.ts',
+  'test/src/workers/bullmq.test.ts',
+  'test/src/workers/gc-schedule.test.ts',
+];
