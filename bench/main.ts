@@ -17,6 +17,7 @@ const areas: Record<string, string[]> = {
   speculative: ['./speculative.ts'],
   'metadata-plane': ['./metadata-plane.ts'],
   'retention-sim': ['./retention-sim.ts'],
+  replay: ['./replay.ts'],
 };
 
 type BenchModule = { run: () => Promise<Record<string, number | string | boolean>> };

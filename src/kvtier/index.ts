@@ -67,6 +67,7 @@ export { REBUILT_TENANT } from './plane-rebuild.ts';
 export { PlaneError } from './errors.ts';
 export { CLUSTER_SCHEME, clusterAddress, clusterSeeds, createRedisClient, isClusterAddress, keysOnEveryPrimary, redactAddress, type RedisClient, type RedisConnectOptions } from './redis-connection.ts';
 export { HotBlockCache } from './hot-block-cache.ts';
+export { REUSE_GAP_BUCKETS, REUSE_GAP_EDGES_MS, ReuseGaps, reuseGapBucket, type ReuseGapBuckets } from './reuse-gaps.ts';
 export { BLOCK_CODECS, isBlockCodecName, type BlockCodecName } from './codecs/kv-codecs.ts';
 export { CodecGate, codecsNamedIn, type CodecPolicyPatch } from './codecs/codec-gate.ts';
 export { CODEC_REL_DEV_BOUND, measureCodecQuality, type CodecProbeEngine, type CodecQuality } from './codecs/codec-quality.ts';

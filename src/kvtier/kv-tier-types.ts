@@ -184,4 +184,6 @@ export interface KvTierStats {
   gc: { runs: number; expired: GcTally; evicted: GcTally };
   /** Errors by stable code (storage faults, corrupt blocks, collisions, index faults). */
   errors: Record<string, number>;
+  /** Hits by the gap since the block's previous use, per class (reuse-gaps.ts): bucket i is [edgesMs[i-1], edgesMs[i]), the last ≥ 30 d. */
+  reuseGaps: { edgesMs: readonly number[]; byClass: Record<string, { tokens: number[]; blocks: number[]; gapMs: number[] }> };
 }

@@ -8,6 +8,7 @@ import { errorCodeOf, KvTierConfigError } from './errors.ts';
 import { HotBlockCache } from './hot-block-cache.ts';
 import type { KvTierOptions, KvTierStats, RequestScope } from './kv-tier-types.ts';
 import { LiveEntryCache } from './live-entry-cache.ts';
+import { REUSE_GAP_EDGES_MS, ReuseGaps } from './reuse-gaps.ts';
 import type { KvTierLogger } from './logger.ts';
 import type { PlaneLink } from './plane-link.ts';
 import type { PolicyStore } from './policy-store.ts';
@@ -40,6 +41,8 @@ export class TierCore {
    * a request arriving right after the one that computed a prefix reuses it.
    */
   readonly flights = new BlockFlights();
+  /** The what-if's histogram (reuse-gaps.ts), fed by lookups; shared with `counters.reuseGaps`. */
+  readonly reuseGaps = new ReuseGaps();
   /** Set by the facade's `open` (plane hook): the node index is a cache in front of it. */
   planeLink!: PlaneLink;
   private readonly lastLoggedAt = new Map<string, number>();
@@ -79,6 +82,7 @@ export class TierCore {
       hotCache: { blocks: 0, bytes: 0, budgetBytes: this.hotCache.budgetBytes },
       gc: { runs: 0, expired: { blocks: 0, bytes: 0 }, evicted: { blocks: 0, bytes: 0 } },
       errors: {},
+      reuseGaps: { edgesMs: REUSE_GAP_EDGES_MS, byClass: this.reuseGaps.byClass },
     };
   }
 

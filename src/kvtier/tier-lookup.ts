@@ -28,6 +28,7 @@ export async function lookupPrefix(core: TierCore, namespace: KvNamespace, token
   const now = core.clock.now();
   const touchIntervalMs = core.options.touchIntervalMs ?? 60_000;
   const blockCount = chain.blockCount;
+  const reuseGaps = core.reuseGaps;
   let hits = 0;
   let stop = PROBE_ABSENT;
   const stale: number[] = [];
@@ -39,6 +40,8 @@ export async function lookupPrefix(core: TierCore, namespace: KvNamespace, token
         stop = lastUse;
         break;
       }
+      // The what-if's one hook: this hit's gap since the block's previous use.
+      reuseGaps.note(scope.trafficClass, now - lastUse, chain.blockTokens);
       if (now - lastUse >= touchIntervalMs) stale.push(hits);
     }
   } catch (error) {

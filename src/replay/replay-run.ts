@@ -45,6 +45,8 @@ export interface ReplayRunOptions {
   /** Stored bytes are sampled every this many trace ms. Default 60 s; 0 = only at the end. */
   sampleEveryMs?: number;
   onProgress?: (done: number, total: number) => void;
+  /** After each request: its hit blocks (the command feeds the stats store with it). */
+  onServed?: (request: ReplayRequest, hitBlocks: number) => void;
   /** For a real-time replay (tests inject one). */
   sleep?: (ms: number) => Promise<void>;
   now?: () => number;
@@ -118,6 +120,7 @@ export async function runReplay(trace: Trace, target: ReplayTarget, options: Rep
     const hour = Math.floor((request.atMs - origin) / 3_600_000);
     while (byHour.length <= hour) byHour.push(emptyTally());
     add(byHour[hour], request, blockTokens, hit, idealHit);
+    options.onServed?.(request, hit);
     options.onProgress?.(r + 1, requests.length);
   }
   await target.settle();

@@ -17,7 +17,7 @@
 import { join } from 'node:path';
 
 import { openBlobStore, type BlobStore } from '../../storage-adapters/index.ts';
-import { KvTier, ManualClock, RedisPolicyStore, openMetadataPlane, type KvLayout, type KvNamespace, type MetadataPlane, type PolicyStore, type RetentionPolicyDoc } from '../kvtier/index.ts';
+import { KvTier, ManualClock, PrefixHasher, RedisPolicyStore, openMetadataPlane, type KvLayout, type KvNamespace, type MetadataPlane, type PolicyStore, type RetentionPolicyDoc } from '../kvtier/index.ts';
 import type { ReplayRequest } from './trace.ts';
 
 export interface TierTargetOptions {
@@ -50,6 +50,7 @@ export class TierTarget {
     private readonly store: BlobStore,
     private readonly plane: MetadataPlane,
     private readonly policyStore: PolicyStore | null,
+    private readonly hasher: PrefixHasher,
     clock: ManualClock,
     private readonly epochMs: number,
     readonly blockTokens: number,
@@ -99,7 +100,7 @@ export class TierTarget {
     });
     // A first GC makes a new plane trusted (nothing to rebuild): lookups then judge by its records, not by storage listings.
     await tier.gc();
-    return new TierTarget(tier, store, plane, policyStore, clock, epochMs, options.blockTokens, options.payloadHeadDim ?? 1);
+    return new TierTarget(tier, store, plane, policyStore, await PrefixHasher.create({ blockTokens: options.blockTokens }), clock, epochMs, options.blockTokens, options.payloadHeadDim ?? 1);
   }
 
   /** TTL of each class in force, ms. */
@@ -125,12 +126,10 @@ export class TierTarget {
       this.namespaces.set(request.tenant, namespace);
     }
     const scope = { tenant: request.tenant, trafficClass: request.trafficClass };
-    let hit = await this.tier.lookup(namespace, tokens, scope);
-    if (this.hitsPending(hit.hitBlocks, hit.chain)) {
-      // A hit on a block still being written renews nothing (it has no index entry yet): let the writes land, look again at the same time.
-      await this.tier.flush();
-      hit = await this.tier.lookup(namespace, tokens, scope, hit.chain);
-    }
+    const chain = this.hasher.chain(namespace.keyBytes, tokens);
+    // A hit on a block still being written renews nothing and has no previous use to report (no index entry yet): let such writes land first.
+    if (this.anyPending(chain)) await this.tier.flush();
+    const hit = await this.tier.lookup(namespace, tokens, scope, chain);
     const full = request.blocks.length;
     if (hit.hitBlocks < full) {
       const receipt = this.tier.store({ namespace, tokens, fromBlock: hit.hitBlocks, payloads: new Array<Uint8Array>(full - hit.hitBlocks).fill(this.payload), layout: this.layout, chain: hit.chain, ...scope });
@@ -139,9 +138,9 @@ export class TierTarget {
     return hit.hitBlocks;
   }
 
-  private hitsPending(hitBlocks: number, chain: { keyHex(i: number): string }): boolean {
+  private anyPending(chain: { blockCount: number; keyHex(i: number): string }): boolean {
     const flights = this.tier.flights;
-    for (let i = 0; i < hitBlocks; i++) if (flights.readable(chain.keyHex(i))) return true;
+    for (let i = 0; i < chain.blockCount; i++) if (flights.readable(chain.keyHex(i))) return true;
     return false;
   }
 

@@ -49,3 +49,21 @@ export function bytesGauge(scopeTag: string): string {
 export function blocksGauge(scopeTag: string): string {
   return `${scopeTag}|blocks`;
 }
+
+/**
+ * The reuse-gap histogram (src/kvtier/reuse-gaps.ts), one counter per class,
+ * bucket and figure, summed over the cluster: `gap:<class>:<upper edge ms |
+ * inf>:<tokens|blocks|ms>` (hit tokens, hit blocks, sum of their gaps in ms).
+ */
+export type GapField = 'tokens' | 'blocks' | 'ms';
+
+export function gapCounter(trafficClass: string, upperEdgeMs: number | null, field: GapField): string {
+  return `gap:${trafficClass}:${upperEdgeMs === null ? 'inf' : upperEdgeMs}:${field}`;
+}
+
+/** `gap:chat:300000:tokens` → { class: chat, upperEdgeMs: 300000, field: tokens }; classes may contain ':'. */
+export function parseGapCounter(name: string): { trafficClass: string; upperEdgeMs: number | null; field: GapField } | null {
+  const match = /^gap:(.+):(\d+|inf):(tokens|blocks|ms)$/.exec(name);
+  if (!match) return null;
+  return { trafficClass: match[1], upperEdgeMs: match[2] === 'inf' ? null : Number(match[2]), field: match[3] as GapField };
+}

@@ -6,7 +6,8 @@
  * per million tokens — cache-hit input 0.0028, cache-miss input 0.14, output
  * 0.28. Default GPU cost: 7 USD per GPU-hour (a rental price). Override with
  * KVTIER_PRICE_HIT_PER_M, KVTIER_PRICE_MISS_PER_M, KVTIER_PRICE_OUTPUT_PER_M,
- * KVTIER_PRICE_SOURCE, KVTIER_GPU_HOUR_USD, KVTIER_GPUS_PER_ENGINE.
+ * KVTIER_PRICE_SOURCE, KVTIER_GPU_HOUR_USD, KVTIER_GPUS_PER_ENGINE,
+ * KVTIER_STORAGE_USD_PER_GB_MONTH (default 0.023, S3 Standard; the what-if's storage cost).
  */
 export interface Pricing {
   /** USD per million prompt tokens served from the cache. */
@@ -21,6 +22,8 @@ export interface Pricing {
   gpuHourUsd: number;
   /** GPUs behind one engine (an engine-hour costs gpuHourUsd × this). */
   gpusPerEngine: number;
+  /** USD per GB-month of block storage (the what-if's storage cost; GB = 1e9 bytes, month = 30 days). */
+  storageUsdPerGbMonth: number;
 }
 
 export const DEFAULT_PRICING: Pricing = Object.freeze({
@@ -30,6 +33,8 @@ export const DEFAULT_PRICING: Pricing = Object.freeze({
   source: "DeepSeek's published API price list, deepseek-v4-flash (USD per 1M tokens)",
   gpuHourUsd: 7,
   gpusPerEngine: 1,
+  // S3 Standard's first-tier list price.
+  storageUsdPerGbMonth: 0.023,
 });
 
 const ENV: Array<[keyof Pricing, string]> = [
@@ -38,6 +43,7 @@ const ENV: Array<[keyof Pricing, string]> = [
   ['outputPerMillion', 'KVTIER_PRICE_OUTPUT_PER_M'],
   ['gpuHourUsd', 'KVTIER_GPU_HOUR_USD'],
   ['gpusPerEngine', 'KVTIER_GPUS_PER_ENGINE'],
+  ['storageUsdPerGbMonth', 'KVTIER_STORAGE_USD_PER_GB_MONTH'],
 ];
 
 export class PricingError extends Error {

@@ -8,7 +8,7 @@
  *   tier.stats() ──sample()──┼──▶ local cumulative ──(every flushMs: − last flushed)──▶ store.add
  *   engine up?  ──uptime─────┘
  */
-import { C, tenantCounter, bytesGauge, blocksGauge } from './counter-names.ts';
+import { C, tenantCounter, bytesGauge, blocksGauge, gapCounter } from './counter-names.ts';
 import type { StatsStore } from './stats-store.ts';
 
 export interface RequestUsage {
@@ -32,6 +32,8 @@ export interface TierSample {
     blocksWritten?: number;
     gc?: { runs?: number; expired?: { blocks?: number; bytes?: number }; evicted?: { blocks?: number; bytes?: number } };
     errors?: Record<string, number>;
+    /** KvTierStats.reuseGaps: cumulative hits per gap bucket and class (the what-if's histogram). */
+    reuseGaps?: { edgesMs: readonly number[]; byClass: Record<string, { tokens: number[]; blocks: number[]; gapMs: number[] }> };
   } | null;
   usage?: { bytes: Record<string, number>; blocks: Record<string, number> };
 }
@@ -125,6 +127,17 @@ export class StatsRecorder {
           [C.evictedBytes]: cache.gc?.evicted?.bytes,
           [C.tierErrors]: cache.errors === undefined ? undefined : Object.values(cache.errors).reduce((a, b) => a + b, 0),
         };
+        const gaps = cache.reuseGaps;
+        if (gaps) {
+          for (const [trafficClass, buckets] of Object.entries(gaps.byClass)) {
+            for (let b = 0; b < buckets.tokens.length; b++) {
+              const edge = b < gaps.edgesMs.length ? gaps.edgesMs[b] : null;
+              figures[gapCounter(trafficClass, edge, 'tokens')] = buckets.tokens[b];
+              figures[gapCounter(trafficClass, edge, 'blocks')] = buckets.blocks[b];
+              figures[gapCounter(trafficClass, edge, 'ms')] = buckets.gapMs[b];
+            }
+          }
+        }
         const known = Object.entries(figures).filter((entry): entry is [string, number] => Number.isFinite(entry[1]));
         const restarted = known.some(([name, value]) => value < (this.tierSeen.get(`${id}|${name}`) ?? 0));
         for (const [name, value] of known) {

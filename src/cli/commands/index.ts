@@ -28,7 +28,7 @@ export const ADMIN_COMMANDS = ['policy', 'stats', 'ls', 'inspect', 'purge', 'gc'
 export const ADMIN_USAGE = `admin:  kvtier policy show [--json]
         kvtier policy set --class NAME --ttl DURATION [--quota SIZE] | --tenant ID [--class NAME] --ttl/--quota … | --global-quota SIZE
         kvtier policy reset [--tenant ID]
-        kvtier stats [--json]
+        kvtier stats [--what-if] [--json]
         kvtier ls [--class NAME] [--tenant ID] [--older-than DURATION] [--limit N]
         kvtier inspect KEY
         kvtier purge (--tenant ID | --class NAME | --older-than DURATION | --all) --yes

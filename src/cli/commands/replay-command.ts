@@ -72,7 +72,7 @@ export async function runReplayCommand(argv: readonly string[], io: CliIo): Prom
     const prefillTokensPerS = positiveNumber(stringFlag(args, 'prefill-tokens-per-s'), 'prefill-tokens-per-s', 10_000);
     const kvBytesPerToken = positiveNumber(stringFlag(args, 'kv-bytes-per-token'), 'kv-bytes-per-token', 70_272);
     const { readTrace, TierTarget, runReplay, buildReport, formatReport } = await import('../../replay/index.ts');
-    const { loadPricing } = await import('../../stats/index.ts');
+    const { loadPricing, openStatsStore, StatsRecorder } = await import('../../stats/index.ts');
     const pricing = loadPricing(io.env);
     const path = args.positionals[0];
     const trace = readTrace(path, { blockTokens, limit, defaultClass: stringFlag(args, 'class'), defaultTenant: stringFlag(args, 'tenant') });
@@ -86,12 +86,18 @@ export async function runReplayCommand(argv: readonly string[], io: CliIo): Prom
     const redisUrl = stringFlag(args, 'redis-url') ?? (io.env.REDIS_URL || undefined);
     const classes = [...new Set(trace.requests.map((r) => r.trafficClass))];
     const target = await TierTarget.open({ dataDir, storage, redisUrl, blockTokens, ttlMs, classes });
+    // The data dir's stats store gets the replay's requests and the tier's counters (the what-if's histogram among them):
+    // `kvtier stats [--what-if] --data-dir DIR` reads them as it reads a server's.
+    const statsStore = await openStatsStore({ dataDir, redisUrl });
+    const recorder = new StatsRecorder({ store: statsStore, sampleTier: async () => ({ cache: target.tier.stats(), usage: target.tier.usage() }) });
     try {
       const showProgress = boolFlag(args, 'progress') || io.interactive;
       const progress = showProgress ? progressReporter(io, 'replay') : undefined;
       const started = Date.now();
       const outcome = await runReplay(trace, target, {
         speed,
+        onServed: (request, hit) =>
+          recorder.record({ tenant: request.tenant, trafficClass: request.trafficClass, promptTokens: request.inputTokens, cachedTokens: hit * blockTokens, completionTokens: request.outputTokens, workerMs: 0 }),
         onProgress: progress
           ? (done, total) => {
               const width = 30;
@@ -102,6 +108,7 @@ export async function runReplayCommand(argv: readonly string[], io: CliIo): Prom
           : undefined,
       });
       progress?.done();
+      await recorder.flush();
       const storedBytesPerToken = (target.layout.layers * target.layout.headDim * 2 * blockTokens + blockTokens * 4) / blockTokens;
       const report = buildReport(trace, outcome, {
         path,
@@ -115,6 +122,8 @@ export async function runReplayCommand(argv: readonly string[], io: CliIo): Prom
       });
       io.out(boolFlag(args, 'json') ? json(report) : formatReport(report));
     } finally {
+      await recorder.close().catch((error: unknown) => io.err(`kvtier replay: writing the stats failed: ${(error as Error).message}\n`));
+      await statsStore.close();
       await target.close();
     }
     return 0;

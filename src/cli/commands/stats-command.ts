@@ -1,6 +1,6 @@
 /** kvtier stats [--json]: the figures of GET /admin/stats/overview (the dashboard's source). */
 import type { AdminApi } from '../../serve/admin/index.ts';
-import type { Overview } from '../../stats/index.ts';
+import type { Overview, WhatIf } from '../../stats/index.ts';
 import { boolFlag, type CommandSpec, type ParsedArgs } from './args.ts';
 import { json, table, type CliIo } from './output.ts';
 import { formatBytes } from './units.ts';
@@ -8,9 +8,31 @@ import { formatBytes } from './units.ts';
 export const STATS: CommandSpec = {
   name: 'stats',
   summary: 'hit rate, tokens, cost at the price list vs. no cache, storage, GC and engine economics (summed over every process)',
-  usage: 'kvtier stats [--json] [--url URL | --data-dir DIR]',
-  flags: [{ name: 'json', kind: 'boolean', help: 'print the overview as JSON (the same object the dashboard shows)' }],
+  usage: 'kvtier stats [--what-if] [--json] [--url URL | --data-dir DIR]',
+  flags: [
+    { name: 'json', kind: 'boolean', help: 'print the overview as JSON (the same object the dashboard shows)' },
+    { name: 'what-if', kind: 'boolean', help: 'the retention what-if: per class, hits, dollars and storage at TTLs 5m, 1h, 24h, 3d, 7d and the policy in force, on the traffic served' },
+  ],
 };
+
+const ttlText = (ms: number | null): string => (ms === null ? '–' : ms % 86_400_000 === 0 ? `${ms / 86_400_000}d` : ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : ms % 60_000 === 0 ? `${ms / 60_000}m` : `${ms / 1000}s`);
+
+export function formatWhatIf(w: WhatIf, target: string): string {
+  let text = `kvtier at ${target}: retention what-if on the traffic served (storage at $${w.storageUsdPerGbMonth}/GB-month, KVTIER_STORAGE_USD_PER_GB_MONTH)\n`;
+  text += 'exact for TTLs up to the class\'s TTL in force; "≥" marks a lower bound (a longer TTL would also have kept what expired)\n';
+  for (const c of w.classes) {
+    text += `\nclass ${c.trafficClass} (TTL in force ${ttlText(c.currentTtlMs)})\n`;
+    text += table(
+      ['ttl', 'hit tokens', 'saved', 'storage byte-days', 'storage', 'net'],
+      c.rows.map((r) => {
+        const bound = r.exact ? '' : '≥ ';
+        return [r.ttl === 'current' ? `current (${ttlText(r.ttlMs)})` : r.ttl, bound + int(r.hitTokens), bound + usd(r.savedUsd), int(r.storageByteDays), usd(r.storageUsd), usd(r.netUsd)];
+      }),
+    );
+  }
+  if (w.classes.length === 0) text += '\nno hits recorded yet\n';
+  return text;
+}
 
 const pct = (v: number | null) => (v === null ? '–' : `${(v * 100).toFixed(1)}%`);
 const usd = (v: number) => (v === 0 ? '$0' : Math.abs(v) >= 1 ? `$${v.toFixed(2)}` : `$${v.toPrecision(3)}`);
@@ -45,5 +67,9 @@ export function formatOverview(o: Overview, target: string): string {
 
 export async function stats(api: AdminApi, args: ParsedArgs, io: CliIo): Promise<void> {
   const response = await api.overview();
+  if (boolFlag(args, 'what-if')) {
+    io.out(boolFlag(args, 'json') ? json(response.whatIf) : formatWhatIf(response.whatIf, api.target));
+    return;
+  }
   io.out(boolFlag(args, 'json') ? json(response) : formatOverview(response.overview, api.target));
 }

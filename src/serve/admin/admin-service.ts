@@ -10,7 +10,7 @@
  * this process's handle of the index and its removals are counted here.
  */
 import { CodecGate, type CodecPolicyPatch, type GcReport, type PolicyStore, type RetentionPolicyDoc } from '../../kvtier/index.ts';
-import { C, computeOverview, computeSeries, type Pricing, type StatsRecorder } from '../../stats/index.ts';
+import { C, computeOverview, computeWhatIf, computeSeries, type Pricing, type StatsRecorder } from '../../stats/index.ts';
 import { AdminError } from './admin-error.ts';
 import type { AdminProgress, HistoryResponse, OverviewResponse, PolicyEdit, PolicyEditResult, PurgeFilter, PurgeReport } from './admin-types.ts';
 import type { BlockAdmin } from './block-admin.ts';
@@ -104,6 +104,7 @@ export class AdminService {
     const policy = this.options.policy.current();
     return {
       overview: computeOverview(totals, this.options.pricing),
+      whatIf: computeWhatIf(totals, this.options.pricing, Object.fromEntries(Object.entries(policy.doc.classes).map(([name, spec]) => [name, spec.ttlMs]))),
       generatedAt: Date.now(),
       source: { statsStore: recorder.store.kind, stepMs: recorder.store.stepMs, policyStore: this.options.policy.kind, policyVersion: policy.version },
     };

@@ -4,7 +4,7 @@
  * (src/cli/local-admin.ts), so `kvtier` prints the same thing either way.
  */
 import type { BlockCodecName, GcProgress, GcReport, IndexEntry, RetentionPolicyDoc } from '../../kvtier/index.ts';
-import type { Overview, Series } from '../../stats/index.ts';
+import type { Overview, Series, WhatIf } from '../../stats/index.ts';
 
 export type PolicyEdit =
   /** TTL and/or byte quota of a class; `create` adds a class that does not exist yet. */
@@ -109,6 +109,8 @@ export interface AdminProgress {
 
 export interface OverviewResponse {
   overview: Overview;
+  /** The retention what-if (src/stats/what-if.ts): per class, hits and dollars at 5 min … 7 d and the policy in force. */
+  whatIf: WhatIf;
   generatedAt: number;
   source: { statsStore: 'lmdb' | 'redis'; stepMs: number; policyStore: string; policyVersion: number };
 }
