@@ -23,6 +23,7 @@
 import { nativeAddon, type NativeAddon } from '../../native/index.ts';
 import { EngineError } from '../engine/engine-errors.ts';
 import { LogitAdjuster, type LogitAdjustOptions } from './logit-adjust.ts';
+import { splitmix32Words, Xoshiro128Core } from '../xoshiro128.ts';
 
 export interface SamplingOptions extends LogitAdjustOptions {
   /** 0 (default) = greedy. */
@@ -43,50 +44,18 @@ export interface SamplingOptions extends LogitAdjustOptions {
 
 const F32_MAX = 3.4028234663852886e38;
 
-/** xoshiro128**: small, fast, 32-bit state words; uniform floats in [0, 1). */
-export class Prng {
-  private s0: number;
-  private s1: number;
-  private s2: number;
-  private s3: number;
-
+/** xoshiro128** (../xoshiro128.ts) seeded by splitmix32; uniform floats in [0, 1). */
+export class Prng extends Xoshiro128Core {
   constructor(seed: number) {
-    // splitmix32 expands the seed so nearby seeds give unrelated streams.
-    let x = seed >>> 0;
-    const next = (): number => {
-      x = (x + 0x9e3779b9) >>> 0;
-      let z = x;
-      z = Math.imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0;
-      z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0;
-      return (z ^ (z >>> 16)) >>> 0;
-    };
-    this.s0 = next();
-    this.s1 = next();
-    this.s2 = next();
-    this.s3 = next();
-    if ((this.s0 | this.s1 | this.s2 | this.s3) === 0) this.s0 = 1;
-  }
-
-  nextU32(): number {
-    const result = Math.imul(rotl(Math.imul(this.s1, 5) >>> 0, 7), 9) >>> 0;
-    const t = (this.s1 << 9) >>> 0;
-    this.s2 = (this.s2 ^ this.s0) >>> 0;
-    this.s3 = (this.s3 ^ this.s1) >>> 0;
-    this.s1 = (this.s1 ^ this.s2) >>> 0;
-    this.s0 = (this.s0 ^ this.s3) >>> 0;
-    this.s2 = (this.s2 ^ t) >>> 0;
-    this.s3 = rotl(this.s3, 11);
-    return result;
+    const words = splitmix32Words(seed);
+    if ((words[0] | words[1] | words[2] | words[3]) === 0) words[0] = 1;
+    super(words);
   }
 
   /** Uniform in [0, 1) with 32 bits of resolution. */
   nextFloat(): number {
     return this.nextU32() / 4294967296;
   }
-}
-
-function rotl(x: number, k: number): number {
-  return ((x << k) | (x >>> (32 - k))) >>> 0;
 }
 
 /** Index of the largest value; the first one wins ties (as llama.cpp's greedy sampler). */

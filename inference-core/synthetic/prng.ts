@@ -3,38 +3,14 @@
  * for normals, filled straight into Float32Arrays (no per-value objects), so
  * ~100 M weights generate in about a second.
  */
-export class Xoshiro128 {
-  private s0: number;
-  private s1: number;
-  private s2: number;
-  private s3: number;
+import { splitmix32Words, Xoshiro128Core } from '../xoshiro128.ts';
 
+export class Xoshiro128 extends Xoshiro128Core {
   constructor(seed: number) {
-    // splitmix32 expands the seed into four non-zero words.
-    let x = seed >>> 0;
-    const next = () => {
-      x = (x + 0x9e3779b9) >>> 0;
-      let z = x;
-      z = Math.imul(z ^ (z >>> 16), 0x85ebca6b);
-      z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35);
-      return (z ^ (z >>> 16)) >>> 0;
-    };
-    this.s0 = next();
-    this.s1 = next();
-    this.s2 = next();
-    this.s3 = next() | 1;
-  }
-
-  nextU32(): number {
-    const result = Math.imul(rotl(Math.imul(this.s1, 5), 7), 9) >>> 0;
-    const t = this.s1 << 9;
-    this.s2 ^= this.s0;
-    this.s3 ^= this.s1;
-    this.s1 ^= this.s2;
-    this.s0 ^= this.s3;
-    this.s2 ^= t;
-    this.s3 = rotl(this.s3, 11);
-    return result;
+    // splitmix32 words, the last made odd (never an all-zero state); the synthetic models' weights depend on it.
+    const words = splitmix32Words(seed);
+    words[3] = (words[3] | 1) >>> 0;
+    super(words);
   }
 
   /** Uniform in (0, 1]. */
@@ -89,9 +65,6 @@ const NORMAL_QUANTILES: Float64Array = (() => {
   return out;
 })();
 
-function rotl(x: number, k: number): number {
-  return (x << k) | (x >>> (32 - k));
-}
 
 /** FNV-1a of a string: a per-tensor seed that does not depend on generation order. */
 export function seedFromString(s: string): number {
