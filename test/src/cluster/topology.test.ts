@@ -10,11 +10,16 @@
  *   every reply equals the embedded run's.
  * - a worker SIGKILLed while it holds jobs: BullMQ's stalled check moves them
  *   to the other workers; every request completes, with the embedded reply.
+ *
+ * Every wait here is on an event (a QueueEvents event, a worker's `started` /
+ * `done` message on the API's reply channel), never on a fixed time: the
+ * kill is triggered by the worker's own `started` message for the last job,
+ * and the jobs it held are the ones it started and never reported done.
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { EventEmitter, once } from 'node:events';
 
 import { QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -25,6 +30,14 @@ import { QUEUE_NAME } from '../../../src/workers/index.ts';
 import { startCephS3, type CephS3 } from '../../helpers/ceph-s3.ts';
 import { freePort, RedisProcess, startWorker, type WorkerProcess } from '../workers/processes.ts';
 import { ADMIN_TOKEN, chat, chatStream, killTree, sessionSystem, startServe, userTurn, type ChatMessage, type ServeProcess, type TurnResult } from './cluster-processes.ts';
+
+/** A worker's message to the API on its reply channel (bullmq-protocol.ts PublishedEvent), the fields used here. */
+interface RunMessage {
+  jobId: string;
+  runId: string;
+  started?: { workerId: string };
+  event?: { type: string };
+}
 
 const SESSIONS = 8;
 const TURNS = 3;
@@ -84,6 +97,13 @@ describe.each(['s3', 'fs'] as const)('API + 3 workers on shared %s storage', (ba
   const workers: WorkerProcess[] = [];
   const completed: Array<{ jobId: string; workerId: string }> = [];
   let stalled = 0;
+  /** Fires 'completed' and 'stalled' after the counters above change, and 'run' per reply-channel message. */
+  const seen = new EventEmitter();
+  /** Resolves once `ready()` holds, re-checked on every `event` of `seen`. */
+  const until = async (event: string, ready: () => boolean): Promise<void> => {
+    while (!ready()) await once(seen, event);
+  };
+  let replies: Redis;
   let env: Record<string, string>;
 
   beforeAll(async () => {
@@ -107,9 +127,19 @@ describe.each(['s3', 'fs'] as const)('API + 3 workers on shared %s storage', (ba
     events.on('completed', ({ jobId, returnvalue }) => {
       const value = (typeof returnvalue === 'string' ? JSON.parse(returnvalue) : returnvalue) as { workerId?: string } | null;
       if (value?.workerId) completed.push({ jobId, workerId: value.workerId });
+      seen.emit('completed');
     });
-    events.on('stalled', () => void stalled++);
+    events.on('stalled', () => {
+      stalled++;
+      seen.emit('stalled');
+    });
     await events.waitUntilReady();
+    // The workers' messages to the API (bullmq-protocol.ts PublishedEvent): which worker started a
+    // job, and when it reported the job done, as the worker sees it (the client sees it later).
+    replies = new Redis(redis.url);
+    replies.on('error', (error: Error) => console.warn(`reply channel connection: ${error.message}`));
+    replies.on('pmessage', (_pattern: string, _channel: string, message: string) => void seen.emit('run', JSON.parse(message) as RunMessage));
+    await replies.psubscribe('kvtier:events:*');
     // The shared queue (no cache-aware routing): the claim here is about turns that land on a
     // worker new to the session; dispatch.test.ts covers routing turns to the worker holding them.
     api = await startServe({ ...env, KVTIER_DISPATCH: 'shared', KVTIER_REQUEST_TIMEOUT_MS: '120000', KVTIER_QUEUE_WAIT_TIMEOUT_MS: '60000' });
@@ -130,6 +160,7 @@ describe.each(['s3', 'fs'] as const)('API + 3 workers on shared %s storage', (ba
     for (const worker of workers) if (worker.child.pid) killTree(worker.child.pid);
     await Promise.all(workers.map((w) => w.stop('SIGKILL')));
     await events?.close();
+    replies?.disconnect();
     await redis?.stop();
     await ceph?.stop();
   });
@@ -140,7 +171,7 @@ describe.each(['s3', 'fs'] as const)('API + 3 workers on shared %s storage', (ba
     const results = await playSessions(api.url, async (session) => {
       requests++;
       // One request at a time: the n-th completed event is the n-th request's job.
-      while (completed.length < requests) await sleep(10);
+      await until('completed', () => completed.length >= requests);
       workerOf[session].push(completed[requests - 1].workerId);
     });
     let crossWorkerTurns = 0;
@@ -190,34 +221,43 @@ describe.each(['s3', 'fs'] as const)('API + 3 workers on shared %s storage', (ba
 
   it('a worker SIGKILLed mid-job: its jobs finish on the others, every reply unchanged', async () => {
     const stalledBefore = stalled;
-    const victim = workers[0];
-    // 6 jobs, 3 workers × concurrency 2: once all 6 stream, the victim runs 2 of them.
-    let streaming = 0;
-    let finished = 0;
-    let unfinishedAtKill = -1;
+    const workerIds = workers.map((w) => /kvtier worker (\S+) ready/.exec(w.output())![1]);
+    // Each run of a job (a re-run elsewhere is a new run): its worker, and whether it reported done.
+    const runs = new Map<string, { jobId: string; workerId: string; done: boolean }>();
+    let victim = '';
     let killed: Promise<void> | null = null;
-    const replies = Promise.all(
-      KILL_PROMPTS.map((prompt, i) =>
-        chatStream(
-          api.url,
-          prompt,
-          KILL_REPLY_TOKENS,
-          1,
-          () => {
-            if (++streaming === KILL_PROMPTS.length) (unfinishedAtKill = KILL_PROMPTS.length - finished), killTree(victim.child.pid!), (killed = victim.stop('SIGKILL'));
-          },
-          'synthetic:tiny',
-          KILL_SEEDS[i],
-        ).finally(() => void finished++),
-      ),
-    );
-    const got = await replies;
-    await killed;
-    expect(unfinishedAtKill, 'every job was still running when the worker died').toBe(KILL_PROMPTS.length);
-    for (let i = 0; i < KILL_PROMPTS.length; i++) {
-      expect(got[i].content, `request ${i}`).toBe(killReference[i].content);
-      expect(got[i].finishReason).toBe(killReference[i].finishReason);
+    const onRun = (m: RunMessage): void => {
+      if (m.started) runs.set(m.runId, { jobId: m.jobId, workerId: m.started.workerId, done: false });
+      else if (m.event?.type === 'done' && runs.has(m.runId)) runs.get(m.runId)!.done = true;
+      // Kill on the worker's own word that it started the last of the jobs: that job has its whole
+      // prefill and 250 tokens ahead, so the worker holds at least it when the signal lands.
+      if (m.started && killed === null && new Set([...runs.values()].map((r) => r.jobId)).size === KILL_PROMPTS.length) {
+        victim = m.started.workerId;
+        const process = workers[workerIds.indexOf(victim)];
+        killTree(process.child.pid!);
+        killed = process.stop('SIGKILL');
+      }
+    };
+    seen.on('run', onRun);
+    try {
+      const got = await Promise.all(KILL_PROMPTS.map((prompt, i) => chatStream(api.url, prompt, KILL_REPLY_TOKENS, 1, () => {}, 'synthetic:tiny', KILL_SEEDS[i])));
+      await killed;
+      expect(workerIds, 'the killed worker is one of the three').toContain(victim);
+      for (let i = 0; i < KILL_PROMPTS.length; i++) {
+        expect(got[i].content, `request ${i}`).toBe(killReference[i].content);
+        expect(got[i].finishReason).toBe(killReference[i].finishReason);
+      }
+      // The jobs the victim held when it died: runs it started and never reported done.
+      const held = [...runs.values()].filter((run) => run.workerId === victim && !run.done).map((run) => run.jobId);
+      expect(held.length, 'jobs the killed worker held').toBeGreaterThan(0);
+      // Each finished in a later run on a live worker.
+      for (const jobId of held) {
+        expect([...runs.values()].some((run) => run.jobId === jobId && run.workerId !== victim && run.done), `job ${jobId} re-run to done on a live worker`).toBe(true);
+      }
+      // BullMQ's stall check moved them; its 'stalled' events come on their own stream, maybe after the replies.
+      await until('stalled', () => stalled - stalledBefore >= held.length);
+    } finally {
+      seen.off('run', onRun);
     }
-    expect(stalled - stalledBefore, 'jobs moved off the killed worker').toBeGreaterThan(0);
   }, 300_000);
 });
