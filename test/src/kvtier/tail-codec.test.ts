@@ -11,6 +11,7 @@ import { BlockSealer } from '../../../src/kvtier/seal/index.ts';
 import { keyringFromSecret } from '../../../src/kvtier/seal/seal-keyring.ts';
 import { exportUnit, importUnit, loadEngine, unitShapeOf, type EngineUnit, type LoadedEngine } from '../../../inference-core/engine/index.ts';
 import { ensureGemma3Model } from '../../../inference-core/synthetic/gemma3-synthetic.ts';
+import { ensureLfm2Model } from '../../../inference-core/synthetic/lfm2-synthetic.ts';
 import { TEST_DATA_DIR, randomTokens } from '../../inference-core/engine-fixtures.ts';
 
 let engine: LoadedEngine;
@@ -72,6 +73,39 @@ describe('tail files', () => {
     whole.free();
     // what the tail costs next to the whole state at p: 7 sliding layers × 39 tokens + the global layer's 36 tokens
     console.log(`tail at p=100: ${file.byteLength} B (payload ${back.storedPayloadBytes} B); whole K|V of 100 tokens: ${100 * engine.kvBytesPerToken} B`);
+  });
+
+  it('an lfm2 unit (attention partial block + convolution state) through encode/decode under int8 continues bit for bit', async () => {
+    const lfm2 = await loadEngine(ensureLfm2Model({ dataDir: TEST_DATA_DIR }), { kvDtype: 'f16', threads: 1, poolBytes: 8 * 2 ** 20 });
+    try {
+      const tokens = randomTokens(160, lfm2.vocabSize, 616);
+      const seq = lfm2.createSequence();
+      seq.prefill(tokens.slice(0, 100));
+      const unit = exportUnit(lfm2, seq);
+      seq.free();
+      const s = unitShapeOf(lfm2);
+      const sections: TailSectionRecord[] = unit.tail.map((t) =>
+        t.kind === 'conv'
+          ? { kind: 'conv', layers: t.layers, kvHeads: s.conv!.rows, headDim: s.conv!.width, firstToken: t.firstToken, tokens: 1, bytes: t.bytes }
+          : { kind: t.kind, layers: t.layers, kvHeads: s.kvHeads, headDim: s.headDim, firstToken: t.firstToken, tokens: t.tokens, bytes: t.bytes },
+      );
+      const file = codec.encode({ key: KEY, blockKey: BLOCK_KEY, modelFingerprint: lfm2.fingerprint, position: 100, tokensPerBlock: 64, tokens: Uint32Array.from(tokens.slice(64, 100)), dtype: 'f16', sections }, 'none');
+      const back = codec.decode(file);
+      const conv = back.sections.find((x) => x.kind === 'conv')!;
+      expect(same(conv.bytes, unit.tail.find((t) => t.kind === 'conv')!.bytes)).toBe(true);
+      // int8 may only touch the kv section: the convolution state comes back bit for bit
+      const packed = codec.decode(codec.encode({ key: KEY, blockKey: BLOCK_KEY, modelFingerprint: lfm2.fingerprint, position: 100, tokensPerBlock: 64, tokens: Uint32Array.from(tokens.slice(64, 100)), dtype: 'f16', sections }, 'int8'));
+      expect(same(packed.sections.find((x) => x.kind === 'conv')!.bytes, conv.bytes)).toBe(true);
+      const restored: EngineUnit = { position: 100, blocks: unit.blocks, tail: back.sections.map((x) => ({ kind: x.kind as 'partial-kv' | 'conv', layers: x.layers, firstToken: x.firstToken, tokens: x.tokens, bytes: x.bytes })) };
+      const hit = lfm2.createSequence();
+      importUnit(lfm2, hit, restored);
+      const whole = lfm2.createSequence();
+      expect(same(hit.prefill(tokens.slice(100)), whole.prefill(tokens))).toBe(true);
+      hit.free();
+      whole.free();
+    } finally {
+      lfm2.destroy();
+    }
   });
 
   it('corruption, truncation, another magic or version: typed errors, never a wrong tail', () => {
