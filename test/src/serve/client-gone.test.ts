@@ -6,6 +6,7 @@
  * aborted from the start, or the job runs to its end for nobody. Real
  * Fastify server and plain sockets.
  */
+import { once } from 'node:events';
 import { connect } from 'node:net';
 
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -39,44 +40,46 @@ function post(port: number): Promise<ReturnType<typeof connect>> {
   });
 }
 
-/** Waits (bounded: 400 turns of the event loop after short pauses) until `done` holds. */
-async function until(done: () => boolean): Promise<void> {
-  for (let i = 0; i < 400 && !done(); i++) await new Promise((r) => setTimeout(r, 5));
+/** Resolves when the signal aborts (at once if it has). */
+function aborted(signal: AbortSignal): Promise<void> {
+  return signal.aborted ? Promise.resolve() : new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
 }
 
 describe('clientGone', () => {
   it('a client that hung up before the signal was made: the signal is aborted at once', async () => {
     let inHandler!: () => void;
     const entered = new Promise<void>((r) => (inHandler = r));
-    let seen: boolean | undefined;
+    let seenIt!: (aborted: boolean) => void;
+    const seen = new Promise<boolean>((r) => (seenIt = r));
     const port = await serve(async (reply) => {
       inHandler();
-      // The prompt is being rendered: the client hangs up meanwhile.
-      await until(() => reply.raw.destroyed);
+      // The prompt is being rendered: the client hangs up meanwhile (its response closes).
+      if (!reply.raw.destroyed) await once(reply.raw, 'close');
       expect(reply.raw.destroyed).toBe(true);
-      seen = clientGone(reply).aborted;
+      seenIt(clientGone(reply).aborted);
     });
     const socket = await post(port);
     await entered;
     socket.destroy();
-    await until(() => seen !== undefined);
-    expect(seen).toBe(true);
+    expect(await seen).toBe(true);
   });
 
   it('a client still there: not aborted until it hangs up', async () => {
-    let signal: AbortSignal | undefined;
+    let made!: (signal: AbortSignal) => void;
+    const signalMade = new Promise<AbortSignal>((r) => (made = r));
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
     const port = await serve(async (reply) => {
-      signal = clientGone(reply);
-      await Promise.race([held, until(() => signal!.aborted)]);
+      const signal = clientGone(reply);
+      made(signal);
+      await Promise.race([held, aborted(signal)]);
     });
     const socket = await post(port);
-    await until(() => signal !== undefined);
-    expect(signal!.aborted).toBe(false);
+    const signal = await signalMade;
+    expect(signal.aborted).toBe(false);
     socket.destroy();
-    await until(() => signal!.aborted);
-    expect(signal!.aborted).toBe(true);
+    await aborted(signal);
+    expect(signal.aborted).toBe(true);
     release();
   });
 });
