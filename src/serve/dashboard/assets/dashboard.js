@@ -256,6 +256,40 @@
     el.className = 'status ' + (kind || '');
   }
 
+  // The what-if panel: one table per class; each cell carries its raw value (data-whatif="class|ttl|field", data-value).
+  function renderWhatIf(w) {
+    var host = document.getElementById('whatif');
+    if (!host || !w) return;
+    var html = '';
+    function ttlText(ms) {
+      if (ms === null || ms === undefined) return '–';
+      if (ms % 86400000 === 0) return (ms / 86400000) + 'd';
+      if (ms % 3600000 === 0) return (ms / 3600000) + 'h';
+      if (ms % 60000 === 0) return (ms / 60000) + 'm';
+      return (ms / 1000) + 's';
+    }
+    function cell(cls, ttl, field, raw, text) {
+      return '<td data-whatif="' + esc(cls + '|' + ttl + '|' + field) + '" data-value="' + esc(String(raw)) + '">' + esc(text) + '</td>';
+    }
+    for (var i = 0; i < w.classes.length; i++) {
+      var c = w.classes[i];
+      html += '<h4>' + esc(c.trafficClass) + ' <small>TTL in force ' + esc(ttlText(c.currentTtlMs)) + ' · storage $' + esc(String(w.storageUsdPerGbMonth)) + '/GB-month</small></h4>';
+      html += '<table class="table" data-class="' + esc(c.trafficClass) + '"><thead><tr><th>TTL</th><th>hit tokens</th><th>saved</th><th>storage byte-days</th><th>storage</th><th>net</th></tr></thead><tbody>';
+      for (var j = 0; j < c.rows.length; j++) {
+        var r = c.rows[j];
+        var bound = r.exact ? '' : '≥ ';
+        html += '<tr data-exact="' + r.exact + '"><td>' + esc(r.ttl === 'current' ? 'current (' + ttlText(r.ttlMs) + ')' : r.ttl) + '</td>' +
+          cell(c.trafficClass, r.ttl, 'hitTokens', r.hitTokens, bound + int(r.hitTokens)) +
+          cell(c.trafficClass, r.ttl, 'savedUsd', r.savedUsd, bound + usd(r.savedUsd)) +
+          cell(c.trafficClass, r.ttl, 'storageByteDays', r.storageByteDays, int(r.storageByteDays)) +
+          cell(c.trafficClass, r.ttl, 'storageUsd', r.storageUsd, usd(r.storageUsd)) +
+          cell(c.trafficClass, r.ttl, 'netUsd', r.netUsd, usd(r.netUsd)) + '</tr>';
+      }
+      html += '</tbody></table>';
+    }
+    host.innerHTML = html || '<p>no hits recorded yet</p>';
+  }
+
   function refresh() {
     if (busy) return;
     busy = true;
@@ -263,6 +297,7 @@
     Promise.all([api('/admin/stats/overview'), api('/admin/stats/history?minutes=' + minutes), refreshBlocks()])
       .then(function (results) {
         renderOverview(results[0].overview);
+        renderWhatIf(results[0].whatIf);
         renderSeries(results[1].series);
         document.body.setAttribute('data-generated-at', String(results[0].generatedAt));
         setStatus('live · ' + new Date(results[0].generatedAt).toLocaleTimeString(), 'ok');
