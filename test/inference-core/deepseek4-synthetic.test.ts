@@ -10,6 +10,7 @@ import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { readGguf } from '../../inference-core/gguf/index.ts';
+import { loadEngine, resolveModelPath } from '../../inference-core/engine/load-model.ts';
 import { DEEPSEEK4_SYNTHETIC_SPECS, deepseek4ModelPath, ensureDeepseek4Model } from '../../inference-core/synthetic/index.ts';
 import { llamaBatch } from '../helpers/llamacpp.ts';
 import { TEST_DATA_DIR } from './engine-fixtures.ts';
@@ -95,4 +96,13 @@ describe('synthetic deepseek4 against llama-quantize', () => {
       }
     }
   }, 300_000);
+});
+
+describe('synthetic:deepseek4-* specs', () => {
+  it('resolve to the generated files; loadEngine refuses deepseek4 with a typed error naming why', async () => {
+    expect(resolveModelPath('synthetic:deepseek4-tiny:q8_0', { dataDir: TEST_DATA_DIR })).toBe(deepseek4ModelPath('deepseek4-tiny', { dataDir: TEST_DATA_DIR, weightType: 'q8_0' }));
+    expect(() => resolveModelPath('synthetic:deepseek4-huge', { dataDir: TEST_DATA_DIR })).toThrow(expect.objectContaining({ code: 'KVT_ERR_ENGINE_BAD_ARGUMENT' }));
+    expect(() => resolveModelPath('synthetic:deepseek4-tiny:q4_k_m', { dataDir: TEST_DATA_DIR })).toThrow(expect.objectContaining({ code: 'KVT_ERR_ENGINE_BAD_ARGUMENT' }));
+    await expect(loadEngine('synthetic:deepseek4-tiny', { dataDir: TEST_DATA_DIR })).rejects.toMatchObject({ code: 'KVT_ERR_ENGINE_UNSUPPORTED_MODEL', message: expect.stringContaining('deepseek4 is not served yet') });
+  }, 120_000);
 });
