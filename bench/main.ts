@@ -8,6 +8,7 @@ const areas: Record<string, string[]> = {
   storage: ['./storage.ts', './storage-kvtier.ts', './storage-codecs.ts', './storage-seal.ts'],
   engine: ['./engine.ts', './engine-deepseek.ts'],
   'engine-deepseek': ['./engine-deepseek.ts'],
+  'engine-deepseek4': ['./engine-deepseek4.ts'],
   'model-files': ['./model-files.ts'],
   'native-kernels': ['./native-kernels.ts'],
   e2e: ['./e2e.ts'],
