@@ -21,20 +21,10 @@
  *   - output.weight absent: the head is tied to token_embd.
  */
 import { GgufError, type GgufFile } from './gguf/index.ts';
-import type { RopeScalingConfig } from './model-config.ts';
+import type { RopeScalingConfig, TransformerDims } from './model-config.ts';
 
-export interface Gemma3Config {
+export interface Gemma3Config extends TransformerDims {
   arch: 'gemma3';
-  nLayers: number;
-  dModel: number;
-  nHeads: number;
-  nKvHeads: number;
-  headDim: number;
-  ffnDim: number;
-  vocabSize: number;
-  ctxLen: number;
-  rmsEps: number;
-  ropeTheta: number;
   ropeThetaSwa: number;
   ropeDims: number;
   ropeDimsSwa: number;

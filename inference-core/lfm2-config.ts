@@ -10,21 +10,12 @@
  * window (a file declaring one is refused), no MoE (lfm2moe is another arch).
  */
 import { GgufError, type GgufFile } from './gguf/index.ts';
+import type { TransformerDims } from './model-config.ts';
 
-export interface Lfm2Config {
+export interface Lfm2Config extends TransformerDims {
   arch: 'lfm2';
-  nLayers: number;
-  dModel: number;
-  nHeads: number;
   /** Per layer; 0 = short-convolution layer. */
   kvHeadsPerLayer: number[];
-  nKvHeads: number;
-  headDim: number;
-  ffnDim: number;
-  vocabSize: number;
-  ctxLen: number;
-  rmsEps: number;
-  ropeTheta: number;
   /** L: convolution taps (state = L − 1 rows of dModel per conv layer). */
   convL: number;
   tiedEmbeddings: boolean;

@@ -32,8 +32,8 @@ export interface RopeScalingConfig {
   attnFactor: number;
 }
 
-export interface ModelConfig {
-  arch: ModelArch;
+/** The transformer dimensions every architecture's config (and synthetic spec) shares: llama family, gemma3, lfm2. */
+export interface TransformerDims {
   nLayers: number;
   dModel: number;
   nHeads: number;
@@ -43,9 +43,13 @@ export interface ModelConfig {
   vocabSize: number;
   ctxLen: number;
   ropeTheta: number;
+  rmsEps: number;
+}
+
+export interface ModelConfig extends TransformerDims {
+  arch: ModelArch;
   ropeType: 'normal' | 'neox';
   ropeDims: number;
-  rmsEps: number;
   qkvBias: boolean;
   tiedEmbeddings: boolean;
   /** qwen3: per-head RMSNorm of q and k (blk.N.attn_{q,k}_norm.weight, [headDim]) before rope. */

@@ -21,6 +21,11 @@ export class EngineError extends Error {
   }
 }
 
+/** Refuses a model file the engine does not compute (KVT_ERR_ENGINE_UNSUPPORTED_MODEL); `msg` names the file, tensor or key. */
+export function unsupportedModel(msg: string): never {
+  throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', msg);
+}
+
 /** The row counts every graph's forward() accepts: 1..maxRows rows with one position each, at most maxLogitRows logit rows. */
 export function checkForwardRows(rows: number, positions: number, maxRows: number, logitRows: number, maxLogitRows: number): void {
   if (rows === 0 || rows > maxRows || positions !== rows) {

@@ -15,7 +15,7 @@
  *   engine.decodeBatch([s1…sn], [t1…tn])  one decode step for n sequences as one batch
  *   engine.step([{seq, tokens, logits}…])   decode rows and prefill chunks of many sequences in one forward
  */
-import type { Backend, KvPoolHandle } from '../../native/index.ts';
+import type { Backend, KvPoolHandle, WeightHandle } from '../../native/index.ts';
 import type { KvLayout } from '../kv/kv-pool.ts';
 import { KvPool, TOKENS_PER_BLOCK } from '../kv/kv-pool.ts';
 import { EngineError } from './engine-errors.ts';
@@ -40,6 +40,17 @@ export interface ForwardGraph {
   sequenceFreed?(seqId: number): void;
   recurrentState?(seqId: number): ConvState | undefined;
   setRecurrentState?(seqId: number, state: ConvState): void;
+}
+
+/** What the loader of an architecture with its own graph (gemma3, lfm2) hands loadEngine, which completes it into EngineParts. */
+export interface ArchEngineParts<Cfg, GCfg> {
+  config: Cfg;
+  graphConfig: GCfg;
+  kvLayout: KvLayout;
+  /** The handles the engine's destroy() frees through ModelWeights (embedding, head, final norm). */
+  weights: ModelWeights;
+  ownedTensors: WeightHandle[];
+  graph: (maxRows: number, maxLogitRows: number) => ForwardGraph;
 }
 
 export interface EngineParts<Tok, Cfg> {

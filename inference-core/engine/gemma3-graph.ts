@@ -25,18 +25,10 @@
 import type { AttentionSegment, Backend, KvPoolHandle, RopeOptions, RopeScaling, TensorHandle, WeightHandle } from '../../native/index.ts';
 import type { Gemma3Config } from '../gemma3-config.ts';
 import { checkForwardRows, EngineError } from './engine-errors.ts';
-import type { RowSegment } from './llama-graph.ts';
+import { graphDims, rowLogits, segmentRowOffsets, type GraphDims, type RowSegment } from './llama-graph.ts';
 
-export interface Gemma3GraphConfig {
+export interface Gemma3GraphConfig extends GraphDims {
   architecture: 'gemma3';
-  vocabSize: number;
-  dim: number;
-  layers: number;
-  heads: number;
-  kvHeads: number;
-  headDim: number;
-  ffDim: number;
-  rmsEps: number;
   slidingWindow: number;
   swaLayers: boolean[];
   attentionScale: number;
@@ -73,14 +65,7 @@ export function gemma3GraphConfig(c: Gemma3Config, globalScaling: RopeScaling | 
   const swaScaling: RopeScaling | undefined = globalScaling ? { ...globalScaling, freqScale: 1 } : undefined;
   return {
     architecture: 'gemma3',
-    vocabSize: c.vocabSize,
-    dim: c.dModel,
-    layers: c.nLayers,
-    heads: c.nHeads,
-    kvHeads: c.nKvHeads,
-    headDim: c.headDim,
-    ffDim: c.ffnDim,
-    rmsEps: c.rmsEps,
+    ...graphDims(c),
     slidingWindow: c.slidingWindow,
     swaLayers: c.swaLayers,
     attentionScale: c.attentionScale,
@@ -149,13 +134,7 @@ export class Gemma3Graph {
     const proj = v(s.proj, c.dim);
     const gate = v(s.gate, c.ffDim);
     const up = v(s.up, c.ffDim);
-    let r = 0;
-    const segRow0 = segments.map((sg) => {
-      const at = r;
-      r += sg.queries;
-      return at;
-    });
-    if (r !== n) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `segments cover ${r} rows, the call has ${n}`);
+    const segRow0 = segmentRowOffsets(segments, n);
     const attnSegments: AttentionSegment[] = segments;
 
     b.embed(x, this.weights.tokenEmbd, tokens);
@@ -192,16 +171,7 @@ export class Gemma3Graph {
       b.add(x, x, proj, n * c.dim);
     }
 
-    const m = logitRows.length;
-    if (m === 0) return new Float32Array(0);
-    for (let i = 0; i < m; i++) {
-      const row = logitRows[i];
-      if (row < 0 || row >= n) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `logit row ${row} outside 0..${n - 1}`);
-      b.rmsNorm(b.view(s.normLast, i * c.dim, c.dim), b.view(s.x, row * c.dim, c.dim), this.weights.outputNorm, 1, c.dim, c.rmsEps);
-    }
-    const logits = b.view(s.logits, 0, m * c.vocabSize);
-    b.matmul(logits, b.view(s.normLast, 0, m * c.dim), this.weights.output, m);
-    const out = b.read(logits);
+    const out = rowLogits(b, s, this.weights, c, n, logitRows);
     const cap = c.finalLogitSoftcap;
     if (cap > 0) {
       // ggml_scale(1/cap), ggml_tanh, ggml_scale(cap), each in f32

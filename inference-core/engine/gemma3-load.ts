@@ -7,51 +7,34 @@ import type { Backend, KvDType, WeightHandle } from '../../native/index.ts';
 import type { GgufFile } from '../gguf/index.ts';
 import { GgmlType, ggmlTypeName } from '../gguf/index.ts';
 import { gemma3ConfigFromGguf, type Gemma3Config } from '../gemma3-config.ts';
-import { kvLayoutOf, type KvLayout } from '../kv/kv-pool.ts';
-import type { ForwardGraph } from './engine.ts';
-import { EngineError } from './engine-errors.ts';
+import { kvLayoutOf } from '../kv/kv-pool.ts';
+import type { ArchEngineParts } from './engine.ts';
+import { unsupportedModel } from './engine-errors.ts';
 import { Gemma3Graph, gemma3GraphConfig, type Gemma3GraphConfig, type Gemma3LayerWeights } from './gemma3-graph.ts';
-import type { ModelWeights } from './llama-graph.ts';
-import { engineWeightDType } from './model-weights.ts';
+import { qkNormAttentionWeights, uploadEngineMatrix } from './model-weights.ts';
 import { ropeScalingFrom } from './rope-scaling.ts';
 
-export interface Gemma3EngineParts {
-  config: Gemma3Config;
-  graphConfig: Gemma3GraphConfig;
-  kvLayout: KvLayout;
-  /** The handles the engine's destroy() frees through ModelWeights (embedding, head, final norm). */
-  weights: ModelWeights;
-  ownedTensors: WeightHandle[];
-  graph: (maxRows: number, maxLogitRows: number) => ForwardGraph;
-}
-
-function unsupported(msg: string): never {
-  throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', msg);
-}
+export type Gemma3EngineParts = ArchEngineParts<Gemma3Config, Gemma3GraphConfig>;
 
 export function gemma3EngineParts(backend: Backend, gguf: GgufFile, kvDtype: KvDType): Gemma3EngineParts {
   if (!backend.windowAttention || !backend.geglu || !backend.scale) {
-    unsupported(`${gguf.path}: the ${backend.name} backend has no sliding-window attention / geglu ops for gemma3; run it on the cpu backend (KVTIER_DEVICE=cpu)`);
+    unsupportedModel(`${gguf.path}: the ${backend.name} backend has no sliding-window attention / geglu ops for gemma3; run it on the cpu backend (KVTIER_DEVICE=cpu)`);
   }
   const config = gemma3ConfigFromGguf(gguf);
   const graphConfig = gemma3GraphConfig(config, ropeScalingFrom(config.ropeScaling, gguf.path));
   const c = graphConfig;
-  const qDim = c.heads * c.headDim;
-  const kvDim = c.kvHeads * c.headDim;
   const owned: WeightHandle[] = [];
   const matrix = (name: string, cols: number, rows: number): WeightHandle => {
     const t = gguf.tensor(name);
-    if (t.dims.length !== 2 || t.dims[0] !== cols || t.dims[1] !== rows) unsupported(`tensor ${name} has dims [${t.dims}], the config implies [${cols}, ${rows}]`);
-    const dtype = engineWeightDType(t.type);
-    if (!dtype) unsupported(`tensor ${name} has GGML type ${ggmlTypeName(t.type)}, which the engine does not compute`);
-    const h = backend.uploadWeight(dtype, rows, cols, t.data);
+    if (t.dims.length !== 2 || t.dims[0] !== cols || t.dims[1] !== rows) unsupportedModel(`tensor ${name} has dims [${t.dims}], the config implies [${cols}, ${rows}]`);
+    const h = uploadEngineMatrix(backend, t, cols, rows);
     owned.push(h);
     return h;
   };
   const gain = (name: string, n: number): WeightHandle => {
     const t = gguf.tensor(name);
-    if (t.dims.length !== 1 || t.dims[0] !== n) unsupported(`tensor ${name} has dims [${t.dims}], the config implies [${n}]`);
-    if (t.type !== GgmlType.F32) unsupported(`norm tensor ${name} has GGML type ${ggmlTypeName(t.type)}; gemma3 norms are f32`);
+    if (t.dims.length !== 1 || t.dims[0] !== n) unsupportedModel(`tensor ${name} has dims [${t.dims}], the config implies [${n}]`);
+    if (t.type !== GgmlType.F32) unsupportedModel(`norm tensor ${name} has GGML type ${ggmlTypeName(t.type)}; gemma3 norms are f32`);
     const h = backend.uploadWeight('f32', 1, n, t.data);
     owned.push(h);
     return h;
@@ -62,12 +45,7 @@ export function gemma3EngineParts(backend: Backend, gguf: GgufFile, kvDtype: KvD
     const p = `blk.${l}.`;
     layers.push({
       attnNorm: gain(p + 'attn_norm.weight', c.dim),
-      wq: matrix(p + 'attn_q.weight', c.dim, qDim),
-      wk: matrix(p + 'attn_k.weight', c.dim, kvDim),
-      wv: matrix(p + 'attn_v.weight', c.dim, kvDim),
-      qNorm: gain(p + 'attn_q_norm.weight', c.headDim),
-      kNorm: gain(p + 'attn_k_norm.weight', c.headDim),
-      wo: matrix(p + 'attn_output.weight', qDim, c.dim),
+      ...qkNormAttentionWeights(p, c, matrix, gain),
       attnPostNorm: gain(p + 'post_attention_norm.weight', c.dim),
       ffnNorm: gain(p + 'ffn_norm.weight', c.dim),
       wGate: matrix(p + 'ffn_gate.weight', c.dim, c.ffDim),

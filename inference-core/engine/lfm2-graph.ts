@@ -27,18 +27,10 @@
 import type { Backend, KvPoolHandle, RopeOptions, TensorHandle, WeightHandle } from '../../native/index.ts';
 import type { Lfm2Config } from '../lfm2-config.ts';
 import { checkForwardRows, EngineError } from './engine-errors.ts';
-import type { RowSegment } from './llama-graph.ts';
+import { graphDims, rowLogits, segmentRowOffsets, type GraphDims, type RowSegment } from './llama-graph.ts';
 
-export interface Lfm2GraphConfig {
+export interface Lfm2GraphConfig extends GraphDims {
   architecture: 'lfm2';
-  vocabSize: number;
-  dim: number;
-  layers: number;
-  heads: number;
-  kvHeads: number;
-  headDim: number;
-  ffDim: number;
-  rmsEps: number;
   rope: RopeOptions;
   convL: number;
   /** Per layer: its index among the attention layers (= its layer in the KV pool), or −1 for a conv layer. */
@@ -74,14 +66,7 @@ export function lfm2GraphConfig(c: Lfm2Config): Lfm2GraphConfig {
   let next = 0;
   return {
     architecture: 'lfm2',
-    vocabSize: c.vocabSize,
-    dim: c.dModel,
-    layers: c.nLayers,
-    heads: c.nHeads,
-    kvHeads: c.nKvHeads,
-    headDim: c.headDim,
-    ffDim: c.ffnDim,
-    rmsEps: c.rmsEps,
+    ...graphDims(c),
     rope: { mode: 'neox', freqBase: c.ropeTheta, rotDims: c.headDim },
     convL: c.convL,
     poolLayer: c.kvHeadsPerLayer.map((h) => (h > 0 ? next++ : -1)),
@@ -125,13 +110,7 @@ export class Lfm2Graph {
     const v = (t: TensorHandle, width: number) => b.view(t, 0, n * width);
     const x = v(s.x, c.dim);
     const h = v(s.h, c.dim);
-    const segRow0: number[] = [];
-    let r = 0;
-    for (const sg of segments) {
-      segRow0.push(r);
-      r += sg.queries;
-    }
-    if (r !== n) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `segments cover ${r} rows, the call has ${n}`);
+    const segRow0 = segmentRowOffsets(segments, n);
     // every segment's conv state, checked before anything runs
     const states = segments.map((sg) => this.stateFor(sg));
 
@@ -185,16 +164,7 @@ export class Lfm2Graph {
       this.states.set(sg.seqId!, states[i]);
     });
 
-    const m = logitRows.length;
-    if (m === 0) return new Float32Array(0);
-    for (let i = 0; i < m; i++) {
-      const row = logitRows[i];
-      if (row < 0 || row >= n) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `logit row ${row} outside 0..${n - 1}`);
-      b.rmsNorm(b.view(s.normLast, i * c.dim, c.dim), b.view(s.x, row * c.dim, c.dim), this.weights.outputNorm, 1, c.dim, c.rmsEps);
-    }
-    const logits = b.view(s.logits, 0, m * c.vocabSize);
-    b.matmul(logits, b.view(s.normLast, 0, m * c.dim), this.weights.output, m);
-    return b.read(logits);
+    return rowLogits(b, s, this.weights, c, n, logitRows);
   }
 
   /** rows [row0, row0+n) of bcx [·][3d] → y; `state` [L−1][d] advanced in place. */

@@ -7,48 +7,32 @@ import type { Backend, KvDType, WeightHandle } from '../../native/index.ts';
 import type { GgufFile } from '../gguf/index.ts';
 import { GgmlType, ggmlTypeName } from '../gguf/index.ts';
 import { lfm2ConfigFromGguf, type Lfm2Config } from '../lfm2-config.ts';
-import { kvLayoutOf, type KvLayout } from '../kv/kv-pool.ts';
-import type { ForwardGraph } from './engine.ts';
-import { EngineError } from './engine-errors.ts';
+import { kvLayoutOf } from '../kv/kv-pool.ts';
+import type { ArchEngineParts } from './engine.ts';
+import { unsupportedModel } from './engine-errors.ts';
 import { Lfm2Graph, lfm2GraphConfig, type Lfm2GraphConfig, type Lfm2LayerWeights } from './lfm2-graph.ts';
-import type { ModelWeights } from './llama-graph.ts';
-import { engineWeightDType } from './model-weights.ts';
+import { qkNormAttentionWeights, uploadEngineMatrix } from './model-weights.ts';
 
-export interface Lfm2EngineParts {
-  config: Lfm2Config;
-  graphConfig: Lfm2GraphConfig;
-  kvLayout: KvLayout;
-  weights: ModelWeights;
-  ownedTensors: WeightHandle[];
-  graph: (maxRows: number, maxLogitRows: number) => ForwardGraph;
-}
-
-function unsupported(msg: string): never {
-  throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', msg);
-}
+export type Lfm2EngineParts = ArchEngineParts<Lfm2Config, Lfm2GraphConfig>;
 
 export function lfm2EngineParts(backend: Backend, gguf: GgufFile, kvDtype: KvDType): Lfm2EngineParts {
   const config = lfm2ConfigFromGguf(gguf);
   const c = lfm2GraphConfig(config);
-  const qDim = c.heads * c.headDim;
-  const kvDim = c.kvHeads * c.headDim;
   const owned: WeightHandle[] = [];
   const tensor = (name: string, dims: number[]) => {
     const t = gguf.tensor(name);
-    if (t.dims.length !== dims.length || t.dims.some((x, i) => x !== dims[i])) unsupported(`tensor ${name} has dims [${t.dims}], the config implies [${dims}]`);
+    if (t.dims.length !== dims.length || t.dims.some((x, i) => x !== dims[i])) unsupportedModel(`tensor ${name} has dims [${t.dims}], the config implies [${dims}]`);
     return t;
   };
   const matrix = (name: string, cols: number, rows: number): WeightHandle => {
     const t = tensor(name, [cols, rows]);
-    const dtype = engineWeightDType(t.type);
-    if (!dtype) unsupported(`tensor ${name} has GGML type ${ggmlTypeName(t.type)}, which the engine does not compute`);
-    const h = backend.uploadWeight(dtype, rows, cols, t.data);
+    const h = uploadEngineMatrix(backend, t, cols, rows);
     owned.push(h);
     return h;
   };
   const f32 = (name: string, dims: number[]): Float32Array => {
     const t = tensor(name, dims);
-    if (t.type !== GgmlType.F32) unsupported(`tensor ${name} has GGML type ${ggmlTypeName(t.type)}; lfm2 norms and convolution taps are f32`);
+    if (t.type !== GgmlType.F32) unsupportedModel(`tensor ${name} has GGML type ${ggmlTypeName(t.type)}; lfm2 norms and convolution taps are f32`);
     return new Float32Array(t.data.buffer, t.data.byteOffset, t.elements).slice();
   };
   const gain = (name: string, n: number): WeightHandle => {
@@ -71,14 +55,7 @@ export function lfm2EngineParts(backend: Backend, gguf: GgufFile, kvDtype: KvDTy
     if (c.poolLayer[l] >= 0) {
       layers.push({
         ...common,
-        attn: {
-          wq: matrix(p + 'attn_q.weight', c.dim, qDim),
-          wk: matrix(p + 'attn_k.weight', c.dim, kvDim),
-          wv: matrix(p + 'attn_v.weight', c.dim, kvDim),
-          qNorm: gain(p + 'attn_q_norm.weight', c.headDim),
-          kNorm: gain(p + 'attn_k_norm.weight', c.headDim),
-          wo: matrix(p + 'attn_output.weight', qDim, c.dim),
-        },
+        attn: qkNormAttentionWeights(p, c, matrix, gain),
       });
     } else {
       layers.push({
@@ -94,7 +71,7 @@ export function lfm2EngineParts(backend: Backend, gguf: GgufFile, kvDtype: KvDTy
   const outputNorm = gain('token_embd_norm.weight', c.dim);
   const output = config.tiedEmbeddings ? tokenEmbd : matrix('output.weight', c.dim, c.vocabSize);
   const attnLayers = c.poolLayer.filter((p) => p >= 0).length;
-  if (attnLayers === 0) unsupported(`${gguf.path}: an lfm2 file without attention layers`);
+  if (attnLayers === 0) unsupportedModel(`${gguf.path}: an lfm2 file without attention layers`);
   const w = { tokenEmbd, layers, outputNorm, output };
   return {
     config,

@@ -27,13 +27,13 @@
  * metadata and the returned logits.
  */
 import type { AttentionSegment, Backend, KvPoolHandle, RopeMode, RopeOptions, RopeScaling, TensorHandle, WeightHandle } from '../../native/index.ts';
+import type { TransformerDims } from '../model-config.ts';
 import { checkForwardRows, EngineError } from './engine-errors.ts';
 
 export type LlamaArchitecture = 'llama' | 'qwen2' | 'qwen3';
 
-/** What the graph needs to know about the model (derived from the GGUF's config). */
-export interface GraphConfig {
-  architecture: LlamaArchitecture;
+/** The hyper-parameters every graph's config shares (llama family, gemma3, lfm2). */
+export interface GraphDims {
   vocabSize: number;
   dim: number;
   layers: number;
@@ -42,6 +42,25 @@ export interface GraphConfig {
   headDim: number;
   ffDim: number;
   rmsEps: number;
+}
+
+/** A model config's dimensions as a graph names them. */
+export function graphDims(c: TransformerDims): GraphDims {
+  return {
+    vocabSize: c.vocabSize,
+    dim: c.dModel,
+    layers: c.nLayers,
+    heads: c.nHeads,
+    kvHeads: c.nKvHeads,
+    headDim: c.headDim,
+    ffDim: c.ffnDim,
+    rmsEps: c.rmsEps,
+  };
+}
+
+/** What the graph needs to know about the model (derived from the GGUF's config). */
+export interface GraphConfig extends GraphDims {
+  architecture: LlamaArchitecture;
   ropeFreqBase: number;
   ropeMode: RopeMode;
   ropeDims: number;
@@ -89,6 +108,43 @@ export interface RowSegment extends AttentionSegment {
   blockTable: Int32Array;
   /** The sequence's id (graphs with per-sequence state, lfm2, key it by this). */
   seqId?: number;
+}
+
+/** Each segment's first row within the call's n rows (where its K/V sits in k/v); segments must cover exactly n rows. */
+export function segmentRowOffsets(segments: RowSegment[], n: number): Int32Array {
+  const segRow0 = new Int32Array(segments.length);
+  let r = 0;
+  for (let i = 0; i < segments.length; i++) {
+    segRow0[i] = r;
+    r += segments[i].queries;
+  }
+  if (r !== n) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `segments cover ${r} rows, the call has ${n}`);
+  return segRow0;
+}
+
+/**
+ * logits [m][vocab] = rmsNorm(x[row])·outputNorm · Woutᵀ for each of the m
+ * logitRows (indices into the call's n rows), normed one row at a time into
+ * normLast [maxLogitRows][dim].
+ */
+export function rowLogits(
+  b: Backend,
+  s: { x: TensorHandle; normLast: TensorHandle; logits: TensorHandle },
+  w: { outputNorm: WeightHandle; output: WeightHandle },
+  c: GraphDims,
+  n: number,
+  logitRows: Int32Array,
+): Float32Array {
+  const m = logitRows.length;
+  if (m === 0) return new Float32Array(0);
+  for (let i = 0; i < m; i++) {
+    const row = logitRows[i];
+    if (row < 0 || row >= n) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `logit row ${row} outside 0..${n - 1}`);
+    b.rmsNorm(b.view(s.normLast, i * c.dim, c.dim), b.view(s.x, row * c.dim, c.dim), w.outputNorm, 1, c.dim, c.rmsEps);
+  }
+  const logits = b.view(s.logits, 0, m * c.vocabSize);
+  b.matmul(logits, b.view(s.normLast, 0, m * c.dim), w.output, m);
+  return b.read(logits);
 }
 
 interface Scratch {
@@ -176,16 +232,7 @@ export class LlamaGraph {
       ...(this.weights.ropeFreqs ? { freqFactors: this.weights.ropeFreqs } : {}),
       ...(c.ropeScaling ? { scaling: c.ropeScaling } : {}),
     };
-    // Row offsets of each segment's K/V within k/vv.
-    const segRow0 = new Int32Array(segments.length);
-    {
-      let r = 0;
-      for (let i = 0; i < segments.length; i++) {
-        segRow0[i] = r;
-        r += segments[i].queries;
-      }
-      if (r !== n) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `segments cover ${r} rows, the call has ${n}`);
-    }
+    const segRow0 = segmentRowOffsets(segments, n);
 
     b.embed(x, this.weights.tokenEmbd, tokens);
     for (let l = 0; l < c.layers; l++) {

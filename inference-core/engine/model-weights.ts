@@ -12,14 +12,10 @@
 import type { Backend, TensorHandle, WeightDType, WeightHandle } from '../../native/index.ts';
 import type { GgufFile, GgufTensor } from '../gguf/index.ts';
 import { GgmlType, f16ToF32, bf16ToF32, ggmlTypeName } from '../gguf/index.ts';
-import { EngineError } from './engine-errors.ts';
+import { unsupportedModel } from './engine-errors.ts';
 import type { ModelConfig } from '../model-config.ts';
-import { BIAS_TILE_ROWS, type GraphConfig, type LayerWeights, type ModelWeights } from './llama-graph.ts';
+import { BIAS_TILE_ROWS, type GraphConfig, type GraphDims, type LayerWeights, type ModelWeights } from './llama-graph.ts';
 import { ropeScalingFrom } from './rope-scaling.ts';
-
-function unsupported(msg: string): never {
-  throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', msg);
-}
 
 /**
  * The graph's hyper-parameters from the model config, after the checks for
@@ -29,10 +25,10 @@ function unsupported(msg: string): never {
 export function graphConfigFrom(g: GgufFile, cfg: ModelConfig): GraphConfig {
   const a = cfg.arch;
   const valueDim = g.optU32(`${a}.attention.value_length`) ?? cfg.headDim;
-  if (valueDim !== cfg.headDim) unsupported(`${g.path}: value head dim ${valueDim} differs from key head dim ${cfg.headDim}; not supported`);
+  if (valueDim !== cfg.headDim) unsupportedModel(`${g.path}: value head dim ${valueDim} differs from key head dim ${cfg.headDim}; not supported`);
   // llama.cpp's qwen2/qwen3 graphs pass no frequency factors, and its loader
   // refuses a file with a tensor the graph does not use.
-  if (cfg.ropeFreqFactors && a !== 'llama') unsupported(`${g.path}: rope_freqs.weight in a ${a} model; llama.cpp does not load such a file either`);
+  if (cfg.ropeFreqFactors && a !== 'llama') unsupportedModel(`${g.path}: rope_freqs.weight in a ${a} model; llama.cpp does not load such a file either`);
   const ropeScaling = ropeScalingFrom(cfg.ropeScaling, g.path);
   return {
     architecture: a,
@@ -75,9 +71,35 @@ export function engineWeightDType(type: GgmlType): WeightDType | undefined {
   return WEIGHT_DTYPE[type];
 }
 
+/** Uploads GGUF matrix `t` ([cols, rows], dims already checked) in its own type; refuses a type the engine has no kernel for. */
+export function uploadEngineMatrix(backend: Backend, t: GgufTensor, cols: number, rows: number): WeightHandle {
+  const dtype = engineWeightDType(t.type);
+  if (!dtype) unsupportedModel(`tensor ${t.name} has GGML type ${ggmlTypeName(t.type)}, which the engine does not compute`);
+  return backend.uploadWeight(dtype, rows, cols, t.data);
+}
+
+/** Block `p`'s attention projections with per-head q/k norms (gemma3, lfm2), uploaded in this order through the loader's matrix/gain. */
+export function qkNormAttentionWeights(
+  p: string,
+  c: GraphDims,
+  matrix: (name: string, cols: number, rows: number) => WeightHandle,
+  gain: (name: string, n: number) => WeightHandle,
+): { wq: WeightHandle; wk: WeightHandle; wv: WeightHandle; qNorm: WeightHandle; kNorm: WeightHandle; wo: WeightHandle } {
+  const qDim = c.heads * c.headDim;
+  const kvDim = c.kvHeads * c.headDim;
+  return {
+    wq: matrix(p + 'attn_q.weight', c.dim, qDim),
+    wk: matrix(p + 'attn_k.weight', c.dim, kvDim),
+    wv: matrix(p + 'attn_v.weight', c.dim, kvDim),
+    qNorm: gain(p + 'attn_q_norm.weight', c.headDim),
+    kNorm: gain(p + 'attn_k_norm.weight', c.headDim),
+    wo: matrix(p + 'attn_output.weight', qDim, c.dim),
+  };
+}
+
 function expectDims(t: GgufTensor, dims: number[]): void {
   if (t.dims.length !== dims.length || t.dims.some((d, i) => d !== dims[i])) {
-    unsupported(`tensor ${t.name} has dims [${t.dims}] but the config implies [${dims}]; the GGUF is inconsistent`);
+    unsupportedModel(`tensor ${t.name} has dims [${t.dims}] but the config implies [${dims}]; the GGUF is inconsistent`);
   }
 }
 
@@ -89,7 +111,7 @@ function vectorF32(t: GgufTensor): Float32Array {
   }
   if (t.type === GgmlType.F16) return f16ToF32(new Uint16Array(t.data.buffer.slice(t.data.byteOffset, t.data.byteOffset + n * 2)));
   if (t.type === GgmlType.BF16) return bf16ToF32(new Uint16Array(t.data.buffer.slice(t.data.byteOffset, t.data.byteOffset + n * 2)));
-  return unsupported(`vector tensor ${t.name} has type ${t.type}; expected f32, f16 or bf16`);
+  return unsupportedModel(`vector tensor ${t.name} has type ${t.type}; expected f32, f16 or bf16`);
 }
 
 export interface UploadedWeights {
@@ -107,7 +129,7 @@ export function uploadModelWeights(backend: Backend, g: GgufFile, c: GraphConfig
     const t = g.tensor(name);
     expectDims(t, [cols, rows]);
     const dtype = engineWeightDType(t.type);
-    if (!dtype) unsupported(`tensor ${name} has GGML type ${ggmlTypeName(t.type)}; the engine computes ${Object.values(WEIGHT_DTYPE).join(', ')} weights`);
+    if (!dtype) unsupportedModel(`tensor ${name} has GGML type ${ggmlTypeName(t.type)}; the engine computes ${Object.values(WEIGHT_DTYPE).join(', ')} weights`);
     return backend.uploadWeight(dtype, rows, cols, t.data);
   };
   const gain = (name: string, n: number): WeightHandle => {

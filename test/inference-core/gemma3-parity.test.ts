@@ -20,9 +20,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index.ts';
 import { ensureGemma3Model, GEMMA3_WEIGHT_TYPES, type Gemma3WeightType } from '../../inference-core/synthetic/gemma3-synthetic.ts';
 import type { Gemma3Config } from '../../inference-core/gemma3-config.ts';
-import { llamaBatch, type LlamaBatchRequest } from '../helpers/llamacpp.ts';
-import { TEST_DATA_DIR, randomTokens } from './engine-fixtures.ts';
-import { expectGreedyParity, lastLogits, relError } from './logit-parity.ts';
+import { TEST_DATA_DIR } from './engine-fixtures.ts';
+import { itMatchesLlamaCpp, lastLogits, loadParityCases, relError, type ParityCase } from './logit-parity.ts';
 import { expectCacheEquivalence } from './cache-equivalence-check.ts';
 
 const TOLERANCE: Record<Gemma3WeightType, { tolerance: number; nearTie: number }> = {
@@ -34,34 +33,13 @@ const TOLERANCE: Record<Gemma3WeightType, { tolerance: number; nearTie: number }
 };
 const LENGTHS = [1, 39, 40, 41, 65, 200, 700];
 
-interface Case {
-  engine: LoadedEngine;
-  prompts: number[][];
-  greedyPrompt: number[];
-  ref: (number | null)[][];
-  refGreedy: { tokens: number[]; margins: number[] };
-}
-const cases = new Map<Gemma3WeightType, Case>();
+let cases = new Map<Gemma3WeightType, ParityCase>();
 let noWindow: LoadedEngine;
 
 beforeAll(async () => {
-  const requests: LlamaBatchRequest[] = [];
-  const pending: Array<Omit<Case, 'ref' | 'refGreedy'> & { weightType: Gemma3WeightType }> = [];
-  for (const weightType of GEMMA3_WEIGHT_TYPES) {
-    const modelPath = ensureGemma3Model('gemma3-tiny', { dataDir: TEST_DATA_DIR, weightType });
-    const engine = await loadEngine(modelPath, { kvDtype: 'f16', threads: 1, poolBytes: 16 * 2 ** 20 });
-    const prompts = LENGTHS.map((n) => randomTokens(n, engine.vocabSize, 300 + n));
-    const greedyPrompt = randomTokens(100, engine.vocabSize, 4242);
-    pending.push({ weightType, engine, prompts, greedyPrompt });
-    requests.push({ op: 'logitsMany', modelPath, prompts, kvType: 'f16', threads: 1 });
-    requests.push({ op: 'greedy', modelPath, tokens: greedyPrompt, nPredict: 32, kvType: 'f16', threads: 1 });
-  }
+  const models = GEMMA3_WEIGHT_TYPES.map((weightType): [Gemma3WeightType, string] => [weightType, ensureGemma3Model('gemma3-tiny', { dataDir: TEST_DATA_DIR, weightType })]);
+  cases = await loadParityCases(models, { poolBytes: 16 * 2 ** 20, lengths: LENGTHS, promptSeed: 300, greedySeed: 4242 });
   noWindow = await loadEngine(ensureGemma3Model('gemma3-tiny', { dataDir: TEST_DATA_DIR, overrides: { slidingWindow: 0 } }), { kvDtype: 'f16', threads: 1, poolBytes: 16 * 2 ** 20 });
-  const results = await llamaBatch(requests);
-  pending.forEach((p, i) => {
-    const g = results[2 * i + 1];
-    cases.set(p.weightType, { ...p, ref: results[2 * i].logprobs!, refGreedy: { tokens: g.tokens!, margins: g.margins! } });
-  });
 }, 300_000);
 
 afterAll(() => {
@@ -83,17 +61,7 @@ describe('gemma3 reads as llama.cpp reads it', () => {
 describe.each(GEMMA3_WEIGHT_TYPES)('gemma3-tiny, %s weights', (weightType) => {
   const { tolerance, nearTie } = TOLERANCE[weightType];
   const c = () => cases.get(weightType)!;
-  it.each(LENGTHS.map((n, i) => [n, i]))(`last-position logits of a %i-token prompt within ${tolerance} of llama.cpp`, (n, i) => {
-    const k = c();
-    expect(k.ref[i]).toHaveLength(k.engine.vocabSize);
-    const err = relError(lastLogits(k.engine, k.prompts[i]), k.ref[i]);
-    console.log(`gemma3 parity ${weightType} n=${n}: relative error ${err.toExponential(2)} (tolerance ${tolerance})`);
-    expect(err).toBeLessThan(tolerance);
-  });
-  it('greedy 32 tokens after a 100-token prompt equal up to llama.cpp’s first near-tie, teacher-forced argmax after', () => {
-    const k = c();
-    expectGreedyParity(k.engine, k.greedyPrompt, k.refGreedy, nearTie, `gemma3 greedy ${weightType}`);
-  });
+  itMatchesLlamaCpp('gemma3', weightType, c, LENGTHS, tolerance, nearTie);
   // The pool keeps every layer's K/V at every position, so whole pages are an exact state
   // (a sliding layer's K/V of token t depends on tokens ≤ t only): the block tier stays exact.
   it.each([

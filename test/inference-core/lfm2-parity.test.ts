@@ -13,11 +13,9 @@
  *     on a missing convolution state.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index.ts';
 import { ensureLfm2Model, type Lfm2WeightType } from '../../inference-core/synthetic/lfm2-synthetic.ts';
-import { llamaBatch, type LlamaBatchRequest } from '../helpers/llamacpp.ts';
 import { TEST_DATA_DIR, randomTokens } from './engine-fixtures.ts';
-import { expectGreedyParity, lastLogits, relError } from './logit-parity.ts';
+import { itMatchesLlamaCpp, loadParityCases, type ParityCase } from './logit-parity.ts';
 
 const TYPES: Array<{ weightType: Lfm2WeightType; tolerance: number; nearTie: number }> = [
   { weightType: 'f16', tolerance: 1e-3, nearTie: 5e-3 },
@@ -25,32 +23,11 @@ const TYPES: Array<{ weightType: Lfm2WeightType; tolerance: number; nearTie: num
 ];
 const LENGTHS = [1, 2, 3, 65, 200, 700];
 
-interface Case {
-  engine: LoadedEngine;
-  prompts: number[][];
-  greedyPrompt: number[];
-  ref: (number | null)[][];
-  refGreedy: { tokens: number[]; margins: number[] };
-}
-const cases = new Map<Lfm2WeightType, Case>();
+let cases = new Map<Lfm2WeightType, ParityCase>();
 
 beforeAll(async () => {
-  const requests: LlamaBatchRequest[] = [];
-  const pending: Array<Omit<Case, 'ref' | 'refGreedy'> & { weightType: Lfm2WeightType }> = [];
-  for (const { weightType } of TYPES) {
-    const modelPath = ensureLfm2Model({ dataDir: TEST_DATA_DIR, weightType });
-    const engine = await loadEngine(modelPath, { kvDtype: 'f16', threads: 1, poolBytes: 8 * 2 ** 20 });
-    const prompts = LENGTHS.map((n) => randomTokens(n, engine.vocabSize, 500 + n));
-    const greedyPrompt = randomTokens(100, engine.vocabSize, 5151);
-    pending.push({ weightType, engine, prompts, greedyPrompt });
-    requests.push({ op: 'logitsMany', modelPath, prompts, kvType: 'f16', threads: 1 });
-    requests.push({ op: 'greedy', modelPath, tokens: greedyPrompt, nPredict: 32, kvType: 'f16', threads: 1 });
-  }
-  const results = await llamaBatch(requests);
-  pending.forEach((p, i) => {
-    const g = results[2 * i + 1];
-    cases.set(p.weightType, { ...p, ref: results[2 * i].logprobs!, refGreedy: { tokens: g.tokens!, margins: g.margins! } });
-  });
+  const models = TYPES.map(({ weightType }): [Lfm2WeightType, string] => [weightType, ensureLfm2Model({ dataDir: TEST_DATA_DIR, weightType })]);
+  cases = await loadParityCases(models, { poolBytes: 8 * 2 ** 20, lengths: LENGTHS, promptSeed: 500, greedySeed: 5151 });
 }, 300_000);
 
 afterAll(() => {
@@ -59,17 +36,7 @@ afterAll(() => {
 
 describe.each(TYPES)('lfm2-tiny, $weightType weights', ({ weightType, tolerance, nearTie }) => {
   const c = () => cases.get(weightType)!;
-  it.each(LENGTHS.map((n, i) => [n, i]))(`last-position logits of a %i-token prompt within ${tolerance} of llama.cpp`, (n, i) => {
-    const k = c();
-    expect(k.ref[i]).toHaveLength(k.engine.vocabSize);
-    const err = relError(lastLogits(k.engine, k.prompts[i]), k.ref[i]);
-    console.log(`lfm2 parity ${weightType} n=${n}: relative error ${err.toExponential(2)} (tolerance ${tolerance})`);
-    expect(err).toBeLessThan(tolerance);
-  });
-  it('greedy 32 tokens after a 100-token prompt equal up to llama.cpp’s first near-tie, teacher-forced argmax after', () => {
-    const k = c();
-    expectGreedyParity(k.engine, k.greedyPrompt, k.refGreedy, nearTie, `lfm2 greedy ${weightType}`);
-  });
+  itMatchesLlamaCpp('lfm2', weightType, c, LENGTHS, tolerance, nearTie);
 });
 
 describe('lfm2 state outside the K/V pages', () => {

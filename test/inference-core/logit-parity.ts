@@ -4,10 +4,63 @@
  * largest difference relative to llama.cpp's log-prob range; llama.cpp's
  * greedy run against ours.
  */
-import { expect } from 'vitest';
+import { expect, it } from 'vitest';
 
-import type { LoadedEngine } from '../../inference-core/engine/index.ts';
-import { argmax, greedyFrom } from './engine-fixtures.ts';
+import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index.ts';
+import { llamaBatch, type LlamaBatchRequest } from '../helpers/llamacpp.ts';
+import { argmax, greedyFrom, randomTokens } from './engine-fixtures.ts';
+
+/** One model file's engine, the prompts asked of both sides, and llama.cpp's answers. */
+export interface ParityCase {
+  engine: LoadedEngine;
+  prompts: number[][];
+  greedyPrompt: number[];
+  ref: (number | null)[][];
+  refGreedy: { tokens: number[]; margins: number[] };
+}
+
+/**
+ * Loads each model (f16 KV, one thread), draws a prompt per length (seed
+ * promptSeed + length) and a 100-token greedy prompt, and asks llama.cpp in
+ * one batch for each prompt's last-position log-probs and 32 greedy tokens.
+ */
+export async function loadParityCases<K>(
+  models: Array<[K, string]>,
+  o: { poolBytes: number; lengths: number[]; promptSeed: number; greedySeed: number },
+): Promise<Map<K, ParityCase>> {
+  const requests: LlamaBatchRequest[] = [];
+  const pending: Array<Omit<ParityCase, 'ref' | 'refGreedy'> & { key: K }> = [];
+  for (const [key, modelPath] of models) {
+    const engine = await loadEngine(modelPath, { kvDtype: 'f16', threads: 1, poolBytes: o.poolBytes });
+    const prompts = o.lengths.map((n) => randomTokens(n, engine.vocabSize, o.promptSeed + n));
+    const greedyPrompt = randomTokens(100, engine.vocabSize, o.greedySeed);
+    pending.push({ key, engine, prompts, greedyPrompt });
+    requests.push({ op: 'logitsMany', modelPath, prompts, kvType: 'f16', threads: 1 });
+    requests.push({ op: 'greedy', modelPath, tokens: greedyPrompt, nPredict: 32, kvType: 'f16', threads: 1 });
+  }
+  const results = await llamaBatch(requests);
+  const cases = new Map<K, ParityCase>();
+  pending.forEach(({ key, ...p }, i) => {
+    const g = results[2 * i + 1];
+    cases.set(key, { ...p, ref: results[2 * i].logprobs!, refGreedy: { tokens: g.tokens!, margins: g.margins! } });
+  });
+  return cases;
+}
+
+/** Declares one model's parity tests: each prompt's last-position log-probs within `tolerance`, and expectGreedyParity. */
+export function itMatchesLlamaCpp(label: string, weightType: string, c: () => ParityCase, lengths: number[], tolerance: number, nearTie: number): void {
+  it.each(lengths.map((n, i) => [n, i]))(`last-position logits of a %i-token prompt within ${tolerance} of llama.cpp`, (n, i) => {
+    const k = c();
+    expect(k.ref[i]).toHaveLength(k.engine.vocabSize);
+    const err = relError(lastLogits(k.engine, k.prompts[i]), k.ref[i]);
+    console.log(`${label} parity ${weightType} n=${n}: relative error ${err.toExponential(2)} (tolerance ${tolerance})`);
+    expect(err).toBeLessThan(tolerance);
+  });
+  it('greedy 32 tokens after a 100-token prompt equal up to llama.cpp’s first near-tie, teacher-forced argmax after', () => {
+    const k = c();
+    expectGreedyParity(k.engine, k.greedyPrompt, k.refGreedy, nearTie, `${label} greedy ${weightType}`);
+  });
+}
 
 export function logSoftmax(logits: Float32Array): Float64Array {
   let max = -Infinity;
