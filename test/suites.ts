@@ -50,6 +50,9 @@ export const SLOW = [
   'test/native/quant-ggml.test.ts',
   'test/soak/soak.test.ts',
   'test/src/cli/admin-local.test.ts',
+  'test/src/cli/admin-server.test.ts', // 34 s at load 0.9 (cf344e6)
+  'test/src/cli/admin-codec.test.ts', // 17 s
+  'test/src/kvtier/gc-renewal-race.test.ts', // starts a Redis Cluster
   'test/src/cluster/gc-leader.test.ts',
   'test/src/cluster/purge-stats.test.ts',
   'test/src/cluster/purge-stats-cluster.test.ts',
