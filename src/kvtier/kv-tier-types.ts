@@ -7,6 +7,7 @@ import type { KvTierLogger } from './logger.ts';
 import type { MetadataPlane } from './metadata/metadata-plane.ts';
 import type { PolicyStore } from './policy-store.ts';
 import type { Hash128, PrefixChain } from './prefix-hasher.ts';
+import type { ReuseGapBuckets } from './reuse-gaps.ts';
 import type { BlockSealer } from './seal/index.ts';
 
 // The KvTier facade's public shapes (kv-tier.ts re-exports them; import from index.ts).
@@ -185,5 +186,5 @@ export interface KvTierStats {
   /** Errors by stable code (storage faults, corrupt blocks, collisions, index faults). */
   errors: Record<string, number>;
   /** Hits by the gap since the block's previous use, per class (reuse-gaps.ts): bucket i is [edgesMs[i-1], edgesMs[i]), the last ≥ 30 d. */
-  reuseGaps: { edgesMs: readonly number[]; byClass: Record<string, { tokens: number[]; blocks: number[]; gapMs: number[] }> };
+  reuseGaps: { edgesMs: readonly number[]; byClass: Record<string, ReuseGapBuckets> };
 }

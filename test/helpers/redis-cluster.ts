@@ -14,9 +14,11 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, Socket } from 'node:net';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+
+import { ping } from './redis-server.ts';
 
 export interface ClusterNode {
   port: number;
@@ -83,24 +85,6 @@ async function clusterPort(taken: Set<number>): Promise<number> {
       return port;
     }
   }
-}
-
-function ping(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = new Socket();
-    let answer = '';
-    const done = (ok: boolean) => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.setTimeout(500, () => done(false));
-    socket.once('error', () => done(false));
-    socket.on('data', (chunk) => {
-      answer += chunk.toString();
-      if (answer.includes('\r\n')) done(answer.startsWith('+PONG'));
-    });
-    socket.connect(port, '127.0.0.1', () => socket.write('PING\r\n'));
-  });
 }
 
 async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {

@@ -48,7 +48,8 @@ async function waitForPong(port: number, deadline: number): Promise<void> {
   }
 }
 
-function ping(port: number): Promise<boolean> {
+/** One PING over a raw socket: true when the server answers +PONG within 500 ms. */
+export function ping(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = new Socket();
     let answer = '';
