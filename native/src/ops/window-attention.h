@@ -19,7 +19,7 @@ namespace kvt {
 //   s_j = (q·k_j in lanes d%16, fmaf, then reduce16) · scale
 //   softmax_scores_ref(s)  (max scan, exp_kvt, Σ in lanes j%16)
 //   o = Σ_j fmaf(e_j, v_j) sequential j;  out = o · (1/Σ)
-// so with window 0 it equals attention_ref bit for bit.
+// attention_ref is this function with window 0 (attention-ref.cc calls it).
 void window_attention(float* out, const float* q, const uint8_t* pages, const KvLayout& kv, int layer, int n_heads,
                       float scale, int window, const AttnSegment* segs, int n_segs, ThreadPool& pool);
 void window_attention_ref(float* out, const float* q, const uint8_t* pages, const KvLayout& kv, int layer,
