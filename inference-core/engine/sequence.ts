@@ -113,11 +113,11 @@ export class Sequence {
     this.tokens = length;
   }
 
-  /** Copies of the pages holding tokens [0, length) (the last one partly filled). */
-  exportPages(): Uint8Array[] {
+  /** Copies of the pages holding tokens [0, length) (the last one partly filled); with `from`, pages before it are left out (holes). */
+  exportPages(from = 0): Uint8Array[] {
     this.checkLive();
     const out: Uint8Array[] = [];
-    for (let i = 0; i < this.blocks && i * TOKENS_PER_BLOCK < this.tokens; i++) out.push(this.host.pool.readPage(this.table[i]));
+    for (let i = 0; i < this.blocks && i * TOKENS_PER_BLOCK < this.tokens; i++) if (i >= from) out[i] = this.host.pool.readPage(this.table[i]);
     return out;
   }
 

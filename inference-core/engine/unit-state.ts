@@ -31,7 +31,8 @@ import { TOKENS_PER_BLOCK } from '../kv/kv-pool.ts';
 import type { Gemma3GraphConfig } from './gemma3-graph.ts';
 import type { Lfm2GraphConfig } from './lfm2-graph.ts';
 
-export type TailSectionKind = 'partial-kv' | 'window-kv' | 'conv';
+/** 'recurrent' is a kind the tail format reserves (src/kvtier/tail-codec.ts); no engine here makes one, import refuses it. */
+export type TailSectionKind = 'partial-kv' | 'window-kv' | 'recurrent' | 'conv';
 
 /** How an engine's state splits into blocks and a tail. */
 export interface UnitShape {
@@ -144,33 +145,52 @@ export function unitBlockBytes(s: UnitShape): number {
 /** The unit at the sequence's current length. */
 export function exportUnit(engine: UnitEngine, seq: Sequence): EngineUnit {
   const s = unitShapeOf(engine);
+  const tail = exportUnitTail(engine, seq);
+  const full = Math.floor(tail.position / TOKENS_PER_BLOCK);
+  const blocks = full > 0 ? seq.exportBlocks(0, full).map((pg) => blockOfPage(s, pg)) : [];
+  return { position: tail.position, blocks, tail: tail.sections };
+}
+
+/** A tail section with its shape: kvHeads/headDim for kv kinds, rows/width for state kinds (the tail file's section record). */
+export interface ShapedTailSection extends TailSection {
+  kvHeads: number;
+  headDim: number;
+}
+
+/**
+ * The tail of the unit at the sequence's current length, without its blocks
+ * (a writer stores those as ordinary blocks): reads only the pages the tail
+ * sections touch. Same sections as exportUnit's, with their shapes.
+ */
+export function exportUnitTail(engine: UnitEngine, seq: Sequence): { position: number; dtype: 'f16' | 'f32'; sections: ShapedTailSection[] } {
+  const s = unitShapeOf(engine);
   const p = seq.length;
   if (p === 0) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'an empty sequence has no unit');
-  const pages = seq.exportPages();
   const full = Math.floor(p / TOKENS_PER_BLOCK);
-  const blocks = pages.slice(0, full).map((pg) => blockOfPage(s, pg));
-  const tail: TailSection[] = [];
+  const w = s.windowLayers.length > 0 ? Math.min(p, s.window - 1) : 0;
+  const firstPage = Math.floor(Math.min(full * TOKENS_PER_BLOCK, p - w) / TOKENS_PER_BLOCK);
+  const pages = p > full * TOKENS_PER_BLOCK || w > 0 ? seq.exportPages(firstPage) : [];
+  const sections: ShapedTailSection[] = [];
   const r = p - full * TOKENS_PER_BLOCK;
   if (r > 0) {
     const bytes = new Uint8Array(s.blockLayers.length * 2 * s.kvHeads * runBytes(s, r));
     moveTokens(s, pages, s.blockLayers, full * TOKENS_PER_BLOCK, r, bytes, false);
-    tail.push({ kind: 'partial-kv', layers: s.blockLayers, firstToken: full * TOKENS_PER_BLOCK, tokens: r, bytes });
+    sections.push({ kind: 'partial-kv', layers: s.blockLayers, firstToken: full * TOKENS_PER_BLOCK, tokens: r, bytes, kvHeads: s.kvHeads, headDim: s.headDim });
   }
-  if (s.windowLayers.length > 0) {
-    const w = Math.min(p, s.window - 1);
+  if (w > 0) {
     const bytes = new Uint8Array(s.windowLayers.length * 2 * s.kvHeads * runBytes(s, w));
     moveTokens(s, pages, s.windowLayers, p - w, w, bytes, false);
-    tail.push({ kind: 'window-kv', layers: s.windowLayers, firstToken: p - w, tokens: w, bytes });
+    sections.push({ kind: 'window-kv', layers: s.windowLayers, firstToken: p - w, tokens: w, bytes, kvHeads: s.kvHeads, headDim: s.headDim });
   }
   if (s.conv) {
     const st = engine.recurrentState(seq);
     if (!st || st.position !== p) throw new EngineError('KVT_ERR_ENGINE_SEQUENCE_STATE', `sequence ${seq.id} has no convolution state at ${p}`);
     const bytes = new Uint8Array(s.conv.layers.length * s.conv.rows * s.conv.width * 4);
     const f = new Float32Array(bytes.buffer);
-    st.rows.forEach((r, i) => f.set(r, i * s.conv!.rows * s.conv!.width));
-    tail.push({ kind: 'conv', layers: s.conv.layers, firstToken: p, tokens: 1, bytes });
+    st.rows.forEach((row, i) => f.set(row, i * s.conv!.rows * s.conv!.width));
+    sections.push({ kind: 'conv', layers: s.conv.layers, firstToken: p, tokens: 1, bytes, kvHeads: s.conv.rows, headDim: s.conv.width });
   }
-  return { position: p, blocks, tail };
+  return { position: p, dtype: s.dtype, sections };
 }
 
 /**

@@ -187,4 +187,21 @@ export interface KvTierStats {
   errors: Record<string, number>;
   /** Hits by the gap since the block's previous use, per class (reuse-gaps.ts): bucket i is [edgesMs[i-1], edgesMs[i]), the last ≥ 30 d. */
   reuseGaps: { edgesMs: readonly number[]; byClass: Record<string, ReuseGapBuckets> };
+  /** Prefix units (tier-units.ts): tails queued/written, lookups, hits, loads. */
+  units?: UnitCounters;
+}
+
+export interface UnitCounters {
+  queued: number;
+  duplicate: number;
+  dropped: number;
+  written: number;
+  bytesWritten: number;
+  lookups: number;
+  hits: number;
+  loaded: number;
+  /** Hits whose blocks or tail failed to read or verify (each a miss). */
+  loadFailed: number;
+  /** Tokens covered by loaded units. */
+  hitTokens: number;
 }

@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import type { BlobStore } from '../../storage-adapters/index.ts';
 
 import { BlockCodec } from './block-codec.ts';
+import { TailCodec } from './tail-codec.ts';
+import { loadUnit, lookupUnit, storeUnit, type LoadedUnit, type UnitHit, type UnitStoreOutcome, type UnitStoreRequest } from './tier-units.ts';
 import type { BlockFlights } from './block-flights.ts';
 import { BlockIndex } from './block-index.ts';
 import { systemClock, type Clock } from './clock.ts';
@@ -55,6 +57,7 @@ export class KvTier {
     private readonly options: KvTierOptions,
     hasher: PrefixHasher,
     codec: BlockCodec,
+    tailCodec: TailCodec,
     private readonly index: BlockIndex,
     policy: PolicyStore,
     private readonly ownsPolicy: boolean,
@@ -64,7 +67,7 @@ export class KvTier {
     this.policy = policy;
     this.blobStore = options.store;
     this.blockTokens = hasher.blockTokens;
-    this.core = new TierCore(options, hasher, codec, index, policy, clock, logger);
+    this.core = new TierCore(options, hasher, codec, tailCodec, index, policy, clock, logger);
     if (options.gcIntervalMs !== undefined && options.gcIntervalMs > 0) {
       this.gcTimer = setInterval(() => {
         this.gc().catch((error: unknown) => this.core.noteError(error, 'timed GC failed'));
@@ -94,6 +97,7 @@ export class KvTier {
     }
     const hasher = await PrefixHasher.create({ blockTokens: options.blockTokens, hash128: options.hash128 });
     const codec = await BlockCodec.create();
+    const tailCodec = await TailCodec.create();
     const clock = options.clock ?? systemClock;
     const logger = options.logger ?? stderrLogger;
     const index = BlockIndex.open({ path: join(options.dataDir, 'index') });
@@ -113,7 +117,7 @@ export class KvTier {
       await index.close();
       throw error;
     }
-    const tier = new KvTier(options, hasher, codec, index, policy, ownsPolicy, clock, logger);
+    const tier = new KvTier(options, hasher, codec, tailCodec, index, policy, ownsPolicy, clock, logger);
     tier.attachPlane(plane, options.metadataPlane === undefined);
     return tier;
   }
@@ -173,6 +177,24 @@ export class KvTier {
   store(request: StoreRequest): StoreReceipt {
     this.assertOpen();
     return queueStore(this.core, request);
+  }
+
+  /** Queues the tail of a prefix unit (tier-units.ts); its blocks are stored with `store`. Throws only for bad arguments. */
+  storeUnit(request: UnitStoreRequest): UnitStoreOutcome {
+    this.assertOpen();
+    return storeUnit(this.core, request);
+  }
+
+  /** The longest live unit of `tokens` at a position ≤ maxPosition whose blocks are live too; null: none. Never throws for faults. */
+  async lookupUnit(namespace: KvNamespace, tokens: Uint32Array, scope: RequestScope, maxPosition: number, given?: PrefixChain): Promise<UnitHit | null> {
+    this.assertOpen();
+    return lookupUnit(this.core, namespace, tokens, scope, maxPosition, given);
+  }
+
+  /** The unit's verified blocks and tail; null when any fails (a miss). Never throws. */
+  async loadUnit(hit: UnitHit): Promise<LoadedUnit | null> {
+    this.assertOpen();
+    return loadUnit(this.core, hit);
   }
 
   /** Waits until every queued write and index update has finished. */

@@ -1,6 +1,7 @@
 import type { BlobStore } from '../../storage-adapters/index.ts';
 
 import { BLOCK_MAGIC, FIXED_HEADER_BYTES } from './block-codec.ts';
+import { TAIL_FIXED_HEADER_BYTES, TAIL_MAGIC } from './tail-codec.ts';
 import { errorCodeOf } from './errors.ts';
 import { MAX_BLOCK_READ_BYTES } from './read-buffer-pool.ts';
 import type { BlockIndex } from './block-index.ts';
@@ -103,9 +104,11 @@ async function readBounded(store: BlobStore, key: string): Promise<Uint8Array | 
   }
 }
 
-/** A plain block file (magic at 0) whose header holds a key other than the one it is stored under. */
+/** A plain block or unit tail file (magic at 0) whose header holds a key other than the one it is stored under. */
 function namesOtherKey(key: string, bytes: Uint8Array): boolean {
-  if (bytes.byteLength < FIXED_HEADER_BYTES) return false;
   const view = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  return view.readUInt32LE(0) === BLOCK_MAGIC && view.toString('hex', 24, 40) !== key;
+  if (bytes.byteLength >= FIXED_HEADER_BYTES && view.readUInt32LE(0) === BLOCK_MAGIC) return view.toString('hex', 24, 40) !== key;
+  // A tail (tail-codec.ts) is a record like a block: kept under its own unit key, an orphan under any other.
+  if (bytes.byteLength >= TAIL_FIXED_HEADER_BYTES && view.readUInt32LE(0) === TAIL_MAGIC) return view.toString('hex', 40, 56) !== key;
+  return false;
 }

@@ -6,6 +6,9 @@ import { loadXxhash, type RawXxh64, type XxhashRuntime } from './xxhash-runtime.
 export const BLOCK_FORMAT_VERSION = 1;
 export const DEFAULT_BLOCK_TOKENS = 64;
 export const KEY_BYTES = 16;
+/** "KVTU" read as u32 LE: the first word of a unit key's input (unitKeyBytes). */
+const UNIT_MAGIC = 0x5554564b;
+const UNIT_PREFIX = 4;
 
 /** Seeds of the two xxh64 halves of the 128-bit key ("kvtier-1", "kvtier-2" as ASCII). */
 const SEED_HI = 0x6b76746965722d31n;
@@ -165,6 +168,41 @@ export class PrefixHasher {
       else this.chainGeneric(rootKey, tokens, blockCount, keys);
     }
     return new PrefixChain(rootKey, keys, blockCount, this.blockTokens);
+  }
+
+  /**
+   * Key of the unit (issue #26) at position p of `tokens`: a unit may end at
+   * any token, not only on a block boundary, so it is keyed by the chain of
+   * its full blocks plus the tokens after them:
+   *
+   * ```
+   * n      = floor(p / B)                       (full blocks the unit needs)
+   * parent = key_{n-1}   (the root for n = 0)
+   * unit_p = H("KVTU" ‖ parent ‖ u32 p ‖ tokens[nB .. p) as u32 LE)
+   * ```
+   *
+   * So unit_p names exactly tokens[0 .. p) under the namespace, as key_i
+   * names a block's prefix. The leading "KVTU" and p keep a unit's key apart
+   * from every block key (a block's input starts with its parent key and has
+   * no length): a unit at p = nB is not block n-1, whose blob holds other bytes.
+   * `chain` must hold at least n blocks of `tokens` (hashed under the same namespace).
+   */
+  unitKeyBytes(chain: PrefixChain, tokens: Uint32Array, p: number, out: Uint8Array = new Uint8Array(KEY_BYTES), scratch?: Uint8Array): Uint8Array {
+    const B = this.blockTokens;
+    const n = Math.floor(p / B);
+    if (!Number.isInteger(p) || p < 1 || p > tokens.length || n > chain.blockCount) {
+      throw new KvTierError('KVT_ERR_HASH_BAD_INPUT', `a unit at ${p} needs 1 ≤ p ≤ ${tokens.length} tokens and ${n} chained blocks (the chain holds ${chain.blockCount})`);
+    }
+    const r = p - n * B;
+    const bytes = UNIT_PREFIX + KEY_BYTES + 4 + 4 * r;
+    const input = scratch !== undefined && scratch.byteLength >= bytes ? scratch.subarray(0, bytes) : new Uint8Array(bytes);
+    const view = new DataView(input.buffer, input.byteOffset, bytes);
+    view.setUint32(0, UNIT_MAGIC, true);
+    input.set(chain.parentKeyBytes(n), UNIT_PREFIX);
+    view.setUint32(UNIT_PREFIX + KEY_BYTES, p, true);
+    input.set(new Uint8Array(tokens.buffer, tokens.byteOffset + n * B * 4, r * 4), UNIT_PREFIX + KEY_BYTES + 4);
+    this.hash128(input, out, 0);
+    return out;
   }
 
   /**

@@ -6,13 +6,14 @@ import type { BlockIndex } from './block-index.ts';
 import type { Clock } from './clock.ts';
 import { errorCodeOf, KvTierConfigError } from './errors.ts';
 import { HotBlockCache } from './hot-block-cache.ts';
-import type { KvTierOptions, KvTierStats, RequestScope } from './kv-tier-types.ts';
+import type { KvTierOptions, KvTierStats, RequestScope, UnitCounters } from './kv-tier-types.ts';
 import { LiveEntryCache } from './live-entry-cache.ts';
 import { REUSE_GAP_EDGES_MS, ReuseGaps } from './reuse-gaps.ts';
 import type { KvTierLogger } from './logger.ts';
 import type { PlaneLink } from './plane-link.ts';
 import type { PolicyStore } from './policy-store.ts';
 import type { PrefixHasher } from './prefix-hasher.ts';
+import type { TailCodec } from './tail-codec.ts';
 import { ReadBufferPool } from './read-buffer-pool.ts';
 import { assertTenantName, type RetentionPolicy } from './retention-policy.ts';
 import { WriteBehindQueue } from './write-behind-queue.ts';
@@ -45,12 +46,15 @@ export class TierCore {
   readonly reuseGaps = new ReuseGaps();
   /** Set by the facade's `open` (plane hook): the node index is a cache in front of it. */
   planeLink!: PlaneLink;
+  /** Prefix units (tier-units.ts); the same object as `counters.units`. */
+  readonly unitCounters: UnitCounters = { queued: 0, duplicate: 0, dropped: 0, written: 0, bytesWritten: 0, lookups: 0, hits: 0, loaded: 0, loadFailed: 0, hitTokens: 0 };
   private readonly lastLoggedAt = new Map<string, number>();
 
   constructor(
     readonly options: KvTierOptions,
     readonly hasher: PrefixHasher,
     readonly codec: BlockCodec,
+    readonly tailCodec: TailCodec,
     readonly index: BlockIndex,
     readonly policy: PolicyStore,
     readonly clock: Clock,
@@ -83,6 +87,7 @@ export class TierCore {
       gc: { runs: 0, expired: { blocks: 0, bytes: 0 }, evicted: { blocks: 0, bytes: 0 } },
       errors: {},
       reuseGaps: { edgesMs: REUSE_GAP_EDGES_MS, byClass: this.reuseGaps.byClass },
+      units: this.unitCounters,
     };
   }
 
