@@ -27,4 +27,4 @@ export { KvPool, PageAllocator, kvLayoutOf, TOKENS_PER_BLOCK, type KvLayout } fr
 export { Sampler, Prng, argmax, adjustsLogits, type SamplingOptions } from './sampling/index.ts';
 /** Constrained decoding (JSON schema, regex, grammar) and speculative decoding, through the package's door. */
 export { constrainedDecoder, GrammarError, grammarOf, masksOf, minReplyTokens, vocabOf, type ConstraintSpec } from './grammar/index.ts';
-export { GrammarCursor, planSpeculativeBatch, SpeculativeSession } from './speculative/index.ts';
+export { GrammarCursor, planSpeculativeBatch, SpeculativeSession, type SpeculativeMode } from './speculative/index.ts';

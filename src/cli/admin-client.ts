@@ -15,7 +15,7 @@ import type {
   PolicyEditResult,
   PurgeFilter,
   PurgeReport,
-} from '../serve/admin/index.ts';
+} from '../admin/index.ts';
 import { CliError } from './commands/cli-error.ts';
 
 const REQUEST_TIMEOUT_MS = 30_000;

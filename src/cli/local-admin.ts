@@ -12,7 +12,7 @@ import { join, resolve } from 'node:path';
 
 import { openBlobStore } from '../../storage-adapters/index.ts';
 import { BlockIndex, createRedisClient, LmdbPolicyStore, openMetadataPlane, RedisPolicyStore, systemClock, type GcReport, type PolicyStore, type RetentionPolicyDoc } from '../kvtier/index.ts';
-import { AdminService, BlockAdmin, type AdminApi, type AdminProgress, type BlockDetail, type BlockFilter, type BlockListing, type OverviewResponse, type PolicyEdit, type PolicyEditResult, type PurgeFilter, type PurgeReport } from '../serve/admin/index.ts';
+import { AdminService, BlockAdmin, type AdminApi, type AdminProgress, type BlockDetail, type BlockFilter, type BlockListing, type OverviewResponse, type PolicyEdit, type PolicyEditResult, type PurgeFilter, type PurgeReport } from '../admin/index.ts';
 import { loadPricing, openStatsStore, StatsRecorder } from '../stats/index.ts';
 import { CliError } from './commands/cli-error.ts';
 

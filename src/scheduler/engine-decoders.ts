@@ -12,9 +12,20 @@
  * A request that shifts logits (bias, penalties) decodes plainly: drafts are
  * verified against the model's own distribution.
  */
-import { adjustsLogits, Sampler, type LoadedEngine, type Sequence } from '../../inference-core/index.ts';
-import { constrainedDecoder, grammarOf, masksOf, vocabOf } from '../../inference-core/grammar/index.ts';
-import { GrammarCursor, planSpeculativeBatch, SpeculativeSession, type SpeculativeMode } from '../../inference-core/speculative/index.ts';
+import {
+  adjustsLogits,
+  constrainedDecoder,
+  GrammarCursor,
+  grammarOf,
+  masksOf,
+  planSpeculativeBatch,
+  Sampler,
+  SpeculativeSession,
+  vocabOf,
+  type LoadedEngine,
+  type Sequence,
+  type SpeculativeMode,
+} from '../../inference-core/index.ts';
 import type { RequestSpec } from './job.ts';
 import type { DecoderFactory, SequenceDecoder } from './ports.ts';
 

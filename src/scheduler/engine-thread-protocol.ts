@@ -1,8 +1,7 @@
 /** Messages between an engine thread and its owner (see engine-thread.ts). */
 import type { Config } from '../config.ts';
-import type { RetentionPolicyDoc } from '../kvtier/index.ts';
+import type { RetentionPolicyDoc, SealKeyringSpec } from '../kvtier/index.ts';
 import type { PolicyPatch } from './policy-patch.ts';
-import type { SealKeyringSpec } from '../kvtier/seal/index.ts';
 import type { JobEvent, RequestSpec } from './job.ts';
 
 /** A cache tier admin operation, answered by the thread that owns the tier (tier-admin.ts) or, in cluster mode, through Redis. */

@@ -9,8 +9,17 @@
  *   done      ─▶ remembered
  *   finish()  ─▶ the tail text, then end (content, tool calls, finish reason, usage); metrics counted once
  */
-import { StopStringMatcher, ToolCallStreamSplitter, type CacheUsage, type FinishReason, type PromptCodec, type ToolCall } from '../recipe/index.ts';
-import { contentIdsOf, promptOpensThinking, ReasoningSplitter } from '../recipe/reasoning.ts';
+import {
+  contentIdsOf,
+  promptOpensThinking,
+  ReasoningSplitter,
+  StopStringMatcher,
+  ToolCallStreamSplitter,
+  type CacheUsage,
+  type FinishReason,
+  type PromptCodec,
+  type ToolCall,
+} from '../recipe/index.ts';
 import type { JobEvent, RequestSpec } from '../workers/index.ts';
 import type { ServeMetrics } from './metrics.ts';
 

@@ -11,9 +11,7 @@
  */
 import type { FastifyReply } from 'fastify';
 
-import type { ResponseShape, ResponsesOutputItem } from '../recipe/responses-format.ts';
-import { functionCallItem, outputTextPart, responseObject } from '../recipe/responses-format.ts';
-import { reasoningToken } from '../recipe/responses-include.ts';
+import { functionCallItem, outputTextPart, reasoningToken, responseObject, type ResponseShape, type ResponsesOutputItem } from '../recipe/index.ts';
 import type { GenerateEvent } from './inference-service.ts';
 import { responseId } from './routes/common.ts';
 import { clientGone, SseWriter } from './sse.ts';

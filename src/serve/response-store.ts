@@ -20,8 +20,7 @@
 
 import { KvtError } from '../errors.ts';
 import { createRedisClient, type RedisClient } from '../kvtier/index.ts';
-import type { ChatMessage, ToolSpec } from '../recipe/index.ts';
-import type { ResponsesListItem } from '../recipe/responses-items.ts';
+import type { ChatMessage, ResponsesListItem, ToolSpec } from '../recipe/index.ts';
 
 export interface StoredResponse {
   response: Record<string, unknown>;

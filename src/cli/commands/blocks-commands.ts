@@ -1,5 +1,5 @@
 /** kvtier ls | inspect KEY | purge … --yes */
-import type { AdminApi, PurgeFilter } from '../../serve/admin/index.ts';
+import type { AdminApi, PurgeFilter } from '../../admin/index.ts';
 import { boolFlag, stringFlag, type CommandSpec, type ParsedArgs } from './args.ts';
 import { CliError } from './cli-error.ts';
 import { ago, json, progressReporter, table, type CliIo } from './output.ts';

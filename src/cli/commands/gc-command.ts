@@ -1,5 +1,5 @@
 /** kvtier gc [--dry-run] */
-import type { AdminApi } from '../../serve/admin/index.ts';
+import type { AdminApi } from '../../admin/index.ts';
 import { boolFlag, type CommandSpec, type ParsedArgs } from './args.ts';
 import { CliError } from './cli-error.ts';
 import { json, progressReporter, type CliIo } from './output.ts';

@@ -8,7 +8,7 @@
  * 2 bad usage, 3 server unreachable or token refused, 1 the operation failed.
  */
 import { clusterAddress } from '../../kvtier/index.ts';
-import type { AdminApi } from '../../serve/admin/index.ts';
+import type { AdminApi } from '../../admin/index.ts';
 import { HttpAdminClient } from '../admin-client.ts';
 import { LocalAdmin } from '../local-admin.ts';
 import { helpText, parseArgs, stringFlag, type CommandSpec, type ParsedArgs } from './args.ts';

@@ -1,6 +1,6 @@
 /** kvtier policy show | set | reset */
 import { BLOCK_CODECS, isBlockCodecName, type RetentionPolicyDoc } from '../../kvtier/index.ts';
-import type { AdminApi, PolicyEdit, PolicyEditResult } from '../../serve/admin/index.ts';
+import type { AdminApi, PolicyEdit, PolicyEditResult } from '../../admin/index.ts';
 import { boolFlag, stringFlag, type CommandSpec, type ParsedArgs } from './args.ts';
 import { CliError } from './cli-error.ts';
 import { json, table, type CliIo } from './output.ts';

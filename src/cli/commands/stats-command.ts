@@ -1,5 +1,5 @@
 /** kvtier stats [--json]: the figures of GET /admin/stats/overview (the dashboard's source). */
-import type { AdminApi } from '../../serve/admin/index.ts';
+import type { AdminApi } from '../../admin/index.ts';
 import type { Overview, WhatIf } from '../../stats/index.ts';
 import { boolFlag, type CommandSpec, type ParsedArgs } from './args.ts';
 import { json, table, type CliIo } from './output.ts';

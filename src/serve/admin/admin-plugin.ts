@@ -15,7 +15,7 @@ import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { ServeContext } from '../context.ts';
 import { registerAdminRoutes } from '../routes/admin.ts';
 import { registerAdminApi } from './admin-routes.ts';
-import type { AdminService } from './admin-service.ts';
+import type { AdminService } from '../../admin/index.ts';
 
 export interface AdminPluginOptions {
   ctx: ServeContext;

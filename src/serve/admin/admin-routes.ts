@@ -13,10 +13,8 @@
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
 
-import { AdminError } from './admin-error.ts';
-import type { AdminService } from './admin-service.ts';
+import { AdminError, parsePolicyEdit, type AdminService } from '../../admin/index.ts';
 import { streamOperation } from './ndjson-stream.ts';
-import { parsePolicyEdit } from './policy-edits.ts';
 
 const MAX_LIST = 10_000;
 

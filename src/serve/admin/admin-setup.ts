@@ -17,8 +17,7 @@ import { BlockIndex, BlockSealer, createRedisClient, LmdbPolicyStore, openMetada
 import { loadPricing, openStatsStore, StatsRecorder, type Pricing, type StatsStore, type TierSample, type TierSources } from '../../stats/index.ts';
 import type { ServeContext } from '../context.ts';
 import { registerDashboard } from '../dashboard/index.ts';
-import { AdminService } from './admin-service.ts';
-import { BlockAdmin } from './block-admin.ts';
+import { AdminService, BlockAdmin } from '../../admin/index.ts';
 
 export interface AdminSetupOptions {
   /** Stats flush interval and history step; default 5 s (KVTIER_STATS_STEP_MS). */

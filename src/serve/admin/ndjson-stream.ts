@@ -13,8 +13,7 @@ import { PassThrough } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 
 import { describeError } from '../../errors.ts';
-import { AdminError } from './admin-error.ts';
-import type { AdminProgress } from './admin-types.ts';
+import { AdminError, type AdminProgress } from '../../admin/index.ts';
 
 export function streamOperation<T>(reply: FastifyReply, run: (progress: (p: AdminProgress) => void) => Promise<T>, heartbeatMs = 500): FastifyReply {
   const stream = new PassThrough();

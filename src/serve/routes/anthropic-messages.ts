@@ -1,7 +1,6 @@
 /** POST /v1/messages (Anthropic Messages), streamed (message_start … message_stop) or not: its codec for handle-generate.ts. */
 import type { FastifyInstance } from 'fastify';
 
-import { templateKwargsOf } from '../../recipe/reasoning.ts';
 import {
   anthropicMessageStart,
   anthropicResponse,
@@ -11,6 +10,7 @@ import {
   chatInputFromAnthropic,
   constraintFromAnthropic,
   samplingFromAnthropic,
+  templateKwargsOf,
   toolUseId,
   type AnthropicRequestBody,
 } from '../../recipe/index.ts';

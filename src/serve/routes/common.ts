@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
 import { KvtError } from '../../errors.ts';
-import { retentionFromAnthropic, retentionFromOpenAi, retentionOrUndefined, type CacheRetentionHint } from '../../recipe/cache-retention.ts';
+import { retentionFromAnthropic, retentionFromOpenAi, retentionOrUndefined, type CacheRetentionHint } from '../../recipe/index.ts';
 import { resolveTrafficClass, type TenantIdentity } from '../auth.ts';
 import type { ServeContext } from '../context.ts';
 import { requestIdentity } from '../request-limits.ts';

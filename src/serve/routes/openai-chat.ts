@@ -9,9 +9,9 @@ import {
   openAiToolCall,
   openAiUsageChunk,
   samplingFromOpenAi,
+  templateKwargsOf,
   type OpenAiChatRequestBody,
 } from '../../recipe/index.ts';
-import { templateKwargsOf } from '../../recipe/reasoning.ts';
 import { buildSpec } from '../build-spec.ts';
 import type { ServeContext } from '../context.ts';
 import { errorBody } from '../http-errors.ts';

@@ -18,9 +18,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
 import { KvtError } from '../../errors.ts';
-import type { ResponsesOutputItem } from '../../recipe/responses-format.ts';
-import { parseInclude, reasoningToken } from '../../recipe/responses-include.ts';
-import { listPage, parseListQuery } from '../../recipe/responses-items.ts';
+import { listPage, parseInclude, parseListQuery, reasoningToken, type ResponsesOutputItem } from '../../recipe/index.ts';
 import type { ServeContext } from '../context.ts';
 import { requestIdentity } from '../request-limits.ts';
 import type { ResponseStore } from '../response-store.ts';

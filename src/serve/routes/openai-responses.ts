@@ -16,26 +16,30 @@ import type { FastifyInstance } from 'fastify';
 
 import { describeError, KvtError } from '../../errors.ts';
 import type { RequestSpec } from '../../request-spec.ts';
-import { templateKwargsOf } from '../../recipe/reasoning.ts';
 import {
+  checkJsonSchema,
+  checkResponsesToolOutputs,
   constraintFromResponses,
   functionCallItem,
+  inputListItems,
   messagesFromOutput,
+  outputListItems,
   outputTextPart,
+  parseInclude,
+  reasoningToken,
   responseObject,
   responsesInput,
   responsesParamNames,
   responsesTranscript,
   samplingFromResponses,
+  templateKwargsOf,
+  toolCallIds,
+  type ChatMessage,
   type ResponseShape,
+  type ResponsesListItem,
   type ResponsesOutputItem,
   type ResponsesRequestBody,
-} from '../../recipe/responses-format.ts';
-import { parseInclude, reasoningToken } from '../../recipe/responses-include.ts';
-import { inputListItems, outputListItems, type ResponsesListItem } from '../../recipe/responses-items.ts';
-import type { ChatMessage } from '../../recipe/index.ts';
-import { checkResponsesToolOutputs, toolCallIds } from '../../recipe/tool-history.ts';
-import { checkJsonSchema } from '../../recipe/tool-schemas.ts';
+} from '../../recipe/index.ts';
 import type { ServeContext } from '../context.ts';
 import { buildSpec } from '../build-spec.ts';
 import type { SampledReply } from '../inference-service.ts';

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { FsBlobStore } from '../../../storage-adapters/index.ts';
 import { KvTier, type GcReport } from '../../../src/kvtier/index.ts';
-import type { BlockDetail, BlockListing, OverviewResponse } from '../../../src/serve/admin/index.ts';
+import type { BlockDetail, BlockListing, OverviewResponse } from '../../../src/admin/index.ts';
 import { startRedis, type RedisServer } from '../../helpers/redis-server.ts';
 import { LAYOUT, payloadFor, tempDir, tokensOf } from '../kvtier/fixtures.ts';
 import { expectOneLineError, kvtier, ROOT } from './cli-runner.ts';

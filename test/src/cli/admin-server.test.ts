@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import type { BlockListing, OverviewResponse } from '../../../src/serve/admin/index.ts';
+import type { BlockListing, OverviewResponse } from '../../../src/admin/index.ts';
 import type { RetentionPolicyDoc } from '../../../src/kvtier/index.ts';
 import { admin, chat, waitFor } from '../serve/admin-fixtures.ts';
 import { ADMIN_TOKEN, KEYS, startTestServer, type TestServer } from '../serve/server-fixture.ts';

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import type { HistoryResponse, OverviewResponse, PolicyEditResult } from '../../../src/serve/admin/index.ts';
+import type { HistoryResponse, OverviewResponse, PolicyEditResult } from '../../../src/admin/index.ts';
 import { admin, chat } from './admin-fixtures.ts';
 import { ADMIN_TOKEN, KEYS, startTestServer, type TestServer } from './server-fixture.ts';
 

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { RetentionPolicyDoc } from '../../../src/kvtier/index.ts';
-import type { BlockListing, PolicyEditResult } from '../../../src/serve/admin/index.ts';
+import type { BlockListing, PolicyEditResult } from '../../../src/admin/index.ts';
 import { admin, chat, waitFor } from './admin-fixtures.ts';
 import { KEYS, startTestServer, type TestServer } from './server-fixture.ts';
 

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { RetentionPolicyDoc } from '../../../src/kvtier/index.ts';
-import type { OverviewResponse, PolicyEditResult } from '../../../src/serve/admin/index.ts';
+import type { OverviewResponse, PolicyEditResult } from '../../../src/admin/index.ts';
 import { startRedis, type RedisServer } from '../../helpers/redis-server.ts';
 import { admin } from './admin-fixtures.ts';
 import { startTestServer, type TestServer } from './server-fixture.ts';

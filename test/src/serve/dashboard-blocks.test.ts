@@ -11,7 +11,7 @@ import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { keyringFromSecret } from '../../../src/kvtier/seal/index.ts';
-import type { BlockListing } from '../../../src/serve/admin/index.ts';
+import type { BlockListing } from '../../../src/admin/index.ts';
 import { admin, chat, waitFor } from './admin-fixtures.ts';
 import { ADMIN_TOKEN, KEYS, startTestServer, type TestServer } from './server-fixture.ts';
 import { collectPageProblems, launchDashboardBrowser } from './dashboard-browser.ts';

@@ -7,7 +7,7 @@ import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 
 import { runAdminCommand } from '../../../src/cli/commands/index.ts';
-import type { OverviewResponse } from '../../../src/serve/admin/index.ts';
+import type { OverviewResponse } from '../../../src/admin/index.ts';
 import type { WhatIf } from '../../../src/stats/index.ts';
 import { admin, chat } from './admin-fixtures.ts';
 import { collectPageProblems, launchDashboardBrowser } from './dashboard-browser.ts';

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import type { OverviewResponse } from '../../../src/serve/admin/index.ts';
+import type { OverviewResponse } from '../../../src/admin/index.ts';
 import { ROOT } from '../cli/cli-runner.ts';
 import { admin, chat } from './admin-fixtures.ts';
 import { ADMIN_TOKEN, KEYS, startTestServer, type TestServer } from './server-fixture.ts';

@@ -3,7 +3,7 @@
  * inside the store's atomic read-modify-write, so two operators editing at
  * once never lose an edit; the store validates the result.
  */
-import { BLOCK_CODECS, defaultPolicyDoc, isBlockCodecName, PolicyError, type BlockCodecName, type PolicyChange, type RetentionPolicyDoc } from '../../kvtier/index.ts';
+import { BLOCK_CODECS, defaultPolicyDoc, isBlockCodecName, PolicyError, type BlockCodecName, type PolicyChange, type RetentionPolicyDoc } from '../kvtier/index.ts';
 import { AdminError } from './admin-error.ts';
 import type { PolicyEdit } from './admin-types.ts';
 

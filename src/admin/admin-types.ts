@@ -3,8 +3,8 @@
  * client (src/cli/admin-client.ts) and the local data-dir twin
  * (src/cli/local-admin.ts), so `kvtier` prints the same thing either way.
  */
-import type { BlockCodecName, GcProgress, GcReport, IndexEntry, RetentionPolicyDoc } from '../../kvtier/index.ts';
-import type { Overview, Series, WhatIf } from '../../stats/index.ts';
+import type { BlockCodecName, GcProgress, GcReport, IndexEntry, RetentionPolicyDoc } from '../kvtier/index.ts';
+import type { Overview, Series, WhatIf } from '../stats/index.ts';
 
 export type PolicyEdit =
   /** TTL and/or byte quota of a class; `create` adds a class that does not exist yet. */

@@ -11,7 +11,7 @@
  */
 import { dirname } from 'node:path';
 
-import type { BlobStore } from '../../../storage-adapters/index.ts';
+import type { BlobStore } from '../../storage-adapters/index.ts';
 import {
   BlockCodec,
   describeSealed,
@@ -29,7 +29,7 @@ import {
   type IndexEntry,
   type MetadataPlane,
   type RetentionPolicy,
-} from '../../kvtier/index.ts';
+} from '../kvtier/index.ts';
 import { AdminError } from './admin-error.ts';
 import { MAX_STORED_SUMMARIES, summarizeStored, type SealedOpener } from './block-summary.ts';
 import type { AdminProgress, BlockDetail, BlockFilter, BlockListing, PurgeFilter, PurgeReport } from './admin-types.ts';

@@ -9,8 +9,8 @@
  * follows that tier's counters. Without it (a data dir, no server), GC runs on
  * this process's handle of the index and its removals are counted here.
  */
-import { CodecGate, type CodecPolicyPatch, type GcReport, type PolicyStore, type RetentionPolicyDoc } from '../../kvtier/index.ts';
-import { C, computeOverview, computeWhatIf, computeSeries, type Pricing, type StatsRecorder } from '../../stats/index.ts';
+import { CodecGate, type CodecPolicyPatch, type GcReport, type PolicyStore, type RetentionPolicyDoc } from '../kvtier/index.ts';
+import { C, computeOverview, computeWhatIf, computeSeries, type Pricing, type StatsRecorder } from '../stats/index.ts';
 import { AdminError } from './admin-error.ts';
 import type { AdminProgress, HistoryResponse, OverviewResponse, PolicyEdit, PolicyEditResult, PurgeFilter, PurgeReport } from './admin-types.ts';
 import type { BlockAdmin } from './block-admin.ts';

@@ -1,4 +1,4 @@
-import { specFor } from '../../errors.ts';
+import { specFor } from '../errors.ts';
 
 /**
  * Admin faults. The codes are KVT_ERR_ADMIN_*, with their status and hint in

@@ -7,8 +7,8 @@
  * nothing unauthenticated is shown; with no keyring it is listed as sealed
  * with codec unknown.
  */
-import type { BlobStore } from '../../../storage-adapters/index.ts';
-import { BlockCodec, BlockSealer, describeSealed, errorCodeOf, looksSealed, MAX_BLOCK_READ_BYTES, type IndexEntry } from '../../kvtier/index.ts';
+import type { BlobStore } from '../../storage-adapters/index.ts';
+import { BlockCodec, BlockSealer, describeSealed, errorCodeOf, looksSealed, MAX_BLOCK_READ_BYTES, type IndexEntry } from '../kvtier/index.ts';
 import type { StoredSummary } from './admin-types.ts';
 
 /** Listings read the stored header of at most this many blocks per request (each is a storage read, and an open when sealed). */
