@@ -16,6 +16,7 @@
 import * as fs from 'node:fs';
 import xxhash from 'xxhash-wasm';
 import type { GgufFile } from './gguf/index.ts';
+import { readDeepseek4Config } from './engine/deepseek4-config.ts';
 import { modelConfigFromGguf } from './model-config.ts';
 import { gemma3ConfigFromGguf } from './gemma3-config.ts';
 import { lfm2ConfigFromGguf } from './lfm2-config.ts';
@@ -128,10 +129,10 @@ export async function modelFingerprint(gguf: GgufFile, options: FingerprintOptio
     return hex64(x.h64Raw(bytes, SEED_A)) + hex64(x.h64Raw(bytes, SEED_B));
   }
   const special = gguf.optString('general.architecture');
-  if (special === 'gemma3' || special === 'lfm2') {
+  if (special === 'gemma3' || special === 'lfm2' || special === 'deepseek4') {
     // the config holds the window / layer pattern / layer kinds: a file that differs only there is another model
     const w = await cachedWeightsHash(gguf, options.cache ?? true);
-    const config = special === 'gemma3' ? gemma3ConfigFromGguf(gguf) : lfm2ConfigFromGguf(gguf);
+    const config = special === 'gemma3' ? gemma3ConfigFromGguf(gguf) : special === 'lfm2' ? lfm2ConfigFromGguf(gguf) : readDeepseek4Config(gguf);
     const canonical = JSON.stringify({ v: FINGERPRINT_VERSION, arch: special, config, kvDtype: options.kvDtype, weights: w });
     const x = await hasher();
     const bytes = enc.encode(canonical);

@@ -8,7 +8,7 @@
  * graph config, weight types, tokenizer), so the report cannot disagree with
  * what loading the file would do.
  */
-import { readGguf, ggmlTypeName, type GgufFile } from './gguf/index.ts';
+import { readGguf, ggmlTypeName, GgmlType, SUPPORTED_GGML_TYPES, type GgufFile } from './gguf/index.ts';
 import { modelConfigFromGguf } from './model-config.ts';
 import { engineWeightDType, graphConfigFrom } from './engine/model-weights.ts';
 import { Tokenizer } from './tokenizer/index.ts';
@@ -20,7 +20,7 @@ import { deepseek4StateBytes, deepseek4StateRates } from './engine/deepseek4-sta
 
 /** Why a deepseek4 model never uses the block tier yet (said by model inspect and the serve startup log). */
 export const DEEPSEEK4_TIER_OFF_REASON =
-  "deepseek4's SWA window and compressor state at a position depend on everything before it, so its cache cannot be a chain of independent 64-token blocks; it needs prefix units (issue #26)";
+  "deepseek4's SWA window and compressor state at a position depend on everything before it, so its cache cannot be a chain of independent 64-token blocks; it is served with nothing stored or loaded until prefix units (issue #26) land";
 import { gemma3ConfigFromGguf } from './gemma3-config.ts';
 import { lfm2ConfigFromGguf } from './lfm2-config.ts';
 import { lfm2GraphConfig } from './engine/lfm2-graph.ts';
@@ -228,7 +228,14 @@ function runnable(g: GgufFile): ModelReport['runnable'] {
   try {
     if (g.optString('general.architecture') === 'deepseek4') {
       readDeepseek4Config(g);
-      return { ok: false, reason: "deepseek4: kvtier's deepseek4 forward (checked against llama.cpp) is not wired into the serving engine yet" };
+      // the deepseek4 path computes every type Deepseek4Weights dequantizes (MXFP4 experts included)
+      for (const t of g.tensors.values()) {
+        if (t.type !== GgmlType.I32 && t.type !== GgmlType.MXFP4 && !SUPPORTED_GGML_TYPES.has(t.type)) {
+          return { ok: false, reason: `deepseek4 tensor ${t.name} has type ${ggmlTypeName(t.type)}, which the deepseek4 path does not compute` };
+        }
+      }
+      Tokenizer.fromGguf(g);
+      return { ok: true };
     }
     const arch = g.optString('general.architecture');
     if (arch === 'deepseek2') deepseekGraphConfig(deepseekConfigFromGguf(g), g.path);

@@ -20,7 +20,7 @@
  * one-ubatch pass (its masks let token p see exactly what existed after p), so
  * chunked and whole prefill give the same logits by construction.
  */
-import { readGguf } from '../gguf/index.ts';
+import { readGguf, type GgufFile } from '../gguf/index.ts';
 import { readDeepseek4Config, type Deepseek4Config } from './deepseek4-config.ts';
 import { deepseek4Attention, type Deepseek4Ablation, type Deepseek4Stats } from './deepseek4-attention.ts';
 import { hcWeights, rmsNorm, softplus, swigluClamp } from './deepseek4-math.ts';
@@ -32,16 +32,17 @@ export class Deepseek4Model {
   readonly weights: Deepseek4Weights;
   readonly stats: Deepseek4Stats = { compressedAttended: 0, compressedAvailable: 0, expertsComputed: 0 };
 
+  /** From a path (opened and closed here) or an open file (left open: the caller owns it). */
   constructor(
-    file: string,
+    source: string | GgufFile,
     readonly ablation: Deepseek4Ablation = {},
   ) {
-    const g = readGguf(file);
+    const g = typeof source === 'string' ? readGguf(source) : source;
     try {
       this.cfg = readDeepseek4Config(g);
       this.weights = new Deepseek4Weights(g, this.cfg);
     } finally {
-      g.close();
+      if (typeof source === 'string') g.close();
     }
   }
 
@@ -59,6 +60,11 @@ export class Deepseek4Model {
 
   /** One token at position st.pos: updates the state, returns its next-token logits. */
   step(st: Deepseek4State, token: number): Float32Array {
+    return this.advance(st, token, true)!;
+  }
+
+  /** step(), with the LM head computed only when `logits` (a prefill row whose logits nobody reads skips it). */
+  advance(st: Deepseek4State, token: number, logits: boolean): Float32Array | null {
     const c = this.cfg;
     const w = this.weights;
     const d = c.nEmbd;
@@ -73,7 +79,7 @@ export class Deepseek4Model {
       H = this.hcBlock(H, P + 'hc_ffn', (x) => this.ffn(l, rmsNorm(x, c.rmsEps, w.get(P + 'ffn_norm.weight')), token));
     }
     st.pos++;
-    return this.head(H);
+    return logits ? this.head(H) : null;
   }
 
   private mix(H: Float32Array, prefix: string, nMix: number, withComb: boolean) {

@@ -23,6 +23,7 @@ import { LlamaGraph, type GraphConfig, type ModelWeights, type RowSegment } from
 import type { DeepseekGraphConfig } from './deepseek-graph.ts';
 import type { Gemma3GraphConfig } from './gemma3-graph.ts';
 import type { ConvState, Lfm2GraphConfig } from './lfm2-graph.ts';
+import type { Deepseek4GraphConfig } from './deepseek4-graph.ts';
 import { Sequence, type SequenceHost } from './sequence.ts';
 
 /** Rows of one prefill forward call: bounds activation memory for long prompts. */
@@ -55,14 +56,15 @@ export interface ArchEngineParts<Cfg, GCfg> {
 
 export interface EngineParts<Tok, Cfg> {
   backend: Backend;
-  graphConfig: GraphConfig | DeepseekGraphConfig | Gemma3GraphConfig | Lfm2GraphConfig;
+  graphConfig: GraphConfig | DeepseekGraphConfig | Gemma3GraphConfig | Lfm2GraphConfig | Deepseek4GraphConfig;
   /**
    * Builds the forward pass for (maxRows, maxLogitRows); absent: LlamaGraph over
    * graphConfig and weights. Models with their own graph (deepseek2) pass it and
    * put all their handles in ownedTensors.
    */
   graph?: (maxRows: number, maxLogitRows: number) => ForwardGraph;
-  weights: ModelWeights;
+  /** Absent for a graph that keeps its weights itself (deepseek4: f32 on the host). */
+  weights?: ModelWeights;
   /** Extra handles the engine frees on destroy (bias tensors, …). */
   ownedTensors: Parameters<Backend['free']>[0][];
   kvLayout: KvLayout;
@@ -95,13 +97,13 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
   readonly fingerprint: string;
   readonly tokenizer: Tok;
   readonly config: Cfg;
-  readonly graphConfig: GraphConfig | DeepseekGraphConfig | Gemma3GraphConfig | Lfm2GraphConfig;
+  readonly graphConfig: GraphConfig | DeepseekGraphConfig | Gemma3GraphConfig | Lfm2GraphConfig | Deepseek4GraphConfig;
   readonly contextLength: number;
   readonly vocabSize: number;
   readonly prefillChunk: number;
   readonly maxBatch: number;
   private readonly graph: ForwardGraph;
-  private readonly weights: ModelWeights;
+  private readonly weights: ModelWeights | undefined;
   private readonly owned: EngineParts<Tok, Cfg>['ownedTensors'];
   private readonly onDestroy: (() => void) | undefined;
   private readonly live = new Set<Sequence>();
@@ -125,7 +127,7 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
     this.pool = new KvPool(this.backend, parts.kvLayout, parts.poolBytes);
     const maxRows = Math.max(this.prefillChunk, this.maxBatch);
     if (parts.graph) this.graph = parts.graph(maxRows, this.maxBatch);
-    else if (parts.graphConfig.architecture === 'deepseek2' || parts.graphConfig.architecture === 'gemma3' || parts.graphConfig.architecture === 'lfm2') {
+    else if (parts.graphConfig.architecture === 'deepseek2' || parts.graphConfig.architecture === 'gemma3' || parts.graphConfig.architecture === 'lfm2' || parts.graphConfig.architecture === 'deepseek4' || !parts.weights) {
       throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `a ${parts.graphConfig.architecture} engine needs its graph factory (EngineParts.graph); load it with loadEngine`);
     } else this.graph = new LlamaGraph(this.backend, parts.graphConfig, parts.weights, maxRows, this.maxBatch);
   }
@@ -299,10 +301,12 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
       seen.add(h);
       this.backend.free(h);
     };
-    free(w.tokenEmbd);
-    free(w.output);
-    free(w.outputNorm);
-    for (const l of w.layers) for (const h of [l.attnNorm, l.wq, l.wk, l.wv, l.wo, l.ffnNorm, l.wGate, l.wUp, l.wDown]) free(h);
+    if (w) {
+      free(w.tokenEmbd);
+      free(w.output);
+      free(w.outputNorm);
+      for (const l of w.layers) for (const h of [l.attnNorm, l.wq, l.wk, l.wv, l.wo, l.ffnNorm, l.wGate, l.wUp, l.wDown]) free(h);
+    }
     for (const h of this.owned) free(h);
     this.destroyed = true;
     this.onDestroy?.();

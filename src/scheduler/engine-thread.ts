@@ -54,7 +54,7 @@ async function main(init: EngineThreadInit): Promise<void> {
   // A model whose state is not its K/V pages (lfm2's convolution state) gets no block tier and no
   // retained-prefix reuse until units are wired in (#26): blocks alone would be a wrong state.
   const blocksAreState = !engine.hasRecurrentState;
-  if (!blocksAreState) send({ type: 'log', level: 'info', message: `${engine.modelPath}: its state is not a chain of K/V blocks (recurrent layers); serving without the block tier` });
+  if (!blocksAreState) send({ type: 'log', level: 'info', message: `${engine.modelPath}: its state is not a chain of K/V blocks (recurrent or compressed state outside its pages: lfm2, deepseek4); block tier off for this model, nothing is stored or loaded` });
   const cache = tier && blocksAreState ? await KvTierCache.create(tier, engine.kvLayout) : null;
   const model: EngineModel<Sequence> = {
     fingerprint: engine.fingerprint,

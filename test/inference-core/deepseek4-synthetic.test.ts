@@ -99,10 +99,16 @@ describe('synthetic deepseek4 against llama-quantize', () => {
 });
 
 describe('synthetic:deepseek4-* specs', () => {
-  it('resolve to the generated files; loadEngine refuses deepseek4 with a typed error naming why', async () => {
-    expect(resolveModelPath('synthetic:deepseek4-tiny:q8_0', { dataDir: TEST_DATA_DIR })).toBe(deepseek4ModelPath('deepseek4-tiny', { dataDir: TEST_DATA_DIR, weightType: 'q8_0' }));
+  it('resolve to the generated files; loadEngine serves deepseek4 with its state outside the block tier', async () => {
+    expect(resolveModelPath('synthetic:deepseek4-tiny:q8_0', { dataDir: TEST_DATA_DIR })).toBe(deepseek4ModelPath('deepseek4-tiny', { dataDir: TEST_DATA_DIR, weightType: 'q8_0', vocab: 'deepseek-v3' }));
     expect(() => resolveModelPath('synthetic:deepseek4-huge', { dataDir: TEST_DATA_DIR })).toThrow(expect.objectContaining({ code: 'KVT_ERR_ENGINE_BAD_ARGUMENT' }));
     expect(() => resolveModelPath('synthetic:deepseek4-tiny:q4_k_m', { dataDir: TEST_DATA_DIR })).toThrow(expect.objectContaining({ code: 'KVT_ERR_ENGINE_BAD_ARGUMENT' }));
-    await expect(loadEngine('synthetic:deepseek4-tiny', { dataDir: TEST_DATA_DIR })).rejects.toMatchObject({ code: 'KVT_ERR_ENGINE_UNSUPPORTED_MODEL', message: expect.stringContaining('deepseek4 is not served yet') });
+    const engine = await loadEngine(ensureDeepseek4Model('deepseek4-tiny', { dataDir: TEST_DATA_DIR, weightType: 'f16' }), { dataDir: TEST_DATA_DIR });
+    try {
+      expect(engine.hasRecurrentState).toBe(true);
+      expect(engine.createSequence().prefill([1, 2, 3]).length).toBe(engine.vocabSize);
+    } finally {
+      engine.destroy();
+    }
   }, 120_000);
 });

@@ -1,0 +1,114 @@
+/**
+ * The deepseek4 forward as the engine drives it (a ForwardGraph): each
+ * segment's rows run through kvtier's deepseek4 forward (deepseek4-forward.ts,
+ * f32, token by token — the arithmetic checked against llama.cpp) on that
+ * sequence's Deepseek4State.
+ *
+ * State: the compressed entries and indexer keys live in the sequence's pool
+ * pages (deepseek4-pages.ts); the SWA window and the unfinished groups'
+ * compressor rows are held here by sequence id. A segment must continue its
+ * sequence exactly where the state is (pos0 == state.pos) or start it
+ * (pos0 == 0): anything else (K/V blocks imported, a truncation) is refused
+ * with KVT_ERR_ENGINE_SEQUENCE_STATE before any row runs, never computed on a
+ * wrong state. recurrentState() answers undefined: there is no unit format for
+ * deepseek4 yet, and its presence tells the serving side the pages alone are
+ * not a state (no block tier, no retained-prefix reuse).
+ */
+import type { Backend, KvPoolHandle } from '../../native/index.ts';
+import { checkForwardRows, EngineError } from './engine-errors.ts';
+import type { Deepseek4Config } from './deepseek4-config.ts';
+import { Deepseek4Model } from './deepseek4-forward.ts';
+import { pageNewEntries, type Deepseek4PageLayout } from './deepseek4-pages.ts';
+import { Deepseek4State } from './deepseek4-state.ts';
+import type { RowSegment } from './llama-graph.ts';
+import type { ConvState } from './lfm2-graph.ts';
+
+export interface Deepseek4GraphConfig {
+  architecture: 'deepseek4';
+  vocabSize: number;
+  cfg: Deepseek4Config;
+  pages: Deepseek4PageLayout;
+}
+
+/** The CPU backend's in-place page view (the only backend deepseek4 runs on). */
+export type PageViewBackend = Backend & { pageView(pool: KvPoolHandle, page: number): Uint8Array };
+
+export class Deepseek4Graph {
+  private readonly states = new Map<number, Deepseek4State>();
+
+  constructor(
+    private readonly backend: PageViewBackend,
+    readonly config: Deepseek4GraphConfig,
+    private readonly model: Deepseek4Model,
+    readonly maxRows: number,
+    readonly maxLogitRows: number,
+  ) {}
+
+  forward(pool: KvPoolHandle, tokens: Int32Array, positions: Int32Array, segments: RowSegment[], logitRows: Int32Array): Float32Array {
+    const n = tokens.length;
+    checkForwardRows(n, positions.length, this.maxRows, logitRows.length, this.maxLogitRows);
+    const vocab = this.config.vocabSize;
+    const slotOfRow = new Map<number, number>();
+    logitRows.forEach((r, i) => slotOfRow.set(r, i));
+    // every segment's state, checked before any row runs
+    const states = segments.map((sg) => this.stateFor(sg));
+    let r0 = 0;
+    for (const sg of segments) {
+      for (let j = 0; j < sg.queries; j++) {
+        if (positions[r0 + j] !== sg.pos0 + j) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `deepseek4 row ${r0 + j} is at position ${positions[r0 + j]}, its segment says ${sg.pos0 + j}`);
+      }
+      r0 += sg.queries;
+    }
+    const out = new Float32Array(logitRows.length * vocab);
+    let row = 0;
+    segments.forEach((sg, i) => {
+      const st = states[i]!;
+      const page = (block: number): Float32Array => {
+        const id = sg.blockTable[block];
+        if (id === undefined) throw new EngineError('KVT_ERR_ENGINE_SEQUENCE_STATE', `deepseek4 sequence ${sg.seqId} has no page for block ${block}`);
+        const bytes = this.backend.pageView(pool, id);
+        return new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength >> 2);
+      };
+      const poolBuffer = this.backend.pageView(pool, sg.blockTable[0]!).buffer;
+      for (let j = 0; j < sg.queries; j++, row++) {
+        const slot = slotOfRow.get(row);
+        const logits = this.model.advance(st, tokens[row]!, slot !== undefined);
+        pageNewEntries(this.config.cfg, this.config.pages, st, poolBuffer, page);
+        if (logits) out.set(logits, slot! * vocab);
+      }
+      this.states.set(sg.seqId!, st);
+    });
+    return out;
+  }
+
+  sequenceFreed(seqId: number): void {
+    this.states.delete(seqId);
+  }
+
+  /** No unit format for deepseek4 yet (see the file comment): always undefined. */
+  recurrentState(_seqId: number): ConvState | undefined {
+    return undefined;
+  }
+
+  /** The state a sequence holds now (tests, state accounting). */
+  stateOf(seqId: number): Deepseek4State | undefined {
+    return this.states.get(seqId);
+  }
+
+  destroy(): void {
+    this.states.clear();
+  }
+
+  private stateFor(sg: RowSegment): Deepseek4State {
+    if (sg.seqId === undefined) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'deepseek4 segments must name their sequence (RowSegment.seqId)');
+    if (sg.pos0 === 0) return this.model.newState();
+    const have = this.states.get(sg.seqId);
+    if (!have || have.pos !== sg.pos0) {
+      throw new EngineError(
+        'KVT_ERR_ENGINE_SEQUENCE_STATE',
+        `deepseek4 sequence ${sg.seqId} continues at ${sg.pos0} but its state is ${have ? `at ${have.pos}` : 'missing'}: K/V pages are not a deepseek4 model's whole state (SWA window, compressor rows); prefill from the start`,
+      );
+    }
+    return have;
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * deepseek4 in the paged engine (loadEngine → Engine over Deepseek4Graph):
+ *   - prefill and decode through Engine.step give the reference forward's
+ *     logits bit for bit (deepseek4-forward.ts, itself checked against llama.cpp),
+ *     in one pass, in chunks, and batched with another sequence;
+ *   - the compressed entries and indexer keys live in the sequence's pool pages
+ *     (their arrays are views of the pool's memory, in the page of the block
+ *     where their group ends), and the pool counts them: pages per sequence
+ *     = ⌈tokens/64⌉, freed with the sequence;
+ *   - the engine says its state is not its pages (hasRecurrentState: the
+ *     serving side turns the block tier off), and a sequence whose pages are
+ *     not matched by its state is refused before any row runs.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index.ts';
+import { Deepseek4Model } from '../../inference-core/engine/deepseek4-forward.ts';
+import type { Deepseek4Graph } from '../../inference-core/engine/deepseek4-graph.ts';
+import { ensureDeepseek4Model, Xoshiro128 } from '../../inference-core/synthetic/index.ts';
+import { TEST_DATA_DIR } from './engine-fixtures.ts';
+
+let engine: LoadedEngine;
+let reference: Deepseek4Model;
+let tokens: number[];
+let other: number[];
+
+const same = (a: Float32Array, b: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+
+beforeAll(async () => {
+  const file = ensureDeepseek4Model('deepseek4-tiny', { dataDir: TEST_DATA_DIR, weightType: 'f32' });
+  engine = await loadEngine(file, { dataDir: TEST_DATA_DIR, prefillChunk: 64, maxBatch: 8 });
+  reference = new Deepseek4Model(file);
+  const rng = new Xoshiro128(91);
+  tokens = Array.from({ length: 200 }, () => rng.nextU32() % 500);
+  other = Array.from({ length: 150 }, () => rng.nextU32() % 500);
+}, 120_000);
+
+afterAll(() => engine?.destroy());
+
+describe('deepseek4 engine', () => {
+  it('prefill + decode equal the reference forward bit for bit; entries live in the pool pages', () => {
+    const seq = engine.createSequence();
+    const got = seq.prefill(tokens);
+    const st = reference.newState();
+    expect(same(got, reference.eval(st, tokens))).toBe(true);
+    for (const t of [5, 17, 300]) expect(same(seq.decode(t), reference.step(st, t))).toBe(true);
+    expect(seq.blockTable.length).toBe(Math.ceil(203 / 64));
+
+    const graphState = (engine as unknown as { graph: Deepseek4Graph }).graph.stateOf(seq.id)!;
+    const poolBuffer = (engine.backend as unknown as { pageView(p: unknown, i: number): Uint8Array }).pageView(engine.pool.handle, seq.blockTable[0]!).buffer;
+    const c = reference.cfg;
+    let paged = 0;
+    for (let l = 0; l < c.nLayer; l++) {
+      const ls = graphState.layers[l]!;
+      expect(ls.entries.length).toBe(c.ratios[l] ? Math.floor(203 / c.ratios[l]!) : 0);
+      for (const e of [...ls.entries, ...ls.idxKeys]) {
+        expect(e.buffer).toBe(poolBuffer);
+        paged++;
+      }
+      // same values as the reference state's
+      ls.entries.forEach((e, k) => expect(same(e, st.layers[l]!.entries[k]!)).toBe(true));
+    }
+    expect(paged).toBeGreaterThan(100);
+    const used = engine.pool.allocator.pages - engine.pool.freePages;
+    seq.free();
+    expect(engine.pool.allocator.pages - engine.pool.freePages).toBe(used - 4);
+  }, 120_000);
+
+  it('chunked and batched with another sequence equal one pass', () => {
+    const whole = reference.eval(reference.newState(), tokens);
+    const a = engine.createSequence();
+    const b = engine.createSequence();
+    let last: Float32Array | null = null;
+    for (let i = 0; i < tokens.length; i += 7) {
+      const out = engine.step([
+        { seq: a, tokens: tokens.slice(i, i + 7), logits: i + 7 >= tokens.length },
+        ...(i < other.length ? [{ seq: b, tokens: other.slice(i, i + 7), logits: true }] : []),
+      ]);
+      last = out[0];
+    }
+    expect(same(last!, whole)).toBe(true);
+    a.free();
+    b.free();
+  }, 120_000);
+
+  it('says its state is not its pages, and refuses a sequence whose state does not match', () => {
+    expect(engine.hasRecurrentState).toBe(true);
+    const seq = engine.createSequence();
+    seq.prefill(tokens.slice(0, 70));
+    seq.truncate(65);
+    expect(() => seq.decode(3)).toThrow(/KVT_ERR_ENGINE_SEQUENCE_STATE|state is at 70/);
+    seq.free();
+  }, 60_000);
+});
