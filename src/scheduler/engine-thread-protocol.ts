@@ -1,6 +1,6 @@
 /** Messages between an engine thread and its owner (see engine-thread.ts). */
 import type { Config } from '../config.ts';
-import type { RetentionPolicyDoc, SealKeyringSpec } from '../kvtier/index.ts';
+import type { GcReport, KvTierStats, PurgeResult, RetentionPolicyDoc, SealKeyringSpec } from '../kvtier/index.ts';
 import type { PolicyPatch } from './policy-patch.ts';
 import type { JobEvent, RequestSpec } from './job.ts';
 
@@ -13,6 +13,24 @@ export interface AdminCall {
   filter?: { tenant?: string; trafficClass?: string; olderThanMs?: number; all?: boolean };
   at?: number;
 }
+
+/** op stats from the thread that owns the tier: its counters (null without a tier), usage, where it stores, and the thread's own figures. */
+export interface TierStatsReply {
+  cache: KvTierStats | null;
+  usage?: { bytes: Record<string, number>; blocks: Record<string, number> };
+  blockTokens?: number;
+  storage?: { kind: string; location: string };
+  policyStore?: string;
+  /** The engine thread's extras (scheduler depth, storage faults, why the tier is closed). */
+  [extra: string]: unknown;
+}
+
+/** An admin call's answer, named by its op, so a caller narrows on `op` instead of casting the result. */
+export type AdminReply =
+  | { op: 'stats'; result: TierStatsReply }
+  | { op: 'getPolicy' | 'setPolicy'; result: RetentionPolicyDoc }
+  | { op: 'gc'; result: GcReport }
+  | { op: 'purge'; result: PurgeResult };
 
 export interface EngineThreadInit {
   model: string;
@@ -72,7 +90,7 @@ export type FromEngineThread =
   | { type: 'ready'; fingerprint: string; contextLength: number; modelPath: string; cacheProblem?: string; policy?: RetentionPolicyDoc }
   | { type: 'policy'; doc: RetentionPolicyDoc }
   | { type: 'event'; jobId: string; event: JobEvent }
-  | { type: 'adminResult'; requestId: number; ok: true; result: unknown }
+  | { type: 'adminResult'; requestId: number; ok: true; reply: AdminReply }
   | { type: 'adminResult'; requestId: number; ok: false; error: { code: string; message: string } }
   | { type: 'log'; level: 'info' | 'warn' | 'error'; message: string }
   | { type: 'fatal'; error: { code: string; message: string } }

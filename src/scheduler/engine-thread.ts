@@ -91,7 +91,7 @@ async function main(init: EngineThreadInit): Promise<void> {
       // A purge also empties this thread's own cache in front of the tier (retained sequences); the tier's pending writes land before it deletes.
       if (message.call.op === 'purge') scheduler.dropRetained();
       adminCall(tier, message.call, { scheduler: scheduler.depth, storageFaults, cacheProblem }, codecGate)
-        .then((result) => send({ type: 'adminResult', requestId: message.requestId, ok: true, result }))
+        .then((reply) => send({ type: 'adminResult', requestId: message.requestId, ok: true, reply }))
         .catch((error: unknown) =>
           send({ type: 'adminResult', requestId: message.requestId, ok: false, error: wireError(error) }),
         );

@@ -1,6 +1,6 @@
 export { modelIdOf, type RequestSpec, type JobEvent, type JobStats } from './job.ts';
 export type { SamplingSpec, CacheRetentionHint } from '../request-spec.ts';
-export { engineThreadInit, type AdminCall, type EngineThreadInit, type FromEngineThread, type ToEngineThread } from './engine-thread-protocol.ts';
+export { engineThreadInit, type AdminCall, type AdminReply, type TierStatsReply, type EngineThreadInit, type FromEngineThread, type ToEngineThread } from './engine-thread-protocol.ts';
 export { PrefillScheduler, type SchedulerOptions, type SchedulerState } from './prefill-scheduler.ts';
 export { KvTierCache } from './cache-adapter.ts';
 export type { CacheTier, EngineModel } from './ports.ts';

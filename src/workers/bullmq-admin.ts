@@ -10,7 +10,7 @@ import { appendPurge, awaitPurgeAcks, PURGE_CHANNEL } from '../cluster/index.ts'
 import { describeError, KvtError } from '../errors.ts';
 import { CodecGate, keysOnEveryPrimary, type RedisClient as Redis, type RedisPolicyStore } from '../kvtier/index.ts';
 import type { AdminCall } from './job-runner.ts';
-import { failureCode, WORKER_STATS_PREFIX } from './bullmq-protocol.ts';
+import { failureCode, WORKER_STATS_PREFIX, type WorkerHeartbeat } from './bullmq-protocol.ts';
 import { patchPolicyDoc } from '../scheduler/index.ts';
 
 export interface ClusterAdminDeps {
@@ -29,7 +29,7 @@ export async function clusterAdminCall(call: AdminCall, deps: ClusterAdminDeps):
     case 'stats': {
       const keys = await keysOnEveryPrimary(connection, `${WORKER_STATS_PREFIX}*`);
       const values = keys.length > 0 ? await connection.mget(keys) : [];
-      const workers = values.filter((v): v is string => v !== null).map((v) => JSON.parse(v) as { cache?: { bytesRead: number; bytesWritten: number; gc: { expired: { blocks: number }; evicted: { blocks: number } } } | null });
+      const workers = values.filter((v): v is string => v !== null).map((v): WorkerHeartbeat => JSON.parse(v));
       const cache = workers.reduce(
         (sum, w) => {
           if (!w.cache) return sum;

@@ -21,6 +21,12 @@ export const QUEUE_NAME = 'kvtier-prefill';
 export const CANCEL_CHANNEL = 'kvtier:cancel';
 // Hash-tagged: the heartbeats are read with one MGET (one slot on a Redis Cluster).
 export const WORKER_STATS_PREFIX = 'kvtier:{workers}:';
+
+/** What a worker's heartbeat stores under WORKER_STATS_PREFIX + its id (bullmq-worker.ts), as the API's stats read it. */
+export interface WorkerHeartbeat {
+  workerId?: string;
+  cache?: { bytesRead: number; bytesWritten: number; gc: { expired: { blocks: number }; evicted: { blocks: number } } } | null;
+}
 /** A worker is live (routable, counted for the split) this long after its last heartbeat (every 2 s). */
 export const LIVE_TTL_MS = 10_000;
 
@@ -36,7 +42,8 @@ export function replyChannelName(apiId: string, redisUrl: string): string {
 
 /** Publishes on a reply channel the way its name says: sharded (SPUBLISH) or plain. */
 export function publishReply(client: RedisClient, channel: string, message: string): Promise<number> {
-  return channel.includes('{') ? (client.spublish(channel, message) as Promise<number>) : client.publish(channel, message);
+  // ioredis types SPUBLISH's reply as unknown; it is the receiver count, as PUBLISH's is.
+  return channel.includes('{') ? client.spublish(channel, message).then(Number) : client.publish(channel, message);
 }
 
 /** A split half's queue: kvtier-prefill-prefill, kvtier-prefill-decode. */

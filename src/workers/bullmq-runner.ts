@@ -137,7 +137,8 @@ export class BullmqRunner implements JobRunner {
 
   private subscribe(): void {
     if (this.subscribed) return;
-    (this.sharded ? (this.subscriber.ssubscribe(this.replyChannel) as Promise<unknown>) : this.subscriber.subscribe(this.replyChannel)).then(
+    const subscribed: Promise<unknown> = this.sharded ? this.subscriber.ssubscribe(this.replyChannel) : this.subscriber.subscribe(this.replyChannel);
+    subscribed.then(
       () => (this.subscribed = true),
       (error: Error) => this.log('warn', `subscribe failed: ${error.message}`),
     );

@@ -34,7 +34,7 @@ import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import { TokenIds } from '../../inference-core/index.ts';
 import { CacheAwareRouter, gcUnderClusterLease, PURGE_CHANNEL, PurgeFollower, routeKeys } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
-import { isKvtCoded } from '../errors.ts';
+import { isKvtCoded, KvtError } from '../errors.ts';
 import { createRedisClient, type RedisClient as Redis } from '../kvtier/index.ts';
 import { EngineHost, type EngineLog } from './engine-host.ts';
 import { bullmqPrefix, CANCEL_CHANNEL, LIVE_TTL_MS, publishReply, QUEUE_NAME, roleQueueName, routeScope, WORKER_STATS_PREFIX, workerQueueName, fromQueued, type PublishedEvent, type QueuedJob } from './bullmq-protocol.ts';
@@ -67,8 +67,9 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
   cancels.on('error', (error: Error) => log('warn', `redis: ${error.message}`));
   // Cluster purges (src/cluster/purge-log.ts): applied to this node's index and caches, acknowledged in the heartbeat.
   const purges = new PurgeFollower(publisher, async (purge) => {
-    const result = (await host.admin({ op: 'purge', filter: purge.filter, at: purge.at })) as { removedBlocks: number; removedBytes: number };
-    return { removedBlocks: result.removedBlocks, removedBytes: result.removedBytes };
+    const reply = await host.admin({ op: 'purge', filter: purge.filter, at: purge.at });
+    if (reply.op !== 'purge') throw new KvtError('KVT_ERR_INTERNAL', `a purge was answered as ${reply.op}`);
+    return { removedBlocks: reply.result.removedBlocks, removedBytes: reply.result.removedBytes };
   });
   await purges.catchUp(); // purges logged while this worker was down: its index on disk still lists those blocks
   await cancels.subscribe(CANCEL_CHANNEL, PURGE_CHANNEL);
@@ -95,7 +96,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
 
   const processJob = async (job: Job, queueName: string): Promise<unknown> => {
     // One GC at a time across the cluster: while another node holds the lease this job fails with KVT_ERR_CLUSTER_GC_BUSY naming it.
-    if (job.name === 'gc') return gcUnderClusterLease(publisher, workerId, () => host.admin({ op: 'gc' })).catch(failWithCode);
+    if (job.name === 'gc') return gcUnderClusterLease(publisher, workerId, async () => (await host.admin({ op: 'gc' })).result).catch(failWithCode);
     const queued: QueuedJob = job.data;
     const data = fromQueued(queued);
     if (data.model !== modelIdOf(config.model)) {
@@ -187,10 +188,11 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
       .catchUp()
       .catch((error: Error) => log('warn', `applying a cluster purge failed (retried at the next heartbeat): ${error.message}`))
       .then(() => host.admin({ op: 'stats' }))
-      .then((stats) => {
-        const hot = (stats as { cache?: { hotCache?: { blocks: number; bytes: number; budgetBytes: number } } | null }).cache?.hotCache;
+      .then((reply) => {
+        const stats = reply.op === 'stats' ? reply.result : { cache: null };
+        const hot = stats.cache?.hotCache;
         if (hot && hot.blocks > 0 && hot.bytes > 0 && hot.budgetBytes > 0) hotBlocks = Math.max(1, Math.floor(hot.budgetBytes / (hot.bytes / hot.blocks)));
-        return publisher.set(`${WORKER_STATS_PREFIX}${workerId}`, JSON.stringify({ workerId, role, at: Date.now(), ...(stats as object), purgeGen: purges.appliedGen, purges: Object.fromEntries(purges.outcomes) }), 'EX', 15);
+        return publisher.set(`${WORKER_STATS_PREFIX}${workerId}`, JSON.stringify({ workerId, role, at: Date.now(), ...stats, purgeGen: purges.appliedGen, purges: Object.fromEntries(purges.outcomes) }), 'EX', 15);
       })
       .catch(() => undefined);
     announce([]);

@@ -9,7 +9,7 @@ import { KvtError } from '../errors.ts';
 import type { RetentionPolicyDoc } from '../kvtier/index.ts';
 import type { AdminCall } from './job-runner.ts';
 import { tsWorker } from './ts-worker.ts';
-import { ENGINE_THREAD_URL, type JobEvent, type RequestSpec, type EngineThreadInit, type FromEngineThread, type ToEngineThread } from '../scheduler/index.ts';
+import { ENGINE_THREAD_URL, type JobEvent, type RequestSpec, type AdminReply, type EngineThreadInit, type FromEngineThread, type ToEngineThread } from '../scheduler/index.ts';
 
 export interface EngineInfo {
   fingerprint: string;
@@ -22,7 +22,7 @@ export type EngineLog = (level: 'info' | 'warn' | 'error', message: string) => v
 
 export class EngineHost {
   private readonly handlers = new Map<string, (event: JobEvent) => void>();
-  private readonly adminWaiters = new Map<number, { resolve: (v: unknown) => void; reject: (e: unknown) => void }>();
+  private readonly adminWaiters = new Map<number, { resolve: (reply: AdminReply) => void; reject: (e: unknown) => void }>();
   private nextAdminId = 1;
   /** The tier's retention policy, kept current by the engine thread's notifications (null without a tier). */
   policy: RetentionPolicyDoc | null;
@@ -97,10 +97,10 @@ export class EngineHost {
     this.handlers.delete(jobId);
   }
 
-  admin(call: AdminCall): Promise<unknown> {
+  admin(call: AdminCall): Promise<AdminReply> {
     if (this.dead) return Promise.reject(this.dead);
     const requestId = this.nextAdminId++;
-    return new Promise((resolve, reject) => {
+    return new Promise<AdminReply>((resolve, reject) => {
       this.adminWaiters.set(requestId, { resolve, reject });
       this.post({ type: 'admin', requestId, call });
     });
@@ -139,7 +139,7 @@ export class EngineHost {
         const waiter = this.adminWaiters.get(message.requestId);
         this.adminWaiters.delete(message.requestId);
         if (!waiter) return;
-        if (message.ok) waiter.resolve(message.result);
+        if (message.ok) waiter.resolve(message.reply);
         else waiter.reject(new KvtError(message.error.code, message.error.message));
         return;
       }

@@ -70,8 +70,8 @@ export class InprocRunner implements JobRunner {
     return this.host.policy;
   }
 
-  admin(call: AdminCall): Promise<unknown> {
-    return this.host.admin(call);
+  async admin(call: AdminCall): Promise<unknown> {
+    return (await this.host.admin(call)).result;
   }
 
   close(): Promise<void> {

@@ -28,7 +28,10 @@ export async function startWorkerStats(config: Config, host: EngineHost, log: En
     store,
     flushMs: stepMs,
     // Counters only: stored bytes/blocks are cluster gauges, set by the API processes.
-    sampleTier: async () => ({ cache: ((await host.admin({ op: 'stats' })) as TierSample | null)?.cache ?? null }),
+    sampleTier: async (): Promise<TierSample> => {
+      const reply = await host.admin({ op: 'stats' });
+      return { cache: reply.op === 'stats' ? reply.result.cache : null };
+    },
     engineUp: () => true,
     onError: (error, what) => log('warn', `${what}: ${describeError(error).message}`),
   }).start();
