@@ -22,6 +22,9 @@ export {
   type LoadedEngine,
   type EngineErrorCode,
   type GraphConfig,
+  exportUnitTail,
+  importUnit,
+  unitsCoverState,
 } from './engine/index.ts';
 export { KvPool, PageAllocator, kvLayoutOf, TOKENS_PER_BLOCK, type KvLayout } from './kv/index.ts';
 export { Sampler, Prng, argmax, adjustsLogits, type SamplingOptions } from './sampling/index.ts';

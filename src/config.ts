@@ -87,6 +87,10 @@ export interface Config {
   encryption: SealKeyringSpec | null;
   /** Cluster GC every this many ms (0 = off): a BullMQ job scheduler with REDIS_URL, else a timer in the engine thread. */
   gcIntervalMs: number;
+  /** Prefix units (models whose state is not its blocks, issue #26): a unit every this many prompt/reply tokens (0 = none but prompt/reply ends and common prefixes). */
+  unitIntervalTokens: number;
+  /** Prefix units: a prefix seen in this many prompts of one tenant gets a unit (0 = no detection). */
+  unitCommonPrefixRequests: number;
 }
 
 /** name of the env variable → [config key, parse]. Flags are the kebab-case of the name, with or without `kvtier-`. */
@@ -124,6 +128,8 @@ const FIELDS: Array<{ env: string; key: keyof Config; parse: (raw: string, env: 
   { env: 'KVTIER_LOG_LEVEL', key: 'logLevel', parse: (v, e) => oneOf(v, e, ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) },
   { env: 'KVTIER_SPECULATIVE', key: 'speculative', parse: (v, e) => oneOf(v, e, ['off', 'ngram', 'draft']) },
   { env: 'KVTIER_DRAFT_MODEL', key: 'draftModel', parse: (v) => v },
+  { env: 'KVTIER_UNIT_INTERVAL_TOKENS', key: 'unitIntervalTokens', parse: (v, e) => intIn(v, e, 0, 16_777_216) },
+  { env: 'KVTIER_UNIT_COMMON_PREFIX_REQUESTS', key: 'unitCommonPrefixRequests', parse: (v, e) => intIn(v, e, 0, 1_000_000) },
   { env: 'KVTIER_GC_INTERVAL_MS', key: 'gcIntervalMs', parse: (v, e) => intIn(v, e, 0, 30 * 86_400_000) },
   { env: 'KVTIER_ENCRYPTION_SECRET', key: 'encryption', parse: (v, e) => keyring(() => keyringFromSecret(v), e) },
   { env: 'KVTIER_ENCRYPTION_KEYRING', key: 'encryption', parse: (v, e) => keyring(() => parseKeyringJson(readFileSync(resolve(v), 'utf8'), `${e} file ${v}`), e) },
@@ -166,6 +172,8 @@ export function defaultConfig(): Config {
     draftModel: null,
     encryption: null,
     gcIntervalMs: 3_600_000,
+    unitIntervalTokens: 1024,
+    unitCommonPrefixRequests: 2,
   };
 }
 

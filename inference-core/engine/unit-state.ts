@@ -94,6 +94,17 @@ export function unitShapeOf(engine: Pick<Engine, 'kvLayout' | 'graphConfig'>): U
   return { blockConcatenable: true, blockLayers: all, windowLayers: [], window: 0, kvHeads: lay.kvHeads, headDim: lay.headDim, dtype: lay.dtype };
 }
 
+/**
+ * Whether a unit (blocks + tail) holds the whole state of this engine: true for
+ * block-only models, gemma3 and lfm2 (its convolution rows are the tail's `conv`
+ * section); false for any other graph that keeps state outside its pages
+ * (deepseek4's compressor and indexer rows), which must not be served from units.
+ */
+export function unitsCoverState(engine: Pick<Engine, 'kvLayout' | 'graphConfig' | 'hasRecurrentState'>): boolean {
+  if (engine.kvLayout.kind === 'mla') return false;
+  return !engine.hasRecurrentState || engine.graphConfig.architecture === 'lfm2';
+}
+
 type UnitEngine = Pick<Engine, 'kvLayout' | 'graphConfig' | 'recurrentState' | 'setRecurrentState'>;
 
 /** Bytes of one (layer, K|V, head) run of `tokens` tokens. */

@@ -10,10 +10,11 @@
  * request is not handed to the tier at all, so it is never served to
  * another request.
  */
-import { PrefixHasher, payloadBytesFor, type BlockFlights, type KvLayout, type KvNamespace, type KvTier, type PrefixChain } from '../kvtier/index.ts';
+import { PrefixHasher, payloadBytesFor, type BlockFlights, type KvLayout, type KvNamespace, type KvTier, type LoadedUnit, type PrefixChain, type UnitHit } from '../kvtier/index.ts';
 import type { CacheHit, CacheTier, StoreRequest } from './ports.ts';
+import type { UnitCache, UnitStoreCall } from './units.ts';
 
-export class KvTierCache implements CacheTier {
+export class KvTierCache implements CacheTier, UnitCache {
   private constructor(
     readonly tier: KvTier,
     private readonly hasher: PrefixHasher,
@@ -74,6 +75,30 @@ export class KvTierCache implements CacheTier {
       trafficClass: request.trafficClass,
       chain,
       // The operator's cap on client hints applies here; the plane caps again by the class TTL.
+      ...(request.retention?.ttlMs !== undefined ? { ttlMs: this.tier.policy.current().clientTtlMs(request.retention.ttlMs) } : {}),
+    });
+  }
+
+  lookupUnit(namespace: KvNamespace, tokens: Uint32Array, context: { tenant: string; trafficClass: string }, maxPosition: number, keys?: PrefixChain | null): Promise<UnitHit | null> {
+    return this.tier.lookupUnit(namespace, tokens, context, maxPosition, keys ?? undefined);
+  }
+
+  loadUnit(hit: UnitHit): Promise<LoadedUnit | null> {
+    return this.tier.loadUnit(hit);
+  }
+
+  /** A unit's tail (its blocks went through `store`); no-store requests write none. */
+  storeUnit(request: UnitStoreCall): void {
+    if (request.retention?.noStore) return;
+    const { namespace, tokens, dtype, sections, tenant, trafficClass, keys } = request;
+    this.tier.storeUnit({
+      namespace,
+      tokens,
+      dtype,
+      sections,
+      tenant,
+      trafficClass,
+      ...(keys ? { chain: keys } : {}),
       ...(request.retention?.ttlMs !== undefined ? { ttlMs: this.tier.policy.current().clientTtlMs(request.retention.ttlMs) } : {}),
     });
   }

@@ -53,6 +53,9 @@ export interface EngineThreadInit {
   draftModel?: string | null;
   /** Encryption at rest of stored blocks (absent or null: off). */
   encryption?: SealKeyringSpec | null;
+  /** Prefix units (units.ts): interval in tokens and the common-prefix request count (absent: their defaults). */
+  unitIntervalTokens?: number;
+  unitCommonPrefixRequests?: number;
 }
 
 /** The engine thread's settings from the process config (API in embedded mode, or `kvtier worker`). */
@@ -75,6 +78,8 @@ export function engineThreadInit(config: Config, extra: Partial<EngineThreadInit
     speculative: config.speculative,
     draftModel: config.draftModel,
     encryption: config.encryption,
+    unitIntervalTokens: config.unitIntervalTokens,
+    unitCommonPrefixRequests: config.unitCommonPrefixRequests,
     ...extra,
   };
 }

@@ -12,6 +12,7 @@ import type { CacheTier, EngineModel } from './ports.ts';
 import { retain } from './postprocess.ts';
 import type { RetainedSequences } from './retained-sequences.ts';
 import type { RequestSequence } from './sequence.ts';
+import { fetchUnit, type UnitPolicy } from './units.ts';
 
 /** Under fetch-or-recompute, every this-many "recompute" decisions one loads anyway, so the read rate stays measured. */
 const PROBE_EVERY = 16;
@@ -27,6 +28,8 @@ export interface FetchDeps {
   now: () => number;
   /** "Recompute" decisions so far (for the probe). */
   recomputeDecisions: { count: number };
+  /** Unit mode (a model whose state is not its blocks): units.ts fetches instead. */
+  units?: UnitPolicy | null;
 }
 
 /**
@@ -63,6 +66,7 @@ export function keyPrompt(seq: RequestSequence, deps: FetchDeps): boolean {
 
 /** Fills `seq.fetched`: the retained donor and/or the tier's blocks to import. */
 export async function fetchPrefix(seq: RequestSequence, deps: FetchDeps): Promise<void> {
+  if (deps.units) return fetchUnit(seq, deps, deps.units);
   const { blockTokens, retained } = deps;
   const { tokens } = seq.spec;
   // At least one token must be prefilled to get the logits of the next one.

@@ -22,6 +22,7 @@ import type { StepPlan } from './schedule.ts';
 import { SequenceStatus, type FinishReason, type RequestSequence } from './sequence.ts';
 import type { ComputingBlocks } from './single-flight.ts';
 import { storeNewBlocks } from './store.ts';
+import { unitDue, writeUnit, type UnitPolicy } from './units.ts';
 
 /** The loop's state, as data: postprocess reads and changes it, and never calls the loop. */
 export interface LoopState {
@@ -41,6 +42,8 @@ export interface LoopState {
   readonly closed: boolean;
   /** Engine forwards run so far. */
   readonly steps: number;
+  /** Unit mode (units.ts): prefix units instead of block hits, for a model whose state is not its blocks. */
+  readonly units: UnitPolicy | null;
 }
 
 /** What completes outside a step and comes back to the loop. */
@@ -58,9 +61,16 @@ export function postprocess(s: LoopState, plan: StepPlan, results: (Float32Array
     const { seq } = row;
     const fed = plan.items[i].tokens;
     seq.fedTokens.append(fed);
-    if (row.kind === 'decode') return sampleNext(s, seq, results[i]!);
+    if (row.kind === 'decode') {
+      if (s.units && unitDue(seq, s.units, false)) {
+        storeNewBlocks(seq, s);
+        writeUnit(seq, s.units, s.onStorageError);
+      }
+      return sampleNext(s, seq, results[i]!);
+    }
     if (row.kind === 'spec') return acceptSpeculative(s, seq, fed.length, results[i]!);
     storeNewBlocks(seq, s);
+    if (s.units && unitDue(seq, s.units, row.done)) writeUnit(seq, s.units, s.onStorageError);
     if (row.done) promptDone(s, seq, results[i], io);
   });
 }
@@ -114,7 +124,8 @@ function fetched(s: LoopState, seq: RequestSequence, io: Io): void {
     putBack();
     return finish(s, seq, 'cancelled');
   }
-  const cachedTokens = (donor ? found.reusable : 0) + found.loaded.length * blockTokens;
+  const unit = found.unit ?? null;
+  const cachedTokens = unit ? unit.position : (donor ? found.reusable : 0) + found.loaded.length * blockTokens;
   const blocker = s.computing.blockerOf(seq, Math.floor(cachedTokens / blockTokens), blockTokens);
   if (blocker === 'look-again') {
     // Another request stored the next block while this lookup was in flight: it is in the tier now.
@@ -139,7 +150,8 @@ function fetched(s: LoopState, seq: RequestSequence, io: Io): void {
       donor.status = SequenceStatus.Finished;
       seq.kv!.truncate(found.reusable);
     } else seq.kv = engine.createSequence();
-    if (imported > 0) seq.kv!.importBlocks(found.loaded);
+    if (unit) s.units!.engine.importUnit(seq.kv!, unit);
+    else if (imported > 0) seq.kv!.importBlocks(found.loaded);
   } catch (error) {
     return fail(s, seq, error);
   } finally {
@@ -152,7 +164,11 @@ function fetched(s: LoopState, seq: RequestSequence, io: Io): void {
   seq.fedTokens = new TokenIds(spec.tokens.length + spec.sampling.maxTokens);
   seq.fedTokens.append(spec.tokens.subarray(0, cachedTokens));
   // Blocks that came from the tier are stored; a retained sequence's own are stored up to what it handed off.
-  seq.storedBlocks = donor && imported === 0 ? Math.min(donor.storedBlocks, Math.floor(found.reusable / blockTokens)) : cachedTokens / blockTokens;
+  seq.storedBlocks = donor && imported === 0 ? Math.min(donor.storedBlocks, Math.floor(found.reusable / blockTokens)) : Math.floor(cachedTokens / blockTokens);
+  if (s.units) {
+    seq.unitStops = s.units.promptStops(cachedTokens, seq.promptTarget, seq.unitCommonEnd);
+    seq.lastUnitAt = cachedTokens;
+  }
   seq.figures.prefillStartedAt = s.now();
   seq.fetched = null;
   seq.status = SequenceStatus.Prefill;
@@ -228,11 +244,13 @@ export function finish(s: LoopState, seq: RequestSequence, reason: FinishReason)
   if (!kv) return;
   try {
     const last = seq.generated[seq.generated.length - 1];
-    if (reason !== 'cancelled' && last !== undefined && s.cache && (seq.fedTokens.length + 1) % s.blockTokens === 0) {
+    // Unit mode feeds it always: the end-of-output unit then covers the whole reply, as the next turn's prompt holds it.
+    if (reason !== 'cancelled' && last !== undefined && s.cache && (s.units || (seq.fedTokens.length + 1) % s.blockTokens === 0)) {
       kv.decode(last);
       seq.fedTokens.push(last);
     }
     storeNewBlocks(seq, s);
+    if (s.units && reason !== 'cancelled') writeUnit(seq, s.units, s.onStorageError);
   } catch (error) {
     s.onStorageError?.('store', error);
   }

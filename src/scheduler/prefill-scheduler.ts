@@ -41,6 +41,7 @@ import { RetainedSequences } from './retained-sequences.ts';
 import { DEFAULT_STEP_TOKENS, schedule } from './schedule.ts';
 import { RequestSequence, SequenceStatus } from './sequence.ts';
 import { ComputingBlocks, releasable } from './single-flight.ts';
+import type { UnitPolicy } from './units.ts';
 
 const IO_GRACE_MS = 3;
 const DEFAULT_RETAINED = 16;
@@ -61,6 +62,8 @@ export interface SchedulerOptions {
   /** Load a hit only when reading it is predicted to beat recomputing it (absent: always load). */
   fetchPolicy?: FetchOrRecompute;
   now?: () => number;
+  /** Prefix units (units.ts) for a model whose state is not its blocks; with it, no block hits are used. */
+  units?: UnitPolicy | null;
 }
 
 /** What the scheduler holds now, for admin stats and the tests that check abandoned work is dropped. */
@@ -86,6 +89,7 @@ export class PrefillScheduler implements LoopState {
   readonly emit: (jobId: string, event: JobEvent) => void;
   readonly onStorageError?: (phase: 'lookup' | 'load' | 'store', error: unknown) => void;
   readonly now: () => number;
+  readonly units: UnitPolicy | null;
   readonly active: RequestSequence[] = [];
   readonly retained: RetainedSequences;
   readonly computing: ComputingBlocks;
@@ -104,11 +108,12 @@ export class PrefillScheduler implements LoopState {
   constructor(private readonly options: SchedulerOptions) {
     ({ engine: this.engine, cache: this.cache, blockTokens: this.blockTokens, decoders: this.decoders, emit: this.emit, onStorageError: this.onStorageError } = options);
     this.now = options.now ?? (() => performance.now());
+    this.units = options.cache ? (options.units ?? null) : null;
     this.retained = new RetainedSequences(options.retainSequences ?? DEFAULT_RETAINED);
     this.computing = new ComputingBlocks(options.cache?.flights ?? new BlockFlights());
     this.stepTokens = Math.max(1, Math.min(options.stepTokens ?? DEFAULT_STEP_TOKENS, options.engine.maxStepTokens));
     const { engine, cache, blockTokens, fetchPolicy, onStorageError } = options;
-    this.fetchDeps = { engine, cache, blockTokens, retained: this.retained, fetchPolicy, onStorageError, now: this.now, recomputeDecisions: { count: 0 } };
+    this.fetchDeps = { engine, cache, blockTokens, retained: this.retained, fetchPolicy, onStorageError, now: this.now, recomputeDecisions: { count: 0 }, units: this.units };
   }
 
   get depth(): SchedulerState {

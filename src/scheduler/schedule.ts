@@ -77,8 +77,10 @@ export function schedule(active: readonly RequestSequence[], engine: EngineModel
     }
     seq.skipped = 0;
     const from = seq.fedTokens.length;
-    const done = from + chunks[i] >= seq.promptTarget;
-    plan.items.push({ sequence: seq.kv!, tokens: seq.spec.tokens.subarray(from, from + chunks[i]), logits: done && !seq.spec.prefillOnly });
+    // A prefix unit is written after exactly its tokens (units.ts): the chunk ends at the next unit stop.
+    const take = Math.min(chunks[i], seq.tokensUntilUnit);
+    const done = from + take >= seq.promptTarget;
+    plan.items.push({ sequence: seq.kv!, tokens: seq.spec.tokens.subarray(from, from + take), logits: done && !seq.spec.prefillOnly });
     plan.rows.push({ seq, kind: 'prefill', done });
   });
   return plan;

@@ -26,6 +26,7 @@ import type { KvNamespace, PrefixChain } from '../kvtier/index.ts';
 
 import type { JobEvent, RequestSpec } from './job.ts';
 import type { EngineSequence, SequenceDecoder, SpeculativeDecoder } from './ports.ts';
+import type { FetchedUnit } from './units.ts';
 
 export enum SequenceStatus {
   Fetching = 'fetching',
@@ -48,6 +49,8 @@ export interface Fetched {
   /** A retained record whose KV this request continues (its first `reusable` tokens are this prompt's). */
   donor: RequestSequence | null;
   reusable: number;
+  /** Unit mode (units.ts): the unit to import instead of blocks (null: a miss). */
+  unit?: FetchedUnit | null;
 }
 
 /** Single flight (single-flight.ts): when the last lookup started, whether it looked again, whom it waits for. */
@@ -85,6 +88,10 @@ export class RequestSequence {
   /** Full blocks of `fedTokens` already handed to the cache. */
   storedBlocks = 0;
   fetched: Fetched | null = null;
+  /** Unit mode (units.ts): prompt positions where the prefill stops to write a unit, the detected common prefix's end, the last unit written. */
+  unitStops: number[] = [];
+  unitCommonEnd = 0;
+  lastUnitAt = 0;
   readonly flight: FlightState = { lookupTick: 0, lookedAgain: false, waitFor: null, waitBlocks: 0 };
   /** Steps in a row this prompt got no prefill tokens (schedule.ts ages it). */
   skipped = 0;
@@ -126,6 +133,13 @@ export class RequestSequence {
     return Math.max(0, Math.min(this.fedTokens.length, this.promptTarget) - this.figures.cachedTokens);
   }
 
+  /** Prompt tokens the next chunk may take before a unit stop (units.ts); Infinity when none is ahead. */
+  get tokensUntilUnit(): number {
+    const from = this.fedTokens.length;
+    const next = this.unitStops.find((p) => p > from);
+    return next === undefined ? Infinity : next - from;
+  }
+
   get lastToken(): number {
     return this.generated[this.generated.length - 1];
   }
@@ -145,6 +159,7 @@ export class RequestSequence {
     const release = this.fetched?.release;
     if (this.fetched) {
       this.fetched.loaded = [];
+      this.fetched.unit = null;
       this.fetched.release = null;
     }
     release?.();
