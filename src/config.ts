@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
 
-import { KvtError } from './errors.ts';
+import { describeError, KvtError } from './errors.ts';
 import { clusterAddress, keyringFromSecret, parseKeyringJson, type SealKeyringSpec } from './kvtier/index.ts';
 
 export interface Config {
@@ -256,7 +256,7 @@ function keyring(parse: () => SealKeyringSpec, source: string): SealKeyringSpec 
   try {
     return parse();
   } catch (error) {
-    throw new KvtError('KVT_ERR_CONFIG_INVALID', `${source}: ${(error as Error).message}`, { param: source });
+    throw new KvtError('KVT_ERR_CONFIG_INVALID', `${source}: ${describeError(error).message}`, { param: source });
   }
 }
 
@@ -273,7 +273,7 @@ function redisCluster(raw: string, source: string): string {
   try {
     return clusterAddress(raw);
   } catch (error) {
-    throw new KvtError('KVT_ERR_CONFIG_INVALID', `${source}=${raw}: ${(error as Error).message}; use host:port,host:port,… (any nodes of the Redis Cluster)`, { param: source });
+    throw new KvtError('KVT_ERR_CONFIG_INVALID', `${source}=${raw}: ${describeError(error).message}; use host:port,host:port,… (any nodes of the Redis Cluster)`, { param: source });
   }
 }
 

@@ -286,7 +286,7 @@ export class S3BlobStore implements BlobStore {
 
   private toStorageError(error: unknown, operation: string, target: string): StorageError {
     if (error instanceof StorageError) return error;
-    const { name, status, errno, message } = describeError(error);
+    const { name, status, errno, message } = s3FaultOf(error);
     const where = `s3 ${operation} ${target} in ${this.location}`;
     if ((errno !== undefined && UNREACHABLE_ERRNO.has(errno)) || UNREACHABLE_NAMES.has(name)) {
       return new StorageUnreachableError(`${where}: ${errno ?? name} — the S3 endpoint cannot be reached; check endpoint, network and that the service is up`, {
@@ -330,11 +330,12 @@ function resolveCredentials(options: S3BlobStoreOptions): S3Credentials | undefi
 }
 
 function isNotFound(error: unknown): boolean {
-  const { name, status } = describeError(error);
+  const { name, status } = s3FaultOf(error);
   return name === 'NoSuchKey' || name === 'NotFound' || (status === 404 && name !== 'NoSuchBucket');
 }
 
-function describeError(error: unknown): { name: string; status?: number; errno?: string; message: string } {
+/** The parts of an AWS SDK (or socket) error the S3 store classifies by; not src/errors.ts's describeError, which says what a client is told. */
+function s3FaultOf(error: unknown): { name: string; status?: number; errno?: string; message: string } {
   const e = error as { name?: string; code?: string; message?: string; $metadata?: { httpStatusCode?: number }; cause?: { code?: string } };
   const errno = e?.code ?? e?.cause?.code;
   return {

@@ -12,6 +12,7 @@
 import { dirname } from 'node:path';
 
 import type { BlobStore } from '../../storage-adapters/index.ts';
+import { describeError } from '../errors.ts';
 import {
   BlockCodec,
   describeSealed,
@@ -113,7 +114,7 @@ export class BlockAdmin {
     try {
       bytes = await this.deps.store.get(key, { maxBytes: MAX_BLOCK_READ_BYTES });
     } catch (error) {
-      detail.storage.problem = { code: errorCodeOf(error), message: (error as Error).message };
+      detail.storage.problem = { code: errorCodeOf(error), message: describeError(error).message };
       return detail;
     }
     if (bytes === null) {
@@ -148,7 +149,7 @@ export class BlockAdmin {
       };
     } catch (error) {
       detail.storage.verified = false;
-      detail.storage.problem = { code: errorCodeOf(error), message: (error as Error).message };
+      detail.storage.problem = { code: errorCodeOf(error), message: describeError(error).message };
     }
     return detail;
   }

@@ -8,6 +8,7 @@
  * with codec unknown.
  */
 import type { BlobStore } from '../../storage-adapters/index.ts';
+import { describeError } from '../errors.ts';
 import { BlockCodec, BlockSealer, describeSealed, errorCodeOf, looksSealed, MAX_BLOCK_READ_BYTES, type IndexEntry } from '../kvtier/index.ts';
 import type { StoredSummary } from './admin-types.ts';
 
@@ -26,7 +27,7 @@ export async function summarizeStored(entry: IndexEntry, deps: { store: BlobStor
     // Bounded like a load's read: a foreign file claiming gigabytes is reported, not read into memory.
     bytes = await deps.store.get(entry.key, { maxBytes: MAX_BLOCK_READ_BYTES });
   } catch (error) {
-    return { present: false, problem: { code: errorCodeOf(error), message: (error as Error).message } };
+    return { present: false, problem: { code: errorCodeOf(error), message: describeError(error).message } };
   }
   if (bytes === null) return { present: false };
   const summary: StoredSummary = { present: true, fileBytes: bytes.byteLength, encryption: null };
@@ -45,7 +46,7 @@ export async function summarizeStored(entry: IndexEntry, deps: { store: BlobStor
     summary.payloadBytes = block.payload.byteLength;
     summary.storedPayloadBytes = block.storedPayloadBytes;
   } catch (error) {
-    summary.problem = { code: errorCodeOf(error), message: (error as Error).message };
+    summary.problem = { code: errorCodeOf(error), message: describeError(error).message };
   }
   return summary;
 }

@@ -22,6 +22,8 @@ import { createRequire } from 'node:module';
 
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis';
 
+import { KvTierConfigError } from './errors.ts';
+
 /** One Redis or a Redis Cluster: the commands kvtier uses are the same on both. */
 export type RedisClient = Redis | Cluster;
 
@@ -46,10 +48,10 @@ export function clusterSeeds(addressOrSpec: string): { host: string; port: numbe
     .map((part) => {
       const match = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(part);
       const port = match ? Number(match[2]) : 0;
-      if (!match || port < 1 || port > 65535) throw new Error(`"${part}" is not host:port`);
+      if (!match || port < 1 || port > 65535) throw new KvTierConfigError('address', `"${part}" is not host:port`);
       return { host: match[1].replace(/^\[|\]$/g, ''), port };
     });
-  if (seeds.length === 0) throw new Error('no host:port given');
+  if (seeds.length === 0) throw new KvTierConfigError('address', 'no host:port given');
   return seeds;
 }
 

@@ -5,6 +5,7 @@
  */
 import { ChatTemplate, readGguf, Tokenizer, type ChatMessage as CoreChatMessage } from '../../inference-core/index.ts';
 import type { ChatMessage, PromptCodec, RenderChatOptions } from './types.ts';
+import { KvtError } from '../errors.ts';
 
 export function promptCodecFromGgufFile(path: string): PromptCodec {
   const gguf = readGguf(path, { rejectUnsupportedTypes: false });
@@ -69,8 +70,8 @@ function extraOf(options: RenderChatOptions): Record<string, unknown> | undefine
   return Object.fromEntries(Object.entries(options.templateKwargs).filter(([key]) => !key.endsWith('_token')));
 }
 
-function missingTemplate(): Error {
-  return Object.assign(new Error('this model has no chat template (tokenizer.chat_template); use /v1/completions'), { code: 'KVT_ERR_TEMPLATE_MISSING' });
+function missingTemplate(): KvtError {
+  return new KvtError('KVT_ERR_TEMPLATE_MISSING', 'this model has no chat template (tokenizer.chat_template); use /v1/completions');
 }
 
 /**

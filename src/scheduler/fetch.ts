@@ -7,7 +7,7 @@
  * faults become a miss (full prefill) and are reported.
  */
 import type { FetchOrRecompute } from '../cluster/index.ts';
-import { describeError } from '../errors.ts';
+import { describeError, KvtError } from '../errors.ts';
 import type { CacheTier, EngineModel } from './ports.ts';
 import { retain } from './postprocess.ts';
 import type { RetainedSequences } from './retained-sequences.ts';
@@ -38,9 +38,9 @@ export interface FetchDeps {
  */
 export function assertSpecFits(seq: RequestSequence, contextLength: number): void {
   const { tokens, sampling } = seq.spec;
-  if (tokens.length === 0) throw Object.assign(new Error('the prompt has no tokens'), { code: 'KVT_ERR_REQUEST_EMPTY_PROMPT' });
+  if (tokens.length === 0) throw new KvtError('KVT_ERR_REQUEST_EMPTY_PROMPT', 'the prompt has no tokens');
   if (tokens.length + sampling.maxTokens > contextLength) {
-    throw Object.assign(new Error(`prompt (${tokens.length} tokens) + max_tokens (${sampling.maxTokens}) exceeds the context length ${contextLength}`), { code: 'KVT_ERR_REQUEST_CONTEXT_OVERFLOW' });
+    throw new KvtError('KVT_ERR_REQUEST_CONTEXT_OVERFLOW', `prompt (${tokens.length} tokens) + max_tokens (${sampling.maxTokens}) exceeds the context length ${contextLength}`);
   }
 }
 

@@ -21,7 +21,7 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { KvtError } from '../errors.ts';
+import { describeError, KvtError } from '../errors.ts';
 
 export interface TenantIdentity {
   tenant: string;
@@ -122,7 +122,7 @@ export function parseKeysFile(path: string): Map<string, KeyEntry> {
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
-    throw new KvtError('KVT_ERR_CONFIG_API_KEYS', `cannot read KVTIER_API_KEYS file ${path}: ${(error as Error).message}`, { param: 'KVTIER_API_KEYS' });
+    throw new KvtError('KVT_ERR_CONFIG_API_KEYS', `cannot read KVTIER_API_KEYS file ${path}: ${describeError(error).message}`, { param: 'KVTIER_API_KEYS' });
   }
   const keys = new Map<string, KeyEntry>();
   const add = (key: unknown, tenant: unknown, shared: unknown, where: string): void => {
@@ -137,7 +137,7 @@ export function parseKeysFile(path: string): Map<string, KeyEntry> {
     try {
       value = JSON.parse(trimmed);
     } catch (error) {
-      throw new KvtError('KVT_ERR_CONFIG_API_KEYS', `${path} is not valid JSON: ${(error as Error).message}`, { param: 'KVTIER_API_KEYS' });
+      throw new KvtError('KVT_ERR_CONFIG_API_KEYS', `${path} is not valid JSON: ${describeError(error).message}`, { param: 'KVTIER_API_KEYS' });
     }
     if (Array.isArray(value)) {
       value.forEach((entry: { key?: unknown; tenant?: unknown; shared?: unknown }, i) => add(entry?.key, entry?.tenant, entry?.shared, `entry ${i}`));

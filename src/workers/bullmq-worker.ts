@@ -53,7 +53,7 @@ const HEARTBEAT_MS = 2000;
 const MAX_EARLY_CANCELS = 1024;
 
 export async function startBullmqWorker(config: Config, log: EngineLog): Promise<RunningWorker> {
-  if (!config.redisUrl) throw Object.assign(new Error('kvtier worker needs REDIS_URL (or --redis-url)'), { code: 'KVT_ERR_CONFIG_INVALID' });
+  if (!config.redisUrl) throw new KvtError('KVT_ERR_CONFIG_INVALID', 'kvtier worker needs REDIS_URL (or --redis-url)');
   // BullMQ queue names may not contain ':' (the worker id names its own queue).
   const workerId = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`.replace(/[^A-Za-z0-9._-]/g, '_');
   const role = config.role;

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 
 import { openBlobStore, type BlobStore } from '../../../storage-adapters/index.ts';
+import { describeError } from '../../errors.ts';
 import { BlockIndex, BlockSealer, createRedisClient, LmdbPolicyStore, openMetadataPlane, RedisPolicyStore, systemClock, type MetadataPlane, type PolicyStore } from '../../kvtier/index.ts';
 import { loadPricing, openStatsStore, StatsRecorder, type Pricing, type StatsStore, type TierSample, type TierSources } from '../../stats/index.ts';
 import type { ServeContext } from '../context.ts';
@@ -53,7 +54,8 @@ export async function setupAdmin(app: FastifyInstance, ctx: ServeContext, option
       opened.push(() => plane.close());
       blockHandles = { store, index, plane };
     } catch (error) {
-      blockHandles = `${(error as { code?: string }).code ?? 'KVT_ERR_INTERNAL'}: ${(error as Error).message}`;
+      const { code, message } = describeError(error);
+      blockHandles = `${code}: ${message}`;
       app.log.error({ err: error }, 'admin: the block store or index cannot open; block listing, inspect, purge and GC preview are unavailable');
     }
     const policy: PolicyStore = config.redisUrl
