@@ -15,6 +15,13 @@
  *    └─ store() of a block nobody claimed ──▶ writing ──▶ absent        prune(…) ──▶ absent ◀┘
  * ```
  *
+ * A block being written is in use like a stored one: the store call's time is
+ * its last use, a lookup hit on it (`useWhileWriting`) or a second store of
+ * it (`renewWhileWriting`) moves that to now and reports the gap, and it
+ * expires after the TTL it was stored under. The tier's write records the
+ * latest of these as the block's last use (tier-store.ts), so a block read
+ * while its write is in flight lives as long as one read after.
+ *
  * Invariant: a key is readable from this node while it is `writing` here
  * or live in the tier's index — never in between: the bytes are dropped
  * only once the index entry is committed (or the write failed, a miss).
@@ -31,6 +38,10 @@ interface Flight {
   storedTick: number;
   /** The encoded block while its write is in flight. */
   bytes: Uint8Array | undefined;
+  /** While writing: the block's last use (its store call, or a later hit or store), ms; -1 when unknown. */
+  lastUseAt: number;
+  /** While writing: the TTL it was stored under, ms (expired for a lookup once lastUseAt + ttlMs <= now). */
+  ttlMs: number;
 }
 
 export class BlockFlights {
@@ -52,7 +63,7 @@ export class BlockFlights {
   /** `owner` computes `key` unless an earlier unfinished claimant does. */
   claim(key: string, owner: object): void {
     const flight = this.flights.get(key);
-    if (!flight) this.flights.set(key, { owner, storedTick: 0, bytes: undefined });
+    if (!flight) this.flights.set(key, { owner, storedTick: 0, bytes: undefined, lastUseAt: -1, ttlMs: 0 });
     else flight.owner ??= owner;
   }
 
@@ -70,13 +81,45 @@ export class BlockFlights {
     return ++this.ticks;
   }
 
-  /** `key` was handed to the store at `tick`; `bytes` when the tier queued its write (readable until `written`). */
-  stored(key: string, tick: number, bytes?: Uint8Array): void {
+  /**
+   * `key` was handed to the store at `tick`; `bytes` when the tier queued its
+   * write (readable until `written`), with `use`: the store call's time and the TTL it is stored under.
+   */
+  stored(key: string, tick: number, bytes?: Uint8Array, use?: { at: number; ttlMs: number }): void {
+    let flight = this.flights.get(key);
+    if (flight) flight.storedTick = tick;
+    else if (bytes !== undefined) this.flights.set(key, (flight = { owner: null, storedTick: 0, bytes, lastUseAt: -1, ttlMs: 0 }));
+    if (flight !== undefined && bytes !== undefined) {
+      flight.bytes = bytes;
+      flight.lastUseAt = use?.at ?? -1;
+      flight.ttlMs = use?.ttlMs ?? Number.POSITIVE_INFINITY;
+    }
+  }
+
+  /**
+   * A lookup at `now` hits `key` while its write is in flight: returns the
+   * block's previous use (the what-if's gap is `now` minus it) and renews it
+   * to `now`; -1 when it is not being written here or its TTL has run out.
+   */
+  useWhileWriting(key: string, now: number): number {
     const flight = this.flights.get(key);
-    if (flight) {
-      flight.storedTick = tick;
-      if (bytes !== undefined) flight.bytes = bytes;
-    } else if (bytes !== undefined) this.flights.set(key, { owner: null, storedTick: 0, bytes });
+    if (flight?.bytes === undefined) return -1;
+    const previous = flight.lastUseAt;
+    if (previous >= 0 && previous + flight.ttlMs <= now) return -1;
+    flight.lastUseAt = Math.max(previous, now);
+    return previous >= 0 ? previous : now;
+  }
+
+  /** A store call at `now` hands over `key` again while its write is in flight: a use, like a hit. */
+  renewWhileWriting(key: string, now: number): void {
+    const flight = this.flights.get(key);
+    if (flight?.bytes !== undefined && flight.lastUseAt < now) flight.lastUseAt = now;
+  }
+
+  /** While `key` is being written: its last use (store, or a later hit or store); -1 otherwise. */
+  lastUseWhileWriting(key: string): number {
+    const flight = this.flights.get(key);
+    return flight?.bytes !== undefined ? flight.lastUseAt : -1;
   }
 
   /** The write of `key` ended (its index entry is committed, or it failed): the bytes go. */
@@ -84,6 +127,7 @@ export class BlockFlights {
     const flight = this.flights.get(key);
     if (!flight) return;
     flight.bytes = undefined;
+    flight.lastUseAt = -1;
     if (flight.owner === null && flight.storedTick === 0) this.flights.delete(key);
   }
 

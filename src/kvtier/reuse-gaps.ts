@@ -13,8 +13,11 @@
  * edges include 5 min, 1 h, 24 h, 3 d and 7 d, so those TTLs are sums of
  * whole buckets.
  *
- * Hits on blocks still being written, or adopted from the plane or storage,
- * carry no previous use here and are not counted (a lower bound again).
+ * A hit on a block still being written counts from its store call (or its
+ * last hit since; block-flights.ts). A request served from the engine's
+ * retained sequences still looks its prefix up here, so those hits count
+ * too. Hits adopted from the plane or storage carry no previous use here and
+ * are not counted (a lower bound again).
  * With touchIntervalMs > 0 an index entry's last use may be up to that old,
  * so gaps read long by at most that much (conservative).
  */

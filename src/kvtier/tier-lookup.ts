@@ -35,8 +35,13 @@ export async function lookupPrefix(core: TierCore, namespace: KvNamespace, token
   try {
     for (; hits < blockCount; hits++) {
       const lastUse = core.liveEntries.probeBlock(chain, hits, now, policy);
-      if (lastUse === PROBE_ABSENT && core.flights.readable(chain.keyHex(hits))) continue;
       if (lastUse < 0) {
+        // Absent (or expired) in the index but being written here: a hit, renewed; its write records the renewal (tier-store.ts).
+        const previous = core.flights.useWhileWriting(chain.keyHex(hits), now);
+        if (previous >= 0) {
+          reuseGaps.note(scope.trafficClass, now - previous, chain.blockTokens);
+          continue;
+        }
         stop = lastUse;
         break;
       }

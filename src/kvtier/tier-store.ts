@@ -58,11 +58,19 @@ export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt 
   const estimate = payloadBytes + 1024 + namespace.modelFingerprint.length;
   const { flights } = core;
   const tick = flights.nextTick();
+  // The TTL an in-flight block expires under for a lookup (flights): the policy's for this scope, capped by the request's.
+  const ttlMs = Math.min(policy.ttlMs(request.trafficClass, request.tenant), request.ttlMs !== undefined && request.ttlMs > 0 ? request.ttlMs : Number.POSITIVE_INFINITY);
   for (let i = fromBlock; i < toBlock; i++) {
     const key = chain.keyHex(i);
     // Handed over, whatever becomes of it: a lookup that started before this looks again (single flight).
     flights.stored(key, tick);
-    if (core.writes.has(key) || isStoredLive(core, key, chain.keyBytes(i), now, policy)) {
+    if (core.writes.has(key)) {
+      // Stored again while its write is in flight: a use (the write records it).
+      flights.renewWhileWriting(key, now);
+      receipt.duplicate++;
+      continue;
+    }
+    if (isStoredLive(core, key, chain.keyBytes(i), now, policy)) {
       receipt.duplicate++;
       continue;
     }
@@ -106,7 +114,7 @@ export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt 
     }
     const outcome = core.writes.offer({ key, bytes: estimate, run });
     if (outcome === 'queued') {
-      if (encoded !== undefined) flights.stored(key, tick, encoded);
+      if (encoded !== undefined) flights.stored(key, tick, encoded, { at: now, ttlMs });
       receipt.queued++;
       counters.writeBehind.queuedBlocks++;
     } else if (outcome === 'duplicate') receipt.duplicate++;
@@ -127,15 +135,25 @@ export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt 
  * clock gets exactly the definition's expiry).
  */
 async function writeBlock(core: TierCore, key: string, keyBytes: Uint8Array, bytes: Uint8Array, depth: number, request: StoreRequest, usedAt: number): Promise<void> {
+  let recordedAt = -1;
   try {
-    await writeBlockNow(core, key, keyBytes, bytes, depth, request, usedAt);
+    recordedAt = await writeBlockNow(core, key, keyBytes, bytes, depth, request, usedAt);
   } finally {
+    // A hit or store while the records were being written renewed only the flight: carry it over before the flight goes.
+    const lastUse = core.flights.lastUseWhileWriting(key);
     // Only now that the index knows it (or the write failed).
     core.flights.written(key);
+    if (recordedAt >= 0 && lastUse > recordedAt) {
+      const policy = core.policy.current();
+      core.track(core.index.touch([keyBytes], lastUse, policy), 'index touch failed');
+      core.liveEntries.renewed(key, lastUse);
+      core.planeLink.renew([key], lastUse, [depth]);
+    }
   }
 }
 
-async function writeBlockNow(core: TierCore, key: string, keyBytes: Uint8Array, bytes: Uint8Array, depth: number, request: StoreRequest, usedAt: number): Promise<void> {
+/** Returns the last use recorded for the block (its store call, or a later use while it was being written), or -1 when it was not stored. */
+async function writeBlockNow(core: TierCore, key: string, keyBytes: Uint8Array, bytes: Uint8Array, depth: number, request: StoreRequest, storedAt: number): Promise<number> {
   const { counters, options } = core;
   let stored = bytes;
   try {
@@ -143,10 +161,11 @@ async function writeBlockNow(core: TierCore, key: string, keyBytes: Uint8Array, 
     await core.blobStore.put(key, stored);
   } catch (error) {
     core.noteError(error, 'block write failed; block not stored');
-    return;
+    return -1;
   }
   counters.bytesWritten += stored.byteLength;
   counters.blocksWritten++;
+  const usedAt = Math.max(storedAt, core.flights.lastUseWhileWriting(key));
   try {
     await core.index.recordWrites(
       [{ keyBytes, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlCapMs: request.ttlMs }],
@@ -169,6 +188,7 @@ async function writeBlockNow(core: TierCore, key: string, keyBytes: Uint8Array, 
       core.noteError(error, 'a block we just encoded does not decode');
     }
   }
+  return usedAt;
 }
 
 /**

@@ -13,7 +13,10 @@ import type { ReplayRequest, Trace } from './trace.ts';
 
 export interface ReplayTarget {
   setTime(atMs: number): void;
+  /** Waits for the writes queued so far. */
   settle(): Promise<void>;
+  /** Whether enough writes are queued that the loop should settle before the next request (bounds memory, never drops a write). */
+  backlogged(): boolean;
   serve(request: ReplayRequest, tokens: Uint32Array): Promise<number>;
   stored(): Promise<{ bytes: number; blocks: number }>;
 }
@@ -51,9 +54,6 @@ export interface ReplayRunOptions {
   sleep?: (ms: number) => Promise<void>;
   now?: () => number;
 }
-
-/** Requests between two waits for the write-behind queue to drain. */
-const SETTLE_EVERY = 64;
 
 export function emptyTally(): Tally {
   return { requests: 0, inputTokens: 0, outputTokens: 0, cacheableTokens: 0, hitTokens: 0, idealHitTokens: 0 };
@@ -96,8 +96,8 @@ export async function runReplay(trace: Trace, target: ReplayTarget, options: Rep
   const started = now();
   for (let r = 0; r < requests.length; r++) {
     const request = requests[r];
-    // Bounds the writes in flight (each block keeps its request's time as its last use, whenever it lands).
-    if (r % SETTLE_EVERY === 0 && r > 0) await target.settle();
+    // Bounds the writes in flight (each block keeps its request's time as its last use, or a later hit's, whenever it lands).
+    if (target.backlogged()) await target.settle();
     if (request.atMs !== currentAt) {
       while (sampleEvery > 0 && request.atMs >= nextSample) {
         target.setTime(nextSample - origin);

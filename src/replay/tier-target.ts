@@ -20,6 +20,10 @@ import { openBlobStore, type BlobStore } from '../../storage-adapters/index.ts';
 import { KvTier, ManualClock, PrefixHasher, RedisPolicyStore, openMetadataPlane, type KvLayout, type KvNamespace, type MetadataPlane, type PolicyStore, type RetentionPolicyDoc } from '../kvtier/index.ts';
 import type { ReplayRequest } from './trace.ts';
 
+/** Blocks queued between two settles: far below the write-behind budget (WRITE_BEHIND_BYTES), so no write is ever dropped. */
+const SETTLE_AFTER_BLOCKS = 8192;
+const WRITE_BEHIND_BYTES = 1024 * 1024 * 1024;
+
 export interface TierTargetOptions {
   /** This replay node's directory (LMDB index, embedded plane and policy). */
   dataDir: string;
@@ -43,6 +47,7 @@ export class TierTarget {
   readonly clock: ManualClock;
   private readonly namespaces = new Map<string, KvNamespace>();
   private readonly payload: Uint8Array;
+  private queuedSinceSettle = 0;
   readonly layout: KvLayout;
 
   private constructor(
@@ -79,7 +84,8 @@ export class TierTarget {
         touchIntervalMs: 0,
         hotCacheBytes: 0,
         readPoolBytes: 0,
-        writeConcurrency: 8,
+        writeConcurrency: 64,
+        writeBehindMaxBytes: WRITE_BEHIND_BYTES,
         metadataPlane: plane,
         ...(policyStore !== null ? { policyStore } : {}),
       });
@@ -109,9 +115,14 @@ export class TierTarget {
     return Object.fromEntries(Object.entries(doc.classes).map(([name, spec]) => [name, spec.ttlMs]));
   }
 
-  /** Writes queued so far land at the current time; call before moving the clock on. */
+  /** Waits for the writes queued so far (each records its store call's time, or a later hit's, as its last use). */
   async settle(): Promise<void> {
     await this.tier.flush();
+    this.queuedSinceSettle = 0;
+  }
+
+  backlogged(): boolean {
+    return this.queuedSinceSettle >= SETTLE_AFTER_BLOCKS;
   }
 
   setTime(atMs: number): void {
@@ -127,21 +138,14 @@ export class TierTarget {
     }
     const scope = { tenant: request.tenant, trafficClass: request.trafficClass };
     const chain = this.hasher.chain(namespace.keyBytes, tokens);
-    // A hit on a block still being written renews nothing and has no previous use to report (no index entry yet): let such writes land first.
-    if (this.anyPending(chain)) await this.tier.flush();
     const hit = await this.tier.lookup(namespace, tokens, scope, chain);
     const full = request.blocks.length;
     if (hit.hitBlocks < full) {
       const receipt = this.tier.store({ namespace, tokens, fromBlock: hit.hitBlocks, payloads: new Array<Uint8Array>(full - hit.hitBlocks).fill(this.payload), layout: this.layout, chain: hit.chain, ...scope });
+      this.queuedSinceSettle += receipt.queued;
       if (receipt.dropped > 0) throw new Error(`the write-behind queue dropped ${receipt.dropped} blocks: the replay would not be the definition's; settle more often`);
     }
     return hit.hitBlocks;
-  }
-
-  private anyPending(chain: { blockCount: number; keyHex(i: number): string }): boolean {
-    const flights = this.tier.flights;
-    for (let i = 0; i < chain.blockCount; i++) if (flights.readable(chain.keyHex(i))) return true;
-    return false;
   }
 
   /** Expires what the policy says is expired (GC), then reads what is stored. */

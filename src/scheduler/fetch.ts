@@ -77,7 +77,7 @@ export async function fetchPrefix(seq: RequestSequence, deps: FetchDeps): Promis
   const heldBlocks = donor ? Math.floor(donor.reusable / blockTokens) : 0;
   let fromTier: { payloads: Uint8Array[]; release: (() => void) | null }; // blocks [heldBlocks, …)
   try {
-    fromTier = await lookupTier(seq, donor?.reusable ?? 0, heldBlocks, deps);
+    fromTier = await lookupTier(seq, heldBlocks, deps);
   } catch (error) {
     if (donor) retain(retained, donor.entry);
     throw error;
@@ -97,16 +97,17 @@ export async function fetchPrefix(seq: RequestSequence, deps: FetchDeps): Promis
 }
 
 /**
- * Tier blocks [fromBlock, …) of the prompt's prefix, unless `reusable`
- * tokens held in the pool already cover every block the tier could have.
+ * Tier blocks [fromBlock, …) of the prompt's prefix (`fromBlock`: the whole
+ * blocks a retained sequence already holds); none when the tier has no more.
  */
-async function lookupTier(seq: RequestSequence, reusable: number, fromBlock: number, deps: FetchDeps): Promise<{ payloads: Uint8Array[]; release: (() => void) | null }> {
+async function lookupTier(seq: RequestSequence, fromBlock: number, deps: FetchDeps): Promise<{ payloads: Uint8Array[]; release: (() => void) | null }> {
   const { cache, blockTokens, fetchPolicy, onStorageError, now } = deps;
   const { tokens, tenant, trafficClass } = seq.spec;
   const none = { payloads: [], release: null };
   const maxCachedBlocks = Math.floor((tokens.length - 1) / blockTokens);
   if (!cache || !seq.prefix) return none;
-  if (reusable >= maxCachedBlocks * blockTokens) return none;
+  // Looked up even when the retained sequence covers every block: the lookup renews the tier's
+  // copies of the blocks this request uses and records their reuse gaps (the what-if); nothing is loaded then.
   const f = seq.figures;
   try {
     const lookupStart = now();

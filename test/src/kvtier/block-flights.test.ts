@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
 import { FsBlobStore } from '../../../storage-adapters/index.ts';
-import { BlockFlights, KvTier } from '../../../src/kvtier/index.ts';
+import { BlockFlights, KvTier, ManualClock, reuseGapBucket } from '../../../src/kvtier/index.ts';
 import { HeldPutsStore } from '../../helpers/held-puts-store.ts';
 import { LAYOUT, captureLogger, payloadFor, tempDir, tokensOf } from './fixtures.ts';
 
@@ -104,5 +104,56 @@ describe('BlockFlights in the tier', () => {
     expect(again.blocks.map((b) => b.payload)).toEqual(payloads);
     expect(tier.stats().bytesRead).toBeGreaterThan(0);
     again.release();
+  });
+
+  it('a hit on a block still being written renews it and records its reuse gap; a store of it while in flight renews it too', async () => {
+    store.release();
+    await tier.close();
+    store.hold();
+    const DAY = 86_400_000;
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    tier = await KvTier.open({ dataDir: join(dir.path, 'node2'), store, blockTokens: 64, hotCacheBytes: 0, metadataRedisUrl: '', logger: captureLogger(), clock, touchIntervalMs: 0 });
+    const ttl = tier.policy.current().ttlMs('chat', 't');
+    const ns = tier.namespace({ modelFingerprint: 'm', tenantSalt: '02' });
+    const scope = { tenant: 't', trafficClass: 'chat' };
+    const tokens = tokensOf(2 * 64, 9);
+    const payloads = [0, 1].map((i) => payloadFor(9, i));
+    const t0 = clock.now();
+    expect(tier.store({ namespace: ns, tokens, payloads, layout: LAYOUT, ...scope }).queued).toBe(2);
+    // Held: both blocks are being written. A hit 10 s later counts a 10 s gap per block.
+    clock.set(t0 + 10_000);
+    expect((await tier.lookup(ns, tokens, scope)).hitBlocks).toBe(2);
+    const gaps = tier.stats().reuseGaps.byClass.chat;
+    expect(gaps?.blocks[reuseGapBucket(10_000)]).toBe(2);
+    expect(gaps?.tokens.reduce((a, b) => a + b, 0)).toBe(2 * 64);
+    // Still being written a TTL minus a minute later: a store of it is a use as well.
+    clock.set(t0 + ttl - 60_000);
+    expect(tier.store({ namespace: ns, tokens, payloads, layout: LAYOUT, ...scope }).duplicate).toBe(2);
+    store.release();
+    await tier.flush();
+    // The write lands: the index and the plane keep the latest use, so a lookup past the store time's TTL still hits.
+    clock.set(t0 + ttl + DAY);
+    const later = await tier.lookup(ns, tokens, scope);
+    expect(later.hitBlocks).toBe(2);
+    expect(tier.stats().reuseGaps.byClass.chat?.blocks[reuseGapBucket(DAY + 60_000)]).toBe(2);
+    // And it expires a TTL after that last use, judged while being written too.
+    clock.set(t0 + 2 * ttl + 2 * DAY);
+    expect((await tier.lookup(ns, tokens, scope)).hitBlocks).toBe(0);
+  });
+
+  it('a block being written expires for a lookup once its TTL has run out since its last use', async () => {
+    store.release();
+    await tier.close();
+    store.hold();
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    tier = await KvTier.open({ dataDir: join(dir.path, 'node3'), store, blockTokens: 64, hotCacheBytes: 0, metadataRedisUrl: '', logger: captureLogger(), clock, touchIntervalMs: 0 });
+    const ttl = tier.policy.current().ttlMs('chat', 't');
+    const ns = tier.namespace({ modelFingerprint: 'm', tenantSalt: '03' });
+    const scope = { tenant: 't', trafficClass: 'chat' };
+    const tokens = tokensOf(64, 11);
+    tier.store({ namespace: ns, tokens, payloads: [payloadFor(11, 0)], layout: LAYOUT, ...scope });
+    clock.set(clock.now() + ttl);
+    expect((await tier.lookup(ns, tokens, scope)).hitBlocks).toBe(0);
+    store.release();
   });
 });

@@ -37,11 +37,17 @@ it('the what-if panel shows, per class and TTL, the figures kvtier stats --what-
   const code = await runAdminCommand(['stats', '--what-if', '--json', '--url', server.url, '--token', ADMIN_TOKEN], { out: (t) => void out.push(t), err: (t) => void err.push(t), env: {}, interactive: false });
   expect(code, err.join('')).toBe(0);
   const cli = JSON.parse(out.join('')) as WhatIf;
-  // Every class of the policy has its six rows (5m … 7d, current). Note: these repeats hit the engine's retained
-  // sequences or blocks still being written, which carry no previous use, so the figures here may be zeros;
-  // test/src/replay/what-if.test.ts checks non-zero figures against separate replays.
+  // Every class of the policy has its six rows (5m … 7d, current). The repeats are served from the engine's retained
+  // sequences (or blocks still being written) and still record their reuse gaps: seconds apart, so every TTL
+  // row shows the two repeats' hit tokens, and the figures on the page are those, not zeros.
   expect(cli.classes.map((c) => c.trafficClass).sort()).toEqual(['agent', 'chat']);
-  for (const c of cli.classes) expect(c.rows.map((r) => r.ttl)).toEqual(['5m', '1h', '24h', '3d', '7d', 'current']);
+  for (const c of cli.classes) {
+    expect(c.rows.map((r) => r.ttl)).toEqual(['5m', '1h', '24h', '3d', '7d', 'current']);
+    for (const r of c.rows) {
+      expect(r.hitTokens, `${c.trafficClass} ${r.ttl}`).toBeGreaterThan(0);
+      expect(r.savedUsd, `${c.trafficClass} ${r.ttl}`).toBeGreaterThan(0);
+    }
+  }
 
   const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
   const problems = collectPageProblems(page, { httpErrors: true });
