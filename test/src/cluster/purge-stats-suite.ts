@@ -112,6 +112,36 @@ interface OverviewBody {
   };
 }
 
+interface WorkersStats {
+  tier: { workers: { workerId: string; at: number; cache: { writeBehind: { queuedBytes: number } } | null }[] };
+}
+
+/**
+ * Waits for the write-behind to land: each worker's heartbeats (one every 2 s) carry its tier's
+ * bytes queued or in flight. A heartbeat stored after this call may still carry a snapshot taken just
+ * before it, so the wait takes each worker's second heartbeat after this call, whose snapshot is
+ * newer, and needs it to show nothing queued. An event the next request can rely on, where a fixed
+ * sleep was only likely to be long enough on a loaded machine.
+ */
+async function writesLanded(): Promise<void> {
+  const since = Date.now();
+  const firstFresh = new Map<string, number>();
+  const deadline = since + 60_000;
+  while (Date.now() < deadline) {
+    const { tier } = await admin<WorkersStats>(0, '/admin/stats');
+    let landed = 0;
+    for (const w of tier.workers) {
+      if (w.at <= since) continue;
+      const first = firstFresh.get(w.workerId);
+      if (first === undefined) firstFresh.set(w.workerId, w.at);
+      else if (w.at > first && (w.cache?.writeBehind.queuedBytes ?? 0) === 0) landed++;
+    }
+    if (landed === workers.length) return;
+    await sleep(50); // until the next heartbeat; the condition, not this pause, ends the wait
+  }
+  throw new Error('the workers did not report their block writes landed within 60 s');
+}
+
 /** Waits until every process has flushed its counters (the stats step is 300 ms here) and they stopped moving. */
 async function settledOverview(api: number): Promise<OverviewBody['overview']> {
   let last = '';
@@ -173,10 +203,9 @@ describe(`2 API processes + 2 workers on ${mode === 'redis' ? 'one Redis' : 'a R
       for (let i = 0; i < 4; i++) {
         const usage = await ask(i % 2, tenant, `warm-up ${i} for ${tenant}`);
         if (i > 0) expect(usage.prompt_tokens_details.cached_tokens, `${tenant} request ${i}`).toBeGreaterThan(0);
-        await sleep(500); // write-behind: the next request (maybe on the other worker) finds the blocks on S3
+        await writesLanded(); // the next request (maybe on the other worker) finds the blocks on S3
       }
     }
-    await sleep(1000); // write-behind
     const before = await storedObjects();
     expect(before.count).toBeGreaterThan(0);
     beforePurge = before;
@@ -195,25 +224,25 @@ describe(`2 API processes + 2 workers on ${mode === 'redis' ? 'one Redis' : 'a R
       const usage = await ask(i % 2, 'acme', `warm-up ${i} for acme`, { 'x-kvtier-cache': 'no-store' });
       expect(usage.prompt_tokens_details.cached_tokens, `acme probe ${i}`).toBe(0);
     }
-    await sleep(1000);
+    await writesLanded(); // a no-store request queues nothing; had it queued a write, it has landed by now
     expect((await storedObjects()).count, 'no-store requests leave no block').toBe(after.count);
     // beta: untouched, a hit on both workers.
     for (let i = 0; i < 4; i++) {
       const usage = await ask(i % 2, 'beta', `after the purge ${i} for beta`);
       expect(usage.prompt_tokens_details.cached_tokens, `beta request ${i}`).toBeGreaterThan(0);
-      await sleep(500);
+      await writesLanded();
     }
   }, 300_000);
 
   it('requests, tokens, bytes written and GC tallies are counted once, whichever API process is asked', async () => {
-    await sleep(1000);
+    await writesLanded();
     const final = await storedObjects();
     // Nothing was deleted but by the purge: everything written is what S3 had before it plus what it gained since.
     const written = { count: beforePurge.count + final.count - afterPurge.count, bytes: beforePurge.bytes + final.bytes - afterPurge.bytes };
     const gcBefore = (await settledOverview(0)).gc;
     // GC through API 2: beta's TTL cut to 1 s, so the run has blocks to expire.
     await admin(1, '/admin/policy/edit', { op: 'setTenant', tenant: 'beta', ttlMs: 1000 });
-    await sleep(1500);
+    await sleep(1500); // the TTL itself must pass (time is what is tested here): every beta block was last used before the edit
     const gc = await admin<{ removed: { expired: { blocks: number; bytes: number }; evicted: { blocks: number } } }>(1, '/admin/gc', {});
     expect(gc.removed.expired.blocks).toBeGreaterThan(0);
     for (const api of [0, 1]) {

@@ -72,7 +72,7 @@ async function addWorker(role: 'prefill' | 'decode', blocksDir: string): Promise
 
 /** The `count` jobs of the request just made: the completed jobs that were not there before. */
 async function jobsSince(before: Set<string>, count: number): Promise<Half[]> {
-  const deadline = Date.now() + 10_000;
+  const deadline = Date.now() + 60_000; // an upper bound only: the completed events end the wait
   for (;;) {
     const fresh = [...halves.values()].filter((h) => !before.has(h.jobId));
     if (fresh.length >= count) {
