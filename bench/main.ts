@@ -19,6 +19,7 @@ const areas: Record<string, string[]> = {
   'metadata-plane': ['./metadata-plane.ts'],
   'retention-sim': ['./retention-sim.ts'],
   replay: ['./replay.ts'],
+  units: ['./units.ts'],
 };
 
 type BenchModule = { run: () => Promise<Record<string, number | string | boolean>> };
