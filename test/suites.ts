@@ -57,6 +57,7 @@ export const SLOW = [
   'test/src/cli/admin-codec.test.ts', // 17 s
   'test/src/kvtier/gc-renewal-race.test.ts', // starts a Redis Cluster
   'test/src/cluster/gc-leader.test.ts',
+  'test/src/cluster/sharded-gc.test.ts', // starts a Redis Cluster and a runner process
   'test/src/cluster/purge-stats.test.ts',
   'test/src/cluster/purge-stats-cluster.test.ts',
   'test/src/cluster/split.test.ts',

@@ -45,7 +45,7 @@ export {
   type TenantOverride,
 } from './retention-policy.ts';
 export { LmdbPolicyStore, RedisPolicyStore, type PolicyChange, type PolicyStore, type RedisPolicyStoreOptions } from './policy-store.ts';
-export { runGc, type GcDeps, type GcOptions, type GcProgress, type GcReason, type GcReport, type GcTally } from './gc.ts';
+export { mergeGcReports, runGc, type GcDeps, type GcOptions, type GcProgress, type GcReason, type GcReport, type GcTally } from './gc.ts';
 export { matchesPurge, purgeFilterProblem, purgeIndex, purgePlane, type PurgeFilter as BlockPurgeFilter, type PurgeProgress, type PurgeResult } from './purge.ts';
 export {
   LmdbMetadataPlane,

@@ -49,6 +49,8 @@ export class KvTier {
   /** State the lookup, load and store paths share (tier-core.ts). */
   private readonly core: TierCore;
   private gcRunning: Promise<GcReport> | undefined;
+  /** Which shards the running GC collects ('' = all): a call for the same joins it, another waits for it. */
+  private gcRunningShards = '';
   private gcTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private unsubscribePlane: () => void = () => undefined;
@@ -239,12 +241,14 @@ export class KvTier {
     return this.index.usage();
   }
 
-  /** Runs GC under the current policy (one run at a time; a second call joins the first). */
+  /** Runs GC under the current policy (one run at a time; a second call for the same shards joins the first, one for others runs after it). */
   gc(options: GcOptions = {}): Promise<GcReport> {
     this.assertOpen();
-    if (this.gcRunning !== undefined) return this.gcRunning;
-    const run = this.core.planeLink
-      .plane.flush()
+    const shards = options.shards?.join(',') ?? '';
+    if (this.gcRunning !== undefined && this.gcRunningShards === shards) return this.gcRunning;
+    const before = this.gcRunning?.catch(() => undefined) ?? Promise.resolve();
+    const run = before
+      .then(() => this.core.planeLink.plane.flush())
       .catch((error: unknown) => this.core.noteError(error, 'flushing plane renewals before GC failed'))
       .then(() =>
         runGc(
@@ -260,7 +264,8 @@ export class KvTier {
         ),
       )
       .then(async (report) => {
-        this.core.planeLink.noteState(report.plane.trusted);
+        // A run over some shards vouches for those only: it can say the plane is untrusted, not that all of it is trusted.
+        if (options.shards === undefined || !report.plane.trusted) this.core.planeLink.noteState(report.plane.trusted);
         // Removals reach this node's index through dropLocal; let them land before reporting.
         await this.core.settleBackground();
         const gc = this.core.counters.gc;
@@ -275,8 +280,9 @@ export class KvTier {
         return report;
       });
     this.gcRunning = run;
+    this.gcRunningShards = shards;
     const clear = () => {
-      this.gcRunning = undefined;
+      if (this.gcRunning === run) this.gcRunning = undefined;
     };
     run.then(clear, clear);
     return run;

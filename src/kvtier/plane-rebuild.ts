@@ -77,17 +77,19 @@ export async function rebuildRecords(options: RebuildOptions): Promise<{ written
     written += records.length;
     options.onBatch?.(keys.length);
   };
-  // A sharded plane that lost some shards rebuilds only their keys; the others' records stay as they are.
-  const inScope = await plane.rebuildScope?.();
+  // A sharded plane that lost some shards lists only their keys (a prefix listing per shard key
+  // range); the others' records stay as they are.
+  const prefixes = (await plane.rebuildScope?.()) ?? [''];
   let batch: string[] = [];
-  for await (const key of store.list()) {
-    if (!/^[0-9a-f]{32}$/.test(key)) continue;
-    if (inScope !== undefined && !inScope(key)) continue;
-    batch.push(key);
-    if (batch.length >= options.batchSize) {
-      await rebuildBatch(batch);
-      batch = [];
-      if (options.signal?.aborted) return { written, complete: false };
+  for (const prefix of prefixes) {
+    for await (const key of store.list(prefix)) {
+      if (!/^[0-9a-f]{32}$/.test(key)) continue;
+      batch.push(key);
+      if (batch.length >= options.batchSize) {
+        await rebuildBatch(batch);
+        batch = [];
+        if (options.signal?.aborted) return { written, complete: false };
+      }
     }
   }
   if (batch.length > 0) await rebuildBatch(batch);

@@ -12,6 +12,8 @@ export interface AdminCall {
   /** op purge: what to remove (kvtier/purge.ts PurgeFilter) and when the operator asked (ms since the epoch). */
   filter?: { tenant?: string; trafficClass?: string; olderThanMs?: number; all?: boolean };
   at?: number;
+  /** op gc: only these metadata-plane shards (a per-shard GC job under that shard's lease); default all. */
+  shards?: number[];
 }
 
 /** op stats from the thread that owns the tier: its counters (null without a tier), usage, where it stores, and the thread's own figures. */

@@ -26,7 +26,7 @@ export async function adminCall(tier: KvTier | null, call: AdminCall, extra: Rec
       return { op: 'setPolicy', result: next.doc };
     }
     case 'gc':
-      return { op: 'gc', result: await tier.gc() };
+      return { op: 'gc', result: await tier.gc(call.shards ? { shards: call.shards } : {}) };
     case 'purge':
       return { op: 'purge', result: await tier.purge(call.filter ?? {}, { at: call.at }) };
     default: {

@@ -121,7 +121,7 @@ export class BullmqRunner implements JobRunner {
     const runner = new BullmqRunner(config, connection, subscriber, queue, queueEvents, policy, log, queueClients);
     await runner.whenSubscribed(10_000);
     // Cluster GC: a repeatable `gc` job any worker runs under the cluster lease (gc-schedule.ts).
-    await scheduleClusterGc(queue, config.gcIntervalMs).catch((error: Error) => log('warn', `scheduling cluster GC failed (GC runs on request only): ${error.message}`));
+    await scheduleClusterGc(queue, config.gcIntervalMs, config.planeShards).catch((error: Error) => log('warn', `scheduling cluster GC failed (GC runs on request only): ${error.message}`));
     return runner;
   }
 

@@ -32,7 +32,7 @@ import { randomUUID } from 'node:crypto';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 
 import { TokenIds } from '../../inference-core/index.ts';
-import { CacheAwareRouter, gcUnderClusterLease, PURGE_CHANNEL, PurgeFollower, routeKeys } from '../cluster/index.ts';
+import { CacheAwareRouter, gcUnderShardLeases, PURGE_CHANNEL, PurgeFollower, routeKeys } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
 import { isKvtCoded, KvtError } from '../errors.ts';
 import { createRedisClient, type RedisClient as Redis } from '../kvtier/index.ts';
@@ -95,8 +95,15 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
   };
 
   const processJob = async (job: Job, queueName: string): Promise<unknown> => {
-    // One GC at a time across the cluster: while another node holds the lease this job fails with KVT_ERR_CLUSTER_GC_BUSY naming it.
-    if (job.name === 'gc') return gcUnderClusterLease(publisher, workerId, async () => (await host.admin({ op: 'gc' })).result).catch(failWithCode);
+    // One GC per plane shard at a time across the cluster (a per-shard job names its shard): while other nodes hold the leases this job fails with KVT_ERR_CLUSTER_GC_BUSY naming them.
+    if (job.name === 'gc') {
+      const only = typeof job.data?.shard === 'number' ? [job.data.shard as number] : undefined;
+      return gcUnderShardLeases(publisher, workerId, config.planeShards, only, async (shards) => {
+        const reply = await host.admin({ op: 'gc', shards });
+        if (reply.op !== 'gc') throw new KvtError('KVT_ERR_INTERNAL', `the engine thread answered a gc call with ${reply.op}`);
+        return reply.result;
+      }).catch(failWithCode);
+    }
     const queued: QueuedJob = job.data;
     const data = fromQueued(queued);
     if (data.model !== modelIdOf(config.model)) {

@@ -119,11 +119,24 @@ export interface MetadataPlane {
   readonly kind: PlaneKind;
   state(): Promise<PlaneState>;
   /**
-   * Which keys a rebuild from the storage listing must cover: a sharded plane whose other shards kept
-   * their data answers a predicate for the keys of the shards that lost it (only those are rebuilt);
-   * undefined = every key (one shard, or all lost).
+   * Which keys a rebuild from the storage listing must cover, as storage key prefixes whose union is
+   * exactly those keys (the listing reads only them): a sharded plane whose other shards kept their
+   * data answers the prefixes of the shards that lost it; undefined = every key (one shard, or all lost).
    */
-  rebuildScope?(): Promise<((key: string) => boolean) | undefined>;
+  rebuildScope?(): Promise<string[] | undefined>;
+  /** Shards S of a sharded plane (absent or 1: one shard). */
+  readonly shardCount?: number;
+  /**
+   * Shard `s` of a sharded plane as a plane of its own, for GC of that shard alone: `state`,
+   * `markTrusted`, `rebuildScope`, scans, batch takes, the journal, `usage` and orphan sightings read
+   * and write only that shard (a lost or failing other shard does not block it); calls naming keys
+   * reach the key's own shard as on the whole plane. Closing it closes nothing.
+   */
+  shard?(s: number): MetadataPlane;
+  /** Storage key prefixes whose union is exactly the keys this plane (or shard view) holds; absent = every key. */
+  keyPrefixes?(): string[];
+  /** A shard view's whole plane usage (its own `usage` is its shard's): GC evicts a shard's share of a quota's excess. */
+  wholeUsage?(): Promise<PlaneUsage>;
   /** Marks `generation` as rebuilt; a no-op if the generation changed meanwhile (returns false then). */
   markTrusted(generation: string): Promise<boolean>;
   /** Records, in the order of `keys` (null = no record). */

@@ -11,7 +11,8 @@ import { memberOf, planeKeyNames } from './redis-plane-codec.ts';
 import { defineScripts, RedisPlaneCommands } from './redis-plane-commands.ts';
 import { clearPendingDeletes, pendingDeletes, removeOldest, removeRecords } from './redis-plane-removal.ts';
 import { clearOrphans, getRecords, noteOrphans, orphanSightings, shardUsage, upsertRecords, writeRenewals } from './redis-plane-records.ts';
-import { addUsage, checkShardCount, groupByShard, removeOldestAcross, shardBitsOf, shardOf, shardState } from './redis-plane-shards.ts';
+import { RedisPlaneShardView } from './redis-plane-shard-view.ts';
+import { addUsage, checkShardCount, groupByShard, removeOldestAcross, shardBitsOf, shardKeyPrefixes, shardState } from './redis-plane-shards.ts';
 import { scanByLastUse } from './redis-plane-walk.ts';
 import { RenewalBuffer, type PendingRenewal } from './renewal-buffer.ts';
 
@@ -170,11 +171,17 @@ export class RedisMetadataPlane implements MetadataPlane {
     return states.flatMap((state, shard) => (state.trusted ? [] : [shard]));
   }
 
-  /** Only the keys of the shards that lost their data (see MetadataPlane.rebuildScope). */
-  async rebuildScope(): Promise<((key: string) => boolean) | undefined> {
-    const lost = new Set(await this.untrustedShards());
-    if (lost.size === this.shards.length) return undefined;
-    return (key) => lost.has(shardOf(key, this.shardBits));
+  /** Only the keys of the shards that lost their data, as listing prefixes (see MetadataPlane.rebuildScope). */
+  async rebuildScope(): Promise<string[] | undefined> {
+    const lost = await this.untrustedShards();
+    if (lost.length === this.shards.length) return undefined;
+    return lost.flatMap((shard) => shardKeyPrefixes(shard, this.shardBits));
+  }
+
+  /** Shard `s` alone (MetadataPlane.shard): GC of one shard under its own lease. */
+  shard(s: number): MetadataPlane {
+    if (!Number.isInteger(s) || s < 0 || s >= this.shards.length) throw new PlaneError('KVT_ERR_PLANE_SHARDS', `this plane has ${this.shards.length} shards (0..${this.shards.length - 1}); shard ${s} does not exist`);
+    return new RedisPlaneShardView(this, s, this.shards[s], this.shardBits);
   }
 
   async markTrusted(generation: string): Promise<boolean> {
@@ -235,7 +242,7 @@ export class RedisMetadataPlane implements MetadataPlane {
   }
 
   /** Local listeners now; other nodes through the removal channel. `members`: the same keys as raw bytes, concatenated (the message body). */
-  private async tellRemoved(keys: string[], members: Buffer): Promise<void> {
+  async tellRemoved(keys: string[], members: Buffer): Promise<void> {
     if (keys.length === 0) return;
     for (const listener of this.listeners) listener(keys);
     const first = this.shards[0];

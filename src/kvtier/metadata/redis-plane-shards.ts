@@ -32,6 +32,18 @@ export function shardOf(key: string, bits: number): number {
   return parseInt(key.slice(0, 2), 16) >> (8 - bits);
 }
 
+/**
+ * Storage key prefixes (hex) whose union is exactly shard `shard`'s keys: with k ≤ 4 bits, 2^(4−k)
+ * one-character prefixes; with k ≤ 8, 2^(8−k) two-character ones. A listing by prefix (fs: one
+ * directory per two characters; S3: ListObjectsV2 `prefix`) reads that shard's keys and no others.
+ */
+export function shardKeyPrefixes(shard: number, bits: number): string[] {
+  if (bits === 0) return [''];
+  const chars = bits <= 4 ? 1 : 2;
+  const span = 2 ** (4 * chars - bits);
+  return Array.from({ length: span }, (_, i) => (shard * span + i).toString(16).padStart(chars, '0'));
+}
+
 /** Indexes of `keys` per shard (in their order), only shards that have any. */
 export function groupByShard(keys: readonly string[], bits: number): Map<number, number[]> {
   const groups = new Map<number, number[]>();

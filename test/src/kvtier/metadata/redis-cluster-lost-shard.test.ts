@@ -1,9 +1,9 @@
 /**
  * A 4-shard plane on a real Redis Cluster loses one primary's data together with its replica's
- * (FLUSHALL on the primary, replicated): only the shards that lived there turn untrusted, GC deletes
- * nothing while they are (even records of the other shards that are long expired), and the rebuild
- * writes records for those shards' keys only — the other shards' records are not rewritten (they
- * keep their old last use and expire in the same run, while the rebuilt ones count from now).
+ * (FLUSHALL on the primary, replicated): only the shards that lived there turn untrusted, and GC of
+ * those shards deletes nothing while they are, while the other shards keep being collected (their
+ * long-expired records go). The rebuild lists only the lost shards' key ranges from storage (prefix
+ * listings; no key of another shard is read) and writes records for those keys only.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { FsBlobStore } from '../../../../storage-adapters/index.ts';
+import { ForwardingStore } from '../../../helpers/forwarding-store.ts';
 import { BlockIndex, DAY_MS, ManualClock, RetentionPolicy, defaultPolicyDoc, runGc, type BlockRecord } from '../../../../src/kvtier/index.ts';
 import { RedisMetadataPlane } from '../../../../src/kvtier/metadata/index.ts';
 import { keySlot, startRedisCluster, type RedisClusterFixture } from '../../../helpers/redis-cluster.ts';
@@ -29,7 +30,7 @@ afterAll(async () => {
 });
 
 describe('a lost shard on a Redis Cluster', () => {
-  it('only the flushed primary’s shards rebuild from storage, and nothing is deleted before they are trusted again', async () => {
+  it('only the flushed primary’s shards rebuild, from a listing of their own key ranges; nothing of them is deleted before they are trusted again, and the other shards keep being collected', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'kvt-lost-shard-'));
     const keyPrefix = 'lost:plane:';
     const plane = await RedisMetadataPlane.open({ url: cluster.address, keyPrefix, shards: 4 });
@@ -60,24 +61,49 @@ describe('a lost shard on a Redis Cluster', () => {
       expect((await plane.state()).trusted).toBe(false);
       expect((await plane.untrustedShards()).sort()).toEqual([...lost].sort());
 
-      // Every record left is long expired; a GC whose rebuild is cut short deletes nothing.
+      // Every record left is long expired. GC of the lost shards whose rebuild is cut short deletes nothing.
       clock.set(T0 + 10 * DAY_MS);
       const controller = new AbortController();
-      const cut = await runGc({ plane, index, store, policy, clock }, { sweepOrphans: false, batchSize: 16, signal: controller.signal, onProgress: () => controller.abort() });
+      const cut = await runGc({ plane, index, store, policy, clock }, { shards: lost, sweepOrphans: false, batchSize: 16, signal: controller.signal, onProgress: () => controller.abort() });
       expect(cut.plane.trusted).toBe(false);
+      expect(cut.shards.skipped).toEqual(lost.slice(0, 1));
       expect(cut.removed.expired.blocks + cut.removed.evicted.blocks).toBe(0);
       expect(await store.has(records.map((r) => r.key))).toEqual(records.map(() => true));
 
-      // The full run: records for the lost shards' keys only, then judging as usual.
-      const report = await runGc({ plane, index, store, policy, clock }, { sweepOrphans: false });
+      // The other shards do not wait for them: a whole-plane run whose lost shards cannot be rebuilt
+      // (their listing fails) still collects every other shard.
+      const failingList = new (class extends ForwardingStore {
+        override list(prefix?: string): AsyncIterable<string> {
+          if (prefix !== undefined && prefix !== '' && lost.includes(parseInt(prefix[0], 16) >> 2)) throw new Error('listing unavailable');
+          return super.list(prefix);
+        }
+      })(store);
+      const others = await runGc({ plane, index, store: failingList, policy, clock }, { sweepOrphans: false });
+      expect(others.plane.trusted).toBe(false);
+      expect(others.shards.skipped.sort()).toEqual([...lost].sort());
+      expect(others.shards.collected.sort()).toEqual([0, 1, 2, 3].filter((shard) => !lost.includes(shard)));
+      expect(others.removed.expired.blocks).toBe(keptKeys.length);
+      expect(await store.has(keptKeys)).toEqual(keptKeys.map(() => false));
+      expect(await store.has(lostKeys)).toEqual(lostKeys.map(() => true));
+
+      // The full run: the lost shards' key ranges listed by prefix (nothing else read), their records written, then judged as usual.
+      const listed: string[] = [];
+      const counting = new (class extends ForwardingStore {
+        override async *list(prefix?: string): AsyncIterable<string> {
+          for await (const key of super.list(prefix)) {
+            listed.push(key);
+            yield key;
+          }
+        }
+      })(store);
+      const report = await runGc({ plane, index, store: counting, policy, clock }, { sweepOrphans: false });
       expect(report.errors).toEqual([]);
       expect(report.plane.trusted).toBe(true);
+      expect(listed.sort()).toEqual([...lostKeys].sort());
       // The cut run wrote its first batch already (ifAbsent: the full run writes only what is still missing).
-      expect((cut.rebuiltRecords ?? 0) + (report.rebuiltRecords ?? 0)).toBe(lostKeys.length);
-      // The kept shards' records were not rewritten: they still carried T0 and expired now.
-      expect(report.removed.expired.blocks).toBe(keptKeys.length);
+      expect(cut.rebuiltRecords + others.rebuiltRecords + report.rebuiltRecords).toBe(lostKeys.length);
+      expect(report.removed.expired.blocks).toBe(0);
       expect(await store.has(lostKeys)).toEqual(lostKeys.map(() => true));
-      expect(await store.has(keptKeys)).toEqual(keptKeys.map(() => false));
       expect((await plane.get(lostKeys)).every((record) => record?.lastUseAt === clock.now())).toBe(true);
       expect((await plane.state()).trusted).toBe(true);
     } finally {
