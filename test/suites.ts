@@ -28,6 +28,7 @@ export const SLOW = [
   'test/inference-core/deepseek-quant-mix.test.ts',
   'test/inference-core/deepseek-real-vocab.test.ts',
   'test/inference-core/deepseek4-engine.test.ts',
+  'test/inference-core/deepseek4-native.test.ts',
   'test/inference-core/deepseek4-parity.test.ts',
   'test/inference-core/deepseek4-quant-parity.test.ts',
   'test/inference-core/deepseek4-served-vocab.test.ts',

@@ -26,6 +26,8 @@ import { deepseek4Attention, type Deepseek4Ablation, type Deepseek4Stats } from 
 import { hcWeights, rmsNorm, softplus, swigluClamp } from './deepseek4-math.ts';
 import { Deepseek4State } from './deepseek4-state.ts';
 import { Deepseek4Weights } from './deepseek4-weights.ts';
+import { Deepseek4NativeMatVec } from './deepseek4-native.ts';
+import type { Backend } from '../../native/index.ts';
 
 export class Deepseek4Model {
   readonly cfg: Deepseek4Config;
@@ -44,6 +46,16 @@ export class Deepseek4Model {
     } finally {
       if (typeof source === 'string') g.close();
     }
+  }
+
+  /**
+   * Runs the mat-vecs on `backend`'s native kernels from now on (the file `g` must
+   * stay open while the model is used); the TypeScript loop stays the reference.
+   */
+  useNative(backend: Backend, g: GgufFile): Deepseek4NativeMatVec {
+    this.weights.native?.destroy();
+    this.weights.native = new Deepseek4NativeMatVec(backend, g);
+    return this.weights.native;
   }
 
   newState(): Deepseek4State {

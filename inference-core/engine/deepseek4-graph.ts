@@ -97,6 +97,7 @@ export class Deepseek4Graph {
 
   destroy(): void {
     this.states.clear();
+    this.model.weights.native?.destroy();
   }
 
   private stateFor(sg: RowSegment): Deepseek4State {

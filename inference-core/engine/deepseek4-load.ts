@@ -27,6 +27,8 @@ export function deepseek4EngineParts(backend: Backend, gguf: GgufFile): Deepseek
     throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', `${gguf.path}: deepseek4 runs on the cpu backend only (its state is written into pool pages in place); the ${backend.name} backend has no page view (KVTIER_DEVICE=cpu)`);
   }
   const model = new Deepseek4Model(gguf);
+  // mat-vecs on the native kernels (the TypeScript loop stays the reference twin)
+  model.useNative(backend, gguf);
   const cfg = model.cfg;
   const pages = deepseek4PageLayout(cfg);
   const graphConfig: Deepseek4GraphConfig = { architecture: 'deepseek4', vocabSize: cfg.nVocab, cfg, pages };

@@ -8,6 +8,7 @@ import { GgmlType, SUPPORTED_GGML_TYPES, bf16ToF32, dequantize, dequantizeQ8_0, 
 import { EngineError } from './engine-errors.ts';
 import type { Deepseek4Config } from './deepseek4-config.ts';
 import { matVec } from './deepseek4-math.ts';
+import type { Deepseek4NativeMatVec } from './deepseek4-native.ts';
 
 const Q8_0_ACT = new Set([GgmlType.Q4_0, GgmlType.Q5_0, GgmlType.Q8_0, GgmlType.IQ4_NL, GgmlType.MXFP4, GgmlType.Q4_1, GgmlType.Q5_1]);
 const Q8_K_ACT = new Set([GgmlType.Q2_K, GgmlType.Q3_K, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.IQ4_XS]);
@@ -73,6 +74,8 @@ export class Deepseek4Weights {
   private readonly f32 = new Map<string, Float32Array>();
   private readonly i32 = new Map<string, Int32Array>();
   private readonly types = new Map<string, GgmlType>();
+  /** When set, mv runs on the native kernels (deepseek4-native.ts) where they compute the weight's type. */
+  native: Deepseek4NativeMatVec | null = null;
 
   constructor(g: GgufFile, readonly cfg: Deepseek4Config) {
     for (const [name, t] of g.tensors) {
@@ -108,6 +111,11 @@ export class Deepseek4Weights {
    */
   mv(name: string, nIn: number, nOut: number, x: Float32Array, xOff = 0, out: Float32Array = new Float32Array(nOut), rowOff = 0): Float32Array {
     const a = asGgmlActivation(this.types.get(name) ?? GgmlType.F32, x.subarray(xOff, xOff + nIn));
+    if (this.native) {
+      // the activation already rounded as ggml feeds it: the native kernel then differs by summation order only
+      const r = this.native.mv(name, nIn, nOut, a, 0, out, rowOff);
+      if (r) return r;
+    }
     return matVec(this.get(name), nIn, nOut, a, 0, out, rowOff);
   }
 

