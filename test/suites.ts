@@ -101,5 +101,6 @@ export const SLOW = [
   'test/src/replay/replay-redis-s3.test.ts',
   'test/src/replay/what-if.test.ts',
   'test/src/serve/dashboard-whatif.test.ts',
+  'test/src/serve/dashboard-timeline.test.ts',
   'test/src/serve/body-too-large.test.ts',
 ];

@@ -10,7 +10,7 @@
  * this process's handle of the index and its removals are counted here.
  */
 import { CodecGate, type CodecPolicyPatch, type GcReport, type PolicyStore, type RetentionPolicyDoc } from '../kvtier/index.ts';
-import { C, computeOverview, computeWhatIf, computeSeries, type Pricing, type StatsRecorder } from '../stats/index.ts';
+import { C, computeOverview, computeWhatIf, computeSeries, seriesIntervalMs, type Pricing, type StatsRecorder } from '../stats/index.ts';
 import { AdminError } from './admin-error.ts';
 import type { AdminProgress, HistoryResponse, OverviewResponse, PolicyEdit, PolicyEditResult, PurgeFilter, PurgeReport } from './admin-types.ts';
 import type { BlockAdmin } from './block-admin.ts';
@@ -114,9 +114,11 @@ export class AdminService {
     const store = this.options.recorder.store;
     const until = Date.now();
     const since = until - windowMs;
-    // One point before the window, so the first interval has a left edge.
-    const points = await store.history(since - store.stepMs, until);
-    return { series: computeSeries(points, this.options.pricing), stepMs: store.stepMs, since, until };
+    const window = { since, until, stepMs: store.stepMs };
+    const intervalMs = seriesIntervalMs(window);
+    // From one step before the first interval's start, so it has a left edge.
+    const points = await store.history(Math.floor(since / intervalMs) * intervalMs - store.stepMs, until);
+    return { series: computeSeries(points, this.options.pricing, window), stepMs: store.stepMs, intervalMs, since, until };
   }
 
   checkPurgeFilter(filter: PurgeFilter): void {

@@ -118,6 +118,9 @@ export interface OverviewResponse {
 export interface HistoryResponse {
   series: Series;
   stepMs: number;
+  /** The charted interval (whole steps; longer for long windows). */
+  intervalMs: number;
+  /** The window asked for, epoch ms: the charts' x range. */
   since: number;
   until: number;
 }

@@ -138,27 +138,51 @@ export function computeOverview(totals: { counters: Record<string, number>; gaug
   };
 }
 
-/** Chart series, one value per interval between consecutive points (rates, not totals). Columns share `t` (seconds, for uPlot). */
+/**
+ * Chart series on a fixed time grid (`t`: each interval's end, seconds, for
+ * uPlot): deltas of the counters per interval (rates, not totals), gauges at
+ * its end. An interval with no traffic is null in the traffic series, not 0,
+ * so a burst is one value among gaps (drawn as a point), not a spike falling
+ * to zero; an interval the store has no point for is null everywhere.
+ */
 export interface Series {
   t: number[];
   hitRateTokens: (number | null)[];
   hitRateRequests: (number | null)[];
-  hitTokens: number[];
-  missTokens: number[];
-  outputTokens: number[];
-  requests: number[];
-  costUsd: number[];
-  withoutCacheUsd: number[];
-  /** Gauges at each point. */
-  storedBytes: number[];
-  storedBlocks: number[];
-  storedBytesByClass: Record<string, number[]>;
-  expiredBlocks: number[];
-  evictedBlocks: number[];
+  hitTokens: (number | null)[];
+  missTokens: (number | null)[];
+  outputTokens: (number | null)[];
+  requests: (number | null)[];
+  costUsd: (number | null)[];
+  withoutCacheUsd: (number | null)[];
+  /** Gauges at each interval's end. */
+  storedBytes: (number | null)[];
+  storedBlocks: (number | null)[];
+  storedBytesByClass: Record<string, (number | null)[]>;
+  expiredBlocks: (number | null)[];
+  evictedBlocks: (number | null)[];
 }
 
-/** Deltas between consecutive points, re-bucketed to at most `maxPoints` intervals. */
-export function computeSeries(points: StatsPoint[], pricing: Pricing, maxPoints = 240): Series {
+/** The chart grid: intervals of `intervalMs` (a whole number of store steps) ending at multiples of it, from `since` to `until`. */
+export interface SeriesWindow {
+  since: number;
+  until: number;
+  stepMs: number;
+  /** Most intervals; the interval is the smallest whole number of steps that keeps within it. Default 240. */
+  maxPoints?: number;
+}
+
+/** The interval a window is charted at: whole store steps, at most `maxPoints` of them across the window. */
+export function seriesIntervalMs(window: SeriesWindow): number {
+  const maxPoints = window.maxPoints ?? 240;
+  return window.stepMs * Math.max(1, Math.ceil((window.until - window.since) / (window.stepMs * maxPoints)));
+}
+
+/**
+ * `points`: the store's history, ascending, from one step before the
+ * window. Without `window`, each interval is between consecutive points.
+ */
+export function computeSeries(points: StatsPoint[], pricing: Pricing, window?: SeriesWindow): Series {
   const series: Series = {
     t: [],
     hitRateTokens: [],
@@ -175,39 +199,61 @@ export function computeSeries(points: StatsPoint[], pricing: Pricing, maxPoints 
     expiredBlocks: [],
     evictedBlocks: [],
   };
-  if (points.length < 2) return series;
-  const stride = Math.max(1, Math.ceil((points.length - 1) / maxPoints));
-  const picked: StatsPoint[] = [points[0]];
-  for (let i = stride; i < points.length; i += stride) picked.push(points[i]);
-  if (picked[picked.length - 1] !== points[points.length - 1]) picked.push(points[points.length - 1]);
+  if (points.length === 0) return series;
+  // Interval ends: the grid's, or each point after the first.
+  const ends: number[] = [];
+  if (window) {
+    const interval = seriesIntervalMs(window);
+    // The last interval is the one in progress (it ends at or after `until`).
+    for (let end = Math.floor(window.since / interval) * interval + interval; end < window.until + interval; end += interval) ends.push(end);
+  } else for (let i = 1; i < points.length; i++) ends.push(points[i].t);
   const classes = new Set<string>();
-  for (const point of picked) for (const name of Object.keys(point.gauges)) {
+  for (const point of points) for (const name of Object.keys(point.gauges)) {
     const match = /^c:(.+)\|bytes$/.exec(name);
     if (match) classes.add(match[1]);
   }
   for (const name of classes) series.storedBytesByClass[name] = [];
-  for (let i = 1; i < picked.length; i++) {
-    const before = picked[i - 1];
-    const after = picked[i];
-    const d = (name: string): number => Math.max(0, (after.counters[name] ?? 0) - (before.counters[name] ?? 0));
+  const none = () => {
+    for (const column of [series.hitRateTokens, series.hitRateRequests, series.hitTokens, series.missTokens, series.outputTokens, series.requests, series.costUsd, series.withoutCacheUsd, series.storedBytes, series.storedBlocks, series.expiredBlocks, series.evictedBlocks]) column.push(null);
+    for (const name of classes) series.storedBytesByClass[name].push(null);
+  };
+  // `before`: the latest point at or before the interval's start (the cumulative counters it starts from).
+  let p = 0;
+  let before: StatsPoint | undefined;
+  for (let e = 0; e < ends.length; e++) {
+    const start = e === 0 ? (window ? ends[0] - seriesIntervalMs(window) : points[0].t) : ends[e - 1];
+    while (p < points.length && points[p].t <= start) before = points[p++];
+    let after: StatsPoint | undefined;
+    while (p < points.length && points[p].t <= ends[e]) after = points[p++];
+    series.t.push(ends[e] / 1000);
+    if (before === undefined || after === undefined) {
+      // No point to start from, or none within the interval: no data (not zero traffic).
+      none();
+      if (after !== undefined) before = after;
+      continue;
+    }
+    const from = before;
+    const d = (name: string): number => Math.max(0, (after.counters[name] ?? 0) - (from.counters[name] ?? 0));
     const hit = d(C.hitTokens);
     const miss = d(C.missTokens);
     const output = d(C.outputTokens);
     const requests = d(C.requests);
-    series.t.push(after.t / 1000);
+    const traffic = hit + miss + output + requests > 0;
+    const ifTraffic = (value: number): number | null => (traffic ? value : null);
     series.hitRateTokens.push(hit + miss > 0 ? hit / (hit + miss) : null);
     series.hitRateRequests.push(requests > 0 ? d(C.requestsWithHit) / requests : null);
-    series.hitTokens.push(hit);
-    series.missTokens.push(miss);
-    series.outputTokens.push(output);
-    series.requests.push(requests);
-    series.costUsd.push(usd(costUsd(pricing, hit, miss, output)));
-    series.withoutCacheUsd.push(usd(costUsd(pricing, 0, hit + miss, output)));
+    series.hitTokens.push(ifTraffic(hit));
+    series.missTokens.push(ifTraffic(miss));
+    series.outputTokens.push(ifTraffic(output));
+    series.requests.push(ifTraffic(requests));
+    series.costUsd.push(ifTraffic(usd(costUsd(pricing, hit, miss, output))));
+    series.withoutCacheUsd.push(ifTraffic(usd(costUsd(pricing, 0, hit + miss, output))));
     series.storedBytes.push(after.gauges[bytesGauge('g')] ?? 0);
     series.storedBlocks.push(after.gauges[blocksGauge('g')] ?? 0);
     for (const name of classes) series.storedBytesByClass[name].push(after.gauges[bytesGauge(`c:${name}`)] ?? 0);
     series.expiredBlocks.push(d(C.expiredBlocks));
     series.evictedBlocks.push(d(C.evictedBlocks));
+    before = after;
   }
   return series;
 }

@@ -58,7 +58,7 @@ export function registerAdminApi(app: FastifyInstance, admin: AdminService): voi
 
   app.get('/admin/stats/history', async (request, reply) =>
     guarded(reply, async () => {
-      const minutes = optionalInt(request.query as Record<string, unknown>, 'minutes', 1, 48 * 60) ?? 60;
+      const minutes = optionalInt(request.query as Record<string, unknown>, 'minutes', 1, 7 * 24 * 60) ?? 60;
       return admin.history(minutes * 60_000);
     }),
   );

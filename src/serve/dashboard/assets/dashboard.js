@@ -153,6 +153,24 @@
   }
 
   // ── charts ────────────────────────────────────────────────────────────
+  // The x axis spans the window asked for (GET /admin/stats/history's since/until), whatever data it has.
+  var xWindow = null;
+
+  function pad2(n) { return (n < 10 ? '0' : '') + n; }
+  var DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
+  // Time labels by the tick spacing (seconds): clock time within a day, the day added at midnight
+  // or when ticks are a day or more apart; never uPlot's default mixed formats.
+  function timeLabels(u, splits, axisIdx, space, incr) {
+    return splits.map(function (t) {
+      var d = new Date(t * 1000);
+      var clock = pad2(d.getHours()) + ':' + pad2(d.getMinutes());
+      var day = DAYS[d.getDay()] + ' ' + d.getDate();
+      if (incr >= 86400) return day;
+      if (d.getHours() === 0 && d.getMinutes() === 0 && incr >= 3600) return day;
+      return clock;
+    });
+  }
+
   function axis(format, integer) {
     return {
       incrs: integer ? [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 1e6, 1e7] : undefined,
@@ -164,20 +182,34 @@
     };
   }
 
-  // A line needs two values: a lone value (one interval after a short burst, or one
-  // interval with requests among empty ones) is drawn as a point instead.
-  function loneValue(u, seriesIdx) {
+  function timeAxis() {
+    var a = axis(null);
+    a.values = timeLabels;
+    a.space = 70; // at least this many px between labels: "Wed 3" and "12:00" never touch
+    a.incrs = [60, 300, 600, 900, 1800, 3600, 7200, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 2 * 86400, 7 * 86400];
+    a.size = 40;
+    return a;
+  }
+
+  // An interval with no traffic is a gap (null): a value with no neighbour is drawn as a point,
+  // so a burst is one visible point and two bursts are not joined by a line.
+  function isolatedPoints(u, seriesIdx) {
     var ys = u.data[seriesIdx] || [];
-    var seen = 0;
-    for (var i = 0; i < ys.length; i++) if (ys[i] !== null && ys[i] !== undefined && ++seen > 1) return false;
-    return seen === 1;
+    var idxs = [];
+    for (var i = 0; i < ys.length; i++) {
+      if (ys[i] === null || ys[i] === undefined) continue;
+      var prev = i > 0 ? ys[i - 1] : null;
+      var next = i + 1 < ys.length ? ys[i + 1] : null;
+      if ((prev === null || prev === undefined) && (next === null || next === undefined)) idxs.push(i);
+    }
+    return idxs;
   }
 
   function line(label, color, format, fill) {
     return {
-      label: label, stroke: color, width: 2, spanGaps: true,
+      label: label, stroke: color, width: 2, spanGaps: false,
       fill: fill ? color + '22' : undefined,
-      points: { show: loneValue, size: 8, fill: color },
+      points: { show: true, size: 8, fill: color, filter: isolatedPoints },
       value: function (u, v) { return v === null || v === undefined ? '–' : format(v); },
     };
   }
@@ -199,8 +231,11 @@
       cursor: { drag: { x: false, y: false } },
       legend: { live: true },
       // One interval has one x value: give the scale a width around it.
-      scales: { x: { time: true, range: function (u, min, max) { return min === max ? [min - 60, max + 60] : [min, max]; } }, y: yRange ? { range: yRange } : { range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : integer ? 4 : 1]; } } },
-      axes: [axis(null), axis(yFormat, integer)],
+      scales: {
+        x: { time: true, range: function (u, min, max) { return xWindow ? [xWindow[0], xWindow[1]] : min === max ? [min - 60, max + 60] : [min, max]; } },
+        y: yRange ? { range: yRange } : { range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : integer ? 4 : 1]; } },
+      },
+      axes: [timeAxis(), axis(yFormat, integer)],
       series: [{}].concat(series),
     };
     var data = [[]].concat(series.map(function () { return []; }));
@@ -223,10 +258,14 @@
 
   function setData(id, data) {
     charts[id].setData(data);
-    document.getElementById(id).setAttribute('data-points', String(data[0].length));
+    var el = document.getElementById(id);
+    el.setAttribute('data-points', String(data[0].length));
+    var x = charts[id].scales.x;
+    el.setAttribute('data-x-range', x.min + ',' + x.max);
   }
 
-  function renderSeries(s) {
+  function renderSeries(s, since, until) {
+    xWindow = [since / 1000, until / 1000];
     setData('chart-hitrate', [s.t, s.hitRateTokens, s.hitRateRequests]);
     setData('chart-tokens', [s.t, s.hitTokens, s.missTokens, s.outputTokens]);
     setData('chart-cost', [s.t, s.costUsd, s.withoutCacheUsd]);
@@ -298,7 +337,7 @@
       .then(function (results) {
         renderOverview(results[0].overview);
         renderWhatIf(results[0].whatIf);
-        renderSeries(results[1].series);
+        renderSeries(results[1].series, results[1].since, results[1].until);
         document.body.setAttribute('data-generated-at', String(results[0].generatedAt));
         setStatus('live · ' + new Date(results[0].generatedAt).toLocaleTimeString(), 'ok');
       })
@@ -341,6 +380,8 @@
   });
   document.getElementById('window').addEventListener('change', refresh);
 
+  // For tests and the curious: the live uPlot instances (scales, axis labels, data).
+  window.kvtierCharts = charts;
   initCharts();
   token = readToken();
   if (token) start();
