@@ -1,20 +1,13 @@
-import { randomBytes } from 'node:crypto';
 import { promises as fsp, constants as fsConstants } from 'node:fs';
-import type { FileHandle } from 'node:fs/promises';
-import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 
 import type { BlobStore, GetOptions } from './blob-store.ts';
-import { readWholeFile, writeNewFile } from './fs-fd-io.ts';
+import { readWholeFile } from './fs-fd-io.ts';
 import { boundedMap } from './bounded-map.ts';
-import {
-  StorageBadConfigError,
-  StorageClosedError,
-  StorageDeniedError,
-  StorageError,
-  StorageIoError,
-  StorageUnreachableError,
-} from './errors.ts';
+import { StorageBadConfigError, StorageClosedError } from './errors.ts';
+import { fsStorageError, errnoOf } from './fs-faults.ts';
+import { putAtomically } from './fs-atomic-write.ts';
+import { mapShardChars, shardSegment, TEMP_MARK } from './fs-paths.ts';
 import { assertValidKey, assertValidPrefix } from './keys.ts';
 import { trackInFlight } from './in-flight.ts';
 
@@ -104,7 +97,7 @@ export class FsBlobStore implements BlobStore {
         throw new StorageBadConfigError('dir', `${store.dir} exists and is not a directory; point the fs store at a directory`);
       }
     } catch (error) {
-      throw toStorageError(error, 'open', store.dir);
+      throw fsStorageError(error, 'open', store.dir);
     }
     return store;
   }
@@ -116,7 +109,7 @@ export class FsBlobStore implements BlobStore {
   }
 
   put(key: string, bytes: Uint8Array): Promise<void> {
-    return this.track(() => this.putNow(key, bytes));
+    return this.track(() => putAtomically(this.pathOf(key), bytes, this.fsync));
   }
 
   get(key: string, options?: GetOptions): Promise<Uint8Array | null> {
@@ -132,7 +125,7 @@ export class FsBlobStore implements BlobStore {
           return true;
         } catch (error) {
           if (errnoOf(error) === 'ENOENT') return false;
-          throw toStorageError(error, 'has', path);
+          throw fsStorageError(error, 'has', path);
         }
       });
     });
@@ -146,7 +139,7 @@ export class FsBlobStore implements BlobStore {
           await fsp.unlink(path);
         } catch (error) {
           if (errnoOf(error) === 'ENOENT') return;
-          throw toStorageError(error, 'delete', path);
+          throw fsStorageError(error, 'delete', path);
         }
       });
     });
@@ -189,7 +182,7 @@ export class FsBlobStore implements BlobStore {
               removed++;
             } catch (error) {
               if (errnoOf(error) === 'ENOENT') continue; // renamed or swept by someone else meanwhile
-              throw toStorageError(error, 'removeStaleTempFiles', path);
+              throw fsStorageError(error, 'removeStaleTempFiles', path);
             }
           }
         }
@@ -204,77 +197,12 @@ export class FsBlobStore implements BlobStore {
     await Promise.allSettled([...this.inFlight]);
   }
 
-  private async putNow(key: string, bytes: Uint8Array): Promise<void> {
-    const finalPath = this.pathOf(key);
-    const shardDir = join(finalPath, '..');
-    // ENOENT can come from a missing shard directory (first write there) or,
-    // on a shared mount, from another node's cleanup racing ours; retry a few
-    // times with the directory re-created.
-    for (let attempt = 0; ; attempt++) {
-      const tempPath = `${finalPath}${nextTempSuffix()}`;
-      try {
-        await writeNewFile(tempPath, bytes, this.fsync);
-      } catch (error) {
-        if (errnoOf(error) === 'ENOENT' && attempt < 3) {
-          await this.mkdirShard(shardDir);
-          continue;
-        }
-        if (errnoOf(error) === 'EEXIST' && attempt < 3) continue; // a recycled pid on another host; next counter
-        throw toStorageError(error, 'put', tempPath);
-      }
-      try {
-        await fsp.rename(tempPath, finalPath);
-      } catch (error) {
-        await this.removeTempAfterFailure(tempPath, error);
-        if (errnoOf(error) === 'ENOENT' && attempt < 3) {
-          await this.mkdirShard(shardDir);
-          continue;
-        }
-        throw toStorageError(error, 'put', finalPath);
-      }
-      if (this.fsync) await this.fsyncDir(shardDir);
-      return;
-    }
-  }
-
-  /** Best effort: the original failure is what the caller sees; a failed cleanup is attached to it. */
-  private async removeTempAfterFailure(tempPath: string, failure: unknown): Promise<void> {
-    try {
-      await fsp.unlink(tempPath);
-    } catch (cleanupError) {
-      if (errnoOf(cleanupError) !== 'ENOENT' && failure instanceof Error) {
-        (failure as Error & { tempCleanupError?: unknown }).tempCleanupError = cleanupError;
-      }
-    }
-  }
-
   private async getNow(key: string, allocate?: (size: number) => Uint8Array, maxBytes?: number, fill?: GetOptions['fill']): Promise<Uint8Array | null> {
     const path = this.pathOf(key);
     try {
       return await readWholeFile(path, allocate, maxBytes, fill);
     } catch (error) {
-      throw toStorageError(error, 'get', path);
-    }
-  }
-
-  private async mkdirShard(shardDir: string): Promise<void> {
-    try {
-      await fsp.mkdir(shardDir, { recursive: true });
-    } catch (error) {
-      if (errnoOf(error) === 'EEXIST') return;
-      throw toStorageError(error, 'put', shardDir);
-    }
-  }
-
-  private async fsyncDir(dir: string): Promise<void> {
-    let handle: FileHandle | undefined;
-    try {
-      handle = await fsp.open(dir, 'r');
-      await handle.sync();
-    } catch (error) {
-      throw toStorageError(error, 'put (fsync directory)', dir);
-    } finally {
-      await handle?.close();
+      throw fsStorageError(error, 'get', path);
     }
   }
 
@@ -293,7 +221,7 @@ export class FsBlobStore implements BlobStore {
     } catch (error) {
       const errno = errnoOf(error);
       if (errno === 'ENOENT') return []; // shard (or root) not written yet
-      throw toStorageError(error, 'list', dir);
+      throw fsStorageError(error, 'list', dir);
     }
   }
 
@@ -305,63 +233,4 @@ export class FsBlobStore implements BlobStore {
     if (this.closed) return Promise.reject(new StorageClosedError(this.location));
     return trackInFlight(this.inFlight, operation);
   }
-}
-
-/** Temp names are `<key>~<host>.<pid>.<tag>.<counter>`; `~` is outside the key alphabet. */
-const TEMP_MARK = '~';
-const processTag = `${hostname().replace(/[^A-Za-z0-9-]/g, '-').slice(0, 24)}.${process.pid}.${randomBytes(4).toString('hex')}`;
-let tempCounter = 0;
-function nextTempSuffix(): string {
-  tempCounter = (tempCounter + 1) % Number.MAX_SAFE_INTEGER;
-  return `${TEMP_MARK}${processTag}.${tempCounter}`;
-}
-
-/** Shard `level` of `key`: two characters, "_"-padded, "." mapped to "_" (so never "." or ".."). */
-function shardSegment(key: string, level: number): string {
-  return mapShardChars(key.slice(level * 2, level * 2 + 2).padEnd(2, '_'));
-}
-
-function mapShardChars(part: string): string {
-  return part.replaceAll('.', '_');
-}
-
-function errnoOf(error: unknown): string | undefined {
-  return typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string'
-    ? error.code
-    : undefined;
-}
-
-const DENIED = new Set(['EACCES', 'EPERM', 'EROFS']);
-const UNREACHABLE = new Set(['ENOTCONN', 'EHOSTDOWN', 'EHOSTUNREACH', 'ETIMEDOUT', 'ENODEV', 'ESHUTDOWN', 'ECONNABORTED']);
-
-/** errno → typed storage error with the operation, path and what to check. */
-function toStorageError(error: unknown, operation: string, path: string): StorageError {
-  if (error instanceof StorageError) return error;
-  const errno = errnoOf(error) ?? 'unknown';
-  if (DENIED.has(errno)) {
-    return new StorageDeniedError(
-      `fs ${operation} ${path}: ${errno} — the directory is not writable by this process (uid ${process.getuid?.()}) or the mount is read-only`,
-      { cause: error },
-    );
-  }
-  if (UNREACHABLE.has(errno)) {
-    return new StorageUnreachableError(`fs ${operation} ${path}: ${errno} — the shared mount is gone or not responding; check the FUSE/NFS mount`, {
-      cause: error,
-    });
-  }
-  if (errno === 'ENOSPC' || errno === 'EDQUOT') {
-    return new StorageIoError(`fs ${operation} ${path}: ${errno} — the filesystem or quota is full; run GC or lower the capacity quota`, {
-      cause: error,
-    });
-  }
-  if (errno === 'ESHORTREAD') {
-    return new StorageIoError(`fs ${operation} ${path}: ${(error as Error).message}`, { cause: error });
-  }
-  if (errno === 'ENOTDIR') {
-    return new StorageIoError(`fs ${operation} ${path}: ENOTDIR — a component of the store path is a file; the store directory is damaged or misconfigured`, {
-      cause: error,
-    });
-  }
-  const detail = error instanceof Error ? error.message : String(error);
-  return new StorageIoError(`fs ${operation} ${path}: ${detail}`, { cause: error });
 }

@@ -21,15 +21,13 @@ import { boundedMap } from './bounded-map.ts';
 import {
   StorageBadConfigError,
   StorageClosedError,
-  StorageDeniedError,
   StorageError,
   StorageIoError,
-  StorageTooLargeError,
-  StorageNoBucketError,
-  StorageUnreachableError,
 } from './errors.ts';
 import { assertValidKey, assertValidPrefix } from './keys.ts';
 import { trackInFlight } from './in-flight.ts';
+import { readBody } from './s3-body.ts';
+import { isNotFound, resolveCredentials, s3StorageError } from './s3-faults.ts';
 
 export interface S3Credentials {
   accessKeyId: string;
@@ -283,125 +281,9 @@ export class S3BlobStore implements BlobStore {
     if (this.closed) return Promise.reject(new StorageClosedError(this.location));
     return trackInFlight(this.inFlight, operation);
   }
-
   private toStorageError(error: unknown, operation: string, target: string): StorageError {
-    if (error instanceof StorageError) return error;
-    const { name, status, errno, message } = s3FaultOf(error);
-    const where = `s3 ${operation} ${target} in ${this.location}`;
-    if ((errno !== undefined && UNREACHABLE_ERRNO.has(errno)) || UNREACHABLE_NAMES.has(name)) {
-      return new StorageUnreachableError(`${where}: ${errno ?? name} — the S3 endpoint cannot be reached; check endpoint, network and that the service is up`, {
-        cause: error,
-      });
-    }
-    if (name === 'NoSuchBucket' || (operation === 'open' && status === 404)) {
-      return new StorageNoBucketError(this.bucket, `${where}: bucket "${this.bucket}" does not exist; create it or open with createBucket: true (URL: ?createBucket=true)`, {
-        cause: error,
-      });
-    }
-    if (status === 403 || DENIED_NAMES.has(name)) {
-      return new StorageDeniedError(`${where}: ${name} (HTTP ${status ?? '?'}) — check the access key, secret and bucket policy`, { cause: error });
-    }
-    return new StorageIoError(`${where}: ${name}${status ? ` (HTTP ${status})` : ''}: ${message}`, { cause: error });
+    return s3StorageError(error, `s3 ${operation} ${target} in ${this.location}`, operation, this.bucket);
   }
 }
 
 const DELETE_BATCH = 1000;
-const UNREACHABLE_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ECONNABORTED']);
-const UNREACHABLE_NAMES = new Set(['TimeoutError', 'RequestTimeout', 'NetworkingError']);
-const DENIED_NAMES = new Set(['AccessDenied', 'InvalidAccessKeyId', 'SignatureDoesNotMatch', 'Forbidden', 'ExpiredToken']);
-
-function resolveCredentials(options: S3BlobStoreOptions): S3Credentials | undefined {
-  if (options.credentials) {
-    const { accessKeyId, secretAccessKey } = options.credentials;
-    if (!accessKeyId || !secretAccessKey) {
-      throw new StorageBadConfigError('credentials', 'S3 credentials need both accessKeyId and secretAccessKey');
-    }
-    return options.credentials;
-  }
-  const env = options.env ?? process.env;
-  if (env.AWS_ACCESS_KEY_ID && env.AWS_SECRET_ACCESS_KEY) {
-    return {
-      accessKeyId: env.AWS_ACCESS_KEY_ID,
-      secretAccessKey: env.AWS_SECRET_ACCESS_KEY,
-      ...(env.AWS_SESSION_TOKEN ? { sessionToken: env.AWS_SESSION_TOKEN } : {}),
-    };
-  }
-  return undefined; // the SDK's default chain: shared config files, SSO, instance roles
-}
-
-function isNotFound(error: unknown): boolean {
-  const { name, status } = s3FaultOf(error);
-  return name === 'NoSuchKey' || name === 'NotFound' || (status === 404 && name !== 'NoSuchBucket');
-}
-
-/** The parts of an AWS SDK (or socket) error the S3 store classifies by; not src/errors.ts's describeError, which says what a client is told. */
-function s3FaultOf(error: unknown): { name: string; status?: number; errno?: string; message: string } {
-  const e = error as { name?: string; code?: string; message?: string; $metadata?: { httpStatusCode?: number }; cause?: { code?: string } };
-  const errno = e?.code ?? e?.cause?.code;
-  return {
-    name: e?.name ?? 'Error',
-    status: e?.$metadata?.httpStatusCode,
-    errno: typeof errno === 'string' ? errno : undefined,
-    message: e?.message ?? String(error),
-  };
-}
-
-/**
- * Reads a response body into one right-sized buffer when the length is known
- * (one copy out of the socket chunks, no concat), else collects and joins.
- * Nothing is allocated from the server's word past `maxBytes`: a Content-Length
- * above it is refused before the buffer, a body without one as soon as its
- * chunks pass it; a body longer than its Content-Length is refused before it
- * would be written past the buffer.
- */
-async function readBody(
-  body: Readable | undefined,
-  contentLength: number | undefined,
-  allocate: ((size: number) => Uint8Array) | undefined,
-  maxBytes = Number.POSITIVE_INFINITY,
-  what = 's3 object',
-): Promise<Uint8Array> {
-  if (body === undefined) return new Uint8Array(0);
-  const refuse = (error: Error): never => {
-    body.destroy();
-    throw error;
-  };
-  if (contentLength === undefined) {
-    const chunks: Buffer[] = [];
-    let total = 0;
-    for await (const chunk of body) {
-      total += (chunk as Buffer).byteLength;
-      if (total > maxBytes) refuse(new StorageTooLargeError(`${what} (no Content-Length)`, total, maxBytes));
-      chunks.push(chunk as Buffer);
-    }
-    const joined = Buffer.concat(chunks);
-    return new Uint8Array(joined.buffer, joined.byteOffset, joined.byteLength);
-  }
-  if (!Number.isSafeInteger(contentLength) || contentLength < 0) refuse(new StorageIoError(`s3 get: ${what} has Content-Length ${contentLength}, not a byte count`));
-  if (contentLength > maxBytes) refuse(new StorageTooLargeError(what, contentLength, maxBytes));
-  let out: Uint8Array;
-  try {
-    out = allocate?.(contentLength) ?? new Uint8Array(contentLength);
-  } catch (error) {
-    return refuse(new StorageIoError(`s3 get: no buffer of ${contentLength} bytes for ${what}: ${(error as Error).message}`, { cause: error }));
-  }
-  if (out.byteLength !== contentLength) refuse(new StorageIoError(`s3 get: allocate(${contentLength}) returned ${out.byteLength} bytes`));
-  let offset = 0;
-  try {
-    for await (const chunk of body) {
-      const bytes = chunk as Buffer;
-      if (offset + bytes.byteLength > contentLength) {
-        throw new StorageIoError(`s3 get: body is longer than its Content-Length ${contentLength}`);
-      }
-      out.set(bytes, offset);
-      offset += bytes.byteLength;
-    }
-  } catch (error) {
-    body.destroy();
-    throw error;
-  }
-  if (offset !== contentLength) {
-    throw new StorageIoError(`s3 get: body ended after ${offset} of ${contentLength} bytes (connection cut mid-object)`);
-  }
-  return out;
-}
