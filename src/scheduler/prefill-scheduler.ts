@@ -276,7 +276,7 @@ export class PrefillScheduler implements LoopState {
         cancelledUnstarted(this, spec);
         continue;
       }
-      const seq = new RequestSequence(spec, this.nextOrder++, this.blockTokens, this.now());
+      const seq = new RequestSequence(spec, this.nextOrder++, this.blockTokens, this.now(), this.units !== null);
       this.active.push(seq);
       try {
         assertSpecFits(seq, this.engine.contextLength);

@@ -97,7 +97,10 @@ export class RequestSequence {
   skipped = 0;
   cancelled = false;
   readonly figures: SequenceFigures;
-  /** Prompt tokens the KV must hold before the first token is sampled (whole blocks only for prefillOnly). */
+  /**
+   * Prompt tokens the KV must hold before the first token is sampled: for prefillOnly whole blocks
+   * only, or with units (units.ts) all but the last token — the unit the decode worker continues from.
+   */
   readonly promptTarget: number;
 
   constructor(
@@ -106,8 +109,10 @@ export class RequestSequence {
     readonly order: number,
     blockTokens: number,
     now: number,
+    units = false,
   ) {
-    this.promptTarget = spec.prefillOnly ? Math.floor(spec.tokens.length / blockTokens) * blockTokens : spec.tokens.length;
+    const n = spec.tokens.length;
+    this.promptTarget = !spec.prefillOnly ? n : units ? n - 1 : Math.floor(n / blockTokens) * blockTokens;
     this.figures = { startedAt: now, queueMs: Math.max(0, Date.now() - spec.submittedAt), cachedTokens: 0, recomputedHitTokens: 0, lookupMs: 0, loadMs: 0, prefillStartedAt: 0 };
   }
 

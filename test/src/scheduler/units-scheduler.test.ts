@@ -27,7 +27,7 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => engine?.destroy());
 
-async function withRig<T>(options: UnitPolicyOptions, run: (r: { tier: KvTier; submit: (id: string, tokens: number[], maxTokens?: number, tenantSalt?: string) => Promise<{ cached: number; reply: number[] }> }) => Promise<T>): Promise<T> {
+async function withRig<T>(options: UnitPolicyOptions, run: (r: { tier: KvTier; cache: KvTierCache; submit: (id: string, tokens: number[], maxTokens?: number, tenantSalt?: string) => Promise<{ cached: number; reply: number[] }> }) => Promise<T>): Promise<T> {
   const dir = mkdtempSync(join(tmpdir(), 'kvtier-units-sched-'));
   const store = await FsBlobStore.open({ dir: join(dir, 'blocks') });
   const tier = await KvTier.open({ dataDir: join(dir, 'index'), store, blockTokens: 64, hotCacheBytes: 0, metadataRedisUrl: '' });
@@ -44,7 +44,7 @@ async function withRig<T>(options: UnitPolicyOptions, run: (r: { tier: KvTier; s
     return { cached: prefilledOf(events).cachedTokens, reply: tokensOf(events) };
   };
   try {
-    return await run({ tier, submit });
+    return await run({ tier, cache, submit });
   } finally {
     await scheduler.close();
     await tier.close();
@@ -118,6 +118,21 @@ describe('prefix units on the scheduler (lfm2)', () => {
       const r = await submit('ac', ac);
       expect(r.cached).toBe(192);
       expect(r.reply).toEqual(greedyAlone(engine, ac, 6));
+    });
+  });
+
+  it('prefill/decode split: the prefill half stops at the prompt\'s last token but one and writes its unit; the decode half continues from it with the same reply', async () => {
+    await withRig({ intervalTokens: 0, commonPrefixRequests: 0 }, async ({ cache, submit }) => {
+      // the prefill worker: its own scheduler on the shared tier, a prefillOnly job (a multiple of 64 tokens: no whole-block shortcut)
+      const prefill = startScheduler({ engine, cache }, { units: new UnitPolicy(engineUnitPort(engine), cache, { intervalTokens: 0, commonPrefixRequests: 0 }), retainSequences: 0 });
+      const prompt = randomTokens(192, vocab(), 71);
+      prefill.scheduler.submit(schedulerJob('p', prompt, { prefillOnly: true }));
+      const events = await prefill.finished('p');
+      expect(events.find((e) => e.type === 'error')).toBeUndefined();
+      await prefill.scheduler.close();
+      const decoded = await submit('d', prompt);
+      expect(decoded.cached).toBe(191);
+      expect(decoded.reply).toEqual(greedyAlone(engine, prompt, 6));
     });
   });
 });
