@@ -3,10 +3,13 @@
  *   tsx gc-child.ts fill  <storeDir> <dataDir> <oldPrompts> <freshPrompts>
  *       stores 8-block prompts; the old ones with a clock 10 days back (expired
  *       under the 7-day chat TTL), the fresh ones now. Prints {"written": n}.
- *   tsx gc-child.ts gc    <storeDir> <dataDir> <redisUrl> <owner> <deleteDelayMs>
+ *   tsx gc-child.ts gc    <storeDir> <dataDir> <redisUrl> <owner> <deleteDelayMs | hold:<key>>
  *       runs runExclusiveGc in batches of 4; storage deletes wait deleteDelayMs
  *       first (a slow shared store, so a run lasts long enough to overlap or be
- *       killed). Prints one {"progress": …} line per batch, then {"result": …}.
+ *       killed). With hold:<key>, the first batch's delete runs and the rest wait
+ *       until the test pushes to the Redis list <key> (an event, so the run is
+ *       surely still going when another node tries, however slow the machine).
+ *       Prints one {"progress": …} line per batch, then {"result": …}.
  *   tsx gc-child.ts check <storeDir> <dataDir>
  *       prints index keys vs storage keys.
  */
@@ -25,11 +28,12 @@ const BLOCKS_PER_PROMPT = 8;
 const DAY_MS = 86_400_000;
 const out = (value: unknown): void => void process.stdout.write(JSON.stringify(value) + '\n');
 
-/** A real FsBlobStore whose deletes wait first: a slow shared mount. */
-function slowDeletes(store: BlobStore, delayMs: number): BlobStore {
+/** A real FsBlobStore whose deletes wait first: a slow shared mount, or one held until `release` settles (after the first delete). */
+function slowDeletes(store: BlobStore, delayMs: number, release?: () => Promise<unknown>): BlobStore {
+  let deletes = 0;
   return new Proxy(store, {
     get(target, property, receiver) {
-      if (property === 'delete') return async (keys: string[]) => (await sleep(delayMs), target.delete(keys));
+      if (property === 'delete') return async (keys: string[]) => (await (release && deletes++ > 0 ? release() : sleep(delayMs)), target.delete(keys));
       const value = Reflect.get(target, property, receiver) as unknown;
       return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
     },
@@ -61,7 +65,11 @@ if (mode === 'fill') {
   await store.close();
 } else if (mode === 'gc') {
   const [redisUrl, owner, delayText] = rest;
-  const store = slowDeletes(await FsBlobStore.open({ dir: storeDir }), Number(delayText));
+  const holdKey = delayText.startsWith('hold:') ? delayText.slice('hold:'.length) : null;
+  const blocking = holdKey ? new Redis(redisUrl) : null;
+  let released: Promise<unknown> | undefined;
+  const release = holdKey ? () => (released ??= blocking!.blpop(holdKey, 0)) : undefined;
+  const store = slowDeletes(await FsBlobStore.open({ dir: storeDir }), holdKey ? 0 : Number(delayText), release);
   const tier = await KvTier.open({ dataDir, store });
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
   const result = await runExclusiveGc({ redis, owner, ttlMs: 1500 }, (signal) =>
@@ -69,6 +77,7 @@ if (mode === 'fill') {
   );
   out({ result: result.status === 'skipped' ? result : { status: result.status, owner: result.owner, removed: result.report.removed, aborted: result.report.aborted } });
   redis.disconnect();
+  blocking?.disconnect();
   await tier.close();
   await store.close();
 } else if (mode === 'check') {

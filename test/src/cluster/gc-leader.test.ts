@@ -131,7 +131,8 @@ describe('RedisLeaderLock', () => {
 describe('cluster GC', () => {
   it('a second GC started while one runs reports "skipped: held by" the first', async () => {
     const { store, data } = await filledNode(12, 2);
-    const first = startChild(['gc', store, data, redis.url, 'gc-node-a', '150']);
+    // The first run's deletes after its first batch wait for the release below: it is still running when the second starts, however slow the machine.
+    const first = startChild(['gc', store, data, redis.url, 'gc-node-a', 'hold:test:gc-release']);
     await first.waitFor((l) => 'progress' in l && (l.progress as { removedBlocks: number }).removedBlocks > 0);
     const second = await runChild(['gc', store, data, redis.url, 'gc-node-b', '0']);
     expect(resultOf(second)).toMatchObject({ status: 'skipped', heldBy: { owner: 'gc-node-a' } });
@@ -139,6 +140,7 @@ describe('cluster GC', () => {
     expect(second.some((l) => 'progress' in l && (l.progress as { removedBlocks: number }).removedBlocks > 0)).toBe(false);
     // The first was still running when the second gave up, and finishes alone.
     expect(first.lines.some((l) => 'result' in l)).toBe(false);
+    await client.lpush('test:gc-release', '1');
     expect(await first.exited).toBe(0);
     expect(resultOf(first.lines)).toMatchObject({ status: 'ran', owner: 'gc-node-a', removed: { expired: { blocks: 96 } } });
     expect(await client.get(GC_LEADER_KEY)).toBeNull();
