@@ -42,7 +42,8 @@ export class Deepseek4Model {
     const g = typeof source === 'string' ? readGguf(source) : source;
     try {
       this.cfg = readDeepseek4Config(g);
-      this.weights = new Deepseek4Weights(g, this.cfg);
+      // an open file stays open with the model (the engine's): tensors dequantize on first use
+      this.weights = new Deepseek4Weights(g, this.cfg, typeof source !== 'string');
     } finally {
       if (typeof source === 'string') g.close();
     }

@@ -4,7 +4,7 @@
  * loader requires for the trunk must be present (typed error otherwise); the
  * MTP block's tensors are loaded when the file has one.
  */
-import { GgmlType, SUPPORTED_GGML_TYPES, bf16ToF32, dequantize, dequantizeQ8_0, f16ToF32, f32ToBf16, f32ToF16, quantizeQ8_0, type GgufFile } from '../gguf/index.ts';
+import { GgmlType, SUPPORTED_GGML_TYPES, bf16ToF32, dequantize, f16BitsToF32, f16ToF32, f32ToBf16, f32ToF16, f32ToF16Bits, type GgufFile, type GgufTensor } from '../gguf/index.ts';
 import { EngineError } from './engine-errors.ts';
 import type { Deepseek4Config } from './deepseek4-config.ts';
 import { matVec } from './deepseek4-math.ts';
@@ -47,7 +47,7 @@ function roundTripQ8K(x: Float32Array): Float32Array {
 function asGgmlActivation(type: GgmlType, x: Float32Array): Float32Array {
   if (type === GgmlType.F16) return f16ToF32(f32ToF16(x));
   if (type === GgmlType.BF16) return bf16ToF32(f32ToBf16(x));
-  if (Q8_0_ACT.has(type)) return dequantizeQ8_0(quantizeQ8_0(x), x.length);
+  if (Q8_0_ACT.has(type)) return roundTripQ8_0(x);
   if (Q8_K_ACT.has(type)) return roundTripQ8K(x);
   return x;
 }
@@ -70,6 +70,31 @@ export function dequantizeMxfp4(bytes: Uint8Array, elements: number): Float32Arr
   return out;
 }
 
+function toF32(t: GgufTensor): Float32Array {
+  return t.type === GgmlType.F32 ? new Float32Array(t.data.slice().buffer) : t.type === GgmlType.MXFP4 ? dequantizeMxfp4(t.data, t.elements) : dequantize(t.type, t.data, t.elements);
+}
+
+/** quantize_row_q8_0_ref then dequantize_row_q8_0, in one pass (what quantizeQ8_0 + dequantizeQ8_0 give, bit for bit). */
+function roundTripQ8_0(x: Float32Array): Float32Array {
+  const f = Math.fround;
+  const out = new Float32Array(x.length);
+  for (let b = 0; b < x.length; b += 32) {
+    let amax = 0;
+    for (let j = 0; j < 32; j++) {
+      const a = Math.abs(x[b + j]!);
+      if (a > amax) amax = a;
+    }
+    const d = f(amax / 127);
+    const id = d !== 0 ? f(1 / d) : 0;
+    const dh = f16BitsToF32(f32ToF16Bits(d));
+    for (let j = 0; j < 32; j++) {
+      const x0 = f(x[b + j]! * id);
+      out[b + j] = dh * (x0 < 0 ? -Math.round(-x0) : Math.round(x0));
+    }
+  }
+  return out;
+}
+
 export class Deepseek4Weights {
   private readonly f32 = new Map<string, Float32Array>();
   private readonly i32 = new Map<string, Int32Array>();
@@ -77,7 +102,15 @@ export class Deepseek4Weights {
   /** When set, mv runs on the native kernels (deepseek4-native.ts) where they compute the weight's type. */
   native: Deepseek4NativeMatVec | null = null;
 
-  constructor(g: GgufFile, readonly cfg: Deepseek4Config) {
+  /** Tensors not dequantized yet (lazy: the file stays open while these are read). */
+  private readonly pending = new Map<string, GgufTensor>();
+
+  /**
+   * `lazy`: dequantize each tensor on its first get() (the native path reads the
+   * file's bytes itself, so most are never needed in f32); the caller keeps `g`
+   * open. Otherwise every tensor is dequantized here and `g` may close.
+   */
+  constructor(g: GgufFile, readonly cfg: Deepseek4Config, lazy = false) {
     for (const [name, t] of g.tensors) {
       if (t.type === GgmlType.I32) {
         this.i32.set(name, new Int32Array(t.data.slice().buffer));
@@ -87,20 +120,28 @@ export class Deepseek4Weights {
         throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', `deepseek4 tensor ${name}: type ${GgmlType[t.type] ?? t.type} is not computed by the deepseek4 path`);
       }
       this.types.set(name, t.type);
-      this.f32.set(
-        name,
-        t.type === GgmlType.F32 ? new Float32Array(t.data.slice().buffer) : t.type === GgmlType.MXFP4 ? dequantizeMxfp4(t.data, t.elements) : dequantize(t.type, t.data, t.elements),
-      );
+      if (lazy) this.pending.set(name, t);
+      else this.f32.set(name, toF32(t));
     }
     for (let l = 0; l < cfg.nLayer; l++) {
-      this.get(`blk.${l}.attn_q_a.weight`);
+      this.require(`blk.${l}.attn_q_a.weight`);
       if (l < cfg.hashLayers) this.table(`blk.${l}.ffn_gate_tid2eid.weight`);
     }
-    this.get('output_hc_fn.weight');
+    this.require('output_hc_fn.weight');
+  }
+
+  private require(name: string): void {
+    if (!this.f32.has(name) && !this.pending.has(name)) this.get(name);
   }
 
   get(name: string): Float32Array {
-    const w = this.f32.get(name);
+    let w = this.f32.get(name);
+    const t = w ? undefined : this.pending.get(name);
+    if (t) {
+      w = toF32(t);
+      this.f32.set(name, w);
+      this.pending.delete(name);
+    }
     if (!w) throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', `deepseek4 tensor ${name} is missing; the file is incomplete or not a deepseek4 model`);
     return w;
   }
@@ -120,7 +161,7 @@ export class Deepseek4Weights {
   }
 
   has(name: string): boolean {
-    return this.f32.has(name);
+    return this.f32.has(name) || this.pending.has(name);
   }
 
   table(name: string): Int32Array {
