@@ -224,6 +224,9 @@ export function computeSeries(points: StatsPoint[], pricing: Pricing, window?: S
     const start = e === 0 ? (window ? ends[0] - seriesIntervalMs(window) : points[0].t) : ends[e - 1];
     while (p < points.length && points[p].t <= start) before = points[p++];
     let after: StatsPoint | undefined;
+    // A store's history starts with the zero it counted from: with no earlier point, the interval's
+    // first point is where its counting starts (else a new store's first traffic is never charted).
+    if (before === undefined && p + 1 < points.length && points[p + 1].t <= ends[e]) before = points[p++];
     while (p < points.length && points[p].t <= ends[e]) after = points[p++];
     series.t.push(ends[e] / 1000);
     if (before === undefined || after === undefined) {

@@ -98,6 +98,24 @@ describe.each(backends)('%s stats store', (_kind, open) => {
   });
 });
 
+describe('series on a window grid', () => {
+  // A new store's zero point and its first traffic point can fall in one grid interval (15 s intervals
+  // over 5 s steps): that interval's traffic is the difference between them, not "no data".
+  it.each([0, 5_000, 10_000])('counts a new store\'s first traffic when its zero point is %i ms into the interval', (offset) => {
+    const start = Date.UTC(2026, 11, 5, 8, 0, 0) + offset;
+    const points = [
+      { t: start, counters: {}, gauges: {} },
+      { t: start + 5_000, counters: { [C.missTokens]: 591, [C.requests]: 1 }, gauges: {} },
+      { t: start + 10_000, counters: { [C.missTokens]: 591, [C.requests]: 1 }, gauges: {} },
+    ];
+    const until = start + 60_000;
+    const series = computeSeries(points, DEFAULT_PRICING, { since: until - 3_600_000, until, stepMs: 5_000 });
+    expect(series.t.length).toBeLessThanOrEqual(241);
+    expect(series.missTokens.filter((v) => v !== null)).toEqual([591]);
+    expect(series.requests.filter((v) => v !== null)).toEqual([1]);
+  });
+});
+
 describe('recorder over several workers (BullMQ)', () => {
   it('follows each worker on its own, sums their stored bytes, and counts each up worker as an engine', async () => {
     let now = Date.UTC(2026, 11, 2, 12, 0, 0);

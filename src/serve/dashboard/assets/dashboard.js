@@ -265,7 +265,10 @@
   }
 
   function renderSeries(s, since, until) {
-    xWindow = [since / 1000, until / 1000];
+    // The last interval is the one in progress: it ends after `until`, so the window ends with it
+    // (same span) or its point would sit outside the plot and be clipped away.
+    var end = Math.max(until / 1000, s.t.length ? s.t[s.t.length - 1] : 0);
+    xWindow = [end - (until - since) / 1000, end];
     setData('chart-hitrate', [s.t, s.hitRateTokens, s.hitRateRequests]);
     setData('chart-tokens', [s.t, s.hitTokens, s.missTokens, s.outputTokens]);
     setData('chart-cost', [s.t, s.costUsd, s.withoutCacheUsd]);
