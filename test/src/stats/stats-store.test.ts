@@ -14,6 +14,7 @@ import {
   loadPricing,
   RedisStatsStore,
   StatsRecorder,
+  type StatsPoint,
   type StatsStore,
 } from '../../../src/stats/index.ts';
 import { startRedis, type RedisServer } from '../../helpers/redis-server.ts';
@@ -103,7 +104,7 @@ describe('series on a window grid', () => {
   // over 5 s steps): that interval's traffic is the difference between them, not "no data".
   it.each([0, 5_000, 10_000])('counts a new store\'s first traffic when its zero point is %i ms into the interval', (offset) => {
     const start = Date.UTC(2026, 11, 5, 8, 0, 0) + offset;
-    const points = [
+    const points: StatsPoint[] = [
       { t: start, counters: {}, gauges: {} },
       { t: start + 5_000, counters: { [C.missTokens]: 591, [C.requests]: 1 }, gauges: {} },
       { t: start + 10_000, counters: { [C.missTokens]: 591, [C.requests]: 1 }, gauges: {} },
