@@ -98,6 +98,7 @@ const AREA_SPECS: Array<[prefix: string, spec: ErrorSpec]> = [
   ['KVT_ERR_SEAL_', { status: 500, type: 'api_error', hint: 'a stored block did not open (wrong key, tampered or foreign blob); it was served as a miss — check the keyring on every node' }],
   ['KVT_ERR_CODEC_UNKNOWN', { status: 400, type: 'invalid_request_error', hint: 'use a block codec the policy knows: none, int8, fp8, int4' }],
   ['KVT_ERR_CODEC_', { status: 500, type: 'api_error', hint: 'measuring or applying a block codec failed; see the server log, or set the codec with force' }],
+  ['KVT_ERR_REPLAY_SERVER', { status: 502, type: 'api_error', hint: 'check --url (a running kvtier server\'s base URL), --api-key and the server\'s log' }],
   ['KVT_ERR_REPLAY_', { status: 400, type: 'invalid_request_error', hint: 'fix the trace line named in the message (Mooncake JSONL or the generic form: src/replay/README.md)' }],
   ['KVT_ERR_CLI_', { status: 400, type: 'invalid_request_error', hint: 'see kvtier --help for the command\'s flags' }],
   ['KVT_ERR_KVTIER_', { status: 500, type: 'api_error', hint: 'the server called the cache tier wrongly (a bug): see the server log and report it' }],

@@ -5,3 +5,5 @@ export { IdealCache } from './ideal.ts';
 export { TierTarget, type TierTargetOptions } from './tier-target.ts';
 export { runReplay, emptyTally, type ReplayOutcome, type ReplayRunOptions, type ReplayTarget, type Tally } from './replay-run.ts';
 export { buildReport, figuresOf, formatReport, type Figures, type ReplayReport, type ReportContext } from './replay-report.ts';
+export { HttpTarget, ReplayServerError, type HttpTargetOptions } from './http-target.ts';
+export { measurePrefillRate, type PrefillEngine, type PrefillRate, type PrefillRateOptions } from './engine-rate.ts';

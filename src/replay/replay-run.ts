@@ -12,6 +12,8 @@ import { tokensForBlocks } from './synth-tokens.ts';
 import type { ReplayRequest, Trace } from './trace.ts';
 
 export interface ReplayTarget {
+  /** Synthesised tokens stay below this (a served model's vocabulary); absent = any 31-bit id. */
+  readonly vocab?: number;
   setTime(atMs: number): void;
   /** Waits for the writes queued so far. */
   settle(): Promise<void>;
@@ -111,7 +113,7 @@ export async function runReplay(trace: Trace, target: ReplayTarget, options: Rep
       target.setTime(request.atMs - origin);
       currentAt = request.atMs;
     }
-    const tokens = tokensForBlocks(request.blocks, blockTokens);
+    const tokens = tokensForBlocks(request.blocks, blockTokens, target.vocab);
     const hit = await target.serve(request, tokens);
     const idealHit = ideal.serve(request);
     hitBlocks[r] = hit;

@@ -10,7 +10,7 @@ export function registerServiceRoutes(app: FastifyInstance, ctx: ServeContext, s
     const created = Math.floor(startedAt / 1000);
     return {
       object: 'list',
-      data: [{ id: ctx.modelId, object: 'model', created, owned_by: 'kvtier', type: 'model', display_name: ctx.modelId, created_at: new Date(startedAt).toISOString(), context_length: ctx.contextLength }],
+      data: [{ id: ctx.modelId, object: 'model', created, owned_by: 'kvtier', type: 'model', display_name: ctx.modelId, created_at: new Date(startedAt).toISOString(), context_length: ctx.contextLength, vocab_size: ctx.vocabSize }],
       has_more: false,
       first_id: ctx.modelId,
       last_id: ctx.modelId,
