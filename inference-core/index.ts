@@ -22,9 +22,11 @@ export {
   type LoadedEngine,
   type EngineErrorCode,
   type GraphConfig,
+  exportUnitBlocks,
   exportUnitTail,
   importUnit,
   unitsCoverState,
+  unitServingOf,
 } from './engine/index.ts';
 export { KvPool, PageAllocator, kvLayoutOf, TOKENS_PER_BLOCK, type KvLayout } from './kv/index.ts';
 export { Sampler, Prng, argmax, adjustsLogits, type SamplingOptions } from './sampling/index.ts';

@@ -153,6 +153,33 @@ export function unitBlockBytes(s: UnitShape): number {
   return s.blockLayers.length * 2 * s.kvHeads * runBytes(s, TOKENS_PER_BLOCK);
 }
 
+/**
+ * Block payloads [from, to) of the unit layers (block layers only): what a
+ * unit-served writer stores as its blocks. Whole pages when the state is the
+ * chain of blocks; gemma3's global layers only (its window layers are in
+ * every tail).
+ */
+export function exportUnitBlocks(engine: Pick<Engine, 'kvLayout' | 'graphConfig'>, seq: Sequence, from: number, to: number): Uint8Array[] {
+  const s = unitShapeOf(engine);
+  return seq.exportBlocks(from, to).map((pg) => blockOfPage(s, pg));
+}
+
+/**
+ * How a model is served from the tier: 'blocks' when its state is the chain of
+ * its whole-page blocks (full attention, MLA); 'units' when a unit (blocks of
+ * the block layers + a tail) holds it all — gemma3's sliding layers, lfm2's
+ * convolution state; 'off' when neither does (deepseek4's compressor and
+ * indexer rows). `blockLayers`: the layers a unit's blocks hold.
+ */
+export function unitServingOf(engine: Pick<Engine, 'kvLayout' | 'graphConfig' | 'hasRecurrentState'>): { mode: 'blocks' | 'units' | 'off'; blockLayers: number } {
+  const layers = engine.kvLayout.layers;
+  if (engine.kvLayout.kind === 'mla') return { mode: engine.hasRecurrentState ? 'off' : 'blocks', blockLayers: layers };
+  if (!unitsCoverState(engine)) return { mode: 'off', blockLayers: layers };
+  const s = unitShapeOf(engine);
+  if (s.blockConcatenable && !engine.hasRecurrentState) return { mode: 'blocks', blockLayers: layers };
+  return { mode: 'units', blockLayers: s.blockLayers.length };
+}
+
 /** The unit at the sequence's current length. */
 export function exportUnit(engine: UnitEngine, seq: Sequence): EngineUnit {
   const s = unitShapeOf(engine);

@@ -10,7 +10,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 
-import { loadEngine, unitsCoverState, type Sequence } from '../../inference-core/index.ts';
+import { loadEngine, type Sequence } from '../../inference-core/index.ts';
 import { FetchOrRecompute } from '../cluster/index.ts';
 import { openBlobStore, type BlobStore } from '../../storage-adapters/index.ts';
 import { BlockSealer, CodecGate, KvTier, RedisPolicyStore, type PolicyStore } from '../kvtier/index.ts';
@@ -21,7 +21,7 @@ import { PrefillScheduler } from './prefill-scheduler.ts';
 import type { EngineModel } from './ports.ts';
 import { adminCall } from './tier-admin.ts';
 import { checkBlockTokens } from './block-tokens-check.ts';
-import { engineUnitPort, UnitPolicy } from './units.ts';
+import { UnitPolicy, unitServing } from './units.ts';
 
 
 const port = parentPort;
@@ -52,18 +52,17 @@ async function main(init: EngineThreadInit): Promise<void> {
     cacheProblem = `${wire.code}: ${wire.message}`;
     send({ type: 'log', level: 'error', message: `cache tier unavailable, serving without it: ${cacheProblem}` });
   }
-  // A model whose state is not its K/V pages (lfm2's convolution state) is served with prefix units
-  // (#26, units.ts): its blocks are stored but only hit as part of a unit; no retained-prefix reuse.
-  const blocksAreState = !engine.hasRecurrentState;
-  // Units only where a tail holds all of the state outside the pages (unit-state.ts: lfm2); any other such model (deepseek4) runs with the tier off.
-  const unitsFit = !blocksAreState && unitsCoverState(engine);
-  if (!blocksAreState) {
-    send({ type: 'log', level: 'info', message: unitsFit ? `${engine.modelPath}: its state is not a chain of K/V blocks (recurrent layers); serving with prefix units` : `${engine.modelPath}: its state is not a chain of K/V blocks (recurrent or compressed state outside its pages: deepseek4); block tier off for this model, nothing is stored or loaded` });
-  }
-  const cache = tier && (blocksAreState || unitsFit) ? await KvTierCache.create(tier, engine.kvLayout) : null;
-  const units = cache && unitsFit ? new UnitPolicy(engineUnitPort(engine), cache, { intervalTokens: init.unitIntervalTokens, commonPrefixRequests: init.unitCommonPrefixRequests }) : null;
+  // Served from the tier as whole-page blocks when they are the state; as prefix units (#26, units.ts) when a
+  // unit holds it all (gemma3's sliding layers, lfm2's convolution state): blocks of the unit's block layers are
+  // stored but only hit as part of a unit, no retained-prefix reuse; tier off when neither does (deepseek4).
+  const serving = unitServing(engine);
+  if (serving.mode === 'units') send({ type: 'log', level: 'info', message: `${engine.modelPath}: its state is not a chain of K/V blocks (sliding-window or recurrent layers); serving with prefix units` });
+  if (serving.mode === 'off') send({ type: 'log', level: 'info', message: `${engine.modelPath}: its state is not a chain of K/V blocks (recurrent or compressed state outside its pages: deepseek4); block tier off for this model, nothing is stored or loaded` });
+  const cache = tier && serving.mode !== 'off' ? await KvTierCache.create(tier, serving.layout) : null;
+  const units = cache && serving.port ? new UnitPolicy(serving.port, cache, { intervalTokens: init.unitIntervalTokens, commonPrefixRequests: init.unitCommonPrefixRequests }) : null;
   const model: EngineModel<Sequence> = {
-    fingerprint: engine.fingerprint,
+    // the cache namespace's fingerprint (unit blocks of a layer subset have their own)
+    fingerprint: serving.fingerprint,
     contextLength: engine.contextLength,
     createSequence: () => engine.createSequence(),
     freeBlocks: () => engine.pool.freePages,
@@ -78,7 +77,7 @@ async function main(init: EngineThreadInit): Promise<void> {
     cache,
     fetchPolicy: init.fetchPolicy === 'load' ? undefined : new FetchOrRecompute(),
     stepTokens: init.stepTokens,
-    retainSequences: blocksAreState ? init.retainSequences : 0,
+    retainSequences: serving.mode === 'blocks' ? init.retainSequences : 0,
     units,
     blockTokens: init.blockTokens,
     maxBatch: init.maxBatch,

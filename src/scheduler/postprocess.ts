@@ -22,7 +22,7 @@ import type { StepPlan } from './schedule.ts';
 import { SequenceStatus, type FinishReason, type RequestSequence } from './sequence.ts';
 import type { ComputingBlocks } from './single-flight.ts';
 import { storeNewBlocks } from './store.ts';
-import { unitDue, writeUnit, type UnitPolicy } from './units.ts';
+import { importFetchedUnit, unitDue, writeUnit, type UnitPolicy } from './units.ts';
 
 /** The loop's state, as data: postprocess reads and changes it, and never calls the loop. */
 export interface LoopState {
@@ -125,7 +125,7 @@ function fetched(s: LoopState, seq: RequestSequence, io: Io): void {
     return finish(s, seq, 'cancelled');
   }
   const unit = found.unit ?? null;
-  const cachedTokens = unit ? unit.position : (donor ? found.reusable : 0) + found.loaded.length * blockTokens;
+  let cachedTokens = unit ? unit.position : (donor ? found.reusable : 0) + found.loaded.length * blockTokens;
   const blocker = s.computing.blockerOf(seq, Math.floor(cachedTokens / blockTokens), blockTokens);
   if (blocker === 'look-again') {
     // Another request stored the next block while this lookup was in flight: it is in the tier now.
@@ -150,8 +150,9 @@ function fetched(s: LoopState, seq: RequestSequence, io: Io): void {
       donor.status = SequenceStatus.Finished;
       seq.kv!.truncate(found.reusable);
     } else seq.kv = engine.createSequence();
-    if (unit) s.units!.engine.importUnit(seq.kv!, unit);
-    else if (imported > 0) seq.kv!.importBlocks(found.loaded);
+    if (unit) {
+      if (!importFetchedUnit(seq, s.units!, unit, s.onStorageError)) cachedTokens = 0;
+    } else if (imported > 0) seq.kv!.importBlocks(found.loaded);
   } catch (error) {
     return fail(s, seq, error);
   } finally {

@@ -5,6 +5,7 @@
  */
 import type { CacheTier } from './ports.ts';
 import type { RequestSequence } from './sequence.ts';
+import type { UnitPolicy } from './units.ts';
 
 export interface StoreDeps {
   cache: CacheTier | null;
@@ -12,6 +13,8 @@ export interface StoreDeps {
   /** Writes in flight, so close() waits for write-behind. */
   pendingStores: Set<Promise<unknown>>;
   onStorageError?: (phase: 'lookup' | 'load' | 'store', error: unknown) => void;
+  /** Unit mode: blocks hold the unit's block layers only (gemma3's global layers), exported through the unit port. */
+  units?: UnitPolicy | null;
 }
 
 /** Every full block of `fedTokens` not yet stored, handed over with the prompt's keys (the cache hashes only past them). */
@@ -23,7 +26,7 @@ export function storeNewBlocks(seq: RequestSequence, deps: StoreDeps): void {
   const fromBlock = seq.storedBlocks;
   seq.storedBlocks = fullBlocks;
   try {
-    const payloads = seq.kv.exportBlocks(fromBlock, fullBlocks);
+    const payloads = deps.units ? deps.units.engine.exportBlocks(seq.kv, fromBlock, fullBlocks) : seq.kv.exportBlocks(fromBlock, fullBlocks);
     const { spec, keys } = seq;
     const pending = cache
       .store({

@@ -23,8 +23,8 @@
  * A no-store request writes no unit. A unit that fails to load, or any
  * storage fault, is a miss: the request prefills from 0.
  */
-import { exportUnitTail, importUnit, type Sequence } from '../../inference-core/index.ts';
-import type { KvDtype, LoadedUnit, TailSectionRecord, UnitHit } from '../kvtier/index.ts';
+import { exportUnitBlocks, exportUnitTail, importUnit, unitServingOf, type Sequence } from '../../inference-core/index.ts';
+import type { KvDtype, KvLayout, LoadedUnit, TailSectionRecord, UnitHit } from '../kvtier/index.ts';
 import { describeError } from '../errors.ts';
 import type { FetchDeps } from './fetch.ts';
 import type { EngineSequence } from './ports.ts';
@@ -32,6 +32,8 @@ import type { RequestSequence } from './sequence.ts';
 
 /** The engine's unit export and import (inference-core/engine/unit-state.ts), fitted by engine-thread.ts. */
 export interface UnitEnginePort<S extends EngineSequence = EngineSequence> {
+  /** Block payloads [from, to) of the unit's block layers (gemma3: its global layers; lfm2: whole pages). */
+  exportBlocks(seq: S, from: number, to: number): Uint8Array[];
   /** The tail of the unit at the sequence's current length (its blocks are the sequence's full blocks). */
   exportTail(seq: S): { position: number; dtype: KvDtype; sections: TailSectionRecord[] };
   /** Restores a unit into an empty sequence; throws (a miss) when it does not fit the engine. */
@@ -41,8 +43,32 @@ export interface UnitEnginePort<S extends EngineSequence = EngineSequence> {
 /** The port over an engine (unit-state.ts's export and import). */
 export function engineUnitPort(engine: Parameters<typeof exportUnitTail>[0] & Parameters<typeof importUnit>[0]): UnitEnginePort<Sequence> {
   return {
+    exportBlocks: (seq, from, to) => exportUnitBlocks(engine, seq, from, to),
     exportTail: (seq) => exportUnitTail(engine, seq),
     importUnit: (seq, unit) => importUnit(engine, seq, { position: unit.position, blocks: unit.blocks, tail: unit.sections }),
+  };
+}
+
+type ServedEngine = Parameters<typeof unitServingOf>[0] & Parameters<typeof engineUnitPort>[0] & { fingerprint: string; kvLayout: KvLayout };
+
+/**
+ * How the worker serves `engine` from the tier (unit-state.ts unitServingOf):
+ * null for 'blocks' (whole pages, the ordinary path) and 'off'. In unit mode
+ * the blocks hold the unit's block layers only, so when those are fewer than
+ * the pages' layers (gemma3: its global layers) the blocks live under their
+ * own namespace (`<fingerprint>/unit-blocks:<layers>`), never mixed with the
+ * whole-page blocks the same model stores in block mode.
+ */
+export function unitServing(engine: ServedEngine): { mode: 'blocks' | 'units' | 'off'; fingerprint: string; layout: KvLayout; port: UnitEnginePort<Sequence> | null } {
+  const { mode, blockLayers } = unitServingOf(engine);
+  const whole = engine.kvLayout;
+  if (mode !== 'units') return { mode, fingerprint: engine.fingerprint, layout: whole, port: null };
+  const subset = blockLayers < whole.layers;
+  return {
+    mode,
+    fingerprint: subset ? `${engine.fingerprint}/unit-blocks:${blockLayers}` : engine.fingerprint,
+    layout: { layers: blockLayers, kvHeads: whole.kvHeads, headDim: whole.headDim, dtype: whole.dtype, tokensPerBlock: whole.tokensPerBlock, ...(whole.kind ? { kind: whole.kind } : {}) },
+    port: engineUnitPort(engine),
   };
 }
 
@@ -147,6 +173,25 @@ export async function fetchUnit(seq: RequestSequence, deps: FetchDeps, units: Un
     const described = describeError(error);
     f.storageError = `${described.code}: ${described.message}`;
     deps.onStorageError?.('lookup', error);
+  }
+}
+
+/**
+ * Imports a fetched unit into the sequence's empty KV. One that does not fit
+ * the engine (another shape, blocks of another layout) is a miss, reported as
+ * a load fault: false, and the prompt prefills from 0.
+ */
+export function importFetchedUnit(seq: RequestSequence, units: UnitPolicy, unit: FetchedUnit, onStorageError?: (phase: 'load', error: unknown) => void): boolean {
+  try {
+    units.engine.importUnit(seq.kv!, unit);
+    return true;
+  } catch (error) {
+    const described = describeError(error);
+    seq.figures.storageError = `${described.code}: ${described.message}`;
+    onStorageError?.('load', error);
+    // nothing of it stays: the prefill starts at token 0
+    seq.kv!.truncate(0);
+    return false;
   }
 }
 
