@@ -63,6 +63,7 @@ export const SLOW = [
   'test/src/cluster/purge-stats-cluster.test.ts',
   'test/src/cluster/split.test.ts',
   'test/src/cluster/topology.test.ts',
+  'test/deploy/compose-cluster.test.ts', // runs the compose file's 6 Redis Cluster nodes and its init job
   'test/src/kvtier/codecs/codec-quality.test.ts',
   'test/src/kvtier/kv-tier-s3.test.ts',
   'test/src/kvtier/metadata/cluster-retention-fs.test.ts',

@@ -1,77 +1,18 @@
 /**
- * docker-compose.yml, checked without a Docker engine: the file is parsed with
- * the `yaml` package (merge keys on, as Compose does), `${VAR:-default}` is
- * interpolated the way Compose does it with an empty environment, and each
+ * docker-compose.yml, checked without a Docker engine (compose-file.ts: parsed and
+ * interpolated as Compose does with an empty environment): each
  * kvtier service's environment is run through the real loadConfig() and
  * parseBlobStoreUrl() — so a typo'd variable, a bucket the init job does not
  * create, or a Redis host that is not a service fails here, not at `up`.
  */
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
-import { parse } from 'yaml';
 
 import { loadConfig } from '../../src/config.ts';
 import { parseBlobStoreUrl } from '../../storage-adapters/index.ts';
-
-const ROOT = new URL('../../', import.meta.url).pathname;
-
-interface Service {
-  image?: string;
-  build?: unknown;
-  command?: string[] | string;
-  entrypoint?: string[] | string;
-  environment?: Record<string, string | number | boolean | null>;
-  volumes?: string[];
-  ports?: string[];
-  healthcheck?: { test: string[]; interval?: string; retries?: number };
-  depends_on?: Record<string, { condition: string }>;
-  deploy?: { replicas?: number | string };
-  restart?: string;
-  profiles?: string[];
-}
-
-/** Compose interpolation with no variables set: `${X:-d}` / `${X-d}` → d, `${X}` → '', `$$` → `$`. */
-function interpolate(value: unknown, env: Record<string, string>): unknown {
-  if (typeof value === 'string') {
-    return value.replace(/\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}/g, (whole, name: string | undefined, op: string | undefined, fallback: string | undefined) => {
-      if (whole === '$$') return '$';
-      const set = env[name!];
-      if (op === ':-') return set ? set : (fallback ?? '');
-      if (op === '-') return set !== undefined ? set : (fallback ?? '');
-      return set ?? '';
-    });
-  }
-  if (Array.isArray(value)) return value.map((v) => interpolate(v, env));
-  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, interpolate(v, env)]));
-  return value;
-}
-
-function loadCompose(env: Record<string, string> = {}): { services: Record<string, Service>; volumes: Record<string, unknown> } {
-  const raw = parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8'), { merge: true }) as Record<string, unknown>;
-  return interpolate(raw, env) as { services: Record<string, Service>; volumes: Record<string, unknown> };
-}
-
-function envOf(service: Service): Record<string, string> {
-  return Object.fromEntries(Object.entries(service.environment ?? {}).map(([k, v]) => [k, v === null ? '' : String(v)]));
-}
-
-/** Every env name src/ reads: config.ts's FIELDS table plus direct `process.env.X` reads elsewhere. */
-function envNamesReadBySrc(): Set<string> {
-  const names = new Set<string>();
-  const config = readFileSync(join(ROOT, 'src/config.ts'), 'utf8');
-  for (const match of config.matchAll(/\benv: '([A-Z0-9_]+)'/g)) names.add(match[1]);
-  const walk = (dir: string): void => {
-    for (const entry of readdirSync(dir)) {
-      const path = join(dir, entry);
-      if (statSync(path).isDirectory()) walk(path);
-      else if (path.endsWith('.ts')) for (const m of readFileSync(path, 'utf8').matchAll(/process\.env\.([A-Z0-9_]+)/g)) names.add(m[1]);
-    }
-  };
-  walk(join(ROOT, 'src'));
-  return names;
-}
+import { ROOT, envNamesReadBySrc, envOf, loadCompose } from './compose-file.ts';
 
 const compose = loadCompose();
 const services = compose.services;
@@ -79,9 +20,11 @@ const KVTIER_SERVICES = ['api', 'worker', 'prefill-worker', 'decode-worker'] as 
 
 describe('docker-compose.yml topology', () => {
   it('has redis, minio, a bucket-init job, the api and worker replicas', () => {
-    expect(Object.keys(services).sort()).toEqual(['api', 'decode-worker', 'minio', 'minio-init', 'prefill-worker', 'redis', 'worker']);
+    // The cluster profile's services: compose-cluster.test.ts.
+    const oneRedis = Object.entries(services).filter(([, service]) => !service.profiles?.includes('cluster'));
+    expect(oneRedis.map(([name]) => name).sort()).toEqual(['api', 'decode-worker', 'minio', 'minio-init', 'prefill-worker', 'redis', 'worker']);
     // The split-role workers start only with --profile split; everything else always.
-    expect(Object.entries(services).filter(([, service]) => service.profiles).map(([name, service]) => [name, service.profiles])).toEqual([
+    expect(oneRedis.filter(([, service]) => service.profiles).map(([name, service]) => [name, service.profiles])).toEqual([
       ['prefill-worker', ['split']],
       ['decode-worker', ['split']],
     ]);
