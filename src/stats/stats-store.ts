@@ -8,6 +8,15 @@
  *        history[floor(now / step)] = totals ∪ gauges   (one point per step; a later
  *                                                         writer in the same step replaces it)
  *
+ * Retention: points of the last `fullResolutionMs` (48 h) are kept at every
+ * step; older ones are thinned to the last point of each interval the 7-day
+ * view charts (`coarseStepMs`: 42 min at 5 s steps), kept `retentionMs` (8 d).
+ * The series is the difference of cumulative points at interval ends, and
+ * the point kept for an interval is the last one at or before its end, so the
+ * 7-day chart is the same as from every point. Each point is judged once,
+ * when it leaves the full-resolution window (no later point of its interval
+ * can appear after that), so a flush thins only what crossed since the last.
+ *
  * Counters named `tenant:<id>:<what>` are kept in the totals only (a point
  * holding every tenant would grow without bound); gauges named `t:<id>…`
  * likewise. A process that restarts starts its own counting from zero and
@@ -22,6 +31,8 @@ import { mkdirSync } from 'node:fs';
 
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import { open as openLmdb, type Database, type RootDatabase } from 'lmdb';
+
+import { seriesIntervalMs } from './overview.ts';
 
 export interface StatsPoint {
   /** Start of the step, ms since the epoch. */
@@ -46,8 +57,24 @@ export type RedisConnect = (url: string, options: RedisOptions) => Redis | Clust
 export interface StatsStoreOptions {
   /** One history point per step; default 5 s. */
   stepMs?: number;
-  /** History older than this is dropped; default 48 h. */
+  /** History older than this is dropped; default 8 d (the dashboard's 7-day view and its left edge). */
   retentionMs?: number;
+  /** History younger than this keeps every step; older is thinned to one point per `coarseStepMs`. Default 48 h. */
+  fullResolutionMs?: number;
+}
+
+const DAY_MS = 86_400_000;
+const DEFAULT_RETENTION_MS = 8 * DAY_MS;
+const DEFAULT_FULL_RESOLUTION_MS = 2 * DAY_MS;
+
+/** The interval the dashboard's 7-day view charts at for this step: older history keeps one point per such interval. */
+export function coarseStepMs(stepMs: number): number {
+  return seriesIntervalMs({ since: 0, until: 7 * DAY_MS, stepMs });
+}
+
+/** The end of the coarse interval holding `t` (intervals are (end - coarse, end], ends at multiples of `coarse`, as the chart's). */
+function coarseEnd(t: number, coarse: number): number {
+  return Math.ceil(t / coarse) * coarse;
 }
 
 const TENANT_COUNTER = 'tenant:';
@@ -66,6 +93,7 @@ export class LmdbStatsStore implements StatsStore {
     private readonly points: Database<StatsPoint, number>,
     readonly stepMs: number,
     private readonly retentionMs: number,
+    private readonly fullResolutionMs: number,
   ) {}
 
   static open(options: StatsStoreOptions & { path: string }): LmdbStatsStore {
@@ -77,7 +105,8 @@ export class LmdbStatsStore implements StatsStore {
       env.openDB<number, string>({ name: 'gauges' }),
       env.openDB<StatsPoint, number>({ name: 'history' }),
       options.stepMs ?? 5000,
-      options.retentionMs ?? 48 * 3_600_000,
+      options.retentionMs ?? DEFAULT_RETENTION_MS,
+      options.fullResolutionMs ?? DEFAULT_FULL_RESOLUTION_MS,
     );
   }
 
@@ -88,13 +117,24 @@ export class LmdbStatsStore implements StatsStore {
       for (const [name, value] of Object.entries(gauges)) this.gauges.put(name, value);
       // A new store counted from zero: that zero is the left edge of its first interval,
       // so the traffic of the first step is charted instead of becoming the baseline.
-      if (this.points.getKeysCount({ limit: 1 }) === 0) this.points.put(t - this.stepMs, { t: t - this.stepMs, counters: {}, gauges: {} });
+      const newest = [...this.points.getKeys({ reverse: true, limit: 1 })][0];
+      if (newest === undefined) this.points.put(t - this.stepMs, { t: t - this.stepMs, counters: {}, gauges: {} });
       const point: StatsPoint = { t, counters: {}, gauges: {} };
       for (const { key, value } of this.counters.getRange()) if (inHistory(key, TENANT_COUNTER)) point.counters[key] = value;
       for (const { key, value } of this.gauges.getRange()) if (inHistory(key, TENANT_GAUGE)) point.gauges[key] = value;
       this.points.put(t, point);
+      if (newest !== undefined) this.thin(newest - this.fullResolutionMs, now - this.fullResolutionMs);
       for (const key of this.points.getKeys({ end: now - this.retentionMs })) this.points.remove(key);
     });
+  }
+
+  /** Points in [from, cut) that are not the last of their coarse interval are removed (see the file's comment). */
+  private thin(from: number, cut: number): void {
+    const coarse = coarseStepMs(this.stepMs);
+    for (const key of [...this.points.getKeys({ start: from, end: cut })]) {
+      const later = this.points.getKeys({ start: key + 1, end: coarseEnd(key, coarse) + 1, limit: 1 });
+      if ([...later].length > 0) this.points.remove(key);
+    }
   }
 
   async totals(): Promise<{ counters: Record<string, number>; gauges: Record<string, number> }> {
@@ -118,7 +158,7 @@ export class LmdbStatsStore implements StatsStore {
 
 /**
  * KEYS: counters hash, gauges hash, history zset (score = t, member = JSON point).
- * ARGV: t, cutoff, deltas JSON, gauges JSON, step ms.
+ * ARGV: t, cutoff, deltas JSON, gauges JSON, step ms, full-resolution ms, coarse step ms, now.
  */
 const ADD_SCRIPT = `
 local deltas = cjson.decode(ARGV[3])
@@ -136,8 +176,9 @@ for i = 1, #flat, 2 do
   if string.sub(flat[i], 1, ${TENANT_GAUGE.length}) ~= '${TENANT_GAUGE}' then gaugeValues[flat[i]] = tonumber(flat[i + 1]) end
 end
 local t = tonumber(ARGV[1])
+local newest = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
 -- A new history counted from zero: that zero is the left edge of its first interval.
-if redis.call('ZCARD', KEYS[3]) == 0 then
+if #newest == 0 then
   redis.call('ZADD', KEYS[3], t - tonumber(ARGV[5]), '{"t":' .. (t - tonumber(ARGV[5])) .. ',"counters":{},"gauges":{}}')
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], t, t)
@@ -145,6 +186,17 @@ redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[2])
 -- cjson writes an empty table as {} and numbers with 14 significant digits.
 local point = '{"t":' .. ARGV[1] .. ',"counters":' .. cjson.encode(counters) .. ',"gauges":' .. cjson.encode(gaugeValues) .. '}'
 redis.call('ZADD', KEYS[3], t, point)
+-- Thinning (see the file's comment): each point that left the full-resolution window since the last flush
+-- is removed unless it is the last of its coarse interval.
+if #newest > 0 then
+  local full = tonumber(ARGV[6])
+  local coarse = tonumber(ARGV[7])
+  local band = redis.call('ZRANGEBYSCORE', KEYS[3], tonumber(newest[2]) - full, '(' .. (tonumber(ARGV[8]) - full), 'WITHSCORES')
+  for i = 1, #band, 2 do
+    local at = tonumber(band[i + 1])
+    if redis.call('ZCOUNT', KEYS[3], '(' .. at, math.ceil(at / coarse) * coarse) > 0 then redis.call('ZREM', KEYS[3], band[i]) end
+  end
+end
 return 1
 `;
 
@@ -155,6 +207,7 @@ export class RedisStatsStore implements StatsStore {
     private readonly prefix: string,
     readonly stepMs: number,
     private readonly retentionMs: number,
+    private readonly fullResolutionMs: number,
   ) {}
 
   static async open(options: StatsStoreOptions & { url: string; keyPrefix?: string; connect?: RedisConnect }): Promise<RedisStatsStore> {
@@ -169,7 +222,7 @@ export class RedisStatsStore implements StatsStore {
     redis.on('error', () => undefined); // connection errors surface as rejected commands, counted by the recorder
     await redis.connect();
     redis.defineCommand('kvtierStatsAdd', { numberOfKeys: 3, lua: ADD_SCRIPT });
-    return new RedisStatsStore(redis, `${options.keyPrefix ?? 'kvtier:stats:'}{stats}:`, options.stepMs ?? 5000, options.retentionMs ?? 48 * 3_600_000);
+    return new RedisStatsStore(redis, `${options.keyPrefix ?? 'kvtier:stats:'}{stats}:`, options.stepMs ?? 5000, options.retentionMs ?? DEFAULT_RETENTION_MS, options.fullResolutionMs ?? DEFAULT_FULL_RESOLUTION_MS);
   }
 
   async add(deltas: Record<string, number>, gauges: Record<string, number>, now: number): Promise<void> {
@@ -185,6 +238,9 @@ export class RedisStatsStore implements StatsStore {
       JSON.stringify(nonZero),
       JSON.stringify(gauges),
       this.stepMs,
+      this.fullResolutionMs,
+      coarseStepMs(this.stepMs),
+      now,
     );
   }
 
