@@ -30,6 +30,7 @@ import { startRedisCluster, type RedisClusterFixture } from '../../helpers/redis
 import { kvtier } from '../cli/cli-runner.ts';
 import { freePort, RedisProcess, startWorker, type WorkerProcess } from '../workers/processes.ts';
 import { ADMIN_TOKEN, killTree, startServe, type ServeProcess } from './cluster-processes.ts';
+import { writesLanded as landed } from './writes-landed.ts';
 
 const KEYS = { acme: 'sk-acme', beta: 'sk-beta' } as const;
 type Tenant = keyof typeof KEYS;
@@ -112,35 +113,8 @@ interface OverviewBody {
   };
 }
 
-interface WorkersStats {
-  tier: { workers: { workerId: string; at: number; cache: { writeBehind: { queuedBytes: number } } | null }[] };
-}
-
-/**
- * Waits for the write-behind to land: each worker's heartbeats (one every 2 s) carry its tier's
- * bytes queued or in flight. A heartbeat stored after this call may still carry a snapshot taken just
- * before it, so the wait takes each worker's second heartbeat after this call, whose snapshot is
- * newer, and needs it to show nothing queued. An event the next request can rely on, where a fixed
- * sleep was only likely to be long enough on a loaded machine.
- */
-async function writesLanded(): Promise<void> {
-  const since = Date.now();
-  const firstFresh = new Map<string, number>();
-  const deadline = since + 60_000;
-  while (Date.now() < deadline) {
-    const { tier } = await admin<WorkersStats>(0, '/admin/stats');
-    let landed = 0;
-    for (const w of tier.workers) {
-      if (w.at <= since) continue;
-      const first = firstFresh.get(w.workerId);
-      if (first === undefined) firstFresh.set(w.workerId, w.at);
-      else if (w.at > first && (w.cache?.writeBehind.queuedBytes ?? 0) === 0) landed++;
-    }
-    if (landed === workers.length) return;
-    await sleep(50); // until the next heartbeat; the condition, not this pause, ends the wait
-  }
-  throw new Error('the workers did not report their block writes landed within 60 s');
-}
+/** The next request (maybe on the other worker) finds the blocks on S3. */
+const writesLanded = () => landed(apis[0].url, ADMIN_TOKEN, workers.length);
 
 /** Waits until every process has flushed its counters (the stats step is 300 ms here) and they stopped moving. */
 async function settledOverview(api: number): Promise<OverviewBody['overview']> {
