@@ -25,10 +25,13 @@
  *                                   interval alone is measured) with N ∈ {256, 1024, 4096}; bytes are
  *                                   every blob written (blocks and tails)
  *
- * gemma3-tiny (interleaved sliding window 40 and one global layer; its
- * served path keeps whole-page blocks): a unit at UNIT_P written and read
- * through the tier (global-layer blocks + window tail):
- *   gemma3_tail_bytes_per_unit, gemma3_full_kv_bytes_at_p, gemma3_unit_import_over_prefill
+ * gemma3-tiny (interleaved sliding window 40 and one global layer), served
+ * with units as the worker does (unitServing: blocks of the global layer,
+ * the sliding layers' window in each tail): the same agent loop
+ *   gemma3_ttft_cached_over_cold, gemma3_hit_tokens_over_ideal,
+ *   gemma3_tail_bytes_per_unit next to gemma3_full_kv_bytes_at_p (every layer's K|V at the mean final p)
+ * and a unit at UNIT_P written and read through the tier:
+ *   gemma3_tail_bytes_at_unit_p, gemma3_full_kv_bytes_at_unit_p, gemma3_unit_import_over_prefill
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -41,9 +44,9 @@ import { FsBlobStore } from '../storage-adapters/index.ts';
 import { KvTier, type KvLayout } from '../src/kvtier/index.ts';
 import { KvTierCache } from '../src/scheduler/cache-adapter.ts';
 import type { JobEvent } from '../src/scheduler/job.ts';
-import { engineUnitPort, UnitPolicy, DEFAULT_UNIT_INTERVAL_TOKENS } from '../src/scheduler/units.ts';
+import { UnitPolicy, DEFAULT_UNIT_INTERVAL_TOKENS, unitServing } from '../src/scheduler/units.ts';
 import { randomTokens } from '../test/inference-core/engine-fixtures.ts';
-import { schedulerJob, startScheduler } from '../test/src/scheduler/scheduler-fixtures.ts';
+import { engineModel, schedulerJob, startScheduler } from '../test/src/scheduler/scheduler-fixtures.ts';
 
 const SHARED_TOKENS = 3000;
 const AGENTS = 3;
@@ -68,13 +71,13 @@ interface LoopFigures {
   meanP: number;
 }
 
-async function withTier<T>(engine: LoadedEngine, run: (tier: KvTier, cache: KvTierCache) => Promise<T>): Promise<T> {
+async function withTier<T>(layout: KvLayout, run: (tier: KvTier, cache: KvTierCache) => Promise<T>): Promise<T> {
   const dir = mkdtempSync(join(tmpdir(), 'kvtier-bench-units-'));
   const store = await FsBlobStore.open({ dir: join(dir, 'blocks') });
   // the served defaults (hot RAM cache of verified blocks on), the embedded LMDB plane
   const tier = await KvTier.open({ dataDir: join(dir, 'index'), store, blockTokens: 64, metadataRedisUrl: '' });
   try {
-    return await run(tier, await KvTierCache.create(tier, engine.kvLayout));
+    return await run(tier, await KvTierCache.create(tier, layout));
   } finally {
     await tier.close();
     await store.close();
@@ -85,9 +88,11 @@ async function withTier<T>(engine: LoadedEngine, run: (tier: KvTier, cache: KvTi
 const startsWith = (a: number[], prefix: number[]) => prefix.length <= a.length && prefix.every((t, i) => a[i] === t);
 
 async function agentLoop(engine: LoadedEngine, interval: number, withCold: boolean, commonPrefixRequests?: number): Promise<LoopFigures> {
-  return withTier(engine, async (tier, cache) => {
-    const units = new UnitPolicy(engineUnitPort(engine), cache, { intervalTokens: interval, ...(commonPrefixRequests !== undefined ? { commonPrefixRequests } : {}) });
-    const { scheduler, finished } = startScheduler({ engine, cache }, { units, retainSequences: 0 });
+  // as the worker serves it (engine-thread.ts): the unit's block layout, and its namespace fingerprint
+  const serving = unitServing(engine);
+  return withTier(serving.layout, async (tier, cache) => {
+    const units = new UnitPolicy(serving.port!, cache, { intervalTokens: interval, ...(commonPrefixRequests !== undefined ? { commonPrefixRequests } : {}) });
+    const { scheduler, finished } = startScheduler({ engine, cache }, { engine: { ...engineModel(engine), fingerprint: serving.fingerprint }, units, retainSequences: 0 });
     let coldSalt = 0x1000;
     const run = async (id: string, tokens: number[], salt: string) => {
       scheduler.submit(schedulerJob(id, tokens, { tenantSalt: salt }, REPLY_TOKENS));
@@ -137,7 +142,7 @@ async function agentLoop(engine: LoadedEngine, interval: number, withCold: boole
 
 /** Lookup + load + import of a unit at UNIT_P over a cold prefill of UNIT_P tokens (median of 5 each), and its sizes. */
 async function importOverPrefill(engine: LoadedEngine, blockLayout: KvLayout): Promise<{ ratio: number; tailBytes: number; fullKv: number }> {
-  return withTier(engine, async (tier) => {
+  return withTier(blockLayout, async (tier) => {
     const tokens = randomTokens(UNIT_P + 1, engine.vocabSize, 77);
     const ns = tier.namespace({ modelFingerprint: engine.fingerprint, tenantSalt: 'bb' });
     const scope = { tenant: 't', trafficClass: 'agent' };
@@ -210,13 +215,24 @@ export async function run(): Promise<Record<string, number | string>> {
   } finally {
     lfm2.destroy();
   }
-  const gemma = await loadEngine(ensureGemma3Model('gemma3-tiny', { dataDir }), { kvDtype: 'f16', threads: 1, poolBytes: 64 * 2 ** 20 });
+  const gemma = await loadEngine(ensureGemma3Model('gemma3-tiny', { dataDir }), { kvDtype: 'f16', threads: 1, poolBytes: 64 * 2 ** 20, maxBatch: 4 });
   try {
+    // the same agent loop, gemma3 served with units as the worker does (global-layer blocks + window tails)
+    const loop = await agentLoop(gemma, DEFAULT_UNIT_INTERVAL_TOKENS, true);
+    out.gemma3_ttft_cached_over_cold = round(median(loop.ttftWarm) / median(loop.ttftCold));
+    out.gemma3_ttft_cached_ms = round(median(loop.ttftWarm), 1);
+    out.gemma3_ttft_cold_ms = round(median(loop.ttftCold), 1);
+    out.gemma3_hit_tokens_over_ideal = round(loop.cached / loop.ideal);
+    out.gemma3_tail_bytes_per_unit = Math.round(loop.tailBytes / loop.tails);
+    // what storing the whole state at p would cost: every layer's K|V of every token (a sliding layer's pages hold them all)
+    out.gemma3_full_kv_bytes_at_p = Math.round(loop.meanP * gemma.kvBytesPerToken);
+    out.gemma3_loop_bytes_written = loop.bytesWritten;
+    say(`gemma3 loop (N=${DEFAULT_UNIT_INTERVAL_TOKENS}): cached ${loop.cached} / ideal ${loop.ideal}, ttft ${out.gemma3_ttft_cached_ms} ms vs cold ${out.gemma3_ttft_cold_ms} ms, ${loop.tails} tails of ${out.gemma3_tail_bytes_per_unit} B`);
     const s = unitShapeOf(gemma);
     const layout: KvLayout = { layers: s.blockLayers.length, kvHeads: s.kvHeads, headDim: s.headDim, dtype: s.dtype, tokensPerBlock: 64 };
     const imp = await importOverPrefill(gemma, layout);
-    out.gemma3_tail_bytes_per_unit = imp.tailBytes;
-    out.gemma3_full_kv_bytes_at_p = imp.fullKv;
+    out.gemma3_tail_bytes_at_unit_p = imp.tailBytes;
+    out.gemma3_full_kv_bytes_at_unit_p = imp.fullKv;
     out.gemma3_unit_import_over_prefill = round(imp.ratio, 4);
     say(`gemma3 unit at ${UNIT_P}: tail ${imp.tailBytes} B vs full K|V ${imp.fullKv} B, import/prefill ${out.gemma3_unit_import_over_prefill}`);
   } finally {
