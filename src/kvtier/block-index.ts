@@ -2,52 +2,16 @@ import { mkdirSync } from 'node:fs';
 
 import { open as openLmdb, type Database, type RootDatabase } from 'lmdb';
 
+import { adoptedEntry, decodeNames, decodeRecord, encodeRecord, mirroredEntry, PROBE_ABSENT, PROBE_EXPIRED, ttlOf, writtenEntry, type AdoptedRecord, type IndexEntry, type IndexWrite } from './block-index-records.ts';
+import { EMPTY, expiryRow, scopesOf, scopeTag, successor, useRow, writeU64BE } from './block-index-rows.ts';
 import { KvTierError } from './errors.ts';
 import { bytesToHex } from './hex.ts';
 import { hexToKeyBytes, KEY_BYTES } from './prefix-hasher.ts';
 import type { QuotaScope, RetentionPolicy } from './retention-policy.ts';
 
-/** One block as this node's index knows it. Times are ms since the epoch. */
-export interface IndexEntry {
-  key: string;
-  /** Encoded size on storage; 0 for a block adopted from storage and not read yet. */
-  sizeBytes: number;
-  trafficClass: string;
-  tenant: string;
-  createdAt: number;
-  lastUseAt: number;
-  /** lastUseAt + the class TTL when it was last written or used. */
-  expiresAt: number;
-  hits: number;
-  /** Block number in its prompt (0 = first block). Deeper blocks are evicted first among equals. */
-  depth: number;
-  /** Client retention hint: expires this long after last use if sooner than the policy TTL. Absent = none. */
-  ttlCapMs?: number;
-}
+export { PROBE_ABSENT, PROBE_EXPIRED, type AdoptedRecord, type IndexEntry, type IndexWrite } from './block-index-records.ts';
+export { scopeTag } from './block-index-rows.ts';
 
-export interface IndexWrite {
-  keyBytes: Uint8Array;
-  sizeBytes: number;
-  trafficClass: string;
-  tenant: string;
-  depth: number;
-  ttlCapMs?: number;
-}
-
-/** A cluster record to mirror into this node's index (see `adoptRecords`). */
-export interface AdoptedRecord {
-  keyBytes: Uint8Array;
-  sizeBytes: number;
-  trafficClass: string;
-  tenant: string;
-  depth: number;
-  createdAt: number;
-  lastUseAt: number;
-  ttlCapMs: number;
-}
-
-export const PROBE_ABSENT = -1;
-export const PROBE_EXPIRED = -2;
 
 /**
  * This node's LMDB view of the block store: metadata, last use, expiry.
@@ -139,19 +103,7 @@ export class BlockIndex {
     return this.entries.transaction(() => {
       for (const write of writes) {
         const existing = this.readEntry(write.keyBytes);
-        const next: IndexEntry = {
-          key: bytesToHex(write.keyBytes),
-          sizeBytes: write.sizeBytes,
-          trafficClass: existing?.trafficClass ?? write.trafficClass,
-          tenant: existing?.tenant ?? write.tenant,
-          createdAt: existing?.createdAt ?? now,
-          lastUseAt: now,
-          expiresAt: 0,
-          hits: existing?.hits ?? 0,
-          depth: write.depth,
-          ttlCapMs: write.ttlCapMs ?? existing?.ttlCapMs,
-        };
-        next.expiresAt = now + ttlOf(next, policy);
+        const next = writtenEntry(write, existing, now, policy);
         this.replace(write.keyBytes, existing, next);
       }
     });
@@ -163,17 +115,7 @@ export class BlockIndex {
       let added = 0;
       for (const write of writes) {
         if (this.entries.getBinaryFast(write.keyBytes) !== undefined) continue;
-        const entry: IndexEntry = {
-          key: bytesToHex(write.keyBytes),
-          sizeBytes: 0,
-          trafficClass: write.trafficClass,
-          tenant: write.tenant,
-          createdAt: now,
-          lastUseAt: now,
-          expiresAt: now + policy.ttlMs(write.trafficClass, write.tenant),
-          hits: 0,
-          depth: write.depth,
-        };
+        const entry = adoptedEntry(write, now, policy);
         this.replace(write.keyBytes, undefined, entry);
         added++;
       }
@@ -191,20 +133,7 @@ export class BlockIndex {
       let changed = 0;
       for (const record of records) {
         const existing = this.readEntry(record.keyBytes);
-        const lastUseAt = Math.max(existing?.lastUseAt ?? 0, record.lastUseAt);
-        const next: IndexEntry = {
-          key: bytesToHex(record.keyBytes),
-          sizeBytes: record.sizeBytes,
-          trafficClass: record.trafficClass,
-          tenant: record.tenant,
-          createdAt: existing?.createdAt ?? record.createdAt,
-          lastUseAt,
-          expiresAt: 0,
-          hits: existing?.hits ?? 0,
-          depth: record.depth,
-          ttlCapMs: record.ttlCapMs > 0 ? record.ttlCapMs : undefined,
-        };
-        next.expiresAt = lastUseAt + ttlOf(next, policy);
+        const next = mirroredEntry(record, existing, policy);
         this.replace(record.keyBytes, existing, next);
         changed++;
       }
@@ -380,96 +309,4 @@ export class BlockIndex {
     if (delta === 0) return;
     this.meta.put(name, (this.meta.get(name) ?? 0) + delta);
   }
-}
-
-const EMPTY = new Uint8Array(0);
-
-export function scopeTag(scope: QuotaScope): string {
-  return scope.kind === 'global' ? 'g' : scope.kind === 'class' ? `c:${scope.name}` : `t:${scope.name}`;
-}
-
-function scopesOf(entry: IndexEntry): string[] {
-  return ['g', `c:${entry.trafficClass}`, `t:${entry.tenant}`];
-}
-
-function expiryRow(expiresAt: number, keyBytes: Uint8Array): Buffer {
-  const row = Buffer.allocUnsafe(8 + KEY_BYTES);
-  writeU64BE(row, 0, expiresAt);
-  row.set(keyBytes, 8);
-  return row;
-}
-
-function useRow(scope: string, lastUse: number, depth: number, keyBytes: Uint8Array): Buffer {
-  const tag = Buffer.from(`${scope}\0`);
-  const row = Buffer.allocUnsafe(tag.length + 12 + KEY_BYTES);
-  tag.copy(row, 0);
-  writeU64BE(row, tag.length, lastUse);
-  row.writeUInt32BE(0xffffffff - Math.min(depth, 0xffffffff), tag.length + 8);
-  row.set(keyBytes, tag.length + 12);
-  return row;
-}
-
-/** Non-negative integer ms as 8 sortable bytes. */
-function writeU64BE(target: Buffer, offset: number, value: number): void {
-  const ms = Math.max(0, Math.floor(value));
-  target.writeUInt32BE(Math.floor(ms / 2 ** 32), offset);
-  target.writeUInt32BE(ms % 2 ** 32, offset + 4);
-}
-
-/** The smallest key greater than `key` (for exclusive cursors). */
-function successor(key: Buffer): Buffer {
-  return Buffer.concat([key, Buffer.from([0])]);
-}
-
-/** The policy TTL for the entry's class and tenant, capped by its client hint. */
-function ttlOf(entry: Pick<IndexEntry, 'trafficClass' | 'tenant' | 'ttlCapMs'>, policy: RetentionPolicy): number {
-  const ttl = policy.ttlMs(entry.trafficClass, entry.tenant);
-  return entry.ttlCapMs !== undefined && entry.ttlCapMs > 0 && entry.ttlCapMs < ttl ? entry.ttlCapMs : ttl;
-}
-
-function encodeRecord(entry: IndexEntry): Buffer {
-  const trafficClass = Buffer.from(entry.trafficClass);
-  const tenant = Buffer.from(entry.tenant);
-  const cap = entry.ttlCapMs !== undefined && entry.ttlCapMs > 0 ? entry.ttlCapMs : 0;
-  const record = Buffer.allocUnsafe(44 + trafficClass.length + tenant.length + (cap > 0 ? 8 : 0));
-  record.writeDoubleLE(entry.expiresAt, 0);
-  record.writeDoubleLE(entry.lastUseAt, 8);
-  record.writeDoubleLE(entry.createdAt, 16);
-  record.writeDoubleLE(entry.sizeBytes, 24);
-  record.writeUInt32LE(Math.min(entry.hits, 0xffffffff), 32);
-  record.writeUInt32LE(entry.depth, 36);
-  record.writeUInt16LE(trafficClass.length, 40);
-  record.writeUInt16LE(tenant.length, 42);
-  trafficClass.copy(record, 44);
-  tenant.copy(record, 44 + trafficClass.length);
-  if (cap > 0) record.writeDoubleLE(cap, 44 + trafficClass.length + tenant.length);
-  return record;
-}
-
-function decodeNames(record: Buffer): { trafficClass: string; tenant: string } {
-  if (record.length < 44) throw new KvTierError('KVT_ERR_INDEX_BAD_VALUE', 'index record shorter than 44 bytes; delete the index dir to rebuild it from storage');
-  const classLength = record.readUInt16LE(40);
-  const tenantLength = record.readUInt16LE(42);
-  return {
-    trafficClass: record.toString('utf8', 44, 44 + classLength),
-    tenant: record.toString('utf8', 44 + classLength, 44 + classLength + tenantLength),
-  };
-}
-
-function decodeRecord(keyBytes: Uint8Array, record: Buffer): IndexEntry {
-  const { trafficClass, tenant } = decodeNames(record);
-  const capOffset = 44 + record.readUInt16LE(40) + record.readUInt16LE(42);
-  const cap = record.length >= capOffset + 8 ? record.readDoubleLE(capOffset) : 0;
-  return {
-    ...(cap > 0 ? { ttlCapMs: cap } : {}),
-    key: bytesToHex(keyBytes),
-    expiresAt: record.readDoubleLE(0),
-    lastUseAt: record.readDoubleLE(8),
-    createdAt: record.readDoubleLE(16),
-    sizeBytes: record.readDoubleLE(24),
-    hits: record.readUInt32LE(32),
-    depth: record.readUInt32LE(36),
-    trafficClass,
-    tenant,
-  };
 }

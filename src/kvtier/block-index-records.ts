@@ -1,0 +1,155 @@
+/**
+ * What one block index entry holds, and its LMDB record (the layout is drawn on
+ * BlockIndex): the value types the index takes and returns, the encoding, and
+ * the TTL rule every write applies.
+ */
+import { KvTierError } from './errors.ts';
+import { bytesToHex } from './hex.ts';
+import type { RetentionPolicy } from './retention-policy.ts';
+
+/** One block as this node's index knows it. Times are ms since the epoch. */
+export interface IndexEntry {
+  key: string;
+  /** Encoded size on storage; 0 for a block adopted from storage and not read yet. */
+  sizeBytes: number;
+  trafficClass: string;
+  tenant: string;
+  createdAt: number;
+  lastUseAt: number;
+  /** lastUseAt + the class TTL when it was last written or used. */
+  expiresAt: number;
+  hits: number;
+  /** Block number in its prompt (0 = first block). Deeper blocks are evicted first among equals. */
+  depth: number;
+  /** Client retention hint: expires this long after last use if sooner than the policy TTL. Absent = none. */
+  ttlCapMs?: number;
+}
+
+export interface IndexWrite {
+  keyBytes: Uint8Array;
+  sizeBytes: number;
+  trafficClass: string;
+  tenant: string;
+  depth: number;
+  ttlCapMs?: number;
+}
+
+/** A cluster record to mirror into this node's index (see `adoptRecords`). */
+export interface AdoptedRecord {
+  keyBytes: Uint8Array;
+  sizeBytes: number;
+  trafficClass: string;
+  tenant: string;
+  depth: number;
+  createdAt: number;
+  lastUseAt: number;
+  ttlCapMs: number;
+}
+
+export const PROBE_ABSENT = -1;
+export const PROBE_EXPIRED = -2;
+
+/** An entry after its block was put on storage; `existing` is what the index held for it. */
+export function writtenEntry(write: IndexWrite, existing: IndexEntry | undefined, now: number, policy: RetentionPolicy): IndexEntry {
+  const next: IndexEntry = {
+    key: bytesToHex(write.keyBytes),
+    sizeBytes: write.sizeBytes,
+    trafficClass: existing?.trafficClass ?? write.trafficClass,
+    tenant: existing?.tenant ?? write.tenant,
+    createdAt: existing?.createdAt ?? now,
+    lastUseAt: now,
+    expiresAt: 0,
+    hits: existing?.hits ?? 0,
+    depth: write.depth,
+    ttlCapMs: write.ttlCapMs ?? existing?.ttlCapMs,
+  };
+  next.expiresAt = now + ttlOf(next, policy);
+  return next;
+}
+
+/** A block found on storage but unknown here (written by another node): its size is learnt on first load. */
+export function adoptedEntry(write: Omit<IndexWrite, 'sizeBytes'>, now: number, policy: RetentionPolicy): IndexEntry {
+  return {
+    key: bytesToHex(write.keyBytes),
+    sizeBytes: 0,
+    trafficClass: write.trafficClass,
+    tenant: write.tenant,
+    createdAt: now,
+    lastUseAt: now,
+    expiresAt: now + policy.ttlMs(write.trafficClass, write.tenant),
+    hits: 0,
+    depth: write.depth,
+  };
+}
+
+/** A cluster record mirrored into the index: last use only moves forward; class, tenant, size and cap come from the record. */
+export function mirroredEntry(record: AdoptedRecord, existing: IndexEntry | undefined, policy: RetentionPolicy): IndexEntry {
+  const lastUseAt = Math.max(existing?.lastUseAt ?? 0, record.lastUseAt);
+  const next: IndexEntry = {
+    key: bytesToHex(record.keyBytes),
+    sizeBytes: record.sizeBytes,
+    trafficClass: record.trafficClass,
+    tenant: record.tenant,
+    createdAt: existing?.createdAt ?? record.createdAt,
+    lastUseAt,
+    expiresAt: 0,
+    hits: existing?.hits ?? 0,
+    depth: record.depth,
+    ttlCapMs: record.ttlCapMs > 0 ? record.ttlCapMs : undefined,
+  };
+  next.expiresAt = lastUseAt + ttlOf(next, policy);
+  return next;
+}
+
+/** The policy TTL for the entry's class and tenant, capped by its client hint. */
+export function ttlOf(entry: Pick<IndexEntry, 'trafficClass' | 'tenant' | 'ttlCapMs'>, policy: RetentionPolicy): number {
+  const ttl = policy.ttlMs(entry.trafficClass, entry.tenant);
+  return entry.ttlCapMs !== undefined && entry.ttlCapMs > 0 && entry.ttlCapMs < ttl ? entry.ttlCapMs : ttl;
+}
+
+export function encodeRecord(entry: IndexEntry): Buffer {
+  const trafficClass = Buffer.from(entry.trafficClass);
+  const tenant = Buffer.from(entry.tenant);
+  const cap = entry.ttlCapMs !== undefined && entry.ttlCapMs > 0 ? entry.ttlCapMs : 0;
+  const record = Buffer.allocUnsafe(44 + trafficClass.length + tenant.length + (cap > 0 ? 8 : 0));
+  record.writeDoubleLE(entry.expiresAt, 0);
+  record.writeDoubleLE(entry.lastUseAt, 8);
+  record.writeDoubleLE(entry.createdAt, 16);
+  record.writeDoubleLE(entry.sizeBytes, 24);
+  record.writeUInt32LE(Math.min(entry.hits, 0xffffffff), 32);
+  record.writeUInt32LE(entry.depth, 36);
+  record.writeUInt16LE(trafficClass.length, 40);
+  record.writeUInt16LE(tenant.length, 42);
+  trafficClass.copy(record, 44);
+  tenant.copy(record, 44 + trafficClass.length);
+  if (cap > 0) record.writeDoubleLE(cap, 44 + trafficClass.length + tenant.length);
+  return record;
+}
+
+export function decodeNames(record: Buffer): { trafficClass: string; tenant: string } {
+  if (record.length < 44) throw new KvTierError('KVT_ERR_INDEX_BAD_VALUE', 'index record shorter than 44 bytes; delete the index dir to rebuild it from storage');
+  const classLength = record.readUInt16LE(40);
+  const tenantLength = record.readUInt16LE(42);
+  return {
+    trafficClass: record.toString('utf8', 44, 44 + classLength),
+    tenant: record.toString('utf8', 44 + classLength, 44 + classLength + tenantLength),
+  };
+}
+
+export function decodeRecord(keyBytes: Uint8Array, record: Buffer): IndexEntry {
+  const { trafficClass, tenant } = decodeNames(record);
+  const capOffset = 44 + record.readUInt16LE(40) + record.readUInt16LE(42);
+  const cap = record.length >= capOffset + 8 ? record.readDoubleLE(capOffset) : 0;
+  return {
+    ...(cap > 0 ? { ttlCapMs: cap } : {}),
+    key: bytesToHex(keyBytes),
+    expiresAt: record.readDoubleLE(0),
+    lastUseAt: record.readDoubleLE(8),
+    createdAt: record.readDoubleLE(16),
+    sizeBytes: record.readDoubleLE(24),
+    hits: record.readUInt32LE(32),
+    depth: record.readUInt32LE(36),
+    trafficClass,
+    tenant,
+  };
+}
