@@ -2,6 +2,8 @@
  * The block index's secondary rows (byExpiry, byUse) and their sortable key
  * bytes; the layout is drawn on BlockIndex.
  */
+import type { Database } from 'lmdb';
+
 import { KEY_BYTES } from './prefix-hasher.ts';
 import type { QuotaScope } from './retention-policy.ts';
 import type { IndexEntry } from './block-index-records.ts';
@@ -45,3 +47,34 @@ export function successor(key: Buffer): Buffer {
   return Buffer.concat([key, Buffer.from([0])]);
 }
 
+
+type Rows = Database<Uint8Array, Uint8Array>;
+
+/** byExpiry: keys whose stored expiry is ≤ `now`, oldest first, after the cursor `after`. */
+export function expiredKeys(byExpiry: Rows, now: number, limit: number, after?: Buffer): { keys: Buffer[]; cursor: Buffer | undefined } {
+  const end = Buffer.alloc(8 + KEY_BYTES, 0xff);
+  writeU64BE(end, 0, Math.floor(now));
+  const keys: Buffer[] = [];
+  let cursor: Buffer | undefined;
+  for (const row of byExpiry.getKeys({ start: after === undefined ? Buffer.alloc(0) : successor(after), end, limit, snapshot: false })) {
+    const rowKey = Buffer.from(row);
+    keys.push(rowKey.subarray(8));
+    cursor = rowKey;
+  }
+  return { keys, cursor };
+}
+
+/** byUse: least recently used keys of `scope`, oldest (and deepest) first, after the cursor `after`. */
+export function oldestKeys(byUse: Rows, scope: QuotaScope, limit: number, after?: Buffer): { keys: Buffer[]; cursor: Buffer | undefined } {
+  const tag = Buffer.from(`${scopeTag(scope)}\0`);
+  const start = after === undefined ? tag : successor(after);
+  const end = Buffer.from(`${scopeTag(scope)}\x01`);
+  const keys: Buffer[] = [];
+  let cursor: Buffer | undefined;
+  for (const row of byUse.getKeys({ start, end, limit, snapshot: false })) {
+    const rowKey = Buffer.from(row);
+    keys.push(rowKey.subarray(rowKey.length - KEY_BYTES));
+    cursor = rowKey;
+  }
+  return { keys, cursor };
+}

@@ -3,14 +3,11 @@ import { mkdirSync } from 'node:fs';
 import { open as openLmdb, type Database, type RootDatabase } from 'lmdb';
 
 import { adoptedEntry, decodeNames, decodeRecord, encodeRecord, mirroredEntry, PROBE_ABSENT, PROBE_EXPIRED, ttlOf, writtenEntry, type AdoptedRecord, type IndexEntry, type IndexWrite } from './block-index-records.ts';
-import { EMPTY, expiryRow, scopesOf, scopeTag, successor, useRow, writeU64BE } from './block-index-rows.ts';
+import { EMPTY, expiredKeys, expiryRow, oldestKeys, scopesOf, scopeTag, useRow } from './block-index-rows.ts';
 import { KvTierError } from './errors.ts';
 import { bytesToHex } from './hex.ts';
-import { hexToKeyBytes, KEY_BYTES } from './prefix-hasher.ts';
+import { hexToKeyBytes } from './prefix-hasher.ts';
 import type { QuotaScope, RetentionPolicy } from './retention-policy.ts';
-
-export { PROBE_ABSENT, PROBE_EXPIRED, type AdoptedRecord, type IndexEntry, type IndexWrite } from './block-index-records.ts';
-export { scopeTag } from './block-index-rows.ts';
 
 
 /**
@@ -221,31 +218,12 @@ export class BlockIndex {
 
   /** Keys whose stored expiry is ≤ `now`, oldest first, after `after` (an opaque cursor from the previous batch). */
   expiredBatch(now: number, limit: number, after?: Buffer): { keys: Buffer[]; cursor: Buffer | undefined } {
-    const end = Buffer.alloc(8 + KEY_BYTES, 0xff);
-    writeU64BE(end, 0, Math.floor(now));
-    const keys: Buffer[] = [];
-    let cursor: Buffer | undefined;
-    for (const row of this.byExpiry.getKeys({ start: after === undefined ? Buffer.alloc(0) : successor(after), end, limit, snapshot: false })) {
-      const rowKey = Buffer.from(row);
-      keys.push(rowKey.subarray(8));
-      cursor = rowKey;
-    }
-    return { keys, cursor };
+    return expiredKeys(this.byExpiry, now, limit, after);
   }
 
   /** Least recently used keys of `scope`, oldest (and deepest) first, after `after`. */
   oldestBatch(scope: QuotaScope, limit: number, after?: Buffer): { keys: Buffer[]; cursor: Buffer | undefined } {
-    const tag = Buffer.from(`${scopeTag(scope)}\0`);
-    const start = after === undefined ? tag : successor(after);
-    const end = Buffer.from(`${scopeTag(scope)}\x01`);
-    const keys: Buffer[] = [];
-    let cursor: Buffer | undefined;
-    for (const row of this.byUse.getKeys({ start, end, limit, snapshot: false })) {
-      const rowKey = Buffer.from(row);
-      keys.push(rowKey.subarray(rowKey.length - KEY_BYTES));
-      cursor = rowKey;
-    }
-    return { keys, cursor };
+    return oldestKeys(this.byUse, scope, limit, after);
   }
 
   bytesIn(scope: QuotaScope): number {

@@ -3,7 +3,7 @@
  * one shard's orphan sweep (`sweepOrphans`, step 3: blobs on storage no record knows, deleted once
  * seen orphaned for `orphanGraceMs` — a writer puts the blob, then the record: the grace covers that gap).
  */
-import type { AdoptedRecord } from './block-index.ts';
+import type { AdoptedRecord } from './block-index-records.ts';
 import { errorCodeOf } from './errors.ts';
 import type { GcRun, ShardPass } from './gc-run.ts';
 

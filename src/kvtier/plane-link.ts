@@ -1,4 +1,5 @@
-import type { AdoptedRecord, BlockIndex } from './block-index.ts';
+import type { BlockIndex } from './block-index.ts';
+import type { AdoptedRecord } from './block-index-records.ts';
 import { effectiveTtlMs, type BlockRecord, type MetadataPlane } from './metadata/metadata-plane.ts';
 import type { PrefixChain } from './prefix-hasher.ts';
 import type { RetentionPolicy } from './retention-policy.ts';

@@ -14,7 +14,8 @@
  */
 import type { BlobStore } from '../../storage-adapters/index.ts';
 
-import type { BlockIndex, IndexEntry } from './block-index.ts';
+import type { BlockIndex } from './block-index.ts';
+import type { IndexEntry } from './block-index-records.ts';
 import { errorCodeOf } from './errors.ts';
 import type { BlockRecord, MetadataPlane } from './metadata/metadata-plane.ts';
 import { hexToKeyBytes } from './prefix-hasher.ts';

@@ -1,4 +1,4 @@
-import { PROBE_ABSENT } from './block-index.ts';
+import { PROBE_ABSENT } from './block-index-records.ts';
 import { LookupResult, type KvNamespace, type RequestScope } from './kv-tier-types.ts';
 import type { PrefixChain } from './prefix-hasher.ts';
 import type { RetentionPolicy } from './retention-policy.ts';
