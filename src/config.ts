@@ -45,6 +45,8 @@ export interface Config {
   queueWaitTimeoutMs: number;
   /** BullMQ lock duration: a worker that stops renewing it (killed) loses the job to another worker. */
   jobLockMs: number;
+  /** `kvtier worker`: how often it stores its heartbeat (stats, purge acknowledgements, liveness). */
+  heartbeatMs: number;
   /** Jobs a `kvtier worker` process runs at once (they share one engine batch). */
   workerConcurrency: number;
   /**
@@ -115,6 +117,8 @@ const FIELDS: Array<{ env: string; key: keyof Config; parse: (raw: string, env: 
   { env: 'KVTIER_REQUEST_TIMEOUT_MS', key: 'requestTimeoutMs', parse: (v, e) => intIn(v, e, 100, 86_400_000) },
   { env: 'KVTIER_QUEUE_WAIT_TIMEOUT_MS', key: 'queueWaitTimeoutMs', parse: (v, e) => intIn(v, e, 100, 86_400_000) },
   { env: 'KVTIER_JOB_LOCK_MS', key: 'jobLockMs', parse: (v, e) => intIn(v, e, 500, 3_600_000) },
+  // At most half the liveness window (LIVE_TTL_MS, 10 s): one lost heartbeat must not drop a live worker.
+  { env: 'KVTIER_HEARTBEAT_MS', key: 'heartbeatMs', parse: (v, e) => intIn(v, e, 100, 5_000) },
   { env: 'KVTIER_WORKER_CONCURRENCY', key: 'workerConcurrency', parse: (v, e) => intIn(v, e, 1, 1024) },
   { env: 'KVTIER_DISPATCH', key: 'dispatch', parse: (v, e) => oneOf(v, e, ['aware', 'shared', 'roundrobin']) },
   { env: 'KVTIER_ROLE', key: 'role', parse: (v, e) => oneOf(v, e, ['both', 'prefill', 'decode']) },
@@ -157,6 +161,7 @@ export function defaultConfig(): Config {
     requestTimeoutMs: 300_000,
     queueWaitTimeoutMs: 60_000,
     jobLockMs: 10_000,
+    heartbeatMs: 2_000,
     workerConcurrency: 4,
     dispatch: 'aware',
     role: 'both',

@@ -43,6 +43,8 @@ export interface BuiltApp {
 export interface BuildAppOptions {
   /** Pino options or false (tests keep logs quiet). */
   logger?: boolean | { level: string };
+  /** The clock stored responses expire by (embedded store); tests move it instead of waiting a TTL out. */
+  now?: () => number;
 }
 
 export async function buildApp(config: Config, options: BuildAppOptions = {}): Promise<BuiltApp> {
@@ -125,7 +127,7 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
   registerServiceRoutes(app, context, Date.now());
   registerOpenAiChat(app, context);
   registerOpenAiCompletions(app, context);
-  registerOpenAiResponses(app, context);
+  registerOpenAiResponses(app, context, options.now ?? Date.now);
   registerAnthropicMessages(app, context);
   // The stats recorder, the admin service and /dashboard; every /admin/* route sits in the guarded admin plugin.
   const admin = await setupAdmin(app, context);

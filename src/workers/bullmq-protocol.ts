@@ -27,7 +27,7 @@ export interface WorkerHeartbeat {
   workerId?: string;
   cache?: { bytesRead: number; bytesWritten: number; gc: { expired: { blocks: number }; evicted: { blocks: number } } } | null;
 }
-/** A worker is live (routable, counted for the split) this long after its last heartbeat (every 2 s). */
+/** A worker is live (routable, counted for the split) this long after its last heartbeat (every KVTIER_HEARTBEAT_MS, 2 s by default). */
 export const LIVE_TTL_MS = 10_000;
 
 /** BullMQ's key prefix: hash-tagged on a Redis Cluster; BullMQ's default (`bull`) on one Redis. */

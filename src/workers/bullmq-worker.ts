@@ -48,7 +48,6 @@ export interface RunningWorker {
   close(): Promise<void>;
 }
 
-const HEARTBEAT_MS = 2000;
 /** Cancels of jobs this worker does not run (yet): remembered this many at most. */
 const MAX_EARLY_CANCELS = 1024;
 
@@ -204,7 +203,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
       .catch(() => undefined);
     announce([]);
   };
-  const heartbeatTimer = setInterval(heartbeat, HEARTBEAT_MS);
+  const heartbeatTimer = setInterval(heartbeat, config.heartbeatMs);
   heartbeatTimer.unref();
   await Promise.all(workers.map((w) => w.waitUntilReady()));
   // Live (and, for split roles, counted) only once every queue is consumed.

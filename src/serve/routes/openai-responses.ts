@@ -59,11 +59,11 @@ function invalid(message: string, param: string): KvtError {
   return new KvtError('KVT_ERR_REQUEST_INVALID', message, { param });
 }
 
-export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext): void {
+export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext, now: () => number): void {
   const recordLimit = recordLimitOf(ctx.config.responseMemoryBytes);
   const store: ResponseStore = ctx.config.redisUrl
     ? new RedisResponseStore(ctx.config.redisUrl, (level, message) => app.log[level](message), recordLimit)
-    : new MemoryResponseStore(Date.now, ctx.config.responseMemoryBytes);
+    : new MemoryResponseStore(now, ctx.config.responseMemoryBytes);
   const runs = new ResponseRuns();
   app.addHook('onClose', async () => {
     runs.abortAll();

@@ -43,7 +43,8 @@ export async function startServe(env: Record<string, string>): Promise<ServeProc
   });
   let output = '';
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`kvtier serve not ready in 90 s:\n${output}`)), 90_000);
+    // An upper bound only (the ready line ends the wait): several processes may start at once on a loaded machine.
+    const timer = setTimeout(() => reject(new Error(`kvtier serve not ready in 180 s:\n${output}`)), 180_000);
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
       if (/kvtier serving /.test(output)) clearTimeout(timer), resolve();

@@ -44,7 +44,9 @@ function workerIdOf(worker: WorkerProcess): string {
 async function listen(queueName: string): Promise<void> {
   const connection = new Redis(redis.url, { maxRetriesPerRequest: null });
   connection.on('error', (error: Error) => console.warn(`queue events ${queueName}: ${error.message}`));
-  const events = new QueueEvents(queueName, { connection });
+  // From the stream's start: with the default ('$', "from now") events that land before the first
+  // XREAD (waitUntilReady does not wait for it) are lost, and a wait on them runs out (the split flake).
+  const events = new QueueEvents(queueName, { connection, lastEventId: '0-0' });
   events.on('completed', ({ jobId, returnvalue }) => {
     const value = (typeof returnvalue === 'string' ? JSON.parse(returnvalue) : returnvalue) as { workerId?: string } | null;
     if (value?.workerId) ranOn.set(jobId, value.workerId);
@@ -97,13 +99,17 @@ async function hotWorkerFor(prompt: ChatMessage[]): Promise<WorkerProcess & { id
 }
 
 beforeAll(async () => {
-  embedded = await startServe({});
+  // The processes start together: the file's wall time is mostly these starts.
+  const startEmbedded = startServe({});
   redis = new RedisProcess(await freePort());
   await redis.start();
   blocksDir = mkdtempSync(join(tmpdir(), 'kvtier-dispatch-blocks-'));
   await listen(QUEUE_NAME);
-  api = await startServe({ REDIS_URL: redis.url, KVTIER_STORAGE: `fs:${blocksDir}`, KVTIER_DISPATCH: 'aware', KVTIER_REQUEST_TIMEOUT_MS: '120000', KVTIER_QUEUE_WAIT_TIMEOUT_MS: '60000' });
-  for (let w = 0; w < 3; w++) await addWorker(`w${w}`);
+  [embedded, api] = await Promise.all([
+    startEmbedded,
+    startServe({ REDIS_URL: redis.url, KVTIER_STORAGE: `fs:${blocksDir}`, KVTIER_DISPATCH: 'aware', KVTIER_REQUEST_TIMEOUT_MS: '120000', KVTIER_QUEUE_WAIT_TIMEOUT_MS: '60000' }),
+    ...[0, 1, 2].map((w) => addWorker(`w${w}`)),
+  ]);
 }, 240_000);
 
 afterAll(async () => {

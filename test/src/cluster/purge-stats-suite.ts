@@ -35,6 +35,8 @@ import { writesLanded as landed } from './writes-landed.ts';
 const KEYS = { acme: 'sk-acme', beta: 'sk-beta' } as const;
 type Tenant = keyof typeof KEYS;
 const STEP_MS = 300;
+/** Workers store a heartbeat this often here (2 s by default): each wait for written blocks takes two. */
+const HEARTBEAT_MS = 200;
 
 const systemOf = (tenant: Tenant) => `You are the ${tenant} build agent. Follow the plan, call tools, report briefly. `.repeat(14);
 
@@ -130,6 +132,8 @@ async function settledOverview(api: number): Promise<OverviewBody['overview']> {
 }
 
 beforeAll(async () => {
+  // Independent services start together: the file's wall time is mostly these starts.
+  const startCeph = startCephS3();
   if (mode === 'redis') {
     redis = new RedisProcess(await freePort());
     await redis.start();
@@ -137,7 +141,7 @@ beforeAll(async () => {
     cluster = await startRedisCluster();
     crossSlotBefore = cluster.crossSlotErrors();
   }
-  ceph = await startCephS3();
+  ceph = await startCeph;
   const dir = mkdtempSync(join(tmpdir(), 'kvtier-purge-stats-'));
   const keysFile = join(dir, 'keys.txt');
   writeFileSync(keysFile, `${KEYS.acme} acme\n${KEYS.beta} beta\n`);
@@ -154,10 +158,12 @@ beforeAll(async () => {
   process.env.AWS_ACCESS_KEY_ID = ceph.accessKeyId;
   process.env.AWS_SECRET_ACCESS_KEY = ceph.secretAccessKey;
   store = await openBlobStore(storage);
-  for (let a = 0; a < 2; a++) apis.push(await startServe({ ...env, KVTIER_DISPATCH: 'roundrobin', KVTIER_REQUEST_TIMEOUT_MS: '120000' }));
-  for (let w = 0; w < 2; w++) {
-    workers.push(await startWorker({ ...env, KVTIER_MODEL: 'synthetic:tiny', KVTIER_DATA_DIR: mkdtempSync(join(tmpdir(), `kvtier-purge-worker-${w}-`)) }));
-  }
+  const [startedApis, startedWorkers] = await Promise.all([
+    Promise.all([0, 1].map(() => startServe({ ...env, KVTIER_DISPATCH: 'roundrobin', KVTIER_REQUEST_TIMEOUT_MS: '120000' }))),
+    Promise.all([0, 1].map((w) => startWorker({ ...env, KVTIER_HEARTBEAT_MS: String(HEARTBEAT_MS), KVTIER_MODEL: 'synthetic:tiny', KVTIER_DATA_DIR: mkdtempSync(join(tmpdir(), `kvtier-purge-worker-${w}-`)) }))),
+  ]);
+  apis.push(...startedApis);
+  workers.push(...startedWorkers);
 }, 300_000);
 
 afterAll(async () => {

@@ -46,7 +46,9 @@ const halves = new Map<string, Half>();
 async function listen(queueName: string): Promise<void> {
   const connection = new Redis(redis.url, { maxRetriesPerRequest: null });
   connection.on('error', (error: Error) => console.warn(`queue events ${queueName}: ${error.message}`));
-  const events = new QueueEvents(queueName, { connection });
+  // From the stream's start: with the default ('$', "from now") events that land before the first
+  // XREAD (waitUntilReady does not wait for it) are lost, and a wait on them runs out (the split flake).
+  const events = new QueueEvents(queueName, { connection, lastEventId: '0-0' });
   events.on('completed', ({ jobId, returnvalue }) => {
     const value = (typeof returnvalue === 'string' ? JSON.parse(returnvalue) : returnvalue) as Omit<Half, 'jobId'> | null;
     if (value?.workerId) halves.set(jobId, { jobId, ...value });
@@ -95,17 +97,21 @@ async function halvesOf(before: Set<string>): Promise<{ prefill: Half; decode: H
 }
 
 beforeAll(async () => {
-  embedded = await startServe({});
+  // The processes start together: the file's wall time is mostly these starts.
+  const startEmbedded = startServe({});
   redis = new RedisProcess(await freePort());
   await redis.start();
   const blocksDir = mkdtempSync(join(tmpdir(), 'kvtier-split-blocks-'));
   for (const name of [QUEUE_NAME, roleQueueName('prefill'), roleQueueName('decode')]) await listen(name);
   const apiEnv = { REDIS_URL: redis.url, KVTIER_STORAGE: `fs:${blocksDir}`, KVTIER_REQUEST_TIMEOUT_MS: '120000', KVTIER_QUEUE_WAIT_TIMEOUT_MS: '60000' };
-  // Every request as two halves, however few tokens are new.
-  api = await startServe({ ...apiEnv, KVTIER_SPLIT_MIN_PREFILL_TOKENS: '0' });
-  conditionalApi = await startServe({ ...apiEnv, KVTIER_SPLIT_MIN_PREFILL_TOKENS: String(CONDITIONAL_MIN_TOKENS) });
-  await addWorker('prefill', blocksDir);
-  await addWorker('decode', blocksDir);
+  [embedded, api, conditionalApi] = await Promise.all([
+    startEmbedded,
+    // Every request as two halves, however few tokens are new.
+    startServe({ ...apiEnv, KVTIER_SPLIT_MIN_PREFILL_TOKENS: '0' }),
+    startServe({ ...apiEnv, KVTIER_SPLIT_MIN_PREFILL_TOKENS: String(CONDITIONAL_MIN_TOKENS) }),
+    addWorker('prefill', blocksDir),
+    addWorker('decode', blocksDir),
+  ]);
 }, 240_000);
 
 afterAll(async () => {

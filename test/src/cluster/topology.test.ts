@@ -123,7 +123,9 @@ describe.each(['s3', 'fs'] as const)('API + 3 workers on shared %s storage', (ba
     const eventsConnection = new Redis(redis.url, { maxRetriesPerRequest: null });
     // Reconnect noise once redis-server stops in afterAll; anything before that is a real problem.
     eventsConnection.on('error', (error: Error) => console.warn(`queue events connection: ${error.message}`));
-    events = new QueueEvents(QUEUE_NAME, { connection: eventsConnection });
+    // From the stream's start: with the default ('$', "from now") events that land before the first
+    // XREAD (waitUntilReady does not wait for it) are lost, and a wait on them runs out (the split flake).
+    events = new QueueEvents(QUEUE_NAME, { connection: eventsConnection, lastEventId: '0-0' });
     events.on('completed', ({ jobId, returnvalue }) => {
       const value = (typeof returnvalue === 'string' ? JSON.parse(returnvalue) : returnvalue) as { workerId?: string } | null;
       if (value?.workerId) completed.push({ jobId, workerId: value.workerId });
@@ -142,17 +144,19 @@ describe.each(['s3', 'fs'] as const)('API + 3 workers on shared %s storage', (ba
     await replies.psubscribe('kvtier:events:*');
     // The shared queue (no cache-aware routing): the claim here is about turns that land on a
     // worker new to the session; dispatch.test.ts covers routing turns to the worker holding them.
-    api = await startServe({ ...env, KVTIER_DISPATCH: 'shared', KVTIER_REQUEST_TIMEOUT_MS: '120000', KVTIER_QUEUE_WAIT_TIMEOUT_MS: '60000' });
-    for (let w = 0; w < 3; w++) {
-      workers.push(
-        await startWorker({
+    // The processes start together: the file's wall time is mostly these starts.
+    const startWorkers = Promise.all(
+      [0, 1, 2].map((w) =>
+        startWorker({
           ...env,
           KVTIER_MODEL: 'synthetic:tiny',
           KVTIER_WORKER_CONCURRENCY: '2',
           KVTIER_DATA_DIR: mkdtempSync(join(tmpdir(), `kvtier-topology-worker-${w}-`)),
         }),
-      );
-    }
+      ),
+    );
+    api = await startServe({ ...env, KVTIER_DISPATCH: 'shared', KVTIER_REQUEST_TIMEOUT_MS: '120000', KVTIER_QUEUE_WAIT_TIMEOUT_MS: '60000' });
+    workers.push(...(await startWorkers));
   }, 240_000);
 
   afterAll(async () => {

@@ -1,6 +1,6 @@
 /**
  * Waits for the workers' write-behind to land, as a cluster test's next request (maybe on another
- * worker) needs the blocks on the store: each worker's heartbeat (one every 2 s, read through an
+ * worker) needs the blocks on the store: each worker's heartbeat (every KVTIER_HEARTBEAT_MS, 2 s by default; read through an
  * API process's GET /admin/stats) carries its tier's bytes queued or in flight. A heartbeat stored
  * after the call may still carry a snapshot taken just before it, so the wait takes each worker's
  * second heartbeat after the call, whose snapshot is newer, and needs it to show nothing queued.

@@ -3,7 +3,7 @@
  * full queue, concurrent requests sharing an uncached prefix, a client that
  * goes away mid-stream.
  */
-import { renameSync, writeFileSync } from 'node:fs';
+import { readdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import OpenAI from 'openai';
@@ -20,8 +20,8 @@ afterEach(async () => {
 
 const SYSTEM = 'Fault injection keeps answers correct. '.repeat(16);
 const client = (key: string = KEYS.alice) => new OpenAI({ baseURL: `${server!.url}/v1`, apiKey: key, maxRetries: 0 });
-const ask = (key: string, content: string, extra: Partial<OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming> = {}) =>
-  client(key).chat.completions.create({ model: 'synthetic:tiny', messages: [{ role: 'system', content: SYSTEM }, { role: 'user', content }], max_tokens: 12, temperature: 0, ...extra });
+const ask = (key: string, content: string, extra: Partial<OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming> = {}, options: OpenAI.RequestOptions = {}) =>
+  client(key).chat.completions.create({ model: 'synthetic:tiny', messages: [{ role: 'system', content: SYSTEM }, { role: 'user', content }], max_tokens: 12, temperature: 0, ...extra }, options);
 
 async function tierErrors(): Promise<Record<string, number>> {
   const response = await fetch(`${server!.url}/admin/stats`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
@@ -32,7 +32,10 @@ async function tierErrors(): Promise<Record<string, number>> {
 describe('faults', () => {
   it('storage that cannot be written: answers stay correct, errors are counted', async () => {
     server = await startTestServer();
-    const reference = await ask(KEYS.alice, 'Storage will break soon.');
+    // The reference writes nothing: a block write still in flight at the rename would re-create the
+    // directory (mkdir -p) and turn the file below into EISDIR (a flake seen under load).
+    const reference = await ask(KEYS.alice, 'Storage will break soon.', {}, { headers: { 'x-kvtier-cache': 'no-store' } });
+    expect(readdirSync(join(server.dataDir, 'blocks')), 'a no-store request leaves no block').toEqual([]);
     // The block directory becomes a plain file: every write under it fails (even for root, unlike chmod).
     const blocksDir = join(server.dataDir, 'blocks');
     renameSync(blocksDir, `${blocksDir}.gone`);

@@ -16,11 +16,13 @@ const INSTRUCTIONS = 'You are kvtier, a terse assistant. ' + 'Answer in one shor
 const WEATHER = { type: 'function' as const, name: 'get_weather', description: 'Weather of a city', parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 12 } }, required: ['city'], additionalProperties: false }, strict: true };
 
 let server: TestServer;
+/** How far the server's stored-response clock runs ahead of real time (the TTL test moves it). */
+let clockAheadMs = 0;
 let alice: OpenAI;
 let bob: OpenAI;
 
 beforeAll(async () => {
-  server = await startTestServer();
+  server = await startTestServer({}, { now: () => Date.now() + clockAheadMs });
   alice = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: KEYS.alice, maxRetries: 0 });
   bob = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: KEYS.bob, maxRetries: 0 });
 }, 120_000);
@@ -219,7 +221,7 @@ describe('POST /v1/responses', () => {
     const brief = await alice.responses.create({ model: MODEL, input: 'Short-lived', max_output_tokens: 4, temperature: 0, kvtier_class: 'brief' } as OpenAI.Responses.ResponseCreateParamsNonStreaming);
     const kept = await alice.responses.create({ model: MODEL, input: 'Long-lived', max_output_tokens: 4, temperature: 0 });
     expect((await alice.responses.retrieve(brief.id)).id).toBe(brief.id);
-    await new Promise((resolve) => setTimeout(resolve, 1300));
+    clockAheadMs += 1001; // the store's clock moves past the 1 s TTL (the test waits for nothing)
     await expect(alice.responses.retrieve(brief.id)).rejects.toMatchObject({ status: 404 });
     await expect(alice.responses.create({ model: MODEL, input: 'x', previous_response_id: brief.id, max_output_tokens: 4 })).rejects.toMatchObject({ status: 404 });
     expect((await alice.responses.retrieve(kept.id)).id).toBe(kept.id);

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { loadConfig, type Config } from '../../../src/config.ts';
-import { buildApp, type BuiltApp } from '../../../src/serve/index.ts';
+import { buildApp, type BuildAppOptions, type BuiltApp } from '../../../src/serve/index.ts';
 
 export interface TestServer {
   url: string;
@@ -21,7 +21,7 @@ export interface TestServer {
 export const KEYS = { alice: 'sk-alice', bob: 'sk-bob', sharedOne: 'sk-shared-1', sharedTwo: 'sk-shared-2' } as const;
 export const ADMIN_TOKEN = 'admin-secret';
 
-export async function startTestServer(overrides: Partial<Config> = {}): Promise<TestServer> {
+export async function startTestServer(overrides: Partial<Config> = {}, options: Pick<BuildAppOptions, 'now'> = {}): Promise<TestServer> {
   const dataDir = overrides.dataDir ?? mkdtempSync(join(tmpdir(), 'kvtier-serve-'));
   const keysFile = join(dataDir, 'keys.txt');
   writeFileSync(keysFile, `# test keys\n${KEYS.alice} alice\n${KEYS.bob} bob\n${KEYS.sharedOne} team-one shared\n${KEYS.sharedTwo} team-two shared\n`);
@@ -40,7 +40,7 @@ export async function startTestServer(overrides: Partial<Config> = {}): Promise<
     storage: `fs:${join(dataDir, 'blocks')}`,
     ...overrides,
   });
-  const built = await buildApp(config, { logger: false });
+  const built = await buildApp(config, { logger: false, ...options });
   const address = await built.app.listen({ host: '127.0.0.1', port: 0 });
   return { url: address, built, config, dataDir, close: () => built.close() };
 }

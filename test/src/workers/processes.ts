@@ -50,7 +50,8 @@ export async function startWorker(env: Record<string, string>): Promise<WorkerPr
   let output = '';
   child.stdout?.on('data', (c: Buffer) => (output += c.toString()));
   child.stderr?.on('data', (c: Buffer) => (output += c.toString()));
-  await waitForLine(child, /kvtier worker .* ready/, 60_000, 'kvtier worker');
+  // An upper bound only (the ready line ends the wait): several processes may start at once on a loaded machine.
+  await waitForLine(child, /kvtier worker .* ready/, 180_000, 'kvtier worker');
   return { child, output: () => output, stop: (signal = 'SIGTERM') => killAndWait(child, signal) };
 }
 
