@@ -1,30 +1,32 @@
 /**
  * DeepSeek V4 (deepseek4) on synthetic deepseek4-small (d 512, 8 trunk layers,
  * ratios 0/0/4/128/4/128/4/128, SWA 128, indexer top-64, 32 experts top-4 + 1
- * shared; inference-core/synthetic/deepseek4-specs.ts), Q8_0 weights: kvtier's
- * deepseek4 forward (today the f32 TypeScript reference path, one thread,
- * checked against llama.cpp in test/inference-core/deepseek4-parity.test.ts)
- * vs llama.cpp (node-llama-cpp's CPU build, best of 1 and 2 threads, f16 KV),
- * same file, same prompt.
+ * shared; inference-core/synthetic/deepseek4-specs.ts), Q8_0 weights: the
+ * served engine path (loadEngine → Deepseek4Graph, mat-vecs on the native CPU
+ * kernels, state in pool pages) vs llama.cpp (node-llama-cpp's CPU build, f16
+ * KV), same file, same prompt, each side at its best of 1 and 2 threads.
  *
- *   deepseek4_prefill_tps / deepseek4_llamacpp_prefill_tps   PREFILL_TOKENS (4× the SWA window)
- *   deepseek4_decode_tps  / deepseek4_llamacpp_decode_tps    DECODE_TOKENS greedy steps after them
- *                                                            (after PREFILL_TOKENS, not the 4k context
- *                                                            the issue names: the reference path would
- *                                                            take minutes to prefill 4k)
+ *   deepseek4_prefill_tps / deepseek4_llamacpp_prefill_tps   a PREFILL_TOKENS prompt (4× the SWA window)
+ *   deepseek4_decode_tps  / deepseek4_llamacpp_decode_tps    DECODE_TOKENS greedy steps after a
+ *                                                            LONG_TOKENS (4k) prompt
+ *   deepseek4_long_prefill_tps / _llamacpp_                  the 4k prompt's prefill (both sides)
  *   deepseek4_prefill_ratio, deepseek4_decode_ratio           ours / llama.cpp (target ≥ 1.0)
- *   deepseek4_state_bytes_4k / _32k                           f32 state of one sequence (deepseek4StateBytes)
+ *   deepseek4_state_bytes_4k / _32k                           f32 state of one sequence (deepseek4StateBytes;
+ *                                                            at 4k also read off the served sequence)
  *   deepseek4_state_bytes_per_token_4k / _32k                 the same per context token
- *   MTP figures: not measured (no MTP drafting yet)
+ *   MTP figures: not measured here (no MTP drafting yet)
  */
 import * as os from 'node:os';
-import { Deepseek4Model } from '../inference-core/engine/deepseek4-forward.ts';
+import { argmax, loadEngine } from '../inference-core/index.ts';
+import type { Deepseek4Graph } from '../inference-core/engine/deepseek4-graph.ts';
+import type { Deepseek4Config } from '../inference-core/engine/deepseek4-config.ts';
 import { deepseek4StateBytes } from '../inference-core/engine/deepseek4-state.ts';
 import { ensureDeepseek4Model } from '../inference-core/synthetic/index.ts';
 import { randomTokens } from '../test/inference-core/engine-fixtures.ts';
-import { bestLlamaCppRates } from './engine-timing.ts';
+import { llamaBench } from '../test/helpers/llamacpp.ts';
 
 const PREFILL_TOKENS = 512;
+const LONG_TOKENS = 4096;
 const DECODE_TOKENS = 16;
 const THREAD_CHOICES = [1, 2].filter((t) => t <= Math.max(1, os.availableParallelism()));
 
@@ -34,42 +36,111 @@ function say(line: string): void {
 
 const round = (x: number, digits = 2) => Number(x.toFixed(digits));
 
+interface Rates {
+  prefill: number;
+  longPrefill: number;
+  decode: number;
+}
+
+function best(all: Map<number, Rates>, key: keyof Rates): { tps: number; threads: number } {
+  let out = { tps: 0, threads: 0 };
+  for (const [threads, r] of all) if (r[key] > out.tps) out = { tps: r[key], threads };
+  return out;
+}
+
+/** Ours, through the engine as it serves: a fresh sequence per prompt. */
+async function measureOurs(modelPath: string, threads: number, promptFor: (vocab: number) => number[]): Promise<{ rates: Rates; stateBytes4k: number; cfg: Deepseek4Config }> {
+  const engine = await loadEngine(modelPath, { threads, poolBytes: 256 * 2 ** 20 });
+  try {
+    const prompt = promptFor(engine.vocabSize);
+    const warm = engine.createSequence();
+    warm.prefill(prompt.slice(0, 64)); // uploads the weights the first rows touch
+    warm.free();
+    const short = engine.createSequence();
+    const t0 = performance.now();
+    short.prefill(prompt.slice(0, PREFILL_TOKENS));
+    const t1 = performance.now();
+    short.free();
+    const seq = engine.createSequence();
+    const t2 = performance.now();
+    let logits = seq.prefill(prompt.slice(0, LONG_TOKENS));
+    const t3 = performance.now();
+    // the served sequence's own state at exactly 4k tokens (graph is the engine's private ForwardGraph)
+    const st = (engine as unknown as { graph: Deepseek4Graph }).graph.stateOf(seq.id);
+    const stateBytes4k = st ? st.bytes() : Number.NaN;
+    const t3b = performance.now();
+    for (let i = 0; i < DECODE_TOKENS; i++) logits = seq.decode(argmax(logits));
+    const t4 = performance.now();
+    seq.free();
+    return {
+      rates: { prefill: PREFILL_TOKENS / ((t1 - t0) / 1000), longPrefill: LONG_TOKENS / ((t3 - t2) / 1000), decode: DECODE_TOKENS / ((t4 - t3b) / 1000) },
+      stateBytes4k,
+      cfg: engine.config as unknown as Deepseek4Config,
+    };
+  } finally {
+    engine.destroy();
+  }
+}
+
+async function measureLlamaCpp(modelPath: string, threads: number, prompt: number[]): Promise<Rates> {
+  await llamaBench({ modelPath, tokens: prompt.slice(0, 64), nPredict: 4, threads, kvType: 'f16' }); // warm-up
+  const short = await llamaBench({ modelPath, tokens: prompt.slice(0, PREFILL_TOKENS), nPredict: 1, threads, kvType: 'f16' });
+  const long = await llamaBench({ modelPath, tokens: prompt.slice(0, LONG_TOKENS), nPredict: DECODE_TOKENS, threads, kvType: 'f16' });
+  return { prefill: short.prefillTps, longPrefill: long.prefillTps, decode: long.decodeTps };
+}
+
 export async function run(): Promise<Record<string, number | string>> {
   const dataDir = process.env.KVTIER_DATA_DIR ?? 'data';
   const modelPath = ensureDeepseek4Model('deepseek4-small', { dataDir, weightType: 'q8_0' });
-  const model = new Deepseek4Model(modelPath);
-  const prompt = randomTokens(PREFILL_TOKENS, model.cfg.nVocab, 7);
-  const st = model.newState();
-  const t0 = performance.now();
-  let logits = model.eval(st, prompt);
-  const t1 = performance.now();
-  for (let i = 0; i < DECODE_TOKENS; i++) {
-    let best = 0;
-    for (let j = 1; j < logits.length; j++) if (logits[j]! > logits[best]!) best = j;
-    logits = model.step(st, best);
+  const load0 = os.loadavg()[0]!;
+  const ours = new Map<number, Rates>();
+  const ref = new Map<number, Rates>();
+  let cfg: Deepseek4Config | undefined;
+  let measured4k = Number.NaN;
+  let prompt: number[] = [];
+
+  for (const threads of THREAD_CHOICES) {
+    const m = await measureOurs(modelPath, threads, (vocab) => (prompt = randomTokens(LONG_TOKENS, vocab, 7)));
+    cfg = m.cfg;
+    measured4k = m.stateBytes4k;
+    ours.set(threads, m.rates);
+    say(`ours threads=${threads}: prefill ${m.rates.prefill.toFixed(1)} tok/s (${PREFILL_TOKENS}), ${m.rates.longPrefill.toFixed(1)} tok/s (${LONG_TOKENS}), decode@4k ${m.rates.decode.toFixed(2)} tok/s`);
   }
-  const t2 = performance.now();
-  const prefill = PREFILL_TOKENS / ((t1 - t0) / 1000);
-  const decode = DECODE_TOKENS / ((t2 - t1) / 1000);
-  say(`ours (reference path, 1 thread): prefill ${prefill.toFixed(1)} tok/s, decode ${decode.toFixed(2)} tok/s`);
-  const ref = await bestLlamaCppRates(modelPath, prompt, DECODE_TOKENS, THREAD_CHOICES, 4, (threads, m) =>
-    say(`llama.cpp threads=${threads}: prefill ${m.prefillTps.toFixed(1)} tok/s, decode ${m.decodeTps.toFixed(2)} tok/s`),
-  );
-  const s4k = deepseek4StateBytes(model.cfg, 4096);
-  const s32k = deepseek4StateBytes(model.cfg, 32768);
+  for (const threads of THREAD_CHOICES) {
+    const r = await measureLlamaCpp(modelPath, threads, prompt);
+    ref.set(threads, r);
+    say(`llama.cpp threads=${threads}: prefill ${r.prefill.toFixed(1)} tok/s (${PREFILL_TOKENS}), ${r.longPrefill.toFixed(1)} tok/s (${LONG_TOKENS}), decode@4k ${r.decode.toFixed(2)} tok/s`);
+  }
+  const s4k = deepseek4StateBytes(cfg!, 4096);
+  const s32k = deepseek4StateBytes(cfg!, 32768);
+  const op = best(ours, 'prefill');
+  const ol = best(ours, 'longPrefill');
+  const od = best(ours, 'decode');
+  const rp = best(ref, 'prefill');
+  const rl = best(ref, 'longPrefill');
+  const rd = best(ref, 'decode');
   return {
-    deepseek4_model: 'deepseek4-small q8_0',
+    deepseek4_model: 'synthetic:deepseek4-small:q8_0',
+    deepseek4_path: 'engine (Deepseek4Graph, native mat-vecs)',
     deepseek4_prefill_tokens: PREFILL_TOKENS,
-    deepseek4_prefill_tps: round(prefill),
-    deepseek4_decode_tps: round(decode),
-    deepseek4_llamacpp_prefill_tps: round(ref.prefill),
-    deepseek4_llamacpp_decode_tps: round(ref.decode),
-    deepseek4_llamacpp_threads: `${ref.prefillThreads}/${ref.decodeThreads}`,
-    deepseek4_prefill_ratio: round(prefill / ref.prefill, 4),
-    deepseek4_decode_ratio: round(decode / ref.decode, 4),
+    deepseek4_decode_context: LONG_TOKENS,
+    deepseek4_prefill_tps: round(op.tps),
+    deepseek4_llamacpp_prefill_tps: round(rp.tps),
+    deepseek4_prefill_ratio: round(op.tps / rp.tps, 3),
+    deepseek4_long_prefill_tps: round(ol.tps),
+    deepseek4_llamacpp_long_prefill_tps: round(rl.tps),
+    deepseek4_long_prefill_ratio: round(ol.tps / rl.tps, 3),
+    deepseek4_decode_tps: round(od.tps),
+    deepseek4_llamacpp_decode_tps: round(rd.tps),
+    deepseek4_decode_ratio: round(od.tps / rd.tps, 3),
+    deepseek4_threads_prefill_long_decode: `${op.threads}/${ol.threads}/${od.threads}`,
+    deepseek4_llamacpp_threads_prefill_long_decode: `${rp.threads}/${rl.threads}/${rd.threads}`,
     deepseek4_state_bytes_4k: s4k,
+    deepseek4_state_bytes_4k_measured: measured4k,
     deepseek4_state_bytes_32k: s32k,
     deepseek4_state_bytes_per_token_4k: round(s4k / 4096, 1),
     deepseek4_state_bytes_per_token_32k: round(s32k / 32768, 1),
+    load_average_start: round(load0),
+    load_average_end: round(os.loadavg()[0]!),
   };
 }

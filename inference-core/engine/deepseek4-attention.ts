@@ -1,5 +1,5 @@
 /**
- * deepseek4 attention of one token at one layer, as llama.cpp's
+ * deepseek4 attention of T tokens at one layer, as llama.cpp's
  * llama_model_deepseek4::graph::build_attention_impl computes it:
  *
  *   qr = rmsnorm(wq_a·x)·q_a_norm; q = per-head rmsnorm(wq_b·qr), roped on
@@ -10,14 +10,17 @@
  *   out = softmax(q·k/√d with the head's sink logit)·k, de-roped at p,
  *   then grouped low-rank output: wo_b · (per group wo_a_g · out_g)
  *
- * Compressors: every token adds a kv row (wkv) and a score row (wgate + ape
- * row pos % ratio); when position p ends a block b (p+1 ≡ 0 mod ratio) the
- * entry is Σ softmax_per_dim(scores)·kv over the block's rows (CSA: the
- * previous block's first halves and this block's second halves, the previous
- * of block 0 being zero / −∞), rmsnorm·norm, roped at position b·ratio with the
- * compress rope. Only the selected entries' scores and values are computed.
+ * Compressors and indexer: deepseek4-compressor.ts. Only the selected entries'
+ * scores and values are computed.
+ *
+ * Rows: a call takes T consecutive tokens of one sequence (positions p0..p0+T−1)
+ * at one layer. Every projection is one mat-mul over the T rows (native when
+ * the model runs natively, bit-identical to T mat-vecs); the state updates and
+ * the attention itself run token by token in position order, so token p sees
+ * exactly the state after p — T = 1 and T = whole prompt give the same values.
  */
 import type { Deepseek4Config } from './deepseek4-config.ts';
+import { compressorPush, indexerTopK } from './deepseek4-compressor.ts';
 import { rmsNorm, ropeApply, ropeCache } from './deepseek4-math.ts';
 import type { Deepseek4LayerState } from './deepseek4-state.ts';
 import type { Deepseek4Weights } from './deepseek4-weights.ts';
@@ -40,211 +43,118 @@ export interface Deepseek4Stats {
   expertsComputed: number;
 }
 
-function compressRows(
-  kvRows: Map<number, Float32Array>,
-  scoreRows: Map<number, Float32Array>,
-  start: number,
-  ratio: number,
-  dim: number,
-  overlap: boolean,
-): Float32Array {
-  const out = new Float32Array(dim);
-  const n = overlap ? 2 * ratio : ratio;
-  const sc = new Float64Array(n);
-  const kv = new Float64Array(n);
-  for (let j = 0; j < dim; j++) {
-    let max = -Infinity;
-    for (let i = 0; i < n; i++) {
-      let pos: number;
-      let col: number;
-      if (overlap) {
-        pos = i < ratio ? start - ratio + i : start + (i - ratio);
-        col = i < ratio ? j : dim + j;
-      } else {
-        pos = start + i;
-        col = j;
-      }
-      const k = kvRows.get(pos);
-      sc[i] = k ? scoreRows.get(pos)![col]! : -Infinity;
-      kv[i] = k ? k[col]! : 0;
-      if (sc[i]! > max) max = sc[i]!;
-    }
-    let sum = 0;
-    let acc = 0;
-    for (let i = 0; i < n; i++) {
-      const e = Math.exp(sc[i]! - max);
-      sum += e;
-      acc += e * kv[i]!;
-    }
-    out[j] = acc / sum;
-  }
-  return out;
+/** Row t of a [T][width] buffer (a view). */
+function row(buf: Float32Array, t: number, width: number): Float32Array {
+  return buf.subarray(t * width, (t + 1) * width);
 }
 
-/** Adds this token's compressor rows; returns the finished entry when p ends a block. */
-function compressorStep(
-  cfg: Deepseek4Config,
-  w: Deepseek4Weights,
-  prefix: string,
-  x: Float32Array,
-  p: number,
-  ratio: number,
-  dim: number,
-  kvRows: Map<number, Float32Array>,
-  scoreRows: Map<number, Float32Array>,
-): Float32Array | null {
-  const overlap = ratio === 4;
-  const width = (overlap ? 2 : 1) * dim;
-  const kv = w.mv(`${prefix}_kv.weight`, cfg.nEmbd, width, x);
-  const score = w.mv(`${prefix}_gate.weight`, cfg.nEmbd, width, x);
-  const ape = w.get(`${prefix}_ape.weight`);
-  for (let j = 0; j < width; j++) score[j] = score[j]! + ape[(p % ratio) * width + j]!;
-  kvRows.set(p, kv);
-  scoreRows.set(p, score);
-  if ((p + 1) % ratio !== 0) return null;
-  const start = p + 1 - ratio;
-  const entry = compressRows(kvRows, scoreRows, start, ratio, dim, overlap);
-  rmsNorm(entry, cfg.rmsEps, w.get(`${prefix}_norm.weight`), entry);
-  ropeApply(entry, dim - cfg.nRot, ropeCache(start, cfg.nRot, cfg.ropeCompress));
-  // rows no later block reads: CSA keeps this block (the next one's previous half)
-  const keepFrom = overlap ? start : start + ratio;
-  for (const k of [...kvRows.keys()]) {
-    if (k < keepFrom) {
-      kvRows.delete(k);
-      scoreRows.delete(k);
-    }
-  }
-  return entry;
-}
-
-/** Indices of the indexer's top-k finished CSA entries for this token (all when there are ≤ k). */
-function indexerTopK(cfg: Deepseek4Config, w: Deepseek4Weights, l: number, x: Float32Array, qr: Float32Array, p: number, keys: Float32Array[]): number[] {
-  const n = keys.length;
-  if (n <= cfg.indexerTopK) return Array.from({ length: n }, (_, i) => i);
-  const H = cfg.indexerHeads;
-  const D = cfg.indexerDim;
-  const q = w.mv(`blk.${l}.indexer.attn_q_b.weight`, cfg.qLoraRank, H * D, qr);
-  const cache = ropeCache(p, cfg.nRot, cfg.ropeCompress);
-  for (let h = 0; h < H; h++) ropeApply(q, h * D + D - cfg.nRot, cache);
-  const hw = w.mv(`blk.${l}.indexer.proj.weight`, cfg.nEmbd, H, x);
-  const s = 1 / Math.sqrt(D * H);
-  const scores = new Float64Array(n);
-  for (let j = 0; j < n; j++) {
-    const k = keys[j]!;
-    let acc = 0;
-    for (let h = 0; h < H; h++) {
-      let dot = 0;
-      for (let i = 0; i < D; i++) dot += q[h * D + i]! * k[i]!;
-      if (dot > 0) acc += dot * hw[h]! * s;
-    }
-    scores[j] = acc;
-  }
-  return topK(Float32Array.from(scores), cfg.indexerTopK);
-}
-
-/**
- * The index set ggml_top_k picks: libstdc++'s std::partial_sort (heap select)
- * with data[a] > data[b], so ties at the k-th score (the indexer's ReLU makes
- * exact zeros common) resolve as llama.cpp resolves them.
- */
-export function topK(data: Float32Array, k: number): number[] {
-  const n = data.length;
-  const idx = Array.from({ length: n }, (_, i) => i);
-  if (k >= n) return idx;
-  const comp = (a: number, b: number) => data[a]! > data[b]!;
-  const pushHeap = (hole: number, top: number, value: number) => {
-    let parent = Math.floor((hole - 1) / 2);
-    while (hole > top && comp(idx[parent]!, value)) {
-      idx[hole] = idx[parent]!;
-      hole = parent;
-      parent = Math.floor((hole - 1) / 2);
-    }
-    idx[hole] = value;
-  };
-  const adjustHeap = (hole: number, len: number, value: number) => {
-    const top = hole;
-    let child = hole;
-    while (child < Math.floor((len - 1) / 2)) {
-      child = 2 * (child + 1);
-      if (comp(idx[child]!, idx[child - 1]!)) child--;
-      idx[hole] = idx[child]!;
-      hole = child;
-    }
-    if ((len & 1) === 0 && child === Math.floor((len - 2) / 2)) {
-      child = 2 * (child + 1);
-      idx[hole] = idx[child - 1]!;
-      hole = child - 1;
-    }
-    pushHeap(hole, top, value);
-  };
-  if (k >= 2) {
-    for (let parent = Math.floor((k - 2) / 2); ; parent--) {
-      adjustHeap(parent, k, idx[parent]!);
-      if (parent === 0) break;
-    }
-  }
-  for (let i = k; i < n; i++) {
-    if (comp(idx[i]!, idx[0]!)) {
-      const value = idx[i]!;
-      idx[i] = idx[0]!;
-      adjustHeap(0, k, value);
-    }
-  }
-  return idx.slice(0, k);
-}
-
-export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l: number, x: Float32Array, p: number, st: Deepseek4LayerState, ab: Deepseek4Ablation, stats: Deepseek4Stats): Float32Array {
+/** X: [T][n_embd] normed inputs of positions p0..p0+T−1; returns [T][n_embd]. */
+export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l: number, X: Float32Array, T: number, p0: number, st: Deepseek4LayerState, ab: Deepseek4Ablation, stats: Deepseek4Stats): Float32Array {
   const P = `blk.${l}.`;
   const D = cfg.headDim;
   const H = cfg.nHead;
+  const d = cfg.nEmbd;
   const nope = D - cfg.nRot;
   const ratio = ab.noCompression ? 0 : cfg.ratios[l]!;
   const rope = cfg.ratios[l] !== 0 ? cfg.ropeCompress : cfg.ropePlain;
-  const cache = ropeCache(p, cfg.nRot, rope);
 
-  const qr = w.mv(P + 'attn_q_a.weight', cfg.nEmbd, cfg.qLoraRank, x);
-  rmsNorm(qr, cfg.rmsEps, w.get(P + 'attn_q_a_norm.weight'), qr);
-  const q = w.mv(P + 'attn_q_b.weight', cfg.qLoraRank, H * D, qr);
-  for (let h = 0; h < H; h++) {
-    rmsNorm(q, cfg.rmsEps, undefined, q, h * D, D);
-    ropeApply(q, h * D + nope, cache);
-  }
-  const kv = w.mv(P + 'attn_kv.weight', cfg.nEmbd, D, x);
-  rmsNorm(kv, cfg.rmsEps, w.get(P + 'attn_kv_a_norm.weight'), kv);
-  ropeApply(kv, nope, cache);
-
-  st.raw.push(kv);
-  st.rawPos.push(p);
-  const window = ab.noSwa ? Infinity : cfg.nSwa;
-  while (st.rawPos.length > 0 && p - st.rawPos[0]! >= window) {
-    st.raw.shift();
-    st.rawPos.shift();
+  const qr = w.mm(P + 'attn_q_a.weight', d, cfg.qLoraRank, X, T);
+  const qaNorm = w.get(P + 'attn_q_a_norm.weight');
+  for (let t = 0; t < T; t++) rmsNorm(qr, cfg.rmsEps, qaNorm, qr, t * cfg.qLoraRank, cfg.qLoraRank);
+  const q = w.mm(P + 'attn_q_b.weight', cfg.qLoraRank, H * D, qr, T);
+  const kv = w.mm(P + 'attn_kv.weight', d, D, X, T);
+  const kvNorm = w.get(P + 'attn_kv_a_norm.weight');
+  for (let t = 0; t < T; t++) {
+    const cache = ropeCache(p0 + t, cfg.nRot, rope);
+    for (let h = 0; h < H; h++) {
+      rmsNorm(q, cfg.rmsEps, undefined, q, (t * H + h) * D, D);
+      ropeApply(q, (t * H + h) * D + nope, cache);
+    }
+    rmsNorm(kv, cfg.rmsEps, kvNorm, kv, t * D, D);
+    ropeApply(kv, t * D + nope, cache);
   }
 
-  let comp: Float32Array[] = [];
-  if (ratio !== 0) {
-    const e = compressorStep(cfg, w, P + 'attn_compressor', x, p, ratio, D, st.compKv, st.compScore);
-    if (e) st.entries.push(e);
-    if (ratio === 4) {
-      const ik = compressorStep(cfg, w, P + 'indexer_compressor', x, p, ratio, cfg.indexerDim, st.idxKv, st.idxScore);
-      if (ik) st.idxKeys.push(ik);
-      comp = ab.noIndexer ? st.entries : indexerTopK(cfg, w, l, x, qr, p, st.idxKeys).map((i) => st.entries[i]!);
-    } else comp = st.entries;
+  // compressor (and on CSA layers indexer) rows of every token, projected at once
+  const width = (ratio === 4 ? 2 : 1) * D;
+  const iWidth = 2 * cfg.indexerDim;
+  const ckv = ratio !== 0 ? w.mm(P + 'attn_compressor_kv.weight', d, width, X, T) : null;
+  const cgate = ratio !== 0 ? w.mm(P + 'attn_compressor_gate.weight', d, width, X, T) : null;
+  const ikv = ratio === 4 ? w.mm(P + 'indexer_compressor_kv.weight', d, iWidth, X, T) : null;
+  const igate = ratio === 4 ? w.mm(P + 'indexer_compressor_gate.weight', d, iWidth, X, T) : null;
+  // the indexer's queries only where some token has more than top-k keys to choose from
+  const IH = cfg.indexerHeads * cfg.indexerDim;
+  const needIndexer = ratio === 4 && !ab.noIndexer && Math.floor((p0 + T) / 4) > cfg.indexerTopK;
+  let iq: Float32Array | null = null;
+  let ihw: Float32Array | null = null;
+  if (needIndexer) {
+    iq = w.mm(`${P}indexer.attn_q_b.weight`, cfg.qLoraRank, IH, qr, T);
+    ihw = w.mm(`${P}indexer.proj.weight`, d, cfg.indexerHeads, X, T);
   }
 
-  stats.compressedAttended += comp.length;
-  stats.compressedAvailable += st.entries.length;
-  const keys = [...st.raw, ...comp];
+  const out = new Float32Array(T * H * D);
   const sinks = w.get(P + 'attn_sinks.weight');
   const scale = 1 / Math.sqrt(D);
-  const out = new Float32Array(H * D);
+  for (let t = 0; t < T; t++) {
+    const p = p0 + t;
+    st.raw.push(kv.slice(t * D, (t + 1) * D));
+    st.rawPos.push(p);
+    const window = ab.noSwa ? Infinity : cfg.nSwa;
+    while (st.rawPos.length > 0 && p - st.rawPos[0]! >= window) {
+      st.raw.shift();
+      st.rawPos.shift();
+    }
+    let comp: Float32Array[] = [];
+    if (ratio !== 0) {
+      const pre = P + 'attn_compressor';
+      const e = compressorPush(cfg, w.get(pre + '_ape.weight'), w.get(pre + '_norm.weight'), row(ckv!, t, width), row(cgate!, t, width), p, ratio, D, st.compKv, st.compScore);
+      if (e) st.entries.push(e);
+      if (ratio === 4) {
+        const ip = P + 'indexer_compressor';
+        const ik = compressorPush(cfg, w.get(ip + '_ape.weight'), w.get(ip + '_norm.weight'), row(ikv!, t, iWidth), row(igate!, t, iWidth), p, ratio, cfg.indexerDim, st.idxKv, st.idxScore);
+        if (ik) st.idxKeys.push(ik);
+        const queries = () => {
+          const qt = iq!.slice(t * IH, (t + 1) * IH);
+          const cache = ropeCache(p, cfg.nRot, cfg.ropeCompress);
+          for (let h = 0; h < cfg.indexerHeads; h++) ropeApply(qt, h * cfg.indexerDim + cfg.indexerDim - cfg.nRot, cache);
+          return qt;
+        };
+        comp = ab.noIndexer ? st.entries : indexerTopK(cfg, queries, () => row(ihw!, t, cfg.indexerHeads), st.idxKeys).map((i) => st.entries[i]!);
+      } else comp = st.entries;
+    }
+    stats.compressedAttended += comp.length;
+    stats.compressedAvailable += st.entries.length;
+    attendOne(q, t * H * D, [...st.raw, ...comp], sinks, scale, H, D, out);
+  }
+  for (let t = 0; t < T; t++) {
+    const inv = ropeCache(p0 + t, cfg.nRot, rope, true);
+    for (let h = 0; h < H; h++) ropeApply(out, (t * H + h) * D + nope, inv);
+  }
+
+  // grouped low-rank output: each group's slice of every row, one mat-mul per group
+  const G = cfg.oGroups;
+  const R = cfg.oLoraRank;
+  const gd = (H / G) * D;
+  const oa = new Float32Array(T * G * R);
+  const slice = new Float32Array(T * gd);
+  const part = new Float32Array(T * R);
+  for (let g = 0; g < G; g++) {
+    for (let t = 0; t < T; t++) slice.set(out.subarray(t * H * D + g * gd, t * H * D + (g + 1) * gd), t * gd);
+    w.mm(P + 'attn_output_a.weight', gd, R, slice, T, part, g * R);
+    for (let t = 0; t < T; t++) oa.set(part.subarray(t * R, (t + 1) * R), t * G * R + g * R);
+  }
+  return w.mm(P + 'attn_output_b.weight', G * R, d, oa, T);
+}
+
+/** softmax(q·k/√D with the head's sink)·k for one token's H heads (q and out at qOff, V is K). */
+function attendOne(q: Float32Array, qOff: number, keys: Float32Array[], sinks: Float32Array, scale: number, H: number, D: number, out: Float32Array): void {
   const logits = new Float64Array(keys.length);
   for (let h = 0; h < H; h++) {
+    const o = qOff + h * D;
     let max = sinks[h]!;
     for (let j = 0; j < keys.length; j++) {
       const k = keys[j]!;
       let dot = 0;
-      for (let i = 0; i < D; i++) dot += q[h * D + i]! * k[i]!;
+      for (let i = 0; i < D; i++) dot += q[o + i]! * k[i]!;
       logits[j] = dot * scale;
       if (logits[j]! > max) max = logits[j]!;
     }
@@ -256,15 +166,7 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
     for (let j = 0; j < keys.length; j++) {
       const a = logits[j]! / sum;
       const k = keys[j]!;
-      for (let i = 0; i < D; i++) out[h * D + i] = out[h * D + i]! + a * k[i]!;
+      for (let i = 0; i < D; i++) out[o + i] = out[o + i]! + a * k[i]!;
     }
-    ropeApply(out, h * D + nope, ropeCache(p, cfg.nRot, rope, true));
   }
-
-  const G = cfg.oGroups;
-  const R = cfg.oLoraRank;
-  const gd = (H / G) * D;
-  const oa = new Float32Array(G * R);
-  for (let g = 0; g < G; g++) w.mv(P + 'attn_output_a.weight', gd, R, out, g * gd, oa.subarray(g * R, (g + 1) * R), g * R);
-  return w.mv(P + 'attn_output_b.weight', G * R, cfg.nEmbd, oa);
 }

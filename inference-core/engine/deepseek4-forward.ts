@@ -16,14 +16,18 @@
  *   normalised (sum clamped ≥ 2^-14) and × expert_weights_scale; SwiGLU clamped
  *   (gate ≤ L, |up| ≤ L). Only the chosen experts are computed.
  *
- * Processing a prompt token by token is the same arithmetic as llama.cpp's
- * one-ubatch pass (its masks let token p see exactly what existed after p), so
- * chunked and whole prefill give the same logits by construction.
+ * Rows: a call runs T tokens layer by layer (every mat-vec a mat-mul over the
+ * T rows; experts over the tokens routed to them). Token p still sees exactly
+ * the state after p (attention and state updates go in position order,
+ * deepseek4-attention.ts), the same arithmetic as llama.cpp's one-ubatch pass,
+ * and since a native mat-mul row does not depend on the other rows, chunked and
+ * whole prefill give bit-identical logits.
  */
 import { readGguf, type GgufFile } from '../gguf/index.ts';
 import { readDeepseek4Config, type Deepseek4Config } from './deepseek4-config.ts';
 import { deepseek4Attention, type Deepseek4Ablation, type Deepseek4Stats } from './deepseek4-attention.ts';
-import { hcWeights, rmsNorm, softplus, swigluClamp } from './deepseek4-math.ts';
+import { hcWeights, rmsNorm } from './deepseek4-math.ts';
+import { deepseek4Ffn } from './deepseek4-ffn.ts';
 import { Deepseek4State } from './deepseek4-state.ts';
 import { Deepseek4Weights } from './deepseek4-weights.ts';
 import { Deepseek4NativeMatVec } from './deepseek4-native.ts';
@@ -65,123 +69,115 @@ export class Deepseek4Model {
 
   /** Feeds `tokens` in order; returns the logits after the last one. */
   eval(st: Deepseek4State, tokens: readonly number[]): Float32Array {
-    let logits: Float32Array | undefined;
-    for (const t of tokens) logits = this.step(st, t);
-    if (!logits) throw new RangeError('eval needs at least one token');
-    return logits;
+    if (tokens.length === 0) throw new RangeError('eval needs at least one token');
+    return this.rows(st, tokens, [tokens.length - 1])[0]!;
   }
 
   /** One token at position st.pos: updates the state, returns its next-token logits. */
   step(st: Deepseek4State, token: number): Float32Array {
-    return this.advance(st, token, true)!;
+    return this.rows(st, [token], [0])[0]!;
   }
 
   /** step(), with the LM head computed only when `logits` (a prefill row whose logits nobody reads skips it). */
   advance(st: Deepseek4State, token: number, logits: boolean): Float32Array | null {
+    return logits ? this.step(st, token) : (this.rows(st, [token], []), null);
+  }
+
+  /**
+   * Feeds `tokens` (positions st.pos..) in one pass; returns the logits of the
+   * rows in `logitRows` (ascending), in that order.
+   */
+  rows(st: Deepseek4State, tokens: readonly number[], logitRows: readonly number[]): Float32Array[] {
     const c = this.cfg;
     const w = this.weights;
     const d = c.nEmbd;
     const hc = c.hc;
-    const p = st.pos;
-    const emb = w.get('token_embd.weight').subarray(token * d, (token + 1) * d);
-    let H: Float32Array = new Float32Array(hc * d);
-    for (let h = 0; h < hc; h++) H.set(emb, h * d);
+    const T = tokens.length;
+    const p0 = st.pos;
+    const embd = w.get('token_embd.weight');
+    let H: Float32Array = new Float32Array(T * hc * d);
+    for (let t = 0; t < T; t++) {
+      const emb = embd.subarray(tokens[t]! * d, (tokens[t]! + 1) * d);
+      for (let h = 0; h < hc; h++) H.set(emb, (t * hc + h) * d);
+    }
     for (let l = 0; l < c.nLayer; l++) {
       const P = `blk.${l}.`;
-      H = this.hcBlock(H, P + 'hc_attn', (x) => deepseek4Attention(c, w, l, rmsNorm(x, c.rmsEps, w.get(P + 'attn_norm.weight')), p, st.layers[l]!, this.ablation, this.stats));
-      H = this.hcBlock(H, P + 'hc_ffn', (x) => this.ffn(l, rmsNorm(x, c.rmsEps, w.get(P + 'ffn_norm.weight')), token));
+      H = this.hcBlock(H, T, P + 'hc_attn', (X) => deepseek4Attention(c, w, l, this.normRows(X, T, P + 'attn_norm.weight'), T, p0, st.layers[l]!, this.ablation, this.stats));
+      H = this.hcBlock(H, T, P + 'hc_ffn', (X) => deepseek4Ffn(c, w, l, this.normRows(X, T, P + 'ffn_norm.weight'), T, tokens, this.stats));
     }
-    st.pos++;
-    return logits ? this.head(H) : null;
+    st.pos += T;
+    return this.head(H, logitRows);
   }
 
-  private mix(H: Float32Array, prefix: string, nMix: number, withComb: boolean) {
-    const c = this.cfg;
-    const flat = rmsNorm(H, c.rmsEps);
-    const mixes = this.weights.mv(`${prefix}_fn.weight`, c.hc * c.nEmbd, nMix, flat);
-    return hcWeights(mixes, this.weights.get(`${prefix}_scale.weight`), this.weights.get(`${prefix}_base.weight`), c.hc, c.hcEps, c.sinkhornIters, withComb);
-  }
-
-  private collapse(H: Float32Array, pre: Float32Array): Float32Array {
+  private normRows(X: Float32Array, T: number, weight: string): Float32Array {
     const d = this.cfg.nEmbd;
-    const x = new Float32Array(d);
-    for (let h = 0; h < this.cfg.hc; h++) for (let i = 0; i < d; i++) x[i] = x[i]! + H[h * d + i]! * pre[h]!;
-    return x;
+    const g = this.weights.get(weight);
+    for (let t = 0; t < T; t++) rmsNorm(X, this.cfg.rmsEps, g, X, t * d, d);
+    return X;
   }
 
-  private hcBlock(H: Float32Array, prefix: string, block: (x: Float32Array) => Float32Array): Float32Array {
+  /** pre (and post, comb) mix weights of every row of H ([T][hc·d]). */
+  private mix(H: Float32Array, T: number, prefix: string, nMix: number, withComb: boolean) {
+    const c = this.cfg;
+    const n = c.hc * c.nEmbd;
+    const flat = new Float32Array(T * n);
+    for (let t = 0; t < T; t++) rmsNorm(H, c.rmsEps, undefined, flat, t * n, n);
+    const mixes = this.weights.mm(`${prefix}_fn.weight`, n, nMix, flat, T);
+    const scale = this.weights.get(`${prefix}_scale.weight`);
+    const base = this.weights.get(`${prefix}_base.weight`);
+    return Array.from({ length: T }, (_, t) => hcWeights(mixes.subarray(t * nMix, (t + 1) * nMix), scale, base, c.hc, c.hcEps, c.sinkhornIters, withComb));
+  }
+
+  /** Σ_h pre_h H_h of row t into X[t]. */
+  private collapse(H: Float32Array, t: number, pre: Float32Array, X: Float32Array, xt: number): void {
+    const d = this.cfg.nEmbd;
+    const base = t * this.cfg.hc * d;
+    for (let i = 0; i < d; i++) X[xt * d + i] = 0;
+    for (let h = 0; h < this.cfg.hc; h++) for (let i = 0; i < d; i++) X[xt * d + i] = X[xt * d + i]! + H[base + h * d + i]! * pre[h]!;
+  }
+
+  private hcBlock(H: Float32Array, T: number, prefix: string, block: (X: Float32Array) => Float32Array): Float32Array {
     const c = this.cfg;
     const d = c.nEmbd;
     const hc = c.hc;
+    const out = new Float32Array(T * hc * d);
+    const X = new Float32Array(T * d);
     if (this.ablation.noHyperConnections) {
       // one plain residual stream: what the model would be without hyper-connections
-      const y = block(H.subarray(0, d).slice());
-      const out = new Float32Array(hc * d);
-      for (let h = 0; h < hc; h++) for (let i = 0; i < d; i++) out[h * d + i] = H[i]! + y[i]!;
+      for (let t = 0; t < T; t++) X.set(H.subarray(t * hc * d, t * hc * d + d), t * d);
+      const Y = block(X);
+      for (let t = 0; t < T; t++) for (let h = 0; h < hc; h++) for (let i = 0; i < d; i++) out[(t * hc + h) * d + i] = H[t * hc * d + i]! + Y[t * d + i]!;
       return out;
     }
-    const { pre, post, comb } = this.mix(H, prefix, (2 + hc) * hc, true);
-    const y = block(this.collapse(H, pre));
-    const out = new Float32Array(hc * d);
-    for (let dst = 0; dst < hc; dst++) {
-      for (let i = 0; i < d; i++) {
-        let v = y[i]! * post[dst]!;
-        for (let src = 0; src < hc; src++) v += H[src * d + i]! * comb[dst + hc * src]!;
-        out[dst * d + i] = v;
+    const m = this.mix(H, T, prefix, (2 + hc) * hc, true);
+    for (let t = 0; t < T; t++) this.collapse(H, t, m[t]!.pre, X, t);
+    const Y = block(X);
+    for (let t = 0; t < T; t++) {
+      const { post, comb } = m[t]!;
+      const base = t * hc * d;
+      for (let dst = 0; dst < hc; dst++) {
+        for (let i = 0; i < d; i++) {
+          let v = Y[t * d + i]! * post[dst]!;
+          for (let src = 0; src < hc; src++) v += H[base + src * d + i]! * comb[dst + hc * src]!;
+          out[base + dst * d + i] = v;
+        }
       }
     }
     return out;
   }
 
-  private head(H: Float32Array): Float32Array {
+  private head(H: Float32Array, logitRows: readonly number[]): Float32Array[] {
     const c = this.cfg;
-    const x = this.ablation.noHyperConnections ? H.subarray(0, c.nEmbd).slice() : this.collapse(H, this.mix(H, 'output_hc', c.hc, false).pre);
-    rmsNorm(x, c.rmsEps, this.weights.get('output_norm.weight'), x);
-    return this.weights.mv('output.weight', c.nEmbd, c.nVocab, x);
-  }
-
-  private ffn(l: number, x: Float32Array, token: number): Float32Array {
-    const c = this.cfg;
-    const w = this.weights;
-    const P = `blk.${l}.`;
     const d = c.nEmbd;
-    const F = c.expertFfn;
-    const logits = w.mv(P + 'ffn_gate_inp.weight', d, c.nExpert, x);
-    const probs = logits.map((v) => Math.sqrt(softplus(v)));
-    let chosen: number[];
-    if (l < c.hashLayers) {
-      const t = w.table(P + 'ffn_gate_tid2eid.weight');
-      chosen = Array.from(t.subarray(token * c.nExpertUsed, (token + 1) * c.nExpertUsed));
-    } else {
-      const b = w.get(P + 'exp_probs_b.bias');
-      chosen = Array.from({ length: c.nExpert }, (_, e) => e)
-        .sort((a, bb) => probs[bb]! + b[bb]! - (probs[a]! + b[a]!) || a - bb)
-        .slice(0, c.nExpertUsed);
-    }
-    const wts = chosen.map((e) => probs[e]!);
-    if (c.weightsNorm) {
-      const s = Math.max(wts.reduce((a, v) => a + v, 0), 6.103515625e-5);
-      for (let k = 0; k < wts.length; k++) wts[k] = wts[k]! / s;
-    }
-    if (c.weightsScale !== 0 && c.weightsScale !== 1) for (let k = 0; k < wts.length; k++) wts[k] = wts[k]! * c.weightsScale;
-    const out = new Float32Array(d);
-    const act = new Float32Array(F);
-    const y = new Float32Array(d);
-    this.stats.expertsComputed += chosen.length;
-    chosen.forEach((e, k) => {
-      const g = w.mv(P + 'ffn_gate_exps.weight', d, F, x, 0, new Float32Array(F), e * F);
-      const u = w.mv(P + 'ffn_up_exps.weight', d, F, x, 0, new Float32Array(F), e * F);
-      for (let i = 0; i < F; i++) act[i] = swigluClamp(g[i]!, u[i]!, c.clampExp[l]!);
-      w.mv(P + 'ffn_down_exps.weight', F, d, act, 0, y, e * d);
-      for (let i = 0; i < d; i++) out[i] = out[i]! + y[i]! * wts[k]!;
-    });
-    const S = F * c.nExpertShared;
-    const sg = w.mv(P + 'ffn_gate_shexp.weight', d, S, x);
-    const su = w.mv(P + 'ffn_up_shexp.weight', d, S, x);
-    const sa = new Float32Array(S);
-    for (let i = 0; i < S; i++) sa[i] = swigluClamp(sg[i]!, su[i]!, c.clampShexp[l]!);
-    const sy = w.mv(P + 'ffn_down_shexp.weight', S, d, sa);
-    for (let i = 0; i < d; i++) out[i] = out[i]! + sy[i]!;
-    return out;
+    const n = logitRows.length;
+    if (n === 0) return [];
+    const sel = new Float32Array(n * c.hc * d);
+    logitRows.forEach((r, i) => sel.set(H.subarray(r * c.hc * d, (r + 1) * c.hc * d), i * c.hc * d));
+    const X = new Float32Array(n * d);
+    if (this.ablation.noHyperConnections) for (let i = 0; i < n; i++) X.set(sel.subarray(i * c.hc * d, i * c.hc * d + d), i * d);
+    else this.mix(sel, n, 'output_hc', c.hc, false).forEach((m, i) => this.collapse(sel, i, m.pre, X, i));
+    this.normRows(X, n, 'output_norm.weight');
+    const logits = this.weights.mm('output.weight', d, c.nVocab, X, n);
+    return Array.from({ length: n }, (_, i) => logits.slice(i * c.nVocab, (i + 1) * c.nVocab));
   }
 }

@@ -1,8 +1,8 @@
 /**
  * The deepseek4 forward as the engine drives it (a ForwardGraph): each
  * segment's rows run through kvtier's deepseek4 forward (deepseek4-forward.ts,
- * f32, token by token — the arithmetic checked against llama.cpp) on that
- * sequence's Deepseek4State.
+ * one pass over the segment's tokens, mat-muls on the native kernels — the
+ * arithmetic checked against llama.cpp) on that sequence's Deepseek4State.
  *
  * State: the compressed entries and indexer keys live in the sequence's pool
  * pages (deepseek4-pages.ts); the SWA window and the unfinished groups'
@@ -70,12 +70,13 @@ export class Deepseek4Graph {
         return new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength >> 2);
       };
       const poolBuffer = this.backend.pageView(pool, sg.blockTable[0]!).buffer;
-      for (let j = 0; j < sg.queries; j++, row++) {
-        const slot = slotOfRow.get(row);
-        const logits = this.model.advance(st, tokens[row]!, slot !== undefined);
-        pageNewEntries(this.config.cfg, this.config.pages, st, poolBuffer, page);
-        if (logits) out.set(logits, slot! * vocab);
-      }
+      // the segment's rows in one pass (mat-muls over its tokens), then its new entries into their pages
+      const want: number[] = [];
+      for (let j = 0; j < sg.queries; j++) if (slotOfRow.has(row + j)) want.push(j);
+      const logits = this.model.rows(st, Array.from(tokens.subarray(row, row + sg.queries)), want);
+      pageNewEntries(this.config.cfg, this.config.pages, st, poolBuffer, page);
+      want.forEach((j, k) => out.set(logits[k]!, slotOfRow.get(row + j)! * vocab));
+      row += sg.queries;
       this.states.set(sg.seqId!, st);
     });
     return out;

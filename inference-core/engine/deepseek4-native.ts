@@ -4,6 +4,11 @@
  * Deepseek4Weights.mv's TypeScript loop, which stays the reference.
  *
  *   mv(name, rows [rowOff, rowOff+nOut) of W[·][nIn], x[xOff, xOff+nIn)) → out[nOut]
+ *   mm(name, rows [rowOff, rowOff+nOut) of W[·][nIn], X[m][nIn])          → out[m][nOut]
+ *
+ * mm is one native mat-mul over m rows (a prefill's tokens, or the tokens routed
+ * to one expert); the kernel computes every output element in one fixed order
+ * whatever m is (native/backend.ts), so mm over m rows is bit-identical to m mv calls.
  *
  * Each (tensor, row range) is uploaded once as its own weight handle from the
  * GGUF bytes (an expert's rows of a 3D tensor, a group's rows of attn_output_a),
@@ -33,6 +38,10 @@ export class Deepseek4NativeMatVec {
   }
 
   mv(name: string, nIn: number, nOut: number, x: Float32Array, xOff: number, out: Float32Array, rowOff: number): Float32Array | null {
+    return this.mm(name, nIn, nOut, x.subarray(xOff, xOff + nIn), 1, out, rowOff);
+  }
+
+  mm(name: string, nIn: number, nOut: number, x: Float32Array, m: number, out: Float32Array, rowOff: number): Float32Array | null {
     const key = `${name}:${rowOff}:${nOut}`;
     let w = this.handles.get(key);
     if (w === undefined) {
@@ -45,20 +54,22 @@ export class Deepseek4NativeMatVec {
     }
     this.calls.native++;
     const b = this.backend;
-    if (nIn > this.cap.x) {
+    const nx = m * nIn;
+    const no = m * nOut;
+    if (nx > this.cap.x) {
       b.free(this.x);
-      this.x = b.alloc(nIn);
-      this.cap.x = nIn;
+      this.x = b.alloc(nx);
+      this.cap.x = nx;
     }
-    if (nOut > this.cap.out) {
+    if (no > this.cap.out) {
       b.free(this.out);
-      this.out = b.alloc(nOut);
-      this.cap.out = nOut;
+      this.out = b.alloc(no);
+      this.cap.out = no;
     }
-    const xv = b.view(this.x, 0, nIn);
-    const ov = b.view(this.out, 0, nOut);
-    b.write(xv, x.subarray(xOff, xOff + nIn));
-    b.matmul(ov, xv, w, 1);
+    const xv = b.view(this.x, 0, nx);
+    const ov = b.view(this.out, 0, no);
+    b.write(xv, x.subarray(0, nx));
+    b.matmul(ov, xv, w, m);
     return b.read(ov, out);
   }
 

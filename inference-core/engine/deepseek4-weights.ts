@@ -151,13 +151,25 @@ export class Deepseek4Weights {
    * llama.cpp's CPU mat-mul sees it for the weight's type (see asGgmlActivation).
    */
   mv(name: string, nIn: number, nOut: number, x: Float32Array, xOff = 0, out: Float32Array = new Float32Array(nOut), rowOff = 0): Float32Array {
-    const a = asGgmlActivation(this.types.get(name) ?? GgmlType.F32, x.subarray(xOff, xOff + nIn));
+    return this.mm(name, nIn, nOut, x.subarray(xOff, xOff + nIn), 1, out, rowOff);
+  }
+
+  /**
+   * out[t][r] = W[rowOff + r] · X[t] for the m rows of X ([m][nIn]): one native
+   * mat-mul (bit-identical to m mv calls), or m reference mat-vecs.
+   */
+  mm(name: string, nIn: number, nOut: number, X: Float32Array, m: number, out: Float32Array = new Float32Array(m * nOut), rowOff = 0): Float32Array {
+    // row-wise rounding: every quantized weight's nIn is a whole number of its activation blocks. The native
+    // kernels get the rounded rows too: their own Q8 activation rounding is not ggml's (off by up to 0.14 in
+    // log-prob on tiny q8_0 without this, deepseek4-native.test.ts)
+    const a = asGgmlActivation(this.types.get(name) ?? GgmlType.F32, X.subarray(0, m * nIn));
     if (this.native) {
-      // the activation already rounded as ggml feeds it: the native kernel then differs by summation order only
-      const r = this.native.mv(name, nIn, nOut, a, 0, out, rowOff);
+      const r = this.native.mm(name, nIn, nOut, a, m, out, rowOff);
       if (r) return r;
     }
-    return matVec(this.get(name), nIn, nOut, a, 0, out, rowOff);
+    const w = this.get(name);
+    for (let t = 0; t < m; t++) matVec(w, nIn, nOut, a, t * nIn, out.subarray(t * nOut, (t + 1) * nOut), rowOff);
+    return out;
   }
 
   has(name: string): boolean {

@@ -32,7 +32,8 @@ const same = (a: Float32Array, b: Float32Array) => Buffer.from(a.buffer, a.byteO
 
 beforeAll(async () => {
   const file = ensureDeepseek4Model('deepseek4-tiny', { dataDir: TEST_DATA_DIR, weightType: 'f32' });
-  engine = await loadEngine(file, { dataDir: TEST_DATA_DIR, prefillChunk: 64, maxBatch: 8 });
+  // rows per step ≥ 2 × 128: the chunk tests below send two sequences' 128-token chunks in one step
+  engine = await loadEngine(file, { dataDir: TEST_DATA_DIR, prefillChunk: 256, maxBatch: 8 });
   // the engine runs the native mat-vecs: the same arithmetic here (deepseek4-native.test.ts holds both to the TypeScript loop)
   referenceFile = readGguf(file);
   reference = new Deepseek4Model(referenceFile);
@@ -76,22 +77,31 @@ describe('deepseek4 engine', () => {
     expect(engine.pool.allocator.pages - engine.pool.freePages).toBe(used - 4);
   }, 120_000);
 
-  it('chunked and batched with another sequence equal one pass', () => {
-    const whole = reference.eval(reference.newState(), tokens);
-    const a = engine.createSequence();
-    const b = engine.createSequence();
-    let last: Float32Array | null = null;
-    for (let i = 0; i < tokens.length; i += 7) {
-      const out = engine.step([
-        { seq: a, tokens: tokens.slice(i, i + 7), logits: i + 7 >= tokens.length },
-        ...(i < other.length ? [{ seq: b, tokens: other.slice(i, i + 7), logits: true }] : []),
-      ]);
-      last = out[0];
-    }
-    expect(same(last!, whole)).toBe(true);
-    a.free();
-    b.free();
-  }, 120_000);
+  // a segment runs as one pass of mat-muls over its rows (deepseek4-forward.ts rows()): any split of the
+  // prompt, next to any other sequence's rows, must give the one-pass logits bit for bit
+  for (const chunk of [1, 7, 64, 128]) {
+    it(`chunks of ${chunk}, batched with another sequence, equal one pass bit for bit`, () => {
+      const whole = reference.eval(reference.newState(), tokens);
+      const otherWhole = reference.eval(reference.newState(), other);
+      const a = engine.createSequence();
+      const b = engine.createSequence();
+      let last: Float32Array | null = null;
+      let otherLast: Float32Array | null = null;
+      for (let i = 0; i < tokens.length; i += chunk) {
+        const withOther = i < other.length;
+        const out = engine.step([
+          { seq: a, tokens: tokens.slice(i, i + chunk), logits: i + chunk >= tokens.length },
+          ...(withOther ? [{ seq: b, tokens: other.slice(i, i + chunk), logits: i + chunk >= other.length }] : []),
+        ]);
+        if (i + chunk >= tokens.length) last = out[0]!;
+        if (withOther && i + chunk >= other.length) otherLast = out[1]!;
+      }
+      expect(same(last!, whole)).toBe(true);
+      expect(same(otherLast!, otherWhole)).toBe(true);
+      a.free();
+      b.free();
+    }, 120_000);
+  }
 
   it('says its state is not its pages, and refuses a sequence whose state does not match', () => {
     expect(engine.hasRecurrentState).toBe(true);

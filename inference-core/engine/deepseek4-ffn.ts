@@ -1,0 +1,97 @@
+/**
+ * deepseek4's FFN over T tokens of one layer: V4 MoE + one shared expert.
+ *
+ *   router logits (f32) → sqrt(softplus); experts chosen by top-k of probs +
+ *   exp_probs_b, or on the leading hash layers by the token's row of
+ *   ffn_gate_tid2eid; weights = the chosen probs, normalised (sum clamped ≥
+ *   2^-14) and × expert_weights_scale; SwiGLU clamped (gate ≤ L, |up| ≤ L).
+ *
+ * Only the chosen experts are computed: each expert runs one mat-mul over the
+ * tokens routed to it (rows gathered, results scattered back). A token's
+ * expert outputs are summed in its own choice order, then the shared expert's,
+ * the same f32 order as one token alone.
+ */
+import type { Deepseek4Config } from './deepseek4-config.ts';
+import type { Deepseek4Stats } from './deepseek4-attention.ts';
+import { softplus, swigluClamp } from './deepseek4-math.ts';
+import type { Deepseek4Weights } from './deepseek4-weights.ts';
+
+/** The experts each token uses and their weights ([T][nExpertUsed] each). */
+function route(c: Deepseek4Config, w: Deepseek4Weights, l: number, X: Float32Array, T: number, tokens: readonly number[]): { chosen: Int32Array; weights: Float32Array } {
+  const P = `blk.${l}.`;
+  const K = c.nExpertUsed;
+  const E = c.nExpert;
+  const logits = w.mm(P + 'ffn_gate_inp.weight', c.nEmbd, E, X, T);
+  const chosen = new Int32Array(T * K);
+  const weights = new Float32Array(T * K);
+  const order = Array.from({ length: E }, (_, e) => e);
+  for (let t = 0; t < T; t++) {
+    const probs = logits.subarray(t * E, (t + 1) * E).map((v) => Math.sqrt(softplus(v)));
+    let pick: number[];
+    if (l < c.hashLayers) {
+      const tab = w.table(P + 'ffn_gate_tid2eid.weight');
+      pick = Array.from(tab.subarray(tokens[t]! * K, (tokens[t]! + 1) * K));
+    } else {
+      const b = w.get(P + 'exp_probs_b.bias');
+      pick = order.slice().sort((a, bb) => probs[bb]! + b[bb]! - (probs[a]! + b[a]!) || a - bb).slice(0, K);
+    }
+    const wts = pick.map((e) => probs[e]!);
+    if (c.weightsNorm) {
+      const s = Math.max(wts.reduce((a, v) => a + v, 0), 6.103515625e-5);
+      for (let k = 0; k < K; k++) wts[k] = wts[k]! / s;
+    }
+    if (c.weightsScale !== 0 && c.weightsScale !== 1) for (let k = 0; k < K; k++) wts[k] = wts[k]! * c.weightsScale;
+    chosen.set(pick, t * K);
+    weights.set(wts, t * K);
+  }
+  return { chosen, weights };
+}
+
+/** X: [T][n_embd] normed inputs; tokens: their ids (hash routing); returns [T][n_embd]. */
+export function deepseek4Ffn(c: Deepseek4Config, w: Deepseek4Weights, l: number, X: Float32Array, T: number, tokens: readonly number[], stats: Deepseek4Stats): Float32Array {
+  const P = `blk.${l}.`;
+  const d = c.nEmbd;
+  const F = c.expertFfn;
+  const K = c.nExpertUsed;
+  const { chosen, weights } = route(c, w, l, X, T, tokens);
+  stats.expertsComputed += T * K;
+
+  // per expert: the (token, choice) slots routed to it
+  const slots = new Map<number, number[]>();
+  for (let i = 0; i < T * K; i++) {
+    const e = chosen[i]!;
+    let list = slots.get(e);
+    if (!list) slots.set(e, (list = []));
+    list.push(i);
+  }
+  const y = new Float32Array(T * K * d); // expert output of slot (t, k)
+  for (const [e, list] of slots) {
+    const n = list.length;
+    const xe = new Float32Array(n * d);
+    list.forEach((slot, j) => xe.set(X.subarray(Math.floor(slot / K) * d, (Math.floor(slot / K) + 1) * d), j * d));
+    const g = w.mm(P + 'ffn_gate_exps.weight', d, F, xe, n, undefined, e * F);
+    const u = w.mm(P + 'ffn_up_exps.weight', d, F, xe, n, undefined, e * F);
+    const act = new Float32Array(n * F);
+    for (let i = 0; i < n * F; i++) act[i] = swigluClamp(g[i]!, u[i]!, c.clampExp[l]!);
+    const ye = w.mm(P + 'ffn_down_exps.weight', F, d, act, n, undefined, e * d);
+    list.forEach((slot, j) => y.set(ye.subarray(j * d, (j + 1) * d), slot * d));
+  }
+
+  const S = F * c.nExpertShared;
+  const sg = w.mm(P + 'ffn_gate_shexp.weight', d, S, X, T);
+  const su = w.mm(P + 'ffn_up_shexp.weight', d, S, X, T);
+  const sa = new Float32Array(T * S);
+  for (let i = 0; i < T * S; i++) sa[i] = swigluClamp(sg[i]!, su[i]!, c.clampShexp[l]!);
+  const sy = w.mm(P + 'ffn_down_shexp.weight', S, d, sa, T);
+
+  const out = new Float32Array(T * d);
+  for (let t = 0; t < T; t++) {
+    for (let k = 0; k < K; k++) {
+      const wt = weights[t * K + k]!;
+      const yo = (t * K + k) * d;
+      for (let i = 0; i < d; i++) out[t * d + i] = out[t * d + i]! + y[yo + i]! * wt;
+    }
+    for (let i = 0; i < d; i++) out[t * d + i] = out[t * d + i]! + sy[t * d + i]!;
+  }
+  return out;
+}
