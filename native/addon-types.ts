@@ -58,6 +58,11 @@ export interface NativeAddon {
     kvDtype: number, layer: number, heads: number, scale: number, window: number, tables: Int32Array, segments: Int32Array): void;
   windowAttentionRef(out: Float32Array, q: Float32Array, pages: Bytes, layers: number, kvHeads: number, headDim: number,
     kvDtype: number, layer: number, heads: number, scale: number, window: number, tables: Int32Array, segments: Int32Array): void;
+  /** deepseek4 attention of T tokens over their selected keys (src/ops/dsv4-sparse-attention.h; dsv4-napi.cc). */
+  dsv4SparseAttention(out: Float32Array, q: Float32Array, keys: Float32Array, idx: Int32Array, off: Int32Array, sinks: Float32Array,
+    T: number, H: number, D: number, scale: number): void;
+  dsv4SparseAttentionRef(out: Float32Array, q: Float32Array, keys: Float32Array, idx: Int32Array, off: Int32Array, sinks: Float32Array,
+    T: number, H: number, D: number, scale: number): void;
   /** out[n] = gelu(gate) · up with ggml's f16 GELU table. */
   geglu(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;
   gegluRef(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;

@@ -79,6 +79,24 @@ export function nativeAddon(): NativeAddon {
   return loadAddon();
 }
 
+/**
+ * deepseek4 attention of T tokens over the keys each selects, on the CPU kernels
+ * (src/ops/dsv4-sparse-attention.h: shapes and order); `ref` runs the plain
+ * one-thread twin (same bits). Throws KVT_ERR_NATIVE_SHAPE on a bad shape or index.
+ */
+export function dsv4SparseAttention(
+  out: Float32Array, q: Float32Array, keys: Float32Array, idx: Int32Array, off: Int32Array, sinks: Float32Array,
+  T: number, H: number, D: number, scale: number, ref = false,
+): void {
+  const a = loadAddon();
+  try {
+    if (ref) a.dsv4SparseAttentionRef(out, q, keys, idx, off, sinks, T, H, D, scale);
+    else a.dsv4SparseAttention(out, q, keys, idx, off, sinks, T, H, D, scale);
+  } catch (e) {
+    wrapNativeError(e);
+  }
+}
+
 /** ISA in use, ISAs available and thread count of the CPU kernels. */
 export function backendInfo(): BackendInfo {
   return new CpuBackend(loadAddon()).info();

@@ -23,6 +23,7 @@ import type { Deepseek4Config } from './deepseek4-config.ts';
 import { compressorPush, indexerTopK } from './deepseek4-compressor.ts';
 import { rmsNorm, ropeApply, ropeCache } from './deepseek4-math.ts';
 import type { Deepseek4LayerState } from './deepseek4-state.ts';
+import type { Deepseek4NativeMatVec } from './deepseek4-native.ts';
 import type { Deepseek4Weights } from './deepseek4-weights.ts';
 
 /** Parts a test may switch off to show the check notices (never set in serving). */
@@ -92,6 +93,7 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
   }
 
   const out = new Float32Array(T * H * D);
+  const keySets = w.native ? new KeySets(D) : null;
   const sinks = w.get(P + 'attn_sinks.weight');
   const scale = 1 / Math.sqrt(D);
   for (let t = 0; t < T; t++) {
@@ -123,8 +125,11 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
     }
     stats.compressedAttended += comp.length;
     stats.compressedAvailable += st.entries.length;
-    attendOne(q, t * H * D, [...st.raw, ...comp], sinks, scale, H, D, out);
+    if (keySets) keySets.add(t, st.raw, comp);
+    else attendOne(q, t * H * D, [...st.raw, ...comp], sinks, scale, H, D, out);
   }
+  // natively: all T tokens at once, over the distinct keys they selected
+  if (keySets) keySets.run(w.native!, out, q, sinks, T, H, D, scale);
   for (let t = 0; t < T; t++) {
     const inv = ropeCache(p0 + t, cfg.nRot, rope, true);
     for (let h = 0; h < H; h++) ropeApply(out, (t * H + h) * D + nope, inv);
@@ -143,6 +148,38 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
     for (let t = 0; t < T; t++) oa.set(part.subarray(t * R, (t + 1) * R), t * G * R + g * R);
   }
   return w.mm(P + 'attn_output_b.weight', G * R, d, oa, T);
+}
+
+/** The keys each token of a call selects, as indices into one pool of distinct key vectors. */
+class KeySets {
+  private readonly slot = new Map<Float32Array, number>();
+  private readonly pool: Float32Array[] = [];
+  private readonly idx: number[] = [];
+  private readonly off: number[] = [0];
+
+  constructor(private readonly D: number) {}
+
+  add(t: number, ...lists: Float32Array[][]): void {
+    if (this.off.length !== t + 1) throw new RangeError(`KeySets.add: token ${t} out of order`);
+    for (const list of lists) {
+      for (const k of list) {
+        let s = this.slot.get(k);
+        if (s === undefined) {
+          s = this.pool.length;
+          this.slot.set(k, s);
+          this.pool.push(k);
+        }
+        this.idx.push(s);
+      }
+    }
+    this.off.push(this.idx.length);
+  }
+
+  run(native: Deepseek4NativeMatVec, out: Float32Array, q: Float32Array, sinks: Float32Array, T: number, H: number, D: number, scale: number): void {
+    const keys = new Float32Array(Math.max(1, this.pool.length) * this.D);
+    this.pool.forEach((k, i) => keys.set(k, i * this.D));
+    native.attend(out, q, keys, Int32Array.from(this.idx), Int32Array.from(this.off), sinks, T, H, D, scale);
+  }
 }
 
 /** softmax(q·k/√D with the head's sink)·k for one token's H heads (q and out at qOff, V is K). */

@@ -17,7 +17,7 @@
  * Results differ from the reference by f32 summation order only
  * (test/inference-core/deepseek4-native.test.ts states the tolerance).
  */
-import type { Backend, TensorHandle, WeightHandle } from '../../native/index.ts';
+import { dsv4SparseAttention, type Backend, type TensorHandle, type WeightHandle } from '../../native/index.ts';
 import { GgmlType, type GgufFile } from '../gguf/index.ts';
 import { engineWeightDType } from './model-weights.ts';
 
@@ -71,6 +71,16 @@ export class Deepseek4NativeMatVec {
     b.write(xv, x.subarray(0, nx));
     b.matmul(ov, xv, w, m);
     return b.read(ov, out);
+  }
+
+  /**
+   * The layer's attention of T tokens on the native kernel: keys is a pool of
+   * distinct key vectors, token t attends keys[idx[off[t]..off[t+1])] (shapes:
+   * native/src/ops/dsv4-sparse-attention.h). Same arithmetic as the reference
+   * attendOne (deepseek4-attention.ts) but for exp's last bit.
+   */
+  attend(out: Float32Array, q: Float32Array, keys: Float32Array, idx: Int32Array, off: Int32Array, sinks: Float32Array, T: number, H: number, D: number, scale: number): void {
+    dsv4SparseAttention(out, q, keys, idx, off, sinks, T, H, D, scale);
   }
 
   destroy(): void {

@@ -24,6 +24,7 @@ void register_sampling(Napi::Env env, Napi::Object exports);     // sample-napi.
 void register_xxh64(Napi::Env env, Napi::Object exports);        // xxh64-napi.cc
 void register_aes_gcm(Napi::Env env, Napi::Object exports);      // aes-gcm-napi.cc
 void register_window_ops(Napi::Env env, Napi::Object exports);   // window-ops-napi.cc
+void register_dsv4_ops(Napi::Env env, Napi::Object exports);     // dsv4-napi.cc
 }
 
 namespace {
@@ -81,6 +82,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   kvt::register_xxh64(env, exports);        // xxh64-napi.cc
   kvt::register_aes_gcm(env, exports);      // aes-gcm-napi.cc
   kvt::register_window_ops(env, exports);   // window-ops-napi.cc
+  kvt::register_dsv4_ops(env, exports);     // dsv4-napi.cc
   return exports;
 }
 

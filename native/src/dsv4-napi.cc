@@ -1,0 +1,48 @@
+// N-API bindings of ops/dsv4-sparse-attention.h, registered by addon.cc's Init.
+// Every length and key index is checked here (a bad one throws
+// KVT_ERR_NATIVE_SHAPE / KVT_ERR_NATIVE_ARG), never a stray read or write.
+//   dsv4SparseAttention / dsv4SparseAttentionRef(out, q, keys, idx, off, sinks, T, H, D, scale)
+#include <napi.h>
+
+#include "napi-args.h"
+#include "ops/dsv4-sparse-attention.h"
+
+namespace kvt {
+namespace {
+
+template <bool kRef>
+Napi::Value SparseAttention(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  float *out, *q, *keys, *sinks;
+  int32_t *idx, *off;
+  size_t n_out, n_q, n_keys, n_idx, n_off, n_sinks;
+  int T, H, D;
+  if (!get_f32(info, 0, &out, &n_out, "out") || !get_f32(info, 1, &q, &n_q, "q") || !get_f32(info, 2, &keys, &n_keys, "keys") ||
+      !get_i32(info, 3, &idx, &n_idx, "idx") || !get_i32(info, 4, &off, &n_off, "off") || !get_f32(info, 5, &sinks, &n_sinks, "sinks") ||
+      !get_int(info, 6, &T, "T") || !get_int(info, 7, &H, "H", 1) || !get_int(info, 8, &D, "D", 1))
+    return env.Undefined();
+  if (!need(env, info.Length() > 9 && info[9].IsNumber(), "dsv4SparseAttention: scale must be a number")) return env.Undefined();
+  const double sc = info[9].As<Napi::Number>().DoubleValue();
+  const size_t rows = (size_t)T * H * D;
+  if (!need(env, n_out >= rows && n_q >= rows, "dsv4SparseAttention: q and out need T*H*D floats") ||
+      !need(env, n_sinks >= (size_t)H, "dsv4SparseAttention: sinks need H floats") ||
+      !need(env, n_off >= (size_t)T + 1 && off[0] == 0, "dsv4SparseAttention: off needs T+1 offsets starting at 0"))
+    return env.Undefined();
+  const size_t pool_keys = n_keys / (size_t)D;
+  for (int t = 0; t < T; ++t)
+    if (!need(env, off[t] <= off[t + 1] && (size_t)off[t + 1] <= n_idx, "dsv4SparseAttention: offsets must ascend within idx")) return env.Undefined();
+  for (int32_t j = 0; j < off[T]; ++j)
+    if (!need(env, idx[j] >= 0 && (size_t)idx[j] < pool_keys, "dsv4SparseAttention: key index outside keys")) return env.Undefined();
+  if (kRef) dsv4_sparse_attention_ref(out, q, keys, idx, off, sinks, T, H, D, sc);
+  else dsv4_sparse_attention(out, q, keys, idx, off, sinks, T, H, D, sc, global_pool());
+  return env.Undefined();
+}
+
+}  // namespace
+
+void register_dsv4_ops(Napi::Env env, Napi::Object exports) {
+  exports.Set("dsv4SparseAttention", Napi::Function::New(env, SparseAttention<false>));
+  exports.Set("dsv4SparseAttentionRef", Napi::Function::New(env, SparseAttention<true>));
+}
+
+}  // namespace kvt
