@@ -18,6 +18,7 @@ const areas: Record<string, string[]> = {
   speculative: ['./speculative.ts'],
   'metadata-plane': ['./metadata-plane.ts'],
   'retention-sim': ['./retention-sim.ts'],
+  failover: ['./failover.ts'],
   replay: ['./replay.ts'],
   units: ['./units.ts'],
 };
