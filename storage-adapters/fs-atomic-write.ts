@@ -11,8 +11,16 @@ import { fsStorageError, errnoOf } from './fs-faults.ts';
 import { writeNewFile } from './fs-fd-io.ts';
 import { nextTempSuffix } from './fs-paths.ts';
 
-export async function putAtomically(finalPath: string, bytes: Uint8Array, fsync: boolean): Promise<void> {
+/** Shard directories this process made or found, so each costs one mkdir instead of a failed open, a mkdir and a retry. */
+const SHARD_DIRS_REMEMBERED = 131_072;
+
+export async function putAtomically(finalPath: string, bytes: Uint8Array, fsync: boolean, shardDirs?: Set<string>): Promise<void> {
   const shardDir = join(finalPath, '..');
+  if (shardDirs !== undefined && !shardDirs.has(shardDir)) {
+    await mkdirShard(shardDir);
+    if (shardDirs.size >= SHARD_DIRS_REMEMBERED) shardDirs.clear();
+    shardDirs.add(shardDir);
+  }
   // ENOENT can come from a missing shard directory (first write there) or,
   // on a shared mount, from another node's cleanup racing ours; retry a few
   // times with the directory re-created.

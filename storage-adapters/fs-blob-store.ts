@@ -68,6 +68,8 @@ export class FsBlobStore implements BlobStore {
   private readonly concurrency: number;
   private closed = false;
   private readonly inFlight = new Set<Promise<unknown>>();
+  /** Shard directories known to exist (a removed one is re-made by putAtomically's ENOENT retry). */
+  private readonly shardDirs = new Set<string>();
 
   constructor(options: FsBlobStoreOptions) {
     if (typeof options?.dir !== 'string' || options.dir.length === 0) {
@@ -109,7 +111,7 @@ export class FsBlobStore implements BlobStore {
   }
 
   put(key: string, bytes: Uint8Array): Promise<void> {
-    return this.track(() => putAtomically(this.pathOf(key), bytes, this.fsync));
+    return this.track(() => putAtomically(this.pathOf(key), bytes, this.fsync, this.shardDirs));
   }
 
   get(key: string, options?: GetOptions): Promise<Uint8Array | null> {

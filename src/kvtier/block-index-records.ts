@@ -32,6 +32,8 @@ export interface IndexWrite {
   tenant: string;
   depth: number;
   ttlCapMs?: number;
+  /** Its last use, when a batch records writes of different times; default the call's `now`. */
+  at?: number;
 }
 
 /** A cluster record to mirror into this node's index (see `adoptRecords`). */

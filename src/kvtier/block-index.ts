@@ -98,13 +98,21 @@ export class BlockIndex {
   /** Inserts or refreshes entries after their blocks were put on storage. */
   recordWrites(writes: readonly IndexWrite[], now: number, policy: RetentionPolicy): Promise<void> {
     return this.entries.transaction(() => {
-      for (const write of writes) {
-        const existing = this.readEntry(write.keyBytes);
-        const next = writtenEntry(write, existing, now, policy);
-        this.replace(write.keyBytes, existing, next);
+      // The scope counters move once per batch, not once per block (six reads and puts each).
+      this.counterDeltas = new Map();
+      try {
+        for (const write of writes) {
+          const existing = this.readEntry(write.keyBytes);
+          this.replace(write.keyBytes, existing, writtenEntry(write, existing, write.at ?? now, policy));
+        }
+      } finally {
+        const deltas = this.counterDeltas;
+        this.counterDeltas = null;
+        for (const [name, delta] of deltas) this.addCounter(name, delta);
       }
     });
   }
+
 
   /** Adds blocks found on storage but unknown here (written by another node). Size is learnt on first load. */
   adopt(writes: readonly Omit<IndexWrite, 'sizeBytes'>[], now: number, policy: RetentionPolicy): Promise<number> {
@@ -283,8 +291,15 @@ export class BlockIndex {
     }
   }
 
+  /** Set while recordWrites batches its counter updates. */
+  private counterDeltas: Map<string, number> | null = null;
+
   private addCounter(name: string, delta: number): void {
     if (delta === 0) return;
+    if (this.counterDeltas !== null) {
+      this.counterDeltas.set(name, (this.counterDeltas.get(name) ?? 0) + delta);
+      return;
+    }
     this.meta.put(name, (this.meta.get(name) ?? 0) + delta);
   }
 }

@@ -25,6 +25,8 @@ export interface KvTierOptions {
   writeBehindMaxBytes?: number;
   /** Block writes in flight; default 4. */
   writeConcurrency?: number;
+  /** Most landed block writes recorded in one index transaction and plane call (write-records.ts); default 256, 1 = one per block. */
+  recordBatchMax?: number;
   /** Free recycled read buffers kept for loads (read-buffer-pool.ts); default 64 MiB, 0 = a fresh buffer per read. */
   readPoolBytes?: number;
   /** Block reads in flight per load; default 16 (an S3 GET is mostly waiting; fs reads beyond libuv's 4 threads just queue). */

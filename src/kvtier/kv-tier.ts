@@ -93,7 +93,7 @@ export class KvTier {
     if (options.gcIntervalMs !== undefined && (!Number.isInteger(options.gcIntervalMs) || options.gcIntervalMs < 0)) {
       throw new KvTierConfigError('gcIntervalMs', `gcIntervalMs must be a whole number of ms (0 = no timer), got ${options.gcIntervalMs}`);
     }
-    for (const field of ['writeConcurrency', 'readConcurrency', 'probeWindow'] as const) {
+    for (const field of ['writeConcurrency', 'readConcurrency', 'probeWindow', 'recordBatchMax'] as const) {
       const value = options[field];
       if (value !== undefined && (!Number.isInteger(value) || value < 1)) throw new KvTierConfigError(field, `${field} must be a positive integer, got ${value}`);
     }

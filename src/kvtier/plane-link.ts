@@ -20,6 +20,16 @@ export interface PlaneProbe {
  * expired; a hit renews in both; a write records in both; a removal by any
  * node (GC, purge) drops the block from this node's index and caches.
  */
+/** What the plane records of a block this node wrote. */
+export interface PlaneWrite {
+  key: string;
+  sizeBytes: number;
+  trafficClass: string;
+  tenant: string;
+  depth: number;
+  ttlMs?: number;
+}
+
 export class PlaneLink {
   private trusted = false;
   private checkedAt = -Infinity;
@@ -109,23 +119,28 @@ export class PlaneLink {
   }
 
   /** The shared record of a block this node just put on storage. */
-  async recordWrite(write: { key: string; sizeBytes: number; trafficClass: string; tenant: string; depth: number; ttlMs?: number }, now: number): Promise<void> {
+  recordWrite(write: PlaneWrite, now: number): Promise<void> {
+    return this.recordWrites([{ ...write, at: now }]);
+  }
+
+  /** The shared records of blocks this node just put on storage, each used at its `at`: one plane call. */
+  async recordWrites(writes: ReadonlyArray<PlaneWrite & { at: number }>): Promise<void> {
     try {
-      await this.plane.upsert([
-        {
+      await this.plane.upsert(
+        writes.map((write) => ({
           key: write.key,
           trafficClass: write.trafficClass,
           tenant: write.tenant,
           sizeBytes: write.sizeBytes,
           writer: this.nodeId,
-          createdAt: now,
-          lastUseAt: now,
+          createdAt: write.at,
+          lastUseAt: write.at,
           ttlMs: write.ttlMs !== undefined && write.ttlMs > 0 ? Math.floor(write.ttlMs) : 0,
           depth: write.depth,
-        },
-      ]);
+        })),
+      );
     } catch (error) {
-      // The blob is on storage without a record: an orphan GC sweeps after its grace period unless a rebuild adopts it.
+      // The blobs are on storage without a record: an orphan GC sweeps after its grace period unless a rebuild adopts it.
       this.noteError(error, 'metadata plane record after a block write failed');
     }
   }

@@ -17,6 +17,7 @@ import type { TailCodec } from './tail-codec.ts';
 import { ReadBufferPool } from './read-buffer-pool.ts';
 import { assertTenantName, type RetentionPolicy } from './retention-policy.ts';
 import { WriteBehindQueue } from './write-behind-queue.ts';
+import { WriteRecords } from './write-records.ts';
 
 const MIB = 1024 * 1024;
 
@@ -42,6 +43,8 @@ export class TierCore {
    * a request arriving right after the one that computed a prefix reuses it.
    */
   readonly flights = new BlockFlights();
+  /** Index and plane records of landed writes, batched per event-loop turn (write-records.ts). */
+  readonly writeRecords: WriteRecords;
   /** The what-if's histogram (reuse-gaps.ts), fed by lookups; shared with `counters.reuseGaps`. */
   readonly reuseGaps = new ReuseGaps();
   /** Set by the facade's `open` (plane hook): the node index is a cache in front of it. */
@@ -65,6 +68,7 @@ export class TierCore {
     this.hotCache = new HotBlockCache(options.hotCacheBytes ?? 256 * MIB);
     this.readPool = new ReadBufferPool(options.readPoolBytes ?? 64 * MIB);
     this.liveEntries = new LiveEntryCache(index, options.liveCacheEntries ?? 262_144);
+    this.writeRecords = new WriteRecords(this, options.recordBatchMax ?? 256);
     this.writes = new WriteBehindQueue(options.writeBehindMaxBytes ?? 256 * MIB, options.writeConcurrency ?? 4, (error) =>
       this.noteError(error, 'write-behind job threw'),
     );

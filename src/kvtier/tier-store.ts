@@ -166,21 +166,12 @@ async function writeBlockNow(core: TierCore, key: string, keyBytes: Uint8Array, 
   counters.bytesWritten += stored.byteLength;
   counters.blocksWritten++;
   const usedAt = Math.max(storedAt, core.flights.lastUseWhileWriting(key));
-  try {
-    await core.index.recordWrites(
-      [{ keyBytes, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlCapMs: request.ttlMs }],
-      usedAt,
-      core.policy.current(),
-    );
-    core.liveEntries.forget(key);
-  } catch (error) {
-    // The blob is on storage; a later lookup adopts it.
-    core.noteError(error, 'index update after a block write failed');
-  }
-  await core.planeLink.recordWrite(
-    { key, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlMs: request.ttlMs },
-    usedAt,
-  );
+  await core.writeRecords.record({
+    key,
+    index: { keyBytes, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlCapMs: request.ttlMs },
+    plane: { key, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlMs: request.ttlMs },
+    at: usedAt,
+  });
   if (core.hotCache.budgetBytes > 0) {
     try {
       core.hotCache.put(core.codec.decode(bytes));

@@ -41,6 +41,8 @@ export interface TierTargetOptions {
   /** Epoch ms of the trace's time 0. */
   epochMs?: number;
   payloadHeadDim?: number;
+  /** The tier's `recordBatchMax` (1 = one index transaction and plane call per block; the bench's baseline). */
+  recordBatchMax?: number;
 }
 
 export class TierTarget {
@@ -86,6 +88,7 @@ export class TierTarget {
         readPoolBytes: 0,
         writeConcurrency: 64,
         writeBehindMaxBytes: WRITE_BEHIND_BYTES,
+        ...(options.recordBatchMax !== undefined ? { recordBatchMax: options.recordBatchMax } : {}),
         metadataPlane: plane,
         ...(policyStore !== null ? { policyStore } : {}),
       });
