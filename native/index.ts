@@ -89,6 +89,9 @@ export function dsv4SparseAttention(
   T: number, H: number, D: number, scale: number, ref = false,
 ): void {
   const a = loadAddon();
+  if (typeof a.dsv4SparseAttention !== 'function') {
+    throw new NativeError('KVT_ERR_NATIVE_NOT_BUILT', 'the native addon was built before dsv4SparseAttention existed (deepseek4 needs it): run `npm run install`');
+  }
   try {
     if (ref) a.dsv4SparseAttentionRef(out, q, keys, idx, off, sinks, T, H, D, scale);
     else a.dsv4SparseAttention(out, q, keys, idx, off, sinks, T, H, D, scale);
