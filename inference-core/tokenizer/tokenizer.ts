@@ -15,57 +15,17 @@ import type { GgufFile } from '../gguf/index.ts';
 import { BpeModel } from './bpe-model.ts';
 import { byteDecode } from './byte-unicode.ts';
 import { IncrementalDetokenizer } from './incremental-detokenizer.ts';
-import { isPreTokenizerName, preTokenize, type PreTokenizerName } from './pre-tokenizer.ts';
+import { preTokenize, type PreTokenizerName } from './pre-tokenizer.ts';
 import { SpmModel } from './spm-model.ts';
 import { TokenizerError } from './tokenizer-errors.ts';
-import { EOG_TEXTS, FORCED_CONTROL_TEXTS, cleanSpaces, stripAttributesByModelName } from './llama-vocab-rules.ts';
+import { EOG_TEXTS, FORCED_CONTROL_TEXTS, cleanSpaces } from './llama-vocab-rules.ts';
 import { TokenType } from './token-type.ts';
 
+import { tokenizerSpecFromGguf, type DecodeOptions, type EncodeOptions, type TokenizerModelName, type TokenizerSpec } from './tokenizer-spec.ts';
+
 export { TokenType } from './token-type.ts';
+export type { DecodeOptions, EncodeOptions, TokenizerModelName, TokenizerSpec } from './tokenizer-spec.ts';
 
-
-export type TokenizerModelName = 'gpt2' | 'llama';
-
-export interface EncodeOptions {
-  /** Add BOS/EOS as the vocabulary asks (tokenizer.ggml.add_bos_token / add_eos_token). Default true. */
-  addSpecial?: boolean;
-  /** Match control tokens written in the text (e.g. "<|im_start|>") as single specials. Default false. */
-  parseSpecial?: boolean;
-}
-
-export interface DecodeOptions {
-  /** Render control tokens' text (default false: they decode to nothing). */
-  renderSpecial?: boolean;
-  /** SPM: drop the space the tokenizer put in front of the text: one leading space of the first token's piece (default false). */
-  stripLeadingSpace?: boolean;
-  /**
-   * llama_detokenize's clean-up of spaces before punctuation and contractions (" ?" → "?", " 's" → "'s").
-   * Lossy, so off by default; `Tokenizer.cleanSpaces` says whether llama.cpp applies it for this vocabulary.
-   */
-  cleanSpaces?: boolean;
-}
-
-export interface TokenizerSpec {
-  model: TokenizerModelName;
-  pre?: PreTokenizerName;
-  tokens: string[];
-  tokenTypes?: Int32Array;
-  scores?: Float32Array;
-  merges?: string[];
-  bosId?: number;
-  eosId?: number;
-  eotId?: number;
-  padId?: number;
-  unkId?: number;
-  addBos?: boolean;
-  addEos?: boolean;
-  addSpacePrefix?: boolean;
-  /**
-   * Specials that swallow ASCII whitespace on their left (lstrip) or right (rstrip) when matched
-   * in text. GGUF has no field for these: llama.cpp sets them from the model name (see fromGguf).
-   */
-  strip?: ReadonlyMap<number, { lstrip: boolean; rstrip: boolean }>;
-}
 
 const utf8 = new TextEncoder();
 const utf8Decoder = new TextDecoder('utf-8', { fatal: false, ignoreBOM: true });
@@ -165,39 +125,7 @@ export class Tokenizer {
   }
 
   static fromGguf(gguf: GgufFile): Tokenizer {
-    const model = gguf.getString('tokenizer.ggml.model');
-    if (model !== 'gpt2' && model !== 'llama') {
-      throw new TokenizerError('KVT_ERR_TOKENIZER_UNSUPPORTED_MODEL', `${gguf.path}: tokenizer.ggml.model "${model}" is not supported (gpt2 and llama are)`);
-    }
-    let pre: PreTokenizerName | undefined;
-    if (model === 'gpt2') {
-      const name = gguf.optString('tokenizer.ggml.pre') ?? 'default';
-      const aliases: Record<string, PreTokenizerName> = { 'llama-bpe': 'llama-bpe', llama3: 'llama-bpe', 'llama-v3': 'llama-bpe', qwen2: 'qwen2', 'deepseek-v3': 'deepseek-v3' };
-      pre = aliases[name];
-      if (!pre || !isPreTokenizerName(pre)) {
-        throw new TokenizerError('KVT_ERR_TOKENIZER_UNSUPPORTED_PRE', `${gguf.path}: tokenizer.ggml.pre "${name}" is not supported (llama-bpe, qwen2, deepseek-v3 are)`);
-      }
-    }
-    const opt = (k: string) => gguf.optU32(`tokenizer.ggml.${k}`);
-    const tokens = gguf.getStringArray('tokenizer.ggml.tokens');
-    const tokenTypes = gguf.optI32Array('tokenizer.ggml.token_type');
-    return new Tokenizer({
-      model,
-      pre,
-      tokens,
-      tokenTypes,
-      scores: gguf.optF32Array('tokenizer.ggml.scores'),
-      merges: gguf.optStringArray('tokenizer.ggml.merges'),
-      bosId: opt('bos_token_id'),
-      eosId: opt('eos_token_id'),
-      eotId: opt('eot_token_id'),
-      padId: opt('padding_token_id'),
-      unkId: opt('unknown_token_id'),
-      addBos: gguf.optBool('tokenizer.ggml.add_bos_token'),
-      addEos: gguf.optBool('tokenizer.ggml.add_eos_token'),
-      addSpacePrefix: gguf.optBool('tokenizer.ggml.add_space_prefix'),
-      strip: stripAttributesByModelName(gguf.optString('general.name') ?? '', tokens, tokenTypes),
-    });
+    return new Tokenizer(tokenizerSpecFromGguf(gguf));
   }
 
   encode(text: string, options: EncodeOptions = {}): Uint32Array {
