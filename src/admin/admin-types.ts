@@ -39,6 +39,10 @@ export interface StoredSummary {
   fileBytes?: number;
   /** The envelope's algorithm and key id; null for a plaintext block. */
   encryption?: { algorithm: 'aes-256-gcm'; keyId: number; envelopeVersion: number } | null;
+  /** 'tail' for a prefix unit's tail file (tail-codec.ts), else a block; absent when the file cannot be read here. */
+  kind?: 'block' | 'tail';
+  /** A tail's unit position p (tokens it covers). */
+  unitPosition?: number;
   /** From the block header; absent when it cannot be read here (a sealed block with no keyring on this node). */
   codec?: string;
   tokenCount?: number;
@@ -82,6 +86,22 @@ export interface BlockDetail {
       codec?: string;
       storedPayloadBytes?: number;
       firstTokens: number[];
+    };
+    /** A prefix unit's tail file (issue #26) instead of a block: the unit it completes. */
+    unit?: {
+      formatVersion: number;
+      modelFingerprint: string;
+      /** p: the tokens the unit covers; `blocks` = floor(p / tokensPerBlock) of them are in the block chain ending at `blockKey`. */
+      position: number;
+      blocks: number;
+      blockKey: string;
+      tokensPerBlock: number;
+      dtype: string;
+      codec: string;
+      storedPayloadBytes: number;
+      /** The tokens after the last full block (at most 16 shown). */
+      tailTokens: number[];
+      sections: Array<{ kind: string; layers: number[]; firstToken: number; tokens: number; bytes: number }>;
     };
   };
 }

@@ -24,6 +24,7 @@ import {
   purgeIndex,
   purgePlane,
   runGc,
+  TailCodec,
   type BlockIndex,
   type Clock,
   type GcReport,
@@ -32,7 +33,7 @@ import {
   type RetentionPolicy,
 } from '../kvtier/index.ts';
 import { AdminError } from './admin-error.ts';
-import { MAX_STORED_SUMMARIES, summarizeStored, type SealedOpener } from './block-summary.ts';
+import { inspectTail, isTailFile, MAX_STORED_SUMMARIES, summarizeStored, type SealedOpener } from './block-summary.ts';
 import type { AdminProgress, BlockDetail, BlockFilter, BlockListing, PurgeFilter, PurgeReport } from './admin-types.ts';
 
 export interface BlockAdminDeps {
@@ -51,10 +52,11 @@ export class BlockAdmin {
   private constructor(
     private readonly deps: BlockAdminDeps,
     private readonly codec: BlockCodec,
+    private readonly tailCodec: TailCodec,
   ) {}
 
   static async create(deps: BlockAdminDeps): Promise<BlockAdmin> {
-    return new BlockAdmin(deps, await BlockCodec.create());
+    return new BlockAdmin(deps, await BlockCodec.create(), await TailCodec.create());
   }
 
   private matches(entry: IndexEntry, filter: BlockFilter, now: number): boolean {
@@ -89,7 +91,7 @@ export class BlockAdmin {
     const listing = this.list(filter);
     const blocks: BlockListing['blocks'] = [];
     for (const [i, entry] of listing.blocks.entries()) {
-      blocks.push(i < MAX_STORED_SUMMARIES ? { ...entry, stored: await summarizeStored(entry, { store: this.deps.store, codec: this.codec, opener: this.deps.opener }) } : entry);
+      blocks.push(i < MAX_STORED_SUMMARIES ? { ...entry, stored: await summarizeStored(entry, { store: this.deps.store, codec: this.codec, tailCodec: this.tailCodec, opener: this.deps.opener }) } : entry);
     }
     return { ...listing, blocks };
   }
@@ -132,6 +134,7 @@ export class BlockAdmin {
     }
     detail.storage.encryption = sealed;
     if (sealed !== null) return detail;
+    if (isTailFile(bytes)) return inspectTail(detail, bytes, this.tailCodec);
     try {
       const block = this.codec.decode(bytes);
       detail.storage.verified = block.key === key;

@@ -9,8 +9,8 @@
  */
 import type { BlobStore } from '../../storage-adapters/index.ts';
 import { describeError } from '../errors.ts';
-import { BlockCodec, BlockSealer, describeSealed, errorCodeOf, looksSealed, MAX_BLOCK_READ_BYTES, type IndexEntry } from '../kvtier/index.ts';
-import type { StoredSummary } from './admin-types.ts';
+import { BlockCodec, BlockSealer, describeSealed, errorCodeOf, looksSealed, MAX_BLOCK_READ_BYTES, TAIL_MAGIC, TailCodec, type IndexEntry } from '../kvtier/index.ts';
+import type { BlockDetail, StoredSummary } from './admin-types.ts';
 
 /** Listings read the stored header of at most this many blocks per request (each is a storage read, and an open when sealed). */
 export const MAX_STORED_SUMMARIES = 50;
@@ -21,7 +21,7 @@ export interface SealedOpener {
   salts(tenant: string): string[];
 }
 
-export async function summarizeStored(entry: IndexEntry, deps: { store: BlobStore; codec: BlockCodec; opener?: SealedOpener }): Promise<StoredSummary> {
+export async function summarizeStored(entry: IndexEntry, deps: { store: BlobStore; codec: BlockCodec; tailCodec?: TailCodec; opener?: SealedOpener }): Promise<StoredSummary> {
   let bytes: Uint8Array | null;
   try {
     // Bounded like a load's read: a foreign file claiming gigabytes is reported, not read into memory.
@@ -40,7 +40,12 @@ export async function summarizeStored(entry: IndexEntry, deps: { store: BlobStor
     if (plain === null) return summary; // codec unknown: only the tenant's key opens the header
   }
   try {
+    if (deps.tailCodec && isTailFile(plain)) {
+      const tail = deps.tailCodec.decode(plain);
+      return { ...summary, kind: 'tail', unitPosition: tail.position, codec: tail.codec, tokenCount: tail.position, payloadBytes: tail.sections.reduce((n, x) => n + x.bytes.byteLength, 0), storedPayloadBytes: tail.storedPayloadBytes };
+    }
     const block = deps.codec.decode(plain);
+    summary.kind = 'block';
     summary.codec = block.codec;
     summary.tokenCount = block.tokens.length;
     summary.payloadBytes = block.payload.byteLength;
@@ -62,4 +67,35 @@ function openWithTenant(opener: SealedOpener, bytes: Uint8Array, entry: IndexEnt
     }
   }
   return null;
+}
+
+/** A prefix unit's tail file (tail-codec.ts) rather than a block: its magic. */
+export function isTailFile(bytes: Uint8Array): boolean {
+  return bytes.byteLength >= 4 && new DataView(bytes.buffer, bytes.byteOffset, 4).getUint32(0, true) === TAIL_MAGIC;
+}
+
+/** `inspect` of a tail file: the unit it completes (a tail stored under another key, or malformed, fails verification). */
+export function inspectTail(detail: BlockDetail, bytes: Uint8Array, codec: TailCodec): BlockDetail {
+  try {
+    const tail = codec.decode(bytes);
+    detail.storage.verified = tail.key === detail.key;
+    if (!detail.storage.verified) detail.storage.problem = { code: 'KVT_ERR_BLOCK_KEY_MISMATCH', message: `the file stored under ${detail.key} holds the tail of unit ${tail.key}` };
+    detail.storage.unit = {
+      formatVersion: tail.formatVersion,
+      modelFingerprint: tail.modelFingerprint,
+      position: tail.position,
+      blocks: tail.blocks,
+      blockKey: tail.blockKey,
+      tokensPerBlock: tail.tokensPerBlock,
+      dtype: String(tail.dtype),
+      codec: tail.codec,
+      storedPayloadBytes: tail.storedPayloadBytes,
+      tailTokens: Array.from(tail.tokens.subarray(0, 16)),
+      sections: tail.sections.map((x) => ({ kind: x.kind, layers: [...x.layers], firstToken: x.firstToken, tokens: x.tokens, bytes: x.bytes.byteLength })),
+    };
+  } catch (error) {
+    detail.storage.verified = false;
+    detail.storage.problem = { code: errorCodeOf(error), message: describeError(error).message };
+  }
+  return detail;
 }

@@ -90,12 +90,12 @@ export async function inspect(api: AdminApi, args: ParsedArgs, io: CliIo, key: s
   if (boolFlag(args, 'json')) return io.out(json(detail));
   const now = Date.now();
   const e = detail.entry;
-  const lines = [`block ${detail.key}`];
+  const lines = [`${detail.storage.unit ? 'unit tail' : 'block'} ${detail.key}`];
   if (e) {
     lines.push(
       `  class       ${e.trafficClass}`,
       `  tenant      ${e.tenant}`,
-      `  depth       block ${e.depth} of its prompt`,
+      detail.storage.unit ? `  depth       ${e.depth} blocks before it` : `  depth       block ${e.depth} of its prompt`,
       `  size        ${e.sizeBytes === 0 ? 'unknown (adopted, not read yet)' : formatBytes(e.sizeBytes)}`,
       `  created     ${new Date(e.createdAt).toISOString()}`,
       `  last use    ${new Date(e.lastUseAt).toISOString()} (${ago(now - e.lastUseAt)} ago), ${e.hits} hits`,
@@ -113,6 +113,16 @@ export async function inspect(api: AdminApi, args: ParsedArgs, io: CliIo, key: s
       );
     } else lines.push(`  storage     ${formatBytes(s.fileBytes ?? 0)} file, ${s.verified ? 'verified' : `FAILED verification: ${s.problem?.message} [${s.problem?.code}]`}`);
     if (s.encryption === null) lines.push('  encryption  none (plaintext block)');
+    if (s.unit) {
+      const u = s.unit;
+      lines.push(
+        `  format      tail v${u.formatVersion}, unit at ${u.position} tokens: ${u.blocks} blocks of ${u.tokensPerBlock} (chain ending at ${u.blocks > 0 ? u.blockKey : '–'}) + ${u.position - u.blocks * u.tokensPerBlock} tokens`,
+        `  model       ${u.modelFingerprint}`,
+        ...u.sections.map((x) => `  section     ${x.kind}, layers ${x.layers.join(',')}, ${x.kind.endsWith('-kv') ? `tokens [${x.firstToken}, ${x.firstToken + x.tokens})` : `state at ${x.firstToken}`}, ${formatBytes(x.bytes)}`),
+        `  codec       ${u.codec}, ${u.dtype}, payload stored in ${formatBytes(u.storedPayloadBytes)}`,
+        `  tokens      ${u.tailTokens.join(' ')}${u.position - u.blocks * u.tokensPerBlock > u.tailTokens.length ? ' …' : ''}`,
+      );
+    }
     if (s.header) {
       const l = s.header.layout;
       lines.push(

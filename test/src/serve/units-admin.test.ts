@@ -16,7 +16,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { ensureGemma3Model } from '../../../inference-core/synthetic/gemma3-synthetic.ts';
-import type { BlockListing } from '../../../src/admin/index.ts';
+import type { BlockDetail, BlockListing } from '../../../src/admin/index.ts';
 import { TAIL_MAGIC, TailCodec, type KvTierStats } from '../../../src/kvtier/index.ts';
 import { TEST_DATA_DIR } from '../../inference-core/engine-fixtures.ts';
 import { kvtier } from '../cli/cli-runner.ts';
@@ -97,7 +97,31 @@ async function tailKeys(): Promise<Set<string>> {
 
 const listed = async (query: string) => new Set((await admin<BlockListing>(server.url, `/admin/blocks?${query}&limit=10000`)).body.blocks.map((b) => b.key));
 
-describe('units: GC and purge through the served process', () => {
+describe('units: inspect, GC and purge through the served process', () => {
+  it('kvtier inspect shows a tail as the unit it completes (position, block chain, window section); ls --stored marks tails', async () => {
+    const talk = new Conversation(KEYS.bob, 'Inspect me: hello');
+    await talk.turn();
+    await settled();
+    const codec = await TailCodec.create();
+    const tails = storedFiles(join(server.dataDir, 'blocks')).map((f) => readFileSync(f)).filter((b) => b.readUInt32LE(0) === TAIL_MAGIC).map((b) => codec.decode(new Uint8Array(b.buffer, b.byteOffset, b.byteLength)));
+    // the end-of-prompt unit: past one whole block, so a block chain, a partial block and a window
+    const tail = tails.find((t) => t.position === talk.prompts[0])!;
+    expect(tail).toBeDefined();
+    const shown = await kvtier(['inspect', tail.key, ...conn]);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toMatch(new RegExp(`^unit tail ${tail.key}`));
+    expect(shown.stdout).toMatch(/storage\s+.* file, verified/);
+    expect(shown.stdout).toContain(`unit at ${tail.position} tokens: ${tail.blocks} blocks of 64 (chain ending at ${tail.blockKey})`);
+    expect(shown.stdout).toMatch(new RegExp(`section\\s+window-kv, layers 0,1,2,3,4,6,7, tokens \\[${tail.position - 39}, ${tail.position}\\)`));
+    const detail = JSON.parse((await kvtier(['inspect', tail.key, '--json', ...conn])).stdout) as BlockDetail;
+    expect(detail.storage.unit).toMatchObject({ position: tail.position, blocks: tail.blocks, blockKey: tail.blockKey });
+    expect(detail.entry?.tenant).toBe('bob');
+    const stored = (await admin<BlockListing>(server.url, '/admin/blocks?tenant=bob&stored=1&limit=50')).body.blocks;
+    const marked = stored.find((b) => b.key === tail.key);
+    expect(marked?.stored).toMatchObject({ kind: 'tail', unitPosition: tail.position });
+    expect(stored.filter((b) => b.stored?.kind === 'block').length).toBeGreaterThan(0);
+  }, 240_000);
+
   it('kvtier gc expires agent-class tails (1 s TTL) and keeps chat; the tool loop misses after, the chat hits its unit', async () => {
     const chat = new Conversation(KEYS.alice, 'Chat: hello');
     const loop = new Conversation(KEYS.alice, 'The build is red, fix it.', TOOLS);
