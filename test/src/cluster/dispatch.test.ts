@@ -178,36 +178,47 @@ describe('cache-aware dispatch', () => {
     // A reply that runs to max_tokens, so it is still streaming when its worker dies.
     // Candidates vary the seed too: with one seed every prompt draws the same uniforms, and the
     // tiny model's replies then tend to end at the same few lengths.
-    let prompt: ChatMessage[] | null = null;
-    let expected: TurnResult | null = null;
-    let seed = 7;
-    for (let i = 0; i < 40 && !prompt; i++) {
+    const candidates: Array<{ prompt: ChatMessage[]; expected: TurnResult; seed: number }> = [];
+    for (let i = 0; i < 60 && candidates.length < 3; i++) {
       const candidate = await chat(embedded.url, longPrompt(i), LONG_TOKENS, 1, 7 + i);
-      if (candidate.finishReason === 'length') (prompt = longPrompt(i)), (expected = candidate), (seed = 7 + i);
+      if (candidate.finishReason === 'length') candidates.push({ prompt: longPrompt(i), expected: candidate, seed: 7 + i });
     }
-    expect(prompt, 'a prompt whose reply runs to max_tokens').not.toBeNull();
-    const victim = await hotWorkerFor(prompt!);
-    let killed = false;
-    const before = new Set(ranOn.keys());
-    const streamed = await chatStream(
-      api.url,
-      prompt!,
-      LONG_TOKENS,
-      1,
-      () => {
-        killed = true;
-        killTree(victim.child.pid!);
-      },
-      'synthetic:tiny',
-      seed,
-    );
-    expect(killed).toBe(true);
-    expect(streamed.content).toBe(expected!.content);
-    expect(streamed.finishReason).toBe(expected!.finishReason);
-    expect(api.output()).toContain(`moved from ${workerQueueName(victim.id)} to the shared queue: its worker stopped renewing the job lock`);
-    // It completed once, on another worker (the victim never completes it).
-    expect(await jobOfLastRequest(before)).not.toBe(victim.id);
-    await victim.stop('SIGKILL');
+    expect(candidates.length, 'prompts whose replies run to max_tokens').toBeGreaterThan(0);
+    // The kill is sent when the client reads the first token; a worker on a loaded machine may have
+    // published the whole reply by the time SIGKILL lands (the client then holds a complete, right
+    // reply and nothing was moved). Such a trial proves nothing about the move: it is run again on a
+    // fresh prompt and a fresh worker. A move that fails hangs or garbles the stream and fails at once.
+    let moved = false;
+    for (const [trial, { prompt, expected, seed }] of candidates.entries()) {
+      const victim = await hotWorkerFor(prompt);
+      let killed = false;
+      const before = new Set(ranOn.keys());
+      const streamed = await chatStream(
+        api.url,
+        prompt,
+        LONG_TOKENS,
+        1,
+        () => {
+          killed = true;
+          killTree(victim.child.pid!);
+        },
+        'synthetic:tiny',
+        seed,
+      );
+      expect(killed).toBe(true);
+      expect(streamed.content).toBe(expected.content);
+      expect(streamed.finishReason).toBe(expected.finishReason);
+      workers.splice(workers.indexOf(victim), 1);
+      await victim.stop('SIGKILL');
+      if (api.output().includes(`moved from ${workerQueueName(victim.id)} to the shared queue: its worker stopped renewing the job lock`)) {
+        // It completed once, on another worker (the victim never completes it).
+        expect(await jobOfLastRequest(before)).not.toBe(victim.id);
+        moved = true;
+        break;
+      }
+      workers.push(await addWorker(`w-again${trial}`));
+    }
+    expect(moved, `a job moved off a killed worker's queue in one of ${candidates.length} trials:\n${api.output()}`).toBe(true);
   }, 300_000);
 
   it('the preferred worker dead but still announced: a turn routed to it is not stranded on its queue', async () => {
