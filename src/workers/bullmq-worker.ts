@@ -200,7 +200,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
         if (hot && hot.blocks > 0 && hot.bytes > 0 && hot.budgetBytes > 0) hotBlocks = Math.max(1, Math.floor(hot.budgetBytes / (hot.bytes / hot.blocks)));
         return publisher.set(`${WORKER_STATS_PREFIX}${workerId}`, JSON.stringify({ workerId, role, at: Date.now(), ...stats, purgeGen: purges.appliedGen, purges: Object.fromEntries(purges.outcomes) }), 'EX', 15);
       })
-      .catch(() => undefined);
+      .catch((error: Error) => log('warn', `publishing this worker's stats failed (the dashboard shows it stale until the next heartbeat): ${error.message}`));
     announce([]);
   };
   const heartbeatTimer = setInterval(heartbeat, config.heartbeatMs);
