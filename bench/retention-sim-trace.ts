@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 
 import { HOUR_MS } from '../src/kvtier/index.ts';
+import { seededRandom } from '../test/fuzz/fuzz-runner.ts';
 
 export const T0 = Date.UTC(2026, 0, 1);
 export const MINUTE = 60_000;
@@ -12,17 +13,6 @@ export const SIM_DAYS = 10;
 export const GC_EVERY_MS = 6 * HOUR_MS;
 export const TENANTS = 64;
 export const BLOCK_BYTES = 64 * 70_272; // a 64-token block of DeepSeek-V3's MLA latent (61 layers × 576 × f16 ≈ 70 KB/token)
-/** Small deterministic PRNG (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * The trace in typed arrays (10^7 blocks: ~1 M sessions, ~2.7 M turns): per session its class
@@ -46,7 +36,7 @@ export const NEW_PER_TURN_OF = [4, 3];
 const SESSION_SLOTS = 2 ** 21;
 
 export function buildTrace(targetBlocks: number): Trace {
-  const random = rng(15);
+  const random = seededRandom(15);
   let capacity = 1024;
   let sessionClass = new Uint8Array(capacity);
   let sessionTenant = new Uint8Array(capacity);

@@ -5,18 +5,8 @@
  * numbers, unknown routes). A seeded generator picks each request, so a run
  * reproduces from its seed; a window summarises latency and status classes.
  */
+import { seededRandom } from '../../test/fuzz/fuzz-runner.ts';
 import { SOAK_KEY } from './soak-server.ts';
-
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const WORDS = ['alpha', 'bravo', 'cache', 'delta', 'echo', 'prefix', 'block', 'tier', 'shared', 'token', 'page', 'kv', 'store', 'load', 'hash', 'seal', 'lorem', 'ipsum', 'zeta', 'omega'];
 
