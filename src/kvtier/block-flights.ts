@@ -30,6 +30,11 @@
  * claimed keys go when their owner ends (`release` + `prune`); bytes are
  * bounded by the tier's write-behind budget. Owners are opaque here
  * (src/kvtier knows no engine sequences): the scheduler gives its requests.
+ *
+ * Reads: a blob read from storage by several loads at once is read once
+ * (`readOnce`: the loads that start while the read is in flight share its
+ * result). Unit tails use it (tier-units.ts): concurrent requests on one unit
+ * share a tail, then the hot tier serves it.
  */
 interface Flight {
   /** The earliest unfinished claimant computing this block (null: none). */
@@ -46,7 +51,17 @@ interface Flight {
 
 export class BlockFlights {
   private readonly flights = new Map<string, Flight>();
+  private readonly reads = new Map<string, Promise<unknown>>();
   private ticks = 0;
+
+  /** `read()` of `key`, unless one is in flight: then its result, shared. */
+  readOnce<T>(key: string, read: () => Promise<T>): Promise<T> {
+    const pending = this.reads.get(key);
+    if (pending !== undefined) return pending as Promise<T>;
+    const started = read().finally(() => this.reads.delete(key));
+    this.reads.set(key, started);
+    return started;
+  }
 
   /** The current store tick: a lookup that starts now sees every block handed over up to it. */
   get tick(): number {
@@ -161,5 +176,6 @@ export class BlockFlights {
   /** The tier closes: nothing is in flight any more. */
   clear(): void {
     this.flights.clear();
+    this.reads.clear();
   }
 }

@@ -27,7 +27,8 @@ export {
   type PrefixHasherOptions,
 } from './prefix-hasher.ts';
 export { BlockFlights } from './block-flights.ts';
-export type { LoadedUnit, UnitHit, UnitStoreOutcome, UnitStoreRequest } from './tier-units.ts';
+export type { UnitHit, UnitStoreOutcome, UnitStoreRequest } from './tier-units.ts';
+export type { LoadedUnit } from './tier-unit-load.ts';
 export type { UnitCounters } from './kv-tier-types.ts';
 export { BlockCodec, BLOCK_MAGIC, FIXED_HEADER_BYTES, PAYLOAD_ALIGNMENT, type BlockToEncode, type DecodedBlock } from './block-codec.ts';
 export { TailCodec, TAIL_MAGIC, TAIL_FORMAT_VERSION, TAIL_FIXED_HEADER_BYTES, TAIL_SECTION_KINDS, type TailToEncode, type DecodedTail, type TailSectionRecord, type TailSectionKind as TailRecordKind } from './tail-codec.ts';

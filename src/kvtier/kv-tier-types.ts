@@ -181,7 +181,8 @@ export interface KvTierStats {
   bytesWritten: number;
   blocksWritten: number;
   writeBehind: { queuedBlocks: number; queuedBytes: number; duplicateBlocks: number; droppedBlocks: number; droppedBytes: number };
-  hotCache: { blocks: number; bytes: number; budgetBytes: number };
+  /** The hot RAM tier: entries held (`blocks` counts blocks, `tails` unit tails), their bytes, one budget for both. */
+  hotCache: { blocks: number; tails?: number; bytes: number; budgetBytes: number };
   /** Recycled read buffers (read-buffer-pool.ts): reads that reused one, and the free bytes kept. */
   readBuffers?: { taken: number; reused: number; pooledBytes: number };
   gc: { runs: number; expired: GcTally; evicted: GcTally };
@@ -206,4 +207,8 @@ export interface UnitCounters {
   loadFailed: number;
   /** Tokens covered by loaded units. */
   hitTokens: number;
+  /** Tails read from storage (concurrent loads of one tail share a read). */
+  tailReads: number;
+  /** Tails served from the hot RAM tier. */
+  hotHits: number;
 }

@@ -5,7 +5,8 @@ import type { BlobStore } from '../../storage-adapters/index.ts';
 
 import { BlockCodec } from './block-codec.ts';
 import { TailCodec } from './tail-codec.ts';
-import { loadUnit, lookupUnit, storeUnit, type LoadedUnit, type UnitHit, type UnitStoreOutcome, type UnitStoreRequest } from './tier-units.ts';
+import { loadUnit, type LoadedUnit } from './tier-unit-load.ts';
+import { lookupUnit, storeUnit, type UnitHit, type UnitStoreOutcome, type UnitStoreRequest } from './tier-units.ts';
 import type { BlockFlights } from './block-flights.ts';
 import { BlockIndex } from './block-index.ts';
 import { systemClock, type Clock } from './clock.ts';
@@ -211,7 +212,7 @@ export class KvTier {
   stats(): KvTierStats {
     const snapshot = structuredClone(this.core.counters);
     snapshot.writeBehind.queuedBytes = this.core.writes.queuedBytes;
-    snapshot.hotCache = { blocks: this.core.hotCache.size, bytes: this.core.hotCache.usedBytes, budgetBytes: this.core.hotCache.budgetBytes };
+    snapshot.hotCache = { blocks: this.core.hotCache.size - this.core.hotCache.tails, tails: this.core.hotCache.tails, bytes: this.core.hotCache.usedBytes, budgetBytes: this.core.hotCache.budgetBytes };
     snapshot.readBuffers = { taken: this.core.readPool.counts.taken, reused: this.core.readPool.counts.reused, pooledBytes: this.core.readPool.pooledBytes };
     return snapshot;
   }

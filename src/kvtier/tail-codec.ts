@@ -112,6 +112,8 @@ export interface DecodedTail extends Omit<TailToEncode, 'key' | 'blockKey'> {
   /** The whole encoded file. */
   bytes: Uint8Array;
   storedPayloadBytes: number;
+  /** Bytes this object holds: the file, plus each decompressed section (a separate buffer); what the hot tier counts. */
+  residentBytes: number;
 }
 
 function sectionLayout(s: Pick<TailSectionRecord, 'layers' | 'kvHeads' | 'headDim' | 'tokens'>, dtype: KvDtype): KvLayout {
@@ -297,6 +299,8 @@ export class TailCodec {
       at += entryBytes(nLayers);
     }
     if (pay !== total) malformed('payload length does not match the sections');
+    let residentBytes = bytes.byteLength;
+    for (const s of sections) if (s.bytes.buffer !== bytes.buffer) residentBytes += s.bytes.byteLength;
     const absTokens = bytes.byteOffset + tokensOffset;
     const tokens = absTokens % 4 === 0 ? new Uint32Array(bytes.buffer, absTokens, r) : new Uint32Array(bytes.slice(tokensOffset, tokensOffset + 4 * r).buffer);
     const keyBytes = bytes.subarray(40, 56);
@@ -317,6 +321,7 @@ export class TailCodec {
       formatVersion: version,
       bytes,
       storedPayloadBytes: total - payloadOffset,
+      residentBytes,
     };
   }
 }

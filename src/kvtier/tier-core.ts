@@ -50,7 +50,7 @@ export class TierCore {
   /** Set by the facade's `open` (plane hook): the node index is a cache in front of it. */
   planeLink!: PlaneLink;
   /** Prefix units (tier-units.ts); the same object as `counters.units`. */
-  readonly unitCounters: UnitCounters = { queued: 0, duplicate: 0, dropped: 0, written: 0, bytesWritten: 0, lookups: 0, hits: 0, loaded: 0, loadFailed: 0, hitTokens: 0 };
+  readonly unitCounters: UnitCounters = { queued: 0, duplicate: 0, dropped: 0, written: 0, bytesWritten: 0, lookups: 0, hits: 0, loaded: 0, loadFailed: 0, hitTokens: 0, tailReads: 0, hotHits: 0 };
   private readonly lastLoggedAt = new Map<string, number>();
 
   constructor(

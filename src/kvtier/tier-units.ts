@@ -1,15 +1,12 @@
-import type { LoadedBlock, LoadedBlocks, KvNamespace, RequestScope } from './kv-tier-types.ts';
+import type { KvNamespace, RequestScope } from './kv-tier-types.ts';
 import { LookupResult } from './kv-tier-types.ts';
 import { effectiveTtlMs, type BlockRecord } from './metadata/metadata-plane.ts';
-import { BlockError, KvTierConfigError } from './errors.ts';
+import { KvTierConfigError } from './errors.ts';
 import { bytesToHex } from './hex.ts';
 import { KV_DTYPES, type KvDtype } from './kv-layout.ts';
 import { KEY_BYTES, type PrefixChain } from './prefix-hasher.ts';
-import { MAX_BLOCK_READ_BYTES } from './read-buffer-pool.ts';
-import { openStoredForDecode } from './seal/index.ts';
-import type { DecodedTail, TailSectionRecord, TailToEncode } from './tail-codec.ts';
+import type { TailSectionRecord, TailToEncode } from './tail-codec.ts';
 import type { TierCore } from './tier-core.ts';
-import { loadBlocks } from './tier-load.ts';
 import { lookupPrefix } from './tier-lookup.ts';
 
 /**
@@ -34,9 +31,7 @@ import { lookupPrefix } from './tier-lookup.ts';
  * it that the index lacks (units other nodes wrote). Cost: one key hash and
  * one memoized index probe per candidate position, ≤ (h+1)·B of them (a miss
  * over a 4k prompt: 4k probes, ~2 ms), and one plane round trip per 512 keys.
- * A unit whose blocks or tail fail to read or verify is a miss (full
- * prefill), never a wrong state: load checks each block (tier-load.ts) and
- * the tail's key, block key, fingerprint, position and tokens.
+ * Load: tier-unit-load.ts.
  */
 
 export interface UnitStoreRequest extends RequestScope {
@@ -63,13 +58,6 @@ export interface UnitHit {
   blocks: LookupResult;
 }
 
-export interface LoadedUnit {
-  position: number;
-  blocks: LoadedBlock[];
-  tail: DecodedTail;
-  /** Hands the blocks' read buffers back once they are imported. */
-  release(): void;
-}
 
 const PLANE_BATCH = 512;
 
@@ -141,6 +129,14 @@ async function writeTail(core: TierCore, key: string, keyBytes: Uint8Array, byte
   core.unitCounters.written++;
   core.unitCounters.bytesWritten += stored.byteLength;
   core.counters.bytesWritten += stored.byteLength;
+  // As a written block (tier-store.ts): the next request on this unit reads it from RAM.
+  if (core.hotCache.budgetBytes > 0) {
+    try {
+      core.hotCache.put(core.tailCodec.decode(bytes));
+    } catch (error) {
+      core.noteError(error, 'a tail we just encoded does not decode');
+    }
+  }
   try {
     await core.index.recordWrites([{ keyBytes, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlCapMs: request.ttlMs }], usedAt, core.policy.current());
     core.liveEntries.forget(key);
@@ -225,100 +221,3 @@ export async function lookupUnit(core: TierCore, namespace: KvNamespace, tokens:
   const adopted = Math.max(0, n - (h - blocks.adoptedBlocks));
   return { position: found.p, key: found.key, keyBytes: found.keyBytes, blocks: new LookupResult(namespace, tokens, blocks.scope, chain, n, adopted) };
 }
-
-/** Reads and verifies the unit's blocks and tail; null (a miss, counted) when any of them fails. */
-export async function loadUnit(core: TierCore, hit: UnitHit): Promise<LoadedUnit | null> {
-  const units = core.unitCounters;
-  const n = hit.blocks.hitBlocks;
-  const none: LoadedBlocks = { blocks: [], tokenCount: 0, release: () => undefined };
-  const blocks = n > 0 ? await loadBlocks(core, hit.blocks, {}) : none;
-  if (blocks.blocks.length < n) {
-    blocks.release();
-    units.loadFailed++;
-    return null;
-  }
-  const tail = await readTail(core, hit);
-  if (tail === null) {
-    blocks.release();
-    units.loadFailed++;
-    return null;
-  }
-  units.loaded++;
-  units.hitTokens += hit.position;
-  return { position: hit.position, blocks: blocks.blocks, tail, release: () => blocks.release() };
-}
-
-async function readTail(core: TierCore, hit: UnitHit): Promise<DecodedTail | null> {
-  const { key, keyBytes } = hit;
-  const { namespace } = hit.blocks;
-  const pending = core.flights.bytesOf(key);
-  let plain: Uint8Array;
-  let authenticatedBy: 'aes-256-gcm' | undefined;
-  if (pending !== undefined) plain = pending;
-  else {
-    let stored: Uint8Array | null;
-    try {
-      stored = await core.blobStore.get(key, { maxBytes: MAX_BLOCK_READ_BYTES });
-    } catch (error) {
-      core.noteError(error, 'storage get() of a tail failed; the unit is a miss');
-      return null;
-    }
-    if (stored === null) {
-      core.noteError(new BlockError('KVT_ERR_BLOCK_MISSING', `tail ${key} is in the index but not on storage`), 'tail vanished from storage');
-      forget(core, key, keyBytes, false);
-      return null;
-    }
-    core.counters.bytesRead += stored.byteLength;
-    try {
-      ({ plain, authenticatedBy } = await openStoredForDecode(core.options.seal, stored, keyBytes, namespace.tenantSalt));
-    } catch (error) {
-      core.noteError(error, 'stored tail did not open (encryption at rest); the unit is a miss');
-      return null;
-    }
-  }
-  let tail: DecodedTail;
-  try {
-    tail = core.tailCodec.decode(plain, { authenticatedBy });
-  } catch (error) {
-    core.noteError(error, 'corrupt tail deleted; the unit is a miss');
-    forget(core, key, keyBytes, true);
-    return null;
-  }
-  const problem = verifyTail(tail, hit);
-  if (problem !== undefined) {
-    core.noteError(problem, 'tail does not belong to this prefix; the unit is a miss');
-    return null;
-  }
-  return tail;
-}
-
-function verifyTail(tail: DecodedTail, hit: UnitHit): BlockError | undefined {
-  const { chain, tokens, namespace } = hit.blocks;
-  const p = hit.position;
-  const n = hit.blocks.hitBlocks;
-  const B = chain.blockTokens;
-  if (tail.key !== hit.key) return new BlockError('KVT_ERR_BLOCK_KEY_MISMATCH', `tail file for ${hit.key} holds unit ${tail.key}`);
-  if (tail.modelFingerprint !== namespace.modelFingerprint) return new BlockError('KVT_ERR_BLOCK_FINGERPRINT_MISMATCH', `tail ${tail.key} was made by model ${tail.modelFingerprint}`);
-  if (tail.position !== p || tail.tokensPerBlock !== B || tail.blocks !== n) return new BlockError('KVT_ERR_BLOCK_LAYOUT_MISMATCH', `tail ${tail.key} is a unit at ${tail.position} of ${tail.tokensPerBlock}-token blocks, ${p} of ${B} expected`);
-  const blockKey = n > 0 ? chain.keyHex(n - 1) : '0'.repeat(2 * KEY_BYTES);
-  if (tail.blockKey !== blockKey) return new BlockError('KVT_ERR_BLOCK_PARENT_MISMATCH', `tail ${tail.key} needs block ${tail.blockKey}, not ${blockKey}`);
-  for (let t = 0; t < tail.tokens.length; t++) {
-    if (tail.tokens[t] !== tokens[n * B + t]) return new BlockError('KVT_ERR_BLOCK_TOKEN_MISMATCH', `tail ${tail.key} holds other tokens (hash collision)`);
-  }
-  return undefined;
-}
-
-/** A tail found missing or corrupt: its records are wrong for every node (and a corrupt blob goes too). */
-function forget(core: TierCore, key: string, keyBytes: Uint8Array, deleteBlob: boolean): void {
-  core.liveEntries.forget(key);
-  const own = keyBytes.slice();
-  core.track(
-    (async () => {
-      if (deleteBlob) await core.blobStore.delete([key]);
-      await core.index.remove([own]);
-      await core.planeLink.forget([key]);
-    })(),
-    'dropping a bad tail failed',
-  );
-}
-

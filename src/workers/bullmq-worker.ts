@@ -197,7 +197,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
       .then((reply) => {
         const stats = reply.op === 'stats' ? reply.result : { cache: null };
         const hot = stats.cache?.hotCache;
-        if (hot && hot.blocks > 0 && hot.bytes > 0 && hot.budgetBytes > 0) hotBlocks = Math.max(1, Math.floor(hot.budgetBytes / (hot.bytes / hot.blocks)));
+        if (hot && hot.blocks > 0 && hot.bytes > 0 && hot.budgetBytes > 0) hotBlocks = Math.max(1, Math.floor(hot.budgetBytes / (hot.bytes / (hot.blocks + (hot.tails ?? 0)))));
         return publisher.set(`${WORKER_STATS_PREFIX}${workerId}`, JSON.stringify({ workerId, role, at: Date.now(), ...stats, purgeGen: purges.appliedGen, purges: Object.fromEntries(purges.outcomes) }), 'EX', 15);
       })
       .catch((error: Error) => log('warn', `publishing this worker's stats failed (the dashboard shows it stale until the next heartbeat): ${error.message}`));

@@ -18,6 +18,16 @@ import { FsBlobStore } from '../../../storage-adapters/index.ts';
 import { BlockSealer, DAY_MS, KvTier, ManualClock, TailCodec, TAIL_MAGIC, type KvNamespace, type LoadedUnit } from '../../../src/kvtier/index.ts';
 import { keyringFromSecret } from '../../../src/kvtier/seal/seal-keyring.ts';
 import { TEST_DATA_DIR, randomTokens } from '../../inference-core/engine-fixtures.ts';
+import { ForwardingStore } from '../../helpers/forwarding-store.ts';
+
+/** The real fs store, counting the gets of each key. */
+class CountingGetsStore extends ForwardingStore {
+  readonly gets = new Map<string, number>();
+  override get(key: string, options?: Parameters<FsBlobStore['get']>[1]) {
+    this.gets.set(key, (this.gets.get(key) ?? 0) + 1);
+    return this.inner.get(key, options);
+  }
+}
 
 const B = 64;
 let engine: LoadedEngine;
@@ -29,26 +39,34 @@ afterAll(() => engine?.destroy());
 
 interface Rig {
   tier: KvTier;
-  store: FsBlobStore;
+  store: CountingGetsStore;
   clock: ManualClock;
   ns: KvNamespace;
+  /** Closes the tier and opens it again on the same index and storage (a restarted node: nothing in RAM). */
+  reopen(): Promise<void>;
   close(): Promise<void>;
 }
 
-async function openRig(options: { seal?: BlockSealer } = {}): Promise<Rig> {
+async function openRig(options: { seal?: BlockSealer; hotCacheBytes?: number } = {}): Promise<Rig> {
   const dir = mkdtempSync(join(tmpdir(), 'kvtier-units-'));
-  const store = await FsBlobStore.open({ dir: join(dir, 'blocks') });
+  const store = new CountingGetsStore(await FsBlobStore.open({ dir: join(dir, 'blocks') }));
   const clock = new ManualClock();
-  const tier = await KvTier.open({ dataDir: join(dir, 'index'), store, blockTokens: B, hotCacheBytes: 0, clock, seal: options.seal, metadataRedisUrl: '' });
+  const open = () => KvTier.open({ dataDir: join(dir, 'index'), store, blockTokens: B, hotCacheBytes: options.hotCacheBytes ?? 0, clock, seal: options.seal, metadataRedisUrl: '' });
+  const tier = await open();
   const ns = tier.namespace({ modelFingerprint: engine.fingerprint, tenantSalt: 'aa01' });
-  return {
+  const rig: Rig = {
     tier, store, clock, ns,
+    async reopen() {
+      await rig.tier.close();
+      rig.tier = await open();
+    },
     async close() {
-      await tier.close();
+      await rig.tier.close();
       await store.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };
+  return rig;
 }
 
 const scope = { tenant: 'acme', trafficClass: 'chat' };
@@ -230,6 +248,90 @@ describe('prefix units in the tier (lfm2)', () => {
       const loaded = await loadOf(rig, abc);
       expect(loaded?.position).toBe(150);
       expect(continuesExactly(loaded!, abc)).toBe(true);
+    } finally {
+      await rig.close();
+    }
+  });
+
+  it('single flight: concurrent loads of one unit read its tail from storage once, and each continues bit for bit', async () => {
+    const rig = await openRig();
+    try {
+      // p = 40: no blocks, so both loads reach the tail in the same turn
+      const a = A();
+      writeUnit(rig, a, 40);
+      await rig.tier.flush();
+      const hit = (await find(rig, a))!;
+      expect(hit.position).toBe(40);
+      const [one, two] = await Promise.all([rig.tier.loadUnit(hit), rig.tier.loadUnit(hit)]);
+      expect(rig.store.gets.get(hit.key)).toBe(1);
+      expect(one?.position).toBe(40);
+      expect(two?.position).toBe(40);
+      expect(continuesExactly(one!, a)).toBe(true);
+      expect(continuesExactly(two!, a)).toBe(true);
+      expect(rig.tier.stats().units).toMatchObject({ loaded: 2, tailReads: 1 });
+    } finally {
+      await rig.close();
+    }
+  });
+
+  it('the hot RAM tier: a tail just written, or just read, is served without a storage read and counts in the tier\'s one budget', async () => {
+    const rig = await openRig({ hotCacheBytes: 64 * 2 ** 20 });
+    try {
+      const ab = [...A(), ...Bt()];
+      const abc = [...ab, ...C()];
+      writeUnit(rig, ab, 150);
+      await rig.tier.flush();
+      const hit = (await find(rig, abc))!;
+      const tailBytes = (await rig.store.get(hit.key))!.byteLength;
+      rig.store.gets.clear();
+      // the 2 blocks and the tail, all from RAM: no storage read at all
+      const hot = rig.tier.stats().hotCache;
+      expect(hot).toMatchObject({ blocks: 2, tails: 1 });
+      const blockBytes = await Promise.all(hit.blocks.keys.map(async (k) => (await rig.store.get(k))!.byteLength));
+      expect(hot.bytes).toBe(blockBytes[0] + blockBytes[1] + tailBytes);
+      rig.store.gets.clear();
+      const loaded = await rig.tier.loadUnit(hit);
+      expect(rig.store.gets.size).toBe(0);
+      expect(continuesExactly(loaded!, abc)).toBe(true);
+      expect(rig.tier.stats().units).toMatchObject({ hotHits: 1, tailReads: 0 });
+    } finally {
+      await rig.close();
+    }
+    // a budget that holds the blocks but not the tail as well: the tail is read from storage each time
+    const small = await openRig({ hotCacheBytes: 1 });
+    try {
+      const a = A();
+      writeUnit(small, a, 40);
+      await small.tier.flush();
+      expect(small.tier.stats().hotCache).toMatchObject({ tails: 0, bytes: 0 });
+      const hit = (await find(small, a))!;
+      await small.tier.loadUnit(hit);
+      await small.tier.loadUnit(hit);
+      expect(small.store.gets.get(hit.key)).toBe(2);
+    } finally {
+      await small.close();
+    }
+  });
+
+  it('a tail read from storage stays in the hot tier; purge drops it from RAM too', async () => {
+    const rig = await openRig({ hotCacheBytes: 64 * 2 ** 20 });
+    try {
+      const a = A();
+      writeUnit(rig, a, 40);
+      await rig.tier.flush();
+      const hit = (await find(rig, a))!;
+      // a restarted node: nothing in RAM; the first load reads the tail, the second finds it in RAM
+      await rig.reopen();
+      rig.store.gets.clear();
+      const seen = (await find(rig, a))!;
+      expect(await rig.tier.loadUnit(seen)).not.toBeNull();
+      expect(await rig.tier.loadUnit(seen)).not.toBeNull();
+      expect(rig.store.gets.get(hit.key)).toBe(1);
+      expect(rig.tier.stats().units).toMatchObject({ tailReads: 1, hotHits: 1 });
+      expect(rig.tier.stats().hotCache.tails).toBe(1);
+      await rig.tier.purge({ tenant: 'acme' });
+      expect(rig.tier.stats().hotCache).toMatchObject({ tails: 0, bytes: 0 });
+      expect(await find(rig, a)).toBeNull();
     } finally {
       await rig.close();
     }
