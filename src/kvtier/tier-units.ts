@@ -56,6 +56,8 @@ export interface UnitHit {
   keyBytes: Uint8Array;
   /** The unit's blocks: `hitBlocks` = floor(position / B). */
   blocks: LookupResult;
+  /** The tail's stored size (what a load reads besides the blocks); 0 when unknown. */
+  tailBytes: number;
 }
 
 
@@ -168,7 +170,7 @@ export async function lookupUnit(core: TierCore, namespace: KvNamespace, tokens:
   const { chain } = blocks;
   const scratch = new Uint8Array(4 + KEY_BYTES + 4 + 4 * B);
   const candidates: { p: number; key: string; keyBytes: Uint8Array }[] = [];
-  let found: { p: number; key: string; keyBytes: Uint8Array; lastUse: number } | null = null;
+  let found: { p: number; key: string; keyBytes: Uint8Array; lastUse: number; sizeBytes?: number } | null = null;
   try {
     for (let p = top; p >= 1; p--) {
       const keyBytes = core.hasher.unitKeyBytes(chain, tokens, p, new Uint8Array(KEY_BYTES), scratch);
@@ -206,7 +208,7 @@ export async function lookupUnit(core: TierCore, namespace: KvNamespace, tokens:
         core.index.adoptRecords([{ keyBytes: c.keyBytes.slice(), sizeBytes: record.sizeBytes, trafficClass: record.trafficClass, tenant: record.tenant, depth: Math.floor(c.p / B), createdAt: record.createdAt, lastUseAt: now, ttlCapMs: record.ttlMs }], policy),
         'index adopt of a unit failed',
       );
-      found = { ...c, lastUse: 0 };
+      found = { ...c, lastUse: 0, sizeBytes: record.sizeBytes };
       break;
     }
   }
@@ -219,5 +221,18 @@ export async function lookupUnit(core: TierCore, namespace: KvNamespace, tokens:
   }
   units.hits++;
   const adopted = Math.max(0, n - (h - blocks.adoptedBlocks));
-  return { position: found.p, key: found.key, keyBytes: found.keyBytes, blocks: new LookupResult(namespace, tokens, blocks.scope, chain, n, adopted) };
+  const tailBytes = found.sizeBytes ?? tailSize(core, found.key, found.keyBytes);
+  return { position: found.p, key: found.key, keyBytes: found.keyBytes, blocks: new LookupResult(namespace, tokens, blocks.scope, chain, n, adopted), tailBytes };
+}
+
+/** The stored size of a tail found live here: the bytes of its write in flight, or its index record (one LMDB read). */
+function tailSize(core: TierCore, key: string, keyBytes: Uint8Array): number {
+  const pending = core.flights.bytesOf(key);
+  if (pending !== undefined) return pending.byteLength;
+  try {
+    return core.index.get(keyBytes)?.sizeBytes ?? 0;
+  } catch (error) {
+    core.noteError(error, 'index read of a tail size failed');
+    return 0;
+  }
 }

@@ -113,7 +113,7 @@ async function lookupTier(seq: RequestSequence, fromBlock: number, deps: FetchDe
     const lookupStart = now();
     const hit = await cache.lookup(seq.prefix.namespace, tokens, { tenant, trafficClass }, maxCachedBlocks, seq.keys ?? undefined);
     f.lookupMs += now() - lookupStart;
-    if (hit.blocks <= fromBlock || !shouldLoad(hit.blocks - fromBlock, seq, deps)) return none;
+    if (hit.blocks <= fromBlock || !shouldLoad(seq, deps, (hit.blocks - fromBlock) * cache.blockBytes, (hit.blocks - fromBlock) * blockTokens)) return none;
     const loadStart = now();
     const loaded = await cache.load(hit, maxCachedBlocks, fromBlock);
     const loadMs = now() - loadStart;
@@ -128,13 +128,19 @@ async function lookupTier(seq: RequestSequence, fromBlock: number, deps: FetchDe
   }
 }
 
-function shouldLoad(blocks: number, seq: RequestSequence, deps: FetchDeps): boolean {
-  const { fetchPolicy: policy, cache, blockTokens } = deps;
+/**
+ * Fetch or recompute (src/cluster/fetch-or-recompute.ts): whether reading
+ * `bytes` (hit blocks, or a unit's blocks and tail) is predicted to beat
+ * prefilling the `tokens` they cover. A "recompute" is reported on the
+ * request (recomputedHitTokens).
+ */
+export function shouldLoad(seq: RequestSequence, deps: FetchDeps, bytes: number, tokens: number): boolean {
+  const { fetchPolicy: policy, cache } = deps;
   if (!policy || !cache) return true;
-  const decision = policy.decide(blocks, cache.blockBytes, blockTokens);
+  const decision = policy.decide(1, bytes, tokens);
   // Recompute only on a clear margin: both rates are noisy, and a load also spares the pool's compute for other sequences.
   if (decision.loadBlocks > 0 || decision.predictedComputeMs * RECOMPUTE_MARGIN >= decision.predictedReadMs) return true;
   if (++deps.recomputeDecisions.count % PROBE_EVERY === 0) return true;
-  seq.figures.recomputedHitTokens = blocks * blockTokens;
+  seq.figures.recomputedHitTokens = tokens;
   return false;
 }

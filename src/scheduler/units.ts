@@ -21,12 +21,15 @@
  *     least recently seen dropped first), and one tail write per detected prefix.
  *
  * A no-store request writes no unit. A unit that fails to load, or any
- * storage fault, is a miss: the request prefills from 0.
+ * storage fault, is a miss: the request prefills from 0. Fetch or recompute
+ * (fetch.ts shouldLoad, the blocks' policy): a unit is loaded only when
+ * reading its blocks and tail is predicted to beat prefilling its p tokens;
+ * else it is computed and reported as recomputedHitTokens.
  */
 import { exportUnitBlocks, exportUnitTail, importUnit, unitServingOf, type Sequence } from '../../inference-core/index.ts';
 import type { KvDtype, KvLayout, LoadedUnit, TailSectionRecord, UnitHit } from '../kvtier/index.ts';
 import { describeError } from '../errors.ts';
-import type { FetchDeps } from './fetch.ts';
+import { shouldLoad, type FetchDeps } from './fetch.ts';
 import type { EngineSequence } from './ports.ts';
 import type { RequestSequence } from './sequence.ts';
 
@@ -164,10 +167,16 @@ export async function fetchUnit(seq: RequestSequence, deps: FetchDeps, units: Un
     const hit = await units.cache.lookupUnit(seq.prefix.namespace, tokens, { tenant, trafficClass }, tokens.length - 1, seq.keys ?? undefined);
     f.lookupMs += deps.now() - started;
     if (hit === null) return;
+    // The same policy as blocks: the unit's blocks and tail against prefilling its tokens.
+    const unitBytes = hit.blocks.hitBlocks * deps.cache.blockBytes + hit.tailBytes;
+    if (!shouldLoad(seq, deps, unitBytes, hit.position)) return;
     const loadStarted = deps.now();
     const loaded = await units.cache.loadUnit(hit);
-    f.loadMs += deps.now() - loadStarted;
+    const loadMs = deps.now() - loadStarted;
+    f.loadMs += loadMs;
+    // A unit that failed to load is a miss: the request prefills from 0 (a slower answer, never a wrong one).
     if (loaded === null) return;
+    deps.fetchPolicy?.observeLoad(unitBytes, loadMs);
     seq.fetched = { loaded: [], release: () => loaded.release(), donor: null, reusable: 0, unit: { position: loaded.position, blocks: loaded.blocks.map((b) => b.payload), sections: loaded.tail.sections } };
   } catch (error) {
     const described = describeError(error);

@@ -19,7 +19,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportUnit, loadEngine, unitShapeOf, type LoadedEngine } from '../../../inference-core/engine/index.ts';
 import { ensureGemma3Model } from '../../../inference-core/synthetic/gemma3-synthetic.ts';
 import { FsBlobStore } from '../../../storage-adapters/index.ts';
-import { KvTier, payloadBytesFor } from '../../../src/kvtier/index.ts';
+import { FetchOrRecompute } from '../../../src/cluster/index.ts';
+import { KvTier, payloadBytesFor, TAIL_MAGIC } from '../../../src/kvtier/index.ts';
 import { KvTierCache } from '../../../src/scheduler/cache-adapter.ts';
 import { UnitPolicy, unitServing, type UnitPolicyOptions } from '../../../src/scheduler/units.ts';
 import { TEST_DATA_DIR, randomTokens } from '../../inference-core/engine-fixtures.ts';
@@ -31,15 +32,15 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => engine?.destroy());
 
-type Submit = (id: string, tokens: number[], maxTokens?: number, extra?: { tenantSalt?: string; prefillOnly?: boolean }) => Promise<{ cached: number; reply: number[]; storageError?: string }>;
+type Submit = (id: string, tokens: number[], maxTokens?: number, extra?: { tenantSalt?: string; prefillOnly?: boolean }) => Promise<{ cached: number; reply: number[]; storageError?: string; recomputed?: number }>;
 
-async function withRig<T>(options: UnitPolicyOptions, run: (r: { tier: KvTier; cache: KvTierCache; submit: Submit; fingerprint: string }) => Promise<T>): Promise<T> {
+async function withRig<T>(options: UnitPolicyOptions, run: (r: { tier: KvTier; cache: KvTierCache; store: FsBlobStore; submit: Submit; fingerprint: string }) => Promise<T>, schedulerOptions: { fetchPolicy?: FetchOrRecompute } = {}): Promise<T> {
   const dir = mkdtempSync(join(tmpdir(), 'kvtier-units-gemma3-'));
   const store = await FsBlobStore.open({ dir: join(dir, 'blocks') });
   const tier = await KvTier.open({ dataDir: join(dir, 'index'), store, blockTokens: 64, hotCacheBytes: 0, metadataRedisUrl: '' });
   const serving = unitServing(engine);
   const cache = await KvTierCache.create(tier, serving.layout);
-  const trace = startScheduler({ engine, cache }, { engine: { ...engineModel(engine), fingerprint: serving.fingerprint }, units: new UnitPolicy(serving.port!, cache, options), retainSequences: 0 });
+  const trace = startScheduler({ engine, cache }, { engine: { ...engineModel(engine), fingerprint: serving.fingerprint }, units: new UnitPolicy(serving.port!, cache, options), retainSequences: 0, ...schedulerOptions });
   const submit: Submit = async (id, tokens, maxTokens = 6, extra = {}) => {
     trace.scheduler.submit(schedulerJob(id, tokens, extra, maxTokens));
     const events = await trace.finished(id);
@@ -47,10 +48,10 @@ async function withRig<T>(options: UnitPolicyOptions, run: (r: { tier: KvTier; c
     if (error) throw new Error(JSON.stringify(error));
     await tier.flush();
     const p = prefilledOf(events);
-    return { cached: p.cachedTokens, reply: tokensOf(events), ...(p.storageError ? { storageError: p.storageError } : {}) };
+    return { cached: p.cachedTokens, reply: tokensOf(events), ...(p.storageError ? { storageError: p.storageError } : {}), ...(p.recomputedHitTokens ? { recomputed: p.recomputedHitTokens } : {}) };
   };
   try {
-    return await run({ tier, cache, submit, fingerprint: serving.fingerprint });
+    return await run({ tier, cache, store, submit, fingerprint: serving.fingerprint });
   } finally {
     await trace.scheduler.close();
     await tier.close();
@@ -151,6 +152,51 @@ describe('gemma3 served with prefix units', () => {
       expect(r.cached).toBe(0);
       expect(r.storageError).toMatch(/KVT_ERR_ENGINE_BAD_BLOCK/);
       expect(r.reply).toEqual(greedyAlone(engine, prompt, 6));
+    });
+  });
+
+  it('fetch-or-recompute: when reading a unit (its blocks and tail) is measured slower than prefilling its tokens, the request computes them, with the same reply', async () => {
+    const policy = new FetchOrRecompute({ minSamples: 1 });
+    await withRig({ intervalTokens: 0, commonPrefixRequests: 0 }, async ({ submit, tier }) => {
+      const ab = randomTokens(180, vocab(), 111);
+      await submit('ab', ab);
+      // storage this slow (1 KB/s) loses to any prefill
+      policy.observeLoad(1000, 1000);
+      policy.observeLoad(1000, 1000);
+      const abc = [...ab, ...randomTokens(20, vocab(), 112)];
+      const r = await submit('abc', abc);
+      expect(r.cached).toBe(0);
+      expect(r.recomputed).toBe(180);
+      expect(r.reply).toEqual(greedyAlone(engine, abc, 6));
+      // nothing was read: the unit was found, not loaded
+      expect(tier.stats().units).toMatchObject({ hits: 1, loaded: 0, loadFailed: 0 });
+    }, { fetchPolicy: policy });
+  });
+
+  it('a corrupt tail file on the fs store is a miss: the request prefills from 0 with the cold reply, the next turn hits again', async () => {
+    await withRig({ intervalTokens: 0, commonPrefixRequests: 0 }, async ({ submit, tier, store }) => {
+      const ab = randomTokens(180, vocab(), 121);
+      const first = await submit('ab', ab);
+      // every tail on storage (end of prompt, end of output) gets one flipped payload byte
+      let tails = 0;
+      for await (const key of store.list()) {
+        const bytes = (await store.get(key))!;
+        if (new DataView(bytes.buffer, bytes.byteOffset).getUint32(0, true) !== TAIL_MAGIC) continue;
+        bytes[bytes.byteLength - 3] ^= 0x10;
+        await store.put(key, bytes);
+        tails++;
+      }
+      expect(tails).toBe(2);
+      const abc = [...ab, ...first.reply, ...randomTokens(20, vocab(), 122)];
+      const r = await submit('abc', abc);
+      expect(r.cached).toBe(0);
+      expect(r.reply).toEqual(greedyAlone(engine, abc, 6));
+      expect(tier.stats().units!.loadFailed).toBe(1);
+      expect(tier.stats().errors.KVT_ERR_BLOCK_PAYLOAD_CHECKSUM).toBe(1);
+      const abcd = [...abc, ...r.reply, ...randomTokens(20, vocab(), 123)];
+      const next = await submit('abcd', abcd);
+      expect(next.cached).toBe(abc.length + r.reply.length);
+      expect(next.reply).toEqual(greedyAlone(engine, abcd, 6));
     });
   });
 });
