@@ -77,8 +77,12 @@ export interface Config {
   /** API: JSON nested deeper than this (tool schemas, tool inputs) is refused with 400; templates walk it recursively. */
   maxJsonDepth: number;
   logLevel: string;
-  /** Speculative decoding: `ngram` (drafts from the request's own context), `draft` (a draft model, `draftModel`), `off`. */
-  speculative: 'off' | 'ngram' | 'draft';
+  /**
+   * Speculative decoding: `ngram` (drafts from the request's own context), `draft` (a draft model, `draftModel`),
+   * `mtp` (the model's own MTP block drafts: deepseek4 files with nextn_predict_layers = 1, e.g.
+   * synthetic:deepseek4-tiny; the draft length adapts to the measured acceptance as for the others), `off`.
+   */
+  speculative: 'off' | 'ngram' | 'draft' | 'mtp';
   /** The draft model of `speculative: draft`: a GGUF (or synthetic spec) with the target's vocabulary, e.g. a lower-bit copy. */
   draftModel: string | null;
   /**
@@ -130,7 +134,7 @@ const FIELDS: Array<{ env: string; key: keyof Config; parse: (raw: string, env: 
   { env: 'KVTIER_MAX_MESSAGES', key: 'maxMessages', parse: (v, e) => intIn(v, e, 1, 10_000_000) },
   { env: 'KVTIER_MAX_JSON_DEPTH', key: 'maxJsonDepth', parse: (v, e) => intIn(v, e, 4, 10_000) },
   { env: 'KVTIER_LOG_LEVEL', key: 'logLevel', parse: (v, e) => oneOf(v, e, ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) },
-  { env: 'KVTIER_SPECULATIVE', key: 'speculative', parse: (v, e) => oneOf(v, e, ['off', 'ngram', 'draft']) },
+  { env: 'KVTIER_SPECULATIVE', key: 'speculative', parse: (v, e) => oneOf(v, e, ['off', 'ngram', 'draft', 'mtp']) },
   { env: 'KVTIER_DRAFT_MODEL', key: 'draftModel', parse: (v) => v },
   { env: 'KVTIER_UNIT_INTERVAL_TOKENS', key: 'unitIntervalTokens', parse: (v, e) => intIn(v, e, 0, 16_777_216) },
   { env: 'KVTIER_UNIT_COMMON_PREFIX_REQUESTS', key: 'unitCommonPrefixRequests', parse: (v, e) => intIn(v, e, 0, 1_000_000) },

@@ -54,6 +54,7 @@ export const SLOW = [
   'test/soak/soak.test.ts',
   'test/src/cli/admin-local.test.ts',
   'test/src/serve/deepseek4-api.test.ts', // 61 s
+  'test/src/serve/deepseek4-mtp-serve.test.ts', // two servers generating deepseek4-tiny
   'test/src/cli/admin-server.test.ts', // 34 s at load 0.9 (cf344e6)
   'test/src/cli/admin-codec.test.ts', // 17 s
   'test/src/kvtier/gc-renewal-race.test.ts', // starts a Redis Cluster

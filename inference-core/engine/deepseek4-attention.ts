@@ -49,8 +49,35 @@ function row(buf: Float32Array, t: number, width: number): Float32Array {
   return buf.subarray(t * width, (t + 1) * width);
 }
 
-/** X: [T][n_embd] normed inputs of positions p0..p0+T−1; returns [T][n_embd]. */
-export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l: number, X: Float32Array, T: number, p0: number, st: Deepseek4LayerState, ab: Deepseek4Ablation, stats: Deepseek4Stats): Float32Array {
+/** The roped KV rows ([T][head_dim]) of normed inputs X at positions p0..: what a token adds to the SWA window. */
+export function attentionKv(cfg: Deepseek4Config, w: Deepseek4Weights, l: number, X: Float32Array, T: number, p0: number): Float32Array {
+  const P = `blk.${l}.`;
+  const D = cfg.headDim;
+  const rope = cfg.ratios[l] !== 0 ? cfg.ropeCompress : cfg.ropePlain;
+  const kv = w.mm(P + 'attn_kv.weight', cfg.nEmbd, D, X, T);
+  const kvNorm = w.get(P + 'attn_kv_a_norm.weight');
+  for (let t = 0; t < T; t++) {
+    rmsNorm(kv, cfg.rmsEps, kvNorm, kv, t * D, D);
+    ropeApply(kv, t * D + D - cfg.nRot, ropeCache(p0 + t, cfg.nRot, rope));
+  }
+  return kv;
+}
+
+/** Adds the key of position p to the SWA window, dropping those the window no longer covers. */
+export function pushWindow(st: Deepseek4LayerState, key: Float32Array, p: number, window: number): void {
+  st.raw.push(key);
+  st.rawPos.push(p);
+  while (st.rawPos.length > 0 && p - st.rawPos[0]! >= window) {
+    st.raw.shift();
+    st.rawPos.shift();
+  }
+}
+
+/**
+ * X: [T][n_embd] normed inputs of positions p0..p0+T−1; returns [T][n_embd].
+ * `onRow(t)` runs once the state holds token t (rollback marks, deepseek4-marks.ts).
+ */
+export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l: number, X: Float32Array, T: number, p0: number, st: Deepseek4LayerState, ab: Deepseek4Ablation, stats: Deepseek4Stats, onRow?: (t: number) => void): Float32Array {
   const P = `blk.${l}.`;
   const D = cfg.headDim;
   const H = cfg.nHead;
@@ -63,16 +90,13 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
   const qaNorm = w.get(P + 'attn_q_a_norm.weight');
   for (let t = 0; t < T; t++) rmsNorm(qr, cfg.rmsEps, qaNorm, qr, t * cfg.qLoraRank, cfg.qLoraRank);
   const q = w.mm(P + 'attn_q_b.weight', cfg.qLoraRank, H * D, qr, T);
-  const kv = w.mm(P + 'attn_kv.weight', d, D, X, T);
-  const kvNorm = w.get(P + 'attn_kv_a_norm.weight');
+  const kv = attentionKv(cfg, w, l, X, T, p0);
   for (let t = 0; t < T; t++) {
     const cache = ropeCache(p0 + t, cfg.nRot, rope);
     for (let h = 0; h < H; h++) {
       rmsNorm(q, cfg.rmsEps, undefined, q, (t * H + h) * D, D);
       ropeApply(q, (t * H + h) * D + nope, cache);
     }
-    rmsNorm(kv, cfg.rmsEps, kvNorm, kv, t * D, D);
-    ropeApply(kv, t * D + nope, cache);
   }
 
   // compressor (and on CSA layers indexer) rows of every token, projected at once
@@ -98,13 +122,7 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
   const scale = 1 / Math.sqrt(D);
   for (let t = 0; t < T; t++) {
     const p = p0 + t;
-    st.raw.push(kv.slice(t * D, (t + 1) * D));
-    st.rawPos.push(p);
-    const window = ab.noSwa ? Infinity : cfg.nSwa;
-    while (st.rawPos.length > 0 && p - st.rawPos[0]! >= window) {
-      st.raw.shift();
-      st.rawPos.shift();
-    }
+    pushWindow(st, kv.slice(t * D, (t + 1) * D), p, ab.noSwa ? Infinity : cfg.nSwa);
     let comp: Float32Array[] = [];
     if (ratio !== 0) {
       const pre = P + 'attn_compressor';
@@ -123,6 +141,7 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
         comp = ab.noIndexer ? st.entries : indexerTopK(cfg, queries, () => row(ihw!, t, cfg.indexerHeads), st.idxKeys).map((i) => st.entries[i]!);
       } else comp = st.entries;
     }
+    onRow?.(t);
     stats.compressedAttended += comp.length;
     stats.compressedAvailable += st.entries.length;
     if (keySets) keySets.add(t, st.raw, comp);

@@ -31,6 +31,8 @@ import { deepseek4Ffn } from './deepseek4-ffn.ts';
 import { Deepseek4State } from './deepseek4-state.ts';
 import { Deepseek4Weights } from './deepseek4-weights.ts';
 import { Deepseek4NativeMatVec } from './deepseek4-native.ts';
+import { markAt, markLayer, markWhole, ROLLBACK_ROWS } from './deepseek4-marks.ts';
+import { mtpCatchUp } from './deepseek4-mtp.ts';
 import type { Backend } from '../../native/index.ts';
 
 export class Deepseek4Model {
@@ -63,8 +65,9 @@ export class Deepseek4Model {
     return this.weights.native;
   }
 
-  newState(): Deepseek4State {
-    return new Deepseek4State(this.cfg.nLayer);
+  /** `withMtp`: the state also keeps the MTP block's window (drafting on; the file must have the block). */
+  newState(withMtp = false): Deepseek4State {
+    return new Deepseek4State(this.cfg.nLayer, withMtp);
   }
 
   /** Feeds `tokens` in order; returns the logits after the last one. */
@@ -100,16 +103,25 @@ export class Deepseek4Model {
       const emb = embd.subarray(tokens[t]! * d, (tokens[t]! + 1) * d);
       for (let h = 0; h < hc; h++) H.set(emb, (t * hc + h) * d);
     }
+    // rollback marks (deepseek4-marks.ts): the state after each of the last ROLLBACK_ROWS rows
+    st.marks.clear();
+    if (T <= ROLLBACK_ROWS) markWhole(st);
+    const marked = (t: number) => t >= T - ROLLBACK_ROWS;
     for (let l = 0; l < c.nLayer; l++) {
       const P = `blk.${l}.`;
-      H = this.hcBlock(H, T, P + 'hc_attn', (X) => deepseek4Attention(c, w, l, this.normRows(X, T, P + 'attn_norm.weight'), T, p0, st.layers[l]!, this.ablation, this.stats));
+      const onRow = (t: number) => {
+        if (marked(t)) markAt(st, p0 + t + 1).layers[l] = markLayer(st.layers[l]!);
+      };
+      H = this.hcBlock(H, T, P + 'hc_attn', (X) => deepseek4Attention(c, w, l, this.normRows(X, T, P + 'attn_norm.weight'), T, p0, st.layers[l]!, this.ablation, this.stats, onRow));
       H = this.hcBlock(H, T, P + 'hc_ffn', (X) => deepseek4Ffn(c, w, l, this.normRows(X, T, P + 'ffn_norm.weight'), T, tokens, this.stats));
     }
+    if (st.mtp) mtpCatchUp(this, st, tokens, H, p0, marked);
     st.pos += T;
     return this.head(H, logitRows);
   }
 
-  private normRows(X: Float32Array, T: number, weight: string): Float32Array {
+  /** @internal rmsnorm·weight of every row of X ([T][n_embd], in place). */
+  normRows(X: Float32Array, T: number, weight: string): Float32Array {
     const d = this.cfg.nEmbd;
     const g = this.weights.get(weight);
     for (let t = 0; t < T; t++) rmsNorm(X, this.cfg.rmsEps, g, X, t * d, d);
@@ -117,7 +129,8 @@ export class Deepseek4Model {
   }
 
   /** pre (and post, comb) mix weights of every row of H ([T][hc·d]). */
-  private mix(H: Float32Array, T: number, prefix: string, nMix: number, withComb: boolean) {
+  /** @internal */
+  mix(H: Float32Array, T: number, prefix: string, nMix: number, withComb: boolean) {
     const c = this.cfg;
     const n = c.hc * c.nEmbd;
     const flat = new Float32Array(T * n);
@@ -129,14 +142,16 @@ export class Deepseek4Model {
   }
 
   /** Σ_h pre_h H_h of row t into X[t]. */
-  private collapse(H: Float32Array, t: number, pre: Float32Array, X: Float32Array, xt: number): void {
+  /** @internal */
+  collapse(H: Float32Array, t: number, pre: Float32Array, X: Float32Array, xt: number): void {
     const d = this.cfg.nEmbd;
     const base = t * this.cfg.hc * d;
     for (let i = 0; i < d; i++) X[xt * d + i] = 0;
     for (let h = 0; h < this.cfg.hc; h++) for (let i = 0; i < d; i++) X[xt * d + i] = X[xt * d + i]! + H[base + h * d + i]! * pre[h]!;
   }
 
-  private hcBlock(H: Float32Array, T: number, prefix: string, block: (X: Float32Array) => Float32Array): Float32Array {
+  /** @internal */
+  hcBlock(H: Float32Array, T: number, prefix: string, block: (X: Float32Array) => Float32Array): Float32Array {
     const c = this.cfg;
     const d = c.nEmbd;
     const hc = c.hc;
@@ -166,7 +181,8 @@ export class Deepseek4Model {
     return out;
   }
 
-  private head(H: Float32Array, logitRows: readonly number[]): Float32Array[] {
+  /** @internal The LM head of the rows `logitRows` of H (the MTP block passes its shared head's norm and output). */
+  head(H: Float32Array, logitRows: readonly number[], normName = 'output_norm.weight', outName = 'output.weight'): Float32Array[] {
     const c = this.cfg;
     const d = c.nEmbd;
     const n = logitRows.length;
@@ -176,8 +192,8 @@ export class Deepseek4Model {
     const X = new Float32Array(n * d);
     if (this.ablation.noHyperConnections) for (let i = 0; i < n; i++) X.set(sel.subarray(i * c.hc * d, i * c.hc * d + d), i * d);
     else this.mix(sel, n, 'output_hc', c.hc, false).forEach((m, i) => this.collapse(sel, i, m.pre, X, i));
-    this.normRows(X, n, 'output_norm.weight');
-    const logits = this.weights.mm('output.weight', d, c.nVocab, X, n);
+    this.normRows(X, n, normName);
+    const logits = this.weights.mm(outName, d, c.nVocab, X, n);
     return Array.from({ length: n }, (_, i) => logits.slice(i * c.nVocab, (i + 1) * c.nVocab));
   }
 }

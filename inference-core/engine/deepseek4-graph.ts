@@ -8,9 +8,12 @@
  * pages (deepseek4-pages.ts); the SWA window and the unfinished groups'
  * compressor rows are held here by sequence id. A segment must continue its
  * sequence exactly where the state is (pos0 == state.pos) or start it
- * (pos0 == 0): anything else (K/V blocks imported, a truncation) is refused
- * with KVT_ERR_ENGINE_SEQUENCE_STATE before any row runs, never computed on a
- * wrong state. recurrentState() answers undefined: there is no unit format for
+ * (pos0 == 0): anything else (K/V blocks imported, a truncation further back
+ * than the last forward's rollback marks) is refused with
+ * KVT_ERR_ENGINE_SEQUENCE_STATE before any row runs, never computed on a wrong
+ * state. A truncation within those marks (a rejected speculative draft) rolls
+ * the state back exactly (deepseek4-marks.ts). With `mtp` the sequences also
+ * feed the MTP block's window, and mtpDrafter() drafts from it (deepseek4-mtp.ts). recurrentState() answers undefined: there is no unit format for
  * deepseek4 yet, and its presence tells the serving side the pages alone are
  * not a state (no block tier, no retained-prefix reuse).
  */
@@ -20,6 +23,8 @@ import type { Deepseek4Config } from './deepseek4-config.ts';
 import { Deepseek4Model } from './deepseek4-forward.ts';
 import { pageNewEntries, type Deepseek4PageLayout } from './deepseek4-pages.ts';
 import { Deepseek4State } from './deepseek4-state.ts';
+import { rollbackTo } from './deepseek4-marks.ts';
+import { MtpDrafter } from './deepseek4-mtp.ts';
 import type { RowSegment } from './llama-graph.ts';
 import type { ConvState } from './lfm2-graph.ts';
 
@@ -42,6 +47,8 @@ export class Deepseek4Graph {
     private readonly model: Deepseek4Model,
     readonly maxRows: number,
     readonly maxLogitRows: number,
+    /** MTP drafting on: every sequence also feeds the MTP block's window (deepseek4-mtp.ts). */
+    readonly mtp = false,
   ) {}
 
   forward(pool: KvPoolHandle, tokens: Int32Array, positions: Int32Array, segments: RowSegment[], logitRows: Int32Array): Float32Array {
@@ -86,6 +93,22 @@ export class Deepseek4Graph {
     this.states.delete(seqId);
   }
 
+  /**
+   * A truncation within the last forward's rows (a rejected draft) rolls the
+   * state back exactly (deepseek4-marks.ts); any other leaves it, and the next
+   * forward that does not start at 0 is refused.
+   */
+  sequenceTruncated(seqId: number, length: number): void {
+    const st = this.states.get(seqId);
+    if (st) rollbackTo(st, length);
+  }
+
+  /** A drafter from the sequence's state now (MTP on), or null when the sequence has fed nothing yet. */
+  mtpDrafter(seqId: number): MtpDrafter | null {
+    const st = this.states.get(seqId);
+    return this.mtp && st ? new MtpDrafter(this.model, st) : null;
+  }
+
   /** No unit format for deepseek4 yet (see the file comment): always undefined. */
   recurrentState(_seqId: number): ConvState | undefined {
     return undefined;
@@ -103,7 +126,7 @@ export class Deepseek4Graph {
 
   private stateFor(sg: RowSegment): Deepseek4State {
     if (sg.seqId === undefined) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'deepseek4 segments must name their sequence (RowSegment.seqId)');
-    if (sg.pos0 === 0) return this.model.newState();
+    if (sg.pos0 === 0) return this.model.newState(this.mtp);
     const have = this.states.get(sg.seqId);
     if (!have || have.pos !== sg.pos0) {
       throw new EngineError(

@@ -12,6 +12,7 @@ import { EngineError } from './engine-errors.ts';
 import type { Deepseek4Config } from './deepseek4-config.ts';
 import { Deepseek4Model } from './deepseek4-forward.ts';
 import { Deepseek4Graph, type Deepseek4GraphConfig, type PageViewBackend } from './deepseek4-graph.ts';
+import { checkMtp } from './deepseek4-mtp.ts';
 import { deepseek4KvLayout, deepseek4PageLayout } from './deepseek4-pages.ts';
 
 export interface Deepseek4EngineParts {
@@ -21,12 +22,14 @@ export interface Deepseek4EngineParts {
   graph: (maxRows: number, maxLogitRows: number) => ForwardGraph;
 }
 
-export function deepseek4EngineParts(backend: Backend, gguf: GgufFile): Deepseek4EngineParts {
+/** `mtp`: the MTP block drafts (KVTIER_SPECULATIVE=mtp); the file must have one. */
+export function deepseek4EngineParts(backend: Backend, gguf: GgufFile, mtp = false): Deepseek4EngineParts {
   const pv = backend as Partial<PageViewBackend>;
   if (typeof pv.pageView !== 'function') {
     throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', `${gguf.path}: deepseek4 runs on the cpu backend only (its state is written into pool pages in place); the ${backend.name} backend has no page view (KVTIER_DEVICE=cpu)`);
   }
   const model = new Deepseek4Model(gguf);
+  if (mtp) checkMtp(model);
   // mat-vecs on the native kernels (the TypeScript loop stays the reference twin)
   model.useNative(backend, gguf);
   const cfg = model.cfg;
@@ -38,6 +41,6 @@ export function deepseek4EngineParts(backend: Backend, gguf: GgufFile): Deepseek
     config: { ...cfg, ctxLen },
     graphConfig,
     kvLayout: deepseek4KvLayout(pages),
-    graph: (maxRows, maxLogitRows) => new Deepseek4Graph(backend as PageViewBackend, graphConfig, model, maxRows, maxLogitRows),
+    graph: (maxRows, maxLogitRows) => new Deepseek4Graph(backend as PageViewBackend, graphConfig, model, maxRows, maxLogitRows, mtp),
   };
 }

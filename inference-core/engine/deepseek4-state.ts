@@ -12,8 +12,14 @@
  * Invariants: after `pos` tokens, raw holds positions max(0, pos−n_swa)..pos−1;
  * entries.length == floor(pos / ratio); rows are kept for positions ≥
  * (floor(pos/ratio) − 1)·ratio (CSA) or ≥ floor(pos/ratio)·ratio (HCA).
- * `clone()` is a deep copy, so a speculative branch can be dropped exactly.
+ * `clone()` is a deep copy. Speculative rollback goes through the marks the
+ * last forward left (deepseek4-marks.ts). With MTP drafting on, `mtp` is the
+ * MTP block's own SWA window and `hLast` the trunk's hidden state (hc·n_embd,
+ * before the head) after the last fed token: what the MTP block pairs with the
+ * next token.
  */
+import type { StateMark } from './deepseek4-marks.ts';
+
 export interface Deepseek4LayerState {
   raw: Float32Array[];
   rawPos: number[];
@@ -25,26 +31,34 @@ export interface Deepseek4LayerState {
   idxKeys: Float32Array[];
 }
 
+export function emptyLayerState(): Deepseek4LayerState {
+  return { raw: [], rawPos: [], compKv: new Map(), compScore: new Map(), entries: [], idxKv: new Map(), idxScore: new Map(), idxKeys: [] };
+}
+
 export class Deepseek4State {
   pos = 0;
   readonly layers: Deepseek4LayerState[];
+  mtp: Deepseek4LayerState | null = null;
+  hLast: Float32Array | null = null;
+  /** State after position k, for k among the last forward's rows (deepseek4-marks.ts). */
+  readonly marks = new Map<number, StateMark>();
 
-  constructor(nLayer: number) {
-    this.layers = Array.from({ length: nLayer }, () => ({
-      raw: [], rawPos: [], compKv: new Map(), compScore: new Map(), entries: [], idxKv: new Map(), idxScore: new Map(), idxKeys: [],
-    }));
+  constructor(nLayer: number, withMtp = false) {
+    this.layers = Array.from({ length: nLayer }, emptyLayerState);
+    if (withMtp) this.mtp = emptyLayerState();
   }
 
   clone(): Deepseek4State {
     const c = new Deepseek4State(0);
     c.pos = this.pos;
     const copyMap = (m: Map<number, Float32Array>) => new Map([...m].map(([k, v]) => [k, v.slice()]));
-    for (const l of this.layers) {
-      c.layers.push({
-        raw: l.raw.map((v) => v.slice()), rawPos: [...l.rawPos], compKv: copyMap(l.compKv), compScore: copyMap(l.compScore),
-        entries: l.entries.map((v) => v.slice()), idxKv: copyMap(l.idxKv), idxScore: copyMap(l.idxScore), idxKeys: l.idxKeys.map((v) => v.slice()),
-      });
-    }
+    const copy = (l: Deepseek4LayerState): Deepseek4LayerState => ({
+      raw: l.raw.map((v) => v.slice()), rawPos: [...l.rawPos], compKv: copyMap(l.compKv), compScore: copyMap(l.compScore),
+      entries: l.entries.map((v) => v.slice()), idxKv: copyMap(l.idxKv), idxScore: copyMap(l.idxScore), idxKeys: l.idxKeys.map((v) => v.slice()),
+    });
+    for (const l of this.layers) c.layers.push(copy(l));
+    c.mtp = this.mtp ? copy(this.mtp) : null;
+    c.hLast = this.hLast?.slice() ?? null;
     return c;
   }
 

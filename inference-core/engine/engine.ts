@@ -24,7 +24,7 @@ import type { DeepseekGraphConfig } from './deepseek-graph.ts';
 import type { Gemma3GraphConfig } from './gemma3-graph.ts';
 import type { ConvState, Lfm2GraphConfig } from './lfm2-graph.ts';
 import type { Deepseek4GraphConfig } from './deepseek4-graph.ts';
-import { Sequence, type SequenceHost } from './sequence.ts';
+import { Sequence, type MtpStepper, type SequenceHost } from './sequence.ts';
 
 /** Rows of one prefill forward call: bounds activation memory for long prompts. */
 export const DEFAULT_PREFILL_CHUNK = 512;
@@ -39,6 +39,12 @@ export interface ForwardGraph {
   destroy(): void;
   /** Graphs with per-sequence state outside the pool (lfm2's convolution state): told when a sequence goes. */
   sequenceFreed?(seqId: number): void;
+  /** Graphs with per-sequence state outside the pool: told after a truncation (deepseek4 rolls a rejected draft back). */
+  sequenceTruncated?(seqId: number, length: number): void;
+  /** deepseek4 loaded with mtp: its MTP block feeds along (mtpDrafter answers). */
+  readonly mtp?: boolean;
+  /** deepseek4 loaded with mtp: a drafter from the sequence's state (its MTP block), or null. */
+  mtpDrafter?(seqId: number): MtpStepper | null;
   recurrentState?(seqId: number): ConvState | undefined;
   setRecurrentState?(seqId: number, state: ConvState): void;
 }
@@ -148,6 +154,21 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
   sequenceFreed(seq: Sequence): void {
     this.live.delete(seq);
     this.graph.sequenceFreed?.(seq.id);
+  }
+
+  /** @internal SequenceHost: a truncation reaches the graph's own per-sequence state. */
+  sequenceTruncated(seq: Sequence, length: number): void {
+    this.graph.sequenceTruncated?.(seq.id, length);
+  }
+
+  /** Whether this engine drafts with the model's own MTP block (loaded with mtp: true). */
+  get hasMtp(): boolean {
+    return this.graph.mtp === true;
+  }
+
+  /** An MTP drafter from `seq`'s state (null: MTP off, or the sequence has fed nothing). */
+  mtpDrafter(seq: Sequence): MtpStepper | null {
+    return this.graph.mtpDrafter?.(seq.id) ?? null;
   }
 
   /** Per-sequence state the graph holds outside the KV pool (lfm2: convolution rows), or undefined. */

@@ -62,6 +62,8 @@ export interface LoadEngineOptions {
   maxBatch?: number;
   /** Use this backend instead of creating one (tests, a shared CUDA context). */
   backend?: Backend;
+  /** deepseek4: the model's MTP block drafts (speculative mode 'mtp'); a model without one is refused. */
+  mtp?: boolean;
 }
 
 export const DEFAULT_POOL_BYTES = 256 * 2 ** 20;
@@ -145,8 +147,9 @@ export async function loadEngine(spec: string, options: LoadEngineOptions = {}):
     if (options.threads !== undefined) setThreads(options.threads);
     const backend = options.backend ?? createBackend();
     const arch = gguf.optString('general.architecture');
+    if (options.mtp && arch !== 'deepseek4') throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', `${modelPath}: MTP drafting runs deepseek4's own MTP block; this is a ${arch ?? 'unknown'} model (use KVTIER_SPECULATIVE=ngram or draft)`);
     if (arch === 'deepseek4') {
-      const ds = deepseek4EngineParts(backend, gguf);
+      const ds = deepseek4EngineParts(backend, gguf, options.mtp ?? false);
       const engine = new Engine<Tokenizer, Deepseek4EngineParts['config']>({
         backend,
         ...ds,

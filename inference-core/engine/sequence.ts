@@ -14,6 +14,11 @@ import { TOKENS_PER_BLOCK } from '../kv/kv-pool.ts';
 import { EngineError } from './engine-errors.ts';
 
 /** What a sequence needs from its engine (kept narrow so Sequence stays a plain state holder). */
+/** Drafts with a model's own MTP block: feed the next token, get the logits of the one after it. */
+export interface MtpStepper {
+  step(token: number): Float32Array;
+}
+
 export interface SequenceHost {
   readonly pool: KvPool;
   readonly contextLength: number;
@@ -25,6 +30,12 @@ export interface SequenceHost {
   runPrefill(seq: Sequence, tokens: Int32Array, allLogits: boolean): Float32Array;
   /** Told once when a sequence is freed (so the host drops its reference). */
   sequenceFreed(seq: Sequence): void;
+  /** Told after a truncation (graphs with state outside the pages roll it back). */
+  sequenceTruncated?(seq: Sequence, length: number): void;
+  /** Whether the model's MTP block drafts (deepseek4 loaded with mtp). */
+  readonly hasMtp?: boolean;
+  /** An MTP drafter from the sequence's state, or null (MTP off, nothing fed yet). */
+  mtpDrafter?(seq: Sequence): MtpStepper | null;
 }
 
 export class Sequence {
@@ -176,6 +187,7 @@ export class Sequence {
     for (let i = keep; i < this.blocks; i++) this.host.pool.release(this.table[i]);
     this.blocks = keep;
     this.tokens = n;
+    this.host.sequenceTruncated?.(this, n);
   }
 
   /** Returns the sequence's pages to the pool. Idempotent. */

@@ -96,6 +96,21 @@ export class ModelDraft {
     }
   }
 
+  /**
+   * Drafting with a stepper that takes one token and answers the logits after
+   * it (a model's MTP block, whose sequence state already holds the context):
+   * feed() gives the last context token first, then each draft.
+   */
+  runWith(step: (token: number) => Float32Array): void {
+    for (let tokens = this.feed(); tokens; tokens = this.feed()) {
+      const t0 = performance.now();
+      const logits = step(tokens[tokens.length - 1]!);
+      // every MTP step is a draft step (no context catch-up): the policy weighs all of them
+      this.policy.observeDraftStep(performance.now() - t0);
+      this.take(logits);
+    }
+  }
+
   /** Time (ms) of the step that fed what feed() returned: a draft step (after a draft token, not a context catch-up) goes to the policy. */
   observeStep(ms: number): void {
     if (this.draft.length > 0) this.policy.observeDraftStep(ms);

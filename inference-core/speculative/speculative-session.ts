@@ -31,7 +31,8 @@ import type { TokenConstraint } from './grammar-cursor.ts';
 import { ModelDraft } from './model-draft.ts';
 import type { TokenDistribution } from './target-distribution.ts';
 
-export type SpeculativeMode = 'ngram' | 'draft';
+/** ngram: the context's own n-grams; draft: a draft model; mtp: the target's own MTP block (deepseek4, engine loaded with mtp). */
+export type SpeculativeMode = 'ngram' | 'draft' | 'mtp';
 
 export interface SpeculativeSessionOptions {
   target: Sequence;
@@ -74,6 +75,7 @@ export class SpeculativeSession {
   private readonly stops: ReadonlySet<number>;
   private readonly prng: Prng;
   private readonly draftEngine: Engine | null;
+  private readonly mtp: boolean;
   /** Constrained replies: the grammar after the context (its last token included). */
   private constraint: TokenConstraint | null;
   private pending: { draft: number[]; dists: (TokenDistribution | null)[]; matchN: number; cursors: TokenConstraint[] | null } | null = null;
@@ -89,6 +91,9 @@ export class SpeculativeSession {
     if (o.mode === 'draft' && !o.draftEngine) {
       throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', "speculative mode 'draft' needs a draft engine; set KVTIER_DRAFT_MODEL or use mode 'ngram'");
     }
+    if (o.mode === 'mtp' && !o.target.host.hasMtp) {
+      throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', "speculative mode 'mtp' needs a deepseek4 engine loaded with mtp: true (KVTIER_SPECULATIVE=mtp) from a file with an MTP block");
+    }
     if (o.draftEngine && o.draftEngine.vocabSize !== o.target.host.vocabSize) {
       throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `the draft model's vocabulary (${o.draftEngine.vocabSize}) differs from the target's (${o.target.host.vocabSize}); use a draft of the same model family`);
     }
@@ -103,6 +108,7 @@ export class SpeculativeSession {
     this.ngram?.append(this.ctx);
     this.draftEngine = o.mode === 'draft' ? o.draftEngine! : null;
     this.draftSeq = this.draftEngine ? this.draftEngine.createSequence() : null;
+    this.mtp = o.mode === 'mtp';
     this.constraint = o.constraint ?? null;
   }
 
@@ -125,6 +131,14 @@ export class SpeculativeSession {
   beginPlan(limit: number): ModelDraft | null {
     const room = Math.max(0, Math.min(limit - 1, this.target.host.contextLength - this.ctx.length));
     if (room > 0 && this.draftSeq) return new ModelDraft(this.draftEngine!, this.draftSeq, this.ctx, room, this.policy, this.sampling, this.stops, this.prng, this.constraint);
+    const stepper = room > 0 && this.mtp ? this.target.host.mtpDrafter!(this.target) : null;
+    if (stepper) {
+      // The MTP block drafts right here (one row per step, on its own copy of its window): nothing for a batch to share.
+      const md = new ModelDraft(this.target.host as Engine, this.target, this.ctx, room, this.policy, this.sampling, this.stops, this.prng, this.constraint);
+      md.runWith((token) => stepper.step(token));
+      this.pending = { ...md.result(), matchN: 0 };
+      return null;
+    }
     let draft: number[] = [];
     let cursors: TokenConstraint[] | null = this.constraint ? [this.constraint] : null;
     let matchN = 0;
@@ -142,6 +156,7 @@ export class SpeculativeSession {
 
   /** Second half of plan(): the tokens to verify ([g, d1 … dk]). */
   endPlan(modelDraft: ModelDraft | null): SpeculativePlan {
+    // a draft-model draft is handed back here; n-gram and MTP drafts were planned in beginPlan
     if (modelDraft) this.pending = { ...modelDraft.result(), matchN: 0 };
     return { tokens: [this.ctx[this.ctx.length - 1], ...this.pending!.draft] };
   }

@@ -51,7 +51,7 @@ export interface EngineThreadInit {
   stepTokens?: number;
   retainSequences?: number;
   /** Speculative decoding (absent: off); `draft` loads `draftModel` as a second engine. */
-  speculative?: 'off' | 'ngram' | 'draft';
+  speculative?: 'off' | 'ngram' | 'draft' | 'mtp';
   draftModel?: string | null;
   /** Encryption at rest of stored blocks (absent or null: off). */
   encryption?: SealKeyringSpec | null;

@@ -35,7 +35,8 @@ async function main(init: EngineThreadInit): Promise<void> {
   const speculative = init.speculative ?? 'off';
   // Verifying drafts returns logits for every drafted row: room for SPEC_ROWS logit rows per sequence.
   const logitRowsPerSequence = speculative === 'off' ? 1 : SPEC_ROWS;
-  const engine = await loadEngine(init.model, { dataDir: init.dataDir, threads: init.threads, poolBytes: init.poolBytes, maxBatch: Math.max(1, init.maxBatch) * logitRowsPerSequence });
+  // mtp: the model's own MTP block drafts (deepseek4); a model without one fails to load with a typed error
+  const engine = await loadEngine(init.model, { dataDir: init.dataDir, threads: init.threads, poolBytes: init.poolBytes, maxBatch: Math.max(1, init.maxBatch) * logitRowsPerSequence, mtp: speculative === 'mtp' });
   checkBlockTokens(init.blockTokens, engine.kvLayout.tokensPerBlock);
   const draftEngine = speculative === 'draft' ? await loadEngine(init.draftModel!, { dataDir: init.dataDir, threads: init.threads, poolBytes: init.poolBytes }) : null;
   let tier: KvTier | null = null;

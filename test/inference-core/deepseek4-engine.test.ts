@@ -10,7 +10,8 @@
  *     = ⌈tokens/64⌉, freed with the sequence;
  *   - the engine says its state is not its pages (hasRecurrentState: the
  *     serving side turns the block tier off), and a sequence whose pages are
- *     not matched by its state is refused before any row runs.
+ *     not matched by its state is refused before any row runs (a truncation
+ *     within the last forward's rows rolls the state back instead).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -107,8 +108,18 @@ describe('deepseek4 engine', () => {
     expect(engine.hasRecurrentState).toBe(true);
     const seq = engine.createSequence();
     seq.prefill(tokens.slice(0, 70));
-    seq.truncate(65);
+    // further back than the last forward's rollback marks (its last 16 rows, deepseek4-marks.ts): refused
+    seq.truncate(50);
     expect(() => seq.decode(3)).toThrow(/KVT_ERR_ENGINE_SEQUENCE_STATE|state is at 70/);
     seq.free();
+    // within them (a rejected draft): rolled back exactly, the next logits as if the rows were never fed
+    const rolled = engine.createSequence();
+    rolled.prefill(tokens.slice(0, 70));
+    rolled.truncate(65);
+    const fresh = engine.createSequence();
+    fresh.prefill(tokens.slice(0, 65));
+    expect(same(rolled.decode(3), fresh.decode(3))).toBe(true);
+    rolled.free();
+    fresh.free();
   }, 60_000);
 });

@@ -1,0 +1,133 @@
+/**
+ * deepseek4's MTP block (nextn_predict_layers = 1) as llama.cpp's
+ * llama_model_deepseek4::graph_mtp computes it and common/speculative.cpp's
+ * draft-mtp drives it:
+ *
+ *   input at position p: token x_p and h_{p−1}, the trunk's hidden state (all
+ *   hc streams, before the head) after x_{p−1} (zeros at p = 0)
+ *   H = eh_proj · [rmsnorm(embd(x_p))·enorm ; rmsnorm(h_stream)·hnorm]   per stream
+ *   H = the block at layer n_layer (hyper-connected attention over its own
+ *       SWA window, compress ratio 0; V4 MoE, never hash-routed; shared expert)
+ *   logits = output · rmsnorm(hc_head(H))·shared_head_norm  → x_{p+1}; H is the next step's h
+ *
+ * Catch-up (llama.cpp's process()): after every target forward the block's
+ * window gets the keys of the new positions, paired with the target's own
+ * hidden states. A key depends only on its row's input, not on the window, so
+ * only the rows the window can still reach after a rollback are computed, and
+ * only up to the key (no attention, FFN or head). Drafting (MtpDrafter) runs
+ * whole blocks on a copy of the window: the sequence's state never holds a
+ * draft.
+ */
+import { EngineError } from './engine-errors.ts';
+import { attentionKv, deepseek4Attention, pushWindow, type Deepseek4Stats } from './deepseek4-attention.ts';
+import { deepseek4Ffn } from './deepseek4-ffn.ts';
+import type { Deepseek4Model } from './deepseek4-forward.ts';
+import { markAt, markLayer, ROLLBACK_ROWS } from './deepseek4-marks.ts';
+import { rmsNorm } from './deepseek4-math.ts';
+import type { Deepseek4LayerState, Deepseek4State } from './deepseek4-state.ts';
+
+/** Throws the typed error when the model has no MTP block llama.cpp's graph_mtp would run. */
+export function checkMtp(model: Deepseek4Model): void {
+  const c = model.cfg;
+  if (c.nMtp !== 1) throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', `this deepseek4 file has no MTP block (nextn_predict_layers ${c.nMtp}); MTP drafting needs one: use another KVTIER_SPECULATIVE mode`);
+  if (c.ratios[c.nLayer] !== 0) throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', `the MTP block's compress ratio is ${c.ratios[c.nLayer]}; llama.cpp's MTP graph attends through a plain SWA cache (ratio 0)`);
+  if (c.nLayer < c.hashLayers) throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', 'the MTP block is hash-routed; llama.cpp does not support hash-routed MTP blocks');
+}
+
+/** eh_proj over [enorm(embd(token)) ; hnorm(h stream)] for T rows: [T][hc·n_embd]. */
+function mtpInput(model: Deepseek4Model, tokens: readonly number[], hPrev: (t: number) => Float32Array | null): Float32Array {
+  const c = model.cfg;
+  const w = model.weights;
+  const d = c.nEmbd;
+  const hc = c.hc;
+  const P = `blk.${c.nLayer}.nextn.`;
+  const embd = w.has(P + 'embed_tokens.weight') ? w.get(P + 'embed_tokens.weight') : w.get('token_embd.weight');
+  const enorm = w.get(P + 'enorm.weight');
+  const hnorm = w.get(P + 'hnorm.weight');
+  const T = tokens.length;
+  const cat = new Float32Array(T * hc * 2 * d);
+  const e = new Float32Array(d);
+  for (let t = 0; t < T; t++) {
+    rmsNorm(embd.subarray(tokens[t]! * d, (tokens[t]! + 1) * d), c.rmsEps, enorm, e);
+    const h = hPrev(t);
+    for (let s = 0; s < hc; s++) {
+      const o = (t * hc + s) * 2 * d;
+      cat.set(e, o);
+      if (h) rmsNorm(h.subarray(s * d, (s + 1) * d), c.rmsEps, hnorm, cat.subarray(o + d, o + 2 * d));
+    }
+  }
+  return w.mm(P + 'eh_proj.weight', 2 * d, d, cat, T * hc);
+}
+
+/**
+ * The MTP window's keys for the rows just fed to the trunk (H: their hidden
+ * states, [T][hc·n_embd]); sets st.hLast and the MTP part of the rollback marks.
+ */
+export function mtpCatchUp(model: Deepseek4Model, st: Deepseek4State, tokens: readonly number[], H: Float32Array, p0: number, marked: (t: number) => boolean): void {
+  const c = model.cfg;
+  const n = c.hc * c.nEmbd;
+  const T = tokens.length;
+  const il = c.nLayer;
+  const hBefore = st.hLast;
+  const hRow = (t: number) => (t === 0 ? hBefore : H.subarray((t - 1) * n, t * n));
+  // keys a window can reach once at most ROLLBACK_ROWS rows are undone
+  const from = Math.max(0, T - c.nSwa - ROLLBACK_ROWS);
+  const rows = tokens.slice(from);
+  const Hin = mtpInput(model, rows, (i) => hRow(from + i));
+  const m = rows.length;
+  const X = new Float32Array(m * c.nEmbd);
+  model.mix(Hin, m, `blk.${il}.hc_attn`, (2 + c.hc) * c.hc, true).forEach((mx, i) => model.collapse(Hin, i, mx.pre, X, i));
+  model.normRows(X, m, `blk.${il}.attn_norm.weight`);
+  const kv = attentionKv(c, model.weights, il, X, m, p0 + from);
+  const D = c.headDim;
+  for (let i = 0; i < m; i++) {
+    const t = from + i;
+    pushWindow(st.mtp!, kv.slice(i * D, (i + 1) * D), p0 + t, c.nSwa);
+    if (marked(t)) {
+      const mk = markAt(st, p0 + t + 1);
+      mk.mtp = markLayer(st.mtp!);
+      mk.hLast = H.slice(t * n, (t + 1) * n);
+    }
+  }
+  st.hLast = H.slice((T - 1) * n, T * n);
+}
+
+/**
+ * Drafts from a sequence's state: step(token) feeds the next token (first the
+ * one sampled after the state's last, then each draft) and returns the MTP
+ * block's logits for the token after it. Works on its own copy of the window.
+ */
+export class MtpDrafter {
+  private readonly window: Deepseek4LayerState;
+  private h: Float32Array | null;
+  private pos: number;
+  private readonly stats: Deepseek4Stats = { compressedAttended: 0, compressedAvailable: 0, expertsComputed: 0 };
+
+  constructor(
+    private readonly model: Deepseek4Model,
+    st: Deepseek4State,
+  ) {
+    if (!st.mtp) throw new EngineError('KVT_ERR_ENGINE_SEQUENCE_STATE', 'this sequence was not fed with MTP drafting on (load the engine with mtp: true)');
+    this.window = { ...st.mtp, raw: st.mtp.raw.slice(), rawPos: st.mtp.rawPos.slice() };
+    this.h = st.hLast;
+    this.pos = st.pos;
+  }
+
+  step(token: number): Float32Array {
+    const model = this.model;
+    const c = model.cfg;
+    const w = model.weights;
+    const il = c.nLayer;
+    const P = `blk.${il}.`;
+    const h = this.h;
+    let H = mtpInput(model, [token], () => h);
+    const p = this.pos;
+    H = model.hcBlock(H, 1, P + 'hc_attn', (X) => deepseek4Attention(c, w, il, model.normRows(X, 1, P + 'attn_norm.weight'), 1, p, this.window, model.ablation, this.stats));
+    H = model.hcBlock(H, 1, P + 'hc_ffn', (X) => deepseek4Ffn(c, w, il, model.normRows(X, 1, P + 'ffn_norm.weight'), 1, [token], this.stats));
+    this.h = H;
+    this.pos++;
+    const norm = w.has(P + 'nextn.shared_head_norm.weight') ? P + 'nextn.shared_head_norm.weight' : 'output_norm.weight';
+    const out = w.has(P + 'nextn.shared_head_head.weight') ? P + 'nextn.shared_head_head.weight' : 'output.weight';
+    return model.head(H, [0], norm, out)[0]!;
+  }
+}
