@@ -63,6 +63,7 @@ export const SLOW = [
   'test/src/cluster/purge-stats.test.ts',
   'test/src/cluster/purge-stats-cluster.test.ts',
   'test/src/cluster/failover-api.test.ts', // kill -9 of a Redis Cluster primary under API traffic
+  'test/src/cluster/failover-worker.test.ts', // Redis Clusters: a worker's blocking reconnect during a failover
   'test/src/cluster/chains-cluster.test.ts', // a Redis Cluster, S3, 2 API processes + 2 workers
   'test/src/cluster/split.test.ts',
   'test/src/cluster/topology.test.ts',

@@ -88,7 +88,43 @@ export function createRedisClient(address: string, options: RedisConnectOptions 
     clusterRetryStrategy: retryStrategy ?? ((times: number) => Math.min(100 * times, 1000)),
     redisOptions: perNode,
   };
-  return new ioredis.Cluster(clusterSeeds(address), clusterOptions);
+  return withSettlingConnect(new ioredis.Cluster(clusterSeeds(address), clusterOptions));
+}
+
+/**
+ * A Cluster whose connect() settles, and whose duplicates' do too. After fetching the slots ioredis
+ * runs a ready check (CLUSTER INFO); reading cluster_state:fail (a primary down, its replica not yet
+ * promoted) it reconnects on its own with a new attempt and leaves the promise of the connect() that
+ * was awaited unsettled for good. BullMQ awaits exactly that when it resets a worker's blocking
+ * connection (a duplicate of the worker's client) after a read that did not come back: with a
+ * failover in that window the worker never fetched a job again, its client ready all along
+ * (test/src/cluster/failover-worker.test.ts). Here connect() also settles when the client gets ready
+ * or ends by any attempt.
+ */
+function withSettlingConnect(cluster: Cluster): Cluster {
+  const connect = cluster.connect.bind(cluster);
+  // One wait for the client's next ready or end, shared by every connect() in flight: ioredis's own
+  // reconnects call connect() too, once per retry, for as long as the cluster state stays fail.
+  let readyOrEnd: Promise<void> | null = null;
+  const nextReadyOrEnd = (): Promise<void> =>
+    (readyOrEnd ??= new Promise<void>((resolve, reject) => {
+      const settle = (error?: Error): void => {
+        cluster.off('ready', onReady);
+        cluster.off('end', onEnd);
+        readyOrEnd = null;
+        if (error) reject(error);
+        else resolve();
+      };
+      const onReady = (): void => settle();
+      // ioredis's own message for a closed client: BullMQ tells connection errors by it.
+      const onEnd = (): void => settle(new Error('Connection is closed.'));
+      cluster.on('ready', onReady);
+      cluster.on('end', onEnd);
+    }));
+  cluster.connect = () => Promise.race([connect(), nextReadyOrEnd()]);
+  const duplicate = cluster.duplicate.bind(cluster);
+  cluster.duplicate = ((...args: Parameters<Cluster['duplicate']>) => withSettlingConnect(duplicate(...args))) as Cluster['duplicate'];
+  return cluster;
 }
 
 /**
