@@ -53,7 +53,8 @@ export interface StoredSummary {
 
 export interface BlockListing {
   /** `stored` is set on the first blocks (at most MAX_STORED_SUMMARIES) when the listing asked for it. */
-  blocks: Array<IndexEntry & { stored?: StoredSummary }>;
+  /** `kind`: what the index recorded when the entry was made ('tail': a prefix unit's tail). */
+  blocks: Array<Omit<IndexEntry, 'kind'> & { kind: 'block' | 'tail'; stored?: StoredSummary }>;
   /** Entries that match the filter (≥ blocks.length). */
   matched: number;
   /** Entries scanned. */

@@ -83,7 +83,7 @@ export class BlockAdmin {
       if (this.matches(entry, filter, now)) matching.push(entry);
     }
     matching.sort((a, b) => b.lastUseAt - a.lastUseAt || a.depth - b.depth);
-    return { blocks: matching.slice(0, filter.limit), matched: matching.length, scanned };
+    return { blocks: matching.slice(0, filter.limit).map((entry) => ({ ...entry, kind: entry.kind ?? 'block' })), matched: matching.length, scanned };
   }
 
   /** As `list`, with each of the first MAX_STORED_SUMMARIES blocks' file read: size, encryption, codec, tokens. */

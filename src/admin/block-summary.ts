@@ -21,7 +21,7 @@ export interface SealedOpener {
   salts(tenant: string): string[];
 }
 
-export async function summarizeStored(entry: IndexEntry, deps: { store: BlobStore; codec: BlockCodec; tailCodec?: TailCodec; opener?: SealedOpener }): Promise<StoredSummary> {
+export async function summarizeStored(entry: Pick<IndexEntry, 'key' | 'tenant'>, deps: { store: BlobStore; codec: BlockCodec; tailCodec?: TailCodec; opener?: SealedOpener }): Promise<StoredSummary> {
   let bytes: Uint8Array | null;
   try {
     // Bounded like a load's read: a foreign file claiming gigabytes is reported, not read into memory.
@@ -56,7 +56,7 @@ export async function summarizeStored(entry: IndexEntry, deps: { store: BlobStor
   return summary;
 }
 
-function openWithTenant(opener: SealedOpener, bytes: Uint8Array, entry: IndexEntry): Uint8Array | null {
+function openWithTenant(opener: SealedOpener, bytes: Uint8Array, entry: Pick<IndexEntry, 'key' | 'tenant'>): Uint8Array | null {
   const keyBytes = new Uint8Array(Buffer.from(entry.key, 'hex'));
   for (const salt of opener.salts(entry.tenant)) {
     if (!looksSealed(bytes)) return null;

@@ -23,6 +23,8 @@ export interface IndexEntry {
   depth: number;
   /** Client retention hint: expires this long after last use if sooner than the policy TTL. Absent = none. */
   ttlCapMs?: number;
+  /** 'tail' for a prefix unit's tail (tier-units.ts; `depth` is then its block count); absent for a block. */
+  kind?: 'tail';
 }
 
 export interface IndexWrite {
@@ -34,6 +36,7 @@ export interface IndexWrite {
   ttlCapMs?: number;
   /** Its last use, when a batch records writes of different times; default the call's `now`. */
   at?: number;
+  kind?: 'tail';
 }
 
 /** A cluster record to mirror into this node's index (see `adoptRecords`). */
@@ -46,6 +49,7 @@ export interface AdoptedRecord {
   createdAt: number;
   lastUseAt: number;
   ttlCapMs: number;
+  kind?: 'tail';
 }
 
 export const PROBE_ABSENT = -1;
@@ -65,6 +69,7 @@ export function writtenEntry(write: IndexWrite, existing: IndexEntry | undefined
     depth: write.depth,
     ttlCapMs: write.ttlCapMs ?? existing?.ttlCapMs,
   };
+  if ((write.kind ?? existing?.kind) === 'tail') next.kind = 'tail';
   next.expiresAt = now + ttlOf(next, policy);
   return next;
 }
@@ -99,6 +104,7 @@ export function mirroredEntry(record: AdoptedRecord, existing: IndexEntry | unde
     depth: record.depth,
     ttlCapMs: record.ttlCapMs > 0 ? record.ttlCapMs : undefined,
   };
+  if ((record.kind ?? existing?.kind) === 'tail') next.kind = 'tail';
   next.expiresAt = lastUseAt + ttlOf(next, policy);
   return next;
 }
@@ -109,11 +115,19 @@ export function ttlOf(entry: Pick<IndexEntry, 'trafficClass' | 'tenant' | 'ttlCa
   return entry.ttlCapMs !== undefined && entry.ttlCapMs > 0 && entry.ttlCapMs < ttl ? entry.ttlCapMs : ttl;
 }
 
+/**
+ * The LMDB value: expiresAt f64 · lastUseAt f64 · createdAt f64 · sizeBytes f64 ·
+ * hits u32 · depth u32 · class length u16 · tenant length u16 · class · tenant,
+ * then optional fields told apart by the bytes left (0, 1, 8 or 9):
+ * the client TTL cap f64 when ≥ 8 are left, and a kind byte (1 = unit tail)
+ * when an odd number is left. Records written before the kind byte read as blocks.
+ */
 export function encodeRecord(entry: IndexEntry): Buffer {
   const trafficClass = Buffer.from(entry.trafficClass);
   const tenant = Buffer.from(entry.tenant);
   const cap = entry.ttlCapMs !== undefined && entry.ttlCapMs > 0 ? entry.ttlCapMs : 0;
-  const record = Buffer.allocUnsafe(44 + trafficClass.length + tenant.length + (cap > 0 ? 8 : 0));
+  const tail = entry.kind === 'tail';
+  const record = Buffer.allocUnsafe(44 + trafficClass.length + tenant.length + (cap > 0 ? 8 : 0) + (tail ? 1 : 0));
   record.writeDoubleLE(entry.expiresAt, 0);
   record.writeDoubleLE(entry.lastUseAt, 8);
   record.writeDoubleLE(entry.createdAt, 16);
@@ -125,6 +139,7 @@ export function encodeRecord(entry: IndexEntry): Buffer {
   trafficClass.copy(record, 44);
   tenant.copy(record, 44 + trafficClass.length);
   if (cap > 0) record.writeDoubleLE(cap, 44 + trafficClass.length + tenant.length);
+  if (tail) record[record.length - 1] = 1;
   return record;
 }
 
@@ -142,8 +157,10 @@ export function decodeRecord(keyBytes: Uint8Array, record: Buffer): IndexEntry {
   const { trafficClass, tenant } = decodeNames(record);
   const capOffset = 44 + record.readUInt16LE(40) + record.readUInt16LE(42);
   const cap = record.length >= capOffset + 8 ? record.readDoubleLE(capOffset) : 0;
+  const tail = (record.length - capOffset) % 8 === 1 && record[record.length - 1] === 1;
   return {
     ...(cap > 0 ? { ttlCapMs: cap } : {}),
+    ...(tail ? { kind: 'tail' as const } : {}),
     key: bytesToHex(keyBytes),
     expiresAt: record.readDoubleLE(0),
     lastUseAt: record.readDoubleLE(8),

@@ -9,6 +9,8 @@ import { bytesToHex } from './hex.ts';
 import { hexToKeyBytes } from './prefix-hasher.ts';
 import type { QuotaScope, RetentionPolicy } from './retention-policy.ts';
 
+/** usage() tag of the unit tails among the entries (counted in "g", their class and tenant too; not a quota scope). */
+export const TAIL_TAG = 'k:tail';
 
 /**
  * This node's LMDB view of the block store: metadata, last use, expiry.
@@ -242,7 +244,7 @@ export class BlockIndex {
     return this.meta.get(`count|${scopeTag(scope)}`) ?? 0;
   }
 
-  /** Bytes and blocks per scope tag ("g", "c:chat", "t:acme"), from the counters. */
+  /** Bytes and blocks per scope tag ("g", "c:chat", "t:acme"; "k:tail": the unit tails among them), from the counters. */
   usage(): { bytes: Record<string, number>; blocks: Record<string, number> } {
     const bytes: Record<string, number> = {};
     const blocks: Record<string, number> = {};
@@ -277,6 +279,10 @@ export class BlockIndex {
         this.addCounter(`bytes|${scope}`, -before.sizeBytes);
         this.addCounter(`count|${scope}`, -1);
       }
+      if (before.kind === 'tail') {
+        this.addCounter(`bytes|${TAIL_TAG}`, -before.sizeBytes);
+        this.addCounter(`count|${TAIL_TAG}`, -1);
+      }
     }
     if (after === undefined) {
       this.entries.remove(keyBytes);
@@ -288,6 +294,10 @@ export class BlockIndex {
       this.byUse.put(useRow(scope, after.lastUseAt, after.depth, keyBytes), EMPTY);
       this.addCounter(`bytes|${scope}`, after.sizeBytes);
       this.addCounter(`count|${scope}`, 1);
+    }
+    if (after.kind === 'tail') {
+      this.addCounter(`bytes|${TAIL_TAG}`, after.sizeBytes);
+      this.addCounter(`count|${TAIL_TAG}`, 1);
     }
   }
 

@@ -33,7 +33,7 @@ export type { UnitCounters } from './kv-tier-types.ts';
 export { BlockCodec, BLOCK_MAGIC, FIXED_HEADER_BYTES, PAYLOAD_ALIGNMENT, type BlockToEncode, type DecodedBlock } from './block-codec.ts';
 export { TailCodec, TAIL_MAGIC, TAIL_FORMAT_VERSION, TAIL_FIXED_HEADER_BYTES, TAIL_SECTION_KINDS, type TailToEncode, type DecodedTail, type TailSectionRecord, type TailSectionKind as TailRecordKind } from './tail-codec.ts';
 export { KV_DTYPES, assertValidLayout, kvBytesPerToken, payloadBytesFor, sameLayout, type KvDtype, type KvLayout } from './kv-layout.ts';
-export { BlockIndex } from './block-index.ts';
+export { BlockIndex, TAIL_TAG } from './block-index.ts';
 export { PROBE_ABSENT, PROBE_EXPIRED, type IndexEntry, type IndexWrite } from './block-index-records.ts';
 export { scopeTag } from './block-index-rows.ts';
 export {

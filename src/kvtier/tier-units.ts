@@ -140,7 +140,7 @@ async function writeTail(core: TierCore, key: string, keyBytes: Uint8Array, byte
     }
   }
   try {
-    await core.index.recordWrites([{ keyBytes, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlCapMs: request.ttlMs }], usedAt, core.policy.current());
+    await core.index.recordWrites([{ keyBytes, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlCapMs: request.ttlMs, kind: 'tail' }], usedAt, core.policy.current());
     core.liveEntries.forget(key);
   } catch (error) {
     core.noteError(error, 'index update after a tail write failed');
@@ -205,7 +205,7 @@ export async function lookupUnit(core: TierCore, namespace: KvNamespace, tokens:
       const c = batch[at];
       const record = records[at]!;
       core.track(
-        core.index.adoptRecords([{ keyBytes: c.keyBytes.slice(), sizeBytes: record.sizeBytes, trafficClass: record.trafficClass, tenant: record.tenant, depth: Math.floor(c.p / B), createdAt: record.createdAt, lastUseAt: now, ttlCapMs: record.ttlMs }], policy),
+        core.index.adoptRecords([{ keyBytes: c.keyBytes.slice(), sizeBytes: record.sizeBytes, trafficClass: record.trafficClass, tenant: record.tenant, depth: Math.floor(c.p / B), createdAt: record.createdAt, lastUseAt: now, ttlCapMs: record.ttlMs, kind: 'tail' }], policy),
         'index adopt of a unit failed',
       );
       found = { ...c, lastUse: 0, sizeBytes: record.sizeBytes };

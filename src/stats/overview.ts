@@ -34,6 +34,8 @@ export interface Overview {
     bytes: number;
     blocks: number;
     byClass: Record<string, { bytes: number; blocks: number }>;
+    /** Of `bytes`/`blocks`, the prefix units' tails (the index's "k:tail" counters; the plane records no kind). */
+    tails: { bytes: number; blocks: number };
   };
   gc: {
     runs: number;
@@ -115,7 +117,7 @@ export function computeOverview(totals: { counters: Record<string, number>; gaug
       savedFraction: ratio(withoutCache - cost, withoutCache),
       perMillionPromptUsd: usd(ratio(hit * pricing.hitPerMillion + miss * pricing.missPerMillion, hit + miss)),
     },
-    storage: { bytes: g(bytesGauge('g')), blocks: g(blocksGauge('g')), byClass },
+    storage: { bytes: g(bytesGauge('g')), blocks: g(blocksGauge('g')), byClass, tails: { bytes: g(bytesGauge('k:tail')), blocks: g(blocksGauge('k:tail')) } },
     gc: {
       runs: c(C.gcRuns),
       expired: { blocks: c(C.expiredBlocks), bytes: c(C.expiredBytes) },

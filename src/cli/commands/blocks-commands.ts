@@ -7,7 +7,7 @@ import { formatBytes, formatDuration, parseDuration } from './units.ts';
 
 export const LS: CommandSpec = {
   name: 'ls',
-  summary: "list cached blocks this node's index knows, most recently used first",
+  summary: "list cached blocks and unit tails (kind) this node's index knows, most recently used first",
   usage: 'kvtier ls [--class NAME] [--tenant ID] [--older-than DURATION] [--limit N] [--json]',
   flags: [
     { name: 'class', kind: 'string', value: 'NAME', help: 'only blocks of this traffic class' },
@@ -68,9 +68,10 @@ export async function ls(api: AdminApi, args: ParsedArgs, io: CliIo, options: Re
   }
   io.out(
     table(
-      ['key', 'class', 'tenant', 'size', 'depth', 'hits', 'last use', 'expires in', 'client ttl'],
+      ['key', 'kind', 'class', 'tenant', 'size', 'depth', 'hits', 'last use', 'expires in', 'client ttl'],
       listing.blocks.map((b) => [
         b.key,
+        b.kind,
         b.trafficClass,
         b.tenant,
         b.sizeBytes === 0 ? '?' : formatBytes(b.sizeBytes),

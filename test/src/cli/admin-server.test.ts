@@ -75,7 +75,7 @@ describe('kvtier against a running server', () => {
     expect(listing.blocks.length).toBeGreaterThan(0);
     expect(listing.blocks.every((b) => b.tenant === 'bob')).toBe(true);
     const table = await kvtier(['ls', '--class', 'chat', '--limit', '2', ...conn]);
-    expect(table.stdout.split('\n')[0]).toMatch(/^key\s+class\s+tenant\s+size/);
+    expect(table.stdout.split('\n')[0]).toMatch(/^key\s+kind\s+class\s+tenant\s+size/);
 
     const key = listing.blocks[0].key;
     const inspected = await kvtier(['inspect', key, ...conn]);

@@ -40,6 +40,32 @@ describe('BlockIndex', () => {
     expect(expiredNow.sort()).toEqual(entries.filter((e) => e.expiresAt <= now).map((e) => e.key).sort());
   }
 
+  it('records a unit tail\'s kind with its entry (with and without a client TTL cap), keeps it through touch and size notes, and counts tails under k:tail', async () => {
+    await index.recordWrites(
+      [
+        { keyBytes: key(1), sizeBytes: 100, trafficClass: 'chat', tenant: 'a', depth: 2, kind: 'tail' },
+        { keyBytes: key(2), sizeBytes: 50, trafficClass: 'chat', tenant: 'a', depth: 1, kind: 'tail', ttlCapMs: 60_000 },
+        { keyBytes: key(3), sizeBytes: 70, trafficClass: 'chat', tenant: 'a', depth: 0 },
+        { keyBytes: key(4), sizeBytes: 30, trafficClass: 'chat', tenant: 'a', depth: 0, ttlCapMs: 60_000 },
+      ],
+      T0,
+      policy,
+    );
+    await index.touch([key(1), key(2)], T0 + 1000, policy);
+    await index.noteSizes([{ keyBytes: key(2), sizeBytes: 55 }]);
+    // a rewrite of the tail without a kind keeps it a tail
+    await index.recordWrites([{ keyBytes: key(1), sizeBytes: 100, trafficClass: 'chat', tenant: 'a', depth: 2 }], T0 + 2000, policy);
+    expect(index.get(hex(1))).toMatchObject({ kind: 'tail', hits: 1 });
+    expect(index.get(hex(2))).toMatchObject({ kind: 'tail', ttlCapMs: 60_000, sizeBytes: 55 });
+    expect(index.get(hex(3))?.kind).toBeUndefined();
+    expect(index.get(hex(4))).toMatchObject({ ttlCapMs: 60_000 });
+    expect(index.get(hex(4))?.kind).toBeUndefined();
+    expect(index.usage()).toMatchObject({ blocks: { g: 4, 'k:tail': 2 }, bytes: { g: 255, 'k:tail': 155 } });
+    await index.remove([key(2)]);
+    expect(index.usage()).toMatchObject({ blocks: { 'k:tail': 1 }, bytes: { 'k:tail': 100 } });
+    expectConsistent(T0 + 2000);
+  });
+
   it('records writes with class TTLs, probes live/expired/absent', async () => {
     await index.recordWrites(
       [

@@ -20,7 +20,9 @@ import type { BlockDetail, BlockListing } from '../../../src/admin/index.ts';
 import { TAIL_MAGIC, TailCodec, type KvTierStats } from '../../../src/kvtier/index.ts';
 import { TEST_DATA_DIR } from '../../inference-core/engine-fixtures.ts';
 import { kvtier } from '../cli/cli-runner.ts';
+import type { Overview } from '../../../src/stats/index.ts';
 import { admin, waitFor } from './admin-fixtures.ts';
+import { collectPageProblems, launchDashboardBrowser } from './dashboard-browser.ts';
 import { ADMIN_TOKEN, KEYS, startTestServer, type TestServer } from './server-fixture.ts';
 
 const SYSTEM = 'You are a terse assistant that keeps answers short. '.repeat(8);
@@ -121,6 +123,43 @@ describe('units: inspect, GC and purge through the served process', () => {
     expect(marked?.stored).toMatchObject({ kind: 'tail', unitPosition: tail.position });
     expect(stored.filter((b) => b.stored?.kind === 'block').length).toBeGreaterThan(0);
   }, 240_000);
+
+  it('plain kvtier ls, GET /admin/blocks and the dashboard tell tails from blocks: the index records the kind with the entry', async () => {
+    const talk = new Conversation(KEYS.bob, 'Kinds: hello');
+    await talk.turn();
+    await settled();
+    const tails = await tailKeys();
+    expect(tails.size).toBeGreaterThan(0);
+    const listing = (await admin<BlockListing>(server.url, '/admin/blocks?limit=10000')).body.blocks;
+    expect(listing.length).toBeGreaterThan(tails.size);
+    for (const b of listing) expect(b.kind, b.key).toBe(tails.has(b.key) ? 'tail' : 'block');
+    // kvtier ls without --stored reads no file: the kind column is the index's
+    const ls = await kvtier(['ls', '--limit', '10000', ...conn]);
+    expect(ls.code, ls.stderr).toBe(0);
+    const rows = ls.stdout.split('\n').map((line) => line.trim().split(/\s+/)).filter((cells) => /^[0-9a-f]{32}$/.test(cells[0]));
+    expect(rows).toHaveLength(listing.length);
+    for (const [key, kind] of rows) expect(kind, key).toBe(tails.has(key) ? 'tail' : 'block');
+    // the stored figures: of the blocks, the tails and their bytes
+    const { overview } = (await admin<{ overview: Overview }>(server.url, '/admin/stats/overview')).body;
+    expect(overview.storage.tails.blocks).toBe(tails.size);
+    expect(overview.storage.tails.bytes).toBe(listing.filter((b) => b.kind === 'tail').reduce((n, b) => n + b.sizeBytes, 0));
+    // the dashboard: the stored card counts them, the recent-blocks table marks them
+    const browser = await launchDashboardBrowser();
+    try {
+      const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+      const problems = collectPageProblems(page, { httpErrors: true });
+      await page.goto(`${server.url}/dashboard#token=${ADMIN_TOKEN}`);
+      await page.waitForSelector('#blocks tbody tr[data-key]', { timeout: 120_000 });
+      await page.waitForFunction(() => document.querySelector('[data-figure="storage.tails.blocks"]')?.getAttribute('data-value') !== '', undefined, { timeout: 60_000 });
+      expect(await page.getAttribute('[data-figure="storage.tails.blocks"]', 'data-value')).toBe(String(tails.size));
+      const shown = await page.locator('#blocks tbody tr[data-key]').evaluateAll((trs) => trs.map((tr) => ({ key: tr.getAttribute('data-key')!, kind: tr.getAttribute('data-kind'), tag: tr.querySelector('td .tag.kind')?.textContent ?? null })));
+      expect(shown.some((r) => r.kind === 'tail')).toBe(true);
+      for (const r of shown) expect(r, r.key).toMatchObject(tails.has(r.key) ? { kind: 'tail', tag: 'unit tail' } : { kind: 'block', tag: null });
+      expect(problems).toEqual([]);
+    } finally {
+      await browser.close();
+    }
+  }, 300_000);
 
   it('kvtier gc expires agent-class tails (1 s TTL) and keeps chat; the tool loop misses after, the chat hits its unit', async () => {
     const chat = new Conversation(KEYS.alice, 'Chat: hello');

@@ -66,7 +66,7 @@
     'hitRate.byTokens': pct, 'hitRate.byRequests': pct, 'requests': int,
     'cost.usd': usd, 'cost.withoutCacheUsd': usd, 'cost.savedUsd': usd, 'cost.savedFraction': pct,
     'tokens.hit': compact, 'tokens.miss': compact, 'tokens.output': compact,
-    'storage.bytes': bytes, 'storage.blocks': int,
+    'storage.bytes': bytes, 'storage.blocks': int, 'storage.tails.blocks': int, 'storage.tails.bytes': bytes,
     'gc.expired.blocks': int, 'gc.evicted.blocks': int, 'gc.purged.blocks': int,
     'engine.revenuePerEngineHourUsd': usd, 'engine.gpuHourUsd': usd, 'engine.grossMargin': pct,
     'engine.upHours': hours, 'engine.utilization': pct,
@@ -133,9 +133,11 @@
       var codec = st.codec || (st.present === false ? 'not on storage' : st.encryption ? 'sealed' : '–');
       var bytesShown = st.fileBytes !== undefined ? st.fileBytes : b.sizeBytes;
       var ratio = st.payloadBytes ? ' <span class="muted">(' + (100 * st.storedPayloadBytes / st.payloadBytes).toFixed(0) + '% of raw)</span>' : '';
-      return '<tr data-key="' + esc(b.key) + '" data-codec="' + esc(st.codec || '') + '" data-encryption="' + esc(st.encryption ? st.encryption.algorithm : 'none') +
+      // The index's kind (made with the entry), else the file's (an entry from before kinds were recorded).
+      var kind = b.kind === 'tail' || st.kind === 'tail' ? 'tail' : 'block';
+      return '<tr data-key="' + esc(b.key) + '" data-kind="' + kind + '" data-codec="' + esc(st.codec || '') + '" data-encryption="' + esc(st.encryption ? st.encryption.algorithm : 'none') +
         '" data-key-id="' + esc(st.encryption ? st.encryption.keyId : '') + '"' + (st.problem ? ' title="' + esc(st.problem.code + ': ' + st.problem.message) + '"' : '') + '>' +
-        '<td><code>' + esc(b.key.slice(0, 12)) + '…</code></td><td><span class="tag">' + esc(b.trafficClass) + '</span></td><td>' + esc(b.tenant) +
+        '<td><code>' + esc(b.key.slice(0, 12)) + '…</code>' + (kind === 'tail' ? ' <span class="tag kind">unit tail</span>' : '') + '</td><td><span class="tag">' + esc(b.trafficClass) + '</span></td><td>' + esc(b.tenant) +
         '</td><td>' + (st.tokenCount !== undefined ? int(st.tokenCount) : '–') + '</td><td>' + bytes(bytesShown) + ratio +
         '</td><td><span class="tag codec">' + esc(codec) + '</span></td><td>' + (st.encryption ? '<span class="tag sealed">' + esc(enc) + '</span>' : esc(enc)) +
         '</td><td class="muted">' + ago(b.lastUseAt) + '</td></tr>';
