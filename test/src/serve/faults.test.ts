@@ -3,8 +3,9 @@
  * full queue, concurrent requests sharing an uncached prefix, a client that
  * goes away mid-stream.
  */
-import { readdirSync, renameSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { closeSync, constants, openSync, readdirSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
 
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -27,6 +28,39 @@ async function tierErrors(): Promise<Record<string, number>> {
   const response = await fetch(`${server!.url}/admin/stats`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
   const body = (await response.json()) as { tier: { cache: { errors: Record<string, number> } } };
   return body.tier.cache.errors;
+}
+
+/** The fs store's block files (blocks/<2>/<2>/<32 hex>). */
+function blockFiles(dataDir: string): string[] {
+  const blocksDir = join(dataDir, 'blocks');
+  return readdirSync(blocksDir, { recursive: true, encoding: 'utf8' })
+    .filter((name) => /^[0-9a-f]{32}$/.test(basename(name)))
+    .map((name) => join(blocksDir, name));
+}
+
+/** The runner's waiting + running jobs, once `done` holds for it (polled). */
+async function runnerOccupancy(done: (n: number) => boolean): Promise<number> {
+  let occupancy = -1;
+  for (let poll = 0; poll < 400 && !done(occupancy); poll++) {
+    if (poll > 0) await new Promise((r) => setTimeout(r, 25));
+    const response = await fetch(`${server!.url}/admin/stats`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    const { runner } = (await response.json()) as { runner: { waiting: number; running: number } };
+    occupancy = runner.waiting + runner.running;
+  }
+  return occupancy;
+}
+
+/** Opens the FIFO's writing end once a reader has it open (ENXIO before: polled). */
+async function openWhenRead(fifo: string): Promise<number> {
+  for (let poll = 0; poll < 400; poll++) {
+    try {
+      return openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENXIO') throw error;
+    }
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`no reader opened ${fifo}`);
 }
 
 describe('faults', () => {
@@ -56,27 +90,45 @@ describe('faults', () => {
   });
 
   it('a full queue answers 429 with Retry-After, and serving goes on', async () => {
-    server = await startTestServer({ maxBatch: 1, maxQueueDepth: 0 });
-    // The long request is running (its first token is out) before the second arrives.
-    const long = await client().chat.completions.create({
-      model: 'synthetic:tiny',
-      messages: [{ role: 'user', content: 'Keep talking for a while.' }],
-      max_tokens: 1000,
-      temperature: 1,
-      seed: 3,
-      stream: true,
-    });
-    const iterator = long[Symbol.asyncIterator]();
-    await iterator.next();
-    const response = await fetch(`${server.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEYS.alice}` },
-      body: JSON.stringify({ model: 'synthetic:tiny', messages: [{ role: 'user', content: 'me too' }], max_tokens: 2 }),
-    });
-    expect(response.status).toBe(429);
-    expect(response.headers.get('retry-after')).toBe('1');
-    expect(((await response.json()) as { error: { code: string } }).error.code).toBe('KVT_ERR_QUEUE_FULL');
-    while (!(await iterator.next()).done);
+    const content = 'A full queue turns the next request away while this prompt waits on its stored prefix, a whole block of it.';
+    // A first server stores the prompt's one block (its close waits for the write).
+    server = await startTestServer();
+    const { dataDir } = server;
+    const first = await client().chat.completions.create({ model: 'synthetic:tiny', messages: [{ role: 'user', content }], max_tokens: 2, temperature: 0 });
+    expect(Math.floor((first.usage!.prompt_tokens - 1) / 64), 'the prompt holds exactly one whole block').toBe(1);
+    await server.close();
+    const stored = blockFiles(dataDir);
+    expect(stored, 'one block stored').toHaveLength(1);
+    const [blockFile] = stored;
+    // The test server on the same data: nothing in memory (no retained sequence, no hot cache, no write in flight),
+    // so a request hitting that block reads its file.
+    server = await startTestServer({ dataDir, maxBatch: 1, maxQueueDepth: 0, retainSequences: 0, hotCacheBytes: 0 });
+    // Storage that hangs: the block's file becomes a FIFO, whose open waits for a writer. The request hitting it
+    // waits in its load, counted in the queue, until the test opens the other end: no race with a reply that ends.
+    unlinkSync(blockFile);
+    execFileSync('mkfifo', [blockFile]);
+    const held = client().chat.completions.create({ model: 'synthetic:tiny', messages: [{ role: 'user', content }], max_tokens: 2, temperature: 0 });
+    let opened = false;
+    try {
+      expect(await runnerOccupancy((n) => n === 1), 'the held request is waiting or running').toBe(1);
+      const response = await fetch(`${server.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${KEYS.alice}` },
+        body: JSON.stringify({ model: 'synthetic:tiny', messages: [{ role: 'user', content: 'me too' }], max_tokens: 2 }),
+      });
+      expect(response.status).toBe(429);
+      expect(response.headers.get('retry-after')).toBe('1');
+      expect(((await response.json()) as { error: { code: string } }).error.code).toBe('KVT_ERR_QUEUE_FULL');
+      // The other end opened and closed: the load reads no bytes (a damaged block, recomputed), and the request completes.
+      closeSync(await openWhenRead(blockFile));
+      opened = true;
+    } finally {
+      // A failed check above must not leave the load hanging (the server's close would wait on it): O_RDWR opens without a reader.
+      if (!opened) closeSync(openSync(blockFile, constants.O_RDWR));
+    }
+    const released = await held;
+    expect(released.choices[0].message.content).toBe(first.choices[0].message.content);
+    expect(await runnerOccupancy((n) => n === 0)).toBe(0);
     const after = await ask(KEYS.alice, 'Now there is room.', { max_tokens: 2 });
     expect(after.choices).toHaveLength(1);
   });
