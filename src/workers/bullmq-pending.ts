@@ -13,8 +13,11 @@ export interface PendingJob {
   runId: string | null;
   /** Tokens forwarded to the request so far (a re-run's first ones are skipped). */
   forwarded: number;
-  /** Tokens of the current run seen so far. */
-  seenInRun: number;
+  /**
+   * Tokens seen so far of each run. Two runs can overlap: in a failover a running job's lock can
+   * lapse and the job be handed to another worker while the first still publishes.
+   */
+  seenByRun: Map<string, number>;
   started: boolean;
   prefilledSent: boolean;
   waitTimer: NodeJS.Timeout | null;
@@ -35,10 +38,11 @@ export interface PendingJob {
  * returned for the caller to settle; null while it runs.
  */
 export function relayPublished(pending: PendingJob, published: PublishedEvent): { error: KvtError | null } | null {
-  if (pending.runId !== published.runId) {
-    // A new attempt (the previous worker died): replay only what the request has not seen.
+  if (!pending.seenByRun.has(published.runId)) {
+    // A new attempt (the previous worker died, or lost its lock and may still run): replay only what
+    // the request has not seen. Runs are counted apart, so their events may interleave.
     pending.runId = published.runId;
-    pending.seenInRun = 0;
+    pending.seenByRun.set(published.runId, 0);
     pending.lockMisses = 0;
     // Its worker says which queue it took the job from (it may have moved meanwhile).
     if (published.started) pending.queueName = published.started.queue;
@@ -57,7 +61,9 @@ export function relayPublished(pending: PendingJob, published: PublishedEvent): 
       }
       return null;
     case 'tokens': {
-      const fresh = event.ids.filter(() => ++pending.seenInRun > pending.forwarded);
+      let seen = pending.seenByRun.get(published.runId)!;
+      const fresh = event.ids.filter(() => ++seen > pending.forwarded);
+      pending.seenByRun.set(published.runId, seen);
       if (fresh.length === 0) return null;
       pending.forwarded += fresh.length;
       pending.onEvent({ type: 'tokens', ids: fresh });

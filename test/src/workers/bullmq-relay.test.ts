@@ -1,0 +1,48 @@
+/**
+ * The API's relay of a job's published events (bullmq-pending.ts relayPublished) when the job runs
+ * twice at once: in a Redis Cluster failover a running job's lock can lapse (its renewals fail while
+ * the replica is promoted), so BullMQ's stalled check or the API's watchdog hands the job to another
+ * worker while the first still runs. Both runs publish the same tokens (seeded sampling, exact cache),
+ * interleaved on the reply channel; the request must get each token once, in order.
+ */
+import { describe, expect, it } from 'vitest';
+
+import { relayPublished, type PendingJob } from '../../../src/workers/bullmq-pending.ts';
+import type { JobEvent } from '../../../src/scheduler/job.ts';
+
+function pendingJob(onEvent: (event: JobEvent) => void): PendingJob {
+  return { onEvent, resolve: () => undefined, reject: () => undefined, runId: null, forwarded: 0, seenByRun: new Map(), started: false, prefilledSent: false, waitTimer: null, queueName: 'kvtier-prefill', queued: null, addedAt: 0, lockMisses: 0, moving: false };
+}
+
+const reply = [11, 12, 13, 14, 15, 16, 17, 18];
+const tokens = (from: number, to: number): JobEvent => ({ type: 'tokens', ids: reply.slice(from, to) });
+const done: JobEvent = { type: 'done', finishReason: 'length', completionTokens: reply.length, workerMs: 1, decodeTokens: reply.length, prefillTokens: 4 };
+
+function relay(events: [run: string, event: JobEvent][]): { ids: number[]; ended: boolean } {
+  const ids: number[] = [];
+  const pending = pendingJob((event) => event.type === 'tokens' && ids.push(...event.ids));
+  let ended = false;
+  for (const [runId, event] of events) if (relayPublished(pending, { jobId: 'j', runId, event })?.error === null) ended = true;
+  return { ids, ended };
+}
+
+describe('relaying a job that runs twice at once', () => {
+  it('forwards each token once, in order, however the two runs interleave', () => {
+    // Run a is 3 tokens in when run b starts; then they alternate, one token an event.
+    const events: [string, JobEvent][] = [['a', tokens(0, 1)], ['a', tokens(1, 2)], ['a', tokens(2, 3)]];
+    for (let i = 0; i < reply.length; i++) {
+      events.push(['b', tokens(i, i + 1)]);
+      if (i + 3 < reply.length) events.push(['a', tokens(i + 3, i + 4)]);
+    }
+    events.push(['a', done]);
+    expect(relay(events)).toEqual({ ids: reply, ended: true });
+  });
+
+  it('a re-run after its predecessor stopped replays only what the request has not seen', () => {
+    expect(relay([['a', tokens(0, 3)], ['b', tokens(0, 2)], ['b', tokens(2, 5)], ['b', tokens(5, 8)], ['b', done]])).toEqual({ ids: reply, ended: true });
+  });
+
+  it('a run that falls behind and comes back forwards nothing twice', () => {
+    expect(relay([['a', tokens(0, 2)], ['b', tokens(0, 5)], ['a', tokens(2, 4)], ['a', tokens(4, 6)], ['b', tokens(5, 8)], ['b', done]])).toEqual({ ids: reply, ended: true });
+  });
+});
