@@ -14,7 +14,8 @@
  *   deepseek4_state_bytes_4k / _32k                           f32 state of one sequence (deepseek4StateBytes;
  *                                                            at 4k also read off the served sequence)
  *   deepseek4_state_bytes_per_token_4k / _32k                 the same per context token
- *   MTP figures: not measured here (no MTP drafting yet)
+ *   mtp_*                                                     MTP drafting vs plain decode after a
+ *                                                            PREFILL_TOKENS prompt (bench/deepseek4-mtp.ts)
  */
 import * as os from 'node:os';
 import { argmax, loadEngine } from '../inference-core/index.ts';
@@ -24,10 +25,12 @@ import { deepseek4StateBytes } from '../inference-core/engine/deepseek4-state.ts
 import { ensureDeepseek4Model } from '../inference-core/synthetic/index.ts';
 import { randomTokens } from '../test/inference-core/engine-fixtures.ts';
 import { llamaBench } from '../test/helpers/llamacpp.ts';
+import { measureMtp } from './deepseek4-mtp.ts';
 
 const PREFILL_TOKENS = 512;
 const LONG_TOKENS = 4096;
 const DECODE_TOKENS = 16;
+const MTP_DECODE_TOKENS = 128;
 const THREAD_CHOICES = [1, 2].filter((t) => t <= Math.max(1, os.availableParallelism()));
 
 function say(line: string): void {
@@ -111,6 +114,9 @@ export async function run(): Promise<Record<string, number | string>> {
     ref.set(threads, r);
     say(`llama.cpp threads=${threads}: prefill ${r.prefill.toFixed(1)} tok/s (${PREFILL_TOKENS}), ${r.longPrefill.toFixed(1)} tok/s (${LONG_TOKENS}), decode@4k ${r.decode.toFixed(2)} tok/s`);
   }
+  const od0 = best(ours, 'decode');
+  const mtp = await measureMtp(modelPath, od0.threads, prompt.slice(0, PREFILL_TOKENS), MTP_DECODE_TOKENS);
+  say(`mtp threads=${od0.threads}: decode off ${mtp.offTps.toFixed(2)} tok/s, on ${mtp.onTps.toFixed(2)} tok/s, accepted/verification ${mtp.acceptedPerVerification.toFixed(3)}`);
   const s4k = deepseek4StateBytes(cfg!, 4096);
   const s32k = deepseek4StateBytes(cfg!, 32768);
   const op = best(ours, 'prefill');
@@ -140,6 +146,17 @@ export async function run(): Promise<Record<string, number | string>> {
     deepseek4_state_bytes_32k: s32k,
     deepseek4_state_bytes_per_token_4k: round(s4k / 4096, 1),
     deepseek4_state_bytes_per_token_32k: round(s32k / 32768, 1),
+    mtp_context: PREFILL_TOKENS,
+    mtp_decode_tokens: MTP_DECODE_TOKENS,
+    mtp_threads: od0.threads,
+    mtp_off_decode_tps: round(mtp.offTps),
+    mtp_adaptive_decode_tps: round(mtp.onTps),
+    mtp_adaptive_over_off: round(mtp.onTps / mtp.offTps, 3),
+    mtp_adaptive_over_off_cpu: round(mtp.onCpuTps / mtp.offCpuTps, 3),
+    mtp_accepted_per_verification: round(mtp.acceptedPerVerification, 3),
+    mtp_tokens_per_step: round(mtp.tokensPerStep, 3),
+    mtp_prefill_over_off: round(mtp.prefillOverOff, 3),
+    mtp_greedy_same: String(mtp.same),
     load_average_start: round(load0),
     load_average_end: round(os.loadavg()[0]!),
   };
