@@ -66,6 +66,7 @@ export const SLOW = [
   'test/src/cluster/failover-worker.test.ts', // Redis Clusters: a worker's blocking reconnect during a failover
   'test/src/cluster/chains-cluster.test.ts', // a Redis Cluster, S3, 2 API processes + 2 workers
   'test/src/cluster/split.test.ts',
+  'test/src/cluster/split-units.test.ts', // redis, 2 serve processes + prefill and decode workers on gemma3-tiny: 51 s at load 22
   'test/src/cluster/topology.test.ts',
   'test/deploy/compose-cluster.test.ts', // runs the compose file's 6 Redis Cluster nodes and its init job
   'test/src/kvtier/codecs/codec-quality.test.ts',

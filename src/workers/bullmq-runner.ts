@@ -32,7 +32,7 @@ import { Queue, QueueEvents } from 'bullmq';
 import { CacheAwareRouter, type WorkerRole } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
 import { describeError, KvtError } from '../errors.ts';
-import { modelConfigFromGguf, modelFingerprint, readGguf } from '../../inference-core/index.ts';
+import { modelFingerprint, readGguf } from '../../inference-core/index.ts';
 import { createRedisClient, isClusterAddress, RedisPolicyStore, type RedisClient as Redis, type RetentionPolicyDoc } from '../kvtier/index.ts';
 import { clusterAdminCall } from './bullmq-admin.ts';
 import { JobDispatch } from './bullmq-dispatch.ts';
@@ -129,7 +129,9 @@ export class BullmqRunner implements JobRunner {
   async modelInfo(modelPath: string): Promise<{ fingerprint: string; contextLength: number }> {
     const gguf = readGguf(modelPath, { rejectUnsupportedTypes: false });
     try {
-      return { fingerprint: await modelFingerprint(gguf, { kvDtype: 'f16' }), contextLength: modelConfigFromGguf(gguf).ctxLen };
+      // `<arch>.context_length`, as the engine reads it for every architecture it serves (load-model.ts), not only the llama family's.
+      const arch = gguf.getString('general.architecture');
+      return { fingerprint: await modelFingerprint(gguf, { kvDtype: 'f16' }), contextLength: gguf.getU32(`${arch}.context_length`) };
     } finally {
       gguf.close();
     }

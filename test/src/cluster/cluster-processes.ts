@@ -79,11 +79,11 @@ export interface TurnResult {
   finishReason: string;
 }
 
-export async function chat(url: string, messages: ChatMessage[], maxTokens: number, temperature = 0, seed = 7): Promise<TurnResult> {
+export async function chat(url: string, messages: ChatMessage[], maxTokens: number, temperature = 0, seed = 7, model = 'synthetic:tiny'): Promise<TurnResult> {
   const response = await fetch(`${url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-kvtier-class': 'agent' },
-    body: JSON.stringify({ model: 'synthetic:tiny', messages, max_tokens: maxTokens, temperature, seed }),
+    body: JSON.stringify({ model, messages, max_tokens: maxTokens, temperature, seed }),
   });
   const body = (await response.json()) as {
     choices?: Array<{ message: { content: string }; finish_reason: string }>;

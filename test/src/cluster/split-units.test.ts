@@ -1,0 +1,138 @@
+/**
+ * Prefill/decode split on gemma3 served with prefix units (issue #26), as
+ * processes: `kvtier serve` with REDIS_URL, one `kvtier worker` with
+ * KVTIER_ROLE=prefill and one with KVTIER_ROLE=decode on one shared fs block
+ * dir and a real redis-server (the metadata plane). Every request runs as a
+ * prefill half — it stops at the prompt's last token but one and writes the
+ * unit there: the global layer's blocks and the sliding windows' tail — and a
+ * decode half on the other worker, which finds that unit through the plane,
+ * loads it from the shared storage and computes exactly one prompt token.
+ * Replies equal an embedded (colocated) `kvtier serve` of the same model.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { QueueEvents } from 'bullmq';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { ensureGemma3Model } from '../../../inference-core/synthetic/gemma3-synthetic.ts';
+import { roleQueueName, workerQueueName } from '../../../src/workers/index.ts';
+import { TEST_DATA_DIR } from '../../inference-core/engine-fixtures.ts';
+import { freePort, RedisProcess, startWorker, type WorkerProcess } from '../workers/processes.ts';
+import { chat, killTree, sessionSystem, startServe, userTurn, type ChatMessage, type ServeProcess } from './cluster-processes.ts';
+
+const REPLY_TOKENS = 8;
+
+interface Half {
+  jobId: string;
+  role: string;
+  workerId: string;
+  completionTokens: number;
+  prefillTokens: number;
+}
+
+let model: string;
+let embedded: ServeProcess;
+let redis: RedisProcess;
+let api: ServeProcess;
+const workers: WorkerProcess[] = [];
+const eventSources: QueueEvents[] = [];
+const eventClients: Redis[] = [];
+const halves = new Map<string, Half>();
+
+async function listen(queueName: string): Promise<void> {
+  const connection = new Redis(redis.url, { maxRetriesPerRequest: null });
+  connection.on('error', (error: Error) => console.warn(`queue events ${queueName}: ${error.message}`));
+  // From the stream's start: events that land before the first XREAD are not lost (split.test's note).
+  const events = new QueueEvents(queueName, { connection, lastEventId: '0-0' });
+  events.on('completed', ({ jobId, returnvalue }) => {
+    const value = (typeof returnvalue === 'string' ? JSON.parse(returnvalue) : returnvalue) as Omit<Half, 'jobId'> | null;
+    if (value?.workerId) halves.set(jobId, { jobId, ...value });
+  });
+  await events.waitUntilReady();
+  eventSources.push(events);
+  eventClients.push(connection);
+}
+
+async function addWorker(role: 'prefill' | 'decode', blocksDir: string): Promise<void> {
+  const worker = await startWorker({
+    REDIS_URL: redis.url,
+    KVTIER_STORAGE: `fs:${blocksDir}`,
+    KVTIER_MODEL: model,
+    KVTIER_ROLE: role,
+    KVTIER_DATA_DIR: mkdtempSync(join(tmpdir(), `kvtier-split-units-${role}-`)),
+  });
+  const id = /kvtier worker (\S+) ready/.exec(worker.output())?.[1];
+  if (!id) throw new Error(`no worker id in:\n${worker.output()}`);
+  await listen(workerQueueName(id));
+  workers.push(worker);
+}
+
+/** The two halves of the request just made (its completed jobs that were not there before). */
+async function halvesOf(before: Set<string>): Promise<{ prefill: Half; decode: Half }> {
+  const deadline = Date.now() + 60_000; // an upper bound only: the completed events end the wait
+  for (;;) {
+    const fresh = [...halves.values()].filter((h) => !before.has(h.jobId));
+    const prefill = fresh.find((h) => h.jobId.endsWith('-p'));
+    const decode = fresh.find((h) => h.jobId.endsWith('-d'));
+    if (prefill && decode) return { prefill, decode };
+    if (Date.now() > deadline) throw new Error(`the request's halves did not complete: ${fresh.map((h) => h.jobId)}`);
+    await sleep(10);
+  }
+}
+
+beforeAll(async () => {
+  model = ensureGemma3Model('gemma3-tiny', { dataDir: TEST_DATA_DIR });
+  const startEmbedded = startServe({ KVTIER_MODEL: model });
+  redis = new RedisProcess(await freePort());
+  await redis.start();
+  const blocksDir = mkdtempSync(join(tmpdir(), 'kvtier-split-units-blocks-'));
+  for (const role of ['prefill', 'decode'] as const) await listen(roleQueueName(role));
+  [embedded, api] = await Promise.all([
+    startEmbedded,
+    // Every request as two halves, however few tokens are new.
+    startServe({ REDIS_URL: redis.url, KVTIER_STORAGE: `fs:${blocksDir}`, KVTIER_MODEL: model, KVTIER_SPLIT_MIN_PREFILL_TOKENS: '0', KVTIER_REQUEST_TIMEOUT_MS: '120000', KVTIER_QUEUE_WAIT_TIMEOUT_MS: '60000' }),
+    addWorker('prefill', blocksDir),
+    addWorker('decode', blocksDir),
+  ]);
+}, 300_000);
+
+afterAll(async () => {
+  await api?.stop();
+  await embedded?.stop();
+  for (const worker of workers) if (worker.child.pid) killTree(worker.child.pid);
+  await Promise.all(workers.map((w) => w.stop('SIGKILL')));
+  await Promise.all(eventSources.map((e) => e.close()));
+  for (const client of eventClients) client.disconnect();
+  await redis?.stop();
+});
+
+describe('prefill/decode split with prefix units (gemma3: global-layer blocks + window tails)', () => {
+  it('the decode worker continues from the unit the prefill worker wrote (one prompt token computed); replies equal the colocated run', async () => {
+    const transcript: ChatMessage[] = [{ role: 'system', content: sessionSystem(600) }];
+    let previousPrompt: number | null = null;
+    for (let turn = 0; turn < 3; turn++) {
+      transcript.push({ role: 'user', content: userTurn(600, turn) });
+      const before = new Set(halves.keys());
+      const served = basename(model, '.gguf');
+      const got = await chat(api.url, transcript, REPLY_TOKENS, 0, 7, served);
+      const expected = await chat(embedded.url, transcript, REPLY_TOKENS, 0, 7, served);
+      expect(got.content).toBe(expected.content);
+      expect(got.promptTokens).toBe(expected.promptTokens);
+      const { prefill, decode } = await halvesOf(before);
+      expect(prefill.role).toBe('prefill');
+      expect(decode.role).toBe('decode');
+      expect(prefill.workerId).not.toBe(decode.workerId);
+      // the unit at the prompt's last token but one, written by the other process, read from shared storage
+      expect(decode.prefillTokens, `decode half of a ${got.promptTokens}-token prompt`).toBe(1);
+      // the client's usage is the prefill half's: a later turn hits the unit of the turn before (its prompt but one token, at least)
+      if (previousPrompt === null) expect(got.cachedTokens).toBe(0);
+      else expect(got.cachedTokens).toBeGreaterThanOrEqual(previousPrompt - 1);
+      previousPrompt = got.promptTokens;
+      transcript.push({ role: 'assistant', content: got.content });
+    }
+  }, 300_000);
+});
