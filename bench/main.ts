@@ -20,7 +20,8 @@ const areas: Record<string, string[]> = {
   'retention-sim': ['./retention-sim.ts'],
   failover: ['./failover.ts'],
   replay: ['./replay.ts'],
-  units: ['./units.ts'],
+  units: ['./units.ts', './units-load.ts'],
+  'units-load': ['./units-load.ts'],
 };
 
 type BenchModule = { run: () => Promise<Record<string, number | string | boolean>> };
