@@ -19,7 +19,20 @@ let server: TestServer;
 let browser: Browser;
 let evictedByGc = 0;
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/**
+ * Requests that the stats recorder's own periodic flushes have stored, summed over the last minute's steps
+ * (GET /admin/stats/history reads without flushing; the overview flushes first).
+ */
+async function flushedRequests(): Promise<number> {
+  const { body } = await admin<{ series: { requests: (number | null)[] } }>(server.url, '/admin/stats/history?minutes=1');
+  return body.series.requests.reduce<number>((sum, n) => sum + (n ?? 0), 0);
+}
+
+/** Until a periodic flush has stored `count` requests (polled): traffic sent after it lands in a later stats step. */
+async function flushed(count: number): Promise<void> {
+  for (let poll = 0; poll < 2000 && (await flushedRequests()) < count; poll++) await new Promise((resolve) => setTimeout(resolve, 20));
+  expect(await flushedRequests()).toBe(count);
+}
 
 beforeAll(async () => {
   process.env.KVTIER_STATS_STEP_MS = '400';
@@ -33,7 +46,8 @@ beforeAll(async () => {
   for (let round = 0; round < 4; round++) {
     for (const key of [KEYS.alice, KEYS.bob, KEYS.sharedOne]) await chat(server.url, key, questions[round], { trafficClass: round % 2 === 0 ? 'chat' : 'agent' });
     await chat(server.url, KEYS.alice, questions[0]);
-    await sleep(450);
+    // Each round in its own stats step: the next round starts once a flush has taken this one.
+    await flushed(4 * (round + 1));
     if (round === 2) {
       // A tight agent quota and a GC through the tier: evictions show on the page.
       await admin(server.url, '/admin/policy/edit', { method: 'POST', body: { op: 'setClass', name: 'agent', quotaBytes: 40_000 } });

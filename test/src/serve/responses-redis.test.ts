@@ -82,9 +82,12 @@ describe('/v1/responses with REDIS_URL', () => {
     const deleteMe = await longRun();
     await inProgress(deleteMe.id);
     await two.responses.delete(deleteMe.id);
-    // The process running it stops it (nothing left running there) and does not write the record back.
-    while (first.built.context.runner.status().running + first.built.context.runner.status().waiting > 0) await new Promise((resolve) => setTimeout(resolve, 20));
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // The process running it stops it and does not write the record back. Its event stream, held there after the run,
+    // ends when the run has finished (its record settled, or left unwritten): read to its end, nothing is pending.
+    const replay = await fetch(`${first.url}/v1/responses/${deleteMe.id}?stream=true`, { headers: { authorization: `Bearer ${KEYS.alice}` } });
+    expect(replay.status).toBe(200);
+    expect(await replay.text()).toContain('event: response.cancelled');
+    expect(first.built.context.runner.status()).toMatchObject({ running: 0, waiting: 0 });
     await expect(one.responses.retrieve(deleteMe.id)).rejects.toMatchObject({ status: 404 });
     await expect(two.responses.retrieve(deleteMe.id)).rejects.toMatchObject({ status: 404 });
   }, 120_000);
