@@ -48,6 +48,9 @@ export interface RunningWorker {
   close(): Promise<void>;
 }
 
+/** Retry pause of a Worker's job fetch after a Redis error. */
+const FETCH_RETRY_MS = 1000;
+
 /** Cancels of jobs this worker does not run (yet): remembered this many at most. */
 const MAX_EARLY_CANCELS = 1024;
 
@@ -181,6 +184,9 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
         lockDuration: config.jobLockMs,
         stalledInterval: Math.max(250, Math.floor(config.jobLockMs / 2)),
         maxStalledCount: 1,
+        // A fetch that failed (in a failover: the queue's slot has no primary for a few seconds) is
+        // retried after this, not BullMQ's 15 s: that pause was the longest stall of the failover test.
+        runRetryDelay: FETCH_RETRY_MS,
         autorun: true,
       },
     );

@@ -53,6 +53,8 @@ export interface RedisClusterFixture {
    * sends CLIENT SETINFO on connect, which a 7.0 server answers with ERR.
    */
   crossSlotErrors(): number;
+  /** What crossSlotErrors() counts, per live node: its errorstats and its script commands with failed calls (for a failure's message). */
+  errorReport(): string;
   stop(): Promise<void>;
 }
 
@@ -249,6 +251,15 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
         }
       }
       return sum;
+    },
+    errorReport() {
+      return live()
+        .map((port) => {
+          const errors = (tryCli(port, 'INFO', 'errorstats') ?? '').split('\n').filter((line) => line.startsWith('errorstat_'));
+          const scripts = (tryCli(port, 'INFO', 'commandstats') ?? '').split('\n').filter((line) => /^cmdstat_(eval|evalsha|eval_ro|evalsha_ro|fcall|fcall_ro):.*failed_calls=[1-9]/.test(line));
+          return `${port}: ${[...errors, ...scripts].map((line) => line.trim()).join(' ')}`;
+        })
+        .join('\n');
     },
     async stop() {
       await Promise.all([...nodes.values()].map((node) => stopNode(node, 'SIGKILL')));

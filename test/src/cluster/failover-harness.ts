@@ -226,6 +226,8 @@ export async function runFailoverScenario(log: (line: string) => void = () => un
     // Whole blocks only: a turn's cache may also end in a worker's RAM tail, which the other worker lacks.
     after.forEach((turns, client) => turns.forEach((turn, i) => (coldTurns += turn.cached < Math.floor(before[client][i].cached / 64) * 64 ? 1 : 0)));
 
+    const crossSlotErrors = cluster.crossSlotErrors() - crossSlotBefore;
+    if (crossSlotErrors > 0) log(`CROSSSLOT or failed script calls since the start (${crossSlotErrors}), per node:\n${cluster.errorReport()}`);
     const right = (turns: Turn[][]) => turns.flatMap((loop, i) => loop.map((turn, t) => (turn.content === reference[i % CLIENTS][t].content ? 0 : 1) as number));
     const all = [...during, ...after].flat();
     const ttftBefore = p99(before.flat().map((t) => t.ttftMs));
@@ -244,7 +246,7 @@ export async function runFailoverScenario(log: (line: string) => void = () => un
       max_added_latency_ms: Math.max(0, ...all.map((t) => t.addedMs)),
       gc_resumed: gcResumed,
       killed_rejoined_as_replica: rejoined,
-      crossslot_errors: cluster.crossSlotErrors() - crossSlotBefore,
+      crossslot_errors: crossSlotErrors,
     };
   } finally {
     for (const api of apis) await api.stop();
