@@ -102,14 +102,13 @@ export async function run(): Promise<Record<string, number | string>> {
   let measured4k = Number.NaN;
   let prompt: number[] = [];
 
+  // ours and llama.cpp alternate per thread count, so a load swing on the shared machine hits both sides alike
   for (const threads of THREAD_CHOICES) {
     const m = await measureOurs(modelPath, threads, (vocab) => (prompt = randomTokens(LONG_TOKENS, vocab, 7)));
     cfg = m.cfg;
     measured4k = m.stateBytes4k;
     ours.set(threads, m.rates);
     say(`ours threads=${threads}: prefill ${m.rates.prefill.toFixed(1)} tok/s (${PREFILL_TOKENS}), ${m.rates.longPrefill.toFixed(1)} tok/s (${LONG_TOKENS}), decode@4k ${m.rates.decode.toFixed(2)} tok/s`);
-  }
-  for (const threads of THREAD_CHOICES) {
     const r = await measureLlamaCpp(modelPath, threads, prompt);
     ref.set(threads, r);
     say(`llama.cpp threads=${threads}: prefill ${r.prefill.toFixed(1)} tok/s (${PREFILL_TOKENS}), ${r.longPrefill.toFixed(1)} tok/s (${LONG_TOKENS}), decode@4k ${r.decode.toFixed(2)} tok/s`);
