@@ -4,12 +4,18 @@ import { SLOW } from './test/suites.ts';
 
 // Two cores here and in CI: keep two forks so native kernels and spawned
 // services (redis-server, radosgw, chromium) do not starve each other.
+// isolate: false — each fork keeps its module cache from one test file to the
+// next, so the heavy imports (fastify, bullmq, the AWS SDK, node-llama-cpp,
+// src/) load once per fork instead of once per file (bench/RESULTS.md, suite
+// time: the fast set in 0.81 of the time). Test files therefore restore what
+// they change in process-wide state (process.env, timers).
 // Two projects split the files (test/suites.ts): `npm test` runs 'fast',
 // `npm run test:all` runs both.
 export default defineConfig({
   test: {
     pool: 'forks',
     maxWorkers: 2,
+    isolate: false,
     testTimeout: 60_000,
     hookTimeout: 120_000,
     reporters: ['default'],

@@ -52,6 +52,7 @@ let cluster: RedisClusterFixture | undefined;
 let crossSlotBefore = 0;
 let ceph: CephS3;
 let store: BlobStore;
+let savedAwsEnv: Record<string, string | undefined> = {};
 const apis: ServeProcess[] = [];
 const workers: WorkerProcess[] = [];
 /** What the test sent and was told, to compare with the cluster's counters. */
@@ -155,6 +156,9 @@ beforeAll(async () => {
     KVTIER_API_KEYS: keysFile,
     KVTIER_STATS_STEP_MS: String(STEP_MS),
   };
+  // The SDK reads credentials from the environment when the client is made; restored in afterAll
+  // (test files share a fork's process: vitest.config.ts isolate false).
+  savedAwsEnv = { AWS_ACCESS_KEY_ID: process.env.AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY: process.env.AWS_SECRET_ACCESS_KEY };
   process.env.AWS_ACCESS_KEY_ID = ceph.accessKeyId;
   process.env.AWS_SECRET_ACCESS_KEY = ceph.secretAccessKey;
   store = await openBlobStore(storage);
@@ -174,6 +178,10 @@ afterAll(async () => {
   await redis?.stop();
   await cluster?.stop();
   await ceph?.stop();
+  for (const [name, value] of Object.entries(savedAwsEnv)) {
+    if (value === undefined) delete process.env[name];
+    else process.env[name] = value;
+  }
 });
 
 describe(`2 API processes + 2 workers on ${mode === 'redis' ? 'one Redis' : 'a Redis Cluster (3 primaries + 3 replicas)'} and S3`, () => {
