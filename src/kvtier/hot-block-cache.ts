@@ -55,6 +55,11 @@ export class HotBlockCache {
     else entry.lease?.unref();
   }
 
+  /** Drops every entry `drop` names (a purge another handle of the index made: see KvTier.purge). */
+  deleteWhere(drop: (key: string) => boolean): void {
+    for (const key of [...this.entries.keys()]) if (drop(key)) this.delete(key);
+  }
+
   /** Entries held, blocks and tails. */
   get size(): number {
     return this.entries.size;

@@ -234,7 +234,13 @@ export class KvTier {
     };
     // A record left in the plane would make a purged block a hit again (adopted) until a load found its blob gone.
     const forgetRecords = (keys: string[]) => this.core.planeLink.forget(keys).catch((error: unknown) => this.core.noteError(error, 'removing purged blocks from the plane failed'));
-    return purgeIndex({ index: this.index, store: this.blobStore, forget, forgetRecords }, filter, options.at ?? this.clock.now(), options.onProgress);
+    const result = await purgeIndex({ index: this.index, store: this.blobStore, forget, forgetRecords }, filter, options.at ?? this.clock.now(), options.onProgress);
+    // The admin side may have purged this index through its own handle first (admin-service.ts:
+    // the plane and its index, then this tier), leaving nothing here to match: the memo of live
+    // entries and the hot RAM tier would still serve what storage no longer holds.
+    this.core.liveEntries.clear();
+    this.core.hotCache.deleteWhere((key) => this.index.get(key) === undefined);
+    return result;
   }
 
   /** Blocks and bytes this node's index holds, by scope tag ("g", "c:chat", "t:acme"). */
