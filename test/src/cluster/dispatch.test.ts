@@ -12,13 +12,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { QueueEvents } from 'bullmq';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { QUEUE_NAME, workerQueueName } from '../../../src/workers/index.ts';
 import { freePort, RedisProcess, startWorker, type WorkerProcess } from '../workers/processes.ts';
 import { chat, chatStream, killTree, sessionSystem, startServe, userTurn, type ChatMessage, type ServeProcess, type TurnResult } from './cluster-processes.ts';
+import { CompletedJobEvents } from './completed-job-events.ts';
 
 const SESSIONS = 3;
 const TURNS = 3;
@@ -29,10 +28,9 @@ let embedded: ServeProcess;
 let redis: RedisProcess;
 let api: ServeProcess;
 const workers: Array<WorkerProcess & { id: string }> = [];
-const eventSources: QueueEvents[] = [];
-const eventClients: Redis[] = [];
 /** jobId → worker id, from completed events. */
 const ranOn = new Map<string, string>();
+const completed = new CompletedJobEvents<{ workerId?: string }>((jobId, value) => ranOn.set(jobId, value.workerId!));
 let blocksDir: string;
 
 function workerIdOf(worker: WorkerProcess): string {
@@ -41,20 +39,7 @@ function workerIdOf(worker: WorkerProcess): string {
   return id;
 }
 
-async function listen(queueName: string): Promise<void> {
-  const connection = new Redis(redis.url, { maxRetriesPerRequest: null });
-  connection.on('error', (error: Error) => console.warn(`queue events ${queueName}: ${error.message}`));
-  // From the stream's start: with the default ('$', "from now") events that land before the first
-  // XREAD (waitUntilReady does not wait for it) are lost, and a wait on them runs out (the split flake).
-  const events = new QueueEvents(queueName, { connection, lastEventId: '0-0' });
-  events.on('completed', ({ jobId, returnvalue }) => {
-    const value = (typeof returnvalue === 'string' ? JSON.parse(returnvalue) : returnvalue) as { workerId?: string } | null;
-    if (value?.workerId) ranOn.set(jobId, value.workerId);
-  });
-  await events.waitUntilReady();
-  eventSources.push(events);
-  eventClients.push(connection);
-}
+const listen = (queueName: string): Promise<void> => completed.listen(redis.url, queueName);
 
 async function addWorker(name: string): Promise<WorkerProcess & { id: string }> {
   const worker = await startWorker({
@@ -117,8 +102,7 @@ afterAll(async () => {
   await embedded?.stop();
   for (const worker of workers) if (worker.child.pid) killTree(worker.child.pid);
   await Promise.all(workers.map((w) => w.stop('SIGKILL')));
-  await Promise.all(eventSources.map((e) => e.close()));
-  for (const client of eventClients) client.disconnect();
+  await completed.close();
   await redis?.stop();
 });
 

@@ -14,8 +14,6 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { QueueEvents } from 'bullmq';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { ensureGemma3Model } from '../../../inference-core/synthetic/gemma3-synthetic.ts';
@@ -23,6 +21,7 @@ import { roleQueueName, workerQueueName } from '../../../src/workers/index.ts';
 import { TEST_DATA_DIR } from '../../inference-core/engine-fixtures.ts';
 import { freePort, RedisProcess, startWorker, type WorkerProcess } from '../workers/processes.ts';
 import { chat, killTree, sessionSystem, startServe, userTurn, type ChatMessage, type ServeProcess } from './cluster-processes.ts';
+import { CompletedJobEvents } from './completed-job-events.ts';
 
 const REPLY_TOKENS = 8;
 
@@ -39,23 +38,10 @@ let embedded: ServeProcess;
 let redis: RedisProcess;
 let api: ServeProcess;
 const workers: WorkerProcess[] = [];
-const eventSources: QueueEvents[] = [];
-const eventClients: Redis[] = [];
 const halves = new Map<string, Half>();
+const completed = new CompletedJobEvents<Omit<Half, 'jobId'>>((jobId, value) => halves.set(jobId, { jobId, ...value }));
 
-async function listen(queueName: string): Promise<void> {
-  const connection = new Redis(redis.url, { maxRetriesPerRequest: null });
-  connection.on('error', (error: Error) => console.warn(`queue events ${queueName}: ${error.message}`));
-  // From the stream's start: events that land before the first XREAD are not lost (split.test's note).
-  const events = new QueueEvents(queueName, { connection, lastEventId: '0-0' });
-  events.on('completed', ({ jobId, returnvalue }) => {
-    const value = (typeof returnvalue === 'string' ? JSON.parse(returnvalue) : returnvalue) as Omit<Half, 'jobId'> | null;
-    if (value?.workerId) halves.set(jobId, { jobId, ...value });
-  });
-  await events.waitUntilReady();
-  eventSources.push(events);
-  eventClients.push(connection);
-}
+const listen = (queueName: string): Promise<void> => completed.listen(redis.url, queueName);
 
 async function addWorker(role: 'prefill' | 'decode', blocksDir: string): Promise<void> {
   const worker = await startWorker({
@@ -105,8 +91,7 @@ afterAll(async () => {
   await embedded?.stop();
   for (const worker of workers) if (worker.child.pid) killTree(worker.child.pid);
   await Promise.all(workers.map((w) => w.stop('SIGKILL')));
-  await Promise.all(eventSources.map((e) => e.close()));
-  for (const client of eventClients) client.disconnect();
+  await completed.close();
   await redis?.stop();
 });
 

@@ -14,13 +14,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { QueueEvents } from 'bullmq';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { QUEUE_NAME, roleQueueName, workerQueueName } from '../../../src/workers/index.ts';
 import { freePort, RedisProcess, startWorker, type WorkerProcess } from '../workers/processes.ts';
 import { chat, killTree, sessionSystem, startServe, userTurn, type ChatMessage, type ServeProcess } from './cluster-processes.ts';
+import { CompletedJobEvents } from './completed-job-events.ts';
 
 const BLOCK = 64;
 const REPLY_TOKENS = 12;
@@ -39,24 +38,10 @@ let api: ServeProcess;
 let conditionalApi: ServeProcess;
 const CONDITIONAL_MIN_TOKENS = 2 * BLOCK;
 const workers: WorkerProcess[] = [];
-const eventSources: QueueEvents[] = [];
-const eventClients: Redis[] = [];
 const halves = new Map<string, Half>();
+const completed = new CompletedJobEvents<Omit<Half, 'jobId'>>((jobId, value) => halves.set(jobId, { jobId, ...value }));
 
-async function listen(queueName: string): Promise<void> {
-  const connection = new Redis(redis.url, { maxRetriesPerRequest: null });
-  connection.on('error', (error: Error) => console.warn(`queue events ${queueName}: ${error.message}`));
-  // From the stream's start: with the default ('$', "from now") events that land before the first
-  // XREAD (waitUntilReady does not wait for it) are lost, and a wait on them runs out (the split flake).
-  const events = new QueueEvents(queueName, { connection, lastEventId: '0-0' });
-  events.on('completed', ({ jobId, returnvalue }) => {
-    const value = (typeof returnvalue === 'string' ? JSON.parse(returnvalue) : returnvalue) as Omit<Half, 'jobId'> | null;
-    if (value?.workerId) halves.set(jobId, { jobId, ...value });
-  });
-  await events.waitUntilReady();
-  eventSources.push(events);
-  eventClients.push(connection);
-}
+const listen = (queueName: string): Promise<void> => completed.listen(redis.url, queueName);
 
 async function addWorker(role: 'prefill' | 'decode', blocksDir: string): Promise<void> {
   const worker = await startWorker({
@@ -120,8 +105,7 @@ afterAll(async () => {
   await embedded?.stop();
   for (const worker of workers) if (worker.child.pid) killTree(worker.child.pid);
   await Promise.all(workers.map((w) => w.stop('SIGKILL')));
-  await Promise.all(eventSources.map((e) => e.close()));
-  for (const client of eventClients) client.disconnect();
+  await completed.close();
   await redis?.stop();
 });
 
