@@ -167,8 +167,8 @@ function fetched(s: LoopState, seq: RequestSequence, io: Io): void {
   // Blocks that came from the tier are stored; a retained sequence's own are stored up to what it handed off.
   seq.storedBlocks = donor && imported === 0 ? Math.min(donor.storedBlocks, Math.floor(found.reusable / blockTokens)) : Math.floor(cachedTokens / blockTokens);
   if (s.units) {
-    seq.unitStops = s.units.promptStops(cachedTokens, seq.promptTarget, seq.unitCommonEnd);
-    seq.lastUnitAt = cachedTokens;
+    seq.units.stops = s.units.promptStops(cachedTokens, seq.promptTarget, seq.units.commonEnd);
+    seq.units.lastAt = cachedTokens;
   }
   seq.figures.prefillStartedAt = s.now();
   seq.fetched = null;

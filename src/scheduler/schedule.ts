@@ -66,16 +66,16 @@ export function schedule(active: readonly RequestSequence[], engine: EngineModel
     plan.rows.push({ seq, kind: 'spec' });
   }
   const chunks = planPrefillChunks(
-    prefilling.map((s) => ({ remaining: s.remainingPrompt, skipped: s.skipped, order: s.order })),
+    prefilling.map((s) => ({ remaining: s.remainingPrompt, skipped: s.queue.skipped, order: s.queue.order })),
     // Alone, a prompt has nobody to interleave with: it takes the engine's whole chunk.
     { stepTokens: decoding.length + prefilling.length > 1 ? stepTokens : engine.maxStepTokens, maxRows: engine.maxStepTokens, agingSteps: AGING_STEPS, decodeRows },
   );
   prefilling.forEach((seq, i) => {
     if (chunks[i] === 0) {
-      seq.skipped++;
+      seq.queue.skipped++;
       return;
     }
-    seq.skipped = 0;
+    seq.queue.skipped = 0;
     const from = seq.fedTokens.length;
     // A prefix unit is written after exactly its tokens (units.ts): the chunk ends at the next unit stop.
     const take = Math.min(chunks[i], seq.tokensUntilUnit);

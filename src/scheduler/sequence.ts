@@ -53,6 +53,20 @@ export interface Fetched {
   unit?: FetchedUnit | null;
 }
 
+/** Unit mode (units.ts): where the prefill stops to write units, the detected common prefix's end, the last unit written. */
+export interface UnitMarks {
+  stops: number[];
+  commonEnd: number;
+  lastAt: number;
+}
+
+export interface QueuePlace {
+  /** Admission order: earlier requests own a shared prefix, ties in chunk planning go to the earlier. */
+  readonly order: number;
+  /** Steps in a row this prompt got no prefill tokens (schedule.ts ages it). */
+  skipped: number;
+}
+
 /** Single flight (single-flight.ts): when the last lookup started, whether it looked again, whom it waits for. */
 export interface FlightState {
   lookupTick: number;
@@ -89,12 +103,8 @@ export class RequestSequence {
   storedBlocks = 0;
   fetched: Fetched | null = null;
   /** Unit mode (units.ts): prompt positions where the prefill stops to write a unit, the detected common prefix's end, the last unit written. */
-  unitStops: number[] = [];
-  unitCommonEnd = 0;
-  lastUnitAt = 0;
+  readonly units: UnitMarks = { stops: [], commonEnd: 0, lastAt: 0 };
   readonly flight: FlightState = { lookupTick: 0, lookedAgain: false, waitFor: null, waitBlocks: 0 };
-  /** Steps in a row this prompt got no prefill tokens (schedule.ts ages it). */
-  skipped = 0;
   cancelled = false;
   readonly figures: SequenceFigures;
   /**
@@ -103,14 +113,17 @@ export class RequestSequence {
    */
   readonly promptTarget: number;
 
+  /** Its place in the scheduler's queue (schedule.ts, single-flight.ts). */
+  readonly queue: QueuePlace;
+
   constructor(
     readonly spec: RequestSpec,
-    /** Admission order: earlier requests own a shared prefix, ties in chunk planning go to the earlier. */
-    readonly order: number,
+    order: number,
     blockTokens: number,
     now: number,
     units = false,
   ) {
+    this.queue = { order, skipped: 0 };
     const n = spec.tokens.length;
     this.promptTarget = !spec.prefillOnly ? n : units ? n - 1 : Math.floor(n / blockTokens) * blockTokens;
     this.figures = { startedAt: now, queueMs: Math.max(0, Date.now() - spec.submittedAt), cachedTokens: 0, recomputedHitTokens: 0, lookupMs: 0, loadMs: 0, prefillStartedAt: 0 };
@@ -141,7 +154,7 @@ export class RequestSequence {
   /** Prompt tokens the next chunk may take before a unit stop (units.ts); Infinity when none is ahead. */
   get tokensUntilUnit(): number {
     const from = this.fedTokens.length;
-    const next = this.unitStops.find((p) => p > from);
+    const next = this.units.stops.find((p) => p > from);
     return next === undefined ? Infinity : next - from;
   }
 

@@ -76,7 +76,7 @@ export class ComputingBlocks {
     const key = keys.keyHex(cachedBlocks);
     if (this.flights.storedTickOf(key) > seq.flight.lookupTick && !seq.flight.lookedAgain) return 'look-again';
     const owner = this.ownerOf(key);
-    if (!owner || owner === seq || owner.order > seq.order || owner.status === SequenceStatus.Decode || owner.storedBlocks > cachedBlocks) return null;
+    if (!owner || owner === seq || owner.queue.order > seq.queue.order || owner.status === SequenceStatus.Decode || owner.storedBlocks > cachedBlocks) return null;
     let blocks = cachedBlocks + 1;
     while (blocks < usable && this.ownerOf(keys.keyHex(blocks)) === owner) blocks++;
     return { owner, blocks };

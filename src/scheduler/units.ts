@@ -160,7 +160,7 @@ export async function fetchUnit(seq: RequestSequence, deps: FetchDeps, units: Un
   const { tokens, tenant, trafficClass } = seq.spec;
   seq.fetched = { loaded: [], release: null, donor: null, reusable: 0, unit: null };
   if (!deps.cache || !seq.prefix) return;
-  seq.unitCommonEnd = units.countPrefix(seq, Math.floor((tokens.length - 1) / deps.blockTokens), deps.blockTokens);
+  seq.units.commonEnd = units.countPrefix(seq, Math.floor((tokens.length - 1) / deps.blockTokens), deps.blockTokens);
   const f = seq.figures;
   try {
     const started = deps.now();
@@ -207,8 +207,8 @@ export function importFetchedUnit(seq: RequestSequence, units: UnitPolicy, unit:
 /** Writes the unit at the sequence's current length (its blocks were handed to the store before). Faults are reported, never thrown. */
 export function writeUnit(seq: RequestSequence, units: UnitPolicy, onStorageError?: (phase: 'store', error: unknown) => void): void {
   const p = seq.fedTokens.length;
-  if (!seq.kv || !seq.prefix || seq.spec.retention?.noStore || p === 0 || seq.lastUnitAt === p) return;
-  seq.lastUnitAt = p;
+  if (!seq.kv || !seq.prefix || seq.spec.retention?.noStore || p === 0 || seq.units.lastAt === p) return;
+  seq.units.lastAt = p;
   try {
     const tail = units.engine.exportTail(seq.kv);
     const { spec, keys } = seq;
@@ -230,6 +230,6 @@ export function writeUnit(seq: RequestSequence, units: UnitPolicy, onStorageErro
 /** After a prefill chunk or a decode row: a unit at a planned stop, the prompt's end, or an interval of the reply. */
 export function unitDue(seq: RequestSequence, units: UnitPolicy, promptDone: boolean): boolean {
   const p = seq.fedTokens.length;
-  if (promptDone || seq.unitStops.includes(p)) return true;
+  if (promptDone || seq.units.stops.includes(p)) return true;
   return p > seq.spec.tokens.length && units.intervalTokens > 0 && p % units.intervalTokens === 0;
 }
