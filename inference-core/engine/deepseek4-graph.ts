@@ -13,9 +13,12 @@
  * KVT_ERR_ENGINE_SEQUENCE_STATE before any row runs, never computed on a wrong
  * state. A truncation within those marks (a rejected speculative draft) rolls
  * the state back exactly (deepseek4-marks.ts). With `mtp` the sequences also
- * feed the MTP block's window, and mtpDrafter() drafts from it (deepseek4-mtp.ts). recurrentState() answers undefined: there is no unit format for
- * deepseek4 yet, and its presence tells the serving side the pages alone are
- * not a state (no block tier, no retained-prefix reuse).
+ * feed the MTP block's window, and mtpDrafter() drafts from it (deepseek4-mtp.ts).
+ * recurrentState() answers undefined (there are no convolution rows); its
+ * presence tells the serving side the pages alone are not a state (no
+ * whole-page blocks, no retained-prefix reuse). Units carry the rest
+ * (deepseek4-unit.ts): unitState() gives a sequence's state to export,
+ * setUnitState() installs an imported one.
  */
 import type { Backend, KvPoolHandle } from '../../native/index.ts';
 import { checkForwardRows, EngineError } from './engine-errors.ts';
@@ -109,9 +112,20 @@ export class Deepseek4Graph {
     return this.mtp && st ? new MtpDrafter(this.model, st) : null;
   }
 
-  /** No unit format for deepseek4 yet (see the file comment): always undefined. */
+  /** No convolution rows (see the file comment): always undefined. */
   recurrentState(_seqId: number): ConvState | undefined {
     return undefined;
+  }
+
+  /** The state a unit exports (deepseek4-unit.ts), or undefined when the sequence has fed nothing. */
+  unitState(seqId: number): Deepseek4State | undefined {
+    return this.states.get(seqId);
+  }
+
+  /** Installs an imported unit's state (its pages are already in the sequence); its MTP part must match this graph's. */
+  setUnitState(seqId: number, st: Deepseek4State): void {
+    if ((st.mtp !== null) !== this.mtp) throw new EngineError('KVT_ERR_ENGINE_BAD_BLOCK', `a deepseek4 state ${st.mtp ? 'with' : 'without'} the MTP window for an engine with MTP drafting ${this.mtp ? 'on' : 'off'}; treat the unit as a miss`);
+    this.states.set(seqId, st);
   }
 
   /** The state a sequence holds now (tests, state accounting). */

@@ -24,6 +24,7 @@ import type { DeepseekGraphConfig } from './deepseek-graph.ts';
 import type { Gemma3GraphConfig } from './gemma3-graph.ts';
 import type { ConvState, Lfm2GraphConfig } from './lfm2-graph.ts';
 import type { Deepseek4GraphConfig } from './deepseek4-graph.ts';
+import type { Deepseek4State } from './deepseek4-state.ts';
 import { Sequence, type MtpStepper, type SequenceHost } from './sequence.ts';
 
 /** Rows of one prefill forward call: bounds activation memory for long prompts. */
@@ -47,6 +48,9 @@ export interface ForwardGraph {
   mtpDrafter?(seqId: number): MtpStepper | null;
   recurrentState?(seqId: number): ConvState | undefined;
   setRecurrentState?(seqId: number, state: ConvState): void;
+  /** deepseek4: the sequence's state outside its full pages, for a unit (deepseek4-unit.ts), and its import. */
+  unitState?(seqId: number): Deepseek4State | undefined;
+  setUnitState?(seqId: number, state: Deepseek4State): void;
 }
 
 /** What the loader of an architecture with its own graph (gemma3, lfm2) hands loadEngine, which completes it into EngineParts. */
@@ -180,6 +184,17 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
   setRecurrentState(seq: Sequence, state: ConvState): void {
     if (!this.graph.setRecurrentState) throw new EngineError('KVT_ERR_ENGINE_BAD_BLOCK', 'this model keeps no state outside its KV pages; treat the unit as a miss');
     this.graph.setRecurrentState(seq.id, state);
+  }
+
+  /** deepseek4: the state a unit of `seq` exports (deepseek4-unit.ts), or undefined. */
+  unitState(seq: Sequence): Deepseek4State | undefined {
+    return this.graph.unitState?.(seq.id);
+  }
+
+  /** deepseek4: installs an imported unit's state; typed KVT_ERR_ENGINE_BAD_BLOCK when it does not fit. */
+  setUnitState(seq: Sequence, state: Deepseek4State): void {
+    if (!this.graph.setUnitState) throw new EngineError('KVT_ERR_ENGINE_BAD_BLOCK', 'this model has no deepseek4 unit state; treat the unit as a miss');
+    this.graph.setUnitState(seq.id, state);
   }
 
   /** Whether the graph keeps per-sequence state outside the KV pool (then K/V blocks alone are not a state). */

@@ -16,6 +16,10 @@
  *                 attends keys p − W < j ≤ p and key p is its own, later
  *                 queries reach back less. Tail section `window-kv`,
  *                 [windowLayer][K|V][kvHead][w][headDim].
+ *   deepseek4     its full pages (the compressed entries and indexer keys of the
+ *                 groups that end in each block) are the blocks; the SWA windows,
+ *                 unfinished compressor groups, the partial block's entries and
+ *                 the MTP window are `recurrent` sections (deepseek4-unit.ts).
  *
  * Sections are in the pool's dtype and element order, so a tail section is
  * shaped like a block payload of `tokens` tokens (src/kvtier/tail-codec.ts
@@ -30,8 +34,10 @@ import type { Sequence } from './sequence.ts';
 import { TOKENS_PER_BLOCK } from '../kv/kv-pool.ts';
 import type { Gemma3GraphConfig } from './gemma3-graph.ts';
 import type { Lfm2GraphConfig } from './lfm2-graph.ts';
+import type { Deepseek4GraphConfig } from './deepseek4-graph.ts';
+import { deepseek4FromUnit, deepseek4TailSections, deepseek4UnitBlocks } from './deepseek4-unit.ts';
 
-/** 'recurrent' is a kind the tail format reserves (src/kvtier/tail-codec.ts); no engine here makes one, import refuses it. */
+/** 'recurrent': [layer][rows][width] f32 state at p (deepseek4's windows and compressor rows, deepseek4-unit.ts). */
 export type TailSectionKind = 'partial-kv' | 'window-kv' | 'recurrent' | 'conv';
 
 /** How an engine's state splits into blocks and a tail. */
@@ -73,6 +79,8 @@ export function unitShapeOf(engine: Pick<Engine, 'kvLayout' | 'graphConfig'>): U
   if (lay.kind === 'mla') throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', 'units of an MLA (deepseek2) engine are not built yet; its blocks are its whole state');
   const all = Array.from({ length: lay.layers }, (_, i) => i);
   const g = engine.graphConfig;
+  // deepseek4: one pseudo-layer page (deepseek4-pages.ts) is the block; the rest is recurrent sections
+  if (g.architecture === 'deepseek4') return { blockConcatenable: false, blockLayers: all, windowLayers: [], window: 0, kvHeads: lay.kvHeads, headDim: lay.headDim, dtype: lay.dtype };
   if (g.architecture === 'gemma3' && (g as Gemma3GraphConfig).slidingWindow > 0) {
     const c = g as Gemma3GraphConfig;
     return {
@@ -96,16 +104,19 @@ export function unitShapeOf(engine: Pick<Engine, 'kvLayout' | 'graphConfig'>): U
 
 /**
  * Whether a unit (blocks + tail) holds the whole state of this engine: true for
- * block-only models, gemma3 and lfm2 (its convolution rows are the tail's `conv`
- * section); false for any other graph that keeps state outside its pages
- * (deepseek4's compressor and indexer rows), which must not be served from units.
+ * block-only models, gemma3, lfm2 (its convolution rows are the tail's `conv`
+ * section) and deepseek4 (deepseek4-unit.ts); false for any other graph that
+ * keeps state outside its pages, which must not be served from units.
  */
 export function unitsCoverState(engine: Pick<Engine, 'kvLayout' | 'graphConfig' | 'hasRecurrentState'>): boolean {
   if (engine.kvLayout.kind === 'mla') return false;
-  return !engine.hasRecurrentState || engine.graphConfig.architecture === 'lfm2';
+  const arch = engine.graphConfig.architecture;
+  return !engine.hasRecurrentState || arch === 'lfm2' || arch === 'deepseek4';
 }
 
-type UnitEngine = Pick<Engine, 'kvLayout' | 'graphConfig' | 'recurrentState' | 'setRecurrentState'>;
+type UnitEngine = Pick<Engine, 'kvLayout' | 'graphConfig' | 'recurrentState' | 'setRecurrentState' | 'unitState' | 'setUnitState' | 'hasMtp'>;
+
+const dsv4 = (engine: Pick<Engine, 'graphConfig'>): Deepseek4GraphConfig | null => (engine.graphConfig.architecture === 'deepseek4' ? (engine.graphConfig as Deepseek4GraphConfig) : null);
 
 /** Bytes of one (layer, K|V, head) run of `tokens` tokens. */
 function runBytes(s: UnitShape, tokens: number): number {
@@ -160,6 +171,8 @@ export function unitBlockBytes(s: UnitShape): number {
  * every tail).
  */
 export function exportUnitBlocks(engine: Pick<Engine, 'kvLayout' | 'graphConfig'>, seq: Sequence, from: number, to: number): Uint8Array[] {
+  const d = dsv4(engine);
+  if (d) return deepseek4UnitBlocks(d.cfg, d.pages, seq.exportBlocks(from, to), from);
   const s = unitShapeOf(engine);
   return seq.exportBlocks(from, to).map((pg) => blockOfPage(s, pg));
 }
@@ -175,6 +188,8 @@ export function unitServingOf(engine: Pick<Engine, 'kvLayout' | 'graphConfig' | 
   const layers = engine.kvLayout.layers;
   if (engine.kvLayout.kind === 'mla') return { mode: engine.hasRecurrentState ? 'off' : 'blocks', blockLayers: layers };
   if (!unitsCoverState(engine)) return { mode: 'off', blockLayers: layers };
+  // deepseek4 units export and import (deepseek4-unit.ts); serving them is wired separately
+  if (engine.graphConfig.architecture === 'deepseek4') return { mode: 'off', blockLayers: layers };
   const s = unitShapeOf(engine);
   if (s.blockConcatenable && !engine.hasRecurrentState) return { mode: 'blocks', blockLayers: layers };
   return { mode: 'units', blockLayers: s.blockLayers.length };
@@ -185,6 +200,7 @@ export function exportUnit(engine: UnitEngine, seq: Sequence): EngineUnit {
   const s = unitShapeOf(engine);
   const tail = exportUnitTail(engine, seq);
   const full = Math.floor(tail.position / TOKENS_PER_BLOCK);
+  if (dsv4(engine)) return { position: tail.position, blocks: full > 0 ? exportUnitBlocks(engine, seq, 0, full) : [], tail: tail.sections };
   const blocks = full > 0 ? seq.exportBlocks(0, full).map((pg) => blockOfPage(s, pg)) : [];
   return { position: tail.position, blocks, tail: tail.sections };
 }
@@ -204,6 +220,12 @@ export function exportUnitTail(engine: UnitEngine, seq: Sequence): { position: n
   const s = unitShapeOf(engine);
   const p = seq.length;
   if (p === 0) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'an empty sequence has no unit');
+  const d = dsv4(engine);
+  if (d) {
+    const st = engine.unitState(seq);
+    if (!st || st.pos !== p) throw new EngineError('KVT_ERR_ENGINE_SEQUENCE_STATE', `sequence ${seq.id} holds ${p} tokens but its deepseek4 state is ${st ? `at ${st.pos}` : 'missing'}`);
+    return { position: p, dtype: 'f32', sections: deepseek4TailSections(d.cfg, st) };
+  }
   const full = Math.floor(p / TOKENS_PER_BLOCK);
   const w = s.windowLayers.length > 0 ? Math.min(p, s.window - 1) : 0;
   const firstPage = Math.floor(Math.min(full * TOKENS_PER_BLOCK, p - w) / TOKENS_PER_BLOCK);
@@ -243,6 +265,18 @@ export function importUnit(engine: UnitEngine, seq: Sequence, unit: EngineUnit):
     throw new EngineError('KVT_ERR_ENGINE_BAD_BLOCK', `unit at ${p} does not fit this engine: ${why}; treat it as a miss`);
   };
   if (!Number.isInteger(p) || p < 1) bad('position');
+  const d = dsv4(engine);
+  if (d) {
+    const { state, pages } = deepseek4FromUnit(d.cfg, d.pages, engine.kvLayout.blockBytes, p, unit.blocks, unit.tail, engine.hasMtp);
+    seq.importPages(pages, p);
+    try {
+      engine.setUnitState(seq, state);
+    } catch (err) {
+      seq.truncate(0);
+      throw err;
+    }
+    return;
+  }
   const full = Math.floor(p / TOKENS_PER_BLOCK);
   if (unit.blocks.length !== full) bad(`${unit.blocks.length} blocks, ${full} expected`);
   const blockBytes = unitBlockBytes(s);
