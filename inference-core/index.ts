@@ -5,7 +5,7 @@ export { ChatTemplate, ChatTemplateError, CHATML_TEMPLATE, CHATML_END_OF_TURN, t
 export { type SegmentedRender } from './chat-template-segments.ts';
 export * from './synthetic/index.ts';
 export { modelConfigFromGguf, modelTensorNames, type ModelConfig, type ModelArch, type ModelTensorNames, type LayerTensorNames } from './model-config.ts';
-export { inspectModel, inspectModelFile, DEEPSEEK4_TIER_OFF_REASON, type ModelReport, type QuantMixRow } from './model-report.ts';
+export { inspectModel, inspectModelFile, DEEPSEEK4_UNITS_DETAIL, type ModelReport, type QuantMixRow } from './model-report.ts';
 export { modelFingerprint, FingerprintError, weightsHash, fingerprintSidecarPath, FINGERPRINT_VERSION, type FingerprintOptions, type FingerprintKvDtype } from './fingerprint.ts';
 
 // Runtime: engine, sequences, paged KV pool, sampler.

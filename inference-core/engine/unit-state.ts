@@ -181,15 +181,14 @@ export function exportUnitBlocks(engine: Pick<Engine, 'kvLayout' | 'graphConfig'
  * How a model is served from the tier: 'blocks' when its state is the chain of
  * its whole-page blocks (full attention, MLA); 'units' when a unit (blocks of
  * the block layers + a tail) holds it all — gemma3's sliding layers, lfm2's
- * convolution state; 'off' when neither does (deepseek4's compressor and
- * indexer rows). `blockLayers`: the layers a unit's blocks hold.
+ * convolution state, deepseek4's windows and compressor rows (its entry pages
+ * are the blocks); 'off' when neither does (an MLA model with state outside
+ * its pages). `blockLayers`: the layers a unit's blocks hold.
  */
 export function unitServingOf(engine: Pick<Engine, 'kvLayout' | 'graphConfig' | 'hasRecurrentState'>): { mode: 'blocks' | 'units' | 'off'; blockLayers: number } {
   const layers = engine.kvLayout.layers;
   if (engine.kvLayout.kind === 'mla') return { mode: engine.hasRecurrentState ? 'off' : 'blocks', blockLayers: layers };
   if (!unitsCoverState(engine)) return { mode: 'off', blockLayers: layers };
-  // deepseek4 units export and import (deepseek4-unit.ts); serving them is wired separately
-  if (engine.graphConfig.architecture === 'deepseek4') return { mode: 'off', blockLayers: layers };
   const s = unitShapeOf(engine);
   if (s.blockConcatenable && !engine.hasRecurrentState) return { mode: 'blocks', blockLayers: layers };
   return { mode: 'units', blockLayers: s.blockLayers.length };

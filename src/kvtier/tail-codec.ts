@@ -42,7 +42,10 @@ import { loadXxhash } from './xxhash-runtime.ts';
  * section entry: 16 bytes, then its layer indices (u16 each), zero pad to 4
  *   0  1  kind: 0 partial-kv  the block layers' K|V of the r tokens after the last full block
  *               1 window-kv   sliding-window layers' K|V of the last w tokens (w = min(p, W − 1))
- *               2 recurrent   a recurrent layer's state (rows × width f32), one per layer
+ *               2 recurrent   state at p of L layers (rows × width f32 each); deepseek4 writes, in
+ *                             order: SWA windows, per compress ratio its unfinished groups'
+ *                             compressor (+ indexer) rows and the partial block's entries,
+ *                             then the MTP window and hidden state (inference-core/engine/deepseek4-unit.ts)
  *               3 conv        a short-convolution layer's state (rows × width f32), one per layer
  *   1  1  stored as: 0 raw, else the header's codec
  *   2  2  layer count L

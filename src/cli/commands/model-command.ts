@@ -40,7 +40,7 @@ export function formatModelReport(r: ModelReport): string {
     ...(r.dsv4
       ? [
           `state (f32)     deepseek4: ${formatBytes(r.dsv4.perTokenInWindow)} per token inside the ${int(r.dsv4.swaWindow)}-token SWA window · ${formatBytes(r.dsv4.perPosition)} per context position (compressed entries + indexer keys; ratios ${r.dsv4.compressRatios.join('/')}) · ${formatBytes(r.dsv4.stateBytes4k)} at 4k · ${formatBytes(r.dsv4.stateBytes32k)} at 32k`,
-          `block tier      off for this model: ${r.dsv4.tierOff}`,
+          `units           tail ≤ ${formatBytes(r.dsv4.unitTailBytes)} per unit (f32: SWA windows, unfinished CSA/HCA groups, the partial block's entries) next to the whole state ${formatBytes(r.dsv4.stateBytes4k)} at 4k · ${formatBytes(r.dsv4.stateBytes32k)} at 32k; entry blocks of ${formatBytes(r.dsv4.unitBlockBytes)} per 64 tokens, shared by the units on a prefix`,
         ]
       : []),
     ...(r.state

@@ -6,30 +6,15 @@
  * or tail is a miss, and tails live as blocks do: their bytes are counted,
  * GC expires them by class, purge removes them, encryption seals them.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { exportUnitTail, importUnit, loadEngine, unitShapeOf, type LoadedEngine } from '../../../inference-core/engine/index.ts';
+import { loadEngine, unitShapeOf, type LoadedEngine } from '../../../inference-core/engine/index.ts';
 import { ensureLfm2Model } from '../../../inference-core/synthetic/lfm2-synthetic.ts';
-import { FsBlobStore } from '../../../storage-adapters/index.ts';
-import { BlockSealer, DAY_MS, KvTier, ManualClock, TailCodec, TAIL_MAGIC, type KvNamespace, type LoadedUnit } from '../../../src/kvtier/index.ts';
+import { BlockSealer, DAY_MS, TailCodec, TAIL_MAGIC } from '../../../src/kvtier/index.ts';
 import { keyringFromSecret } from '../../../src/kvtier/seal/seal-keyring.ts';
 import { TEST_DATA_DIR, randomTokens } from '../../inference-core/engine-fixtures.ts';
-import { ForwardingStore } from '../../helpers/forwarding-store.ts';
+import { scope, unitRig } from './unit-rig.ts';
 
-/** The real fs store, counting the gets of each key. */
-class CountingGetsStore extends ForwardingStore {
-  readonly gets = new Map<string, number>();
-  override get(key: string, options?: Parameters<FsBlobStore['get']>[1]) {
-    this.gets.set(key, (this.gets.get(key) ?? 0) + 1);
-    return this.inner.get(key, options);
-  }
-}
-
-const B = 64;
 let engine: LoadedEngine;
 
 beforeAll(async () => {
@@ -37,73 +22,7 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => engine?.destroy());
 
-interface Rig {
-  tier: KvTier;
-  store: CountingGetsStore;
-  clock: ManualClock;
-  ns: KvNamespace;
-  /** Closes the tier and opens it again on the same index and storage (a restarted node: nothing in RAM). */
-  reopen(): Promise<void>;
-  close(): Promise<void>;
-}
-
-async function openRig(options: { seal?: BlockSealer; hotCacheBytes?: number } = {}): Promise<Rig> {
-  const dir = mkdtempSync(join(tmpdir(), 'kvtier-units-'));
-  const store = new CountingGetsStore(await FsBlobStore.open({ dir: join(dir, 'blocks') }));
-  const clock = new ManualClock();
-  const open = () => KvTier.open({ dataDir: join(dir, 'index'), store, blockTokens: B, hotCacheBytes: options.hotCacheBytes ?? 0, clock, seal: options.seal, metadataRedisUrl: '' });
-  const tier = await open();
-  const ns = tier.namespace({ modelFingerprint: engine.fingerprint, tenantSalt: 'aa01' });
-  const rig: Rig = {
-    tier, store, clock, ns,
-    async reopen() {
-      await rig.tier.close();
-      rig.tier = await open();
-    },
-    async close() {
-      await rig.tier.close();
-      await store.close();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-  return rig;
-}
-
-const scope = { tenant: 'acme', trafficClass: 'chat' };
-
-/** Writes the unit at `p` of `tokens` as a worker does: its full blocks with store(), its tail with storeUnit(). */
-function writeUnit(rig: Rig, tokens: number[], p: number, s = scope): string {
-  const seq = engine.createSequence();
-  seq.prefill(tokens.slice(0, p));
-  const ids = Uint32Array.from(tokens.slice(0, p));
-  const full = Math.floor(p / B);
-  if (full > 0) rig.tier.store({ namespace: rig.ns, tokens: ids, payloads: seq.exportBlocks(0, full), layout: engine.kvLayout, ...s });
-  const tail = exportUnitTail(engine, seq);
-  seq.free();
-  return rig.tier.storeUnit({ namespace: rig.ns, tokens: ids, dtype: tail.dtype, sections: tail.sections, ...s });
-}
-
-async function find(rig: Rig, tokens: number[], s = scope) {
-  return rig.tier.lookupUnit(rig.ns, Uint32Array.from(tokens), s, tokens.length - 1);
-}
-
-async function loadOf(rig: Rig, tokens: number[]): Promise<LoadedUnit | null> {
-  const hit = await find(rig, tokens);
-  return hit === null ? null : rig.tier.loadUnit(hit);
-}
-
-/** Imports the loaded unit into a fresh sequence and prefills the rest: the logits must equal one pass. */
-function continuesExactly(loaded: LoadedUnit, tokens: number[]): boolean {
-  const hit = engine.createSequence();
-  importUnit(engine, hit, { position: loaded.position, blocks: loaded.blocks.map((b) => b.payload), tail: loaded.tail.sections });
-  loaded.release();
-  const a = hit.prefill(tokens.slice(loaded.position));
-  const whole = engine.createSequence();
-  const b = whole.prefill(tokens);
-  hit.free();
-  whole.free();
-  return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
-}
+const { openRig, writeUnit, find, loadOf, continuesExactly } = unitRig(() => engine);
 
 const A = () => randomTokens(100, engine.vocabSize, 11);
 const Bt = () => randomTokens(50, engine.vocabSize, 12, 1);

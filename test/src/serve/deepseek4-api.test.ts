@@ -2,14 +2,16 @@
  * synthetic:deepseek4-tiny (DeepSeek V4: hyper-connections, CSA/HCA
  * compression, lightning indexer, SWA; DeepSeek-V3's vocabulary and V4's chat
  * template) served like `npm start` (embedded engine thread, fs storage),
- * driven by the OpenAI SDK, with the block tier off for it (its state at a
- * position is not a chain of 64-token blocks; prefix units, #26, will cache it):
+ * driven by the OpenAI SDK, cached by prefix units (#26: its state at a position
+ * is not a chain of 64-token blocks; inference-core/engine/deepseek4-unit.ts):
  *
  *   - a multi-turn chat and a tool loop with client-written assistant turns
  *     (tool calls rendered as V4's DSML blocks, results as <tool_result>),
- *     sent warm (one tenant, every turn) and cold (a fresh tenant each turn):
- *     the same prompt lengths and identical greedy replies; cached tokens are
- *     0 and no block file is ever written;
+ *     sent warm (one tenant, every turn) and cold (other tenants): the same
+ *     prompt lengths and identical greedy replies; each warm turn after the
+ *     first hits exactly the unit at the previous prompt's end, and units
+ *     (blocks and tails) are on storage (units-archs-api.test.ts checks
+ *     their sizes and fresh-tenant replies);
  *   - reasoning: thinking on (chat_template_kwargs) opens the reply inside
  *     <think>, so it reaches reasoning_content, streamed == not streamed;
  *   - JSON Schema output parses and validates; the Responses API answers and
@@ -64,15 +66,19 @@ async function ask(client: OpenAI, messages: Params[], tools?: OpenAI.Chat.Compl
   return { prompt: r.usage!.prompt_tokens, cached: r.usage!.prompt_tokens_details?.cached_tokens ?? 0, reply: r.choices[0].message.content ?? '' };
 }
 
-describe('DeepSeek V4 (synthetic:deepseek4-tiny) through the API, block tier off', () => {
-  it('multi-turn: warm and cold give the same prompt lengths and greedy replies; nothing cached or stored', async () => {
+describe('DeepSeek V4 (synthetic:deepseek4-tiny) through the API, with prefix units', () => {
+  it('multi-turn: warm and cold give the same prompt lengths and greedy replies; warm turns hit the previous prompt\'s unit', async () => {
     const messages: Params[] = [{ role: 'system', content: SYSTEM }, { role: 'user', content: 'Turn 1: what does the indexer choose?' }];
+    let previous = 0;
     for (let turn = 1; turn <= 4; turn++) {
       const w = await ask(warm, messages);
       const c = await ask(coldTenants[turn % coldTenants.length]!, messages);
       expect(c.prompt, `turn ${turn}`).toBe(w.prompt);
       expect(c.reply, `turn ${turn}`).toBe(w.reply);
-      expect(w.cached, `turn ${turn}`).toBe(0);
+      // a first turn may only hit a detected common-prefix unit (a whole block)
+      if (turn === 1) expect(w.cached % 64, `turn ${turn}`).toBe(0);
+      else expect(w.cached, `turn ${turn}`).toBe(previous);
+      previous = w.prompt;
       expect(w.reply.length, `turn ${turn}`).toBeGreaterThan(0);
       // client-written (not the model's reply: the API would swap a remembered reply's own token ids in for the warm tenant)
       messages.push({ role: 'assistant', content: `Answer ${turn}: the indexer keeps the top entries of the compressed cache.` });
@@ -89,12 +95,13 @@ describe('DeepSeek V4 (synthetic:deepseek4-tiny) through the API, block tier off
       expect(c.prompt, `step ${step}`).toBe(w.prompt);
       expect(c.reply, `step ${step}`).toBe(w.reply);
       expect(w.prompt, `step ${step}`).toBeGreaterThan(previous);
+      if (step > 1) expect(w.cached, `step ${step}`).toBe(previous);
       previous = w.prompt;
       const id = `call_${step}`;
       messages.push({ role: 'assistant', content: null, tool_calls: [{ id, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: `config-${step}.toml` }) } }] });
       messages.push({ role: 'tool', tool_call_id: id, content: `{"ok": true, "step": ${step}}` });
     }
-    expect(blockFiles(join(server.dataDir, 'blocks')).filter((f) => !f.endsWith('.tmp'))).toEqual([]);
+    expect(blockFiles(join(server.dataDir, 'blocks')).filter((f) => !f.endsWith('.tmp')).length).toBeGreaterThan(0);
   }, 300_000);
 
   it('reasoning: thinking on puts the reply in reasoning_content, streamed == not streamed; off is content', async () => {

@@ -5,7 +5,10 @@
  *   - gemma3-tiny (sliding window 40 + one global layer): blocks of the global
  *     layer only, its sliding layers' window in each tail;
  *   - lfm2-tiny (convolution state outside the pages): whole-page blocks, the
- *     convolution state in each tail.
+ *     convolution state in each tail;
+ *   - synthetic:deepseek4-tiny (DeepSeek V4: SWA 16, CSA/HCA compression,
+ *     indexer): its entry pages as blocks, the SWA windows and unfinished
+ *     compressor groups in each tail (inference-core/engine/deepseek4-unit.ts).
  * Multi-turn chat and a tool loop: each turn's cached tokens are exactly the
  * matched unit's length (the previous reply's end: the API keeps the reply's
  * own tokens for the echoed assistant turn), the tails on storage are exactly
@@ -25,6 +28,8 @@ import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 
 import { loadEngine, unitShapeOf } from '../../../inference-core/engine/index.ts';
+import { deepseek4TailBytes } from '../../../inference-core/engine/deepseek4-unit.ts';
+import type { Deepseek4GraphConfig } from '../../../inference-core/engine/deepseek4-graph.ts';
 import { BLOCK_MAGIC, BlockCodec, TAIL_MAGIC, TailCodec, payloadBytesFor } from '../../../src/kvtier/index.ts';
 import { unitServing } from '../../../src/scheduler/units.ts';
 import { TEST_DATA_DIR } from '../../inference-core/engine-fixtures.ts';
@@ -41,9 +46,10 @@ describe('new architectures through the API', () => {
   it.each([
     ['gemma3', () => ensureGemma3Model('gemma3-tiny', { dataDir: TEST_DATA_DIR })],
     ['lfm2', () => ensureLfm2Model({ dataDir: TEST_DATA_DIR })],
+    ['deepseek4', () => 'synthetic:deepseek4-tiny'],
   ])('%s: multi-turn chat and a tool loop hit exactly the matched unit each turn, blocks and tails on storage are the units written at their sizes, replies equal cold (fresh tenant per request)', async (_arch, ensureModel) => {
     const modelPath = ensureModel();
-    const model = basename(modelPath, '.gguf');
+    const model = modelPath.startsWith('synthetic:') ? modelPath : basename(modelPath, '.gguf');
     const dataDir = mkdtempSync(join(tmpdir(), 'kvtier-units-api-'));
     const coldKeys = Array.from({ length: 16 }, (_, i) => `sk-cold-${i}`);
     const keysFile = join(dataDir, 'units-keys.txt');
@@ -117,9 +123,11 @@ describe('new architectures through the API', () => {
     }
     // tails on storage: alice's positions (her namespace) and the cold tenants' (the same prompts), each at the size its sections need
     await closeServer();
-    const engine = await loadEngine(modelPath, { kvDtype: 'f16', threads: 1, poolBytes: 4 * 2 ** 20 });
+    const engine = await loadEngine(modelPath, { dataDir: server.dataDir, kvDtype: 'f16', threads: 1, poolBytes: 4 * 2 ** 20 });
     const shape = unitShapeOf(engine);
     const serving = unitServing(engine);
+    // deepseek4: the tail's f32 sections (SWA windows, unfinished compressor groups, the partial block's entries)
+    const dsv4 = engine.graphConfig.architecture === 'deepseek4' ? (engine.graphConfig as Deepseek4GraphConfig).cfg : null;
     engine.destroy();
     expect(serving.mode).toBe('units');
     const tailCodec = await TailCodec.create();
@@ -150,9 +158,11 @@ describe('new architectures through the API', () => {
       const r = tail.position % 64;
       const w = shape.windowLayers.length > 0 ? Math.min(tail.position, shape.window - 1) : 0;
       const conv = shape.conv;
-      const table = (r > 0 ? 16 + align(2 * shape.blockLayers.length, 4) : 0) + (w > 0 ? 16 + align(2 * shape.windowLayers.length, 4) : 0) + (conv ? 16 + align(2 * conv.layers.length, 4) : 0);
+      const table = dsv4
+        ? tail.sections.reduce((n, x) => n + 16 + align(2 * x.layers.length, 4), 0)
+        : (r > 0 ? 16 + align(2 * shape.blockLayers.length, 4) : 0) + (w > 0 ? 16 + align(2 * shape.windowLayers.length, 4) : 0) + (conv ? 16 + align(2 * conv.layers.length, 4) : 0);
       const header = align(align(112 + Buffer.byteLength(serving.fingerprint), 4) + 4 * r + table, 64);
-      const payload = r * kvPerToken(shape.blockLayers.length) + w * kvPerToken(shape.windowLayers.length) + (conv ? conv.layers.length * conv.rows * conv.width * 4 : 0);
+      const payload = dsv4 ? deepseek4TailBytes(dsv4, tail.position) : r * kvPerToken(shape.blockLayers.length) + w * kvPerToken(shape.windowLayers.length) + (conv ? conv.layers.length * conv.rows * conv.width * 4 : 0);
       expect(size).toBe(header + payload);
       if (w > 0) expect(tail.sections.find((x) => x.kind === 'window-kv')).toMatchObject({ firstToken: tail.position - w, tokens: w, layers: shape.windowLayers });
     }
