@@ -63,6 +63,8 @@ export interface NativeAddon {
     T: number, H: number, D: number, scale: number): void;
   dsv4SparseAttentionRef(out: Float32Array, q: Float32Array, keys: Float32Array, idx: Int32Array, off: Int32Array, sinks: Float32Array,
     T: number, H: number, D: number, scale: number): void;
+  /** ggml's activation quantization as f32 (src/ops/act-roundtrip.h): kind 0 q8_0, 1 q8_K. */
+  actRoundTrip(out: Float32Array, x: Float32Array, kind: number): void;
   /** out[n] = gelu(gate) · up with ggml's f16 GELU table. */
   geglu(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;
   gegluRef(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;

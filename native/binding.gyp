@@ -108,6 +108,7 @@
         "src/window-ops-napi.cc",
         "src/ops/dsv4-sparse-attention.cc",
         "src/ops/dsv4-sparse-attention-ref.cc",
+        "src/ops/act-roundtrip.cc",
         "src/dsv4-napi.cc",
         "src/quant/quant-dispatch.cc",
         "src/quant/quant-search.cc",

@@ -100,6 +100,22 @@ export function dsv4SparseAttention(
   }
 }
 
+/**
+ * ggml's activation quantization for a quantized weight, back in f32
+ * (src/ops/act-roundtrip.h): 'q8_0' per 32, 'q8_K' per 256. Null when the
+ * addon predates it (the caller's TypeScript twin computes the same bits).
+ */
+export function actRoundTrip(kind: 'q8_0' | 'q8_K', x: Float32Array, out: Float32Array = new Float32Array(x.length)): Float32Array | null {
+  const a = loadAddon();
+  if (typeof a.actRoundTrip !== 'function') return null;
+  try {
+    a.actRoundTrip(out, x, kind === 'q8_0' ? 0 : 1);
+  } catch (e) {
+    wrapNativeError(e);
+  }
+  return out;
+}
+
 /** ISA in use, ISAs available and thread count of the CPU kernels. */
 export function backendInfo(): BackendInfo {
   return new CpuBackend(loadAddon()).info();

@@ -2,9 +2,11 @@
 // Every length and key index is checked here (a bad one throws
 // KVT_ERR_NATIVE_SHAPE / KVT_ERR_NATIVE_ARG), never a stray read or write.
 //   dsv4SparseAttention / dsv4SparseAttentionRef(out, q, keys, idx, off, sinks, T, H, D, scale)
+//   actRoundTrip(out, x, kind)   kind 0: q8_0, 1: q8_K (ops/act-roundtrip.h)
 #include <napi.h>
 
 #include "napi-args.h"
+#include "ops/act-roundtrip.h"
 #include "ops/dsv4-sparse-attention.h"
 
 namespace kvt {
@@ -38,11 +40,26 @@ Napi::Value SparseAttention(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+Napi::Value ActRoundTrip(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  float *out, *x;
+  size_t n_out, n_x;
+  int kind;
+  if (!get_f32(info, 0, &out, &n_out, "out") || !get_f32(info, 1, &x, &n_x, "x") || !get_int(info, 2, &kind, "kind", 0, 1)) return env.Undefined();
+  const size_t block = kind == 0 ? 32 : 256;
+  if (!need(env, n_out >= n_x && n_x % block == 0, "actRoundTrip: x must be whole blocks (32 for q8_0, 256 for q8_K) and out at least as long"))
+    return env.Undefined();
+  if (kind == 0) act_roundtrip_q8_0(out, x, n_x);
+  else act_roundtrip_q8_k(out, x, n_x);
+  return env.Undefined();
+}
+
 }  // namespace
 
 void register_dsv4_ops(Napi::Env env, Napi::Object exports) {
   exports.Set("dsv4SparseAttention", Napi::Function::New(env, SparseAttention<false>));
   exports.Set("dsv4SparseAttentionRef", Napi::Function::New(env, SparseAttention<true>));
+  exports.Set("actRoundTrip", Napi::Function::New(env, ActRoundTrip));
 }
 
 }  // namespace kvt
