@@ -65,6 +65,9 @@ export interface NativeAddon {
     T: number, H: number, D: number, scale: number): void;
   /** ggml's activation quantization as f32 (src/ops/act-roundtrip.h): kind 0 q8_0, 1 q8_K. */
   actRoundTrip(out: Float32Array, x: Float32Array, kind: number): void;
+  /** deepseek4 hyper-connections (src/ops/dsv4-hc.h). */
+  dsv4HcCollapse(X: Float32Array, H: Float32Array, pre: Float32Array, T: number, hc: number, d: number): void;
+  dsv4HcExpand(out: Float32Array, Y: Float32Array, H: Float32Array, post: Float32Array, comb: Float32Array, T: number, hc: number, d: number): void;
   /** out[n] = gelu(gate) · up with ggml's f16 GELU table. */
   geglu(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;
   gegluRef(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;

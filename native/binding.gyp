@@ -109,6 +109,7 @@
         "src/ops/dsv4-sparse-attention.cc",
         "src/ops/dsv4-sparse-attention-ref.cc",
         "src/ops/act-roundtrip.cc",
+        "src/ops/dsv4-hc.cc",
         "src/dsv4-napi.cc",
         "src/quant/quant-dispatch.cc",
         "src/quant/quant-search.cc",

@@ -116,6 +116,33 @@ export function actRoundTrip(kind: 'q8_0' | 'q8_K', x: Float32Array, out: Float3
   return out;
 }
 
+/**
+ * deepseek4 hyper-connections of T rows (src/ops/dsv4-hc.h): collapse the hc
+ * streams H into X by `pre`, or expand the block output Y into hc streams by
+ * `post` and `comb`. False when the addon predates them (the TypeScript twin runs).
+ */
+export function dsv4HcCollapse(X: Float32Array, H: Float32Array, pre: Float32Array, T: number, hc: number, d: number): boolean {
+  const a = loadAddon();
+  if (typeof a.dsv4HcCollapse !== 'function') return false;
+  try {
+    a.dsv4HcCollapse(X, H, pre, T, hc, d);
+  } catch (e) {
+    wrapNativeError(e);
+  }
+  return true;
+}
+
+export function dsv4HcExpand(out: Float32Array, Y: Float32Array, H: Float32Array, post: Float32Array, comb: Float32Array, T: number, hc: number, d: number): boolean {
+  const a = loadAddon();
+  if (typeof a.dsv4HcExpand !== 'function') return false;
+  try {
+    a.dsv4HcExpand(out, Y, H, post, comb, T, hc, d);
+  } catch (e) {
+    wrapNativeError(e);
+  }
+  return true;
+}
+
 /** ISA in use, ISAs available and thread count of the CPU kernels. */
 export function backendInfo(): BackendInfo {
   return new CpuBackend(loadAddon()).info();

@@ -26,14 +26,14 @@
 import { readGguf, type GgufFile } from '../gguf/index.ts';
 import { readDeepseek4Config, type Deepseek4Config } from './deepseek4-config.ts';
 import { deepseek4Attention, type Deepseek4Ablation, type Deepseek4Stats } from './deepseek4-attention.ts';
-import { hcWeights, rmsNorm } from './deepseek4-math.ts';
+import { hcCollapseRow, hcExpandRow, hcWeights, rmsNorm } from './deepseek4-math.ts';
 import { deepseek4Ffn } from './deepseek4-ffn.ts';
 import { Deepseek4State } from './deepseek4-state.ts';
 import { Deepseek4Weights } from './deepseek4-weights.ts';
 import { Deepseek4NativeMatVec } from './deepseek4-native.ts';
 import { markAt, markLayer, markWhole, ROLLBACK_ROWS } from './deepseek4-marks.ts';
 import { mtpCatchUp } from './deepseek4-mtp.ts';
-import type { Backend } from '../../native/index.ts';
+import { dsv4HcCollapse, dsv4HcExpand, type Backend } from '../../native/index.ts';
 
 export class Deepseek4Model {
   readonly cfg: Deepseek4Config;
@@ -144,10 +144,7 @@ export class Deepseek4Model {
   /** Σ_h pre_h H_h of row t into X[t]. */
   /** @internal */
   collapse(H: Float32Array, t: number, pre: Float32Array, X: Float32Array, xt: number): void {
-    const d = this.cfg.nEmbd;
-    const base = t * this.cfg.hc * d;
-    for (let i = 0; i < d; i++) X[xt * d + i] = 0;
-    for (let h = 0; h < this.cfg.hc; h++) for (let i = 0; i < d; i++) X[xt * d + i] = X[xt * d + i]! + H[base + h * d + i]! * pre[h]!;
+    hcCollapseRow(H, t, pre, X, xt, this.cfg.hc, this.cfg.nEmbd);
   }
 
   /** @internal */
@@ -165,19 +162,11 @@ export class Deepseek4Model {
       return out;
     }
     const m = this.mix(H, T, prefix, (2 + hc) * hc, true);
-    for (let t = 0; t < T; t++) this.collapse(H, t, m[t]!.pre, X, t);
+    // natively (the hc·d loops were a tenth of a prefill in TypeScript), else the reference loops below: same bits
+    const packed = this.weights.native ? packMixes(m, hc) : null;
+    if (!packed || !dsv4HcCollapse(X, H, packed.pre, T, hc, d)) for (let t = 0; t < T; t++) this.collapse(H, t, m[t]!.pre, X, t);
     const Y = block(X);
-    for (let t = 0; t < T; t++) {
-      const { post, comb } = m[t]!;
-      const base = t * hc * d;
-      for (let dst = 0; dst < hc; dst++) {
-        for (let i = 0; i < d; i++) {
-          let v = Y[t * d + i]! * post[dst]!;
-          for (let src = 0; src < hc; src++) v += H[base + src * d + i]! * comb[dst + hc * src]!;
-          out[base + dst * d + i] = v;
-        }
-      }
-    }
+    if (!packed || !dsv4HcExpand(out, Y, H, packed.post, packed.comb, T, hc, d)) for (let t = 0; t < T; t++) hcExpandRow(out, Y, H, t, m[t]!.post, m[t]!.comb, hc, d);
     return out;
   }
 
@@ -196,4 +185,18 @@ export class Deepseek4Model {
     const logits = this.weights.mm(outName, d, c.nVocab, X, n);
     return Array.from({ length: n }, (_, i) => logits.slice(i * c.nVocab, (i + 1) * c.nVocab));
   }
+}
+
+/** The per-row mix weights as the native hyper-connection ops take them: [T][hc], [T][hc], [T][hc·hc]. */
+function packMixes(m: readonly { pre: Float32Array; post: Float32Array; comb: Float32Array }[], hc: number) {
+  const T = m.length;
+  const pre = new Float32Array(T * hc);
+  const post = new Float32Array(T * hc);
+  const comb = new Float32Array(T * hc * hc);
+  m.forEach((row, t) => {
+    pre.set(row.pre, t * hc);
+    post.set(row.post, t * hc);
+    comb.set(row.comb, t * hc * hc);
+  });
+  return { pre, post, comb };
 }

@@ -142,3 +142,25 @@ export function hcWeights(mixes: Float32Array, scale: Float32Array, base: Float3
   }
   return { pre, post, comb };
 }
+
+/**
+ * Hyper-connections, row t (the reference twin of native/src/ops/dsv4-hc.h): the hc streams of
+ * H ([T][hc][d]) collapsed by pre into X[xt] (each step rounded to f32), and the block output Y[t]
+ * expanded by post and comb ([hc·hc], dst + hc·src) into out[t] (f64 sum, src in order, one rounding).
+ */
+export function hcCollapseRow(H: Float32Array, t: number, pre: Float32Array, X: Float32Array, xt: number, hc: number, d: number): void {
+  const base = t * hc * d;
+  for (let i = 0; i < d; i++) X[xt * d + i] = 0;
+  for (let h = 0; h < hc; h++) for (let i = 0; i < d; i++) X[xt * d + i] = X[xt * d + i]! + H[base + h * d + i]! * pre[h]!;
+}
+
+export function hcExpandRow(out: Float32Array, Y: Float32Array, H: Float32Array, t: number, post: Float32Array, comb: Float32Array, hc: number, d: number): void {
+  const base = t * hc * d;
+  for (let dst = 0; dst < hc; dst++) {
+    for (let i = 0; i < d; i++) {
+      let v = Y[t * d + i]! * post[dst]!;
+      for (let src = 0; src < hc; src++) v += H[base + src * d + i]! * comb[dst + hc * src]!;
+      out[base + dst * d + i] = v;
+    }
+  }
+}

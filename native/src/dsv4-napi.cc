@@ -3,10 +3,12 @@
 // KVT_ERR_NATIVE_SHAPE / KVT_ERR_NATIVE_ARG), never a stray read or write.
 //   dsv4SparseAttention / dsv4SparseAttentionRef(out, q, keys, idx, off, sinks, T, H, D, scale)
 //   actRoundTrip(out, x, kind)   kind 0: q8_0, 1: q8_K (ops/act-roundtrip.h)
+//   dsv4HcCollapse(X, H, pre, T, hc, d) / dsv4HcExpand(out, Y, H, post, comb, T, hc, d) (ops/dsv4-hc.h)
 #include <napi.h>
 
 #include "napi-args.h"
 #include "ops/act-roundtrip.h"
+#include "ops/dsv4-hc.h"
 #include "ops/dsv4-sparse-attention.h"
 
 namespace kvt {
@@ -54,12 +56,45 @@ Napi::Value ActRoundTrip(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+Napi::Value HcCollapse(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  float *X, *H, *pre;
+  size_t nX, nH, nPre;
+  int T, hc, d;
+  if (!get_f32(info, 0, &X, &nX, "X") || !get_f32(info, 1, &H, &nH, "H") || !get_f32(info, 2, &pre, &nPre, "pre") || !get_int(info, 3, &T, "T") ||
+      !get_int(info, 4, &hc, "hc", 1) || !get_int(info, 5, &d, "d", 1))
+    return env.Undefined();
+  const size_t rows = (size_t)T * d;
+  if (!need(env, nX >= rows && nH >= rows * hc && nPre >= (size_t)T * hc, "dsv4HcCollapse: X needs T*d, H T*hc*d, pre T*hc floats")) return env.Undefined();
+  dsv4_hc_collapse(X, H, pre, T, hc, d);
+  return env.Undefined();
+}
+
+Napi::Value HcExpand(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  float *out, *Y, *H, *post, *comb;
+  size_t nOut, nY, nH, nPost, nComb;
+  int T, hc, d;
+  if (!get_f32(info, 0, &out, &nOut, "out") || !get_f32(info, 1, &Y, &nY, "Y") || !get_f32(info, 2, &H, &nH, "H") ||
+      !get_f32(info, 3, &post, &nPost, "post") || !get_f32(info, 4, &comb, &nComb, "comb") || !get_int(info, 5, &T, "T") ||
+      !get_int(info, 6, &hc, "hc", 1) || !get_int(info, 7, &d, "d", 1))
+    return env.Undefined();
+  const size_t rows = (size_t)T * d;
+  if (!need(env, nOut >= rows * hc && nY >= rows && nH >= rows * hc && nPost >= (size_t)T * hc && nComb >= (size_t)T * hc * hc,
+            "dsv4HcExpand: out and H need T*hc*d, Y T*d, post T*hc, comb T*hc*hc floats"))
+    return env.Undefined();
+  dsv4_hc_expand(out, Y, H, post, comb, T, hc, d);
+  return env.Undefined();
+}
+
 }  // namespace
 
 void register_dsv4_ops(Napi::Env env, Napi::Object exports) {
   exports.Set("dsv4SparseAttention", Napi::Function::New(env, SparseAttention<false>));
   exports.Set("dsv4SparseAttentionRef", Napi::Function::New(env, SparseAttention<true>));
   exports.Set("actRoundTrip", Napi::Function::New(env, ActRoundTrip));
+  exports.Set("dsv4HcCollapse", Napi::Function::New(env, HcCollapse));
+  exports.Set("dsv4HcExpand", Napi::Function::New(env, HcExpand));
 }
 
 }  // namespace kvt
