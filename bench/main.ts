@@ -20,8 +20,9 @@ const areas: Record<string, string[]> = {
   'retention-sim': ['./retention-sim.ts'],
   failover: ['./failover.ts'],
   replay: ['./replay.ts'],
-  units: ['./units.ts', './units-load.ts'],
+  units: ['./units.ts', './units-load.ts', './units-deepseek4.ts'],
   'units-load': ['./units-load.ts'],
+  'units-deepseek4': ['./units-deepseek4.ts'],
 };
 
 type BenchModule = { run: () => Promise<Record<string, number | string | boolean>> };

@@ -32,12 +32,14 @@
  *   gemma3_tail_bytes_per_unit next to gemma3_full_kv_bytes_at_p (every layer's K|V at the mean final p)
  * and a unit at UNIT_P written and read through the tier:
  *   gemma3_tail_bytes_at_unit_p, gemma3_full_kv_bytes_at_unit_p, gemma3_unit_import_over_prefill
+ *
+ * deepseek4-small: bench/units-deepseek4.ts (also run by `units`), on the helpers exported here.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { exportUnit, importUnit, loadEngine, unitShapeOf, type LoadedEngine } from '../inference-core/engine/index.ts';
+import { exportUnit, exportUnitTail, importUnit, loadEngine, unitShapeOf, type LoadedEngine } from '../inference-core/engine/index.ts';
 import { ensureGemma3Model } from '../inference-core/synthetic/gemma3-synthetic.ts';
 import { ensureLfm2Model } from '../inference-core/synthetic/lfm2-synthetic.ts';
 import { FsBlobStore } from '../storage-adapters/index.ts';
@@ -54,10 +56,18 @@ const TURNS = 8;
 const REPLY_TOKENS = 16;
 const UNIT_P = 3900;
 const SWEEP = [256, 1024, 4096];
+/** The agent loop's size; cold twins only on the turns `cold` names (all when absent). */
+export interface LoopShape {
+  shared: number;
+  agents: number;
+  turns: number;
+  cold?: (turn: number) => boolean;
+}
+const LOOP: LoopShape = { shared: SHARED_TOKENS, agents: AGENTS, turns: TURNS };
 
-const say = (line: string) => process.stderr.write(`bench units: ${line}\n`);
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const round = (x: number, d = 3) => Number(x.toFixed(d));
+export const say = (line: string) => process.stderr.write(`bench units: ${line}\n`);
+export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+export const round = (x: number, d = 3) => Number(x.toFixed(d));
 
 interface LoopFigures {
   cached: number;
@@ -87,7 +97,7 @@ async function withTier<T>(layout: KvLayout, run: (tier: KvTier, cache: KvTierCa
 
 const startsWith = (a: number[], prefix: number[]) => prefix.length <= a.length && prefix.every((t, i) => a[i] === t);
 
-async function agentLoop(engine: LoadedEngine, interval: number, withCold: boolean, commonPrefixRequests?: number): Promise<LoopFigures> {
+export async function agentLoop(engine: LoadedEngine, interval: number, withCold: boolean, commonPrefixRequests?: number, shape: LoopShape = LOOP): Promise<LoopFigures> {
   // as the worker serves it (engine-thread.ts): the unit's block layout, and its namespace fingerprint
   const serving = unitServing(engine);
   return withTier(serving.layout, async (tier, cache) => {
@@ -102,12 +112,12 @@ async function agentLoop(engine: LoadedEngine, interval: number, withCold: boole
       // the worker's time to first token: lookup + load + the prefill that ends with the first token's logits
       return { cached: p.cachedTokens, reply: got.flatMap((e) => (e.type === 'tokens' ? e.ids : [])), ttft: p.lookupMs + p.loadMs + p.prefillMs, p };
     };
-    const shared = randomTokens(SHARED_TOKENS, engine.vocabSize, 7);
-    const prompts = Array.from({ length: AGENTS }, (_, a) => [...shared, ...randomTokens(50, engine.vocabSize, 100 + a)]);
+    const shared = randomTokens(shape.shared, engine.vocabSize, 7);
+    const prompts = Array.from({ length: shape.agents }, (_, a) => [...shared, ...randomTokens(50, engine.vocabSize, 100 + a)]);
     const history: number[][] = [];
     const f: LoopFigures = { cached: 0, ideal: 0, ttftWarm: [], ttftCold: [], parts: { lookup: [], load: [], prefill: [] }, bytesWritten: 0, tailBytes: 0, tails: 0, meanP: 0 };
-    for (let turn = 0; turn < TURNS; turn++) {
-      for (let a = 0; a < AGENTS; a++) {
+    for (let turn = 0; turn < shape.turns; turn++) {
+      for (let a = 0; a < shape.agents; a++) {
         const prompt = prompts[a];
         // the ideal: DeepSeek's rule with no capacity limit over the requests so far
         let ideal = 0;
@@ -125,7 +135,7 @@ async function agentLoop(engine: LoadedEngine, interval: number, withCold: boole
           f.parts.load.push(r.p.loadMs);
           f.parts.prefill.push(r.p.prefillMs);
         }
-        if (withCold && turn > 0) f.ttftCold.push((await run(`c${a}t${turn}`, prompt, (coldSalt++).toString(16))).ttft);
+        if (withCold && turn > 0 && (shape.cold?.(turn) ?? true)) f.ttftCold.push((await run(`c${a}t${turn}`, prompt, (coldSalt++).toString(16))).ttft);
         history.push(prompt.slice(), [...prompt, ...r.reply]);
         prompts[a] = [...prompt, ...r.reply, ...randomTokens(40, engine.vocabSize, 1000 + turn * 10 + a)];
       }
@@ -140,42 +150,44 @@ async function agentLoop(engine: LoadedEngine, interval: number, withCold: boole
   });
 }
 
-/** Lookup + load + import of a unit at UNIT_P over a cold prefill of UNIT_P tokens (median of 5 each), and its sizes. */
-async function importOverPrefill(engine: LoadedEngine, blockLayout: KvLayout): Promise<{ ratio: number; tailBytes: number; fullKv: number }> {
+/**
+ * Lookup + load + import of a unit at `p` over a cold prefill of `p` tokens (median of `prefills` and of 5
+ * imports), its tail's stored size and `fullState(p)` (what storing the whole state would cost).
+ */
+export async function importOverPrefill(engine: LoadedEngine, blockLayout: KvLayout, fullState: (p: number) => number, unitP: number, prefills = 5): Promise<{ ratio: number; tailBytes: number; fullKv: number }> {
   return withTier(blockLayout, async (tier) => {
-    const tokens = randomTokens(UNIT_P + 1, engine.vocabSize, 77);
+    const tokens = randomTokens(unitP + 1, engine.vocabSize, 77);
     const ns = tier.namespace({ modelFingerprint: engine.fingerprint, tenantSalt: 'bb' });
     const scope = { tenant: 't', trafficClass: 'agent' };
     const prefillMs: number[] = [];
     let unit = null as ReturnType<typeof exportUnit> | null;
-    for (let i = 0; i < 5; i++) {
+    let tail = null as ReturnType<typeof exportUnitTail> | null;
+    for (let i = 0; i < prefills; i++) {
       const seq = engine.createSequence();
       const t0 = performance.now();
-      seq.prefill(tokens.slice(0, UNIT_P));
+      seq.prefill(tokens.slice(0, unitP));
       prefillMs.push(performance.now() - t0);
       unit ??= exportUnit(engine, seq);
+      tail ??= exportUnitTail(engine, seq);
       seq.free();
     }
-    const ids = Uint32Array.from(tokens.slice(0, UNIT_P));
-    const s = unitShapeOf(engine);
+    const ids = Uint32Array.from(tokens.slice(0, unitP));
     tier.store({ namespace: ns, tokens: ids, payloads: unit!.blocks, layout: blockLayout, ...scope });
-    const sections = unit!.tail.map((t) => ({ ...t, kvHeads: t.kind === 'conv' ? s.conv!.rows : s.kvHeads, headDim: t.kind === 'conv' ? s.conv!.width : s.headDim }));
-    tier.storeUnit({ namespace: ns, tokens: ids, dtype: s.dtype, sections, ...scope });
+    tier.storeUnit({ namespace: ns, tokens: ids, dtype: tail!.dtype, sections: tail!.sections, ...scope });
     await tier.flush();
     const importMs: number[] = [];
     for (let i = 0; i < 5; i++) {
       const t0 = performance.now();
-      const hit = await tier.lookupUnit(ns, Uint32Array.from(tokens), scope, UNIT_P);
+      const hit = await tier.lookupUnit(ns, Uint32Array.from(tokens), scope, unitP);
       const loaded = hit && (await tier.loadUnit(hit));
-      if (!loaded || loaded.position !== UNIT_P) throw new Error('bench units: the unit was not found');
+      if (!loaded || loaded.position !== unitP) throw new Error('bench units: the unit was not found');
       const seq = engine.createSequence();
       importUnit(engine, seq, { position: loaded.position, blocks: loaded.blocks.map((b) => b.payload), tail: loaded.tail.sections });
       importMs.push(performance.now() - t0);
       loaded.release();
       seq.free();
     }
-    const convBytes = s.conv ? s.conv.layers.length * s.conv.rows * s.conv.width * 4 : 0;
-    return { ratio: median(importMs) / median(prefillMs), tailBytes: tier.stats().units!.bytesWritten, fullKv: UNIT_P * engine.kvBytesPerToken + convBytes };
+    return { ratio: median(importMs) / median(prefillMs), tailBytes: tier.stats().units!.bytesWritten, fullKv: fullState(unitP) };
   });
 }
 
@@ -198,7 +210,7 @@ export async function run(): Promise<Record<string, number | string>> {
     out.units_ttft_cached_load_ms = round(median(main.parts.load), 2);
     out.units_ttft_cached_prefill_ms = round(median(main.parts.prefill), 2);
     say(`lfm2 loop (N=${DEFAULT_UNIT_INTERVAL_TOKENS}): cached ${main.cached} / ideal ${main.ideal}, ttft ${out.units_ttft_cached_ms} ms (lookup ${out.units_ttft_cached_lookup_ms}, load ${out.units_ttft_cached_load_ms}, prefill ${out.units_ttft_cached_prefill_ms}) vs cold ${out.units_ttft_cold_ms} ms, ${main.tails} tails`);
-    const imp = await importOverPrefill(lfm2, lfm2.kvLayout);
+    const imp = await importOverPrefill(lfm2, lfm2.kvLayout, (p) => p * lfm2.kvBytesPerToken + conv, UNIT_P);
     out.units_unit_import_over_prefill = round(imp.ratio, 4);
     out.units_unit_p = UNIT_P;
     out.units_tail_bytes_at_unit_p = imp.tailBytes;
@@ -230,7 +242,7 @@ export async function run(): Promise<Record<string, number | string>> {
     say(`gemma3 loop (N=${DEFAULT_UNIT_INTERVAL_TOKENS}): cached ${loop.cached} / ideal ${loop.ideal}, ttft ${out.gemma3_ttft_cached_ms} ms vs cold ${out.gemma3_ttft_cold_ms} ms, ${loop.tails} tails of ${out.gemma3_tail_bytes_per_unit} B`);
     const s = unitShapeOf(gemma);
     const layout: KvLayout = { layers: s.blockLayers.length, kvHeads: s.kvHeads, headDim: s.headDim, dtype: s.dtype, tokensPerBlock: 64 };
-    const imp = await importOverPrefill(gemma, layout);
+    const imp = await importOverPrefill(gemma, layout, (p) => p * gemma.kvBytesPerToken, UNIT_P);
     out.gemma3_tail_bytes_at_unit_p = imp.tailBytes;
     out.gemma3_full_kv_bytes_at_unit_p = imp.fullKv;
     out.gemma3_unit_import_over_prefill = round(imp.ratio, 4);
