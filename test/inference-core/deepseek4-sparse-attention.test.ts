@@ -1,6 +1,7 @@
 /**
  * The deepseek4 sparse-attention kernel (native/src/ops/dsv4-sparse-attention.h):
- * the threaded kernel equals its one-thread reference twin bit for bit, and a
+ * the threaded kernel (all heads of a token at once) equals its one-thread
+ * reference twin (one (t, h) pair at a time) bit for bit, and a
  * key index outside the pool is refused before anything is read.
  */
 import { describe, expect, it } from 'vitest';
@@ -32,6 +33,24 @@ describe('dsv4SparseAttention', () => {
     dsv4SparseAttention(b, q, keys, Int32Array.from(idx), Int32Array.from(off), sinks, T, H, D, 1 / Math.sqrt(D), true);
     expect(Buffer.from(a.buffer).equals(Buffer.from(b.buffer))).toBe(true);
     expect(a.some((v) => v !== 0)).toBe(true);
+  });
+
+  it('equals the twin with heads not a multiple of four and many keys per token', () => {
+    const [T2, H2, D2, nKeys2] = [9, 6, 40, 300];
+    const keys2 = rand(nKeys2 * D2);
+    const q2 = rand(T2 * H2 * D2);
+    const sinks2 = rand(H2);
+    const off2 = [0];
+    const idx2: number[] = [];
+    for (let t = 0; t < T2; t++) {
+      for (let j = 0; j < 150 + t * 17; j++) idx2.push(rng.nextU32() % nKeys2);
+      off2.push(idx2.length);
+    }
+    const a = new Float32Array(T2 * H2 * D2);
+    const b = new Float32Array(T2 * H2 * D2);
+    dsv4SparseAttention(a, q2, keys2, Int32Array.from(idx2), Int32Array.from(off2), sinks2, T2, H2, D2, 0.2);
+    dsv4SparseAttention(b, q2, keys2, Int32Array.from(idx2), Int32Array.from(off2), sinks2, T2, H2, D2, 0.2, true);
+    expect(Buffer.from(a.buffer).equals(Buffer.from(b.buffer))).toBe(true);
   });
 
   it('refuses a key index outside the pool', () => {
