@@ -5,12 +5,13 @@ import { open as openLmdb, type Database, type RootDatabase } from 'lmdb';
 import { adoptedEntry, decodeNames, decodeRecord, encodeRecord, mirroredEntry, PROBE_ABSENT, PROBE_EXPIRED, ttlOf, writtenEntry, type AdoptedRecord, type IndexEntry, type IndexWrite } from './block-index-records.ts';
 import { EMPTY, expiredKeys, expiryRow, oldestKeys, scopesOf, scopeTag, useRow } from './block-index-rows.ts';
 import { KvTierError } from './errors.ts';
+import { TAIL_TAG } from './metadata/metadata-plane.ts';
 import { bytesToHex } from './hex.ts';
 import { hexToKeyBytes } from './prefix-hasher.ts';
 import type { QuotaScope, RetentionPolicy } from './retention-policy.ts';
 
-/** usage() tag of the unit tails among the entries (counted in "g", their class and tenant too; not a quota scope). */
-export const TAIL_TAG = 'k:tail';
+/** usage() tag of the unit tails among the entries (counted in "g", their class and tenant too; not a quota scope): the plane's tag. */
+export { TAIL_TAG };
 
 /**
  * This node's LMDB view of the block store: metadata, last use, expiry.

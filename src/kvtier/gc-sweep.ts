@@ -30,7 +30,7 @@ export async function pruneLocalIndex(run: GcRun, covers: (key: string) => boole
       if (record === null || run.isExpired(record)) gone.push(keyBytes);
       else {
         const entry = index.get(keyBytes);
-        live.push({ keyBytes, sizeBytes: record.sizeBytes, trafficClass: record.trafficClass, tenant: record.tenant, depth: entry?.depth ?? record.depth, createdAt: record.createdAt, lastUseAt: record.lastUseAt, ttlCapMs: record.ttlMs });
+        live.push({ keyBytes, sizeBytes: record.sizeBytes, trafficClass: record.trafficClass, tenant: record.tenant, depth: entry?.depth ?? record.depth, createdAt: record.createdAt, lastUseAt: record.lastUseAt, ttlCapMs: record.ttlMs, kind: record.kind });
       }
     });
     if (gone.length > 0) {

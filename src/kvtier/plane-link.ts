@@ -28,6 +28,8 @@ export interface PlaneWrite {
   tenant: string;
   depth: number;
   ttlMs?: number;
+  /** 'tail' for a unit's tail (tier-units.ts); absent for a block. */
+  kind?: 'tail';
 }
 
 export class PlaneLink {
@@ -99,6 +101,7 @@ export class PlaneLink {
         createdAt: record.createdAt,
         lastUseAt: now,
         ttlCapMs: record.ttlMs,
+        kind: record.kind,
       }));
       await this.index.adoptRecords(adopted, policy);
       this.renew(
@@ -137,6 +140,7 @@ export class PlaneLink {
           lastUseAt: write.at,
           ttlMs: write.ttlMs !== undefined && write.ttlMs > 0 ? Math.floor(write.ttlMs) : 0,
           depth: write.depth,
+          ...(write.kind === 'tail' ? { kind: 'tail' as const } : {}),
         })),
       );
     } catch (error) {

@@ -3,6 +3,7 @@ import type { BlobStore } from '../../storage-adapters/index.ts';
 import { BLOCK_MAGIC, FIXED_HEADER_BYTES } from './block-codec.ts';
 import { TAIL_FIXED_HEADER_BYTES, TAIL_MAGIC } from './tail-codec.ts';
 import { errorCodeOf } from './errors.ts';
+import { looksSealed, sealedContent } from './seal/index.ts';
 import { MAX_BLOCK_READ_BYTES } from './read-buffer-pool.ts';
 import type { BlockIndex } from './block-index.ts';
 import type { BlockRecord, MetadataPlane } from './metadata/metadata-plane.ts';
@@ -32,7 +33,9 @@ export interface RebuildOptions {
  * the class with the longest TTL and its size from the blob (a plain block
  * header naming another key, or a blob past the read bound MAX_BLOCK_READ_BYTES
  * that no load could ever use, gets no record: it stays an orphan, swept after
- * the grace period). Blobs are read bounded like a load: a blob claiming
+ * the grace period). A unit tail's record says so (kind 'tail'): from the
+ * index entry, else from the blob (a tail file's magic, or a sealed blob's
+ * envelope content byte). Blobs are read bounded like a load: a blob claiming
  * terabytes is refused from its size, never read into memory. Only missing records are written (`ifAbsent`): a record
  * a node wrote meanwhile is kept. Restartable: a killed rebuild leaves the
  * plane untrusted and the next run lists again.
@@ -50,7 +53,7 @@ export async function rebuildRecords(options: RebuildOptions): Promise<{ written
     for (const key of missing) {
       const entry = index.get(key);
       if (entry !== undefined && entry.sizeBytes > 0) {
-        records.push({ key, trafficClass: entry.trafficClass, tenant: entry.tenant, sizeBytes: entry.sizeBytes, writer: '', createdAt: entry.createdAt, lastUseAt: now, ttlMs: entry.ttlCapMs ?? 0, depth: entry.depth });
+        records.push({ key, trafficClass: entry.trafficClass, tenant: entry.tenant, sizeBytes: entry.sizeBytes, writer: '', createdAt: entry.createdAt, lastUseAt: now, ttlMs: entry.ttlCapMs ?? 0, depth: entry.depth, ...(entry.kind === 'tail' ? { kind: 'tail' as const } : {}) });
       } else unknown.push(key);
     }
     for (let i = 0; i < unknown.length; i += concurrency) {
@@ -70,6 +73,7 @@ export async function rebuildRecords(options: RebuildOptions): Promise<{ written
           lastUseAt: now,
           ttlMs: entry?.ttlCapMs ?? 0,
           depth: entry?.depth ?? 0,
+          ...(entry?.kind === 'tail' || isTailBlob(bytes) ? { kind: 'tail' as const } : {}),
         });
       }
     }
@@ -104,6 +108,12 @@ async function readBounded(store: BlobStore, key: string): Promise<Uint8Array | 
     if (errorCodeOf(error) === 'KVT_ERR_STORAGE_TOO_LARGE') return 'too-large';
     throw error;
   }
+}
+
+/** A unit tail file, plain (its magic) or sealed (the envelope's content byte, readable without the key). */
+function isTailBlob(bytes: Uint8Array): boolean {
+  if (looksSealed(bytes)) return sealedContent(bytes) === 'tail';
+  return bytes.byteLength >= 4 && Buffer.from(bytes.buffer, bytes.byteOffset, 4).readUInt32LE(0) === TAIL_MAGIC;
 }
 
 /** A plain block or unit tail file (magic at 0) whose header holds a key other than the one it is stored under. */

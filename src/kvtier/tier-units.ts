@@ -145,7 +145,7 @@ async function writeTail(core: TierCore, key: string, keyBytes: Uint8Array, byte
   } catch (error) {
     core.noteError(error, 'index update after a tail write failed');
   }
-  await core.planeLink.recordWrite({ key, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlMs: request.ttlMs }, usedAt);
+  await core.planeLink.recordWrite({ key, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlMs: request.ttlMs, kind: 'tail' }, usedAt);
 }
 
 function isLive(core: TierCore, key: string, keyBytes: Uint8Array, now: number): boolean {

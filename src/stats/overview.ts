@@ -34,7 +34,7 @@ export interface Overview {
     bytes: number;
     blocks: number;
     byClass: Record<string, { bytes: number; blocks: number }>;
-    /** Of `bytes`/`blocks`, the prefix units' tails (the index's "k:tail" counters; the plane records no kind). */
+    /** Of `bytes`/`blocks`, the prefix units' tails (usage tag "k:tail": the plane's records say which are tails). */
     tails: { bytes: number; blocks: number };
   };
   gc: {

@@ -1,5 +1,6 @@
 export {
   effectiveTtlMs,
+  TAIL_TAG,
   scopeTagsOf,
   type BlockRecord,
   type MetadataPlane,

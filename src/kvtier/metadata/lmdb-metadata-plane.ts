@@ -27,12 +27,12 @@ export interface LmdbMetadataPlaneOptions {
  *
  * ```
  * records  key16 → f64 lastUse, f64 created, f64 size, f64 ttlMs, u32 depth,
- *                  u8 classLen, u8 tenantLen, u8 writerLen, 1 pad, class, tenant, writer
+ *                  u8 classLen, u8 tenantLen, u8 writerLen, u8 flags (bit 0: unit tail), class, tenant, writer
  * byClassUse  u8 classLen ‖ class ‖ u64be lastUse ‖ u32be ~depth ‖ key16 → ∅   (last-use index per class; deeper first among equals)
  * capped   u64be lastUse ‖ u32be ~depth ‖ key16 → ∅, only records with a ttlMs cap
  * orphans  key16 → f64 first seen
  * pendingDeletes  key16 → ∅   (removed by GC, blob not yet confirmed deleted: the journal)
- * meta     "generation", "trusted", "b|<tag>", "n|<tag>" (usage counters)
+ * meta     "generation", "trusted", "b|<tag>", "n|<tag>" (usage counters; tag k:tail: the unit tails)
  * ```
  *
  * Every change to a record moves its rows and counters in one transaction.

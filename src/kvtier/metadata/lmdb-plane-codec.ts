@@ -1,6 +1,6 @@
 /**
- * How the LMDB plane lays out its rows: the record value (fixed little-endian numbers, then class,
- * tenant and writer) and the last-use index rows (big-endian last use, inverted depth, key: byte
+ * How the LMDB plane lays out its rows: the record value (fixed little-endian numbers, a flags byte
+ * (bit 0: unit tail), then class, tenant and writer) and the last-use index rows (big-endian last use, inverted depth, key: byte
  * order is walk order), prefixed by the class in the per-class index.
  */
 import { PlaneError } from '../errors.ts';
@@ -34,6 +34,10 @@ export function useRow(lastUse: number, depth: number, keyBytes: Uint8Array): Bu
 
 export const FIXED = 40;
 
+/** Byte 39 of a record: flags (bit 0: a unit tail); 0 in records written before the kind, which read as blocks. */
+const FLAGS_AT = 39;
+const FLAG_TAIL = 1;
+
 export function encodeRecord(record: BlockRecord): Buffer {
   const trafficClass = Buffer.from(record.trafficClass);
   const tenant = Buffer.from(record.tenant);
@@ -50,7 +54,7 @@ export function encodeRecord(record: BlockRecord): Buffer {
   out.writeUInt8(trafficClass.length, 36);
   out.writeUInt8(tenant.length, 37);
   out.writeUInt8(writer.length, 38);
-  out.writeUInt8(0, 39);
+  out.writeUInt8(record.kind === 'tail' ? FLAG_TAIL : 0, FLAGS_AT);
   trafficClass.copy(out, FIXED);
   tenant.copy(out, FIXED + trafficClass.length);
   writer.copy(out, FIXED + trafficClass.length + tenant.length);
@@ -64,6 +68,7 @@ export function decodeRecord(key: string, value: Uint8Array): BlockRecord {
   const t = buf.readUInt8(37);
   const w = buf.readUInt8(38);
   return {
+    ...((buf.readUInt8(FLAGS_AT) & FLAG_TAIL) !== 0 ? { kind: 'tail' as const } : {}),
     key,
     lastUseAt: buf.readDoubleLE(0),
     createdAt: buf.readDoubleLE(8),

@@ -51,9 +51,18 @@ export interface BlockRecord {
   lastUseAt: number;
   /** Client retention hint: this block expires `ttlMs` after its last use if that is sooner than the policy's TTL. 0 = no cap. */
   ttlMs: number;
-  /** Block number in its prompt (deeper blocks go first among equal last use). */
+  /** Block number in its prompt (deeper blocks go first among equal last use); a unit tail's: its block count. */
   depth: number;
+  /**
+   * 'tail' for a prefix unit's tail file (tier-units.ts, tail-codec.ts); absent for a block. Stored in
+   * the record's spare bits (LMDB: the flags byte; Redis: a fifth number only on tails), so a block's
+   * record is as small as before; usage counts tails under TAIL_TAG as well.
+   */
+  kind?: 'tail';
 }
+
+/** Usage tag of the unit tails among the records (beside "g", "c:<class>", "t:<tenant>"). */
+export const TAIL_TAG = 'k:tail';
 
 export type PlaneKind = 'redis' | 'lmdb';
 
@@ -109,7 +118,7 @@ export interface RemovedBatch {
   more: boolean;
 }
 
-/** Bytes and blocks per scope tag: "g", "c:<class>", "t:<tenant>". */
+/** Bytes and blocks per scope tag: "g", "c:<class>", "t:<tenant>", and TAIL_TAG for the unit tails among them. */
 export interface PlaneUsage {
   bytes: Record<string, number>;
   blocks: Record<string, number>;
@@ -184,6 +193,9 @@ export function effectiveTtlMs(record: Pick<BlockRecord, 'trafficClass' | 'tenan
   return record.ttlMs > 0 && record.ttlMs < ttl ? record.ttlMs : ttl;
 }
 
-export function scopeTagsOf(record: Pick<BlockRecord, 'trafficClass' | 'tenant'>): [string, string, string] {
-  return ['g', `c:${record.trafficClass}`, `t:${record.tenant}`];
+/** The usage tags a record counts under: global, class, tenant, and TAIL_TAG for a unit tail. */
+export function scopeTagsOf(record: Pick<BlockRecord, 'trafficClass' | 'tenant' | 'kind'>): string[] {
+  const tags = ['g', `c:${record.trafficClass}`, `t:${record.tenant}`];
+  if (record.kind === 'tail') tags.push(TAIL_TAG);
+  return tags;
 }

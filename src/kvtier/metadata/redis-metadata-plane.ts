@@ -51,8 +51,8 @@ export interface RedisMetadataPlaneOptions {
  * <p>{0}:u:<class>    zset  key16 → lastUse × 2048 + (2047 − depth)   (last-use index of one traffic class)
  * <p>{0}:classes      set   classes with at least one record (renewals touch their indexes)
  * <p>{0}:cap          zset  same scores, only records with a ttlMs cap
- * <p>{0}:r:<b>:<h>    hash  key bytes after the first ⌊b/8⌋ → "size,created s,ttl,depth\0class\0tenant\0writer id" (base 36, created since 2025); h = first b bits of the key
- * <p>{0}:usage        hash  "b|<tag>", "n|<tag>" → bytes, blocks
+ * <p>{0}:r:<b>:<h>    hash  key bytes after the first ⌊b/8⌋ → "size,created s,ttl,depth[,1]\0class\0tenant\0writer id" (base 36, created since 2025; ",1": a unit tail); h = first b bits of the key
+ * <p>{0}:usage        hash  "b|<tag>", "n|<tag>" → bytes, blocks (tags g, c:<class>, t:<tenant>, k:tail)
  * <p>{0}:w            hash  "n<writer>" → id, "i<id>" → writer, "#" → last id (records keep the writer's id; clients see names)
  * <p>{0}:orph         hash  key16 → first seen on storage without a record
  * <p>{0}:delb         set   key16‖key16… one member per journaled removal call: keys removed whose blobs are not yet confirmed deleted

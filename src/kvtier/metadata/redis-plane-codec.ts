@@ -1,6 +1,7 @@
 /**
  * How the Redis plane names its keys and encodes what it stores: the hash-tagged key names, the
- * last-use score (last use and depth in one double), the record value and the 16-byte members.
+ * last-use score (last use and depth in one double), the record value (`size,created,ttl,depth[,kind]`
+ * base 36, kind 1 = unit tail, absent on blocks; NUL class NUL tenant NUL writer) and the 16-byte members.
  */
 import { PlaneError } from '../errors.ts';
 import type { BlockRecord } from './metadata-plane.ts';
@@ -64,7 +65,9 @@ export function encodeValue(record: BlockRecord): Buffer {
   for (const field of [record.trafficClass, record.tenant, record.writer]) {
     if (field.includes('\0')) throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `class, tenant and writer must not contain NUL (block ${record.key})`);
   }
-  return Buffer.from(`${n(record.sizeBytes)},${n(record.createdAt / 1000 - CREATED_EPOCH_S)},${n(record.ttlMs)},${n(record.depth)}\0${record.trafficClass}\0${record.tenant}\0${record.writer}`);
+  // A unit tail carries a fifth number (kind 1): 2 bytes on tails only, a block's value is unchanged.
+  const kind = record.kind === 'tail' ? ',1' : '';
+  return Buffer.from(`${n(record.sizeBytes)},${n(record.createdAt / 1000 - CREATED_EPOCH_S)},${n(record.ttlMs)},${n(record.depth)}${kind}\0${record.trafficClass}\0${record.tenant}\0${record.writer}`);
 }
 
 export function decodeValue(key: string, value: Buffer, score: number): BlockRecord {
@@ -72,7 +75,9 @@ export function decodeValue(key: string, value: Buffer, score: number): BlockRec
   const nul = text.indexOf('\0');
   const numbers = text.slice(0, nul).split(',');
   const names = text.slice(nul + 1).split('\0');
-  if (numbers.length !== 4 || names.length !== 3) throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `plane record of ${key} is malformed; remove it (GC rebuilds it from storage)`);
-  const [size, created, ttl, depth] = numbers.map((value) => parseInt(value, 36));
-  return { key, sizeBytes: size, createdAt: (created + CREATED_EPOCH_S) * 1000, ttlMs: ttl, depth, trafficClass: names[0], tenant: names[1], writer: names[2], lastUseAt: lastUseOf(score) };
+  if ((numbers.length !== 4 && numbers.length !== 5) || names.length !== 3) throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `plane record of ${key} is malformed; remove it (GC rebuilds it from storage)`);
+  const [size, created, ttl, depth, kind] = numbers.map((value) => parseInt(value, 36));
+  const record: BlockRecord = { key, sizeBytes: size, createdAt: (created + CREATED_EPOCH_S) * 1000, ttlMs: ttl, depth, trafficClass: names[0], tenant: names[1], writer: names[2], lastUseAt: lastUseOf(score) };
+  if (kind === 1) record.kind = 'tail';
+  return record;
 }

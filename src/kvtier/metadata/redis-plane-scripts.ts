@@ -7,7 +7,8 @@
  * hash bucket `<prefix>r:<hex of its first two bytes>` (65536 small hashes
  * stay listpack-encoded: ~45 B per record instead of ~100 B as its own key).
  *
- * Record value: `size,created s,ttl,depth` (base 36; created in whole seconds) NUL class NUL tenant NUL writer.
+ * Record value: `size,created s,ttl,depth[,kind]` (base 36; created in whole seconds; kind 1 = a unit
+ * tail, absent on blocks) NUL class NUL tenant NUL writer. Usage counts tails under k:tail too.
  */
 
 const COMMON = `
@@ -32,7 +33,10 @@ local function parse(v)
   local z3 = z2 and string.find(v, '\\0', z2 + 1, true)
   if not z3 then return nil end
   local c3 = string.find(v, ',', c2 + 1, true)
-  return tonumber(string.sub(v, 1, c1 - 1), 36), string.sub(v, c1 + 1, c2 - 1), string.sub(v, z1 + 1, z2 - 1), string.sub(v, z2 + 1, z3 - 1), c3 and string.sub(v, c2 + 1, c3 - 1) or '0'
+  -- A fifth number (after depth, before the first NUL) is the kind: 1 = unit tail.
+  local c4 = c3 and string.find(v, ',', c3 + 1, true)
+  local tail = c4 ~= nil and c4 < z1 and string.sub(v, c4 + 1, z1 - 1) == '1'
+  return tonumber(string.sub(v, 1, c1 - 1), 36), string.sub(v, c1 + 1, c2 - 1), string.sub(v, z1 + 1, z2 - 1), string.sub(v, z2 + 1, z3 - 1), c3 and string.sub(v, c2 + 1, c3 - 1) or '0', tail
 end
 -- Writer names are stored as short ids (a node id repeats over millions of records): '<p>{0}:w'
 -- holds 'n<name>' -> id, 'i<id>' -> name and the id counter '#'. Clients see names only.
@@ -74,23 +78,27 @@ local function toStored(prefix, v) return swapWriter(prefix, v, idOf, 'n', true)
 -- A stored value as clients read it: the writer id replaced by its name.
 local function withWriter(prefix, v) return swapWriter(prefix, v, nameOf, 'i', false) end
 -- Usage deltas are summed per call, per class and per tenant (no string built per record), and written once per tag.
-local byClass, byTenant, total = {}, {}, {0, 0}
+local byClass, byTenant, total, tails = {}, {}, {0, 0}, {0, 0}
 local function add(t, name, size, sign)
   local d = t[name]
   if not d then d = {0, 0}; t[name] = d end
   d[1] = d[1] + sign * size
   d[2] = d[2] + sign
 end
-local function account(size, cl, te, sign)
+local function account(size, cl, te, sign, tail)
   add(byClass, cl, size, sign)
   add(byTenant, te, size, sign)
   total[1] = total[1] + sign * size
   total[2] = total[2] + sign
+  if tail then
+    tails[1] = tails[1] + sign * size
+    tails[2] = tails[2] + sign
+  end
 end
 -- A class whose last record went leaves the class set (renewals then skip its empty index).
 -- Returns the deltas written, flat: tag, bytes, blocks per tag (a removal's reply: GC tallies them, no per-record parsing).
 local function writeUsage(usage, classes)
-  local deltas = {g = total}
+  local deltas = {g = total, ['k:tail'] = tails}
   for name, d in pairs(byClass) do deltas['c:' .. name] = d end
   for name, d in pairs(byTenant) do deltas['t:' .. name] = d end
   local flat = {}
@@ -128,11 +136,11 @@ for i = 4, #ARGV, 4 do
   local b, f = bucket(prefix, member)
   local old = redis.call('HGET', b, f)
   if not (old and ifAbsent == '1') then
-    local size, _, cl, te = parse(value)
+    local size, _, cl, te, _, tail = parse(value)
     if old then
-      local oldSize, created, oldCl, oldTe = parse(old)
+      local oldSize, created, oldCl, oldTe, _, oldTail = parse(old)
       if oldSize then
-        account(oldSize, oldCl, oldTe, -1)
+        account(oldSize, oldCl, oldTe, -1, oldTail)
         local a, _, rest = string.match(value, '^([^,]*),([^,]*),(.*)$')
         value = a .. ',' .. created .. ',' .. rest
         if oldCl ~= cl then
@@ -143,7 +151,7 @@ for i = 4, #ARGV, 4 do
       end
     end
     redis.call('HSET', b, f, toStored(prefix, value))
-    account(size, cl, te, 1)
+    account(size, cl, te, 1, tail)
     if not known[cl] then
       redis.call('SADD', classes, cl)
       known[cl] = true
@@ -179,10 +187,10 @@ for i = 4, #ARGV, 2 do
   local b, f = bucket(prefix, member)
   local old = redis.call('HGET', b, f)
   if old then
-    local size, _, cl, te, ttl = parse(old)
+    local size, _, cl, te, ttl, tail = parse(old)
     local rows = byClass[cl or '']
     if not rows then rows = {}; byClass[cl or ''] = rows end
-    rows[#rows + 1] = {member, bound, b, f, old, size, te, ttl}
+    rows[#rows + 1] = {member, bound, b, f, old, size, te, ttl, tail}
   end
 end
 for cl, rows in pairs(byClass) do
@@ -193,7 +201,7 @@ for cl, rows in pairs(byClass) do
   for j, row in ipairs(rows) do
     local score = scores[j]
     if row[2] == '' or not score or tonumber(score) < tonumber(row[2]) then
-      if row[6] then account(row[6], cl, row[7], -1) end
+      if row[6] then account(row[6], cl, row[7], -1, row[9]) end
       redis.call('HDEL', row[3], row[4])
       gone[#gone + 1] = row[1]
       if row[8] and row[8] ~= '0' then cappedGone[#cappedGone + 1] = row[1] end
@@ -238,9 +246,13 @@ for i = 1, n do
   local b, f = bucket(prefix, member)
   local old = redis.call('HGET', b, f)
   if old then
-    local sz, ttl, c, te = string.match(old, '^(%w+),%w*,(%w*),[^%z]*%z([^%z]*)%z([^%z]*)%z')
+    local sz, ttl, k, c, te = string.match(old, '^(%w+),%w*,(%w*),%w*,?(%w*)%z([^%z]*)%z([^%z]*)%z')
     local size = sz and tonumber(sz, 36)
     if size then
+      if k == '1' then
+        tails[1] = tails[1] - size
+        tails[2] = tails[2] - 1
+      end
       if c == cl then
         classBytes = classBytes + size
         classBlocks = classBlocks + 1

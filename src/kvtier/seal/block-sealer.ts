@@ -4,7 +4,7 @@ import { loadAddon } from '../../../native/index.ts';
 
 import { NonceSource } from './nonce-source.ts';
 import { defaultOpenThreads, OpenWorkers } from './open-workers.ts';
-import { looksSealed, readSealHeader, SEAL_HEADER_BYTES, SEAL_NONCE_BYTES, SEAL_NONCE_OFFSET, SEAL_OVERHEAD_BYTES, SEAL_TAG_BYTES, writeSealHeader, type SealHeader } from './seal-envelope.ts';
+import { looksSealed, markSealedContent, readSealHeader, SEAL_HEADER_BYTES, SEAL_NONCE_BYTES, SEAL_NONCE_OFFSET, SEAL_OVERHEAD_BYTES, SEAL_TAG_BYTES, writeSealHeader, type SealHeader } from './seal-envelope.ts';
 import { SealError } from './seal-errors.ts';
 import { SealKeyring, type SealKeyringSpec } from './seal-keyring.ts';
 import { SealedRead, type ReadOpenFn } from './sealed-read.ts';
@@ -150,6 +150,7 @@ export class BlockSealer {
     const out = Buffer.allocUnsafeSlow(plain.byteLength + SEAL_OVERHEAD_BYTES);
     this.nonces.next(out, SEAL_NONCE_OFFSET);
     writeSealHeader(out, keyId);
+    markSealedContent(out, plain);
     const cipher = createCipheriv('aes-256-gcm', key, out.subarray(SEAL_NONCE_OFFSET, SEAL_NONCE_OFFSET + SEAL_NONCE_BYTES), { authTagLength: SEAL_TAG_BYTES });
     cipher.setAAD(this.associatedData(out, blockKey));
     let at = SEAL_HEADER_BYTES;

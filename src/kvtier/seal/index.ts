@@ -4,6 +4,7 @@ export { defaultOpenThreads, OpenWorkers } from './open-workers.ts';
 export { NonceSource } from './nonce-source.ts';
 export {
   looksSealed,
+  sealedContent,
   readSealHeader,
   SEAL_ALGORITHM_AES_256_GCM,
   SEAL_HEADER_BYTES,

@@ -12,7 +12,9 @@ import { SealError } from './seal-errors.ts';
  *   6     2  header bytes (64)
  *   8     4  key id (u32, from the keyring)
  *  12    12  nonce: 8-byte per-sealer random prefix ‖ u32 counter
- *  24    40  zero (reserved)
+ *  24     1  content: 0 a block file, 1 a unit tail file (tail-codec.ts), so a
+ *            rebuild from the storage listing tells them apart without the key
+ *  25    39  zero (reserved)
  *  64     …  ciphertext of the encoded block (same length)
  * end-16 16  GCM tag
  *
@@ -36,6 +38,11 @@ export const SEAL_NONCE_BYTES = 12;
 export const SEAL_TAG_BYTES = 16;
 export const SEAL_OVERHEAD_BYTES = SEAL_HEADER_BYTES + SEAL_TAG_BYTES;
 export const SEAL_NONCE_OFFSET = 12;
+/** Header byte naming what the envelope holds (authenticated with the header, readable without the key). */
+export const SEAL_CONTENT_OFFSET = 24;
+const CONTENT_TAIL = 1;
+/** "KVTT" (tail-codec.ts TAIL_MAGIC), the first bytes of a unit tail file. */
+const TAIL_FILE_MAGIC = [0x4b, 0x56, 0x54, 0x54];
 const MAX_KEY_ID = 0xffffffff;
 
 export interface SealHeader {
@@ -59,6 +66,17 @@ export function writeSealHeader(out: Uint8Array, keyId: number): void {
   view.setUint8(5, SEAL_ALGORITHM_AES_256_GCM);
   view.setUint16(6, SEAL_HEADER_BYTES, true);
   view.setUint32(8, keyId, true);
+}
+
+/** Notes in a header being written what `plain` (the file it seals) is: a unit tail or a block. */
+export function markSealedContent(header: Uint8Array, plain: Uint8Array): void {
+  const tail = plain.byteLength >= 4 && TAIL_FILE_MAGIC.every((byte, i) => plain[i] === byte);
+  header[SEAL_CONTENT_OFFSET] = tail ? CONTENT_TAIL : 0;
+}
+
+/** What a sealed blob holds, from its header alone (envelopes written before the content byte say block). */
+export function sealedContent(bytes: Uint8Array): 'block' | 'tail' {
+  return bytes.byteLength > SEAL_CONTENT_OFFSET && bytes[SEAL_CONTENT_OFFSET] === CONTENT_TAIL ? 'tail' : 'block';
 }
 
 /** Parses and checks the header (not the tag). Throws KVT_ERR_SEAL_MALFORMED; the nonce is a view. */

@@ -14,7 +14,7 @@ import type { FastifyInstance } from 'fastify';
 
 import { openBlobStore, type BlobStore } from '../../../storage-adapters/index.ts';
 import { describeError } from '../../errors.ts';
-import { BlockIndex, BlockSealer, createRedisClient, LmdbPolicyStore, openMetadataPlane, RedisPolicyStore, systemClock, TAIL_TAG, type MetadataPlane, type PolicyStore } from '../../kvtier/index.ts';
+import { BlockIndex, BlockSealer, createRedisClient, LmdbPolicyStore, openMetadataPlane, RedisPolicyStore, systemClock, type MetadataPlane, type PolicyStore } from '../../kvtier/index.ts';
 import { loadPricing, openStatsStore, StatsRecorder, type Pricing, type StatsStore, type TierSample, type TierSources } from '../../stats/index.ts';
 import type { ServeContext } from '../context.ts';
 import { registerDashboard } from '../dashboard/index.ts';
@@ -130,11 +130,6 @@ async function sampleTier(ctx: ServeContext, plane: MetadataPlane | null): Promi
     if (usage) return { sources: [{ id: 'plane', sample: { cache: null, usage } }], enginesUp: 0 };
     const workers = (stats.workers ?? []).filter((w) => typeof w.workerId === 'string');
     return { sources: workers.map((w) => ({ id: w.workerId!, sample: { cache: null, usage: w.usage } })), enginesUp: 0 };
-  }
-  // The plane records no kind: the unit tails among the blocks are this node's index's count (kvtier/block-index.ts TAIL_TAG).
-  if (usage && stats.usage) {
-    usage.bytes[TAIL_TAG] = stats.usage.bytes[TAIL_TAG] ?? 0;
-    usage.blocks[TAIL_TAG] = stats.usage.blocks[TAIL_TAG] ?? 0;
   }
   return { cache: stats.cache ?? null, usage: usage ?? stats.usage };
 }

@@ -59,6 +59,43 @@ export function runPlaneConformance(name: string, makeFixture: () => Promise<Pla
         expect(added?.sizeBytes).toBe(1003);
       }));
 
+    it('records a unit tail\'s kind: get, scan and remove return it, usage counts tails under k:tail, rewrites and removals keep the count exact', () =>
+      withPlane(async (plane, fixture) => {
+        await plane.upsert([recordOf(1, { kind: 'tail', depth: 3, ttlMs: 60_000 }), recordOf(2), recordOf(3, { kind: 'tail', trafficClass: 'agent' })]);
+        const [one, two] = await plane.get([keyOf(1), keyOf(2)]);
+        expect(one).toEqual(recordOf(1, { kind: 'tail', depth: 3, ttlMs: 60_000 }));
+        expect(two).toEqual(recordOf(2));
+        expect(two?.kind).toBeUndefined();
+        let usage = await plane.usage();
+        expect(usage.blocks).toMatchObject({ g: 3, 'k:tail': 2 });
+        expect(usage.bytes['k:tail']).toBe(1001 + 1003);
+        // Renewed and seen from another handle: still a tail.
+        plane.renew([keyOf(1)], T0 + 50);
+        await plane.flush();
+        const other = await fixture.open();
+        try {
+          expect((await other.get([keyOf(1)]))[0]).toMatchObject({ kind: 'tail', lastUseAt: T0 + 50 });
+        } finally {
+          await other.close();
+        }
+        const scanned = (await plane.scanByLastUse({ limit: 10 })).records;
+        expect(scanned.filter((record) => record.kind === 'tail').map((record) => record.key).sort()).toEqual([keyOf(1), keyOf(3)].sort());
+        expect((await plane.scanByLastUse({ capped: true })).records.map((record) => record.kind)).toEqual(['tail']);
+        // A rewrite with a new size moves the tail bytes; the kind stays with the record.
+        await plane.upsert([recordOf(1, { kind: 'tail', depth: 3, sizeBytes: 7000 })]);
+        usage = await plane.usage();
+        expect(usage.bytes['k:tail']).toBe(7000 + 1003);
+        const removed = await plane.remove([keyOf(1), keyOf(2)]);
+        expect(removed.find((record) => record.key === keyOf(1))?.kind).toBe('tail');
+        expect(removed.find((record) => record.key === keyOf(2))?.kind).toBeUndefined();
+        expect((await plane.usage()).blocks).toMatchObject({ g: 1, 'k:tail': 1 });
+        const taken = await plane.removeByLastUse({ trafficClass: 'agent', maxLastUseAt: T0, limit: 10 });
+        expect(taken.keys).toEqual([keyOf(3)]);
+        expect(taken.freed.blocks['k:tail']).toBe(1);
+        expect(taken.freed.bytes['k:tail']).toBe(1003);
+        expect(await plane.usage()).toEqual({ bytes: {}, blocks: {} });
+      }));
+
     it('renewals are coalesced, only move forward, never create records, and every handle sees them after flush', () =>
       withPlane(async (plane, fixture) => {
         await plane.upsert([recordOf(1), recordOf(2)]);
