@@ -55,8 +55,8 @@ async function main(init: EngineThreadInit): Promise<void> {
   }
   // Served from the tier as whole-page blocks when they are the state; as prefix units (#26, units.ts) when a
   // unit holds it all (gemma3's sliding layers, lfm2's convolution state, deepseek4's windows and compressor rows):
-  // blocks of the unit's block layers are stored but only hit as part of a unit, no retained-prefix reuse; tier
-  // off when neither does.
+  // blocks of the unit's block layers are stored but only hit as part of a unit; a retained sequence is continued
+  // only when it is a whole prefix of the prompt (units.ts takeWholeDonor); tier off when neither does.
   const serving = unitServing(engine);
   if (serving.mode === 'units') send({ type: 'log', level: 'info', message: `${engine.modelPath}: its state is not a chain of K/V blocks (sliding-window, compressed or recurrent layers); serving with prefix units` });
   if (serving.mode === 'off') send({ type: 'log', level: 'info', message: `${engine.modelPath}: its state is not a chain of K/V blocks and no unit holds it; block tier off for this model, nothing is stored or loaded` });

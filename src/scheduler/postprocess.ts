@@ -148,7 +148,8 @@ function fetched(s: LoopState, seq: RequestSequence, io: Io): void {
       seq.kv = donor.kv;
       donor.kv = null;
       donor.status = SequenceStatus.Finished;
-      seq.kv!.truncate(found.reusable);
+      // Unit mode takes only a whole donor (units.ts takeWholeDonor): nothing to cut, and its state past the pages stays as it is.
+      if (found.reusable < donor.fedTokens.length) seq.kv!.truncate(found.reusable);
     } else seq.kv = engine.createSequence();
     if (unit) {
       if (!importFetchedUnit(seq, s.units!, unit, s.onStorageError)) cachedTokens = 0;

@@ -30,6 +30,7 @@ import { exportUnitBlocks, exportUnitTail, importUnit, unitServingOf, type Seque
 import type { KvDtype, KvLayout, LoadedUnit, TailSectionRecord, UnitHit } from '../kvtier/index.ts';
 import { describeError } from '../errors.ts';
 import { shouldLoad, type FetchDeps } from './fetch.ts';
+import { retain } from './postprocess.ts';
 import type { EngineSequence } from './ports.ts';
 import type { RequestSequence } from './sequence.ts';
 
@@ -155,10 +156,37 @@ export class UnitPolicy {
   }
 }
 
-/** Fetch in unit mode: the longest unit of the prompt (at most its length − 1: one token is always computed). */
+/**
+ * A retained sequence of the tenant whose whole KV is a prefix of the prompt (shorter than it): its
+ * state is the unit at its length, already in the engine. Only whole: a sliding window, a
+ * convolution or recurrent state cannot be cut back to an earlier position (the pages can, the
+ * state past them cannot), so a sequence sharing only part of its tokens is put back and the
+ * prompt goes to the tier's units. The last token of a reply is fed at its end (postprocess.ts
+ * finish), so a next turn's prompt (prompt + reply + message) holds the whole sequence.
+ */
+function takeWholeDonor(seq: RequestSequence, deps: FetchDeps): { entry: RequestSequence; reusable: number } | null {
+  const { tokens } = seq.spec;
+  const taken = deps.retained.take(seq.tenantSalt, tokens, tokens.length - 1);
+  if (taken === null) return null;
+  if (taken.reusable > 0 && taken.reusable === taken.entry.fedTokens.length) return taken;
+  retain(deps.retained, taken.entry);
+  return null;
+}
+
+/**
+ * Fetch in unit mode: a retained sequence that is a whole prefix of the prompt (takeWholeDonor),
+ * else the longest unit of the prompt (at most its length − 1: one token is always computed).
+ */
 export async function fetchUnit(seq: RequestSequence, deps: FetchDeps, units: UnitPolicy): Promise<void> {
   const { tokens, tenant, trafficClass } = seq.spec;
   seq.fetched = { loaded: [], release: null, donor: null, reusable: 0, unit: null };
+  const donor = takeWholeDonor(seq, deps);
+  if (donor !== null) {
+    // Its end-of-output unit is in the tier too (written at its finish): the same state, no read needed.
+    seq.units.commonEnd = deps.cache ? units.countPrefix(seq, Math.floor((tokens.length - 1) / deps.blockTokens), deps.blockTokens) : 0;
+    seq.fetched = { loaded: [], release: null, donor: donor.entry, reusable: donor.reusable, unit: null };
+    return;
+  }
   if (!deps.cache || !seq.prefix) return;
   seq.units.commonEnd = units.countPrefix(seq, Math.floor((tokens.length - 1) / deps.blockTokens), deps.blockTokens);
   const f = seq.figures;

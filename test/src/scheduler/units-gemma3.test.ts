@@ -34,7 +34,7 @@ afterAll(() => engine?.destroy());
 
 type Submit = (id: string, tokens: number[], maxTokens?: number, extra?: { tenantSalt?: string; prefillOnly?: boolean }) => Promise<{ cached: number; reply: number[]; storageError?: string; recomputed?: number }>;
 
-async function withRig<T>(options: UnitPolicyOptions, run: (r: { tier: KvTier; cache: KvTierCache; store: FsBlobStore; submit: Submit; fingerprint: string }) => Promise<T>, schedulerOptions: { fetchPolicy?: FetchOrRecompute } = {}): Promise<T> {
+async function withRig<T>(options: UnitPolicyOptions, run: (r: { tier: KvTier; cache: KvTierCache; store: FsBlobStore; submit: Submit; fingerprint: string }) => Promise<T>, schedulerOptions: { fetchPolicy?: FetchOrRecompute; retainSequences?: number } = {}): Promise<T> {
   const dir = mkdtempSync(join(tmpdir(), 'kvtier-units-gemma3-'));
   const store = await FsBlobStore.open({ dir: join(dir, 'blocks') });
   const tier = await KvTier.open({ dataDir: join(dir, 'index'), store, blockTokens: 64, hotCacheBytes: 0, metadataRedisUrl: '' });
@@ -89,6 +89,27 @@ describe('gemma3 served with prefix units', () => {
       expect(payloadBytesFor(unitServing(engine).layout, 64)).toBe(engine.kvLayout.blockBytes / 8);
       expect(s.windowLayers).toHaveLength(7);
     });
+  });
+
+  it('retained sequences: each next turn continues the previous turn\'s sequence in the engine (its windows as they are, no unit read); replies equal cold greedy', async () => {
+    await withRig(
+      { intervalTokens: 0, commonPrefixRequests: 0 },
+      async ({ submit, tier }) => {
+        let prompt = randomTokens(150, vocab(), 71);
+        let expectCached = 0;
+        for (let turn = 0; turn < 4; turn++) {
+          const { cached, reply } = await submit(`r${turn}`, prompt, 7);
+          expect(cached).toBe(expectCached);
+          expect(reply).toEqual(greedyAlone(engine, prompt, 7));
+          expectCached = prompt.length + reply.length;
+          prompt = [...prompt, ...reply, ...randomTokens(33, vocab(), 300 + turn)];
+        }
+        // units are still written (another worker, or a later turn after eviction, reads them), none was read
+        expect(tier.stats().units!.written).toBe(8);
+        expect(tier.stats().units!.loaded).toBe(0);
+      },
+      { retainSequences: 4 },
+    );
   });
 
   it('end of input: A+B then A+B+C hits A+B (180, inside a window past block 2); A+C misses', async () => {

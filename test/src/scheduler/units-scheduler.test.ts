@@ -27,13 +27,13 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => engine?.destroy());
 
-async function withRig<T>(options: UnitPolicyOptions, run: (r: { tier: KvTier; cache: KvTierCache; submit: (id: string, tokens: number[], maxTokens?: number, tenantSalt?: string) => Promise<{ cached: number; reply: number[] }> }) => Promise<T>): Promise<T> {
+async function withRig<T>(options: UnitPolicyOptions & { retainSequences?: number }, run: (r: { tier: KvTier; cache: KvTierCache; submit: (id: string, tokens: number[], maxTokens?: number, tenantSalt?: string) => Promise<{ cached: number; reply: number[] }> }) => Promise<T>): Promise<T> {
   const dir = mkdtempSync(join(tmpdir(), 'kvtier-units-sched-'));
   const store = await FsBlobStore.open({ dir: join(dir, 'blocks') });
   const tier = await KvTier.open({ dataDir: join(dir, 'index'), store, blockTokens: 64, hotCacheBytes: 0, metadataRedisUrl: '' });
   const cache = await KvTierCache.create(tier, engine.kvLayout);
   const units = new UnitPolicy(engineUnitPort(engine), cache, options);
-  const { scheduler, finished } = startScheduler({ engine, cache }, { units, retainSequences: 0 });
+  const { scheduler, finished } = startScheduler({ engine, cache }, { units, retainSequences: options.retainSequences ?? 0 });
   const submit = async (id: string, tokens: number[], maxTokens = 6, tenantSalt = 'aa') => {
     scheduler.submit(schedulerJob(id, tokens, { tenantSalt }, maxTokens));
     const events = await finished(id);
@@ -73,6 +73,36 @@ describe('prefix units on the scheduler (lfm2)', () => {
       // two units per request (end of prompt, end of reply), three of them hit
       expect(u.written).toBe(8);
       expect(u.loaded).toBe(3);
+    });
+  });
+
+  it('retained sequences: a next turn continues the previous turn\'s sequence in the engine (no unit read), replies equal cold greedy; a partial match is put back and the unit serves it', async () => {
+    await withRig({ intervalTokens: 0, commonPrefixRequests: 0, retainSequences: 4 }, async ({ submit, tier }) => {
+      let prompt = randomTokens(150, vocab(), 61);
+      let expectCached = 0;
+      for (let turn = 0; turn < 4; turn++) {
+        const { cached, reply } = await submit(`r${turn}`, prompt, 6);
+        expect(cached).toBe(expectCached);
+        expect(reply).toEqual(greedyAlone(engine, prompt, 6));
+        const next = [...prompt, ...reply, ...randomTokens(30, vocab(), 200 + turn)];
+        expectCached = prompt.length + reply.length;
+        prompt = next;
+      }
+      // every turn after the first continued its retained sequence: nothing was looked up in or read from the tier
+      expect(tier.stats().units!.loaded).toBe(0);
+      // A prompt sharing only part of the retained sequence cannot cut it back (the convolution state is at its end):
+      // it hits the end-of-prompt unit of the first turn instead, and the retained sequence stays for its own conversation.
+      const first = randomTokens(150, vocab(), 61);
+      const branch = [...first, ...randomTokens(20, vocab(), 299)];
+      const b = await submit('branch', branch, 6);
+      expect(b.cached).toBe(150);
+      expect(b.reply).toEqual(greedyAlone(engine, branch, 6));
+      expect(tier.stats().units!.loaded).toBe(1);
+      // the last turn's own retained sequence (prompt + reply) is still there: the follow-up of the latest turn continues it
+      const last = await submit('r4', prompt, 6);
+      expect(last.cached).toBe(expectCached);
+      expect(last.reply).toEqual(greedyAlone(engine, prompt, 6));
+      expect(tier.stats().units!.loaded).toBe(1);
     });
   });
 
