@@ -1,5 +1,5 @@
 export * from './types.ts';
-export { ReplyMemory } from './reply-memory.ts';
+export { ReplyMemory, type SharedReplies } from './reply-memory.ts';
 export { ChatPromptBuilder, draftChatPrompt, finishChatPrompt, encodeCompletionPrompt, checkPromptLength, type ChatPrompt, type ChatPromptDraft, type PromptLimits } from './chat-prompt.ts';
 export { ChatPromptBuilderReference } from './chat-prompt-reference.ts';
 export * from './tool-calls.ts';

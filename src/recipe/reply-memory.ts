@@ -9,12 +9,23 @@
  *
  * Bounded LRU by total remembered tokens; per tenant (a tenant's replies are
  * never used to build another tenant's prompt).
+ *
+ * With a shared store (`SharedReplies`: Redis, when the server runs with
+ * REDIS_URL or KVTIER_REDIS_CLUSTER) the memory is the cluster's, not this
+ * process's: `share` writes a generated reply there too, and `load` fetches
+ * the replies a transcript sends back that this process did not generate
+ * (another API process served that turn) before the prompt is finished. The
+ * local LRU stays in front of it. A shared store that fails or is slow only
+ * leaves a reply to be re-encoded (fewer cached tokens), never an error.
  */
 export class ReplyMemory {
   private readonly entries = new Map<string, Uint32Array>();
   private totalTokens = 0;
 
-  constructor(private readonly maxTokens = 4_000_000) {}
+  constructor(
+    private readonly maxTokens = 4_000_000,
+    private readonly shared: SharedReplies | null = null,
+  ) {}
 
   remember(tenantScope: string, text: string, tokens: ArrayLike<number>): void {
     if (text === '' || tokens.length === 0 || tokens.length > this.maxTokens) return;
@@ -34,6 +45,28 @@ export class ReplyMemory {
     }
   }
 
+  /**
+   * Replies this process generated: remembered here and, with a shared store, there
+   * (awaited, so a next turn sent anywhere after the reply was delivered finds it). Never rejects.
+   */
+  async share(tenantScope: string, replies: ReadonlyArray<{ text: string; ids: ArrayLike<number> }>): Promise<void> {
+    const kept = replies.filter((reply) => reply.text !== '' && reply.ids.length > 0 && reply.ids.length <= this.maxTokens);
+    for (const reply of kept) this.remember(tenantScope, reply.text, reply.ids);
+    if (this.shared !== null && kept.length > 0) await this.shared.save(tenantScope, kept);
+  }
+
+  /** Brings the replies among `texts` this process does not hold from the shared store, if any. Never rejects. */
+  async load(tenantScope: string, texts: readonly string[]): Promise<void> {
+    if (this.shared === null) return;
+    const missing = [...new Set(texts)].filter((text) => text !== '' && !this.entries.has(entryKey(tenantScope, text)));
+    if (missing.length === 0) return;
+    const found = await this.shared.load(tenantScope, missing);
+    missing.forEach((text, i) => {
+      const ids = found[i];
+      if (ids !== undefined) this.remember(tenantScope, text, ids);
+    });
+  }
+
   /** The remembered ids of `text`, refreshing its recency, or undefined. */
   recall(tenantScope: string, text: string): Uint32Array | undefined {
     const key = entryKey(tenantScope, text);
@@ -48,6 +81,18 @@ export class ReplyMemory {
   get size(): number {
     return this.entries.size;
   }
+
+  async close(): Promise<void> {
+    await this.shared?.close();
+  }
+}
+
+/** A reply memory shared by every API process (src/serve/redis-reply-memory.ts). Neither call may reject. */
+export interface SharedReplies {
+  /** The ids of each text (same order), undefined where not held or where the store did not answer. */
+  load(tenantScope: string, texts: readonly string[]): Promise<Array<Uint32Array | undefined>>;
+  save(tenantScope: string, replies: ReadonlyArray<{ text: string; ids: ArrayLike<number> }>): Promise<void>;
+  close(): Promise<void>;
 }
 
 function entryKey(tenantScope: string, text: string): string {

@@ -21,6 +21,7 @@ import { isBodyTooLarge, refuseBodyTooLarge } from './body-too-large.ts';
 import { InferenceService } from './inference-service.ts';
 import { PolicyView } from './policy-view.ts';
 import { PromptService } from './prompt-service.ts';
+import { RedisReplyMemory } from './redis-reply-memory.ts';
 import { ServeMetrics } from './metrics.ts';
 import { authenticateApiRoutes } from './request-limits.ts';
 import { useStrictUtf8Json } from './json-body.ts';
@@ -83,7 +84,8 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
     contextLength = host.info.contextLength;
   }
 
-  const memory = new ReplyMemory();
+  // With Redis the reply memory is the cluster's (a turn's next turn may reach another API process); embedded, this process's.
+  const memory = new ReplyMemory(undefined, config.redisUrl ? new RedisReplyMemory(config.redisUrl, log) : null);
   const modelId = modelIdOf(config.model);
 
   const prompts = new PromptService({ codec, memory, modelPath, contextLength });
@@ -142,6 +144,7 @@ export async function buildApp(config: Config, options: BuildAppOptions = {}): P
       await app.close();
       await admin.close();
       await prompts.close();
+      await memory.close();
       await runner.close();
     },
   };

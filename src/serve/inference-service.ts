@@ -31,7 +31,8 @@ export class InferenceService {
   /**
    * Puts replies sampled elsewhere into this process's reply memory: a stored
    * response continued through another API process (REDIS_URL) re-uses the
-   * ids its reply was sampled as, not a re-encoding of its text.
+   * ids its reply was sampled as, not a re-encoding of its text. Local only:
+   * the process that generated them shared them already.
    */
   rememberReplies(tenantScope: string, replies: readonly SampledReply[]): void {
     for (const reply of replies) this.options.memory.remember(tenantScope, reply.text, reply.ids);
@@ -77,7 +78,8 @@ export class InferenceService {
     }
     for (const event of generation.finish()) {
       if (event.type === 'end') {
-        if (event.sampled.length > 0) this.rememberReplies(spec.tenantSalt, event.sampled);
+        // Shared before the client sees the end: its next turn, sent to any API process, finds these ids.
+        if (event.sampled.length > 0) await this.options.memory.share(spec.tenantSalt, event.sampled);
         for (const listener of this.endListeners) listener(spec, event);
       }
       yield event;

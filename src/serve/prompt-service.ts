@@ -8,8 +8,9 @@
  * "Small" is measured before any template or tokenizer work: at most
  * INLINE_MAX_MESSAGES messages and INLINE_MAX_CHARS characters of strings.
  * The reply memory stays on the API thread (it is filled by the generations
- * this process streams), so the thread returns a draft whose reply spans
- * are swapped for remembered ids here.
+ * this process streams and, with Redis, read from the cluster's shared
+ * memory), so the thread returns a draft whose reply spans are swapped for
+ * remembered ids here.
  */
 import type { Worker } from 'node:worker_threads';
 
@@ -74,16 +75,23 @@ export class PromptService {
 
   /** templateKwargs: the request's chat_template_kwargs (e.g. enable_thinking), passed to the template as variables. */
   async chat(messages: ChatMessage[], tools: ToolSpec[] | undefined, tenantScope: string, param: string, templateKwargs?: Record<string, unknown>): Promise<ChatPrompt> {
-    const { codec, memory, contextLength } = this.options;
+    const { codec, contextLength } = this.options;
     const limits = { contextLength, param };
     if (messages.length <= INLINE_MAX_MESSAGES && !charsExceed([messages, tools], INLINE_MAX_CHARS)) {
       this.built.inline++;
-      return finishChatPrompt(draftChatPrompt(codec, messages, tools, limits, templateKwargs), memory, tenantScope);
+      return this.finish(draftChatPrompt(codec, messages, tools, limits, templateKwargs), tenantScope);
     }
     this.built.thread++;
     const answer = await this.ask({ op: 'chat', id: 0, messages, tools, contextLength, param, ...(templateKwargs ? { templateKwargs } : {}) });
     if (answer.type !== 'chat') throw new KvtError('KVT_ERR_INTERNAL', `prompt thread answered ${answer.type} to a chat prompt`);
     const draft: ChatPromptDraft = { tokens: answer.tokens, messageStarts: answer.messageStarts, prefixStable: answer.prefixStable, replies: answer.replies };
+    return this.finish(draft, tenantScope);
+  }
+
+  /** Reply spans → remembered ids; replies another API process generated are fetched from the shared memory first. */
+  private async finish(draft: ChatPromptDraft, tenantScope: string): Promise<ChatPrompt> {
+    const { memory } = this.options;
+    if (memory !== null && draft.replies.length > 0) await memory.load(tenantScope, draft.replies.map((reply) => reply.text));
     return finishChatPrompt(draft, memory, tenantScope);
   }
 

@@ -6,13 +6,13 @@
  *
  * - A Responses chain: each turn continues the one before by `previous_response_id`, created
  *   through the other API process (the stored response crosses processes through the cluster).
- * - An agent tool loop (chat completions with tools and tool results) through one API process, its
- *   turns dealt round-robin to the two workers: the cached tokens grow turn by turn and cover at
- *   least the previous prompt's whole 64-token blocks. (Through alternating API processes it does
- *   not, here: an API process splices a reply's sampled ids into the next prompt only from its own
- *   in-memory ReplyMemory, and the synthetic model's replies do not re-encode to the ids sampled,
- *   so the other process's prompt differs from the reply on. Measured: 1032 cached of a 1113-token
- *   previous prompt. Not fixed here: src/recipe/reply-memory.ts, src/serve/app.ts.)
+ * - An agent tool loop (chat completions with tools and tool results), its turns dealt round-robin
+ *   to the two workers, once through one API process and once alternating the two API processes
+ *   turn by turn. From turn 2 on: wholeBlocks(previous prompt) ≤ cached ≤ prompt, and cached grows.
+ *   The alternating loop needs the reply memory in Redis (src/serve/redis-reply-memory.ts): the
+ *   synthetic model's replies do not re-encode to the ids sampled, so a process splicing only its
+ *   own replies' ids built a prompt that differs from the reply on (before: step 3, 1024 cached of
+ *   1192, previous prompt 1122).
  * And no command raised CROSSSLOT on any node.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -36,6 +36,7 @@ const TOOLS: OpenAI.Chat.Completions.ChatCompletionTool[] = [
   { type: 'function', function: { name: 'read_file', description: 'Read a file of the repository', parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] } } },
   { type: 'function', function: { name: 'run_tests', description: 'Run the test suite', parameters: { type: 'object', properties: { filter: { type: 'string' } } } } },
 ];
+const LOG = Array.from({ length: 2 }, (_, line) => `FAIL test/step.test.ts > case ${line}: expected 200, got 503`).join('\n');
 const wholeBlocks = (tokens: number) => Math.floor(tokens / BLOCK) * BLOCK;
 
 let cluster: RedisClusterFixture;
@@ -97,35 +98,58 @@ describe('2 API processes + 2 workers on a Redis Cluster (4-shard plane) and S3'
     }
   }, 300_000);
 
-  it('an agent tool loop: cached tokens grow each turn and cover the previous prompt’s whole blocks', async () => {
-    const messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [
-      { role: 'system', content: INSTRUCTIONS },
-      { role: 'user', content: 'The nightly build is red; find out why and fix it.' },
-    ];
-    let previousPrompt = 0;
-    let previousCached = -1;
-    for (let step = 1; step <= 6; step++) {
-      const response = await clients[0].chat.completions.create({ model: MODEL, messages, tools: TOOLS, max_tokens: 16, temperature: 0 });
-      const usage = response.usage!;
-      const cached = usage.prompt_tokens_details!.cached_tokens!;
-      if (step > 1) {
-        expect(cached, `step ${step}`).toBeGreaterThanOrEqual(wholeBlocks(previousPrompt));
-        expect(cached, `step ${step}`).toBeGreaterThan(previousCached);
-      }
-      previousPrompt = usage.prompt_tokens;
-      previousCached = cached;
-      // The agent echoes the assistant turn as returned, a result for each tool call it made, and its next instruction.
-      const reply = response.choices[0].message;
-      const assistant: OpenAI.Chat.Completions.ChatCompletionAssistantMessageParam = { role: 'assistant', content: reply.content ?? '' };
-      if (reply.tool_calls) assistant.tool_calls = reply.tool_calls;
-      messages.push(assistant);
-      for (const call of reply.tool_calls ?? []) messages.push({ role: 'tool', tool_call_id: call.id, content: `{"ok": false, "failing": "test/step-${step}.test.ts"}` });
-      messages.push({ role: 'user', content: `Step ${step + 1}: tool output attached, exit status 1 in test/step-${step}.test.ts. Keep going.` });
-      await landed();
-    }
+  it('an agent tool loop through one API process: cached tokens grow each turn and cover the previous prompt’s whole blocks', async () => {
+    await toolLoop('one', 100, () => 0);
+  }, 300_000);
+
+  it('an agent tool loop whose turns alternate API processes: each turn’s cache covers the previous prompt’s whole blocks', async () => {
+    // The process serving a turn did not serve the turn before: it splices that reply's sampled ids from the
+    // cluster's reply memory (Redis), not its own.
+    await toolLoop('alternating', 200, (step) => step % 2);
   }, 300_000);
 
   it('no command raised CROSSSLOT on any node', () => {
     expect(cluster.crossSlotErrors() - crossSlotBefore).toBe(0);
   });
 });
+
+/**
+ * An agent's tool loop of 6 steps, step n sent through API process apiOf(n). Every step must call a tool
+ * (tool_choice "required": the grammar makes the synthetic model write a real tool call) and samples at
+ * temperature 1 with seed `seed + n`, so each step's call is new text: a process that did not serve the
+ * step before has not seen its reply. From step 2 on it asserts,
+ * with P the previous step's prompt_tokens: wholeBlocks(P) ≤ cached_tokens ≤ prompt_tokens (the cache
+ * covers the previous prompt but at most its last partial 64-token block), and cached_tokens grows.
+ */
+async function toolLoop(name: string, seed: number, apiOf: (step: number) => number): Promise<void> {
+  const messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [
+    { role: 'system', content: INSTRUCTIONS },
+    { role: 'user', content: `The nightly build of ${name} is red; find out why and fix it.` },
+  ];
+  let previousPrompt = 0;
+  let previousCached = -1;
+  for (let step = 1; step <= 6; step++) {
+    const response = await clients[apiOf(step)].chat.completions.create({ model: MODEL, messages, tools: TOOLS, ...(step % 2 === 1 ? { tool_choice: 'required', max_tokens: 64 } : { max_tokens: 16 }), temperature: 1, seed: seed + step });
+    const usage = response.usage!;
+    const cached = usage.prompt_tokens_details!.cached_tokens!;
+    const what = `${name}, step ${step}: ${cached} cached of ${usage.prompt_tokens} (previous prompt ${previousPrompt})`;
+    if (step % 2 === 1) expect(response.choices[0].message.tool_calls?.length, what).toBeGreaterThan(0);
+    console.log(what, JSON.stringify(response.choices[0].message).slice(0, 200));
+    if (step > 1) {
+      expect(cached, what).toBeGreaterThanOrEqual(wholeBlocks(previousPrompt));
+      expect(cached, what).toBeLessThanOrEqual(usage.prompt_tokens);
+      expect(cached, what).toBeGreaterThan(previousCached);
+    }
+    previousPrompt = usage.prompt_tokens;
+    previousCached = cached;
+    // The agent echoes the assistant turn as returned, a result for each tool call it made, and its next instruction.
+    const reply = response.choices[0].message;
+    const assistant: OpenAI.Chat.Completions.ChatCompletionAssistantMessageParam = { role: 'assistant', content: reply.content ?? '' };
+    if (reply.tool_calls) assistant.tool_calls = reply.tool_calls;
+    messages.push(assistant);
+    for (const call of reply.tool_calls ?? []) messages.push({ role: 'tool', tool_call_id: call.id, content: `{"ok": false, "failing": "test/step-${step}.test.ts"}` });
+    // A log of more than a block after each text reply: a reply spliced differently is not hidden in the prompt's last partial block.
+    messages.push({ role: 'user', content: `Step ${step + 1}: tool output attached, exit status 1 in test/step-${step}.test.ts. Keep going.${step % 2 === 0 ? `\n${LOG}` : ''}` });
+    await landed();
+  }
+}

@@ -156,8 +156,9 @@ export async function runFailoverScenario(log: (line: string) => void = () => un
     };
     /**
      * One pass of every client's agent loop (clients at once, turns in order). A client stays on one API
-     * process: that process splices its own replies' sampled ids into the next prompt (ReplyMemory is
-     * per process), so a turn's prompt, and with it the right answer, is the same in every pass.
+     * process: that process splices its own replies' sampled ids from its local ReplyMemory (shared
+     * through Redis too, but a Redis stalled by the failover would leave another process to re-encode
+     * them), so a turn's prompt, and with it the right answer, is the same in every pass.
      */
     const pass = async (): Promise<Turn[][]> =>
       Promise.all(
