@@ -288,12 +288,18 @@ export function importUnit(engine: UnitEngine, seq: Sequence, unit: EngineUnit):
   if (s.conv) want.push({ kind: 'conv', layers: s.conv.layers, first: p, n: 1 });
   if (unit.tail.length !== want.length) bad(`${unit.tail.length} tail sections, ${want.length} expected`);
   const pageBytes = engine.kvLayout.blockBytes;
-  const pages = Array.from({ length: Math.ceil(p / TOKENS_PER_BLOCK) }, () => new Uint8Array(pageBytes));
+  // Whole-page blocks with no window in the tail (lfm2): the full pages are the loaded blocks themselves
+  // (importPages copies them into the pool; nothing below writes a page before the partial one), so the
+  // import does not allocate, zero and copy the whole prefix a second time.
+  const aliasBlocks = s.blockConcatenable && s.windowLayers.length === 0 && blockBytes === pageBytes;
+  const pages = Array.from({ length: Math.ceil(p / TOKENS_PER_BLOCK) }, (_, i) => (aliasBlocks && i < full ? unit.blocks[i] : new Uint8Array(pageBytes)));
   const layerBytes = 2 * s.kvHeads * runBytes(s, TOKENS_PER_BLOCK);
-  unit.blocks.forEach((b, i) => {
-    if (s.blockConcatenable) pages[i].set(b);
-    else s.blockLayers.forEach((l, j) => pages[i].set(b.subarray(j * layerBytes, (j + 1) * layerBytes), l * layerBytes));
-  });
+  if (!aliasBlocks) {
+    unit.blocks.forEach((b, i) => {
+      if (s.blockConcatenable) pages[i].set(b);
+      else s.blockLayers.forEach((l, j) => pages[i].set(b.subarray(j * layerBytes, (j + 1) * layerBytes), l * layerBytes));
+    });
+  }
   want.forEach((wnt, i) => {
     const sec = unit.tail[i];
     const size = wnt.kind === 'conv' ? wnt.layers.length * s.conv!.rows * s.conv!.width * 4 : wnt.layers.length * 2 * s.kvHeads * runBytes(s, wnt.n);
