@@ -19,6 +19,7 @@ import type { GgufFile } from './gguf/index.ts';
 import { readDeepseek4Config } from './engine/deepseek4-config.ts';
 import { modelConfigFromGguf } from './model-config.ts';
 import { gemma3ConfigFromGguf } from './gemma3-config.ts';
+import { gptOssConfigFromGguf } from './gptoss-config.ts';
 import { lfm2ConfigFromGguf } from './lfm2-config.ts';
 import { deepseekConfigFromGguf } from './deepseek-config.ts';
 
@@ -129,10 +130,10 @@ export async function modelFingerprint(gguf: GgufFile, options: FingerprintOptio
     return hex64(x.h64Raw(bytes, SEED_A)) + hex64(x.h64Raw(bytes, SEED_B));
   }
   const special = gguf.optString('general.architecture');
-  if (special === 'gemma3' || special === 'lfm2' || special === 'deepseek4') {
+  if (special === 'gemma3' || special === 'lfm2' || special === 'deepseek4' || special === 'gpt-oss') {
     // the config holds the window / layer pattern / layer kinds: a file that differs only there is another model
     const w = await cachedWeightsHash(gguf, options.cache ?? true);
-    const config = special === 'gemma3' ? gemma3ConfigFromGguf(gguf) : special === 'lfm2' ? lfm2ConfigFromGguf(gguf) : readDeepseek4Config(gguf);
+    const config = special === 'gemma3' ? gemma3ConfigFromGguf(gguf) : special === 'lfm2' ? lfm2ConfigFromGguf(gguf) : special === 'gpt-oss' ? gptOssConfigFromGguf(gguf) : readDeepseek4Config(gguf);
     const canonical = JSON.stringify({ v: FINGERPRINT_VERSION, arch: special, config, kvDtype: options.kvDtype, weights: w });
     const x = await hasher();
     const bytes = enc.encode(canonical);

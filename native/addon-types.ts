@@ -55,9 +55,11 @@ export interface NativeAddon {
     layer: number, heads: number, vDim: number, scale: number, tables: Int32Array, segments: Int32Array): void;
   /** attention over keys [max(0, p − window + 1), p] (window 0: all); window-ops-napi.cc. */
   windowAttention(out: Float32Array, q: Float32Array, pages: Bytes, layers: number, kvHeads: number, headDim: number,
-    kvDtype: number, layer: number, heads: number, scale: number, window: number, tables: Int32Array, segments: Int32Array): void;
+    kvDtype: number, layer: number, heads: number, scale: number, window: number, tables: Int32Array, segments: Int32Array,
+    sinks?: Float32Array): void;
   windowAttentionRef(out: Float32Array, q: Float32Array, pages: Bytes, layers: number, kvHeads: number, headDim: number,
-    kvDtype: number, layer: number, heads: number, scale: number, window: number, tables: Int32Array, segments: Int32Array): void;
+    kvDtype: number, layer: number, heads: number, scale: number, window: number, tables: Int32Array, segments: Int32Array,
+    sinks?: Float32Array): void;
   /** deepseek4 attention of T tokens over their selected keys (src/ops/dsv4-sparse-attention.h; dsv4-napi.cc). */
   dsv4SparseAttention(out: Float32Array, q: Float32Array, keys: Float32Array, idx: Int32Array, off: Int32Array, sinks: Float32Array,
     T: number, H: number, D: number, scale: number): void;

@@ -224,10 +224,12 @@ export interface Backend {
   /**
    * attention() with a sliding window: the query at position p attends keys
    * [max(0, p − window + 1), p] (llama.cpp's standard SWA mask); window 0 = all
-   * keys, bit-identical to attention() on the cpu backend.
+   * keys, bit-identical to attention() on the cpu backend. `sinks` (gpt-oss,
+   * [heads] f32 on the host): one extra logit per head that joins the softmax's
+   * max and denominator and carries no value (ggml's soft_max with sinks).
    */
   windowAttention?(out: TensorHandle, q: TensorHandle, pool: KvPoolHandle, layer: number, heads: number,
-    scale: number, window: number, segments: AttentionSegment[]): void;
+    scale: number, window: number, segments: AttentionSegment[], sinks?: Float32Array): void;
   /** out[n] = gelu(gate[n]) · up[n], GELU through ggml's f16 table (GGML_GELU_FP16). */
   geglu?(out: TensorHandle, gate: TensorHandle, up: TensorHandle, n: number): void;
   /** out[n] = x[n] · s  (out may alias x) */

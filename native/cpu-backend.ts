@@ -285,12 +285,12 @@ export class CpuBackend implements Backend {
   }
 
   windowAttention(out: TensorHandle, q: TensorHandle, pool: KvPoolHandle, layer: number, heads: number,
-    scale: number, window: number, segments: AttentionSegment[]): void {
+    scale: number, window: number, segments: AttentionSegment[], sinks?: Float32Array): void {
     const p = this.mhaPool(pool);
     const o = this.tensor(out, 'windowAttention out');
     const qd = this.tensor(q, 'windowAttention q');
     const { tables, segs } = packSegments(segments);
-    this.call(() => this.addon.windowAttention(o, qd, p.bytes, p.layers, p.kvHeads, p.headDim, p.kvType, layer, heads, scale, window, tables, segs));
+    this.call(() => this.addon.windowAttention(o, qd, p.bytes, p.layers, p.kvHeads, p.headDim, p.kvType, layer, heads, scale, window, tables, segs, sinks));
   }
 
   geglu(out: TensorHandle, gate: TensorHandle, up: TensorHandle, n: number): void {

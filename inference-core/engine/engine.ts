@@ -22,6 +22,7 @@ import { EngineError } from './engine-errors.ts';
 import { LlamaGraph, type GraphConfig, type ModelWeights, type RowSegment } from './llama-graph.ts';
 import type { DeepseekGraphConfig } from './deepseek-graph.ts';
 import type { Gemma3GraphConfig } from './gemma3-graph.ts';
+import type { GptOssGraphConfig } from './gptoss-graph.ts';
 import type { ConvState, Lfm2GraphConfig } from './lfm2-graph.ts';
 import type { Deepseek4GraphConfig } from './deepseek4-graph.ts';
 import type { Deepseek4State } from './deepseek4-state.ts';
@@ -60,13 +61,13 @@ export interface ArchEngineParts<Cfg, GCfg> {
   kvLayout: KvLayout;
   /** The handles the engine's destroy() frees through ModelWeights (embedding, head, final norm). */
   weights: ModelWeights;
-  ownedTensors: WeightHandle[];
+  ownedTensors: Parameters<Backend['free']>[0][];
   graph: (maxRows: number, maxLogitRows: number) => ForwardGraph;
 }
 
 export interface EngineParts<Tok, Cfg> {
   backend: Backend;
-  graphConfig: GraphConfig | DeepseekGraphConfig | Gemma3GraphConfig | Lfm2GraphConfig | Deepseek4GraphConfig;
+  graphConfig: GraphConfig | DeepseekGraphConfig | Gemma3GraphConfig | Lfm2GraphConfig | Deepseek4GraphConfig | GptOssGraphConfig;
   /**
    * Builds the forward pass for (maxRows, maxLogitRows); absent: LlamaGraph over
    * graphConfig and weights. Models with their own graph (deepseek2) pass it and
@@ -107,7 +108,7 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
   readonly fingerprint: string;
   readonly tokenizer: Tok;
   readonly config: Cfg;
-  readonly graphConfig: GraphConfig | DeepseekGraphConfig | Gemma3GraphConfig | Lfm2GraphConfig | Deepseek4GraphConfig;
+  readonly graphConfig: GraphConfig | DeepseekGraphConfig | Gemma3GraphConfig | Lfm2GraphConfig | Deepseek4GraphConfig | GptOssGraphConfig;
   readonly contextLength: number;
   readonly vocabSize: number;
   readonly prefillChunk: number;
@@ -137,7 +138,7 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
     this.pool = new KvPool(this.backend, parts.kvLayout, parts.poolBytes);
     const maxRows = Math.max(this.prefillChunk, this.maxBatch);
     if (parts.graph) this.graph = parts.graph(maxRows, this.maxBatch);
-    else if (parts.graphConfig.architecture === 'deepseek2' || parts.graphConfig.architecture === 'gemma3' || parts.graphConfig.architecture === 'lfm2' || parts.graphConfig.architecture === 'deepseek4' || !parts.weights) {
+    else if (parts.graphConfig.architecture === 'deepseek2' || parts.graphConfig.architecture === 'gemma3' || parts.graphConfig.architecture === 'lfm2' || parts.graphConfig.architecture === 'deepseek4' || parts.graphConfig.architecture === 'gpt-oss' || !parts.weights) {
       throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `a ${parts.graphConfig.architecture} engine needs its graph factory (EngineParts.graph); load it with loadEngine`);
     } else this.graph = new LlamaGraph(this.backend, parts.graphConfig, parts.weights, maxRows, this.maxBatch);
   }

@@ -9,6 +9,7 @@
  *   'synthetic:deepseek4-tiny[:f16]'       DeepSeek V4 (deepseek4) files (f32, f16, bf16, q8_0, q4_k_m, mxfp4_moe) with DeepSeek-V3's vocabulary and
  *   'synthetic:deepseek4-small[:q8_0]'     V4's chat template, served by kvtier's deepseek4 forward on the cpu backend
  *                                          with prefix units (deepseek4-unit.ts)
+ *   'synthetic:gpt-oss-tiny'               gpt-oss (alternating SWA/full attention, sinks, MoE with MXFP4 experts), synthetic/gptoss-synthetic.ts
  *   'synthetic:small:q4_k_m'               the same with its weight type named (f32, f16, bf16, q8_0,
  *                                          q4_0, q4_k_m, q5_k_m, q6_k; overrides options.weightType)
  *   '/path/to/model.gguf'                  a llama (Llama 2/3/3.1+, Mistral), qwen2, qwen3, deepseek2 or gemma3 GGUF;
@@ -42,6 +43,9 @@ import { deepseek4EngineParts, type Deepseek4EngineParts } from './deepseek4-loa
 import { lfm2EngineParts } from './lfm2-load.ts';
 import type { Lfm2Config } from '../lfm2-config.ts';
 import type { Gemma3Config } from '../gemma3-config.ts';
+import { gptOssEngineParts } from './gptoss-load.ts';
+import type { GptOssConfig } from '../gptoss-config.ts';
+import { ensureGptOssModel } from '../synthetic/gptoss-synthetic.ts';
 
 export interface LoadEngineOptions {
   /** Where synthetic models are generated (<dataDir>/models/). Required for 'synthetic:*'. */
@@ -74,6 +78,10 @@ export type LoadedEngine = Engine<Tokenizer, ModelConfig> & { readonly modelPath
 export function resolveModelPath(spec: string, options: LoadEngineOptions = {}): string {
   if (spec.startsWith('synthetic:deepseek-')) return resolveDeepseekSpec(spec, options);
   if (spec.startsWith('synthetic:deepseek4-')) return resolveDeepseek4Spec(spec, options);
+  if (spec === 'synthetic:gpt-oss-tiny') {
+    if (!options.dataDir) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `${spec} needs options.dataDir (where the generated GGUF is kept)`);
+    return ensureGptOssModel('gpt-oss-tiny', { dataDir: options.dataDir });
+  }
   if (spec.startsWith('synthetic:')) {
     const [name, typeSuffix, ...extra] = spec.slice('synthetic:'.length).split(':');
     if (typeSuffix !== undefined && (extra.length > 0 || !(SYNTHETIC_WEIGHT_TYPES as readonly string[]).includes(typeSuffix))) {
@@ -164,9 +172,13 @@ export async function loadEngine(spec: string, options: LoadEngineOptions = {}):
       });
       return Object.assign(engine, { modelPath }) as unknown as LoadedEngine;
     }
-    if (arch === 'deepseek2' || arch === 'gemma3' || arch === 'lfm2') {
-      const ds = arch === 'deepseek2' ? deepseekEngineParts(backend, gguf, kvDtype) : arch === 'gemma3' ? gemma3EngineParts(backend, gguf, kvDtype) : lfm2EngineParts(backend, gguf, kvDtype);
-      const engine = new Engine<Tokenizer, ModelConfig | DeepseekConfig | Gemma3Config | Lfm2Config>({
+    if (arch === 'deepseek2' || arch === 'gemma3' || arch === 'lfm2' || arch === 'gpt-oss') {
+      const ds =
+        arch === 'deepseek2' ? deepseekEngineParts(backend, gguf, kvDtype)
+        : arch === 'gemma3' ? gemma3EngineParts(backend, gguf, kvDtype)
+        : arch === 'gpt-oss' ? gptOssEngineParts(backend, gguf, kvDtype)
+        : lfm2EngineParts(backend, gguf, kvDtype);
+      const engine = new Engine<Tokenizer, ModelConfig | DeepseekConfig | Gemma3Config | Lfm2Config | GptOssConfig>({
         backend,
         ...ds,
         poolBytes: options.poolBytes ?? DEFAULT_POOL_BYTES,

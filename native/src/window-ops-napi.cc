@@ -3,7 +3,8 @@
 // here, so a wrong shape from TypeScript is a thrown KVT_ERR_NATIVE_ARG /
 // KVT_ERR_NATIVE_SHAPE, never a stray read or write.
 //   windowAttention / windowAttentionRef(out, q, pages, layers, kvHeads, headDim, kvDtype, layer, heads, scale,
-//                                        window, tables, segs)   (attention's arguments plus window; 0 = none)
+//                                        window, tables, segs[, sinks])   (attention's arguments plus window; 0 = none;
+//                                        sinks: optional Float32Array [heads], gpt-oss's attention sinks)
 //   geglu / gegluRef(out, gate, up, n)
 //   scale / scaleRef(out, x, s, n)
 #include <napi.h>
@@ -41,8 +42,14 @@ Napi::Value WindowAttention(const Napi::CallbackInfo& info) {
   if (!get_segments(env, "windowAttention", tables, n_tables, segs, n_segs4, n_pages, &sg, &rows)) return env.Undefined();
   const size_t need_f = (size_t)rows * heads * kv.head_dim;
   if (!need(env, n_out >= need_f && n_q >= need_f, "windowAttention: q and out need Σqueries*heads*headDim floats")) return env.Undefined();
-  if (kRef) window_attention_ref(out, q, pages.p, kv, layer, heads, sc, window, sg.data(), (int)sg.size());
-  else window_attention(out, q, pages.p, kv, layer, heads, sc, window, sg.data(), (int)sg.size(), global_pool());
+  float* sinks = nullptr;
+  if (info.Length() > 13 && !info[13].IsUndefined() && !info[13].IsNull()) {
+    size_t n_sinks;
+    if (!get_f32(info, 13, &sinks, &n_sinks, "sinks")) return env.Undefined();
+    if (!need(env, n_sinks == (size_t)heads, "windowAttention: sinks need one float per head")) return env.Undefined();
+  }
+  if (kRef) window_attention_ref(out, q, pages.p, kv, layer, heads, sc, window, sg.data(), (int)sg.size(), sinks);
+  else window_attention(out, q, pages.p, kv, layer, heads, sc, window, sg.data(), (int)sg.size(), global_pool(), sinks);
   return env.Undefined();
 }
 

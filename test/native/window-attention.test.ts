@@ -37,7 +37,7 @@ function f16(x: number): number {
   return out[0];
 }
 
-function dense(s: ReturnType<typeof setup>, T: number, heads: number, kvHeads: number, D: number, scale: number, window: number): Float64Array {
+function dense(s: ReturnType<typeof setup>, T: number, heads: number, kvHeads: number, D: number, scale: number, window: number, sinks?: Float32Array): Float64Array {
   const out = new Float64Array(T * heads * D);
   const group = heads / kvHeads;
   for (let t = 0; t < T; t++)
@@ -50,9 +50,10 @@ function dense(s: ReturnType<typeof setup>, T: number, heads: number, kvHeads: n
         for (let i = 0; i < D; i++) d += s.q[(t * heads + h) * D + i] * s.k[(j * kvHeads + g) * D + i];
         sc.push(d * scale);
       }
-      const m = Math.max(...sc);
+      const m = Math.max(...sc, sinks ? sinks[h] : -Infinity);
       const e = sc.map((x) => Math.exp(x - m));
-      const z = e.reduce((a, b) => a + b, 0);
+      // a sink joins the denominator with no value row (gpt-oss)
+      const z = e.reduce((a, b) => a + b, 0) + (sinks ? Math.exp(sinks[h] - m) : 0);
       for (let i = 0; i < D; i++) {
         let o = 0;
         for (let j = lo; j <= t; j++) o += e[j - lo] * s.v[(j * kvHeads + g) * D + i];
@@ -62,12 +63,12 @@ function dense(s: ReturnType<typeof setup>, T: number, heads: number, kvHeads: n
   return out;
 }
 
-function run(ref: boolean, s: ReturnType<typeof setup>, heads: number, scale: number, window: number, segments: AttentionSegment[], rows: number, D: number): Float32Array {
+function run(ref: boolean, s: ReturnType<typeof setup>, heads: number, scale: number, window: number, segments: AttentionSegment[], rows: number, D: number, sinks?: Float32Array): Float32Array {
   const p = s.pool as CpuKvPool;
   const out = new Float32Array(rows * heads * D);
   const { tables, segs } = packSegments(segments);
   const fn = ref ? addon.windowAttentionRef : addon.windowAttention;
-  fn(out, segments.length === 1 && segments[0].pos0 === 0 ? s.q : sliceQ(s.q, segments, heads, D), p.bytes, p.layers, p.kvHeads, p.headDim, p.kvType, 1, heads, scale, window, tables, segs);
+  fn(out, segments.length === 1 && segments[0].pos0 === 0 ? s.q : sliceQ(s.q, segments, heads, D), p.bytes, p.layers, p.kvHeads, p.headDim, p.kvType, 1, heads, scale, window, tables, segs, sinks);
   return out;
 }
 
@@ -129,6 +130,24 @@ describe('windowAttention', () => {
     ];
     expect(bitsEqual(run(false, s, heads, 0.25, window, split, T, D), whole)).toBe(true);
     expect(bitsEqual(run(true, s, heads, 0.25, window, split, T, D), whole)).toBe(true);
+  });
+
+  it.each([0, 40])('attention sinks (gpt-oss), window %i: match dense float64 with the sink in the softmax, ref == fast, split calls == one call', (window) => {
+    const heads = 4, kvHeads = 2, D = 16;
+    const s = setup(T, heads, kvHeads, D, 'f16', 21 + window);
+    const sinks = Float32Array.from([0.5, -1, 2, 3]);
+    const seg = [{ blockTable: s.table, pos0: 0, queries: T }];
+    const fast = run(false, s, heads, 0.25, window, seg, T, D, sinks);
+    expect(bitsEqual(run(true, s, heads, 0.25, window, seg, T, D, sinks), fast)).toBe(true);
+    expect(maxAbsDiff(fast, Float32Array.from(dense(s, T, heads, kvHeads, D, 0.25, window, sinks)))).toBeLessThan(2e-5);
+    expect(maxAbsDiff(fast, run(false, s, heads, 0.25, window, seg, T, D))).toBeGreaterThan(1e-3);
+    const split = [
+      { blockTable: s.table, pos0: 0, queries: 41 },
+      { blockTable: s.table, pos0: 41, queries: 1 },
+      { blockTable: s.table, pos0: 42, queries: 108 },
+    ];
+    expect(bitsEqual(run(false, s, heads, 0.25, window, split, T, D, sinks), fast)).toBe(true);
+    expect(() => run(false, s, heads, 0.25, window, seg, T, D, new Float32Array(3))).toThrow(/one float per head/);
   });
 
   it('a bad shape is a typed error, nothing written', () => {

@@ -27,6 +27,22 @@ inline float softmax_scores_ref(float* s, int n) {
   return exp_shift_inv_sum_ref(s, n, m);
 }
 
+// softmax_scores_ref with an attention sink (gpt-oss): a logit `sink` that
+// joins the max and the denominator and has no value row, as ggml's soft_max
+// with sinks computes it: m = max(max_j s_j, sink); Σ = Σ_j e_j (lanes j%16,
+// reduce16) + exp_kvt(sink − m); returns 1/Σ.
+inline float softmax_scores_sink_ref(float* s, int n, float sink) {
+  float m = s[0];
+  for (int j = 1; j < n; ++j) m = s[j] > m ? s[j] : m;
+  m = sink > m ? sink : m;
+  float lanes[16] = {0};
+  for (int j = 0; j < n; ++j) {
+    s[j] = exp_kvt(s[j] - m);
+    lanes[j % 16] += s[j];
+  }
+  return 1.0f / (reduce16(lanes) + exp_kvt(sink - m));
+}
+
 // Element idx of a KV page pool stored as f32 or f16.
 inline float page_elem_at(const uint8_t* pages, int dtype, size_t idx) {
   if (dtype == F32) {

@@ -11,7 +11,8 @@
 namespace kvt {
 
 void window_attention_ref(float* out, const float* q, const uint8_t* pages, const KvLayout& kv, int layer,
-                          int n_heads, float scale_, int window, const AttnSegment* segs, int n_segs) {
+                          int n_heads, float scale_, int window, const AttnSegment* segs, int n_segs,
+                          const float* sinks) {
   const int D = kv.head_dim;
   const int group = n_heads / kv.kv_heads;
   const size_t page_elems = kv.page_elems();
@@ -35,7 +36,7 @@ void window_attention_ref(float* out, const float* q, const uint8_t* pages, cons
           for (int d = 0; d < D; ++d) lanes[d % 16] = std::fmaf(qh[d], page_elem_at(pages, kv.dtype, base + d), lanes[d % 16]);
           s[j] = reduce16(lanes) * scale_;
         }
-        const float inv = softmax_scores_ref(s.data(), n);
+        const float inv = sinks ? softmax_scores_sink_ref(s.data(), n, sinks[h]) : softmax_scores_ref(s.data(), n);
         std::fill(o.begin(), o.end(), 0.0f);
         for (int j = 0; j < n; ++j) {
           const int key = lo + j;

@@ -38,7 +38,8 @@ struct Item {
 }  // namespace
 
 void window_attention(float* out, const float* q, const uint8_t* pages, const KvLayout& kv, int layer, int n_heads,
-                      float scale_, int window, const AttnSegment* segs, int n_segs, ThreadPool& pool) {
+                      float scale_, int window, const AttnSegment* segs, int n_segs, ThreadPool& pool,
+                      const float* sinks) {
   std::vector<Item> items;
   for (int s = 0; s < n_segs; ++s)
     for (int i = 0; i < segs[s].n_q; ++i) items.push_back({s, i});
@@ -72,7 +73,7 @@ void window_attention(float* out, const float* q, const uint8_t* pages, const Kv
           for (int d = 0; d < D; ++d) lanes[d % 16] = std::fmaf(qh[d], kr[d], lanes[d % 16]);
           s[j] = reduce16(lanes) * scale_;
         }
-        const float inv = softmax_scores_ref(s.data(), n);
+        const float inv = sinks ? softmax_scores_sink_ref(s.data(), n, sinks[h]) : softmax_scores_ref(s.data(), n);
         std::fill(o.begin(), o.end(), 0.0f);
         for (int j = 0; j < n; ++j) {
           const float* vr = vt.data() + (size_t)j * D;

@@ -19,11 +19,15 @@ namespace kvt {
 //   s_j = (q·k_j in lanes d%16, fmaf, then reduce16) · scale
 //   softmax_scores_ref(s)  (max scan, exp_kvt, Σ in lanes j%16)
 //   o = Σ_j fmaf(e_j, v_j) sequential j;  out = o · (1/Σ)
-// attention_ref is this function with window 0 (attention-ref.cc calls it).
+// sinks (nullable, [n_heads]): gpt-oss's attention sinks, one extra logit per
+// head in the softmax with no value (softmax_scores_sink_ref); null = none.
+// attention_ref is this function with window 0 and no sinks (attention-ref.cc calls it).
 void window_attention(float* out, const float* q, const uint8_t* pages, const KvLayout& kv, int layer, int n_heads,
-                      float scale, int window, const AttnSegment* segs, int n_segs, ThreadPool& pool);
+                      float scale, int window, const AttnSegment* segs, int n_segs, ThreadPool& pool,
+                      const float* sinks = nullptr);
 void window_attention_ref(float* out, const float* q, const uint8_t* pages, const KvLayout& kv, int layer,
-                          int n_heads, float scale, int window, const AttnSegment* segs, int n_segs);
+                          int n_heads, float scale, int window, const AttnSegment* segs, int n_segs,
+                          const float* sinks = nullptr);
 
 // out[n] = gelu16(gate[n]) · up[n], ggml's GGML_GELU_FP16 geglu:
 //   gate <= −10 → 0;  gate >= 10 → gate·up;

@@ -1,0 +1,180 @@
+/**
+ * The gpt-oss forward pass (`gpt-oss`), as llama.cpp's
+ * src/models/openai-moe.cpp computes it, over the native Backend's ops:
+ *
+ *   x = embed(tokens)                                          [n][dim]
+ *   per layer l (sliding when swaLayers[l]):
+ *     h = rmsNorm(x)·attn_norm
+ *     q,k,v = h·Wqᵀ + bq, h·Wkᵀ + bk, h·Wvᵀ + bv
+ *     rope(q), rope(k)  NEOX, YaRN scaling on every layer
+ *     kvWrite(k, v); a = windowAttention(q, 1/√headDim, window = sliding ? n_swa : 0, sinks[l])
+ *     x = x + a·Woᵀ + bo
+ *     x = x + moe(rmsNorm(x)·post_attention_norm)                gptoss-moe.ts
+ *   logits = rmsNorm(x[row])·output_norm · Woutᵀ
+ *
+ * KV: as gemma3, every layer keeps K/V of every position in the one paged
+ * pool; a sliding layer reads only the last n_swa keys. A continuation from p
+ * needs the full layers' K/V of [0, p) and the sliding layers' of
+ * [p − n_swa, p) (unit-state.ts).
+ */
+import type { AttentionSegment, Backend, KvPoolHandle, RopeOptions, RopeScaling, TensorHandle, WeightHandle } from '../../native/index.ts';
+import type { GptOssConfig } from '../gptoss-config.ts';
+import { checkForwardRows, EngineError } from './engine-errors.ts';
+import { BIAS_TILE_ROWS, graphDims, rowLogits, segmentRowOffsets, type GraphDims, type RowSegment } from './llama-graph.ts';
+import { GptOssMoe, type GptOssMoeWeights } from './gptoss-moe.ts';
+
+export interface GptOssGraphConfig extends GraphDims {
+  architecture: 'gpt-oss';
+  slidingWindow: number;
+  swaLayers: boolean[];
+  attentionScale: number;
+  ropeGlobal: RopeOptions;
+  ropeSwa: RopeOptions;
+  expertCount: number;
+  expertUsed: number;
+  expertFfnDim: number;
+  swigluAlpha: number;
+  swigluLimit: number;
+}
+
+export interface GptOssLayerWeights {
+  attnNorm: WeightHandle;
+  wq: WeightHandle;
+  wk: WeightHandle;
+  wv: WeightHandle;
+  /** Biases tiled BIAS_TILE_ROWS times (the backend has no broadcast add). */
+  bq: TensorHandle;
+  bk: TensorHandle;
+  bv: TensorHandle;
+  wo: WeightHandle;
+  bo: TensorHandle;
+  /** [heads] f32 */
+  sinks: Float32Array;
+  postNorm: WeightHandle;
+  moe: GptOssMoeWeights;
+}
+
+export interface GptOssWeights {
+  tokenEmbd: WeightHandle;
+  layers: GptOssLayerWeights[];
+  outputNorm: WeightHandle;
+  output: WeightHandle;
+}
+
+export function gptOssGraphConfig(c: GptOssConfig, scaling: RopeScaling | undefined): GptOssGraphConfig {
+  const sc = scaling ? { scaling } : {};
+  return {
+    architecture: 'gpt-oss',
+    ...graphDims(c),
+    ffDim: c.expertFfnDim,
+    slidingWindow: c.slidingWindow,
+    swaLayers: c.swaLayers,
+    attentionScale: Math.fround(1 / Math.fround(Math.sqrt(c.ropeDims))),
+    ropeGlobal: { mode: 'neox', freqBase: c.ropeTheta, rotDims: c.ropeDims, ...sc },
+    ropeSwa: { mode: 'neox', freqBase: c.ropeThetaSwa, rotDims: c.ropeDims, ...sc },
+    expertCount: c.expertCount,
+    expertUsed: c.expertUsed,
+    expertFfnDim: c.expertFfnDim,
+    swigluAlpha: c.swigluAlpha,
+    swigluLimit: c.swigluLimit,
+  };
+}
+
+export class GptOssGraph {
+  private readonly b: Backend & Required<Pick<Backend, 'windowAttention'>>;
+  private readonly s: Record<'x' | 'h' | 'q' | 'k' | 'v' | 'attn' | 'proj' | 'normLast' | 'logits', TensorHandle>;
+  private readonly moe: GptOssMoe;
+  private readonly qDim: number;
+  private readonly kvDim: number;
+
+  constructor(
+    backend: Backend,
+    readonly config: GptOssGraphConfig,
+    private readonly weights: GptOssWeights,
+    readonly maxRows: number,
+    readonly maxLogitRows: number,
+  ) {
+    if (!backend.windowAttention) {
+      throw new EngineError('KVT_ERR_ENGINE_UNSUPPORTED_MODEL', `the ${backend.name} backend has no sliding-window attention with sinks for gpt-oss; run it on the cpu backend (KVTIER_DEVICE=cpu)`);
+    }
+    this.b = backend as Backend & Required<Pick<Backend, 'windowAttention'>>;
+    const c = config;
+    this.qDim = c.heads * c.headDim;
+    this.kvDim = c.kvHeads * c.headDim;
+    const a = (n: number) => backend.alloc(n);
+    this.s = {
+      x: a(maxRows * c.dim),
+      h: a(maxRows * c.dim),
+      q: a(maxRows * this.qDim),
+      k: a(maxRows * this.kvDim),
+      v: a(maxRows * this.kvDim),
+      attn: a(maxRows * this.qDim),
+      proj: a(maxRows * c.dim),
+      normLast: a(maxLogitRows * c.dim),
+      logits: a(maxLogitRows * c.vocabSize),
+    };
+    this.moe = new GptOssMoe(backend, c, maxRows);
+  }
+
+  forward(pool: KvPoolHandle, tokens: Int32Array, positions: Int32Array, segments: RowSegment[], logitRows: Int32Array): Float32Array {
+    const b = this.b;
+    const c = this.config;
+    const s = this.s;
+    const n = tokens.length;
+    checkForwardRows(n, positions.length, this.maxRows, logitRows.length, this.maxLogitRows);
+    const v = (t: TensorHandle, width: number) => b.view(t, 0, n * width);
+    const x = v(s.x, c.dim);
+    const h = v(s.h, c.dim);
+    const q = v(s.q, this.qDim);
+    const k = v(s.k, this.kvDim);
+    const vv = v(s.v, this.kvDim);
+    const attn = v(s.attn, this.qDim);
+    const proj = v(s.proj, c.dim);
+    const segRow0 = segmentRowOffsets(segments, n);
+    const attnSegments: AttentionSegment[] = segments;
+
+    b.embed(x, this.weights.tokenEmbd, tokens);
+    for (let l = 0; l < c.layers; l++) {
+      const w = this.weights.layers[l];
+      const sliding = c.swaLayers[l];
+      const rope = sliding ? c.ropeSwa : c.ropeGlobal;
+      b.rmsNorm(h, x, w.attnNorm, n, c.dim, c.rmsEps);
+      b.matmul(q, h, w.wq, n);
+      b.matmul(k, h, w.wk, n);
+      b.matmul(vv, h, w.wv, n);
+      this.addBias(q, w.bq, n, this.qDim);
+      this.addBias(k, w.bk, n, this.kvDim);
+      this.addBias(vv, w.bv, n, this.kvDim);
+      b.rope(q, positions, n, c.heads, c.headDim, rope);
+      b.rope(k, positions, n, c.kvHeads, c.headDim, rope);
+      for (let i = 0; i < segments.length; i++) {
+        const sg = segments[i];
+        const off = segRow0[i] * this.kvDim;
+        const len = sg.queries * this.kvDim;
+        b.kvWrite(pool, l, sg.blockTable, sg.pos0, sg.queries, b.view(s.k, off, len), b.view(s.v, off, len));
+      }
+      b.windowAttention(attn, q, pool, l, c.heads, c.attentionScale, sliding ? c.slidingWindow : 0, attnSegments, w.sinks);
+      b.matmul(proj, attn, w.wo, n);
+      this.addBias(proj, w.bo, n, c.dim);
+      b.add(x, x, proj, n * c.dim); // ffn_inp
+      b.rmsNorm(h, x, w.postNorm, n, c.dim, c.rmsEps);
+      this.moe.forward(proj, h, w.moe, n);
+      b.add(x, x, proj, n * c.dim);
+    }
+    return rowLogits(b, s, this.weights, c, n, logitRows);
+  }
+
+  private addBias(t: TensorHandle, tiledBias: TensorHandle, rows: number, width: number): void {
+    const b = this.b;
+    for (let r = 0; r < rows; r += BIAS_TILE_ROWS) {
+      const cnt = Math.min(BIAS_TILE_ROWS, rows - r);
+      const part = b.view(t, r * width, cnt * width);
+      b.add(part, part, b.view(tiledBias, 0, cnt * width), cnt * width);
+    }
+  }
+
+  destroy(): void {
+    for (const t of Object.values(this.s)) this.b.free(t);
+    this.moe.destroy();
+  }
+}
