@@ -3,7 +3,7 @@
  * what is block-concatenable and one tail (issue #26). What a continuation
  * from p reads, and nothing else:
  *
- *   block layers  (full attention: llama, qwen, gemma3's global layers)
+ *   block layers  (full attention: llama, qwen, gemma3's global layers, gpt-oss's full layers)
  *                 K/V of every token [0, p): floor(p/64) full 64-token blocks,
  *                 each [blockLayer][K|V][kvHead][64][headDim] — exactly the
  *                 block payload of a K|V layout over those layers, shared by
@@ -11,7 +11,7 @@
  *                 full block in the tail's `partial-kv` section.
  *   conv layers   (lfm2's short convolutions, L taps) the last L − 1 inputs
  *                 per channel, f32, as the graph holds them: tail section `conv`.
- *   window layers (gemma3's sliding layers, window W) K/V of the last
+ *   window layers (gemma3's and gpt-oss's sliding layers, window W) K/V of the last
  *                 min(p, W − 1) tokens only: the next query (position p)
  *                 attends keys p − W < j ≤ p and key p is its own, later
  *                 queries reach back less. Tail section `window-kv`,
@@ -33,6 +33,7 @@ import type { Engine } from './engine.ts';
 import type { Sequence } from './sequence.ts';
 import { TOKENS_PER_BLOCK } from '../kv/kv-pool.ts';
 import type { Gemma3GraphConfig } from './gemma3-graph.ts';
+import type { GptOssGraphConfig } from './gptoss-graph.ts';
 import type { Lfm2GraphConfig } from './lfm2-graph.ts';
 import type { Deepseek4GraphConfig } from './deepseek4-graph.ts';
 import { deepseek4FromUnit, deepseek4TailSections, deepseek4UnitBlocks } from './deepseek4-unit.ts';
@@ -81,8 +82,9 @@ export function unitShapeOf(engine: Pick<Engine, 'kvLayout' | 'graphConfig'>): U
   const g = engine.graphConfig;
   // deepseek4: one pseudo-layer page (deepseek4-pages.ts) is the block; the rest is recurrent sections
   if (g.architecture === 'deepseek4') return { blockConcatenable: false, blockLayers: all, windowLayers: [], window: 0, kvHeads: lay.kvHeads, headDim: lay.headDim, dtype: lay.dtype };
-  if (g.architecture === 'gemma3' && (g as Gemma3GraphConfig).slidingWindow > 0) {
-    const c = g as Gemma3GraphConfig;
+  // gemma3 (5 sliding : 1 global) and gpt-oss (alternating): full layers as blocks, sliding windows in the tail
+  if ((g.architecture === 'gemma3' || g.architecture === 'gpt-oss') && (g as Gemma3GraphConfig | GptOssGraphConfig).slidingWindow > 0) {
+    const c = g as Gemma3GraphConfig | GptOssGraphConfig;
     return {
       blockConcatenable: false,
       blockLayers: all.filter((l) => !c.swaLayers[l]),

@@ -3,7 +3,8 @@
  * prefill a prefix, export the unit at p (blocks of the block layers + one
  * tail), import it into a fresh sequence, prefill the suffix: the logits, an
  * 8-token greedy continuation and the unit at the end equal one pass over
- * the whole text. On gemma3-tiny (sliding window 40, 7 sliding + 1 global
+ * the whole text. On gpt-oss-tiny (sliding layers 0, 2 with window 40, full
+ * layers 1, 3 as blocks) at the same positions; on gemma3-tiny (sliding window 40, 7 sliding + 1 global
  * layer) at p inside a window, at the window's edge (39, 40, 41), at block
  * boundaries (64, 128), at an interval position (192), at the end of the
  * input and at the end of a generated output; on synthetic:tiny (llama,
@@ -16,21 +17,25 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportUnit, importUnit, loadEngine, unitShapeOf, type EngineUnit, type LoadedEngine } from '../../inference-core/engine/index.ts';
 import { ensureGemma3Model } from '../../inference-core/synthetic/gemma3-synthetic.ts';
 import { ensureLfm2Model } from '../../inference-core/synthetic/lfm2-synthetic.ts';
+import { ensureGptOssModel } from '../../inference-core/synthetic/gptoss-synthetic.ts';
 import { TEST_DATA_DIR, greedyFrom, randomTokens, tinyEngine } from './engine-fixtures.ts';
 
 let gemma: LoadedEngine;
 let llama: LoadedEngine;
 let lfm2: LoadedEngine;
+let gptoss: LoadedEngine;
 
 beforeAll(async () => {
   gemma = await loadEngine(ensureGemma3Model('gemma3-tiny', { dataDir: TEST_DATA_DIR }), { kvDtype: 'f16', threads: 1, poolBytes: 16 * 2 ** 20, prefillChunk: 48 });
   llama = await tinyEngine({ prefillChunk: 48 });
   lfm2 = await loadEngine(ensureLfm2Model({ dataDir: TEST_DATA_DIR }), { kvDtype: 'f16', threads: 1, poolBytes: 8 * 2 ** 20, prefillChunk: 48 });
+  gptoss = await loadEngine(ensureGptOssModel('gpt-oss-tiny', { dataDir: TEST_DATA_DIR }), { kvDtype: 'f16', threads: 1, poolBytes: 8 * 2 ** 20, prefillChunk: 48 });
 }, 120_000);
 afterAll(() => {
   gemma?.destroy();
   llama?.destroy();
   lfm2?.destroy();
+  gptoss?.destroy();
 });
 
 const same = (a: Uint8Array | Float32Array, b: Uint8Array | Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
@@ -142,6 +147,59 @@ describe('gemma3 units (sliding window 40)', () => {
     l.free();
     const fresh = gemma.createSequence();
     expect(() => importUnit(gemma, fresh, foreign)).toThrow(expect.objectContaining({ code: 'KVT_ERR_ENGINE_BAD_BLOCK' }));
+    fresh.free();
+  });
+});
+
+describe('gpt-oss units (alternating sliding window 40 / full attention, sinks, MoE)', () => {
+  const text = () => randomTokens(230, gptoss.vocabSize, 2701);
+  it('shape: the full layers 1, 3 are block layers, the sliding layers 0, 2 go in the tail', () => {
+    expect(unitShapeOf(gptoss)).toMatchObject({ blockConcatenable: false, blockLayers: [1, 3], windowLayers: [0, 2], window: 40 });
+  });
+  it.each([
+    ['inside the first window', 25],
+    ['one before the window edge', 39],
+    ['at the window edge', 40],
+    ['one past the window edge', 41],
+    ['at a block boundary', 64],
+    ['inside a window, mid block', 100],
+    ['at the second block boundary', 128],
+    ['at an interval position', 192],
+  ])('p %s (%i): import + suffix == one pass, bit for bit', (_what, p) => {
+    const unit = expectEquivalence(gptoss, text(), p);
+    const w = Math.min(p, 39);
+    // 2 sliding layers × K|V × 2 kv heads × w tokens × 32 dims × f16
+    expect(unit.tail.find((t) => t.kind === 'window-kv')).toMatchObject({ firstToken: p - w, tokens: w, layers: [0, 2] });
+    expect(unit.tail.find((t) => t.kind === 'window-kv')!.bytes.byteLength).toBe(2 * 2 * 2 * w * 32 * 2);
+    expect(unit.blocks.length).toBe(Math.floor(p / 64));
+    for (const b of unit.blocks) expect(b.byteLength).toBe(2 * 2 * 2 * 64 * 32 * 2);
+  });
+  it('at the end of the output: prompt + greedy reply, then the next turn', () => {
+    const prompt = text().slice(0, 90);
+    const seq = gptoss.createSequence();
+    const reply = greedyFrom(seq, seq.prefill(prompt), 20);
+    seq.decode(reply[reply.length - 1]);
+    const unit = exportUnit(gptoss, seq);
+    seq.free();
+    expect(unit.position).toBe(110);
+    const next = randomTokens(30, gptoss.vocabSize, 78);
+    const whole = gptoss.createSequence();
+    const wholeLogits = whole.prefill([...prompt, ...reply, ...next]);
+    const hit = gptoss.createSequence();
+    importUnit(gptoss, hit, unit);
+    expect(same(hit.prefill(next), wholeLogits)).toBe(true);
+    expectUnitsEqual(exportUnit(gptoss, hit), exportUnit(gptoss, whole));
+    whole.free();
+    hit.free();
+  });
+  it('a unit without its window is a typed KVT_ERR_ENGINE_BAD_BLOCK', () => {
+    const seq = gptoss.createSequence();
+    seq.prefill(text().slice(0, 100));
+    const unit = exportUnit(gptoss, seq);
+    seq.free();
+    const fresh = gptoss.createSequence();
+    expect(() => importUnit(gptoss, fresh, { ...unit, tail: unit.tail.filter((t) => t.kind !== 'window-kv') })).toThrow(expect.objectContaining({ code: 'KVT_ERR_ENGINE_BAD_BLOCK' }));
+    expect(fresh.length).toBe(0);
     fresh.free();
   });
 });
