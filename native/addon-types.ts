@@ -106,6 +106,12 @@ export interface NativeAddon {
    * Rejects with code EIO/ESHORTREAD/… on a failed read; the fd stays open.
    */
   aesGcmReadOpen(fd: number, data: Uint8Array, key: Uint8Array, expectPrefix: Uint8Array, nonceOffset: number, headerBytes: number, aadSuffix: Uint8Array): Promise<0 | 1 | 2>;
+  /**
+   * Atomic file writes in one pool job (src/fs-batch-napi.cc): each data to its
+   * temp name (O_EXCL, shard directories made on ENOENT), renamed to its final
+   * name; one errno per file (0 = done). The fs block store's batched puts.
+   */
+  writeFilesAtomic?(finals: string[], temps: string[], datas: Uint8Array[], fsync: boolean): Promise<Int32Array>;
   /** Which implementation the opens above run now: 512-bit VAES (CPU has it and the kernel ISA is avx512) or OpenSSL's EVP. */
   aesGcmOpenPath(): 'vaes-avx512' | 'openssl';
 }

@@ -103,6 +103,7 @@
         "src/aes-gcm-napi.cc",
         "src/aes-gcm-vaes.cc",
         "src/aes-gcm-read-napi.cc",
+        "src/fs-batch-napi.cc",
         "src/ops/window-attention.cc",
         "src/ops/window-attention-ref.cc",
         "src/window-ops-napi.cc",

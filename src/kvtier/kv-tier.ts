@@ -24,6 +24,7 @@ import { TierCore } from './tier-core.ts';
 import { loadBlocks } from './tier-load.ts';
 import { lookupPrefix } from './tier-lookup.ts';
 import { queueStore } from './tier-store.ts';
+import { useNativeFsBatches } from './fs-batch-writer.ts';
 
 /**
  * The KV block tier: prefix hashing, verified block load, write-behind store,
@@ -99,6 +100,7 @@ export class KvTier {
       if (value !== undefined && (!Number.isInteger(value) || value < 1)) throw new KvTierConfigError(field, `${field} must be a positive integer, got ${value}`);
     }
     const hasher = await PrefixHasher.create({ blockTokens: options.blockTokens, hash128: options.hash128 });
+    useNativeFsBatches(options.store, options.fsBatchWrites ?? true);
     const codec = await BlockCodec.create();
     const tailCodec = await TailCodec.create();
     const clock = options.clock ?? systemClock;
