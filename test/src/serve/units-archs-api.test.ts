@@ -6,6 +6,9 @@
  *     layer only, its sliding layers' window in each tail;
  *   - lfm2-tiny (convolution state outside the pages): whole-page blocks, the
  *     convolution state in each tail;
+ *   - gpt-oss-tiny (alternating sliding window 40 / full attention, sinks,
+ *     MoE of MXFP4 experts): blocks of the 2 full layers, the 2 sliding
+ *     layers' window in each tail;
  *   - synthetic:deepseek4-tiny (DeepSeek V4: SWA 16, CSA/HCA compression,
  *     indexer): its entry pages as blocks, the SWA windows and unfinished
  *     compressor groups in each tail (inference-core/engine/deepseek4-unit.ts).
@@ -24,6 +27,7 @@ import { describe, expect, it } from 'vitest';
 
 import { ensureGemma3Model } from '../../../inference-core/synthetic/gemma3-synthetic.ts';
 import { ensureLfm2Model } from '../../../inference-core/synthetic/lfm2-synthetic.ts';
+import { ensureGptOssModel } from '../../../inference-core/synthetic/gptoss-synthetic.ts';
 import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 
@@ -46,6 +50,7 @@ describe('new architectures through the API', () => {
   it.each([
     ['gemma3', () => ensureGemma3Model('gemma3-tiny', { dataDir: TEST_DATA_DIR })],
     ['lfm2', () => ensureLfm2Model({ dataDir: TEST_DATA_DIR })],
+    ['gpt-oss', () => ensureGptOssModel('gpt-oss-tiny', { dataDir: TEST_DATA_DIR })],
     ['deepseek4', () => 'synthetic:deepseek4-tiny'],
   ])('%s: multi-turn chat and a tool loop hit exactly the matched unit each turn, blocks and tails on storage are the units written at their sizes, replies equal cold (fresh tenant per request)', async (_arch, ensureModel) => {
     const modelPath = ensureModel();
