@@ -114,10 +114,12 @@ describe('2 API processes + 2 workers on a Redis Cluster (4-shard plane) and S3'
 });
 
 /**
- * An agent's tool loop of 6 steps, step n sent through API process apiOf(n). Every step must call a tool
- * (tool_choice "required": the grammar makes the synthetic model write a real tool call) and samples at
- * temperature 1 with seed `seed + n`, so each step's call is new text: a process that did not serve the
- * step before has not seen its reply. From step 2 on it asserts,
+ * An agent's tool loop of 6 steps, step n sent through API process apiOf(n), sampled at temperature 1
+ * with seed `seed + n`, so each step's reply is new text: a process that did not serve the step before
+ * has not seen its reply. Odd steps must call a tool (tool_choice "required": the grammar makes the
+ * synthetic model write a real tool call, answered by a tool result); even steps answer in text (a tool
+ * call's text comes back re-rendered by the template, so only text replies are spliced from the reply
+ * memory, and they are what an alternating process can get wrong). From step 2 on it asserts,
  * with P the previous step's prompt_tokens: wholeBlocks(P) ≤ cached_tokens ≤ prompt_tokens (the cache
  * covers the previous prompt but at most its last partial 64-token block), and cached_tokens grows.
  */
@@ -134,7 +136,6 @@ async function toolLoop(name: string, seed: number, apiOf: (step: number) => num
     const cached = usage.prompt_tokens_details!.cached_tokens!;
     const what = `${name}, step ${step}: ${cached} cached of ${usage.prompt_tokens} (previous prompt ${previousPrompt})`;
     if (step % 2 === 1) expect(response.choices[0].message.tool_calls?.length, what).toBeGreaterThan(0);
-    console.log(what, JSON.stringify(response.choices[0].message).slice(0, 200));
     if (step > 1) {
       expect(cached, what).toBeGreaterThanOrEqual(wholeBlocks(previousPrompt));
       expect(cached, what).toBeLessThanOrEqual(usage.prompt_tokens);
