@@ -56,20 +56,26 @@ export const GPTOSS_SPECS: Record<GptOssSyntheticName, GptOssSpec> = {
   },
 };
 
+/** mxfp4: as released (MXFP4 experts); f16: the same weights with F16 experts (isolates the experts' Q8_0 activation rounding in parity). */
+export type GptOssExpertType = 'mxfp4' | 'f16';
+export const GPTOSS_EXPERT_TYPES: readonly GptOssExpertType[] = ['mxfp4', 'f16'];
+
 export interface GptOssSyntheticOptions {
   dataDir: string;
+  expertType?: GptOssExpertType;
   /** Override spec fields (tests: e.g. a file whose layers all slide). */
   overrides?: Partial<GptOssSpec> & { pattern?: number };
 }
 
 export function gptOssModelPath(name: GptOssSyntheticName, o: GptOssSyntheticOptions): string {
   const spec = { ...GPTOSS_SPECS[name], ...o.overrides };
+  const expertType = o.expertType ?? 'mxfp4';
   const h = createHash('sha256')
-    .update(JSON.stringify({ v: GPTOSS_SYNTHETIC_VERSION, gen: SYNTHETIC_GENERATOR_VERSION, name, spec }))
+    .update(JSON.stringify({ v: GPTOSS_SYNTHETIC_VERSION, gen: SYNTHETIC_GENERATOR_VERSION, name, spec, ...(expertType === 'mxfp4' ? {} : { expertType }) }))
     .update(loadCorpus().hash)
     .digest('hex')
     .slice(0, 12);
-  return path.join(o.dataDir, 'models', `synthetic-${name}-mxfp4-${h}.gguf`);
+  return path.join(o.dataDir, 'models', `synthetic-${name}-${expertType}-${h}.gguf`);
 }
 
 /** Path of the model's GGUF, generating it first if needed. */
@@ -78,14 +84,15 @@ export function ensureGptOssModel(name: GptOssSyntheticName, o: GptOssSyntheticO
   if (fs.existsSync(file)) return file;
   fs.mkdirSync(path.dirname(file), { recursive: true });
   const tmp = `${file}.${process.pid}.tmp`;
-  writeGptOss(tmp, name, { ...GPTOSS_SPECS[name], ...o.overrides }, o.overrides?.pattern);
+  writeGptOss(tmp, name, { ...GPTOSS_SPECS[name], ...o.overrides }, o.overrides?.pattern, o.expertType ?? 'mxfp4');
   fs.renameSync(tmp, file);
   return file;
 }
 
 type Init = { mean: number; std: number };
 
-function writeGptOss(file: string, name: string, s: GptOssSpec, pattern: number | undefined): void {
+function writeGptOss(file: string, name: string, s: GptOssSpec, pattern: number | undefined, expertType: GptOssExpertType): void {
+  const exType = expertType === 'mxfp4' ? GgmlType.MXFP4 : GgmlType.F16;
   const a = 'gpt-oss';
   const vocab = byteLevelVocabMetadata(s.vocabSize, 'qwen2');
   const nVocab = vocab.vocabSize;
@@ -98,7 +105,7 @@ function writeGptOss(file: string, name: string, s: GptOssSpec, pattern: number 
   const w = new GgufWriter(file);
   try {
     const meta: Array<[string, GgufValue]> = [
-      ...baseModelMetadata(a, `kvtier synthetic ${name}`, FILE_TYPE_MXFP4_MOE, s),
+      ...baseModelMetadata(a, `kvtier synthetic ${name}`, expertType === 'mxfp4' ? FILE_TYPE_MXFP4_MOE : 1, s),
       kv('expert_count', gv.u32(E)),
       kv('expert_used_count', gv.u32(s.expertUsed)),
       kv('expert_feed_forward_length', gv.u32(ff)),
@@ -135,11 +142,11 @@ function writeGptOss(file: string, name: string, s: GptOssSpec, pattern: number 
       f32(p + 'post_attention_norm.weight', [d], 1, 0.02);
       f32(p + 'ffn_gate_inp.weight', [d, E], 0, 1 / Math.sqrt(d));
       f32(p + 'ffn_gate_inp.bias', [E], 0, 0.02);
-      add(p + 'ffn_gate_exps.weight', [d, ff, E], GgmlType.MXFP4, 0, ex);
+      add(p + 'ffn_gate_exps.weight', [d, ff, E], exType, 0, ex);
       f32(p + 'ffn_gate_exps.bias', [ff, E], 0, 0.02);
-      add(p + 'ffn_up_exps.weight', [d, ff, E], GgmlType.MXFP4, 0, ex);
+      add(p + 'ffn_up_exps.weight', [d, ff, E], exType, 0, ex);
       f32(p + 'ffn_up_exps.bias', [ff, E], 0, 0.02);
-      add(p + 'ffn_down_exps.weight', [ff, d, E], GgmlType.MXFP4, 0, ex);
+      add(p + 'ffn_down_exps.weight', [ff, d, E], exType, 0, ex);
       f32(p + 'ffn_down_exps.bias', [d, E], 0, 0.02);
     }
     f32('output_norm.weight', [d], 1, 0.02);
