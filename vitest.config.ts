@@ -1,3 +1,6 @@
+import os from 'node:os';
+import path from 'node:path';
+
 import { defineConfig } from 'vitest/config';
 
 import { SLOW } from './test/suites.ts';
@@ -9,6 +12,9 @@ import { SLOW } from './test/suites.ts';
 // src/) load once per fork instead of once per file (bench/RESULTS.md, suite
 // time: the fast set in 0.81 of the time). Test files therefore restore what
 // they change in process-wide state (process.env, timers).
+// KVTIER_SYNTHETIC_CACHE: every test server has its own dataDir; synthetic
+// models are generated once into this cache (keyed by the generator sources)
+// and copied into each (inference-core/engine/synthetic-model-cache.ts).
 // Two projects split the files (test/suites.ts): `npm test` runs 'fast',
 // `npm run test:all` runs both.
 export default defineConfig({
@@ -18,6 +24,9 @@ export default defineConfig({
     isolate: false,
     testTimeout: 60_000,
     hookTimeout: 120_000,
+    env: {
+      KVTIER_SYNTHETIC_CACHE: process.env.KVTIER_SYNTHETIC_CACHE ?? path.join(os.tmpdir(), 'kvtier-test-synthetic'),
+    },
     reporters: ['default'],
     projects: [
       { extends: true, test: { name: 'fast', include: ['test/**/*.test.ts'], exclude: SLOW } },

@@ -36,6 +36,7 @@ import { EngineError } from './engine-errors.ts';
 import { graphConfigFrom, uploadModelWeights } from './model-weights.ts';
 import { deepseekEngineParts } from './deepseek-load.ts';
 import { DEEPSEEK_WEIGHT_TYPES, ensureDeepseekModel, type DeepseekWeightType } from '../synthetic/deepseek-synthetic.ts';
+import { viaSyntheticCache } from './synthetic-model-cache.ts';
 import { DEEPSEEK4_WEIGHT_TYPES, ensureDeepseek4Model, type Deepseek4WeightType } from '../synthetic/deepseek4-synthetic.ts';
 import type { DeepseekConfig } from '../deepseek-config.ts';
 import { gemma3EngineParts } from './gemma3-load.ts';
@@ -80,7 +81,7 @@ export function resolveModelPath(spec: string, options: LoadEngineOptions = {}):
   if (spec.startsWith('synthetic:deepseek4-')) return resolveDeepseek4Spec(spec, options);
   if (spec === 'synthetic:gpt-oss-tiny') {
     if (!options.dataDir) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `${spec} needs options.dataDir (where the generated GGUF is kept)`);
-    return ensureGptOssModel('gpt-oss-tiny', { dataDir: options.dataDir });
+    return viaSyntheticCache(options.dataDir, (dataDir) => ensureGptOssModel('gpt-oss-tiny', { dataDir }));
   }
   if (spec.startsWith('synthetic:')) {
     const [name, typeSuffix, ...extra] = spec.slice('synthetic:'.length).split(':');
@@ -93,11 +94,9 @@ export function resolveModelPath(spec: string, options: LoadEngineOptions = {}):
     if (!options.dataDir) {
       throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `${spec} needs options.dataDir (where the generated GGUF is kept)`);
     }
-    return ensureSyntheticModel(name as SyntheticName, {
-      dataDir: options.dataDir,
-      weightType: (typeSuffix as SyntheticWeightType | undefined) ?? options.weightType ?? 'f16',
-      arch: options.arch ?? 'llama',
-    });
+    const weightType = (typeSuffix as SyntheticWeightType | undefined) ?? options.weightType ?? 'f16';
+    const arch = options.arch ?? 'llama';
+    return viaSyntheticCache(options.dataDir, (dataDir) => ensureSyntheticModel(name as SyntheticName, { dataDir, weightType, arch }));
   }
   if (!fs.existsSync(spec)) {
     throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `model file ${spec} does not exist; pass a GGUF path or synthetic:small`);
@@ -126,7 +125,7 @@ function resolveDeepseekSpec(spec: string, options: LoadEngineOptions): string {
   }
   if (!options.dataDir) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `${spec} needs options.dataDir (where the generated GGUF is kept)`);
   const vocab = r1 ? ({ vocab: 'deepseek-v3', template: 'r1' } as const) : {};
-  return ensureDeepseekModel(name, { dataDir: options.dataDir, weightType: weightType as DeepseekWeightType, shape: 'v3', ...vocab });
+  return viaSyntheticCache(options.dataDir, (dataDir) => ensureDeepseekModel(name, { dataDir, weightType: weightType as DeepseekWeightType, shape: 'v3', ...vocab }));
 }
 
 /** 'synthetic:deepseek4-tiny' | 'synthetic:deepseek4-small', optionally ':<weight type>' (DEEPSEEK4_WEIGHT_TYPES, default f16). */
@@ -141,7 +140,7 @@ function resolveDeepseek4Spec(spec: string, options: LoadEngineOptions): string 
   }
   if (!options.dataDir) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `${spec} needs options.dataDir (where the generated GGUF is kept)`);
   // served specs carry DeepSeek-V3's vocabulary and V4's chat template (thinking via chat_template_kwargs)
-  return ensureDeepseek4Model(name, { dataDir: options.dataDir, weightType: weightType as Deepseek4WeightType, vocab: 'deepseek-v3' });
+  return viaSyntheticCache(options.dataDir, (dataDir) => ensureDeepseek4Model(name, { dataDir, weightType: weightType as Deepseek4WeightType, vocab: 'deepseek-v3' }));
 }
 
 export async function loadEngine(spec: string, options: LoadEngineOptions = {}): Promise<LoadedEngine> {
