@@ -192,6 +192,26 @@ describe('gpt-oss units (alternating sliding window 40 / full attention, sinks, 
     whole.free();
     hit.free();
   });
+  it.each([30, 100, 150])('p %i: a unit exported by one engine and imported into a freshly loaded one continues as one pass, bit for bit', async (p) => {
+    const tokens = text().slice(0, 200);
+    const a = gptoss.createSequence();
+    a.prefill(tokens.slice(0, p));
+    const unit = exportUnit(gptoss, a);
+    a.free();
+    const whole = gptoss.createSequence();
+    const wholeLogits = whole.prefill(tokens);
+    const fresh = await loadEngine(gptoss.modelPath, { kvDtype: 'f16', threads: 1, poolBytes: 4 * 2 ** 20, prefillChunk: 48 });
+    try {
+      const hit = fresh.createSequence();
+      importUnit(fresh, hit, unit);
+      expect(same(hit.prefill(tokens.slice(p)), wholeLogits)).toBe(true);
+      expectUnitsEqual(exportUnit(fresh, hit), exportUnit(gptoss, whole));
+      hit.free();
+    } finally {
+      whole.free();
+      fresh.destroy();
+    }
+  });
   it('a unit without its window is a typed KVT_ERR_ENGINE_BAD_BLOCK', () => {
     const seq = gptoss.createSequence();
     seq.prefill(text().slice(0, 100));
