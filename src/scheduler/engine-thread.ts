@@ -79,7 +79,9 @@ async function main(init: EngineThreadInit): Promise<void> {
     cache,
     fetchPolicy: init.fetchPolicy === 'load' ? undefined : new FetchOrRecompute(),
     stepTokens: init.stepTokens,
-    retainSequences: serving.mode === 'blocks' ? init.retainSequences : 0,
+    // Unit mode retains only with its fetch (units.ts takeWholeDonor continues a retained sequence only whole); without
+    // it (tier unavailable) the block fetch would cut a retained sequence back, which a window or recurrent state cannot be.
+    retainSequences: serving.mode === 'blocks' || units !== null ? init.retainSequences : 0,
     units,
     blockTokens: init.blockTokens,
     maxBatch: init.maxBatch,

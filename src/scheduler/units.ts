@@ -174,19 +174,17 @@ function takeWholeDonor(seq: RequestSequence, deps: FetchDeps): { entry: Request
 }
 
 /**
- * Fetch in unit mode: a retained sequence that is a whole prefix of the prompt (takeWholeDonor),
- * else the longest unit of the prompt (at most its length − 1: one token is always computed).
+ * Fetch in unit mode: the longest of a retained sequence that is a whole prefix of the prompt
+ * (takeWholeDonor) and the prompt's longest unit in the tier (at most its length − 1: one token is
+ * always computed). The tier is looked up even with a donor: another worker may have written a
+ * deeper unit (a prefill/decode split's prefill half); a donor at least as deep wins (no read).
  */
 export async function fetchUnit(seq: RequestSequence, deps: FetchDeps, units: UnitPolicy): Promise<void> {
   const { tokens, tenant, trafficClass } = seq.spec;
-  seq.fetched = { loaded: [], release: null, donor: null, reusable: 0, unit: null };
   const donor = takeWholeDonor(seq, deps);
-  if (donor !== null) {
-    // Its end-of-output unit is in the tier too (written at its finish): the same state, no read needed.
-    seq.units.commonEnd = deps.cache ? units.countPrefix(seq, Math.floor((tokens.length - 1) / deps.blockTokens), deps.blockTokens) : 0;
-    seq.fetched = { loaded: [], release: null, donor: donor.entry, reusable: donor.reusable, unit: null };
-    return;
-  }
+  // The donor's state is exactly the unit at its length, already in the engine.
+  const fromDonor = { loaded: [], release: null, donor: donor?.entry ?? null, reusable: donor?.reusable ?? 0, unit: null };
+  seq.fetched = fromDonor;
   if (!deps.cache || !seq.prefix) return;
   seq.units.commonEnd = units.countPrefix(seq, Math.floor((tokens.length - 1) / deps.blockTokens), deps.blockTokens);
   const f = seq.figures;
@@ -194,17 +192,19 @@ export async function fetchUnit(seq: RequestSequence, deps: FetchDeps, units: Un
     const started = deps.now();
     const hit = await units.cache.lookupUnit(seq.prefix.namespace, tokens, { tenant, trafficClass }, tokens.length - 1, seq.keys ?? undefined);
     f.lookupMs += deps.now() - started;
-    if (hit === null) return;
-    // The same policy as blocks: the unit's blocks and tail against prefilling its tokens.
+    if (hit === null || hit.position <= fromDonor.reusable) return;
+    // The same policy as blocks: the unit's blocks and tail against prefilling the tokens it adds.
     const unitBytes = hit.blocks.hitBlocks * deps.cache.blockBytes + hit.tailBytes;
-    if (!shouldLoad(seq, deps, unitBytes, hit.position)) return;
+    if (!shouldLoad(seq, deps, unitBytes, hit.position - fromDonor.reusable)) return;
     const loadStarted = deps.now();
     const loaded = await units.cache.loadUnit(hit);
     const loadMs = deps.now() - loadStarted;
     f.loadMs += loadMs;
-    // A unit that failed to load is a miss: the request prefills from 0 (a slower answer, never a wrong one).
+    // A unit that failed to load is a miss: the request continues the donor, or prefills from 0 (a slower answer, never a wrong one).
     if (loaded === null) return;
     deps.fetchPolicy?.observeLoad(unitBytes, loadMs);
+    // The deeper unit replaces the donor, which goes back for its own conversation.
+    if (donor !== null) retain(deps.retained, donor.entry);
     seq.fetched = { loaded: [], release: () => loaded.release(), donor: null, reusable: 0, unit: { position: loaded.position, blocks: loaded.blocks.map((b) => b.payload), sections: loaded.tail.sections } };
   } catch (error) {
     const described = describeError(error);
