@@ -70,6 +70,9 @@ export interface NativeAddon {
   /** deepseek4 hyper-connections (src/ops/dsv4-hc.h). */
   dsv4HcCollapse(X: Float32Array, H: Float32Array, pre: Float32Array, T: number, hc: number, d: number): void;
   dsv4HcExpand(out: Float32Array, Y: Float32Array, H: Float32Array, post: Float32Array, comb: Float32Array, T: number, hc: number, d: number): void;
+  /** deepseek4 lightning indexer: each token's top-k keys (src/ops/dsv4-indexer.h; dsv4-napi.cc). */
+  dsv4IndexerTopK(sel: Int32Array, q: Float32Array, w: Float32Array, keys: Float32Array, n: Int32Array, T: number, H: number, D: number, k: number, scale: number): void;
+  dsv4IndexerTopKRef(sel: Int32Array, q: Float32Array, w: Float32Array, keys: Float32Array, n: Int32Array, T: number, H: number, D: number, k: number, scale: number): void;
   /** out[n] = gelu(gate) · up with ggml's f16 GELU table. */
   geglu(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;
   gegluRef(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;

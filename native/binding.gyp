@@ -111,6 +111,8 @@
         "src/ops/dsv4-sparse-attention-ref.cc",
         "src/ops/act-roundtrip.cc",
         "src/ops/dsv4-hc.cc",
+        "src/ops/dsv4-indexer.cc",
+        "src/ops/dsv4-indexer-ref.cc",
         "src/dsv4-napi.cc",
         "src/quant/quant-dispatch.cc",
         "src/quant/quant-search.cc",

@@ -101,6 +101,28 @@ export function dsv4SparseAttention(
 }
 
 /**
+ * deepseek4's lightning indexer for T tokens on the CPU kernels
+ * (src/ops/dsv4-indexer.h: shapes, order and tie-breaking): sel[t][0..min(n[t], k))
+ * ← token t's top-k of keys[0..n[t]). `ref` runs the plain one-thread twin (same
+ * picks). Throws KVT_ERR_NATIVE_SHAPE on a bad shape or count.
+ */
+export function dsv4IndexerTopK(
+  sel: Int32Array, q: Float32Array, w: Float32Array, keys: Float32Array, n: Int32Array,
+  T: number, H: number, D: number, k: number, scale: number, ref = false,
+): void {
+  const a = loadAddon();
+  if (typeof a.dsv4IndexerTopK !== 'function') {
+    throw new NativeError('KVT_ERR_NATIVE_NOT_BUILT', 'the native addon was built before dsv4IndexerTopK existed (deepseek4 needs it): run `npm run install`');
+  }
+  try {
+    if (ref) a.dsv4IndexerTopKRef(sel, q, w, keys, n, T, H, D, k, scale);
+    else a.dsv4IndexerTopK(sel, q, w, keys, n, T, H, D, k, scale);
+  } catch (e) {
+    wrapNativeError(e);
+  }
+}
+
+/**
  * ggml's activation quantization for a quantized weight, back in f32
  * (src/ops/act-roundtrip.h): 'q8_0' per 32, 'q8_K' per 256. Null when the
  * addon predates it (the caller's TypeScript twin computes the same bits).

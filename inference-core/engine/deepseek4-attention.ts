@@ -15,12 +15,13 @@
  *
  * Rows: a call takes T consecutive tokens of one sequence (positions p0..p0+T−1)
  * at one layer. Every projection is one mat-mul over the T rows (native when
- * the model runs natively, bit-identical to T mat-vecs); the state updates and
- * the attention itself run token by token in position order, so token p sees
- * exactly the state after p — T = 1 and T = whole prompt give the same values.
+ * the model runs natively, bit-identical to T mat-vecs); the state updates run
+ * token by token in position order, and each token's selection (the indexer's,
+ * all T tokens in one native call) and attention read exactly the state after
+ * it — T = 1 and T = whole prompt give the same values.
  */
 import type { Deepseek4Config } from './deepseek4-config.ts';
-import { compressorPush, indexerTopK } from './deepseek4-compressor.ts';
+import { compressorPush, indexerPicks } from './deepseek4-compressor.ts';
 import { rmsNorm, ropeApply, ropeCache } from './deepseek4-math.ts';
 import type { Deepseek4LayerState } from './deepseek4-state.ts';
 import type { Deepseek4NativeMatVec } from './deepseek4-native.ts';
@@ -120,10 +121,14 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
   const keySets = w.native ? new KeySets(D) : null;
   const sinks = w.get(P + 'attn_sinks.weight');
   const scale = 1 / Math.sqrt(D);
+  // state updates token by token; each token's window and entry / indexer key
+  // counts are kept so its selection (all tokens at once, below) sees the state after it
+  const windows: Float32Array[][] = [];
+  const nEntries = new Int32Array(T);
+  const nIdx = new Int32Array(T);
   for (let t = 0; t < T; t++) {
     const p = p0 + t;
     pushWindow(st, kv.slice(t * D, (t + 1) * D), p, ab.noSwa ? Infinity : cfg.nSwa);
-    let comp: Float32Array[] = [];
     if (ratio !== 0) {
       const pre = P + 'attn_compressor';
       const e = compressorPush(cfg, w.get(pre + '_ape.weight'), w.get(pre + '_norm.weight'), row(ckv!, t, width), row(cgate!, t, width), p, ratio, D, st.compKv, st.compScore);
@@ -132,20 +137,29 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
         const ip = P + 'indexer_compressor';
         const ik = compressorPush(cfg, w.get(ip + '_ape.weight'), w.get(ip + '_norm.weight'), row(ikv!, t, iWidth), row(igate!, t, iWidth), p, ratio, cfg.indexerDim, st.idxKv, st.idxScore);
         if (ik) st.idxKeys.push(ik);
-        const queries = () => {
-          const qt = iq!.slice(t * IH, (t + 1) * IH);
-          const cache = ropeCache(p, cfg.nRot, cfg.ropeCompress);
-          for (let h = 0; h < cfg.indexerHeads; h++) ropeApply(qt, h * cfg.indexerDim + cfg.indexerDim - cfg.nRot, cache);
-          return qt;
-        };
-        comp = ab.noIndexer ? st.entries : indexerTopK(cfg, queries, () => row(ihw!, t, cfg.indexerHeads), st.idxKeys).map((i) => st.entries[i]!);
-      } else comp = st.entries;
+      }
     }
     onRow?.(t);
+    windows.push(st.raw.slice());
+    nEntries[t] = st.entries.length;
+    nIdx[t] = st.idxKeys.length;
+  }
+  let picks: number[][] | null = null;
+  if (ratio === 4 && !ab.noIndexer) {
+    // queries roped at their positions, only on the rows the indexer reads
+    for (let t = 0; iq && t < T; t++) {
+      if (nIdx[t]! <= cfg.indexerTopK) continue;
+      const cache = ropeCache(p0 + t, cfg.nRot, cfg.ropeCompress);
+      for (let h = 0; h < cfg.indexerHeads; h++) ropeApply(iq, t * IH + h * cfg.indexerDim + cfg.indexerDim - cfg.nRot, cache);
+    }
+    picks = indexerPicks(cfg, w.native, iq, ihw, st.idxKeys, nIdx, T);
+  }
+  for (let t = 0; t < T; t++) {
+    const comp = picks ? picks[t]!.map((i) => st.entries[i]!) : ratio !== 0 ? st.entries.slice(0, nEntries[t]) : [];
     stats.compressedAttended += comp.length;
-    stats.compressedAvailable += st.entries.length;
-    if (keySets) keySets.add(t, st.raw, comp);
-    else attendOne(q, t * H * D, [...st.raw, ...comp], sinks, scale, H, D, out);
+    stats.compressedAvailable += nEntries[t]!;
+    if (keySets) keySets.add(t, windows[t]!, comp);
+    else attendOne(q, t * H * D, [...windows[t]!, ...comp], sinks, scale, H, D, out);
   }
   // natively: all T tokens at once, over the distinct keys they selected
   if (keySets) keySets.run(w.native!, out, q, sinks, T, H, D, scale);

@@ -9,9 +9,13 @@
  *   of block 0 being zero / −∞), rmsnorm·norm, roped at position b·ratio with the
  *   compress rope.
  *   indexerTopK: the indexer's top-k finished CSA entries for a token, scored
- *   Σ_h relu(q_h·k)·w_h/√(D·H) (only computed when there are more than k).
+ *   Σ_h relu(q_h·k)·w_h/√(D·H) (only computed when there are more than k);
+ *   indexerPicks: the same for a call's T tokens, natively in one batched call
+ *   (native/src/ops/dsv4-indexer.h, same picks bit for bit) or by indexerTopK,
+ *   the reference twin, when the model runs without the native engine.
  */
 import type { Deepseek4Config } from './deepseek4-config.ts';
+import type { Deepseek4NativeMatVec } from './deepseek4-native.ts';
 import { rmsNorm, ropeApply, ropeCache } from './deepseek4-math.ts';
 
 function compressRows(
@@ -119,6 +123,30 @@ export function indexerTopK(cfg: Deepseek4Config, q: () => Float32Array, hw: () 
     scores[j] = acc;
   }
   return topK(scores, cfg.indexerTopK);
+}
+
+/**
+ * The indexer's picks for the T tokens of a call: token t chooses among
+ * keys[0..n[t]) (keys only grow during a call). q: [T][H·D] queries, roped at
+ * each token's position on the rows of tokens with more than k keys (the only
+ * rows read); hw: [T][H] head weights; both may be null when no token has.
+ */
+export function indexerPicks(cfg: Deepseek4Config, native: Deepseek4NativeMatVec | null, q: Float32Array | null, hw: Float32Array | null, keys: Float32Array[], n: Int32Array, T: number): number[][] {
+  const k = cfg.indexerTopK;
+  const H = cfg.indexerHeads;
+  const D = cfg.indexerDim;
+  const all = (m: number) => Array.from({ length: m }, (_, i) => i);
+  if (!n.some((m) => m > k)) return Array.from(n, all);
+  if (!native) {
+    return Array.from(n, (m, t) => indexerTopK(cfg, () => q!.subarray(t * H * D, (t + 1) * H * D), () => hw!.subarray(t * H, (t + 1) * H), keys.slice(0, m)));
+  }
+  let nMax = 0;
+  for (const m of n) nMax = Math.max(nMax, m);
+  const packed = new Float32Array(nMax * D);
+  for (let j = 0; j < nMax; j++) packed.set(keys[j]!, j * D);
+  const sel = new Int32Array(T * k);
+  native.indexer(sel, q!, hw!, packed, n, T, H, D, k, 1 / Math.sqrt(D * H));
+  return Array.from(n, (m, t) => (m <= k ? all(m) : Array.from(sel.subarray(t * k, (t + 1) * k))));
 }
 
 /**

@@ -17,7 +17,7 @@
  * Results differ from the reference by f32 summation order only
  * (test/inference-core/deepseek4-native.test.ts states the tolerance).
  */
-import { dsv4SparseAttention, type Backend, type TensorHandle, type WeightHandle } from '../../native/index.ts';
+import { dsv4IndexerTopK, dsv4SparseAttention, type Backend, type TensorHandle, type WeightHandle } from '../../native/index.ts';
 import { GgmlType, type GgufFile } from '../gguf/index.ts';
 import { engineWeightDType } from './model-weights.ts';
 
@@ -81,6 +81,15 @@ export class Deepseek4NativeMatVec {
    */
   attend(out: Float32Array, q: Float32Array, keys: Float32Array, idx: Int32Array, off: Int32Array, sinks: Float32Array, T: number, H: number, D: number, scale: number): void {
     dsv4SparseAttention(out, q, keys, idx, off, sinks, T, H, D, scale);
+  }
+
+  /**
+   * The lightning indexer's picks of T tokens on the native kernel (shapes:
+   * native/src/ops/dsv4-indexer.h): the same scores, bit for bit, and the same
+   * heap select as the reference indexerTopK (deepseek4-compressor.ts).
+   */
+  indexer(sel: Int32Array, q: Float32Array, w: Float32Array, keys: Float32Array, n: Int32Array, T: number, H: number, D: number, k: number, scale: number): void {
+    dsv4IndexerTopK(sel, q, w, keys, n, T, H, D, k, scale);
   }
 
   destroy(): void {

@@ -4,11 +4,13 @@
 //   dsv4SparseAttention / dsv4SparseAttentionRef(out, q, keys, idx, off, sinks, T, H, D, scale)
 //   actRoundTrip(out, x, kind)   kind 0: q8_0, 1: q8_K (ops/act-roundtrip.h)
 //   dsv4HcCollapse(X, H, pre, T, hc, d) / dsv4HcExpand(out, Y, H, post, comb, T, hc, d) (ops/dsv4-hc.h)
+//   dsv4IndexerTopK / dsv4IndexerTopKRef(sel, q, w, keys, n, T, H, D, k, scale) (ops/dsv4-indexer.h)
 #include <napi.h>
 
 #include "napi-args.h"
 #include "ops/act-roundtrip.h"
 #include "ops/dsv4-hc.h"
+#include "ops/dsv4-indexer.h"
 #include "ops/dsv4-sparse-attention.h"
 
 namespace kvt {
@@ -87,6 +89,30 @@ Napi::Value HcExpand(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+template <bool kRef>
+Napi::Value IndexerTopK(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int32_t *sel, *n;
+  float *q, *w, *keys;
+  size_t n_sel, n_q, n_w, n_keys, n_n;
+  int T, H, D, k;
+  if (!get_i32(info, 0, &sel, &n_sel, "sel") || !get_f32(info, 1, &q, &n_q, "q") || !get_f32(info, 2, &w, &n_w, "w") ||
+      !get_f32(info, 3, &keys, &n_keys, "keys") || !get_i32(info, 4, &n, &n_n, "n") || !get_int(info, 5, &T, "T") ||
+      !get_int(info, 6, &H, "H", 1) || !get_int(info, 7, &D, "D", 1) || !get_int(info, 8, &k, "k", 1))
+    return env.Undefined();
+  if (!need(env, info.Length() > 9 && info[9].IsNumber(), "dsv4IndexerTopK: scale must be a number")) return env.Undefined();
+  const double sc = info[9].As<Napi::Number>().DoubleValue();
+  if (!need(env, n_sel >= (size_t)T * k && n_n >= (size_t)T, "dsv4IndexerTopK: sel needs T*k ints, n T ints") ||
+      !need(env, n_q >= (size_t)T * H * D && n_w >= (size_t)T * H, "dsv4IndexerTopK: q needs T*H*D floats, w T*H floats"))
+    return env.Undefined();
+  const size_t pool_keys = n_keys / (size_t)D;
+  for (int t = 0; t < T; ++t)
+    if (!need(env, n[t] >= 0 && (size_t)n[t] <= pool_keys, "dsv4IndexerTopK: a token's key count exceeds keys")) return env.Undefined();
+  if (kRef) dsv4_indexer_topk_ref(sel, q, w, keys, n, T, H, D, k, sc);
+  else dsv4_indexer_topk(sel, q, w, keys, n, T, H, D, k, sc, global_pool());
+  return env.Undefined();
+}
+
 }  // namespace
 
 void register_dsv4_ops(Napi::Env env, Napi::Object exports) {
@@ -95,6 +121,8 @@ void register_dsv4_ops(Napi::Env env, Napi::Object exports) {
   exports.Set("actRoundTrip", Napi::Function::New(env, ActRoundTrip));
   exports.Set("dsv4HcCollapse", Napi::Function::New(env, HcCollapse));
   exports.Set("dsv4HcExpand", Napi::Function::New(env, HcExpand));
+  exports.Set("dsv4IndexerTopK", Napi::Function::New(env, IndexerTopK<false>));
+  exports.Set("dsv4IndexerTopKRef", Napi::Function::New(env, IndexerTopK<true>));
 }
 
 }  // namespace kvt
