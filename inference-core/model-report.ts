@@ -28,6 +28,8 @@ import { deepseek4KvLayout, deepseek4PageLayout } from './engine/deepseek4-pages
 import { lfm2ConfigFromGguf } from './lfm2-config.ts';
 import { lfm2GraphConfig } from './engine/lfm2-graph.ts';
 import { gemma3GraphConfig } from './engine/gemma3-graph.ts';
+import { gptOssConfigFromGguf } from './gptoss-config.ts';
+import { gptOssGraphConfig } from './engine/gptoss-graph.ts';
 import { ropeScalingFrom } from './engine/rope-scaling.ts';
 
 export interface QuantMixRow {
@@ -188,20 +190,21 @@ export function inspectModel(g: GgufFile): ModelReport {
     kvBytesPerBlock: kvPerToken === undefined ? undefined : kvPerToken * TOKENS_PER_BLOCK,
     ...(mla ? { mla } : {}),
     ...(dsv4 ? { dsv4 } : {}),
-    ...(arch === 'lfm2' ? lfm2State(g) : stateOf(arch, dims, u32(key('attention.sliding_window')), u32(key('attention.sliding_window_pattern')) ?? 6, kvBytesPerToken)),
+    ...(arch === 'lfm2' ? lfm2State(g) : stateOf(arch, dims, u32(key('attention.sliding_window')), u32(key('attention.sliding_window_pattern')) ?? (arch === 'gpt-oss' ? 2 : 6), kvBytesPerToken)),
     runnable: runnable(g),
   };
 }
 
 function stateOf(arch: string, d: ModelReport['dims'], window: number | undefined, pattern: number, kvPerToken: number | undefined): Pick<ModelReport, 'state'> {
-  if (arch === 'gemma3' && window && d.layers && d.kvHeads && d.keyDim) {
+  // gemma3 (default pattern 6) and gpt-oss (default 2: alternating): sliding layers' windows in the tail
+  if ((arch === 'gemma3' || arch === 'gpt-oss') && window && d.layers && d.kvHeads && d.keyDim) {
     const sliding = Array.from({ length: d.layers }, (_, i) => pattern === 0 || i % pattern < pattern - 1).filter(Boolean).length;
     const tail = sliding * 2 * d.kvHeads * (window - 1) * d.keyDim * 2 + (kvPerToken ? ((d.layers - sliding) / d.layers) * kvPerToken * (TOKENS_PER_BLOCK - 1) : 0);
     return {
       state: {
         blockConcatenable: false,
         tier: 'on',
-        detail: `${sliding} of ${d.layers} layers slide over ${window} tokens: a unit is the global layers' blocks + a tail (window K/V, partial block); whole-page blocks (every layer) are exact and the block tier uses those`,
+        detail: `${sliding} of ${d.layers} layers slide over ${window} tokens: a unit is the ${arch === 'gpt-oss' ? 'full-attention' : 'global'} layers' blocks + a tail (window K/V, partial block); whole-page blocks (every layer) are exact and the block tier uses those`,
         unitTailBytes: Math.round(tail),
       },
     };
@@ -248,12 +251,16 @@ function runnable(g: GgufFile): ModelReport['runnable'] {
     const arch = g.optString('general.architecture');
     if (arch === 'deepseek2') deepseekGraphConfig(deepseekConfigFromGguf(g), g.path);
     else if (arch === 'lfm2') lfm2GraphConfig(lfm2ConfigFromGguf(g));
-    else if (arch === 'gemma3') {
+    else if (arch === 'gpt-oss') {
+      const c = gptOssConfigFromGguf(g);
+      gptOssGraphConfig(c, ropeScalingFrom(c.ropeScaling, g.path));
+    } else if (arch === 'gemma3') {
       const c = gemma3ConfigFromGguf(g);
       gemma3GraphConfig(c, ropeScalingFrom(c.ropeScaling, g.path));
     } else graphConfigFrom(g, modelConfigFromGguf(g));
     for (const t of g.tensors.values()) {
-      if (t.dims.filter((d) => d > 1).length >= 2 && !engineWeightDType(t.type)) {
+      // gpt-oss's MXFP4 experts load as exact Q8_0 (gptoss-load.ts)
+      if (t.dims.filter((d) => d > 1).length >= 2 && !engineWeightDType(t.type) && !(arch === 'gpt-oss' && t.type === GgmlType.MXFP4)) {
         return { ok: false, reason: `tensor ${t.name} has weight type ${ggmlTypeName(t.type)}, which the engine does not compute` };
       }
     }
