@@ -33,7 +33,7 @@ import { quantizeMxfp4 } from './mxfp4.ts';
 import { SYNTHETIC_GENERATOR_VERSION, SyntheticModelError } from './synthetic-model.ts';
 import { byteLevelVocabMetadata, loadCorpus } from './synthetic-vocab.ts';
 import { baseModelMetadata } from './synthetic-metadata.ts';
-import { deepseekV3Vocab, deepseekV3VocabDir } from './deepseek-synthetic.ts';
+import { deepseekV3Vocab, deepseekV3VocabDir } from './deepseek-v3-vocab.ts';
 import { DEEPSEEK_V4_CHAT_TEMPLATE } from './deepseek4-template.ts';
 import { DEEPSEEK4_SYNTHETIC_SPECS, type Deepseek4SyntheticSize, type Deepseek4SyntheticSpec } from './deepseek4-specs.ts';
 
