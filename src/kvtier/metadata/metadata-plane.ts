@@ -144,8 +144,11 @@ export interface MetadataPlane {
   shard?(s: number): MetadataPlane;
   /** Storage key prefixes whose union is exactly the keys this plane (or shard view) holds; absent = every key. */
   keyPrefixes?(): string[];
-  /** A shard view's whole plane usage (its own `usage` is its shard's): GC evicts a shard's share of a quota's excess. */
-  wholeUsage?(): Promise<PlaneUsage>;
+  /**
+   * A shard view's: the usage of every shard of its plane, in shard order (its own `usage` is its
+   * shard's). A quota is over the whole plane: GC evicts each shard down to the level that fills it.
+   */
+  shardUsages?(): Promise<PlaneUsage[]>;
   /** Marks `generation` as rebuilt; a no-op if the generation changed meanwhile (returns false then). */
   markTrusted(generation: string): Promise<boolean>;
   /** Records, in the order of `keys` (null = no record). */

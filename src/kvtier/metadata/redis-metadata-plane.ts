@@ -256,9 +256,13 @@ export class RedisMetadataPlane implements MetadataPlane {
   /** Summed over the shards (each keeps its own counters). */
   async usage(): Promise<PlaneUsage> {
     const total: PlaneUsage = { bytes: {}, blocks: {} };
-    for (const shard of await Promise.all(this.shards.map(shardUsage))) addUsage(total, shard);
+    for (const shard of await this.shardUsages()) addUsage(total, shard);
     for (const side of [total.bytes, total.blocks]) for (const [tag, n] of Object.entries(side)) if (n === 0) delete side[tag];
     return total;
+  }
+
+  shardUsages(): Promise<PlaneUsage[]> {
+    return Promise.all(this.shards.map(shardUsage));
   }
 
   async noteOrphans(keys: readonly string[], at: number): Promise<number[]> {

@@ -17,6 +17,8 @@ import { scanByLastUse } from './redis-plane-walk.ts';
 export interface ShardedPlane extends MetadataPlane {
   /** Tells local listeners and other nodes about keys removed (as the whole plane's removals). */
   tellRemoved(keys: string[], members: Buffer): Promise<void>;
+  /** Every shard's usage, in shard order. */
+  shardUsages(): Promise<PlaneUsage[]>;
 }
 
 export class RedisPlaneShardView implements MetadataPlane {
@@ -92,8 +94,8 @@ export class RedisPlaneShardView implements MetadataPlane {
     return usage;
   }
 
-  wholeUsage(): Promise<PlaneUsage> {
-    return this.whole.usage();
+  shardUsages(): Promise<PlaneUsage[]> {
+    return this.whole.shardUsages();
   }
 
   noteOrphans(keys: readonly string[], at: number): Promise<number[]> {
