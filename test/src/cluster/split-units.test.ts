@@ -17,10 +17,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { ensureGemma3Model } from '../../../inference-core/synthetic/gemma3-synthetic.ts';
+import type { OverviewResponse } from '../../../src/admin/index.ts';
 import { roleQueueName, workerQueueName } from '../../../src/workers/index.ts';
 import { TEST_DATA_DIR } from '../../inference-core/engine-fixtures.ts';
 import { freePort, RedisProcess, startWorker, type WorkerProcess } from '../workers/processes.ts';
-import { chat, killTree, sessionSystem, startServe, userTurn, type ChatMessage, type ServeProcess } from './cluster-processes.ts';
+import { ADMIN_TOKEN, chat, killTree, sessionSystem, startServe, userTurn, type ChatMessage, type ServeProcess } from './cluster-processes.ts';
 import { CompletedJobEvents } from './completed-job-events.ts';
 
 const REPLY_TOKENS = 8;
@@ -119,5 +120,13 @@ describe('prefill/decode split with prefix units (gemma3: global-layer blocks + 
       previousPrompt = got.promptTokens;
       transcript.push({ role: 'assistant', content: got.content });
     }
+    // The cluster overview counts unit tails from the plane's records: the API process writes none itself, and
+    // each turn's prefill-half unit was in the plane before its decode half found it.
+    const response = await fetch(`${api.url}/admin/stats/overview`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    expect(response.status).toBe(200);
+    const { overview } = (await response.json()) as OverviewResponse;
+    expect(overview.storage.tails.blocks).toBeGreaterThanOrEqual(3);
+    expect(overview.storage.tails.blocks).toBeLessThan(overview.storage.blocks);
+    expect(overview.storage.tails.bytes).toBeGreaterThan(0);
   }, 300_000);
 });
