@@ -89,7 +89,7 @@ export function buildRealVocabGguf(name: RealVocabName, opts: RealVocabGgufOptio
   const h = createHash('sha256').update(JSON.stringify({ v: BUILDER_VERSION, name, arch, chatTemplate: opts.chatTemplate, extra: opts.extraMetadata?.map(([k, v]) => [k, String((v as { value: unknown }).value)]), variant: opts.variant, ctx: opts.contextLength, tied: opts.tiedEmbeddings === true }));
   for (const f of ['tokenizer.json', 'tokenizer_config.json']) h.update(fs.readFileSync(path.join(src, f)));
   // The importer's source is part of the key: a fixed importer must not reuse a stale file.
-  h.update(fs.readFileSync(path.join(ROOT, 'inference-core', 'tokenizer', 'hf-tokenizer-import.ts')));
+  for (const f of ['hf-tokenizer-import.ts', 'hf-special-vocab.ts']) h.update(fs.readFileSync(path.join(ROOT, 'inference-core', 'tokenizer', f)));
   const file = path.join(dir, `${name}${opts.variant ? '-' + opts.variant : ''}-${arch}-${h.digest('hex').slice(0, 12)}.gguf`);
   if (fs.existsSync(file)) return file;
   fs.mkdirSync(dir, { recursive: true });
