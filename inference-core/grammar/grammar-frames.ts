@@ -21,6 +21,7 @@ import type { GrammarNode } from './grammar-nodes.ts';
 import { numberA, numberB, numberPhase, numberStep } from './number-state.ts';
 import { FrameCosts } from './grammar-frame-costs.ts';
 import { A_END, A_FIRST, A_ITEM, A_NEXT, A_OPEN, clampCount, DONE, ESCAPED, frame, kmpStep, O_COLON, O_END, O_EXTRA_VALUE, O_MEMBER, O_MEMBER_OR_CLOSE, O_OPEN, O_VALUE, S_BODY, S_END, S_ESC, S_HEX, S_OPEN, S_UTF8, T_END, T_MARKED, T_TEXT, type Frame, type Stack } from './grammar-frame-types.ts';
+import { leadHi, leadLo, leadRem, utf8Lead } from './utf8-lead.ts';
 
 export { ESCAPED, frameKey, kmpStep, SENTINEL_NODE, sentinelStack, stackKey, T_TEXT, type Frame, type Stack } from './grammar-frame-types.ts';
 
@@ -115,18 +116,9 @@ export class FrameMachine extends FrameCosts {
         // b (byte position) matters only while an exclusion still matches: 0 otherwise, so states merge.
         if (c < 0x80) return this.next(st, frame(f.n, S_BODY, clampCount(nd, f.a + 1), x !== 0 ? f.b + 1 : 0, '', x), out);
         // UTF-8 lead byte: b packs the continuation bytes still due and the range of the next one.
-        let rem: number, lo = 0x80, hi = 0xbf;
-        if (c >= 0xc2 && c <= 0xdf) rem = 1;
-        else if (c >= 0xe0 && c <= 0xef) {
-          rem = 2;
-          if (c === 0xe0) lo = 0xa0;
-          if (c === 0xed) hi = 0x9f;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-          rem = 3;
-          if (c === 0xf0) lo = 0x90;
-          if (c === 0xf4) hi = 0x8f;
-        } else return;
-        return this.next(st, { n: f.n, p: S_UTF8, a: f.a, b: x !== 0 ? f.b + 1 : 0, s: String.fromCharCode(rem, lo, hi), x }, out);
+        const u = utf8Lead(c);
+        if (u < 0) return;
+        return this.next(st, { n: f.n, p: S_UTF8, a: f.a, b: x !== 0 ? f.b + 1 : 0, s: String.fromCharCode(leadRem(u), leadLo(u), leadHi(u)), x }, out);
       }
       case S_UTF8: {
         const rem = f.s.charCodeAt(0), lo = f.s.charCodeAt(1), hi = f.s.charCodeAt(2);

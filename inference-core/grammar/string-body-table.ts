@@ -19,6 +19,7 @@
  */
 import { S_BODY, S_END, S_ESC, S_HEX, S_UTF8 } from './grammar-frame-types.ts';
 import type { ByteTrie, VocabIndex } from './vocab-index.ts';
+import { leadHi, leadLo, leadRem, utf8Lead } from './utf8-lead.ts';
 
 export interface StringBodyTable {
   readonly tokNode: Int32Array;
@@ -61,18 +62,9 @@ function step(s: Body, c: number): Body | null {
       if (c === 0x5c) return { p: S_ESC, chars: s.chars, close: -1, pend: 1, lo: 0, hi: 0 };
       if (c < 0x20) return null;
       if (c < 0x80) return { p: S_BODY, chars: s.chars + 1, close: -1, pend: 0, lo: 0, hi: 0 };
-      let rem: number, lo = 0x80, hi = 0xbf;
-      if (c >= 0xc2 && c <= 0xdf) rem = 1;
-      else if (c >= 0xe0 && c <= 0xef) {
-        rem = 2;
-        if (c === 0xe0) lo = 0xa0;
-        if (c === 0xed) hi = 0x9f;
-      } else if (c >= 0xf0 && c <= 0xf4) {
-        rem = 3;
-        if (c === 0xf0) lo = 0x90;
-        if (c === 0xf4) hi = 0x8f;
-      } else return null;
-      return { p: S_UTF8, chars: s.chars, close: -1, pend: rem, lo, hi };
+      const u = utf8Lead(c);
+      if (u < 0) return null;
+      return { p: S_UTF8, chars: s.chars, close: -1, pend: leadRem(u), lo: leadLo(u), hi: leadHi(u) };
     }
     case S_UTF8:
       if (c < s.lo || c > s.hi) return null;

@@ -13,6 +13,7 @@
  *   tokStart[n] … tokStart[n+1]     ids of tokens whose bytes end at node n
  */
 import { createHash } from 'node:crypto';
+import { leadHi, leadLo, leadRem, utf8Lead } from './utf8-lead.ts';
 
 /** Plain tokens are grouped by character count up to this; longer ones go through the walk. */
 export const PLAIN_MAX_CHARS = 16;
@@ -94,18 +95,9 @@ export function plainStringChars(p: Uint8Array): number {
   for (let i = 0; i < p.length; ) {
     const c = p[i];
     if (c === 0x22 || c === 0x5c || c < 0x20) return -1;
-    let n: number, lo = 0x80, hi = 0xbf;
-    if (c < 0x80) n = 0;
-    else if (c >= 0xc2 && c <= 0xdf) n = 1;
-    else if (c >= 0xe0 && c <= 0xef) {
-      n = 2;
-      if (c === 0xe0) lo = 0xa0;
-      if (c === 0xed) hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      n = 3;
-      if (c === 0xf0) lo = 0x90;
-      if (c === 0xf4) hi = 0x8f;
-    } else return -1;
+    const u = c < 0x80 ? 0 : utf8Lead(c);
+    if (u < 0) return -1;
+    const n = leadRem(u), lo = leadLo(u), hi = leadHi(u);
     for (let k = 1; k <= n; k++) {
       const d = p[i + k];
       if (d === undefined) return -1;
