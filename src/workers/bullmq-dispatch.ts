@@ -29,7 +29,8 @@ import { routeKeys, type CacheAwareRouter, type WorkerRole } from '../cluster/in
 import type { Config } from '../config.ts';
 import { describeError } from '../errors.ts';
 import { QUEUE_NAME, roleQueueName, routeScope, workerQueueName } from './bullmq-protocol.ts';
-import { withTimeout, type PendingJob } from './bullmq-pending.ts';
+import { type PendingJob } from './bullmq-pending.ts';
+import { withTimeout } from '../with-timeout.ts';
 import { type RequestSpec } from '../scheduler/index.ts';
 
 /** Jobs waiting on a worker's own queue at which the router stops preferring it (the load cap). */

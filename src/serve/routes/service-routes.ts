@@ -3,6 +3,9 @@ import type { FastifyInstance } from 'fastify';
 
 import { KvtError } from '../../errors.ts';
 import type { ServeContext } from '../context.ts';
+import { withTimeout } from '../../with-timeout.ts';
+
+const serviceTimeout = (): Error => new KvtError('KVT_ERR_WORKER_TIMEOUT', 'no answer within 2000 ms');
 
 export function registerServiceRoutes(app: FastifyInstance, ctx: ServeContext, startedAt: number): void {
   app.get('/v1/models', async (request) => {
@@ -33,8 +36,8 @@ export function registerServiceRoutes(app: FastifyInstance, ctx: ServeContext, s
     ctx.metrics.queueDepth.set(status.waiting);
     try {
       // The cluster's totals when the admin setup gave a source (counted once, at each event's source); else this runner's tier.
-      const fromCluster = await withTimeout(ctx.metrics.refreshTierGauges(), 2000);
-      const stats = fromCluster ? null : ((await withTimeout(ctx.runner.admin({ op: 'stats' }), 2000)) as { cache?: { bytesRead: number; bytesWritten: number; gc: { expired: { blocks: number }; evicted: { blocks: number } } } | null });
+      const fromCluster = await withTimeout(ctx.metrics.refreshTierGauges(), 2000, serviceTimeout);
+      const stats = fromCluster ? null : ((await withTimeout(ctx.runner.admin({ op: 'stats' }), 2000, serviceTimeout)) as { cache?: { bytesRead: number; bytesWritten: number; gc: { expired: { blocks: number }; evicted: { blocks: number } } } | null });
       if (stats?.cache) {
         ctx.metrics.storageBytes.set({ direction: 'read' }, stats.cache.bytesRead);
         ctx.metrics.storageBytes.set({ direction: 'written' }, stats.cache.bytesWritten);
@@ -46,21 +49,5 @@ export function registerServiceRoutes(app: FastifyInstance, ctx: ServeContext, s
     }
     void reply.header('content-type', ctx.metrics.registry.contentType);
     return ctx.metrics.registry.metrics();
-  });
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new KvtError('KVT_ERR_WORKER_TIMEOUT', `no answer within ${ms} ms`)), ms);
-    promise.then(
-      (v) => {
-        clearTimeout(timer);
-        resolve(v);
-      },
-      (e: unknown) => {
-        clearTimeout(timer);
-        reject(e);
-      },
-    );
   });
 }
