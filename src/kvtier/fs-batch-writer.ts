@@ -3,8 +3,10 @@
  * native addon's writeFilesAtomic: the blocks whose puts start in one
  * event-loop turn are written by one pool job, not four pool hops each (on a
  * loaded 2-core box the hops cost more than the syscalls; bench/RESULTS.md
- * "replay (#29), batched file writes"). Without the addon (not built, or an
- * older build) the store keeps its one-file path: same files, same errors.
+ * "replay (#29), batched file writes"). Off by default: on the ext4 disk
+ * here the one job per batch lost to node:fs's pool threads writing in
+ * parallel. Without the addon (not built, or an older build) the store keeps
+ * its one-file path: same files, same errors.
  */
 import { FsBlobStore, type BlobStore } from '../../storage-adapters/index.ts';
 import { loadAddon } from '../../native/index.ts';
@@ -12,7 +14,7 @@ import { loadAddon } from '../../native/index.ts';
 /** Installs the native batch writer on `store` when it is an fs store and the addon has one; returns whether it did. */
 export function useNativeFsBatches(store: BlobStore, enabled = true): boolean {
   if (!(store instanceof FsBlobStore)) return false;
-  if (!enabled || process.env.KVTIER_FS_BATCH_WRITES === '0') {
+  if (!enabled) {
     store.useBatchWriter(null);
     return false;
   }

@@ -27,7 +27,7 @@ export interface KvTierOptions {
   writeConcurrency?: number;
   /** Most landed block writes recorded in one index transaction and plane call (write-records.ts); default 256, 1 = one per block. */
   recordBatchMax?: number;
-  /** On an fs store, write the blocks whose puts start in one event-loop turn in one native pool job (fs-batch-writer.ts); default true (KVTIER_FS_BATCH_WRITES=0 turns it off), false = node:fs one file at a time. */
+  /** On an fs store, write the blocks whose puts start in one event-loop turn in one native pool job (fs-batch-writer.ts); default false (node:fs one file at a time; KVTIER_FS_BATCH_WRITES=1 turns it on): on this box's ext4 disk it was slower (bench/RESULTS.md "replay (#29), batched file writes"). */
   fsBatchWrites?: boolean;
   /** Free recycled read buffers kept for loads (read-buffer-pool.ts); default 64 MiB, 0 = a fresh buffer per read. */
   readPoolBytes?: number;

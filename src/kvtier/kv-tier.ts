@@ -100,7 +100,7 @@ export class KvTier {
       if (value !== undefined && (!Number.isInteger(value) || value < 1)) throw new KvTierConfigError(field, `${field} must be a positive integer, got ${value}`);
     }
     const hasher = await PrefixHasher.create({ blockTokens: options.blockTokens, hash128: options.hash128 });
-    useNativeFsBatches(options.store, options.fsBatchWrites ?? true);
+    useNativeFsBatches(options.store, options.fsBatchWrites ?? process.env.KVTIER_FS_BATCH_WRITES === '1');
     const codec = await BlockCodec.create();
     const tailCodec = await TailCodec.create();
     const clock = options.clock ?? systemClock;
