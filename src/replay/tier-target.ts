@@ -43,6 +43,8 @@ export interface TierTargetOptions {
   payloadHeadDim?: number;
   /** The tier's `recordBatchMax` (1 = one index transaction and plane call per block; the bench's baseline). */
   recordBatchMax?: number;
+  /** The tier's `fsBatchWrites` (true = native batched file writes; absent = the tier's default, node:fs one file at a time). */
+  fsBatchWrites?: boolean;
 }
 
 export class TierTarget {
@@ -89,6 +91,7 @@ export class TierTarget {
         writeConcurrency: 64,
         writeBehindMaxBytes: WRITE_BEHIND_BYTES,
         ...(options.recordBatchMax !== undefined ? { recordBatchMax: options.recordBatchMax } : {}),
+        ...(options.fsBatchWrites !== undefined ? { fsBatchWrites: options.fsBatchWrites } : {}),
         metadataPlane: plane,
         ...(policyStore !== null ? { policyStore } : {}),
       });
