@@ -8,7 +8,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 
 import { CpuBackend, GGML_TYPE, nativeAddon, PAGE_TOKENS, type NativeAddon, type WeightDType } from '../native/index.ts';
-import { CpuTensor } from '../native/cpu-backend.ts';
+import { CpuTensor } from '../native/cpu-handles.ts';
 import { loadEngine } from '../inference-core/index.ts';
 import { randomTokens } from '../test/inference-core/engine-fixtures.ts';
 import { legacyQuantMatmul } from './native-legacy-quant.ts';

@@ -15,7 +15,8 @@ import { CpuBackend } from './cpu-backend.ts';
 import { loadAddon, wrapNativeError } from './load-addon.ts';
 
 export * from './backend.ts';
-export { CpuBackend, CpuKvPool, CpuTensor, CpuWeight, packSegments } from './cpu-backend.ts';
+export { CpuBackend } from './cpu-backend.ts';
+export { CpuKvPool, CpuTensor, CpuWeight, packSegments } from './cpu-handles.ts';
 export type { NativeAddon } from './addon-types.ts';
 export { ADDON_PATH, loadAddon } from './load-addon.ts';
 

@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { CpuBackend, NativeError, PAGE_TOKENS, type AttentionSegment, type KvPoolHandle } from '../../native/index.ts';
-import { CpuKvPool, CpuTensor, packSegments } from '../../native/cpu-backend.ts';
+import { CpuKvPool, CpuTensor, packSegments } from '../../native/cpu-handles.ts';
 import { ISAS, addon, bitsEqual, gridValues, maxAbsDiff, withIsa, withThreads } from './native-fixtures.ts';
 
 const backend = new CpuBackend();

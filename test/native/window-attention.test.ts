@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { CpuBackend, PAGE_TOKENS, type AttentionSegment } from '../../native/index.ts';
-import { CpuKvPool, CpuTensor, packSegments } from '../../native/cpu-backend.ts';
+import { CpuKvPool, CpuTensor, packSegments } from '../../native/cpu-handles.ts';
 import { addon, bitsEqual, gridValues, maxAbsDiff, withThreads } from './native-fixtures.ts';
 
 const backend = new CpuBackend();

@@ -6,7 +6,8 @@
 import { PlaneError } from '../errors.ts';
 import type { RedisClient } from '../redis-connection.ts';
 import type { PlaneKeys } from './redis-plane-codec.ts';
-import { CLEAR_PENDING_LUA, GET_LUA, MARK_TRUSTED_LUA, NOTE_ORPHANS_LUA, REMOVE_LUA, REMOVE_OLDEST_LUA, RENEW_LUA, SCAN_LUA, UPSERT_LUA } from './redis-plane-scripts.ts';
+import { GET_LUA, MARK_TRUSTED_LUA, NOTE_ORPHANS_LUA, RENEW_LUA, SCAN_LUA } from './redis-plane-read-scripts.ts';
+import { CLEAR_PENDING_LUA, REMOVE_LUA, REMOVE_OLDEST_LUA, UPSERT_LUA } from './redis-plane-write-scripts.ts';
 
 /** A pipeline that also takes the scripts by name (`kvtPlaneRemoveBuffer(...)`). */
 export type ScriptPipeline = Record<string, (...args: (string | Buffer)[]) => unknown> & { exec(): Promise<[Error | null, unknown][] | null> };
