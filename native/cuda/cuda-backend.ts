@@ -18,11 +18,8 @@ import {
   type Backend,
   type BackendInfo,
   GGML_TYPE,
-  type KvDType,
   type KvPoolHandle,
   type KvPoolSpec,
-  NativeError,
-  PAGE_TOKENS,
   type RopeOptions,
   type TensorHandle,
   type WeightDType,
@@ -30,52 +27,9 @@ import {
 } from '../backend.ts';
 import { type CudaView, cudaAvailability } from './cuda-addon.ts';
 import { CudaContext } from './cuda-context.ts';
+import { CudaKvPool, CudaTensor, CudaWeight, needInt, shape } from './cuda-handles.ts';
 import { CudaBackendError } from './errors.ts';
 import { CUDA_NATIVE_WEIGHT_DTYPES, dequantizeToF16 } from './host-dequantize.ts';
-
-class CudaTensor implements TensorHandle {
-  readonly kind = 'tensor' as const;
-  constructor(
-    readonly length: number,
-    readonly buffer: number,
-    readonly offset: number,
-    /** The allocation itself (free() releases it) rather than a view. */
-    readonly owner: boolean,
-  ) {}
-  get view(): CudaView {
-    return [this.buffer, this.offset, this.length];
-  }
-}
-
-class CudaWeight implements WeightHandle {
-  readonly kind = 'weight' as const;
-  constructor(
-    readonly dtype: WeightDType,
-    readonly rows: number,
-    readonly cols: number,
-    readonly id: number,
-  ) {}
-}
-
-class CudaKvPool implements KvPoolHandle {
-  readonly kind = 'kvpool' as const;
-  readonly dtype: KvDType = 'f16';
-  constructor(
-    readonly layers: number,
-    readonly kvHeads: number,
-    readonly headDim: number,
-    readonly pages: number,
-    readonly pageBytes: number,
-  ) {}
-}
-
-function shape(message: string): NativeError {
-  return new NativeError('KVT_ERR_NATIVE_SHAPE', message);
-}
-
-function needInt(name: string, v: number, min = 1): void {
-  if (!Number.isInteger(v) || v < min) throw shape(`${name} must be an integer ≥ ${min}, got ${v}`);
-}
 
 export class CudaBackend implements Backend {
   readonly name = 'cuda' as const;
@@ -166,14 +120,14 @@ export class CudaBackend implements Backend {
 
   copyIntoPage(pool: KvPoolHandle, page: number, src: Uint8Array): void {
     const p = this.pool(pool);
-    this.page(p, page);
+    p.checkPage(page);
     if (src.byteLength !== p.pageBytes) throw shape(`page import needs ${p.pageBytes} bytes, got ${src.byteLength}`);
     this.context.importBlocks(Int32Array.of(page), src, p.pageBytes);
   }
 
   copyFromPage(pool: KvPoolHandle, page: number, into?: Uint8Array): Uint8Array {
     const p = this.pool(pool);
-    this.page(p, page);
+    p.checkPage(page);
     const out = into ?? new Uint8Array(p.pageBytes);
     if (out.byteLength !== p.pageBytes) throw shape(`page export needs ${p.pageBytes} bytes, got ${out.byteLength}`);
     this.context.awaitExport(this.context.exportBlocks(Int32Array.of(page), out, p.pageBytes));
@@ -263,10 +217,10 @@ export class CudaBackend implements Backend {
   kvWrite(pool: KvPoolHandle, layer: number, blockTable: Int32Array, pos0: number, n: number, k: TensorHandle,
     v: TensorHandle): void {
     const p = this.pool(pool);
-    this.layer(p, layer);
+    p.checkLayer(layer);
     needInt('kvWrite n', n);
     needInt('kvWrite pos0', pos0, 0);
-    this.table(p, blockTable, pos0 + n);
+    p.checkTable(blockTable, pos0 + n);
     this.fits(k, n * p.kvHeads * p.headDim, 'kvWrite k');
     this.fits(v, n * p.kvHeads * p.headDim, 'kvWrite v');
     this.context.kvWrite(layer, blockTable, pos0, n, this.v(k), this.v(v));
@@ -275,7 +229,7 @@ export class CudaBackend implements Backend {
   attention(out: TensorHandle, q: TensorHandle, pool: KvPoolHandle, layer: number, heads: number, scale: number,
     segments: AttentionSegment[]): void {
     const p = this.pool(pool);
-    this.layer(p, layer);
+    p.checkLayer(layer);
     needInt('attention heads', heads);
     if (heads % p.kvHeads !== 0) throw shape(`attention heads ${heads} must be a multiple of kvHeads ${p.kvHeads}`);
     if (segments.length === 0) throw shape('attention needs at least one segment');
@@ -284,7 +238,7 @@ export class CudaBackend implements Backend {
     for (const s of segments) {
       needInt('segment queries', s.queries);
       needInt('segment pos0', s.pos0, 0);
-      this.table(p, s.blockTable, s.pos0 + s.queries);
+      p.checkTable(s.blockTable, s.pos0 + s.queries);
       rows += s.queries;
       tableLen += s.blockTable.length;
     }
@@ -335,18 +289,6 @@ export class CudaBackend implements Backend {
   private pool(p: KvPoolHandle): CudaKvPool {
     if (!(p instanceof CudaKvPool) || p !== this.#pool) throw shape('KV pool is not the live pool of this CUDA backend');
     return p;
-  }
-  private page(p: CudaKvPool, page: number): void {
-    if (!Number.isInteger(page) || page < 0 || page >= p.pages) throw shape(`page ${page} outside the pool of ${p.pages}`);
-  }
-  private layer(p: CudaKvPool, layer: number): void {
-    if (!Number.isInteger(layer) || layer < 0 || layer >= p.layers) throw shape(`layer ${layer} outside the pool's ${p.layers}`);
-  }
-  private table(p: CudaKvPool, table: Int32Array, positions: number): void {
-    if (table.length * PAGE_TOKENS < positions) {
-      throw shape(`block table of ${table.length} pages cannot hold ${positions} positions`);
-    }
-    for (const page of table) this.page(p, page);
   }
 }
 
