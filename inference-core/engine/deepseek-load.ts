@@ -6,7 +6,7 @@ import type { Backend, KvDType, WeightHandle } from '../../native/index.ts';
 import type { GgufFile } from '../gguf/index.ts';
 import { deepseekConfigFromGguf, type DeepseekConfig } from '../deepseek-config.ts';
 import { mlaKvLayoutOf, type KvLayout } from '../kv/kv-pool.ts';
-import type { ForwardGraph } from './engine.ts';
+import type { ForwardGraph } from './engine-parts.ts';
 import { EngineError } from './engine-errors.ts';
 import { DeepseekGraph, deepseekGraphConfig, type DeepseekGraphConfig } from './deepseek-graph.ts';
 import { deepseekHandles, uploadDeepseekWeights } from './deepseek-weights.ts';

@@ -7,7 +7,7 @@
 import type { Backend } from '../../native/index.ts';
 import type { GgufFile } from '../gguf/index.ts';
 import type { KvLayout } from '../kv/kv-pool.ts';
-import type { ForwardGraph } from './engine.ts';
+import type { ForwardGraph } from './engine-parts.ts';
 import { EngineError } from './engine-errors.ts';
 import type { Deepseek4Config } from './deepseek4-config.ts';
 import { Deepseek4Model } from './deepseek4-forward.ts';

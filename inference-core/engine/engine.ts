@@ -15,7 +15,7 @@
  *   engine.decodeBatch([s1…sn], [t1…tn])  one decode step for n sequences as one batch
  *   engine.step([{seq, tokens, logits}…])   decode rows and prefill chunks of many sequences in one forward
  */
-import type { Backend, KvPoolHandle, WeightHandle } from '../../native/index.ts';
+import type { Backend } from '../../native/index.ts';
 import type { KvLayout } from '../kv/kv-pool.ts';
 import { KvPool, TOKENS_PER_BLOCK } from '../kv/kv-pool.ts';
 import { EngineError } from './engine-errors.ts';
@@ -26,69 +26,13 @@ import type { GptOssGraphConfig } from './gptoss-graph.ts';
 import type { ConvState, Lfm2GraphConfig } from './lfm2-graph.ts';
 import type { Deepseek4GraphConfig } from './deepseek4-graph.ts';
 import type { Deepseek4State } from './deepseek4-state.ts';
+import type { EngineParts, ForwardGraph } from './engine-parts.ts';
 import { Sequence, type MtpStepper, type SequenceHost } from './sequence.ts';
 
 /** Rows of one prefill forward call: bounds activation memory for long prompts. */
 export const DEFAULT_PREFILL_CHUNK = 512;
 /** Most sequences one decodeBatch call may carry. */
 export const DEFAULT_MAX_BATCH = 64;
-
-/** The forward pass the engine drives (LlamaGraph, DeepseekGraph). */
-export interface ForwardGraph {
-  readonly maxRows: number;
-  readonly maxLogitRows: number;
-  forward(pool: KvPoolHandle, tokens: Int32Array, positions: Int32Array, segments: RowSegment[], logitRows: Int32Array): Float32Array;
-  destroy(): void;
-  /** Graphs with per-sequence state outside the pool (lfm2's convolution state): told when a sequence goes. */
-  sequenceFreed?(seqId: number): void;
-  /** Graphs with per-sequence state outside the pool: told after a truncation (deepseek4 rolls a rejected draft back). */
-  sequenceTruncated?(seqId: number, length: number): void;
-  /** deepseek4 loaded with mtp: its MTP block feeds along (mtpDrafter answers). */
-  readonly mtp?: boolean;
-  /** deepseek4 loaded with mtp: a drafter from the sequence's state (its MTP block), or null. */
-  mtpDrafter?(seqId: number): MtpStepper | null;
-  recurrentState?(seqId: number): ConvState | undefined;
-  setRecurrentState?(seqId: number, state: ConvState): void;
-  /** deepseek4: the sequence's state outside its full pages, for a unit (deepseek4-unit.ts), and its import. */
-  unitState?(seqId: number): Deepseek4State | undefined;
-  setUnitState?(seqId: number, state: Deepseek4State): void;
-}
-
-/** What the loader of an architecture with its own graph (gemma3, lfm2) hands loadEngine, which completes it into EngineParts. */
-export interface ArchEngineParts<Cfg, GCfg> {
-  config: Cfg;
-  graphConfig: GCfg;
-  kvLayout: KvLayout;
-  /** The handles the engine's destroy() frees through ModelWeights (embedding, head, final norm). */
-  weights: ModelWeights;
-  ownedTensors: Parameters<Backend['free']>[0][];
-  graph: (maxRows: number, maxLogitRows: number) => ForwardGraph;
-}
-
-export interface EngineParts<Tok, Cfg> {
-  backend: Backend;
-  graphConfig: GraphConfig | DeepseekGraphConfig | Gemma3GraphConfig | Lfm2GraphConfig | Deepseek4GraphConfig | GptOssGraphConfig;
-  /**
-   * Builds the forward pass for (maxRows, maxLogitRows); absent: LlamaGraph over
-   * graphConfig and weights. Models with their own graph (deepseek2) pass it and
-   * put all their handles in ownedTensors.
-   */
-  graph?: (maxRows: number, maxLogitRows: number) => ForwardGraph;
-  /** Absent for a graph that keeps its weights itself (deepseek4: f32 on the host). */
-  weights?: ModelWeights;
-  /** Extra handles the engine frees on destroy (bias tensors, …). */
-  ownedTensors: Parameters<Backend['free']>[0][];
-  kvLayout: KvLayout;
-  poolBytes: number;
-  contextLength: number;
-  fingerprint: string;
-  tokenizer: Tok;
-  config: Cfg;
-  prefillChunk?: number;
-  maxBatch?: number;
-  /** Runs after destroy() freed everything (e.g. closes the GGUF the weights view). */
-  onDestroy?: () => void;
-}
 
 /**
  * One sequence's share of an Engine.step: its new tokens, and whether the last

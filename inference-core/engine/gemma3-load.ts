@@ -8,7 +8,7 @@ import type { GgufFile } from '../gguf/index.ts';
 import { GgmlType, ggmlTypeName } from '../gguf/index.ts';
 import { gemma3ConfigFromGguf, type Gemma3Config } from '../gemma3-config.ts';
 import { kvLayoutOf } from '../kv/kv-pool.ts';
-import type { ArchEngineParts } from './engine.ts';
+import type { ArchEngineParts } from './engine-parts.ts';
 import { unsupportedModel } from './engine-errors.ts';
 import { Gemma3Graph, gemma3GraphConfig, type Gemma3GraphConfig, type Gemma3LayerWeights } from './gemma3-graph.ts';
 import { qkNormAttentionWeights, uploadEngineMatrix } from './model-weights.ts';

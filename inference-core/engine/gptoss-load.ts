@@ -17,7 +17,7 @@ import type { GgufFile, GgufTensor } from '../gguf/index.ts';
 import { GgmlType, f16ToF32, f32ToF16Bits, ggmlTypeName } from '../gguf/index.ts';
 import { gptOssConfigFromGguf, type GptOssConfig } from '../gptoss-config.ts';
 import { kvLayoutOf } from '../kv/kv-pool.ts';
-import type { ArchEngineParts } from './engine.ts';
+import type { ArchEngineParts } from './engine-parts.ts';
 import { unsupportedModel } from './engine-errors.ts';
 import { GptOssGraph, gptOssGraphConfig, type GptOssGraphConfig, type GptOssLayerWeights } from './gptoss-graph.ts';
 import { BIAS_TILE_ROWS } from './llama-graph.ts';

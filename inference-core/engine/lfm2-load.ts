@@ -8,7 +8,7 @@ import type { GgufFile } from '../gguf/index.ts';
 import { GgmlType, ggmlTypeName } from '../gguf/index.ts';
 import { lfm2ConfigFromGguf, type Lfm2Config } from '../lfm2-config.ts';
 import { kvLayoutOf } from '../kv/kv-pool.ts';
-import type { ArchEngineParts } from './engine.ts';
+import type { ArchEngineParts } from './engine-parts.ts';
 import { unsupportedModel } from './engine-errors.ts';
 import { Lfm2Graph, lfm2GraphConfig, type Lfm2GraphConfig, type Lfm2LayerWeights } from './lfm2-graph.ts';
 import { qkNormAttentionWeights, uploadEngineMatrix } from './model-weights.ts';
