@@ -39,6 +39,7 @@ export const SLOW = [
   'test/inference-core/gguf-quantize-ggml.test.ts',
   'test/inference-core/gguf.test.ts',
   'test/inference-core/gptoss-parity.test.ts',
+  'test/inference-core/gptoss-real-vocab.test.ts',
   'test/inference-core/lfm2-parity.test.ts',
   'test/inference-core/llamacpp-parity.test.ts',
   'test/inference-core/real-vocab-gguf.test.ts',

@@ -10,6 +10,7 @@
  *   'synthetic:deepseek4-small[:q8_0]'     V4's chat template, served by kvtier's deepseek4 forward on the cpu backend
  *                                          with prefix units (deepseek4-unit.ts)
  *   'synthetic:gpt-oss-tiny'               gpt-oss (alternating SWA/full attention, sinks, MoE with MXFP4 experts), synthetic/gptoss-synthetic.ts
+ *   'synthetic:gpt-oss-tiny-harmony'       the same weights shape with gpt-oss's o200k_harmony vocabulary (synthetic/gptoss-vocab.ts)
  *   'synthetic:small:q4_k_m'               the same with its weight type named (f32, f16, bf16, q8_0,
  *                                          q4_0, q4_k_m, q5_k_m, q6_k; overrides options.weightType)
  *   '/path/to/model.gguf'                  a llama (Llama 2/3/3.1+, Mistral), qwen2, qwen3, deepseek2 or gemma3 GGUF;
@@ -79,9 +80,10 @@ export type LoadedEngine = Engine<Tokenizer, ModelConfig> & { readonly modelPath
 export function resolveModelPath(spec: string, options: LoadEngineOptions = {}): string {
   if (spec.startsWith('synthetic:deepseek-')) return resolveDeepseekSpec(spec, options);
   if (spec.startsWith('synthetic:deepseek4-')) return resolveDeepseek4Spec(spec, options);
-  if (spec === 'synthetic:gpt-oss-tiny') {
+  if (spec === 'synthetic:gpt-oss-tiny' || spec === 'synthetic:gpt-oss-tiny-harmony') {
     if (!options.dataDir) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `${spec} needs options.dataDir (where the generated GGUF is kept)`);
-    return viaSyntheticCache(options.dataDir, (dataDir) => ensureGptOssModel('gpt-oss-tiny', { dataDir }));
+    const vocab = spec.endsWith('-harmony') ? 'o200k-harmony' : 'synthetic';
+    return viaSyntheticCache(options.dataDir, (dataDir) => ensureGptOssModel('gpt-oss-tiny', { dataDir, vocab }));
   }
   if (spec.startsWith('synthetic:')) {
     const [name, typeSuffix, ...extra] = spec.slice('synthetic:'.length).split(':');

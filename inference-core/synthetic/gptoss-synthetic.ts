@@ -31,6 +31,7 @@ import type { TransformerDims } from '../model-config.ts';
 import { baseModelMetadata } from './synthetic-metadata.ts';
 import { byteLevelVocabMetadata, loadCorpus } from './synthetic-vocab.ts';
 import { quantizeMxfp4 } from './mxfp4.ts';
+import { gptOssVocab, gptOssVocabDir } from './gptoss-vocab.ts';
 
 export type GptOssSyntheticName = 'gpt-oss-tiny';
 
@@ -60,9 +61,16 @@ export const GPTOSS_SPECS: Record<GptOssSyntheticName, GptOssSpec> = {
 export type GptOssExpertType = 'mxfp4' | 'f16';
 export const GPTOSS_EXPERT_TYPES: readonly GptOssExpertType[] = ['mxfp4', 'f16'];
 
+/**
+ * 'synthetic' (default): the 512-entry byte-level test vocabulary (the llama.cpp parity files, fast).
+ * 'o200k-harmony': gpt-oss's own vocabulary (gptoss-vocab.ts, 201,088 entries) for serving.
+ */
+export type GptOssVocab = 'synthetic' | 'o200k-harmony';
+
 export interface GptOssSyntheticOptions {
   dataDir: string;
   expertType?: GptOssExpertType;
+  vocab?: GptOssVocab;
   /** Override spec fields (tests: e.g. a file whose layers all slide). */
   overrides?: Partial<GptOssSpec> & { pattern?: number };
 }
@@ -70,12 +78,14 @@ export interface GptOssSyntheticOptions {
 export function gptOssModelPath(name: GptOssSyntheticName, o: GptOssSyntheticOptions): string {
   const spec = { ...GPTOSS_SPECS[name], ...o.overrides };
   const expertType = o.expertType ?? 'mxfp4';
-  const h = createHash('sha256')
-    .update(JSON.stringify({ v: GPTOSS_SYNTHETIC_VERSION, gen: SYNTHETIC_GENERATOR_VERSION, name, spec, ...(expertType === 'mxfp4' ? {} : { expertType }) }))
-    .update(loadCorpus().hash)
-    .digest('hex')
-    .slice(0, 12);
-  return path.join(o.dataDir, 'models', `synthetic-${name}-${expertType}-${h}.gguf`);
+  const vocab = o.vocab ?? 'synthetic';
+  // the synthetic vocabulary stays out of the hash so the parity files keep their names
+  const hash = createHash('sha256')
+    .update(JSON.stringify({ v: GPTOSS_SYNTHETIC_VERSION, gen: SYNTHETIC_GENERATOR_VERSION, name, spec, ...(expertType === 'mxfp4' ? {} : { expertType }), ...(vocab === 'synthetic' ? {} : { vocab }) }))
+    .update(loadCorpus().hash);
+  if (vocab === 'o200k-harmony') for (const f of ['tokenizer.json', 'tokenizer_config.json']) hash.update(fs.readFileSync(path.join(gptOssVocabDir(), f)));
+  const h = hash.digest('hex').slice(0, 12);
+  return path.join(o.dataDir, 'models', `synthetic-${name}${vocab === 'synthetic' ? '' : '-harmony'}-${expertType}-${h}.gguf`);
 }
 
 /** Path of the model's GGUF, generating it first if needed. */
@@ -84,17 +94,17 @@ export function ensureGptOssModel(name: GptOssSyntheticName, o: GptOssSyntheticO
   if (fs.existsSync(file)) return file;
   fs.mkdirSync(path.dirname(file), { recursive: true });
   const tmp = `${file}.${process.pid}.tmp`;
-  writeGptOss(tmp, name, { ...GPTOSS_SPECS[name], ...o.overrides }, o.overrides?.pattern, o.expertType ?? 'mxfp4');
+  writeGptOss(tmp, name, { ...GPTOSS_SPECS[name], ...o.overrides }, o.overrides?.pattern, o.expertType ?? 'mxfp4', o.vocab ?? 'synthetic');
   fs.renameSync(tmp, file);
   return file;
 }
 
 type Init = { mean: number; std: number };
 
-function writeGptOss(file: string, name: string, s: GptOssSpec, pattern: number | undefined, expertType: GptOssExpertType): void {
+function writeGptOss(file: string, name: string, s: GptOssSpec, pattern: number | undefined, expertType: GptOssExpertType, vocabName: GptOssVocab): void {
   const exType = expertType === 'mxfp4' ? GgmlType.MXFP4 : GgmlType.F16;
   const a = 'gpt-oss';
-  const vocab = byteLevelVocabMetadata(s.vocabSize, 'qwen2');
+  const vocab = vocabName === 'o200k-harmony' ? gptOssVocab() : byteLevelVocabMetadata(s.vocabSize, 'qwen2');
   const nVocab = vocab.vocabSize;
   const d = s.dModel;
   const E = s.expertCount;

@@ -4,7 +4,7 @@
  * convert_hf_to_gguf.py writes it, so a user can build a GGUF vocabulary
  * from a HF repository:
  *
- *   byte-level BPE (Llama 3, Qwen2/3, DeepSeek V3)  → tokenizer.ggml.model "gpt2"
+ *   byte-level BPE (Llama 3, Qwen2/3, DeepSeek V3, gpt-oss) → tokenizer.ggml.model "gpt2"
  *     tokens = model.vocab ∪ added_tokens by id (added tokens as raw text),
  *     ids missing below vocab_size → "[PAD<i>]" UNUSED, merges as "a b",
  *     pre = the llama.cpp pre-tokenizer name whose regexes equal the Split
@@ -87,6 +87,13 @@ const PRE_PATTERNS: Array<{ name: string; patterns: string[] }> = [
       '\\p{N}{1,3}',
       '[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+',
       '[!"#$%&\'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+',
+    ],
+  },
+  {
+    // o200k (gpt-oss's o200k_harmony): tokenizer.json's Split, followed by a ByteLevel without regex
+    name: 'gpt-4o',
+    patterns: [
+      '[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:\'s|\'t|\'re|\'ve|\'m|\'ll|\'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:\'s|\'t|\'re|\'ve|\'m|\'ll|\'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+',
     ],
   },
 ];
@@ -190,7 +197,7 @@ export function importHfTokenizer(tokenizerJson: unknown, tokenizerConfig: unkno
     meta.push(['tokenizer.ggml.add_space_prefix', gv.bool(addsSpacePrefix(tj))]);
   } else {
     const detected = options.pre ?? detectHfPreTokenizer(tj);
-    if (!detected) throw err('the pre-tokenizer of this tokenizer.json is none llama.cpp knows as llama-bpe, qwen2 or deepseek-v3; pass options.pre to force one');
+    if (!detected) throw err('the pre-tokenizer of this tokenizer.json is none llama.cpp knows as llama-bpe, qwen2, deepseek-v3 or gpt-4o; pass options.pre to force one');
     pre = detected;
     meta.push(['tokenizer.ggml.model', gv.str('gpt2')], ['tokenizer.ggml.pre', gv.str(pre)]);
     meta.push(['tokenizer.ggml.tokens', gv.strings(tokens)], ['tokenizer.ggml.token_type', gv.i32s(types)], ['tokenizer.ggml.merges', gv.strings(merges)]);

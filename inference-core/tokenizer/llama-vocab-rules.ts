@@ -11,7 +11,7 @@ import { TokenType } from './token-type.ts';
  * NORMAL token in the GGUF, CONTROL and EOG in llama.cpp; so are its FIM pad/repo/file-sep tokens).
  */
 export const EOG_TEXTS = new Set([
-  '<|eot_id|>', '<|im_end|>', '<|end|>', '<end_of_turn>', '<|endoftext|>', '<|eom_id|>', '<EOT>', '_<EOT>', '<|end_of_text|>', '<end_of_utterance>', '</s>',
+  '<|eot_id|>', '<|im_end|>', '<|end|>', '<|return|>', '<|call|>', '<end_of_turn>', '<|endoftext|>', '<|eom_id|>', '<EOT>', '_<EOT>', '<|end_of_text|>', '<end_of_utterance>', '</s>',
   // FIM pad / repo / file separator
   '<|fim_pad|>', '<fim-pad>', '<fim_pad>', '<PAD>', '<|fim_repo|>', '<|repo_name|>', '<fim-repo>', '<REPO>', '<reponame>', '<|file_sep|>', '<file_sep>',
 ]);
@@ -22,6 +22,30 @@ export const FORCED_CONTROL_TEXTS = new Set([
   '<|fim_suffix|>', '<fim-suffix>', '<fim_suffix>', '<｜fim▁hole｜>', '<SUF>', '▁<SUF>',
   '<|fim_middle|>', '<fim-middle>', '<fim_middle>', '<｜fim▁end｜>', '<MID>', '▁<MID>',
 ]);
+
+/**
+ * Harmony (gpt-oss's o200k_harmony): llama.cpp makes these four USER_DEFINED whatever their type
+ * ("always render these tokens"), so they decode to their text even without special rendering and
+ * match in text even without parse_special: a harmony reply's channel headers reach the parser.
+ */
+export const FORCED_USER_DEFINED_TEXTS = new Set(['<|channel|>', '<|message|>', '<|start|>', '<|constrain|>']);
+
+/**
+ * Harmony again: when "<|return|>" and "<|call|>" are both end-of-generation tokens, llama.cpp
+ * takes "<|end|>" off that list and makes it USER_DEFINED, since in harmony <|end|> closes a
+ * message (analysis, tool result) and the turn goes on. Returns the id to demote, if any.
+ */
+export function harmonyEndToDemote(eog: ReadonlySet<number>, tokens: readonly string[]): number | undefined {
+  let ret = false;
+  let call = false;
+  let end: number | undefined;
+  for (const id of eog) {
+    if (tokens[id] === '<|return|>') ret = true;
+    else if (tokens[id] === '<|call|>') call = true;
+    else if (tokens[id] === '<|end|>') end = id;
+  }
+  return ret && call ? end : undefined;
+}
 
 /**
  * llama.cpp (llama-vocab.cpp) gives specials the RSTRIP attribute only by model name: for a

@@ -13,7 +13,7 @@
  *    between them, and a regex sees only the piece it splits (lookaheads stop
  *    at the piece's end).
  */
-export type PreTokenizerName = 'llama-bpe' | 'qwen2' | 'deepseek-v3';
+export type PreTokenizerName = 'llama-bpe' | 'qwen2' | 'deepseek-v3' | 'gpt-4o';
 
 const WS = '\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
 const S = `[${WS}]`;
@@ -31,6 +31,18 @@ function llama3Like(digits: string): string {
 const PS = '[\\p{P}\\p{S}]';
 const NOT_L_PS = '[^\\r\\n\\p{L}\\p{P}\\p{S}]';
 
+// gpt-4o (o200k, gpt-oss's o200k_harmony): llama.cpp rewrites tokenizer.json's letter classes
+// [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]* / [\p{Ll}\p{Lm}\p{Lo}\p{M}]+ as "a letter but not a-z" /
+// "a letter but not A-Z" (its regex engine has no sub-categories): every letter outside ASCII
+// counts as both cases, and combining marks (\p{M}) are not letters there. Reproduced as written
+// so ids match llama.cpp; where HF's split differs (marks, some non-ASCII case runs) llama.cpp wins.
+const NOT_LOWER = '(?:(?=\\p{L})[^a-z])';
+const NOT_UPPER = '(?:(?=\\p{L})[^A-Z])';
+const GPT4O_CONTRACTIONS = `(?:${CONTRACTIONS})?`;
+const GPT4O =
+  `[^\\r\\n\\p{L}\\p{N}]?${NOT_LOWER}*${NOT_UPPER}+${GPT4O_CONTRACTIONS}|[^\\r\\n\\p{L}\\p{N}]?${NOT_LOWER}+${NOT_UPPER}*${GPT4O_CONTRACTIONS}` +
+  `|\\p{N}{1,3}| ?[^${WS}\\p{L}\\p{N}]+[\\r\\n/]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
+
 const REGEXES: Record<PreTokenizerName, RegExp[]> = {
   'llama-bpe': [new RegExp(llama3Like('{1,3}'), 'gu')],
   qwen2: [new RegExp(llama3Like(''), 'gu')],
@@ -42,9 +54,10 @@ const REGEXES: Record<PreTokenizerName, RegExp[]> = {
       'gu',
     ),
   ],
+  'gpt-4o': [new RegExp(GPT4O, 'gu')],
 };
 
-export const PRE_TOKENIZER_NAMES: readonly PreTokenizerName[] = ['llama-bpe', 'qwen2', 'deepseek-v3'];
+export const PRE_TOKENIZER_NAMES: readonly PreTokenizerName[] = ['llama-bpe', 'qwen2', 'deepseek-v3', 'gpt-4o'];
 
 export function isPreTokenizerName(name: string): name is PreTokenizerName {
   return (PRE_TOKENIZER_NAMES as readonly string[]).includes(name);

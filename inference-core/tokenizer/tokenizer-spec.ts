@@ -60,10 +60,10 @@ export function tokenizerSpecFromGguf(gguf: GgufFile): TokenizerSpec {
   let pre: PreTokenizerName | undefined;
   if (model === 'gpt2') {
     const name = gguf.optString('tokenizer.ggml.pre') ?? 'default';
-    const aliases: Record<string, PreTokenizerName> = { 'llama-bpe': 'llama-bpe', llama3: 'llama-bpe', 'llama-v3': 'llama-bpe', qwen2: 'qwen2', 'deepseek-v3': 'deepseek-v3' };
+    const aliases: Record<string, PreTokenizerName> = { 'llama-bpe': 'llama-bpe', llama3: 'llama-bpe', 'llama-v3': 'llama-bpe', qwen2: 'qwen2', 'deepseek-v3': 'deepseek-v3', 'gpt-4o': 'gpt-4o' };
     pre = aliases[name];
     if (!pre || !isPreTokenizerName(pre)) {
-      throw new TokenizerError('KVT_ERR_TOKENIZER_UNSUPPORTED_PRE', `${gguf.path}: tokenizer.ggml.pre "${name}" is not supported (llama-bpe, qwen2, deepseek-v3 are)`);
+      throw new TokenizerError('KVT_ERR_TOKENIZER_UNSUPPORTED_PRE', `${gguf.path}: tokenizer.ggml.pre "${name}" is not supported (llama-bpe, qwen2, deepseek-v3, gpt-4o are)`);
     }
   }
   const opt = (k: string) => gguf.optU32(`tokenizer.ggml.${k}`);

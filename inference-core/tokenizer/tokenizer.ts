@@ -18,7 +18,7 @@ import { IncrementalDetokenizer } from './incremental-detokenizer.ts';
 import { preTokenize, type PreTokenizerName } from './pre-tokenizer.ts';
 import { SpmModel } from './spm-model.ts';
 import { TokenizerError } from './tokenizer-errors.ts';
-import { EOG_TEXTS, FORCED_CONTROL_TEXTS, cleanSpaces } from './llama-vocab-rules.ts';
+import { EOG_TEXTS, FORCED_CONTROL_TEXTS, FORCED_USER_DEFINED_TEXTS, cleanSpaces, harmonyEndToDemote } from './llama-vocab-rules.ts';
 import { TokenType } from './token-type.ts';
 
 import { tokenizerSpecFromGguf, type DecodeOptions, type EncodeOptions, type TokenizerModelName, type TokenizerSpec } from './tokenizer-spec.ts';
@@ -85,6 +85,13 @@ export class Tokenizer {
       if (!FORCED_CONTROL_TEXTS.has(this.tokens[i])) continue;
       this.types[i] = TokenType.CONTROL;
       if (EOG_TEXTS.has(this.tokens[i])) eog.add(i);
+    }
+    // llama.cpp's order: the forced USER_DEFINED ones after the EOG pass, then harmony's <|end|>.
+    for (let i = 0; i < this.vocabSize; i++) if (FORCED_USER_DEFINED_TEXTS.has(this.tokens[i])) this.types[i] = TokenType.USER_DEFINED;
+    const end = harmonyEndToDemote(eog, this.tokens);
+    if (end !== undefined) {
+      eog.delete(end);
+      this.types[end] = TokenType.USER_DEFINED;
     }
     this.eogIds = eog;
 

@@ -133,6 +133,12 @@ export const SPECIAL_TEXTS: Record<string, LabeledText[]> = {
     { label: 'tool calls', text: '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>' },
     { label: 'fim', text: '<｜fim▁begin｜>def f():<｜fim▁hole｜>\n<｜fim▁end｜>' },
   ],
+  gptoss: [
+    { label: 'harmony turns', text: '<|start|>system<|message|>You are ChatGPT.<|end|><|start|>user<|message|>Hi 你好 👋<|end|><|start|>assistant<|channel|>final<|message|>Hello!<|return|>' },
+    { label: 'harmony tool call', text: '<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris"}<|call|>' },
+    { label: 'bos/eot/reserved', text: '<|startoftext|>x<|endoftext|> <|endofprompt|><|reserved_200013|>' },
+    { label: 'broken special', parseSpecialNoop: true, text: '<|start| <|channel|<|end |> <|return|' },
+  ],
   llama2: [
     { label: 'inst', text: '<s>[INST] Hello [/INST] Hi</s><s>[INST] again [/INST]' },
     { label: 'specials glued', text: 'a<s>b</s>c<unk>d' },

