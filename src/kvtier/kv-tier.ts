@@ -11,7 +11,7 @@ import type { BlockFlights } from './block-flights.ts';
 import { BlockIndex } from './block-index.ts';
 import { systemClock, type Clock } from './clock.ts';
 import { KvTierConfigError, KvTierError } from './errors.ts';
-import { runGc, type GcOptions, type GcReport } from './gc.ts';
+import type { GcOptions, GcReport } from './gc.ts';
 import type { KvNamespace, KvTierOptions, KvTierStats, LoadedBlocks, LookupResult, RequestScope, StoreReceipt, StoreRequest } from './kv-tier-types.ts';
 import type { MetadataPlane } from './metadata/metadata-plane.ts';
 import { openMetadataPlane } from './metadata/open-metadata-plane.ts';
@@ -21,6 +21,7 @@ import { LmdbPolicyStore, type PolicyStore } from './policy-store.ts';
 import { BLOCK_FORMAT_VERSION, hexToKeyBytes, PrefixHasher, type NamespaceSpec, type PrefixChain } from './prefix-hasher.ts';
 import { purgeIndex, type PurgeFilter, type PurgeProgress, type PurgeResult } from './purge.ts';
 import { TierCore } from './tier-core.ts';
+import { TierGcRuns } from './tier-gc.ts';
 import { loadBlocks } from './tier-load.ts';
 import { lookupPrefix } from './tier-lookup.ts';
 import { queueStore } from './tier-store.ts';
@@ -50,9 +51,7 @@ export class KvTier {
   readonly blockTokens: number;
   /** State the lookup, load and store paths share (tier-core.ts). */
   private readonly core: TierCore;
-  private gcRunning: Promise<GcReport> | undefined;
-  /** Which shards the running GC collects ('' = all): a call for the same joins it, another waits for it. */
-  private gcRunningShards = '';
+  private readonly gcRuns: TierGcRuns;
   private gcTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private unsubscribePlane: () => void = () => undefined;
@@ -72,6 +71,7 @@ export class KvTier {
     this.blobStore = options.store;
     this.blockTokens = hasher.blockTokens;
     this.core = new TierCore(options, hasher, codec, tailCodec, index, policy, clock, logger);
+    this.gcRuns = new TierGcRuns(this.core, { index, store: options.store, policy, clock, onRemoved: (keys) => this.dropLocal(keys) });
     if (options.gcIntervalMs !== undefined && options.gcIntervalMs > 0) {
       this.gcTimer = setInterval(() => {
         this.gc().catch((error: unknown) => this.core.noteError(error, 'timed GC failed'));
@@ -253,48 +253,7 @@ export class KvTier {
   /** Runs GC under the current policy (one run at a time; a second call for the same shards joins the first, one for others runs after it). */
   gc(options: GcOptions = {}): Promise<GcReport> {
     this.assertOpen();
-    const shards = options.shards?.join(',') ?? '';
-    if (this.gcRunning !== undefined && this.gcRunningShards === shards) return this.gcRunning;
-    const before = this.gcRunning?.catch(() => undefined) ?? Promise.resolve();
-    const run = before
-      .then(() => this.core.planeLink.plane.flush())
-      .catch((error: unknown) => this.core.noteError(error, 'flushing plane renewals before GC failed'))
-      .then(() =>
-        runGc(
-          {
-            plane: this.core.planeLink.plane,
-            index: this.index,
-            store: this.blobStore,
-            policy: this.policy.current(),
-            clock: this.clock,
-            onRemoved: (keys) => this.dropLocal(keys),
-          },
-          options,
-        ),
-      )
-      .then(async (report) => {
-        // A run over some shards vouches for those only: it can say the plane is untrusted, not that all of it is trusted.
-        if (options.shards === undefined || !report.plane.trusted) this.core.planeLink.noteState(report.plane.trusted);
-        // Removals reach this node's index through dropLocal; let them land before reporting.
-        await this.core.settleBackground();
-        const gc = this.core.counters.gc;
-        gc.runs++;
-        if (!report.dryRun) {
-          for (const reason of ['expired', 'evicted'] as const) {
-            gc[reason].blocks += report.removed[reason].blocks;
-            gc[reason].bytes += report.removed[reason].bytes;
-          }
-        }
-        for (const error of report.errors) this.core.noteError(error, 'GC: ' + error.message);
-        return report;
-      });
-    this.gcRunning = run;
-    this.gcRunningShards = shards;
-    const clear = () => {
-      if (this.gcRunning === run) this.gcRunning = undefined;
-    };
-    run.then(clear, clear);
-    return run;
+    return this.gcRuns.run(options);
   }
 
   /** Flushes pending writes, then closes the index (and the policy store it opened). The BlobStore stays open. */
@@ -302,7 +261,7 @@ export class KvTier {
     if (this.closed) return;
     if (this.gcTimer !== undefined) clearInterval(this.gcTimer);
     await this.flush();
-    await this.gcRunning?.catch(() => undefined);
+    await this.gcRuns.settled();
     this.closed = true;
     this.core.hotCache.clear();
     this.core.readPool.clear();
