@@ -32,6 +32,7 @@ import { baseModelMetadata } from './synthetic-metadata.ts';
 import { byteLevelVocabMetadata, loadCorpus } from './synthetic-vocab.ts';
 import { quantizeMxfp4 } from './mxfp4.ts';
 import { gptOssVocab, gptOssVocabDir } from './gptoss-vocab.ts';
+import { GPTOSS_HARMONY_TEMPLATE } from './gptoss-template.ts';
 
 export type GptOssSyntheticName = 'gpt-oss-tiny';
 
@@ -83,7 +84,10 @@ export function gptOssModelPath(name: GptOssSyntheticName, o: GptOssSyntheticOpt
   const hash = createHash('sha256')
     .update(JSON.stringify({ v: GPTOSS_SYNTHETIC_VERSION, gen: SYNTHETIC_GENERATOR_VERSION, name, spec, ...(expertType === 'mxfp4' ? {} : { expertType }), ...(vocab === 'synthetic' ? {} : { vocab }) }))
     .update(loadCorpus().hash);
-  if (vocab === 'o200k-harmony') for (const f of ['tokenizer.json', 'tokenizer_config.json']) hash.update(fs.readFileSync(path.join(gptOssVocabDir(), f)));
+  if (vocab === 'o200k-harmony') {
+    for (const f of ['tokenizer.json', 'tokenizer_config.json']) hash.update(fs.readFileSync(path.join(gptOssVocabDir(), f)));
+    hash.update(GPTOSS_HARMONY_TEMPLATE);
+  }
   const h = hash.digest('hex').slice(0, 12);
   return path.join(o.dataDir, 'models', `synthetic-${name}${vocab === 'synthetic' ? '' : '-harmony'}-${expertType}-${h}.gguf`);
 }
@@ -104,7 +108,7 @@ type Init = { mean: number; std: number };
 function writeGptOss(file: string, name: string, s: GptOssSpec, pattern: number | undefined, expertType: GptOssExpertType, vocabName: GptOssVocab): void {
   const exType = expertType === 'mxfp4' ? GgmlType.MXFP4 : GgmlType.F16;
   const a = 'gpt-oss';
-  const vocab = vocabName === 'o200k-harmony' ? gptOssVocab() : byteLevelVocabMetadata(s.vocabSize, 'qwen2');
+  const vocab = vocabName === 'o200k-harmony' ? gptOssVocab(GPTOSS_HARMONY_TEMPLATE) : byteLevelVocabMetadata(s.vocabSize, 'qwen2');
   const nVocab = vocab.vocabSize;
   const d = s.dModel;
   const E = s.expertCount;
