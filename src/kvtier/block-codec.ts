@@ -6,6 +6,7 @@ import { codecApplies, codecId, codecName, compressPayload, decompressPayloadInt
 import { blockChecksum, type BlockChecksum } from './block-checksum.ts';
 import { loadXxhash } from './xxhash-runtime.ts';
 import type { BufferLease } from './read-buffer-pool.ts';
+import { align, checkFramePayload, encodeFingerprint, MAX_FINGERPRINT_BYTES, openFrame, PAYLOAD_ALIGNMENT, tokensAt, writeChecksums, type FileFrameKind } from './kv-file-frame.ts';
 
 /**
  * Block file, format version 1. All integers little-endian.
@@ -61,9 +62,15 @@ import type { BufferLease } from './read-buffer-pool.ts';
  */
 export const BLOCK_MAGIC = 0x4254564b; // "KVTB" read as u32 LE
 export const FIXED_HEADER_BYTES = 104;
-export const PAYLOAD_ALIGNMENT = 64;
 const MAX_TOKENS_PER_BLOCK = 1 << 20;
-const MAX_FINGERPRINT_BYTES = 4096;
+const BLOCK_FRAME: FileFrameKind = {
+  noun: 'block',
+  magic: BLOCK_MAGIC,
+  magicText: 'KVTB',
+  version: BLOCK_FORMAT_VERSION,
+  versionNote: ' (namespaces include the version, so this is a stale or foreign file)',
+  headerBytes: FIXED_HEADER_BYTES,
+};
 
 export interface BlockToEncode {
   key: Uint8Array;
@@ -149,10 +156,9 @@ export class BlockCodec {
     }
     const stored = codec === 'none' ? null : compressPayload(codec, layout, tokens.length, payload);
     const body = stored ?? payload;
-    const fingerprint = new TextEncoder().encode(block.modelFingerprint);
-    if (fingerprint.length === 0 || fingerprint.length > MAX_FINGERPRINT_BYTES) {
-      throw new BlockError('KVT_ERR_BLOCK_MALFORMED', `model fingerprint must be 1..${MAX_FINGERPRINT_BYTES} bytes of utf8`);
-    }
+    const fingerprint = encodeFingerprint(block.modelFingerprint, (what) => {
+      throw new BlockError('KVT_ERR_BLOCK_MALFORMED', what);
+    });
     const tokensOffset = align(FIXED_HEADER_BYTES + fingerprint.length, 4);
     const payloadOffset = align(tokensOffset + tokens.length * 4, PAYLOAD_ALIGNMENT);
     // Own ArrayBuffer, zero-filled (padding is covered by the checksum).
@@ -178,8 +184,7 @@ export class BlockCodec {
     bytes.set(fingerprint, FIXED_HEADER_BYTES);
     bytes.set(new Uint8Array(tokens.buffer, tokens.byteOffset, tokens.length * 4), tokensOffset);
     bytes.set(body, payloadOffset);
-    view.setBigUint64(88, this.xxh.h64Raw(bytes.subarray(payloadOffset), 0n), true);
-    view.setBigUint64(96, this.xxh.h64Raw(bytes.subarray(0, payloadOffset), 0n), true);
+    writeChecksums(this.xxh, bytes, view, payloadOffset);
     return bytes;
   }
 
@@ -189,24 +194,10 @@ export class BlockCodec {
    * every field has been checked against both checksums.
    */
   decode(bytes: Uint8Array, options: DecodeOptions = {}): DecodedBlock {
-    if (!(bytes instanceof Uint8Array)) throw new BlockError('KVT_ERR_BLOCK_MALFORMED', 'a block must be a Uint8Array');
-    if (bytes.byteLength < 8) throw new BlockError('KVT_ERR_BLOCK_TRUNCATED', `block file is ${bytes.byteLength} bytes, shorter than its magic and version`);
-    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    if (view.getUint32(0, true) !== BLOCK_MAGIC) throw new BlockError('KVT_ERR_BLOCK_BAD_MAGIC', 'not a kvtier block file (magic "KVTB" missing)');
-    const version = view.getUint16(4, true);
-    if (version !== BLOCK_FORMAT_VERSION) {
-      throw new BlockError(
-        'KVT_ERR_BLOCK_VERSION',
-        `block format version ${version}; this build reads version ${BLOCK_FORMAT_VERSION} only (namespaces include the version, so this is a stale or foreign file)`,
-      );
-    }
-    if (bytes.byteLength < FIXED_HEADER_BYTES) {
-      throw new BlockError('KVT_ERR_BLOCK_TRUNCATED', `block file is ${bytes.byteLength} bytes, shorter than its ${FIXED_HEADER_BYTES}-byte header`);
-    }
     const malformed = (what: string): never => {
       throw new BlockError('KVT_ERR_BLOCK_MALFORMED', `malformed block header: ${what}`);
     };
-    if (view.getUint16(6, true) !== FIXED_HEADER_BYTES) malformed('fixed header size');
+    const { view, version } = openFrame(bytes, BLOCK_FRAME, malformed);
     const tokenCount = view.getUint32(8, true);
     const tokensOffset = view.getUint32(12, true);
     const payloadOffset = view.getUint32(16, true);
@@ -215,23 +206,9 @@ export class BlockCodec {
     if (fingerprintBytes === 0 || fingerprintBytes > MAX_FINGERPRINT_BYTES) malformed(`fingerprint length ${fingerprintBytes}`);
     if (tokensOffset !== align(FIXED_HEADER_BYTES + fingerprintBytes, 4)) malformed('tokens offset');
     if (payloadOffset !== align(tokensOffset + tokenCount * 4, PAYLOAD_ALIGNMENT)) malformed('payload offset');
-    const payloadLength64 = view.getBigUint64(80, true);
-    if (payloadLength64 > BigInt(Number.MAX_SAFE_INTEGER)) malformed('payload length');
-    const payloadLength = Number(payloadLength64);
-    const total = payloadOffset + payloadLength;
-    if (bytes.byteLength < total) {
-      throw new BlockError('KVT_ERR_BLOCK_TRUNCATED', `block file is ${bytes.byteLength} bytes, its header says ${total}; it was cut short`);
-    }
-    if (bytes.byteLength > total) malformed(`file is ${bytes.byteLength} bytes but its header says ${total}`);
-    const meta = bytes.slice(0, payloadOffset); // small; zero the checksum field on the copy
-    meta.fill(0, 96, 104);
-    if (this.xxh.h64Raw(meta, 0n) !== view.getBigUint64(96, true)) {
-      throw new BlockError('KVT_ERR_BLOCK_HEADER_CHECKSUM', 'block header/tokens checksum mismatch: the file is corrupt');
-    }
+    const total = checkFramePayload(bytes, view, payloadOffset, { noun: 'block', xxh: this.xxh, malformed, authenticatedBy: options.authenticatedBy });
+    const payloadLength = total - payloadOffset;
     const storedPayload = bytes.subarray(payloadOffset, total);
-    if (options.authenticatedBy !== 'aes-256-gcm' && this.xxh.h64Raw(storedPayload, 0n) !== view.getBigUint64(88, true)) {
-      throw new BlockError('KVT_ERR_BLOCK_PAYLOAD_CHECKSUM', 'block payload checksum mismatch: the file is corrupt');
-    }
     const dtypeCode = view.getUint8(72);
     if (dtypeCode >= KV_DTYPES.length) malformed(`dtype code ${dtypeCode}`);
     const kindCode = view.getUint8(73);
@@ -275,11 +252,7 @@ export class BlockCodec {
         malformed(`payload does not decompress under codec ${codec}: ${(error as Error).message}`);
       }
     }
-    const absoluteTokens = bytes.byteOffset + tokensOffset;
-    const tokens =
-      absoluteTokens % 4 === 0
-        ? new Uint32Array(bytes.buffer, absoluteTokens, tokenCount)
-        : new Uint32Array(bytes.slice(tokensOffset, tokensOffset + tokenCount * 4).buffer);
+    const tokens = tokensAt(bytes, tokensOffset, tokenCount);
     const keyBytes = bytes.subarray(24, 40);
     const parentKeyBytes = bytes.subarray(40, 56);
     return {
@@ -305,10 +278,6 @@ export class BlockCodec {
     if (block.codec === codec) return bytes;
     return this.encode({ key: block.keyBytes, parentKey: block.parentKeyBytes, modelFingerprint: block.modelFingerprint, tokens: block.tokens, layout: block.layout, payload: block.payload }, codec);
   }
-}
-
-function align(value: number, to: number): number {
-  return Math.ceil(value / to) * to;
 }
 
 function describeLayout(layout: KvLayout): string {

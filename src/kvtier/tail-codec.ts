@@ -1,10 +1,12 @@
 import { BlockError } from './errors.ts';
 import { bytesToHex } from './hex.ts';
-import { KV_DTYPES, type KvDtype, type KvLayout } from './kv-layout.ts';
+import { KV_DTYPES, type KvDtype } from './kv-layout.ts';
 import { KEY_BYTES } from './prefix-hasher.ts';
 import { codecApplies, codecId, codecName, compressPayload, decompressPayloadInto, storedPayloadBytes, type BlockCodecName } from './codecs/kv-codecs.ts';
 import { blockChecksum, type BlockChecksum } from './block-checksum.ts';
 import { loadXxhash } from './xxhash-runtime.ts';
+import { checkSection, entryBytes, isKv, rawBytes, sectionLayout, TAIL_SECTION_KINDS, U16, writeSectionEntry, type TailSectionRecord } from './tail-sections.ts';
+import { align, checkFramePayload, encodeFingerprint, MAX_FINGERPRINT_BYTES, openFrame, PAYLOAD_ALIGNMENT, tokensAt, writeChecksums, type FileFrameKind } from './kv-file-frame.ts';
 
 /**
  * Tail file of a unit (issue #26), format version 1. A unit is the complete
@@ -68,28 +70,8 @@ import { loadXxhash } from './xxhash-runtime.ts';
 export const TAIL_MAGIC = 0x5454564b; // "KVTT" read as u32 LE
 export const TAIL_FORMAT_VERSION = 1;
 export const TAIL_FIXED_HEADER_BYTES = 112;
-const PAYLOAD_ALIGNMENT = 64;
-const MAX_FINGERPRINT_BYTES = 4096;
 const MAX_SECTIONS = 64;
-const U16 = 0xffff;
-
-export const TAIL_SECTION_KINDS = ['partial-kv', 'window-kv', 'recurrent', 'conv'] as const;
-export type TailSectionKind = (typeof TAIL_SECTION_KINDS)[number];
-const isKv = (k: TailSectionKind) => k === 'partial-kv' || k === 'window-kv';
-
-export interface TailSectionRecord {
-  kind: TailSectionKind;
-  /** Engine layer indices, ascending. */
-  layers: number[];
-  /** kv kinds: kv heads; state kinds: rows. */
-  kvHeads: number;
-  /** kv kinds: head dim; state kinds: width (f32 values per row). */
-  headDim: number;
-  firstToken: number;
-  tokens: number;
-  /** Raw bytes (see the format table). */
-  bytes: Uint8Array;
-}
+const TAIL_FRAME: FileFrameKind = { noun: 'tail', magic: TAIL_MAGIC, magicText: 'KVTT', version: TAIL_FORMAT_VERSION, versionNote: '', headerBytes: TAIL_FIXED_HEADER_BYTES };
 
 export interface TailToEncode {
   key: Uint8Array;
@@ -119,18 +101,6 @@ export interface DecodedTail extends Omit<TailToEncode, 'key' | 'blockKey'> {
   residentBytes: number;
 }
 
-function sectionLayout(s: Pick<TailSectionRecord, 'layers' | 'kvHeads' | 'headDim' | 'tokens'>, dtype: KvDtype): KvLayout {
-  return { layers: s.layers.length, kvHeads: s.kvHeads, headDim: s.headDim, dtype, tokensPerBlock: Math.max(1, s.tokens) };
-}
-
-function rawBytes(kind: TailSectionKind, s: Pick<TailSectionRecord, 'layers' | 'kvHeads' | 'headDim' | 'tokens'>, dtype: KvDtype): number {
-  if (!isKv(kind)) return s.layers.length * s.kvHeads * s.headDim * 4;
-  const elem = dtype === 'f32' ? 4 : dtype === 'q8_0' ? 34 / 32 : 2;
-  return s.layers.length * 2 * s.kvHeads * s.tokens * s.headDim * elem;
-}
-
-const entryBytes = (layers: number) => 16 + align(2 * layers, 4);
-
 export class TailCodec {
   private constructor(private readonly xxh: BlockChecksum) {}
 
@@ -151,16 +121,9 @@ export class TailCodec {
     if (!(tokens instanceof Uint32Array) || tokens.length !== position - blocks * tokensPerBlock) bad(`a unit at ${position} carries the ${position - blocks * tokensPerBlock} tokens after its last full block`);
     if (!KV_DTYPES.includes(dtype)) bad(`dtype ${dtype}`);
     if (sections.length > MAX_SECTIONS) bad(`more than ${MAX_SECTIONS} sections`);
-    const fingerprint = new TextEncoder().encode(tail.modelFingerprint);
-    if (fingerprint.length === 0 || fingerprint.length > MAX_FINGERPRINT_BYTES) bad(`model fingerprint must be 1..${MAX_FINGERPRINT_BYTES} bytes of utf8`);
+    const fingerprint = encodeFingerprint(tail.modelFingerprint, bad);
     const stored: Array<{ body: Uint8Array; compressed: boolean }> = sections.map((s) => {
-      if (!TAIL_SECTION_KINDS.includes(s.kind)) bad(`section kind ${s.kind}`);
-      if (s.layers.length === 0 || s.layers.length > U16 || s.layers.some((l, i) => !Number.isInteger(l) || l < 0 || l > U16 || (i > 0 && l <= s.layers[i - 1]))) bad('section layers must be ascending u16 indices');
-      for (const v of [s.kvHeads, s.headDim]) if (!Number.isInteger(v) || v < 1 || v > U16) bad('section kvHeads/headDim (rows/width) must be 1..65535');
-      if (!Number.isInteger(s.tokens) || s.tokens < (isKv(s.kind) ? 1 : 1) || !Number.isInteger(s.firstToken) || s.firstToken < 0) bad('section tokens / first token');
-      if (isKv(s.kind) && s.firstToken + s.tokens > position) bad(`a ${s.kind} section ends past the unit's position`);
-      if (!isKv(s.kind) && (s.tokens !== 1 || s.firstToken !== position)) bad(`a ${s.kind} section is the state at p: first token p, tokens 1`);
-      if (!(s.bytes instanceof Uint8Array) || s.bytes.byteLength !== rawBytes(s.kind, s, dtype)) bad(`a ${s.kind} section of ${s.bytes?.byteLength} bytes, its shape needs ${rawBytes(s.kind, s, dtype)}`);
+      checkSection(s, position, dtype, bad);
       if (isKv(s.kind) && codec !== 'none') {
         const packed = compressPayload(codec, sectionLayout(s, dtype), s.tokens, s.bytes);
         if (packed) return { body: packed, compressed: true };
@@ -196,20 +159,12 @@ export class TailCodec {
     let at = sectionsOffset;
     let pay = payloadOffset;
     sections.forEach((s, i) => {
-      view.setUint8(at, TAIL_SECTION_KINDS.indexOf(s.kind));
-      view.setUint8(at + 1, stored[i].compressed ? 1 : 0);
-      view.setUint16(at + 2, s.layers.length, true);
-      view.setUint16(at + 4, s.kvHeads, true);
-      view.setUint16(at + 6, s.headDim, true);
-      view.setUint32(at + 8, s.firstToken, true);
-      view.setUint32(at + 12, s.tokens, true);
-      s.layers.forEach((l, j) => view.setUint16(at + 16 + 2 * j, l, true));
+      writeSectionEntry(view, at, s, stored[i].compressed);
       at += entryBytes(s.layers.length);
       bytes.set(stored[i].body, pay);
       pay += stored[i].body.byteLength;
     });
-    view.setBigUint64(88, this.xxh.h64Raw(bytes.subarray(payloadOffset), 0n), true);
-    view.setBigUint64(96, this.xxh.h64Raw(bytes.subarray(0, payloadOffset), 0n), true);
+    writeChecksums(this.xxh, bytes, view, payloadOffset);
     return bytes;
   }
 
@@ -219,17 +174,10 @@ export class TailCodec {
    * offset and size. Anything else throws a BlockError.
    */
   decode(bytes: Uint8Array, options: { authenticatedBy?: 'aes-256-gcm' } = {}): DecodedTail {
-    if (!(bytes instanceof Uint8Array)) throw new BlockError('KVT_ERR_BLOCK_MALFORMED', 'a tail must be a Uint8Array');
-    if (bytes.byteLength < 8) throw new BlockError('KVT_ERR_BLOCK_TRUNCATED', `tail file is ${bytes.byteLength} bytes, shorter than its magic and version`);
-    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    if (view.getUint32(0, true) !== TAIL_MAGIC) throw new BlockError('KVT_ERR_BLOCK_BAD_MAGIC', 'not a kvtier tail file (magic "KVTT" missing)');
-    const version = view.getUint16(4, true);
-    if (version !== TAIL_FORMAT_VERSION) throw new BlockError('KVT_ERR_BLOCK_VERSION', `tail format version ${version}; this build reads version ${TAIL_FORMAT_VERSION} only`);
-    if (bytes.byteLength < TAIL_FIXED_HEADER_BYTES) throw new BlockError('KVT_ERR_BLOCK_TRUNCATED', `tail file is ${bytes.byteLength} bytes, shorter than its ${TAIL_FIXED_HEADER_BYTES}-byte header`);
     const malformed = (what: string): never => {
       throw new BlockError('KVT_ERR_BLOCK_MALFORMED', `malformed tail: ${what}`);
     };
-    if (view.getUint16(6, true) !== TAIL_FIXED_HEADER_BYTES) malformed('fixed header size');
+    const { view, version } = openFrame(bytes, TAIL_FRAME, malformed);
     const position = view.getUint32(8, true);
     const blocks = view.getUint32(12, true);
     const r = view.getUint32(16, true);
@@ -244,17 +192,7 @@ export class TailCodec {
     if (count > MAX_SECTIONS) malformed(`section count ${count}`);
     if (tokensOffset !== align(TAIL_FIXED_HEADER_BYTES + fpBytes, 4) || sectionsOffset !== tokensOffset + 4 * r) malformed('tokens / sections offset');
     if (payloadOffset > bytes.byteLength || payloadOffset < sectionsOffset) malformed('payload offset');
-    const payloadLength64 = view.getBigUint64(80, true);
-    if (payloadLength64 > BigInt(Number.MAX_SAFE_INTEGER)) malformed('payload length');
-    const total = payloadOffset + Number(payloadLength64);
-    if (bytes.byteLength < total) throw new BlockError('KVT_ERR_BLOCK_TRUNCATED', `tail file is ${bytes.byteLength} bytes, its header says ${total}; it was cut short`);
-    if (bytes.byteLength > total) malformed(`file is ${bytes.byteLength} bytes but its header says ${total}`);
-    const meta = bytes.slice(0, payloadOffset);
-    meta.fill(0, 96, 104);
-    if (this.xxh.h64Raw(meta, 0n) !== view.getBigUint64(96, true)) throw new BlockError('KVT_ERR_BLOCK_HEADER_CHECKSUM', 'tail header/tokens checksum mismatch: the file is corrupt');
-    if (options.authenticatedBy !== 'aes-256-gcm' && this.xxh.h64Raw(bytes.subarray(payloadOffset, total), 0n) !== view.getBigUint64(88, true)) {
-      throw new BlockError('KVT_ERR_BLOCK_PAYLOAD_CHECKSUM', 'tail payload checksum mismatch: the file is corrupt');
-    }
+    const total = checkFramePayload(bytes, view, payloadOffset, { noun: 'tail', xxh: this.xxh, malformed, authenticatedBy: options.authenticatedBy });
     const dtypeCode = view.getUint8(72);
     if (dtypeCode >= KV_DTYPES.length) malformed(`dtype code ${dtypeCode}`);
     const dtype = KV_DTYPES[dtypeCode];
@@ -304,8 +242,7 @@ export class TailCodec {
     if (pay !== total) malformed('payload length does not match the sections');
     let residentBytes = bytes.byteLength;
     for (const s of sections) if (s.bytes.buffer !== bytes.buffer) residentBytes += s.bytes.byteLength;
-    const absTokens = bytes.byteOffset + tokensOffset;
-    const tokens = absTokens % 4 === 0 ? new Uint32Array(bytes.buffer, absTokens, r) : new Uint32Array(bytes.slice(tokensOffset, tokensOffset + 4 * r).buffer);
+    const tokens = tokensAt(bytes, tokensOffset, r);
     const keyBytes = bytes.subarray(40, 56);
     const blockKeyBytes = bytes.subarray(56, 72);
     return {
@@ -327,8 +264,4 @@ export class TailCodec {
       residentBytes,
     };
   }
-}
-
-function align(value: number, to: number): number {
-  return Math.ceil(value / to) * to;
 }

@@ -5,7 +5,8 @@ import { KvTierConfigError } from './errors.ts';
 import { bytesToHex } from './hex.ts';
 import { KV_DTYPES, type KvDtype } from './kv-layout.ts';
 import { KEY_BYTES, type PrefixChain } from './prefix-hasher.ts';
-import type { TailSectionRecord, TailToEncode } from './tail-codec.ts';
+import type { TailToEncode } from './tail-codec.ts';
+import type { TailSectionRecord } from './tail-sections.ts';
 import type { TierCore } from './tier-core.ts';
 import { lookupPrefix } from './tier-lookup.ts';
 
