@@ -11,6 +11,8 @@
  */
 import {
   contentIdsOf,
+  HarmonySplitter,
+  promptOpensHarmony,
   promptOpensThinking,
   ReasoningSplitter,
   StopStringMatcher,
@@ -56,7 +58,9 @@ export class Generation {
   private readonly detokenizer: { push(id: number): string; flush(): string };
   private readonly stops: StopStringMatcher;
   private readonly splitter: ToolCallStreamSplitter;
-  private readonly thinking: ReasoningSplitter;
+  /** `<think>` blocks, or harmony's channels (gpt-oss: the prompt ends in `<|start|>assistant`). */
+  private readonly thinking: ReasoningSplitter | HarmonySplitter;
+  private readonly harmony: HarmonySplitter | null;
   private reasoningTokens = 0;
   private countingReasoning = true;
   private readonly replyIds: number[] = [];
@@ -75,10 +79,13 @@ export class Generation {
     this.stopIds = new Set(codec.stopTokenIds);
     this.detokenizer = codec.createDetokenizer();
     this.stops = new StopStringMatcher(spec.sampling.stopStrings ?? []);
-    this.splitter = new ToolCallStreamSplitter(options.parseToolCalls);
+    const tail = codec.decode(spec.tokens.slice(-8));
+    // harmony (gpt-oss): channels carry reasoning, content and tool calls (recipe/harmony.ts); a grammar-held reply is plain content
+    this.harmony = options.splitReasoning !== false && spec.constraint === undefined && promptOpensHarmony(tail) ? new HarmonySplitter() : null;
+    this.splitter = new ToolCallStreamSplitter(options.parseToolCalls && this.harmony === null);
     // A prompt ending in `<think>` (the generation prompt opened it) starts the reply inside the reasoning,
     // unless a grammar holds the reply: then it is the constrained content from its first token.
-    this.thinking = new ReasoningSplitter(options.splitReasoning === false ? 'off' : spec.constraint === undefined && promptOpensThinking(codec.decode(spec.tokens.slice(-8))));
+    this.thinking = this.harmony ?? new ReasoningSplitter(options.splitReasoning === false ? 'off' : spec.constraint === undefined && promptOpensThinking(tail));
     const promptTokens = spec.tokens.length;
     this.usage = { promptTokens, cachedTokens: 0, computedTokens: promptTokens, storedPromptTokens: 0, completionTokens: 0 };
   }
@@ -146,6 +153,7 @@ export class Generation {
     emit(thinking.finish(), false);
     const rest = splitter.finish();
     if (rest.content !== '') out.push({ type: 'text', text: rest.content });
+    if (this.harmony && this.options.parseToolCalls) rest.toolCalls = this.harmony.toolCalls(this.rawText);
     const sampled = this.sampledReplies();
     const done = this.done;
     const finishReason: FinishReason = rest.toolCalls.length > 0 ? 'tool_calls' : done?.finishReason === 'length' && this.stopSequence === null ? 'length' : 'stop';
@@ -158,7 +166,7 @@ export class Generation {
     if (this.firstTokenAt !== null && usage.completionTokens > 1) {
       metrics.timePerOutputToken.observe({ route: this.options.route }, (performance.now() - this.firstTokenAt) / 1000 / (usage.completionTokens - 1));
     }
-    const content = rest.toolCalls.length > 0 ? splitterContent(thinking.content) : thinking.content;
+    const content = rest.toolCalls.length > 0 && this.harmony === null ? splitterContent(thinking.content) : thinking.content;
     const reasoningTokens = thinking.opened ? (thinking.inReasoning ? usage.completionTokens : this.reasoningTokens) : 0;
     out.push({ type: 'end', content, reasoning: thinking.opened ? thinking.reasoning : null, reasoningTokens, sampled, toolCalls: rest.toolCalls, finishReason, stopSequence: this.stopSequence, usage, workerMs, queueMs: this.queueMs });
     return out;

@@ -52,7 +52,9 @@ describe('new architectures through the API', () => {
     ['lfm2', () => ensureLfm2Model({ dataDir: TEST_DATA_DIR })],
     ['gpt-oss', () => ensureGptOssModel('gpt-oss-tiny', { dataDir: TEST_DATA_DIR })],
     ['deepseek4', () => 'synthetic:deepseek4-tiny'],
-  ])('%s: multi-turn chat and a tool loop hit exactly the matched unit each turn, blocks and tails on storage are the units written at their sizes, replies equal cold (fresh tenant per request)', async (_arch, ensureModel) => {
+    // gpt-oss with its own o200k_harmony vocabulary and kvtier's harmony template (synthetic/gptoss-template.ts)
+    ['gpt-oss-harmony', () => 'synthetic:gpt-oss-tiny-harmony'],
+  ])('%s: multi-turn chat and a tool loop hit exactly the matched unit each turn, blocks and tails on storage are the units written at their sizes, replies equal cold (fresh tenant per request)', async (arch, ensureModel) => {
     const modelPath = ensureModel();
     const model = modelPath.startsWith('synthetic:') ? modelPath : basename(modelPath, '.gguf');
     const dataDir = mkdtempSync(join(tmpdir(), 'kvtier-units-api-'));
@@ -100,7 +102,11 @@ describe('new architectures through the API', () => {
     let previousEnd: number | undefined;
     for (let i = 1; i <= 4; i++) {
       const t = await turn(chat, undefined, previousEnd, false);
-      previousEnd = t.prompt + t.completion;
+      // harmony: the echoed reply comes back inside a final-channel header the model did not write (it wrote
+      // `<|channel|>…` itself, or, with random weights, no header) and closed by <|end|> where it sampled
+      // <|return|>, so the next prompt leaves the reply's tokens right after this prompt: the matched unit is
+      // this prompt's end. Every other template sends the reply back as its sampled tokens.
+      previousEnd = arch === 'gpt-oss-harmony' ? t.prompt : t.prompt + t.completion;
       chat.push({ role: 'assistant', content: t.reply.content ?? '' });
       chat.push({ role: 'user', content: `Turn ${i + 1}: and then?` });
     }
