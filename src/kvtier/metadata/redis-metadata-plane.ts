@@ -1,5 +1,3 @@
-import { randomBytes } from 'node:crypto';
-
 import type { Redis } from 'ioredis';
 
 import { PlaneError } from '../errors.ts';
@@ -11,37 +9,12 @@ import { memberOf, planeKeyNames } from './redis-plane-codec.ts';
 import { defineScripts, RedisPlaneCommands } from './redis-plane-commands.ts';
 import { clearPendingDeletes, pendingDeletes, removeOldest, removeRecords } from './redis-plane-removal.ts';
 import { clearOrphans, getRecords, noteOrphans, orphanSightings, shardUsage, upsertRecords, writeRenewals } from './redis-plane-records.ts';
+import { RemovedChannel } from './redis-plane-removed-channel.ts';
 import { RedisPlaneShardView } from './redis-plane-shard-view.ts';
 import { addUsage, checkShardCount, groupByShard, removeOldestAcross, shardBitsOf, shardKeyPrefixes, shardState } from './redis-plane-shards.ts';
 import { scanByLastUse } from './redis-plane-walk.ts';
 import { RenewalBuffer, type PendingRenewal } from './renewal-buffer.ts';
-
-export interface RedisMetadataPlaneOptions {
-  /** `redis://host:port/db` or `redis-cluster://host:port,…` (redis-connection.ts); defaults to `REDIS_URL`. */
-  url?: string;
-  /** Key prefix; default `kvtier:plane:` (no `{` or `}`: the plane adds its own hash tag). */
-  keyPrefix?: string;
-  connectTimeoutMs?: number;
-  logger?: KvTierLogger;
-  /** Renewals buffered before a flush; default 8192. */
-  renewBatchKeys?: number;
-  /** Longest a renewal waits in the buffer (wall ms); default 1000. */
-  renewFlushMs?: number;
-  /**
-   * Records are spread over 2^bucketBits hashes (1..16, default 16: sized for
-   * 10^6–10^7 blocks, 15–150 per hash; past 128 per hash raise Redis'
-   * hash-max-listpack-entries or a hash turns into a ~2× larger hashtable).
-   * Every node of a cluster must use the same value.
-   */
-  bucketBits?: number;
-  /**
-   * Shards S = 2^k (1..256, default 1): a block's shard is the top k bits of its key, shard s's keys
-   * carry the hash tag `{s}` (spread over a Redis Cluster's primaries). Fixed per deployment: a node
-   * opening a plane made with another S fails with KVT_ERR_PLANE_SHARDS (redis-plane-shards.ts).
-   */
-  shards?: number;
-}
-
+import { checkedPlaneUrl, type RedisMetadataPlaneOptions } from './redis-plane-options.ts';
 
 /**
  * Cluster driver: the plane in Redis.
@@ -84,9 +57,8 @@ export interface RedisMetadataPlaneOptions {
  */
 export class RedisMetadataPlane implements MetadataPlane {
   readonly kind = 'redis';
-  private readonly listeners = new Set<(keys: string[]) => void>();
   private readonly renewals: RenewalBuffer;
-  private readonly instanceId = randomBytes(8);
+  private readonly removedChannel: RemovedChannel;
   /** One entry per shard: its keys and calls. */
   private readonly shards: RedisPlaneCommands[];
   private readonly shardBits: number;
@@ -102,6 +74,7 @@ export class RedisMetadataPlane implements MetadataPlane {
     const count = options.shards ?? 1;
     this.shardBits = shardBitsOf(count);
     this.shards = Array.from({ length: count }, (_, shard) => new RedisPlaneCommands(redis, planeKeyNames(prefix, options.bucketBits ?? 16, shard)));
+    this.removedChannel = new RemovedChannel(redis, this.shards[0], logger);
     this.renewals = new RenewalBuffer(
       (batch) => this.flushRenewals(batch),
       (error) => this.logger.warn({ code: 'KVT_ERR_PLANE_UNREACHABLE', err: (error as Error).message }, 'plane renewal flush failed; the next hit renews again'),
@@ -111,15 +84,8 @@ export class RedisMetadataPlane implements MetadataPlane {
   }
 
   static async open(options: RedisMetadataPlaneOptions = {}): Promise<RedisMetadataPlane> {
-    const url = options.url ?? process.env.REDIS_URL;
-    if (url === undefined || url === '') {
-      throw new PlaneError('KVT_ERR_PLANE_OPEN', 'RedisMetadataPlane needs a url (or REDIS_URL), e.g. redis://127.0.0.1:6379');
-    }
+    const url = checkedPlaneUrl(options);
     const logger = options.logger ?? stderrLogger;
-    const bits = options.bucketBits ?? 16;
-    if (!Number.isInteger(bits) || bits < 1 || bits > 16) throw new PlaneError('KVT_ERR_PLANE_OPEN', `bucketBits must be an integer 1..16, got ${bits}`);
-    if (/[{}]/.test(options.keyPrefix ?? '')) throw new PlaneError('KVT_ERR_PLANE_OPEN', `keyPrefix must not contain { or } (the plane adds its own Redis Cluster hash tag), got ${JSON.stringify(options.keyPrefix)}`);
-    shardBitsOf(options.shards ?? 1);
     const connect = (): RedisClient => createRedisClient(url, { lazyConnect: true, connectTimeout: options.connectTimeoutMs ?? 5000, maxRetriesPerRequest: 3, enableAutoPipelining: false });
     const redis = connect();
     const subscriber = connect();
@@ -135,7 +101,7 @@ export class RedisMetadataPlane implements MetadataPlane {
       await subscriber.connect();
       const plane = new RedisMetadataPlane(redis, subscriber, options.keyPrefix ?? 'kvtier:plane:', logger, options);
       await checkShardCount(plane.shards[0], plane.shards.length);
-      subscriber.on('messageBuffer', (channel: Buffer, message: Buffer) => plane.onRemovedMessage(channel, message));
+      subscriber.on('messageBuffer', (channel: Buffer, message: Buffer) => plane.removedChannel.onMessage(channel, message));
       // Housekeeping: a failure leaves the old keys for the next open, it does not stop this one.
       // A cluster deployment never had the naming before the hash tag (and SCAN there reads one node only).
       if (!isClusterAddress(url)) await removeLegacyPlaneKeys(redis as Redis, options.keyPrefix ?? 'kvtier:plane:', plane.shards[0].keys.legacySwept, logger).catch((error: unknown) =>
@@ -242,11 +208,8 @@ export class RedisMetadataPlane implements MetadataPlane {
   }
 
   /** Local listeners now; other nodes through the removal channel. `members`: the same keys as raw bytes, concatenated (the message body). */
-  async tellRemoved(keys: string[], members: Buffer): Promise<void> {
-    if (keys.length === 0) return;
-    for (const listener of this.listeners) listener(keys);
-    const first = this.shards[0];
-    await first.call(() => this.redis.publish(first.keys.removed, Buffer.concat([this.instanceId, members])));
+  tellRemoved(keys: string[], members: Buffer): Promise<void> {
+    return this.removedChannel.tell(keys, members);
   }
 
   scanByLastUse(options: ScanOptions = {}): Promise<ScanPage> {
@@ -283,8 +246,7 @@ export class RedisMetadataPlane implements MetadataPlane {
   }
 
   onRemoved(listener: (keys: string[]) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    return this.removedChannel.listen(listener);
   }
 
   async close(): Promise<void> {
@@ -293,7 +255,7 @@ export class RedisMetadataPlane implements MetadataPlane {
     this.renewals.stop();
     this.closed = true;
     for (const commands of this.shards) commands.closed = true;
-    this.listeners.clear();
+    this.removedChannel.clear();
     await Promise.allSettled([this.redis.quit(), this.subscriber.quit()]);
   }
 
@@ -311,19 +273,5 @@ export class RedisMetadataPlane implements MetadataPlane {
     if (this.shards.length === 1) return writeRenewals(this.shards[0], batch);
     const entries = [...batch];
     await Promise.all([...groupByShard(entries.map(([key]) => key), this.shardBits)].map(([shard, indexes]) => writeRenewals(this.shards[shard], indexes.map((i) => entries[i]))));
-  }
-
-  private onRemovedMessage(channel: Buffer, message: Buffer): void {
-    if (channel.toString() !== this.shards[0].keys.removed || message.length < 8) return;
-    if (message.subarray(0, 8).equals(this.instanceId)) return; // our own removal: listeners already told
-    const keys: string[] = [];
-    for (let offset = 8; offset + 16 <= message.length; offset += 16) keys.push(message.subarray(offset, offset + 16).toString('hex'));
-    for (const listener of this.listeners) {
-      try {
-        listener(keys);
-      } catch (error) {
-        this.logger.warn({ err: (error as Error).message }, 'a plane removal listener threw');
-      }
-    }
   }
 }
