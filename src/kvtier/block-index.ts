@@ -3,10 +3,10 @@ import { mkdirSync } from 'node:fs';
 import { open as openLmdb, type Database, type RootDatabase } from 'lmdb';
 
 import { adoptedEntry, decodeNames, decodeRecord, encodeRecord, mirroredEntry, PROBE_ABSENT, PROBE_EXPIRED, ttlOf, writtenEntry, type AdoptedRecord, type IndexEntry, type IndexWrite } from './block-index-records.ts';
-import { EMPTY, expiredKeys, expiryRow, oldestKeys, scopesOf, scopeTag, useRow } from './block-index-rows.ts';
+import { IndexMeta } from './block-index-meta.ts';
+import { EMPTY, expiredKeys, expiryRow, oldestKeys, scopesOf, useRow } from './block-index-rows.ts';
 import { KvTierError } from './errors.ts';
 import { TAIL_TAG } from './metadata/metadata-plane.ts';
-import { bytesToHex } from './hex.ts';
 import { hexToKeyBytes } from './prefix-hasher.ts';
 import type { QuotaScope, RetentionPolicy } from './retention-policy.ts';
 
@@ -43,7 +43,7 @@ export class BlockIndex {
     private readonly entries: Database<Uint8Array, Uint8Array>,
     private readonly byExpiry: Database<Uint8Array, Uint8Array>,
     private readonly byUse: Database<Uint8Array, Uint8Array>,
-    private readonly meta: Database<number, string>,
+    private readonly meta: IndexMeta,
     readonly path: string,
   ) {}
 
@@ -66,7 +66,7 @@ export class BlockIndex {
       env.openDB<Uint8Array, Uint8Array>({ name: 'entries', ...binary }),
       env.openDB<Uint8Array, Uint8Array>({ name: 'byExpiry', ...binary }),
       env.openDB<Uint8Array, Uint8Array>({ name: 'byUse', ...binary }),
-      env.openDB<number, string>({ name: 'meta' }),
+      new IndexMeta(env.openDB<number, string>({ name: 'meta' })),
       options.path,
     );
   }
@@ -100,22 +100,16 @@ export class BlockIndex {
 
   /** Inserts or refreshes entries after their blocks were put on storage. */
   recordWrites(writes: readonly IndexWrite[], now: number, policy: RetentionPolicy): Promise<void> {
-    return this.entries.transaction(() => {
-      // The scope counters move once per batch, not once per block (six reads and puts each).
-      this.counterDeltas = new Map();
-      try {
+    return this.entries.transaction(() =>
+      // The scope counters move once per batch, not once per block.
+      this.meta.batched(() => {
         for (const write of writes) {
           const existing = this.readEntry(write.keyBytes);
           this.replace(write.keyBytes, existing, writtenEntry(write, existing, write.at ?? now, policy));
         }
-      } finally {
-        const deltas = this.counterDeltas;
-        this.counterDeltas = null;
-        for (const [name, delta] of deltas) this.addCounter(name, delta);
-      }
-    });
+      }),
+    );
   }
-
 
   /** Adds blocks found on storage but unknown here (written by another node). Size is learnt on first load. */
   adopt(writes: readonly Omit<IndexWrite, 'sizeBytes'>[], now: number, policy: RetentionPolicy): Promise<number> {
@@ -219,12 +213,12 @@ export class BlockIndex {
       if (batch.length >= 1024) await flush();
     }
     await flush();
-    await this.meta.put('policyVersion', policy.version);
+    await this.meta.setPolicyVersion(policy.version);
     return changed;
   }
 
   appliedPolicyVersion(): number | undefined {
-    return this.meta.get('policyVersion');
+    return this.meta.policyVersion;
   }
 
   /** Keys whose stored expiry is ≤ `now`, oldest first, after `after` (an opaque cursor from the previous batch). */
@@ -238,23 +232,16 @@ export class BlockIndex {
   }
 
   bytesIn(scope: QuotaScope): number {
-    return this.meta.get(`bytes|${scopeTag(scope)}`) ?? 0;
+    return this.meta.bytesIn(scope);
   }
 
   countIn(scope: QuotaScope): number {
-    return this.meta.get(`count|${scopeTag(scope)}`) ?? 0;
+    return this.meta.countIn(scope);
   }
 
   /** Bytes and blocks per scope tag ("g", "c:chat", "t:acme"; "k:tail": the unit tails among them), from the counters. */
   usage(): { bytes: Record<string, number>; blocks: Record<string, number> } {
-    const bytes: Record<string, number> = {};
-    const blocks: Record<string, number> = {};
-    for (const { key, value } of this.meta.getRange({ snapshot: false })) {
-      const name = String(key);
-      if (name.startsWith('bytes|') && value !== 0) bytes[name.slice(6)] = value;
-      else if (name.startsWith('count|') && value !== 0) blocks[name.slice(6)] = value;
-    }
-    return { bytes, blocks };
+    return this.meta.usage();
   }
 
   /** Every entry (admin views, tests); a full scan. */
@@ -275,15 +262,8 @@ export class BlockIndex {
   private replace(keyBytes: Uint8Array, before: IndexEntry | undefined, after: IndexEntry | undefined): void {
     if (before !== undefined) {
       this.byExpiry.remove(expiryRow(before.expiresAt, keyBytes));
-      for (const scope of scopesOf(before)) {
-        this.byUse.remove(useRow(scope, before.lastUseAt, before.depth, keyBytes));
-        this.addCounter(`bytes|${scope}`, -before.sizeBytes);
-        this.addCounter(`count|${scope}`, -1);
-      }
-      if (before.kind === 'tail') {
-        this.addCounter(`bytes|${TAIL_TAG}`, -before.sizeBytes);
-        this.addCounter(`count|${TAIL_TAG}`, -1);
-      }
+      for (const scope of scopesOf(before)) this.byUse.remove(useRow(scope, before.lastUseAt, before.depth, keyBytes));
+      this.meta.count(before, -1);
     }
     if (after === undefined) {
       this.entries.remove(keyBytes);
@@ -291,26 +271,7 @@ export class BlockIndex {
     }
     this.entries.put(keyBytes, encodeRecord(after));
     this.byExpiry.put(expiryRow(after.expiresAt, keyBytes), EMPTY);
-    for (const scope of scopesOf(after)) {
-      this.byUse.put(useRow(scope, after.lastUseAt, after.depth, keyBytes), EMPTY);
-      this.addCounter(`bytes|${scope}`, after.sizeBytes);
-      this.addCounter(`count|${scope}`, 1);
-    }
-    if (after.kind === 'tail') {
-      this.addCounter(`bytes|${TAIL_TAG}`, after.sizeBytes);
-      this.addCounter(`count|${TAIL_TAG}`, 1);
-    }
-  }
-
-  /** Set while recordWrites batches its counter updates. */
-  private counterDeltas: Map<string, number> | null = null;
-
-  private addCounter(name: string, delta: number): void {
-    if (delta === 0) return;
-    if (this.counterDeltas !== null) {
-      this.counterDeltas.set(name, (this.counterDeltas.get(name) ?? 0) + delta);
-      return;
-    }
-    this.meta.put(name, (this.meta.get(name) ?? 0) + delta);
+    for (const scope of scopesOf(after)) this.byUse.put(useRow(scope, after.lastUseAt, after.depth, keyBytes), EMPTY);
+    this.meta.count(after, 1);
   }
 }
