@@ -1,5 +1,6 @@
 /** Encryption at rest for kvtier blocks: AES-256-GCM envelopes, HKDF per-tenant keys, key ids and rotation. */
-export { BlockSealer, describeSealed, openStored, openStoredAsync, openStoredForDecode, type BlockSealerOptions, type OpenedBlock } from './block-sealer.ts';
+export { BlockSealer, type BlockSealerOptions } from './block-sealer.ts';
+export { describeSealed, openStored, openStoredAsync, openStoredForDecode, type OpenedBlock } from './open-stored.ts';
 export { defaultOpenThreads, OpenWorkers } from './open-workers.ts';
 export { NonceSource } from './nonce-source.ts';
 export {

@@ -1,6 +1,6 @@
 import { SEAL_HEADER_BYTES, SEAL_NONCE_OFFSET, SEAL_TAG_BYTES } from './seal-envelope.ts';
 import { SealError } from './seal-errors.ts';
-import type { OpenedBlock } from './block-sealer.ts';
+import type { OpenedBlock } from './open-stored.ts';
 
 /** native/src/aes-gcm-read-napi.cc: 1 opened, 0 tag failed (ciphertext zeroed), 2 prefix differs (bytes as stored). */
 export type ReadOpenFn = (fd: number, data: Uint8Array, key: Uint8Array, expectPrefix: Uint8Array, nonceOffset: number, headerBytes: number, aadSuffix: Uint8Array) => Promise<0 | 1 | 2>;
