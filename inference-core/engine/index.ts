@@ -7,4 +7,5 @@ export { Deepseek4Model } from './deepseek4-forward.ts';
 export { Deepseek4State } from './deepseek4-state.ts';
 export { readDeepseek4Config, type Deepseek4Config } from './deepseek4-config.ts';
 export type { Deepseek4Ablation, Deepseek4Stats } from './deepseek4-attention.ts';
-export { exportUnit, exportUnitBlocks, exportUnitTail, importUnit, unitServingOf, unitsCoverState, unitShapeOf, unitBlockBytes, type EngineUnit, type TailSection, type TailSectionKind, type ShapedTailSection, type UnitShape } from './unit-state.ts';
+export { exportUnit, exportUnitBlocks, exportUnitTail, importUnit, type EngineUnit, type TailSection, type TailSectionKind, type ShapedTailSection } from './unit-state.ts';
+export { unitServingOf, unitsCoverState, unitShapeOf, unitBlockBytes, type UnitShape } from './unit-shape.ts';
