@@ -28,7 +28,7 @@ import { pageNewEntries, type Deepseek4PageLayout } from './deepseek4-pages.ts';
 import { Deepseek4State } from './deepseek4-state.ts';
 import { rollbackTo } from './deepseek4-marks.ts';
 import { MtpDrafter } from './deepseek4-mtp.ts';
-import type { RowSegment } from './llama-graph.ts';
+import type { RowSegment } from './graph-rows.ts';
 import type { ConvState } from './lfm2-graph.ts';
 
 export interface Deepseek4GraphConfig {

@@ -5,7 +5,8 @@
  */
 import type { Backend, KvPoolHandle } from '../../native/index.ts';
 import type { KvLayout } from '../kv/kv-pool.ts';
-import type { GraphConfig, ModelWeights, RowSegment } from './llama-graph.ts';
+import type { GraphConfig, ModelWeights } from './llama-graph.ts';
+import type { RowSegment } from './graph-rows.ts';
 import type { DeepseekGraphConfig } from './deepseek-graph.ts';
 import type { Gemma3GraphConfig } from './gemma3-graph.ts';
 import type { GptOssGraphConfig } from './gptoss-graph.ts';

@@ -25,7 +25,8 @@
 import type { AttentionSegment, Backend, KvPoolHandle, RopeOptions, RopeScaling, TensorHandle, WeightHandle } from '../../native/index.ts';
 import type { Gemma3Config } from '../gemma3-config.ts';
 import { checkForwardRows, EngineError } from './engine-errors.ts';
-import { graphDims, rowLogits, segmentRowOffsets, type GraphDims, type RowSegment } from './llama-graph.ts';
+import { graphDims, type GraphDims } from './llama-graph.ts';
+import { rowLogits, segmentRowOffsets, type RowSegment } from './graph-rows.ts';
 
 export interface Gemma3GraphConfig extends GraphDims {
   architecture: 'gemma3';

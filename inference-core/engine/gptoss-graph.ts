@@ -20,7 +20,8 @@
 import type { AttentionSegment, Backend, KvPoolHandle, RopeOptions, RopeScaling, TensorHandle, WeightHandle } from '../../native/index.ts';
 import type { GptOssConfig } from '../gptoss-config.ts';
 import { checkForwardRows, EngineError } from './engine-errors.ts';
-import { BIAS_TILE_ROWS, graphDims, rowLogits, segmentRowOffsets, type GraphDims, type RowSegment } from './llama-graph.ts';
+import { graphDims, type GraphDims } from './llama-graph.ts';
+import { BIAS_TILE_ROWS, rowLogits, segmentRowOffsets, type RowSegment } from './graph-rows.ts';
 import { GptOssMoe, type GptOssMoeWeights } from './gptoss-moe.ts';
 
 export interface GptOssGraphConfig extends GraphDims {

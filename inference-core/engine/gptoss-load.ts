@@ -20,7 +20,7 @@ import { kvLayoutOf } from '../kv/kv-pool.ts';
 import type { ArchEngineParts } from './engine-parts.ts';
 import { unsupportedModel } from './engine-errors.ts';
 import { GptOssGraph, gptOssGraphConfig, type GptOssGraphConfig, type GptOssLayerWeights } from './gptoss-graph.ts';
-import { BIAS_TILE_ROWS } from './llama-graph.ts';
+import { BIAS_TILE_ROWS } from './graph-rows.ts';
 import { uploadEngineMatrix } from './model-weights.ts';
 import { ropeScalingFrom } from './rope-scaling.ts';
 

@@ -27,7 +27,8 @@
 import type { Backend, KvPoolHandle, RopeOptions, TensorHandle, WeightHandle } from '../../native/index.ts';
 import type { Lfm2Config } from '../lfm2-config.ts';
 import { checkForwardRows, EngineError } from './engine-errors.ts';
-import { graphDims, rowLogits, segmentRowOffsets, type GraphDims, type RowSegment } from './llama-graph.ts';
+import { graphDims, type GraphDims } from './llama-graph.ts';
+import { rowLogits, segmentRowOffsets, type RowSegment } from './graph-rows.ts';
 
 export interface Lfm2GraphConfig extends GraphDims {
   architecture: 'lfm2';

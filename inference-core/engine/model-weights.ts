@@ -14,7 +14,8 @@ import type { GgufFile, GgufTensor } from '../gguf/index.ts';
 import { GgmlType, f16ToF32, bf16ToF32, ggmlTypeName } from '../gguf/index.ts';
 import { unsupportedModel } from './engine-errors.ts';
 import type { ModelConfig } from '../model-config.ts';
-import { BIAS_TILE_ROWS, type GraphConfig, type GraphDims, type LayerWeights, type ModelWeights } from './llama-graph.ts';
+import type { GraphConfig, GraphDims, LayerWeights, ModelWeights } from './llama-graph.ts';
+import { BIAS_TILE_ROWS } from './graph-rows.ts';
 import { ropeScalingFrom } from './rope-scaling.ts';
 
 /**
