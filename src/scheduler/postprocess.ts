@@ -14,46 +14,13 @@
  */
 import { TokenIds } from '../../inference-core/index.ts';
 import { isKvtCoded } from '../errors.ts';
-import type { JobEnds } from './job-ends.ts';
-import type { JobEvent, RequestSpec } from './job.ts';
-import type { CacheTier, DecoderFactory, EngineModel } from './ports.ts';
+import type { RequestSpec } from './job.ts';
+import type { Io, LoopEvent, LoopState } from './loop-state.ts';
 import type { RetainedSequences } from './retained-sequences.ts';
 import type { StepPlan } from './schedule.ts';
 import { SequenceStatus, type FinishReason, type RequestSequence } from './sequence.ts';
-import type { ComputingBlocks } from './single-flight.ts';
 import { storeNewBlocks } from './store.ts';
-import { importFetchedUnit, unitDue, writeUnit, type UnitPolicy } from './units.ts';
-
-/** The loop's state, as data: postprocess reads and changes it, and never calls the loop. */
-export interface LoopState {
-  readonly engine: EngineModel;
-  readonly cache: CacheTier | null;
-  readonly blockTokens: number;
-  readonly decoders: DecoderFactory;
-  readonly emit: (jobId: string, event: JobEvent) => void;
-  readonly onStorageError?: (phase: 'lookup' | 'load' | 'store', error: unknown) => void;
-  readonly now: () => number;
-  /** Admitted and unfinished, in admission order. */
-  readonly active: RequestSequence[];
-  readonly retained: RetainedSequences;
-  readonly computing: ComputingBlocks;
-  readonly ends: JobEnds;
-  readonly pendingStores: Set<Promise<unknown>>;
-  readonly closed: boolean;
-  /** Engine forwards run so far. */
-  readonly steps: number;
-  /** Unit mode (units.ts): prefix units instead of block hits, for a model whose state is not its blocks. */
-  readonly units: UnitPolicy | null;
-}
-
-/** What completes outside a step and comes back to the loop. */
-export type LoopEvent = { type: 'fetched'; seq: RequestSequence } | { type: 'fetchFailed'; seq: RequestSequence; error: unknown } | { type: 'stored'; seq: RequestSequence };
-
-/** I/O postprocess asks the loop to start: a (new) fetch, a prefill-only write-through. */
-export interface Io {
-  fetch: RequestSequence[];
-  flush: RequestSequence[];
-}
+import { importFetchedUnit, unitDue, writeUnit } from './units.ts';
 
 /** A step's results, row by row: tokens fed, sampled or verified, blocks stored, prompts done. */
 export function postprocess(s: LoopState, plan: StepPlan, results: (Float32Array | null)[], io: Io): void {

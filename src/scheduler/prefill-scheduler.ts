@@ -35,8 +35,10 @@ import { BlockFlights } from '../kvtier/index.ts';
 import { assertSpecFits, fetchPrefix, keyPrompt, type FetchDeps } from './fetch.ts';
 import type { JobEvent, RequestSpec } from './job.ts';
 import { JobEnds } from './job-ends.ts';
+import { fitsInPool } from './pool-admission.ts';
 import type { CacheTier, DecoderFactory, EngineModel } from './ports.ts';
-import { beginFetch, cancelledUnstarted, fail, failAll, onEvent, postprocess, reapCancelled, releaseDeferred, type Io, type LoopEvent, type LoopState } from './postprocess.ts';
+import type { Io, LoopEvent, LoopState } from './loop-state.ts';
+import { beginFetch, cancelledUnstarted, fail, failAll, onEvent, postprocess, reapCancelled, releaseDeferred } from './postprocess.ts';
 import { RetainedSequences } from './retained-sequences.ts';
 import { DEFAULT_STEP_TOKENS, schedule } from './schedule.ts';
 import { RequestSequence, SequenceStatus } from './sequence.ts';
@@ -266,7 +268,7 @@ export class PrefillScheduler implements LoopState {
   }
 
   private admissible(): boolean {
-    return this.waiting.length > 0 && this.active.length < this.options.maxBatch && this.fitsInPool(this.waiting[0]);
+    return this.waiting.length > 0 && this.active.length < this.options.maxBatch && fitsInPool(this.waiting[0], this);
   }
 
   private admit(): void {
@@ -286,20 +288,5 @@ export class PrefillScheduler implements LoopState {
       }
       this.fetch(seq);
     }
-  }
-
-  /**
-   * KV pool admission: a job starts only when its whole sequence (prompt +
-   * max_tokens) fits next to the admitted ones, so a busy worker queues
-   * requests instead of failing them. Alone, a job always starts (and gets
-   * the engine's typed pool error if it cannot fit at all).
-   */
-  private fitsInPool(spec: RequestSpec): boolean {
-    const { engine, blockTokens } = this;
-    const pages = Math.ceil((spec.tokens.length + spec.sampling.maxTokens) / blockTokens);
-    const stillToTake = this.active.reduce((sum, seq) => sum + seq.pagesStillToTake(blockTokens), 0);
-    // Retained sequences are a cache: their pages go before any request waits for room.
-    while (engine.freeBlocks() - stillToTake < pages && this.retained.evictOldest());
-    return this.active.length === 0 || engine.freeBlocks() - stillToTake >= pages;
   }
 }
