@@ -32,7 +32,10 @@ export interface GcOptions {
   staleTempFileMs?: number;
   /** A blob with no record is deleted once it has been seen orphaned for this long. Default 1 h. */
   orphanGraceMs?: number;
-  /** List storage for orphans this run. Default true (a listing of the collected shards' key ranges: on S3 one request per 1000 blobs). */
+  /**
+   * List storage this run: orphans, and on an fs store stale temp files. Default true (a listing of the
+   * collected shards' key ranges: on S3 one request per 1000 blobs). False = expiry and eviction only.
+   */
   sweepOrphans?: boolean;
   /**
    * Plane shards to collect (a sharded plane: each under its own lease, src/cluster/sharded-gc.ts);

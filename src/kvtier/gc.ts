@@ -154,7 +154,7 @@ function coveredBy(passes: ShardPass[]): (key: string) => boolean {
 /** Step 4: temp files of writers that died mid-put. */
 async function sweepTempFiles(run: GcRun): Promise<void> {
   const { store } = run.deps;
-  if (run.dryRun || run.aborted() || !(store instanceof FsBlobStore)) return;
+  if (run.dryRun || run.aborted() || !(store instanceof FsBlobStore) || !(run.options.sweepOrphans ?? true)) return;
   run.progress.phase = 'sweep';
   try {
     run.report.tempFilesRemoved = await store.removeStaleTempFiles(run.options.staleTempFileMs ?? 60 * 60 * 1000);
