@@ -101,6 +101,7 @@ export const SLOW = [
   'test/src/serve/responses-redis.test.ts',
   'test/src/serve/structured-output.test.ts',
   'test/src/serve/units-archs-api.test.ts',
+  'test/src/serve/gptoss-harmony-api.test.ts',
   'test/src/serve/units-admin.test.ts',
   'test/src/kvtier/tier-units-cluster.test.ts',
   'test/src/workers/bullmq-cancel.test.ts',

@@ -28,7 +28,14 @@ export type ConstraintSpec =
    * One `<tool_call>` envelope (Hermes format) of one of these tools, arguments held to `parameters`: the whole
    * reply, or with `optional` free content that may end in one (strict tools under tool_choice auto).
    */
-  | { kind: 'tool_call'; tools: Array<{ name: string; parameters: unknown }>; optional?: boolean };
+  | { kind: 'tool_call'; tools: Array<{ name: string; parameters: unknown }>; optional?: boolean; format?: ToolCallFormat };
+
+/**
+ * How a forced tool call is written: 'hermes' (default) the `<tool_call>` envelope; 'harmony' (gpt-oss) a
+ * commentary message to the function, `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{…}`,
+ * after the generation prompt's `<|start|>assistant` (the reply then ends on <|call|>, an end-of-generation id).
+ */
+export type ToolCallFormat = 'hermes' | 'harmony';
 
 function finish(b: Builder, root: number, key: string, path: string): Grammar {
   const minLen = minLengths(b.nodes);
@@ -48,6 +55,7 @@ export function compileConstraint(spec: ConstraintSpec): Grammar {
     return finish(b, b.schema(spec.schema, ''), key, '');
   }
   if (spec.tools.length === 0) throw new GrammarError('KVT_ERR_GRAMMAR_INVALID_SCHEMA', 'a tool call constraint needs at least one tool', '');
+  if (spec.format === 'harmony' && spec.optional) throw new GrammarError('KVT_ERR_GRAMMAR_INVALID_SCHEMA', 'an optional tool call has no harmony form (the reply chooses its channel freely)', '');
   const b = new Builder(null);
   const alts = spec.tools.map((tool, i) => {
     const sub = new Builder(tool.parameters ?? { type: 'object' });
@@ -55,6 +63,7 @@ export function compileConstraint(spec: ConstraintSpec): Grammar {
     const params = sub.schema(tool.parameters ?? { type: 'object' }, `/${i}`);
     const offset = b.nodes.length;
     for (const nd of sub.nodes) b.add(shift(nd, offset));
+    if (spec.format === 'harmony') return b.add({ kind: 'seq', parts: [b.lit(`<|channel|>commentary to=functions.${tool.name} <|constrain|>json<|message|>`), params + offset] });
     const open = spec.optional ? '\n' : '<tool_call>\n';
     return b.add({ kind: 'seq', parts: [b.lit(`${open}{"name": ${JSON.stringify(tool.name)}, "arguments": `), params + offset, b.lit('}\n</tool_call>')] });
   });

@@ -97,7 +97,9 @@ const T = [
   "{%- if m.content -%}{{- '<|start|>assistant<|channel|>commentary<|message|>' + m.content + '<|end|>' -}}{%- endif -%}",
   "{%- for tc in m.tool_calls -%}{%- set call = tc.function if tc.function is defined else tc -%}",
   "{{- '<|start|>assistant<|channel|>commentary to=functions.' + call.name + ' <|constrain|>json<|message|>' -}}",
-  "{%- if call.arguments is string -%}{{- call.arguments -}}{%- else -%}{{- call.arguments | tojson -}}{%- endif -%}",
+  // Arguments: the text as sent when a string (kvtier hands the client's own bytes: the `{{ call.arguments }}`
+  // makes chat-template-conventions.ts pass text), JSON of an object otherwise (transformers callers).
+  "{%- set a = call.arguments -%}{%- if a is string -%}{{- call.arguments -}}{%- else -%}{{- a | tojson -}}{%- endif -%}",
   "{{- '<|call|>' -}}",
   "{%- endfor -%}",
   "{%- else -%}{{- '<|start|>assistant<|channel|>final<|message|>' + (m.content if m.content else '') + '<|end|>' -}}",

@@ -25,7 +25,11 @@ export function promptCodecFromGgufFile(path: string): PromptCodec {
 
 export function promptCodecFrom(tokenizer: Tokenizer, template: ChatTemplate | null): PromptCodec {
   const bosTokenId = tokenizer.addBos && tokenizer.bosId !== undefined ? tokenizer.bosId : null;
+  // harmony (gpt-oss): a template that opens replies with <|start|>assistant and writes channels, and a vocabulary with <|call|>
+  const callTokenId = tokenizer.tokenId('<|call|>');
+  const harmony = template !== null && template.source.includes('<|start|>assistant') && template.source.includes('<|channel|>') && callTokenId !== undefined && tokenizer.isEog(callTokenId) ? { callTokenId } : undefined;
   return {
+    ...(harmony ? { harmony } : {}),
     encode: (text) => tokenizer.encode(text, { addSpecial: false, parseSpecial: true }),
     decode: (ids) => tokenizer.decode(ids),
     createDetokenizer: () => tokenizer.createDetokenizer(),

@@ -15,7 +15,8 @@
 import { createHash } from 'node:crypto';
 
 import { argumentsFromJson, partialSuffixLength } from './tool-calls.ts';
-import type { ToolCall } from './types.ts';
+import type { ConstraintSpec } from '../../inference-core/index.ts';
+import type { PromptCodec, ToolCall } from './types.ts';
 
 export const HARMONY_GENERATION_PROMPT = '<|start|>assistant';
 const MESSAGE = '<|message|>';
@@ -138,7 +139,9 @@ export class HarmonySplitter {
     return this.calls.map((c, i) => ({
       id: `call_${createHash('sha256').update(wholeText).update(String(i)).digest('hex').slice(0, 24)}`,
       type: 'function',
-      function: { name: c.name, arguments: argumentsFromJson(c.args === '' ? '{}' : c.args) },
+      // the text as written when it is a JSON object: a client echoing it back renders the same bytes (the
+      // template prints argument text as is), so the next prompt keeps the reply's sampled tokens
+      function: { name: c.name, arguments: typeof argumentsFromJson(c.args) === 'string' ? argumentsFromJson(c.args === '' ? '{}' : c.args) : c.args },
     }));
   }
 }
@@ -149,4 +152,18 @@ export function splitHarmony(text: string): { reasoning: string | null; content:
   s.push(text);
   s.finish();
   return { reasoning: s.opened ? s.reasoning : null, content: s.content, toolCalls: s.toolCalls(text) };
+}
+
+/** The tool-call format of a codec's template, for the forced-call grammar (recipe/structured-output.ts). */
+export function toolCallFormatOf(codec: Pick<PromptCodec, 'harmony'>): 'hermes' | 'harmony' {
+  return codec.harmony ? 'harmony' : 'hermes';
+}
+
+/**
+ * A forced harmony tool call ends on <|call|>, harmony's "the reply is a call" end: the grammar then allows only
+ * that end-of-generation id (not <|return|>), so the reply's tokens are the ones the echoed call renders to.
+ */
+export function harmonyCallStops<S extends { stopTokenIds: readonly number[] }>(sampling: S, constraint: ConstraintSpec | undefined, codec: Pick<PromptCodec, 'harmony'>): S {
+  if (!codec.harmony || constraint?.kind !== 'tool_call' || constraint.format !== 'harmony') return sampling;
+  return { ...sampling, stopTokenIds: [codec.harmony.callTokenId] };
 }

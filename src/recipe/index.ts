@@ -16,4 +16,4 @@ export * from './responses-items.ts';
 export * from './cache-retention.ts';
 export { checkResponsesToolOutputs, checkToolResults, toolCallIds } from './tool-history.ts';
 export { checkJsonSchema } from './tool-schemas.ts';
-export { HarmonySplitter, HARMONY_GENERATION_PROMPT, promptOpensHarmony, splitHarmony } from './harmony.ts';
+export { HarmonySplitter, HARMONY_GENERATION_PROMPT, harmonyCallStops, promptOpensHarmony, splitHarmony, toolCallFormatOf } from './harmony.ts';

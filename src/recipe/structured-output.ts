@@ -13,6 +13,7 @@
  * is a 400 naming the keyword's place in the request before anything runs.
  */
 import { GrammarError, grammarOf, minReplyTokens, type ConstraintSpec } from '../../inference-core/index.ts';
+import type { ToolCallFormat } from '../../inference-core/grammar/schema-compiler.ts';
 import { KvtError } from '../errors.ts';
 import type { ToolSpec } from './types.ts';
 
@@ -39,7 +40,7 @@ function invalid(message: string, param: string): KvtError {
   return new KvtError('KVT_ERR_REQUEST_INVALID', message, { param });
 }
 
-function toolConstraint(tools: readonly ToolSpec[] | undefined, names: string[] | null, param: string, toolsParam: string, schemaField: string, optional?: { strict: (tool: ToolSpec) => boolean }): ConstraintSpec {
+function toolConstraint(tools: readonly ToolSpec[] | undefined, names: string[] | null, param: string, toolsParam: string, schemaField: string, optional?: { strict: (tool: ToolSpec) => boolean }, format: ToolCallFormat = 'hermes'): ConstraintSpec {
   if (!tools || tools.length === 0) throw invalid(`${param} forces a tool call but the request has no tools`, param);
   const chosen = names === null ? tools : names.map((name) => {
     const tool = tools.find((t) => t.function.name === name);
@@ -48,7 +49,7 @@ function toolConstraint(tools: readonly ToolSpec[] | undefined, names: string[] 
   });
   // Optional calls (tool_choice auto): a strict tool's arguments follow its parameters, another's are any object.
   const parametersOf = (t: ToolSpec): unknown => (optional && !optional.strict(t) ? { type: 'object' } : (t.function.parameters ?? { type: 'object' }));
-  const spec: ConstraintSpec = { kind: 'tool_call', tools: chosen.map((t) => ({ name: t.function.name, parameters: parametersOf(t) })), ...(optional ? { optional: true } : {}) };
+  const spec: ConstraintSpec = { kind: 'tool_call', tools: chosen.map((t) => ({ name: t.function.name, parameters: parametersOf(t) })), ...(optional ? { optional: true } : {}), ...(format === 'harmony' ? { format } : {}) };
   // Paths of a tool-call grammar's errors start with the tool's index among `chosen`.
   return checked(spec, (pointer) => {
     const [, index, ...rest] = pointer.split('/');
@@ -57,30 +58,35 @@ function toolConstraint(tools: readonly ToolSpec[] | undefined, names: string[] 
   });
 }
 
-/** OpenAI chat: response_format, a forced tool call, or (tool_choice auto) strict tools' arguments when the reply calls one. */
+/**
+ * OpenAI chat: response_format, a forced tool call, or (tool_choice auto) strict tools' arguments when the reply calls one.
+ * `format` 'harmony' (gpt-oss) writes forced calls as harmony commentary messages; strict tools under auto stay
+ * unconstrained there (a harmony reply picks its channels freely, so no grammar can wait for the call to start).
+ */
 export function constraintFromOpenAi(
   body: { response_format?: unknown; tool_choice?: unknown; tools?: Array<{ function: { name: string; strict?: boolean | null } }> },
   tools: readonly ToolSpec[] | undefined,
+  format: ToolCallFormat = 'hermes',
 ): ConstraintSpec | undefined {
   const choice = body.tool_choice;
-  if (choice === 'required') return toolConstraint(tools, null, 'tool_choice', 'tools', 'function.parameters');
+  if (choice === 'required') return toolConstraint(tools, null, 'tool_choice', 'tools', 'function.parameters', undefined, format);
   if (choice !== null && typeof choice === 'object') {
     const name = (choice as { function?: { name?: unknown } }).function?.name;
     if ((choice as { type?: unknown }).type !== 'function' || typeof name !== 'string') throw invalid('tool_choice must be "none", "auto", "required" or {"type": "function", "function": {"name": …}}', 'tool_choice');
-    return toolConstraint(tools, [name], 'tool_choice', 'tools', 'function.parameters');
+    return toolConstraint(tools, [name], 'tool_choice', 'tools', 'function.parameters', undefined, format);
   }
-  const format = body.response_format;
+  const responseFormat = body.response_format;
   const strictNames = new Set((body.tools ?? []).filter((t) => t.function?.strict === true).map((t) => t.function.name));
-  if ((format === undefined || format === null) && tools && strictNames.size > 0 && (choice === undefined || choice === null || choice === 'auto')) {
+  if ((responseFormat === undefined || responseFormat === null) && tools && strictNames.size > 0 && format !== 'harmony' && (choice === undefined || choice === null || choice === 'auto')) {
     return toolConstraint(tools, null, 'tools', 'tools', 'function.parameters', { strict: (t) => strictNames.has(t.function.name) });
   }
-  if (format === undefined || format === null) return undefined;
-  if (typeof format !== 'object') throw invalid('response_format must be an object with a type', 'response_format');
-  const type = (format as { type?: unknown }).type;
+  if (responseFormat === undefined || responseFormat === null) return undefined;
+  if (typeof responseFormat !== 'object') throw invalid('response_format must be an object with a type', 'response_format');
+  const type = (responseFormat as { type?: unknown }).type;
   if (type === 'text') return undefined;
   if (type === 'json_object') return checked({ kind: 'json_object' }, () => 'response_format');
   if (type !== 'json_schema') throw invalid(`response_format.type "${String(type)}" is not one of text, json_object, json_schema`, 'response_format.type');
-  const js = (format as { json_schema?: { schema?: unknown; name?: unknown } }).json_schema;
+  const js = (responseFormat as { json_schema?: { schema?: unknown; name?: unknown } }).json_schema;
   if (!js || typeof js !== 'object') throw invalid('response_format.json_schema is required for type json_schema', 'response_format.json_schema');
   const schema = js.schema === undefined ? {} : js.schema;
   if (schema === null || (typeof schema !== 'object' && typeof schema !== 'boolean')) throw invalid('response_format.json_schema.schema must be a JSON Schema object', 'response_format.json_schema.schema');
@@ -88,13 +94,13 @@ export function constraintFromOpenAi(
 }
 
 /** Anthropic messages: tool_choice {type:'tool', name} or {type:'any'}. */
-export function constraintFromAnthropic(body: { tool_choice?: { type: string; name?: unknown } }, tools: readonly ToolSpec[] | undefined): ConstraintSpec | undefined {
+export function constraintFromAnthropic(body: { tool_choice?: { type: string; name?: unknown } }, tools: readonly ToolSpec[] | undefined, format: ToolCallFormat = 'hermes'): ConstraintSpec | undefined {
   const choice = body.tool_choice;
   if (!choice) return undefined;
-  if (choice.type === 'any') return toolConstraint(tools, null, 'tool_choice', 'tools', 'input_schema');
+  if (choice.type === 'any') return toolConstraint(tools, null, 'tool_choice', 'tools', 'input_schema', undefined, format);
   if (choice.type !== 'tool') return undefined;
   if (typeof choice.name !== 'string') throw invalid('tool_choice.name is required for type "tool"', 'tool_choice.name');
-  return toolConstraint(tools, [choice.name], 'tool_choice.name', 'tools', 'input_schema');
+  return toolConstraint(tools, [choice.name], 'tool_choice.name', 'tools', 'input_schema', undefined, format);
 }
 
 /** Throws the 400 of a max_tokens too small for the shortest reply the constraint allows. */

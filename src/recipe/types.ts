@@ -76,6 +76,8 @@ export interface PromptCodec {
    * too long for the context is refused from its length, before tokenizing.
    */
   readonly maxTokenChars: number;
+  /** Present when the template is harmony (gpt-oss): replies split by channel, forced tool calls as commentary messages ending on <|call|>. */
+  readonly harmony?: { readonly callTokenId: number };
 }
 
 /** Sampling fields shared by every API, already validated: the request spec's own (src/request-spec.ts). */

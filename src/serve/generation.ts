@@ -64,6 +64,8 @@ export class Generation {
   private reasoningTokens = 0;
   private countingReasoning = true;
   private readonly replyIds: number[] = [];
+  /** The end-of-generation id that ended the reply, if one did. */
+  private stopId: number | null = null;
   private rawText = '';
   private usage: CacheUsage;
   private firstTokenAt: number | null = null;
@@ -81,7 +83,8 @@ export class Generation {
     this.stops = new StopStringMatcher(spec.sampling.stopStrings ?? []);
     const tail = codec.decode(spec.tokens.slice(-8));
     // harmony (gpt-oss): channels carry reasoning, content and tool calls (recipe/harmony.ts); a grammar-held reply is plain content
-    this.harmony = options.splitReasoning !== false && spec.constraint === undefined && promptOpensHarmony(tail) ? new HarmonySplitter() : null;
+    const harmonyCall = spec.constraint?.kind === 'tool_call' && spec.constraint.format === 'harmony';
+    this.harmony = options.splitReasoning !== false && (spec.constraint === undefined || harmonyCall) && promptOpensHarmony(tail) ? new HarmonySplitter() : null;
     this.splitter = new ToolCallStreamSplitter(options.parseToolCalls && this.harmony === null);
     // A prompt ending in `<think>` (the generation prompt opened it) starts the reply inside the reasoning,
     // unless a grammar holds the reply: then it is the constrained content from its first token.
@@ -115,7 +118,10 @@ export class Generation {
     if (this.stopSequence !== null) return out;
     for (const id of event.ids) {
       this.usage.completionTokens++;
-      if (this.stopIds.has(id)) continue;
+      if (this.stopIds.has(id)) {
+        this.stopId = id;
+        continue;
+      }
       this.replyIds.push(id);
       const piece = this.detokenizer.push(id);
       if (piece === '') continue;
@@ -180,6 +186,9 @@ export class Generation {
     // The next turn sends back the content alone (templates drop earlier reasoning): remember its own ids too.
     const contentIds = thinking.opened ? contentIdsOf(codec, thinking.content, replyIds) : null;
     if (contentIds) sampled.push({ text: thinking.content, ids: contentIds });
+    // harmony: a reply that ended on <|call|> comes back as a call message closed by <|call|> (gptoss-template.ts)
+    const call = codec.harmony?.callTokenId;
+    if (this.harmony && call !== undefined && this.stopId === call) sampled.push({ text: rawText + '<|call|>', ids: [...replyIds, call] });
     return sampled;
   }
 }

@@ -9,6 +9,8 @@ import {
   argumentsAsObject,
   chatInputFromAnthropic,
   constraintFromAnthropic,
+  harmonyCallStops,
+  toolCallFormatOf,
   samplingFromAnthropic,
   templateKwargsOf,
   toolUseId,
@@ -36,9 +38,10 @@ export function registerAnthropicMessages(app: FastifyInstance, ctx: ServeContex
       const input = chatInputFromAnthropic(body);
       const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
       const retention = anthropicRetention(request, body);
-      const sampling = samplingFromAnthropic(body, { defaultMaxTokens: ctx.defaultMaxTokens, stopTokenIds: ctx.codec.stopTokenIds });
-      const constraint = constraintFromAnthropic(body, input.tools);
+      const requested = samplingFromAnthropic(body, { defaultMaxTokens: ctx.defaultMaxTokens, stopTokenIds: ctx.codec.stopTokenIds });
+      const constraint = constraintFromAnthropic(body, input.tools, toolCallFormatOf(ctx.codec));
       const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages', templateKwargsOf(body));
+      const sampling = harmonyCallStops(requested, constraint, ctx.codec);
       const spec = buildSpec({ tokens: prompt.tokens, sampling, identity, trafficClass, promptParam: 'messages', constraint, retention }, ctx);
       const options = { route: '/v1/messages', parseToolCalls: input.tools !== undefined };
       return { spec, options, stream: body.stream === true, id: responseId('msg_'), wantsThinking: body.thinking?.type === 'enabled' };

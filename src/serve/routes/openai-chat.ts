@@ -4,6 +4,8 @@ import type { FastifyInstance } from 'fastify';
 import {
   chatInputFromOpenAi,
   constraintFromOpenAi,
+  harmonyCallStops,
+  toolCallFormatOf,
   openAiChatChunk,
   openAiChatResponse,
   openAiToolCall,
@@ -35,9 +37,10 @@ export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): voi
       const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
       const retention = openAiRetention(request, body);
       checkLogitBias(ctx, body.logit_bias);
-      const sampling = samplingFromOpenAi(body, { defaultMaxTokens: ctx.defaultMaxTokens, stopTokenIds: ctx.codec.stopTokenIds });
-      const constraint = constraintFromOpenAi(body, input.tools);
+      const requested = samplingFromOpenAi(body, { defaultMaxTokens: ctx.defaultMaxTokens, stopTokenIds: ctx.codec.stopTokenIds });
+      const constraint = constraintFromOpenAi(body, input.tools, toolCallFormatOf(ctx.codec));
       const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages', templateKwargsOf(body));
+      const sampling = harmonyCallStops(requested, constraint, ctx.codec);
       const spec = buildSpec({ tokens: prompt.tokens, sampling, identity, trafficClass, promptParam: 'messages', constraint, retention }, ctx);
       const base = { id: responseId('chatcmpl-'), created: Math.floor(Date.now() / 1000), model: ctx.modelId, systemFingerprint: ctx.fingerprint };
       return { spec, options: { route: '/v1/chat/completions', parseToolCalls: input.tools !== undefined }, stream: body.stream === true, body, base };

@@ -1,0 +1,74 @@
+/**
+ * gpt-oss with its own vocabulary and kvtier's harmony template (synthetic:gpt-oss-tiny-harmony)
+ * served like `npm start`, through the openai SDK: a tool loop whose calls the model writes itself
+ * (tool_choice naming a tool: the grammar holds the reply to harmony's commentary message
+ * `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{…}` ending on <|call|>),
+ * the client echoing each returned call and a tool result:
+ *   - every call comes back as tool_calls (finish_reason tool_calls) with the arguments the model wrote;
+ *   - each follow-up turn's cached tokens are exactly the previous reply's end (prompt + completion:
+ *     the echoed call renders to the sampled tokens and <|call|>, so the unit written there matches);
+ *   - the first turn sent cold (a fresh tenant) tokenizes to the same prompt and gives the identical
+ *     greedy call (0 cached).
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { describe, expect, it } from 'vitest';
+import { KEYS, startTestServer } from './server-fixture.ts';
+
+type Msg = OpenAI.Chat.Completions.ChatCompletionMessageParam;
+const tool = (name: string, description: string): OpenAI.Chat.Completions.ChatCompletionFunctionTool => ({
+  type: 'function',
+  function: { name, description, parameters: { type: 'object', properties: { filter: { type: 'string', maxLength: 6 } }, required: ['filter'], additionalProperties: false } },
+});
+// One tool forced per step, so no two replies are the same text: the reply memory is keyed by text, and two equal
+// texts sampled as different ids would leave only the later ids for both (a limit of the memory, not of harmony).
+const TOOLS = [tool('run_tests', 'Run the test suite'), tool('read_log', 'Read the build log'), tool('git_diff', 'Show the diff')];
+
+describe('gpt-oss harmony through the openai SDK', () => {
+  it('a model-written tool loop: harmony calls parsed, each turn hits the previous reply end, the first turn replayed cold is equal', async () => {
+    const model = 'synthetic:gpt-oss-tiny-harmony';
+    const dataDir = mkdtempSync(join(tmpdir(), 'kvtier-harmony-api-'));
+    const coldKeys = Array.from({ length: 8 }, (_, i) => `sk-cold-${i}`);
+    const keysFile = join(dataDir, 'harmony-keys.txt');
+    writeFileSync(keysFile, `${KEYS.alice} alice\n${coldKeys.map((k, i) => `${k} cold-${i}`).join('\n')}\n`);
+    const server = await startTestServer({ model, dataDir, apiKeysFile: keysFile });
+    try {
+      const alice = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: KEYS.alice, maxRetries: 0 });
+      let coldUsed = 0;
+      const ask = (client: OpenAI, messages: Msg[], forced: string | null) =>
+        client.chat.completions.create({ model, messages, tools: TOOLS, max_tokens: 160, temperature: 0, ...(forced ? { tool_choice: { type: 'function' as const, function: { name: forced } } } : {}) });
+      const loop: Msg[] = [{ role: 'system', content: 'You fix builds. '.repeat(10) }, { role: 'user', content: 'The build is red, fix it.' }];
+      let previousEnd: number | undefined;
+      for (let step = 1; step <= 4; step++) {
+        const forced = step < 4 ? TOOLS[step - 1].function.name : null;
+        const r = await ask(alice, loop, forced);
+        const u = r.usage!;
+        if (previousEnd !== undefined) expect(u.prompt_tokens_details!.cached_tokens, `step ${step}`).toBe(previousEnd);
+        if (step === 1) {
+          // before any model-written turn the conversation is all client text: a fresh tenant gets the same prompt and reply.
+          // Later turns hold the model's own call, which alice's prompt keeps as the sampled ids (the model may spell
+          // a marker in plain tokens) and a fresh tenant re-encodes: no cold twin there (units-archs-api covers client-written loops)
+          const cold = await ask(new OpenAI({ baseURL: `${server.url}/v1`, apiKey: coldKeys[coldUsed++], maxRetries: 0 }), loop, forced);
+          expect(cold.usage!.prompt_tokens_details!.cached_tokens).toBe(0);
+          expect(cold.usage!.prompt_tokens).toBe(u.prompt_tokens);
+          expect(cold.choices[0].message).toEqual(r.choices[0].message);
+        }
+        if (!forced) break;
+        const message = r.choices[0].message;
+        expect(r.choices[0].finish_reason).toBe('tool_calls');
+        expect(message.content ?? '').toBe('');
+        expect(message.tool_calls).toHaveLength(1);
+        const call = message.tool_calls![0] as OpenAI.Chat.Completions.ChatCompletionMessageFunctionToolCall;
+        expect(call.function.name).toBe(forced);
+        expect(typeof (JSON.parse(call.function.arguments) as { filter: unknown }).filter).toBe('string');
+        previousEnd = u.prompt_tokens + u.completion_tokens;
+        loop.push({ role: 'assistant', content: null, tool_calls: [call] });
+        loop.push({ role: 'tool', tool_call_id: call.id, content: `{"ok": false, "step": ${step}}` });
+      }
+    } finally {
+      await server.close();
+    }
+  }, 300_000);
+});
