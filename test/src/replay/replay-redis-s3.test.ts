@@ -2,7 +2,7 @@
  * The replay through the cluster's tier: blocks on S3 (a real Ceph RGW on
  * loopback), the metadata plane and the policy in Redis. Time compressed;
  * TTLs 5 min and 1 h give exactly the definition's hits, request by request
- * (every 40th conversation request, so the run spans the hour).
+ * (every 80th conversation request, so the run spans the hour).
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
@@ -28,7 +28,7 @@ afterAll(async () => {
 
 it('S3 + Redis, time compressed: TTLs 5 min and 1 h give exactly the definition\'s hits', async () => {
   const path = join(mkdtempSync(join(tmpdir(), 'kvtier-replay-s3-')), 'sub.jsonl');
-  const requests = writeGenericSubsample(CONVERSATION, 40, path);
+  const requests = writeGenericSubsample(CONVERSATION, 80, path);
   const trace = readTrace(path);
   for (const ttlMs of [300_000, 3_600_000]) {
     const run = randomUUID().slice(0, 8);
