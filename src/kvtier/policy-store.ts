@@ -5,7 +5,7 @@ import { open as openLmdb, type Database, type RootDatabase } from 'lmdb';
 import { systemClock, type Clock } from './clock.ts';
 import { KvTierError, PolicyError } from './errors.ts';
 import { stderrLogger, type KvTierLogger } from './logger.ts';
-import { createRedisClient, type RedisClient } from './redis-connection.ts';
+import { createRedisClient, redactAddress, type RedisClient } from './redis-connection.ts';
 import { defaultPolicyDoc, RetentionPolicy, validatePolicyDoc, type RetentionPolicyDoc } from './retention-policy.ts';
 
 /** Edits a copy of the current document; return it (or mutate in place). `version`/`updatedAt` are set by the store. */
@@ -225,7 +225,7 @@ export class RedisPolicyStore extends PolicyStoreBase {
       redis.disconnect();
       subscriber.disconnect();
       if (error instanceof KvTierError) throw error;
-      throw new PolicyError('KVT_ERR_POLICY_UNREACHABLE', `cannot reach Redis at ${redactUrl(url)} for the retention policy: ${(error as Error).message}`, {
+      throw new PolicyError('KVT_ERR_POLICY_UNREACHABLE', `cannot reach Redis at ${redactAddress(url)} for the retention policy: ${(error as Error).message}`, {
         cause: error,
       });
     }
@@ -278,8 +278,4 @@ function parseDoc(text: string): RetentionPolicyDoc {
     throw new PolicyError('KVT_ERR_POLICY_INVALID', `stored retention policy is not JSON: ${(error as Error).message}; rewrite it with policy.update`);
   }
   return validatePolicyDoc(doc as RetentionPolicyDoc);
-}
-
-function redactUrl(url: string): string {
-  return url.replace(/\/\/([^@/]*)@/, '//***@');
 }

@@ -31,7 +31,7 @@ import { describeError } from '../errors.ts';
 import { QUEUE_NAME, roleQueueName, routeScope, workerQueueName } from './bullmq-protocol.ts';
 import { type PendingJob } from './bullmq-pending.ts';
 import { withTimeout } from '../with-timeout.ts';
-import { type RequestSpec } from '../scheduler/index.ts';
+import { type JobEvent, type RequestSpec } from '../scheduler/index.ts';
 
 /** Jobs waiting on a worker's own queue at which the router stops preferring it (the load cap). */
 export const ROUTE_MAX_WAITING = 2;
@@ -173,4 +173,35 @@ export class JobDispatch {
 /** Routing only picks a faster worker: a router slower than this is treated as a fault. */
 function routerAnswer<T>(promise: Promise<T>): Promise<T> {
   return withTimeout(promise, ROUTE_TIMEOUT_MS, () => new Error(`no answer within ${ROUTE_TIMEOUT_MS} ms`));
+}
+
+/**
+ * A request as its two halves (the split above): the prefill half first, then
+ * the decode half, which computes the whole prompt when the prefill half failed.
+ */
+export async function runHalves(
+  job: RequestSpec,
+  runJob: (half: RequestSpec, role: WorkerRole, onEvent: (event: JobEvent) => void, signal: AbortSignal) => Promise<void>,
+  onEvent: (event: JobEvent) => void,
+  signal: AbortSignal,
+  log: (level: 'info' | 'warn' | 'error', message: string) => void,
+): Promise<void> {
+  // The client's `prefilled` is the prefill half's (its cached tokens are the hits before
+  // this request); the decode half's own one is swallowed, unless the prefill half failed.
+  let prefilledSent = false;
+  const forward = (event: JobEvent): void => {
+    if (event.type === 'prefilled') {
+      if (prefilledSent) return;
+      prefilledSent = true;
+    }
+    onEvent(event);
+  };
+  try {
+    const prefillHalf: RequestSpec = { ...job, id: `${job.id}-p`, prefillOnly: true };
+    await runJob(prefillHalf, 'prefill', (event) => event.type === 'prefilled' && forward(event), signal);
+  } catch (error) {
+    if (signal.aborted) throw error;
+    log('warn', `the prefill half of ${job.id} failed (${describeError(error).message}); its decode half computes the whole prompt`);
+  }
+  await runJob({ ...job, id: `${job.id}-d` }, 'decode', forward, signal);
 }

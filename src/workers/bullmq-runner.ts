@@ -33,9 +33,9 @@ import { CacheAwareRouter, type WorkerRole } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
 import { describeError, KvtError } from '../errors.ts';
 import { modelFingerprint, readGguf } from '../../inference-core/index.ts';
-import { createRedisClient, isClusterAddress, RedisPolicyStore, type RedisClient as Redis, type RetentionPolicyDoc } from '../kvtier/index.ts';
+import { createRedisClient, isClusterAddress, redactAddress, RedisPolicyStore, type RedisClient as Redis, type RetentionPolicyDoc } from '../kvtier/index.ts';
 import { clusterAdminCall } from './bullmq-admin.ts';
-import { JobDispatch } from './bullmq-dispatch.ts';
+import { JobDispatch, runHalves } from './bullmq-dispatch.ts';
 import { relayPublished, type PendingJob } from './bullmq-pending.ts';
 import { withTimeout } from '../with-timeout.ts';
 import { bullmqPrefix, CANCEL_CHANNEL, failureCode, LIVE_TTL_MS, QUEUE_NAME, replyChannelName, roleQueueName, toQueued, type PublishedEvent, type QueuedJob } from './bullmq-protocol.ts';
@@ -151,7 +151,7 @@ export class BullmqRunner implements JobRunner {
     const started = Date.now();
     this.subscribe();
     while (!this.subscribed) {
-      if (Date.now() - started > timeoutMs) throw new KvtError('KVT_ERR_QUEUE_UNAVAILABLE', `cannot reach Redis at ${redact(this.config.redisUrl!)} within ${timeoutMs} ms`);
+      if (Date.now() - started > timeoutMs) throw new KvtError('KVT_ERR_QUEUE_UNAVAILABLE', `cannot reach Redis at ${redactAddress(this.config.redisUrl!)} within ${timeoutMs} ms`);
       await new Promise((r) => setTimeout(r, 20));
     }
   }
@@ -161,30 +161,13 @@ export class BullmqRunner implements JobRunner {
   }
 
   async run(job: RequestSpec, onEvent: (event: JobEvent) => void, signal: AbortSignal): Promise<void> {
-    if (!this.redisReady()) throw new KvtError('KVT_ERR_QUEUE_UNAVAILABLE', `the job queue (Redis at ${redact(this.config.redisUrl!)}) is unreachable; retry shortly`);
+    if (!this.redisReady()) throw new KvtError('KVT_ERR_QUEUE_UNAVAILABLE', `the job queue (Redis at ${redactAddress(this.config.redisUrl!)}) is unreachable; retry shortly`);
     const waiting = [...this.pending.values()].filter((p) => !p.started).length;
     if (waiting >= this.config.maxQueueDepth) throw new KvtError('KVT_ERR_QUEUE_FULL', `${waiting} requests are already waiting for a worker (KVTIER_MAX_QUEUE=${this.config.maxQueueDepth})`);
     if (job.prefillOnly || !(await this.dispatch.splitAvailable())) return this.runJob(job, 'both', onEvent, signal);
     // No-store: a prefill half would compute blocks only for the decode half to read back; run it whole.
     if (job.retention?.noStore || (await this.dispatch.prefillsOnDecodeSide(job))) return this.runJob({ ...job, id: `${job.id}-d` }, 'decode', onEvent, signal);
-    // The client's `prefilled` is the prefill half's (its cached tokens are the hits before
-    // this request); the decode half's own one is swallowed, unless the prefill half failed.
-    let prefilledSent = false;
-    const forward = (event: JobEvent): void => {
-      if (event.type === 'prefilled') {
-        if (prefilledSent) return;
-        prefilledSent = true;
-      }
-      onEvent(event);
-    };
-    try {
-      const prefillHalf: RequestSpec = { ...job, id: `${job.id}-p`, prefillOnly: true };
-      await this.runJob(prefillHalf, 'prefill', (event) => event.type === 'prefilled' && forward(event), signal);
-    } catch (error) {
-      if (signal.aborted) throw error;
-      this.log('warn', `the prefill half of ${job.id} failed (${describeError(error).message}); its decode half computes the whole prompt`);
-    }
-    await this.runJob({ ...job, id: `${job.id}-d` }, 'decode', forward, signal);
+    return runHalves(job, (half, role, onHalfEvent, halfSignal) => this.runJob(half, role, onHalfEvent, halfSignal), onEvent, signal, this.log);
   }
 
   /** This process's jobs on `queueName` that no worker has started yet. */
@@ -270,7 +253,7 @@ export class BullmqRunner implements JobRunner {
       ready: this.redisReady(),
       waiting,
       running: this.pending.size - waiting,
-      detail: this.redisReady() ? undefined : `Redis at ${redact(this.config.redisUrl!)} is unreachable`,
+      detail: this.redisReady() ? undefined : `Redis at ${redactAddress(this.config.redisUrl!)} is unreachable`,
     };
   }
 
@@ -297,8 +280,4 @@ export class BullmqRunner implements JobRunner {
     this.connection.disconnect();
     for (const client of this.queueClients) client.disconnect();
   }
-}
-
-function redact(url: string): string {
-  return url.replace(/\/\/([^@/]*)@/, '//***@');
 }
