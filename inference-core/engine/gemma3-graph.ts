@@ -26,7 +26,7 @@ import type { AttentionSegment, Backend, KvPoolHandle, RopeOptions, RopeScaling,
 import type { Gemma3Config } from '../gemma3-config.ts';
 import { checkForwardRows, EngineError } from './engine-errors.ts';
 import { graphDims, type GraphDims } from './llama-graph.ts';
-import { rowLogits, segmentRowOffsets, type RowSegment } from './graph-rows.ts';
+import { rowLogits, segmentRowOffsets, writeSegmentKv, type RowSegment } from './graph-rows.ts';
 
 export interface Gemma3GraphConfig extends GraphDims {
   architecture: 'gemma3';
@@ -153,12 +153,7 @@ export class Gemma3Graph {
       b.rmsNorm(k, k, w.kNorm, n * c.kvHeads, c.headDim, c.rmsEps);
       b.rope(k, positions, n, c.kvHeads, c.headDim, rope);
       b.scale(q, q, c.attentionScale, n * this.qDim);
-      for (let i = 0; i < segments.length; i++) {
-        const sg = segments[i];
-        const off = segRow0[i] * this.kvDim;
-        const len = sg.queries * this.kvDim;
-        b.kvWrite(pool, l, sg.blockTable, sg.pos0, sg.queries, b.view(s.k, off, len), b.view(s.v, off, len));
-      }
+      writeSegmentKv(b, pool, l, segments, segRow0, this.kvDim, s.k, s.v);
       b.windowAttention(attn, q, pool, l, c.heads, 1, sliding ? c.slidingWindow : 0, attnSegments);
       b.matmul(proj, attn, w.wo, n);
       b.rmsNorm(proj, proj, w.attnPostNorm, n, c.dim, c.rmsEps);

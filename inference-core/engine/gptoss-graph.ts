@@ -21,7 +21,7 @@ import type { AttentionSegment, Backend, KvPoolHandle, RopeOptions, RopeScaling,
 import type { GptOssConfig } from '../gptoss-config.ts';
 import { checkForwardRows, EngineError } from './engine-errors.ts';
 import { graphDims, type GraphDims } from './llama-graph.ts';
-import { BIAS_TILE_ROWS, rowLogits, segmentRowOffsets, type RowSegment } from './graph-rows.ts';
+import { addTiledBias, rowLogits, segmentRowOffsets, writeSegmentKv, type RowSegment } from './graph-rows.ts';
 import { GptOssMoe, type GptOssMoeWeights } from './gptoss-moe.ts';
 
 export interface GptOssGraphConfig extends GraphDims {
@@ -143,35 +143,21 @@ export class GptOssGraph {
       b.matmul(q, h, w.wq, n);
       b.matmul(k, h, w.wk, n);
       b.matmul(vv, h, w.wv, n);
-      this.addBias(q, w.bq, n, this.qDim);
-      this.addBias(k, w.bk, n, this.kvDim);
-      this.addBias(vv, w.bv, n, this.kvDim);
+      addTiledBias(b, q, w.bq, n, this.qDim);
+      addTiledBias(b, k, w.bk, n, this.kvDim);
+      addTiledBias(b, vv, w.bv, n, this.kvDim);
       b.rope(q, positions, n, c.heads, c.headDim, rope);
       b.rope(k, positions, n, c.kvHeads, c.headDim, rope);
-      for (let i = 0; i < segments.length; i++) {
-        const sg = segments[i];
-        const off = segRow0[i] * this.kvDim;
-        const len = sg.queries * this.kvDim;
-        b.kvWrite(pool, l, sg.blockTable, sg.pos0, sg.queries, b.view(s.k, off, len), b.view(s.v, off, len));
-      }
+      writeSegmentKv(b, pool, l, segments, segRow0, this.kvDim, s.k, s.v);
       b.windowAttention(attn, q, pool, l, c.heads, c.attentionScale, sliding ? c.slidingWindow : 0, attnSegments, w.sinks);
       b.matmul(proj, attn, w.wo, n);
-      this.addBias(proj, w.bo, n, c.dim);
+      addTiledBias(b, proj, w.bo, n, c.dim);
       b.add(x, x, proj, n * c.dim); // ffn_inp
       b.rmsNorm(h, x, w.postNorm, n, c.dim, c.rmsEps);
       this.moe.forward(proj, h, w.moe, n);
       b.add(x, x, proj, n * c.dim);
     }
     return rowLogits(b, s, this.weights, c, n, logitRows);
-  }
-
-  private addBias(t: TensorHandle, tiledBias: TensorHandle, rows: number, width: number): void {
-    const b = this.b;
-    for (let r = 0; r < rows; r += BIAS_TILE_ROWS) {
-      const cnt = Math.min(BIAS_TILE_ROWS, rows - r);
-      const part = b.view(t, r * width, cnt * width);
-      b.add(part, part, b.view(tiledBias, 0, cnt * width), cnt * width);
-    }
   }
 
   destroy(): void {

@@ -20,7 +20,7 @@ import { kvLayoutOf } from '../kv/kv-pool.ts';
 import type { ArchEngineParts } from './engine-parts.ts';
 import { unsupportedModel } from './engine-errors.ts';
 import { GptOssGraph, gptOssGraphConfig, type GptOssGraphConfig, type GptOssLayerWeights } from './gptoss-graph.ts';
-import { BIAS_TILE_ROWS } from './graph-rows.ts';
+import { uploadTiledBias } from './graph-rows.ts';
 import { uploadEngineMatrix } from './model-weights.ts';
 import { ropeScalingFrom } from './rope-scaling.ts';
 
@@ -84,11 +84,7 @@ export function gptOssEngineParts(backend: Backend, gguf: GgufFile, kvDtype: KvD
     return h;
   };
   const tiled = (name: string, n: number): TensorHandle => {
-    const v = vec(name, n);
-    const t = new Float32Array(BIAS_TILE_ROWS * n);
-    for (let r = 0; r < BIAS_TILE_ROWS; r++) t.set(v, r * n);
-    const h = backend.alloc(t.length);
-    backend.write(h, t);
+    const h = uploadTiledBias(backend, vec(name, n));
     owned.push(h);
     return h;
   };

@@ -1,13 +1,32 @@
 /**
  * A forward call's rows, as every graph takes them: one segment per sequence
- * (RowSegment), each segment's first row, and the logits of the chosen rows.
+ * (RowSegment), each segment's first row, its K/V rows written to its pages,
+ * row-tiled bias adds, and the logits of the chosen rows.
  */
-import type { AttentionSegment, Backend, TensorHandle, WeightHandle } from '../../native/index.ts';
+import type { AttentionSegment, Backend, KvPoolHandle, TensorHandle, WeightHandle } from '../../native/index.ts';
 import { EngineError } from './engine-errors.ts';
 import type { GraphDims } from './llama-graph.ts';
 
 /** Rows of a bias add per backend call (the backend has no broadcast add). */
 export const BIAS_TILE_ROWS = 64;
+
+/** A bias vector tiled BIAS_TILE_ROWS times on the backend, so one add covers a tile of rows; the caller frees it. */
+export function uploadTiledBias(backend: Backend, bias: Float32Array): TensorHandle {
+  const tiled = new Float32Array(BIAS_TILE_ROWS * bias.length);
+  for (let r = 0; r < BIAS_TILE_ROWS; r++) tiled.set(bias, r * bias.length);
+  const h = backend.alloc(tiled.length);
+  backend.write(h, tiled);
+  return h;
+}
+
+/** t[rows][width] += bias, a tile of rows per add (`tiledBias` from uploadTiledBias). */
+export function addTiledBias(b: Backend, t: TensorHandle, tiledBias: TensorHandle, rows: number, width: number): void {
+  for (let r = 0; r < rows; r += BIAS_TILE_ROWS) {
+    const cnt = Math.min(BIAS_TILE_ROWS, rows - r);
+    const part = b.view(t, r * width, cnt * width);
+    b.add(part, part, b.view(tiledBias, 0, cnt * width), cnt * width);
+  }
+}
 
 /** One sequence's rows in a forward call. */
 export interface RowSegment extends AttentionSegment {
@@ -52,4 +71,14 @@ export function rowLogits(
   const logits = b.view(s.logits, 0, m * c.vocabSize);
   b.matmul(logits, b.view(s.normLast, 0, m * c.dim), w.output, m);
   return b.read(logits);
+}
+
+/** Writes each segment's new K/V rows (its rows of `k` and `v`, kvDim wide) into its pages of pool layer `layer`. */
+export function writeSegmentKv(b: Backend, pool: KvPoolHandle, layer: number, segments: RowSegment[], segRow0: Int32Array, kvDim: number, k: TensorHandle, v: TensorHandle): void {
+  for (let i = 0; i < segments.length; i++) {
+    const sg = segments[i];
+    const off = segRow0[i] * kvDim;
+    const len = sg.queries * kvDim;
+    b.kvWrite(pool, layer, sg.blockTable, sg.pos0, sg.queries, b.view(k, off, len), b.view(v, off, len));
+  }
 }

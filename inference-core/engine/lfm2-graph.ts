@@ -28,7 +28,7 @@ import type { Backend, KvPoolHandle, RopeOptions, TensorHandle, WeightHandle } f
 import type { Lfm2Config } from '../lfm2-config.ts';
 import { checkForwardRows, EngineError } from './engine-errors.ts';
 import { graphDims, type GraphDims } from './llama-graph.ts';
-import { rowLogits, segmentRowOffsets, type RowSegment } from './graph-rows.ts';
+import { rowLogits, segmentRowOffsets, writeSegmentKv, type RowSegment } from './graph-rows.ts';
 
 export interface Lfm2GraphConfig extends GraphDims {
   architecture: 'lfm2';
@@ -132,10 +132,7 @@ export class Lfm2Graph {
         b.rope(q, positions, n, c.heads, c.headDim, c.rope);
         b.rope(k, positions, n, c.kvHeads, c.headDim, c.rope);
         const pl = c.poolLayer[l];
-        segments.forEach((sg, i) => {
-          const off = segRow0[i] * kvDim;
-          b.kvWrite(pool, pl, sg.blockTable, sg.pos0, sg.queries, b.view(s.k, off, sg.queries * kvDim), b.view(s.v, off, sg.queries * kvDim));
-        });
+        writeSegmentKv(b, pool, pl, segments, segRow0, kvDim, s.k, s.v);
         const attn = v(s.attn, qDim);
         b.attention(attn, q, pool, pl, c.heads, f(1 / f(Math.sqrt(c.headDim))), segments);
         b.matmul(proj, attn, w.attn.wo, n);

@@ -29,7 +29,7 @@
 import type { Backend, KvPoolHandle, RopeMode, RopeOptions, RopeScaling, TensorHandle, WeightHandle } from '../../native/index.ts';
 import type { TransformerDims } from '../model-config.ts';
 import { checkForwardRows, EngineError } from './engine-errors.ts';
-import { BIAS_TILE_ROWS, segmentRowOffsets, type RowSegment } from './graph-rows.ts';
+import { addTiledBias, segmentRowOffsets, writeSegmentKv, type RowSegment } from './graph-rows.ts';
 
 export type LlamaArchitecture = 'llama' | 'qwen2' | 'qwen3';
 
@@ -194,19 +194,14 @@ export class LlamaGraph {
       b.matmul(q, h, w.wq, n);
       b.matmul(k, h, w.wk, n);
       b.matmul(vv, h, w.wv, n);
-      if (w.bq) this.addBias(q, w.bq, n, this.qDim);
-      if (w.bk) this.addBias(k, w.bk, n, this.kvDim);
-      if (w.bv) this.addBias(vv, w.bv, n, this.kvDim);
+      if (w.bq) addTiledBias(b, q, w.bq, n, this.qDim);
+      if (w.bk) addTiledBias(b, k, w.bk, n, this.kvDim);
+      if (w.bv) addTiledBias(b, vv, w.bv, n, this.kvDim);
       if (w.qNorm) b.rmsNorm(q, q, w.qNorm, n * c.heads, c.headDim, c.rmsEps);
       if (w.kNorm) b.rmsNorm(k, k, w.kNorm, n * c.kvHeads, c.headDim, c.rmsEps);
       b.rope(q, positions, n, c.heads, c.headDim, rope);
       b.rope(k, positions, n, c.kvHeads, c.headDim, rope);
-      for (let i = 0; i < segments.length; i++) {
-        const seg = segments[i];
-        const off = segRow0[i] * this.kvDim;
-        const len = seg.queries * this.kvDim;
-        b.kvWrite(pool, l, seg.blockTable, seg.pos0, seg.queries, b.view(s.k, off, len), b.view(s.v, off, len));
-      }
+      writeSegmentKv(b, pool, l, segments, segRow0, this.kvDim, s.k, s.v);
       b.attention(attn, q, pool, l, c.heads, this.scale, segments);
       b.matmul(proj, attn, w.wo, n);
       b.add(x, x, proj, n * c.dim);
@@ -234,15 +229,6 @@ export class LlamaGraph {
     }
     b.matmul(logits, normed, this.weights.output, m);
     return b.read(logits);
-  }
-
-  private addBias(t: TensorHandle, tiledBias: TensorHandle, rows: number, width: number): void {
-    const b = this.backend;
-    for (let r = 0; r < rows; r += BIAS_TILE_ROWS) {
-      const cnt = Math.min(BIAS_TILE_ROWS, rows - r);
-      const part = b.view(t, r * width, cnt * width);
-      b.add(part, part, b.view(tiledBias, 0, cnt * width), cnt * width);
-    }
   }
 
   /** Frees the scratch activations (weights and pool belong to the engine). */

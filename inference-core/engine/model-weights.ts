@@ -15,7 +15,7 @@ import { GgmlType, f16ToF32, bf16ToF32, ggmlTypeName } from '../gguf/index.ts';
 import { unsupportedModel } from './engine-errors.ts';
 import type { ModelConfig } from '../model-config.ts';
 import type { GraphConfig, GraphDims, LayerWeights, ModelWeights } from './llama-graph.ts';
-import { BIAS_TILE_ROWS } from './graph-rows.ts';
+import { uploadTiledBias } from './graph-rows.ts';
 import { ropeScalingFrom } from './rope-scaling.ts';
 
 /**
@@ -143,11 +143,7 @@ export function uploadModelWeights(backend: Backend, g: GgufFile, c: GraphConfig
     const t = g.tensors.get(name);
     if (!t) return undefined;
     expectDims(t, [n]);
-    const v = vectorF32(t);
-    const tiled = new Float32Array(BIAS_TILE_ROWS * n);
-    for (let r = 0; r < BIAS_TILE_ROWS; r++) tiled.set(v, r * n);
-    const h = backend.alloc(tiled.length);
-    backend.write(h, tiled);
+    const h = uploadTiledBias(backend, vectorF32(t));
     tensors.push(h);
     return h;
   };
