@@ -191,7 +191,7 @@ function renamed(error: unknown): unknown {
 }
 
 /** text.format and tool_choice → the same grammar constraint Chat Completions' response_format / tool_choice make. */
-export function constraintFromResponses(body: ResponsesRequestBody, tools: readonly ToolSpec[] | undefined): ConstraintSpec | undefined {
+export function constraintFromResponses(body: ResponsesRequestBody, tools: readonly ToolSpec[] | undefined, toolCallFormat: 'hermes' | 'harmony' = 'hermes'): ConstraintSpec | undefined {
   let toolChoice: unknown = body.tool_choice;
   if (toolChoice !== null && typeof toolChoice === 'object') {
     const choice = toolChoice as { type?: unknown; name?: unknown };
@@ -203,7 +203,7 @@ export function constraintFromResponses(body: ResponsesRequestBody, tools: reado
   if (format && format.type === 'json_schema') responseFormat = { type: 'json_schema', json_schema: { name: format.name, schema: format.schema, strict: format.strict } };
   else if (format) responseFormat = { type: format.type };
   try {
-    return constraintFromOpenAi({ tool_choice: toolChoice, response_format: responseFormat }, tools);
+    return constraintFromOpenAi({ tool_choice: toolChoice, response_format: responseFormat }, tools, toolCallFormat);
   } catch (error) {
     throw renamed(error);
   }

@@ -20,6 +20,8 @@ import {
   checkJsonSchema,
   checkResponsesToolOutputs,
   constraintFromResponses,
+  harmonyCallStops,
+  toolCallFormatOf,
   functionCallItem,
   inputListItems,
   messagesFromOutput,
@@ -99,8 +101,9 @@ export function registerOpenAiResponses(app: FastifyInstance, ctx: ServeContext,
       const messages = responsesTranscript(input.instructions, chain.history, input.inputMessages);
       if (messages.length === 0) throw new KvtError('KVT_ERR_REQUEST_EMPTY_PROMPT', 'input is empty and there is no previous_response_id: send at least one input item', { param: 'input' });
       await checkToolCallArguments(messages, ctx.config.maxJsonDepth);
-      const sampling = samplingFromResponses(body, { defaultMaxTokens: ctx.defaultMaxTokens, stopTokenIds: ctx.codec.stopTokenIds });
-      const constraint = constraintFromResponses(body, input.tools);
+      const requested = samplingFromResponses(body, { defaultMaxTokens: ctx.defaultMaxTokens, stopTokenIds: ctx.codec.stopTokenIds });
+      const constraint = constraintFromResponses(body, input.tools, toolCallFormatOf(ctx.codec));
+      const sampling = harmonyCallStops(requested, constraint, ctx.codec);
       const render = (kept: ChatMessage[]) => ctx.prompts.chat(kept, input.tools, identity.scope, 'input', templateKwargsOf(body));
       const prompt = body.truncation === 'auto' ? (await fitToContext(messages, render, { contextLength: ctx.contextLength, maxTokens: sampling.maxTokens })).prompt : await render(messages).catch((error: unknown) => Promise.reject(truncationHint(error)));
       let spec: RequestSpec;

@@ -67,6 +67,17 @@ describe('gpt-oss harmony through the openai SDK', () => {
         loop.push({ role: 'assistant', content: null, tool_calls: [call] });
         loop.push({ role: 'tool', tool_call_id: call.id, content: `{"ok": false, "step": ${step}}` });
       }
+      // the Responses API forces the same harmony call (its function_call item)
+      const resp = await alice.responses.create({
+        model,
+        input: 'The build is red, fix it.',
+        tools: [{ type: 'function', name: 'read_log', description: 'Read the build log', parameters: TOOLS[1].function.parameters ?? null, strict: false }],
+        tool_choice: { type: 'function', name: 'read_log' },
+        max_output_tokens: 160,
+        temperature: 0,
+      });
+      const item = resp.output.find((o) => o.type === 'function_call');
+      expect(item && item.type === 'function_call' ? [item.name, typeof (JSON.parse(item.arguments) as { filter: unknown }).filter] : null).toEqual(['read_log', 'string']);
     } finally {
       await server.close();
     }
