@@ -40,6 +40,7 @@ export const SLOW = [
   'test/inference-core/gguf.test.ts',
   'test/inference-core/gptoss-parity.test.ts',
   'test/inference-core/gptoss-real-vocab.test.ts',
+  'test/inference-core/gptoss-template.test.ts', // builds the 201,088-token harmony GGUF on first use
   'test/inference-core/lfm2-parity.test.ts',
   'test/inference-core/llamacpp-parity.test.ts',
   'test/inference-core/real-vocab-gguf.test.ts',
@@ -59,6 +60,7 @@ export const SLOW = [
   'test/src/serve/deepseek4-mtp-serve.test.ts', // two servers generating deepseek4-tiny
   'test/src/cli/admin-server.test.ts', // 34 s at load 0.9 (cf344e6)
   'test/src/cli/admin-codec.test.ts', // 17 s
+  'test/src/cli/model-inspect-gptoss.test.ts', // 10 s, two CLI runs on the harmony GGUF
   'test/src/kvtier/gc-renewal-race.test.ts', // starts a Redis Cluster
   'test/src/cluster/gc-leader.test.ts',
   'test/src/cluster/sharded-gc.test.ts', // starts a Redis Cluster and a runner process
@@ -85,6 +87,7 @@ export const SLOW = [
   'test/src/kvtier/seal/block-sealer.test.ts',
   'test/src/recipe/chat-codec-real-templates.test.ts',
   'test/src/recipe/chat-prompt-real-templates.test.ts',
+  'test/src/recipe/harmony.test.ts', // loads the harmony GGUF's tokenizer
   'test/src/serve/admin-guard.test.ts',
   'test/src/serve/admin-login.test.ts',
   'test/src/serve/admin-redis.test.ts',
