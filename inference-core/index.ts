@@ -31,5 +31,5 @@ export {
 export { KvPool, PageAllocator, kvLayoutOf, TOKENS_PER_BLOCK, type KvLayout } from './kv/index.ts';
 export { Sampler, Prng, argmax, adjustsLogits, type SamplingOptions } from './sampling/index.ts';
 /** Constrained decoding (JSON schema, regex, grammar) and speculative decoding, through the package's door. */
-export { constrainedDecoder, GrammarError, grammarOf, masksOf, minReplyTokens, vocabOf, type ConstraintSpec } from './grammar/index.ts';
+export { constrainedDecoder, GrammarError, grammarOf, masksOf, minReplyTokens, vocabOf, type ConstraintSpec, type ToolCallFormat } from './grammar/index.ts';
 export { GrammarCursor, planSpeculativeBatch, SpeculativeSession, type SpeculativeMode } from './speculative/index.ts';

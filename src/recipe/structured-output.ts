@@ -12,8 +12,7 @@
  * The constraint is compiled here, so a schema the grammar cannot enforce
  * is a 400 naming the keyword's place in the request before anything runs.
  */
-import { GrammarError, grammarOf, minReplyTokens, type ConstraintSpec } from '../../inference-core/index.ts';
-import type { ToolCallFormat } from '../../inference-core/grammar/schema-compiler.ts';
+import { GrammarError, grammarOf, minReplyTokens, type ConstraintSpec, type ToolCallFormat } from '../../inference-core/index.ts';
 import { KvtError } from '../errors.ts';
 import type { ToolSpec } from './types.ts';
 
