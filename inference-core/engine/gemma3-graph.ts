@@ -26,6 +26,7 @@ import type { AttentionSegment, Backend, KvPoolHandle, RopeOptions, RopeScaling,
 import type { Gemma3Config } from '../gemma3-config.ts';
 import { checkForwardRows, EngineError } from './engine-errors.ts';
 import { graphDims, type GraphDims } from './llama-graph.ts';
+import { allocScratch, firstRows, type RowWidths } from './graph-scratch.ts';
 import { rowLogits, segmentRowOffsets, writeSegmentKv, type RowSegment } from './graph-rows.ts';
 
 export interface Gemma3GraphConfig extends GraphDims {
@@ -85,6 +86,7 @@ type Ops = Required<Pick<Backend, 'windowAttention' | 'geglu' | 'scale'>>;
 
 export class Gemma3Graph {
   private readonly b: Backend & Ops;
+  private readonly rowWidths: RowWidths<'x' | 'h' | 'q' | 'k' | 'v' | 'attn' | 'proj' | 'gate' | 'up'>;
   private readonly s: Record<'x' | 'h' | 'q' | 'k' | 'v' | 'attn' | 'proj' | 'gate' | 'up' | 'normLast' | 'logits', TensorHandle>;
   private readonly qDim: number;
   private readonly kvDim: number;
@@ -103,20 +105,8 @@ export class Gemma3Graph {
     const c = config;
     this.qDim = c.heads * c.headDim;
     this.kvDim = c.kvHeads * c.headDim;
-    const a = (n: number) => backend.alloc(n);
-    this.s = {
-      x: a(maxRows * c.dim),
-      h: a(maxRows * c.dim),
-      q: a(maxRows * this.qDim),
-      k: a(maxRows * this.kvDim),
-      v: a(maxRows * this.kvDim),
-      attn: a(maxRows * this.qDim),
-      proj: a(maxRows * c.dim),
-      gate: a(maxRows * c.ffDim),
-      up: a(maxRows * c.ffDim),
-      normLast: a(maxLogitRows * c.dim),
-      logits: a(maxLogitRows * c.vocabSize),
-    };
+    this.rowWidths = { x: c.dim, h: c.dim, q: this.qDim, k: this.kvDim, v: this.kvDim, attn: this.qDim, proj: c.dim, gate: c.ffDim, up: c.ffDim };
+    this.s = allocScratch(backend, this.rowWidths, maxRows, { normLast: c.dim, logits: c.vocabSize }, maxLogitRows);
   }
 
   forward(pool: KvPoolHandle, tokens: Int32Array, positions: Int32Array, segments: RowSegment[], logitRows: Int32Array): Float32Array {
@@ -125,16 +115,7 @@ export class Gemma3Graph {
     const s = this.s;
     const n = tokens.length;
     checkForwardRows(n, positions.length, this.maxRows, logitRows.length, this.maxLogitRows);
-    const v = (t: TensorHandle, width: number) => b.view(t, 0, n * width);
-    const x = v(s.x, c.dim);
-    const h = v(s.h, c.dim);
-    const q = v(s.q, this.qDim);
-    const k = v(s.k, this.kvDim);
-    const vv = v(s.v, this.kvDim);
-    const attn = v(s.attn, this.qDim);
-    const proj = v(s.proj, c.dim);
-    const gate = v(s.gate, c.ffDim);
-    const up = v(s.up, c.ffDim);
+    const { x, h, q, k, v: vv, attn, proj, gate, up } = firstRows(b, s, this.rowWidths, n);
     const segRow0 = segmentRowOffsets(segments, n);
     const attnSegments: AttentionSegment[] = segments;
 

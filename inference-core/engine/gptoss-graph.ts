@@ -21,6 +21,7 @@ import type { AttentionSegment, Backend, KvPoolHandle, RopeOptions, RopeScaling,
 import type { GptOssConfig } from '../gptoss-config.ts';
 import { checkForwardRows, EngineError } from './engine-errors.ts';
 import { graphDims, type GraphDims } from './llama-graph.ts';
+import { allocScratch, firstRows, type RowWidths } from './graph-scratch.ts';
 import { addTiledBias, rowLogits, segmentRowOffsets, writeSegmentKv, type RowSegment } from './graph-rows.ts';
 import { GptOssMoe, type GptOssMoeWeights } from './gptoss-moe.ts';
 
@@ -83,6 +84,7 @@ export function gptOssGraphConfig(c: GptOssConfig, scaling: RopeScaling | undefi
 
 export class GptOssGraph {
   private readonly b: Backend & Required<Pick<Backend, 'windowAttention'>>;
+  private readonly rowWidths: RowWidths<'x' | 'h' | 'q' | 'k' | 'v' | 'attn' | 'proj'>;
   private readonly s: Record<'x' | 'h' | 'q' | 'k' | 'v' | 'attn' | 'proj' | 'normLast' | 'logits', TensorHandle>;
   private readonly moe: GptOssMoe;
   private readonly qDim: number;
@@ -102,18 +104,8 @@ export class GptOssGraph {
     const c = config;
     this.qDim = c.heads * c.headDim;
     this.kvDim = c.kvHeads * c.headDim;
-    const a = (n: number) => backend.alloc(n);
-    this.s = {
-      x: a(maxRows * c.dim),
-      h: a(maxRows * c.dim),
-      q: a(maxRows * this.qDim),
-      k: a(maxRows * this.kvDim),
-      v: a(maxRows * this.kvDim),
-      attn: a(maxRows * this.qDim),
-      proj: a(maxRows * c.dim),
-      normLast: a(maxLogitRows * c.dim),
-      logits: a(maxLogitRows * c.vocabSize),
-    };
+    this.rowWidths = { x: c.dim, h: c.dim, q: this.qDim, k: this.kvDim, v: this.kvDim, attn: this.qDim, proj: c.dim };
+    this.s = allocScratch(backend, this.rowWidths, maxRows, { normLast: c.dim, logits: c.vocabSize }, maxLogitRows);
     this.moe = new GptOssMoe(backend, c, maxRows);
   }
 
@@ -123,14 +115,7 @@ export class GptOssGraph {
     const s = this.s;
     const n = tokens.length;
     checkForwardRows(n, positions.length, this.maxRows, logitRows.length, this.maxLogitRows);
-    const v = (t: TensorHandle, width: number) => b.view(t, 0, n * width);
-    const x = v(s.x, c.dim);
-    const h = v(s.h, c.dim);
-    const q = v(s.q, this.qDim);
-    const k = v(s.k, this.kvDim);
-    const vv = v(s.v, this.kvDim);
-    const attn = v(s.attn, this.qDim);
-    const proj = v(s.proj, c.dim);
+    const { x, h, q, k, v: vv, attn, proj } = firstRows(b, s, this.rowWidths, n);
     const segRow0 = segmentRowOffsets(segments, n);
     const attnSegments: AttentionSegment[] = segments;
 

@@ -28,6 +28,7 @@ import type { Backend, KvPoolHandle, RopeOptions, TensorHandle, WeightHandle } f
 import type { Lfm2Config } from '../lfm2-config.ts';
 import { checkForwardRows, EngineError } from './engine-errors.ts';
 import { graphDims, type GraphDims } from './llama-graph.ts';
+import { allocScratch } from './graph-scratch.ts';
 import { rowLogits, segmentRowOffsets, writeSegmentKv, type RowSegment } from './graph-rows.ts';
 
 export interface Lfm2GraphConfig extends GraphDims {
@@ -91,12 +92,8 @@ export class Lfm2Graph {
     const c = config;
     const q = c.heads * c.headDim;
     const kv = c.kvHeads * c.headDim;
-    const a = (n: number) => b.alloc(n);
-    this.s = {
-      x: a(maxRows * c.dim), h: a(maxRows * c.dim), q: a(maxRows * q), k: a(maxRows * kv), v: a(maxRows * kv), attn: a(maxRows * q),
-      proj: a(maxRows * c.dim), bcx: a(maxRows * 3 * c.dim), y: a(maxRows * c.dim), gate: a(maxRows * c.ffDim), up: a(maxRows * c.ffDim),
-      normLast: a(maxLogitRows * c.dim), logits: a(maxLogitRows * c.vocabSize),
-    };
+    const rows = { x: c.dim, h: c.dim, q, k: kv, v: kv, attn: q, proj: c.dim, bcx: 3 * c.dim, y: c.dim, gate: c.ffDim, up: c.ffDim };
+    this.s = allocScratch(b, rows, maxRows, { normLast: c.dim, logits: c.vocabSize }, maxLogitRows);
     this.convLayers = c.poolLayer.flatMap((p, l) => (p < 0 ? [l] : []));
   }
 
