@@ -33,6 +33,7 @@ import { fileURLToPath } from 'node:url';
 import { loadConfig, type Config } from '../src/config.ts';
 import { buildApp } from '../src/serve/index.ts';
 import { startRedis } from '../test/helpers/redis-server.ts';
+import { percentile } from './sample-stats.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SESSIONS = Number(process.env.KVT_BENCH_SESSIONS ?? 8);
@@ -133,15 +134,6 @@ async function runSession(url: string, key: string, session: number): Promise<Tu
     messages.push({ role: 'user', content: `Turn ${turn + 1}: good, continue with the next failing case.` });
   }
   return records;
-}
-
-function percentile(values: number[], p: number): number {
-  if (values.length === 0) return NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  const rank = (p / 100) * (sorted.length - 1);
-  const lo = Math.floor(rank);
-  const hi = Math.ceil(rank);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo);
 }
 
 const round = (value: number, digits = 2) => Number(value.toFixed(digits));

@@ -23,16 +23,12 @@ import { ensureSyntheticModel } from '../inference-core/index.ts';
 import { loadConfig } from '../src/config.ts';
 import { ChatPromptBuilder, ChatPromptBuilderReference, promptCodecFromGgufFile, type ChatMessage, type ToolSpec } from '../src/recipe/index.ts';
 import { buildApp } from '../src/serve/index.ts';
+import { middleSample } from './sample-stats.ts';
 
 const say = (line: string) => process.stderr.write(`[bench prompt] ${line}\n`);
 
 function transcript(length: number): ChatMessage[] {
   return Array.from({ length }, (_, i): ChatMessage => ({ role: i % 2 ? 'assistant' : 'user', content: `turn ${i}: ${'some words of the conversation '.repeat(3)}` }));
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
 }
 
 function timeIt(runs: number, fn: () => void): number {
@@ -42,7 +38,7 @@ function timeIt(runs: number, fn: () => void): number {
     fn();
     samples.push(performance.now() - start);
   }
-  return median(samples);
+  return middleSample(samples);
 }
 
 async function healthzMax(url: string, during: () => Promise<void>): Promise<{ healthz: number; loop: number }> {
@@ -109,7 +105,7 @@ export async function run(): Promise<Record<string, number>> {
       if (response.status !== 400) throw new Error(`100,000 messages answered ${response.status}, not 400`);
       refusals.push(performance.now() - start);
     }
-    out.too_many_messages_ms = median(refusals);
+    out.too_many_messages_ms = middleSample(refusals);
     say(`100,000 messages refused in ${out.too_many_messages_ms.toFixed(1)} ms`);
     out.healthz_max_ms_idle = idle.healthz;
     out.healthz_max_ms_4000 = busy.healthz;

@@ -33,6 +33,7 @@ import { BlockCodec, KvTier, payloadBytesFor, type KvLayout, type KvTierLogger }
 import { measureCodecQuality } from '../src/kvtier/codecs/codec-quality.ts';
 import { compressPayload, decompressPayloadInto, type BlockCodecName } from '../src/kvtier/codecs/kv-codecs.ts';
 import { f32ToF16 } from '../test/native/kv-codec-fixtures.ts';
+import { middleSample } from './sample-stats.ts';
 
 const CODECS: BlockCodecName[] = ['int8', 'fp8', 'int4'];
 const DEMO_LAYOUT: KvLayout = { layers: 12, kvHeads: 4, headDim: 64, dtype: 'f16', tokensPerBlock: 64 };
@@ -122,7 +123,7 @@ function codecRates(codec: BlockCodec, name: BlockCodecName, payload: Uint8Array
     blockDecode.push((reps * payload.byteLength) / (blockMs / 1000) / 1e9);
     encode.push((encodeReps * payload.byteLength) / (encodeMs / 1000) / 1e9);
   }
-  return { ratio: stored.byteLength / payload.byteLength, decode: median(decode), blockDecode: median(blockDecode), encode: median(encode) };
+  return { ratio: stored.byteLength / payload.byteLength, decode: middleSample(decode), blockDecode: middleSample(blockDecode), encode: middleSample(encode) };
 }
 
 /** Smooth f16 values with per-channel magnitudes (a random-byte payload would be NaN-riddled and stored raw). */
@@ -184,7 +185,7 @@ async function loadRates(): Promise<{ none: number; codecs: Record<string, { rat
         per[name].ratios.push(coded / raw);
       }
     }
-    return { none: median(none), codecs: Object.fromEntries(CODECS.map((c) => [c, { rate: median(per[c].rates), ratio: median(per[c].ratios) }])) };
+    return { none: middleSample(none), codecs: Object.fromEntries(CODECS.map((c) => [c, { rate: middleSample(per[c].rates), ratio: middleSample(per[c].ratios) }])) };
   } finally {
     for (const { tier, store } of sides.values()) {
       await tier.close();
@@ -192,11 +193,6 @@ async function loadRates(): Promise<{ none: number; codecs: Record<string, { rat
     }
     await rm(root, { recursive: true, force: true });
   }
-}
-
-function median(samples: number[]): number {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
 }
 
 function round(value: number, digits: number): number {

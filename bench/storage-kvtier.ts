@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { FsBlobStore } from '../storage-adapters/index.ts';
 import { KvTier, PrefixHasher, payloadBytesFor, type KvLayout } from '../src/kvtier/index.ts';
 import { benchLoadPair } from './storage-load.ts';
+import { middleSample } from './sample-stats.ts';
 
 const PROMPT_TOKENS = 131072;
 const WARMUP = 20;
@@ -21,11 +22,6 @@ const LOAD_BLOCKS = Number(process.env.KVTIER_BENCH_LOAD_BLOCKS ?? 128);
 const LOAD_ROUNDS = Number(process.env.KVTIER_BENCH_LOAD_ROUNDS ?? 9);
 /** As many as bench/storage.ts's fs_get_gbps keeps in flight (libuv's 4 threads). */
 const LOAD_IN_FLIGHT = 4;
-
-function median(samples: number[]): number {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
-}
 
 function promptTokens(count: number, seed: number): Uint32Array {
   const tokens = new Uint32Array(count);
@@ -50,7 +46,7 @@ export async function run(): Promise<Record<string, number | string>> {
     hasher.chain(ns, tokens);
     hashMs.push(performance.now() - t0);
   }
-  const hashMedianMs = median(hashMs);
+  const hashMedianMs = middleSample(hashMs);
   const hash_gbps = (PROMPT_TOKENS * 4) / (hashMedianMs / 1000) / 1e9;
 
   const dir = await mkdtemp(join(tmpdir(), 'kvtier-bench-'));
@@ -77,7 +73,7 @@ export async function run(): Promise<Record<string, number | string>> {
       lookupMs.push(performance.now() - t0);
       if (result.hitBlocks !== blocks) throw new Error(`lookup found ${result.hitBlocks} of ${blocks} cached blocks`);
     }
-    const lookup_128k_ms = median(lookupMs);
+    const lookup_128k_ms = middleSample(lookupMs);
 
     // Load of 2048 small blocks: per-block cost (read + decode + verify), OS page cache warm, hot cache off.
     const hit = await tier.lookup(namespace, tokens, scope);
@@ -89,7 +85,7 @@ export async function run(): Promise<Record<string, number | string>> {
       if (i >= 2) loadMs.push(performance.now() - t0);
       if (loaded.blocks.length !== blocks) throw new Error(`load returned ${loaded.blocks.length} of ${blocks} blocks`);
     }
-    const load_128k_ms = median(loadMs);
+    const load_128k_ms = middleSample(loadMs);
     await tier.close();
 
     // Baseline in the same run: every probe goes to LMDB (live-entry memo off).
@@ -104,7 +100,7 @@ export async function run(): Promise<Record<string, number | string>> {
       if (result.hitBlocks !== blocks) throw new Error(`lookup found ${result.hitBlocks} of ${blocks} cached blocks`);
     }
     await lmdbOnly.close();
-    const lookup_128k_lmdb_only_ms = median(lmdbMs);
+    const lookup_128k_lmdb_only_ms = middleSample(lmdbMs);
     const pair = await benchLoadPair(store, {
       blocks: LOAD_BLOCKS,
       rounds: LOAD_ROUNDS,

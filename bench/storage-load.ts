@@ -23,6 +23,7 @@ import { join } from 'node:path';
 
 import type { BlobStore } from '../storage-adapters/index.ts';
 import { KvTier, payloadBytesFor, type KvLayout, type LookupResult } from '../src/kvtier/index.ts';
+import { median } from './sample-stats.ts';
 
 export const LOAD_LAYOUT: KvLayout = { layers: 16, kvHeads: 4, headDim: 64, dtype: 'f16', tokensPerBlock: 64 };
 const PROMPT_BLOCKS = 16;
@@ -161,12 +162,6 @@ export async function benchLoadPair(store: BlobStore, options: LoadPairOptions):
 
 function gbps(bytes: number, ms: number): number {
   return bytes / (ms / 1000) / 1e9;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
 function round3(value: number): number {

@@ -15,6 +15,7 @@ import type { Readable } from 'node:stream';
 import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 
 import type { S3BlobStore } from '../storage-adapters/index.ts';
+import { median } from './sample-stats.ts';
 
 const MIB = 1 << 20;
 const BLOCKS = 64;
@@ -83,12 +84,6 @@ async function forAll<T, R>(items: T[], fn: (item: T, index: number) => Promise<
 }
 
 const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-}
 
 function round3(value: number): number {
   return Math.round(value * 1000) / 1000;

@@ -47,6 +47,7 @@ import { FsBlobStore } from '../storage-adapters/index.ts';
 import { BlockCodec, KvTier, payloadBytesFor, type KvLayout, type KvTierLogger } from '../src/kvtier/index.ts';
 import { loadAddon } from '../native/load-addon.ts';
 import { BlockSealer, keyringFromSecret } from '../src/kvtier/seal/index.ts';
+import { middleSample } from './sample-stats.ts';
 
 const DEMO_LAYOUT: KvLayout = { layers: 12, kvHeads: 4, headDim: 64, dtype: 'f16', tokensPerBlock: 64 };
 const SMALL_LAYOUT: KvLayout = { layers: 2, kvHeads: 1, headDim: 32, dtype: 'f16', tokensPerBlock: 64 };
@@ -142,7 +143,7 @@ function cryptoRates(sealer: BlockSealer, codec: BlockCodec, layout: KvLayout): 
     encryptCpu.push(bytes / (sealCpuMs / 1000) / 1e9);
     decryptCpu.push(bytes / (openCpuMs / 1000) / 1e9);
   }
-  return { encrypt: median(encrypt), decrypt: median(decrypt), encryptCpu: median(encryptCpu), decryptCpu: median(decryptCpu), decryptFresh: median(decryptFresh), decryptFreshCpu: median(decryptFreshCpu), blockBytes: encoded.byteLength };
+  return { encrypt: middleSample(encrypt), decrypt: middleSample(decrypt), encryptCpu: middleSample(encryptCpu), decryptCpu: middleSample(decryptCpu), decryptFresh: middleSample(decryptFresh), decryptFreshCpu: middleSample(decryptFreshCpu), blockBytes: encoded.byteLength };
 }
 
 /** The native cipher `openAsync` runs on large blocks now, or none (node:crypto). */
@@ -179,7 +180,7 @@ async function nativeOpenRates(sealer: BlockSealer, codec: BlockCodec, layout: K
     wall.push((blocks * encoded.byteLength) / (ms / 1000) / 1e9);
     cpu.push((blocks * encoded.byteLength) / (cpuMsTaken / 1000) / 1e9);
   }
-  return { wall: median(wall), cpu: median(cpu) };
+  return { wall: middleSample(wall), cpu: middleSample(cpu) };
 }
 
 async function loadRates(sealer: BlockSealer, threadSealer: BlockSealer, callerSealer: BlockSealer): Promise<{ sealed: number; plain: number; ratio: number; threads: number; threadsRatio: number; cpuRatio: number; caller: number; callerRatio: number }> {
@@ -229,7 +230,7 @@ async function loadRates(sealer: BlockSealer, threadSealer: BlockSealer, callerS
       rates.caller.push(pairRates[3]);
       rates.callerRatio.push(pairRates[3] / pairRates[0]);
     }
-    return { plain: median(rates.plain), sealed: median(rates.sealed), ratio: median(rates.ratio), threads: median(rates.threads), threadsRatio: median(rates.threadsRatio), cpuRatio: median(rates.cpuRatio), caller: median(rates.caller), callerRatio: median(rates.callerRatio) };
+    return { plain: middleSample(rates.plain), sealed: middleSample(rates.sealed), ratio: middleSample(rates.ratio), threads: middleSample(rates.threads), threadsRatio: middleSample(rates.threadsRatio), cpuRatio: middleSample(rates.cpuRatio), caller: middleSample(rates.caller), callerRatio: middleSample(rates.callerRatio) };
   } finally {
     for (const { tier, store } of sides) {
       await tier.close();
@@ -241,11 +242,6 @@ async function loadRates(sealer: BlockSealer, threadSealer: BlockSealer, callerS
 
 function cpuMs(usage: NodeJS.CpuUsage): number {
   return (usage.user + usage.system) / 1000;
-}
-
-function median(samples: number[]): number {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
 }
 
 function round(value: number, digits: number): number {

@@ -31,6 +31,7 @@ import { FsBlobStore, S3BlobStore } from '../storage-adapters/index.ts';
 import { startCephS3 } from '../test/helpers/ceph-s3.ts';
 import { benchLoadPair } from './storage-load.ts';
 import { benchS3ObjectSizes } from './storage-s3-objects.ts';
+import { median } from './sample-stats.ts';
 
 const BLOB_BYTES = 1 << 20;
 const FS_BLOBS = Number(process.env.KVTIER_BENCH_FS_BLOBS ?? 256);
@@ -216,12 +217,6 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
   const start = process.hrtime.bigint();
   await fn();
   return Number(process.hrtime.bigint() - start) / 1e9;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
 function gbps(bytes: number, seconds: number): number {
