@@ -8,11 +8,13 @@
  *   - each follow-up turn's cached tokens are exactly the previous reply's end (prompt + completion:
  *     the echoed call renders to the sampled tokens and <|call|>, so the unit written there matches);
  *   - the first turn sent cold (a fresh tenant) tokenizes to the same prompt and gives the identical
- *     greedy call (0 cached).
+ *     greedy call (0 cached);
+ *   - the same forced call streamed, through the Responses API and through Anthropic's messages.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
 import { KEYS, startTestServer } from './server-fixture.ts';
@@ -78,6 +80,31 @@ describe('gpt-oss harmony through the openai SDK', () => {
       });
       const item = resp.output.find((o) => o.type === 'function_call');
       expect(item && item.type === 'function_call' ? [item.name, typeof (JSON.parse(item.arguments) as { filter: unknown }).filter] : null).toEqual(['read_log', 'string']);
+      // streamed: the call arrives as a tool_calls delta with finish_reason tool_calls, no content text
+      const stream = await alice.chat.completions.create({ model, messages: loop.slice(0, 2), tools: TOOLS, max_tokens: 160, temperature: 0, tool_choice: { type: 'function', function: { name: 'git_diff' } }, stream: true });
+      let text = '';
+      const deltas: OpenAI.Chat.Completions.ChatCompletionChunk.Choice.Delta.ToolCall[] = [];
+      let finish: string | null = null;
+      for await (const chunk of stream) {
+        const c = chunk.choices[0];
+        if (!c) continue;
+        text += c.delta.content ?? '';
+        deltas.push(...(c.delta.tool_calls ?? []));
+        finish = c.finish_reason ?? finish;
+      }
+      expect([text, finish, deltas.map((d) => d.function?.name)]).toEqual(['', 'tool_calls', ['git_diff']]);
+      // Anthropic's tool_choice {type: 'tool'} forces the same harmony call: a tool_use block
+      const anthropic = new Anthropic({ baseURL: server.url, apiKey: KEYS.alice, maxRetries: 0 });
+      const msg = await anthropic.messages.create({
+        model,
+        max_tokens: 160,
+        messages: [{ role: 'user', content: 'The build is red, fix it.' }],
+        tools: [{ name: 'run_tests', description: 'Run the test suite', input_schema: { type: 'object', properties: { filter: { type: 'string', maxLength: 6 } }, required: ['filter'] } }],
+        tool_choice: { type: 'tool', name: 'run_tests' },
+      });
+      expect(msg.stop_reason).toBe('tool_use');
+      const use = msg.content.find((b) => b.type === 'tool_use');
+      expect(use && use.type === 'tool_use' ? [use.name, typeof (use.input as { filter?: unknown }).filter] : null).toEqual(['run_tests', 'string']);
     } finally {
       await server.close();
     }
