@@ -212,40 +212,24 @@ export interface ChunkBase {
   systemFingerprint: string;
 }
 
+/** The fields every OpenAI response object and chunk starts with, in OpenAI's order. */
+function openAiHead(base: ChunkBase, object: 'chat.completion.chunk' | 'text_completion'): Record<string, unknown> {
+  return { id: base.id, object, created: base.created, model: base.model, system_fingerprint: base.systemFingerprint };
+}
+
 export function openAiChatChunk(base: ChunkBase, delta: Record<string, unknown>, finishReason: FinishReason | null): Record<string, unknown> {
-  return {
-    id: base.id,
-    object: 'chat.completion.chunk',
-    created: base.created,
-    model: base.model,
-    system_fingerprint: base.systemFingerprint,
-    choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
-  };
+  return { ...openAiHead(base, 'chat.completion.chunk'), choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }] };
 }
 
 export function openAiUsageChunk(base: ChunkBase, usage: CacheUsage, object: 'chat.completion.chunk' | 'text_completion', reasoningTokens?: number): Record<string, unknown> {
-  return { id: base.id, object, created: base.created, model: base.model, system_fingerprint: base.systemFingerprint, choices: [], usage: openAiUsage(usage, reasoningTokens) };
+  return { ...openAiHead(base, object), choices: [], usage: openAiUsage(usage, reasoningTokens) };
 }
 
 export function openAiCompletionResponse(base: ChunkBase, text: string, finishReason: FinishReason, usage: CacheUsage): Record<string, unknown> {
-  return {
-    id: base.id,
-    object: 'text_completion',
-    created: base.created,
-    model: base.model,
-    system_fingerprint: base.systemFingerprint,
-    choices: [{ index: 0, text, logprobs: null, finish_reason: finishReason === 'tool_calls' ? 'stop' : finishReason }],
-    usage: openAiUsage(usage),
-  };
+  const choice = { index: 0, text, logprobs: null, finish_reason: finishReason === 'tool_calls' ? 'stop' : finishReason };
+  return { ...openAiHead(base, 'text_completion'), choices: [choice], usage: openAiUsage(usage) };
 }
 
 export function openAiCompletionChunk(base: ChunkBase, text: string, finishReason: FinishReason | null): Record<string, unknown> {
-  return {
-    id: base.id,
-    object: 'text_completion',
-    created: base.created,
-    model: base.model,
-    system_fingerprint: base.systemFingerprint,
-    choices: [{ index: 0, text, logprobs: null, finish_reason: finishReason }],
-  };
+  return { ...openAiHead(base, 'text_completion'), choices: [{ index: 0, text, logprobs: null, finish_reason: finishReason }] };
 }

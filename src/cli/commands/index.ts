@@ -113,6 +113,13 @@ export function errorLine(error: unknown): { line: string; exitCode: number } {
   return { line: `kvtier: unexpected failure: ${message}`, exitCode: 1 };
 }
 
+/** Writes the failure's one line to stderr; returns its exit code. */
+export function reportFailure(error: unknown, io: CliIo): number {
+  const { line, exitCode } = errorLine(error);
+  io.err(line + '\n');
+  return exitCode;
+}
+
 /** Runs `kvtier <admin command> …`; returns the exit code. */
 export async function runAdminCommand(argv: readonly string[], io: CliIo): Promise<number> {
   let api: AdminApi | undefined;
@@ -126,9 +133,7 @@ export async function runAdminCommand(argv: readonly string[], io: CliIo): Promi
     await prepared.run(api);
     return 0;
   } catch (error) {
-    const { line, exitCode } = errorLine(error);
-    io.err(line + '\n');
-    return exitCode;
+    return reportFailure(error, io);
   } finally {
     await api?.close().catch((error: unknown) => io.err(`kvtier: closing ${api?.target} failed: ${(error as Error).message}\n`));
   }

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 
 import { boolFlag, helpText, parseArgs, stringFlag, type CommandSpec } from './args.ts';
 import { CliError } from './cli-error.ts';
-import { errorLine } from './index.ts';
+import { reportFailure } from './index.ts';
 import { json, progressReporter, type CliIo } from './output.ts';
 import { parseDuration } from './units.ts';
 
@@ -164,9 +164,7 @@ export async function runReplayCommand(argv: readonly string[], io: CliIo): Prom
     }
     return 0;
   } catch (error) {
-    const { line, exitCode } = errorLine(error);
-    io.err(line + '\n');
-    return exitCode;
+    return reportFailure(error, io);
   } finally {
     cleanup?.();
   }
