@@ -40,7 +40,16 @@ function parseHeader(text: string): Header {
   return { channel, recipient };
 }
 
-type State = 'header' | 'body' | 'between';
+/** What a harmony reply's first message header begins with (a channel, or the recipient written before it). */
+const HEADER_STARTS = ['<|channel|>', ' to=', 'to=', '<|constrain|>'];
+
+/** Whether `text` (the reply's start) may still be, or already is, a header's beginning. */
+function mayBeHeader(text: string): boolean {
+  return HEADER_STARTS.some((m) => m.startsWith(text) || text.startsWith(m));
+}
+
+/** plain: the reply began with no header (a model ignoring the format): all of it is content, streamed as it comes. */
+type State = 'header' | 'body' | 'between' | 'plain';
 
 /** Streaming split of a harmony reply into reasoning, content and tool calls; markers split across pushes are held back. */
 export class HarmonySplitter {
@@ -80,7 +89,16 @@ export class HarmonySplitter {
         this.state = 'header';
         continue;
       }
+      if (this.state === 'plain') {
+        content += this.held;
+        this.held = '';
+        break;
+      }
       if (this.state === 'header') {
+        if (!this.sawMessage && this.held !== '' && !mayBeHeader(this.held)) {
+          this.state = 'plain';
+          continue;
+        }
         const at = this.held.indexOf(MESSAGE);
         if (at === -1) break; // a header is short: hold it whole
         this.headerText = this.held.slice(0, at);
@@ -125,7 +143,7 @@ export class HarmonySplitter {
   /** The held rest at the end of the reply (an unterminated message ends there; a reply with no header at all is content). */
   finish(): { reasoning: string; content: string } {
     let out = { reasoning: '', content: '' };
-    if (this.state === 'header' && !this.sawMessage) out = { reasoning: '', content: this.held };
+    if ((this.state === 'header' && !this.sawMessage) || this.state === 'plain') out = { reasoning: '', content: this.held };
     else if (this.state === 'body') out = this.route(this.held);
     if (this.state === 'body') this.closeMessage();
     this.held = '';

@@ -42,6 +42,14 @@ function streamed(reply: string) {
 }
 
 describe('harmony replies', () => {
+  it('a reply with no header streams as content from its first piece; a header start is held until it resolves', () => {
+    const plain = new HarmonySplitter();
+    expect(plain.push('Hello')).toEqual({ reasoning: '', content: 'Hello' });
+    const headed = new HarmonySplitter();
+    expect(headed.push('<|channel|>')).toEqual({ reasoning: '', content: '' });
+    expect(headed.push('final<|message|>Hi')).toEqual({ reasoning: '', content: 'Hi' });
+  });
+
   it('the markers decode to their text, so the splitter sees them', () => {
     expect(pieces('<|channel|>final<|message|>Hi<|end|><|start|>assistant')).toEqual(['<|channel|>', 'final', '<|message|>', 'Hi', '<|end|>', '<|start|>', 'assistant', '']);
     expect(promptOpensHarmony(engine.tokenizer.decode(engine.tokenizer.encode('<|end|><|start|>assistant', { addSpecial: false, parseSpecial: true })))).toBe(true);
