@@ -30,7 +30,7 @@
  * V2-Lite-style, no q LoRA); absent or 0 means no q LoRA here.
  */
 import { GgufError, type GgufFile } from './gguf/index.ts';
-import { expectTensorShape, type RopeScalingConfig } from './model-config.ts';
+import { expectTensorShape, readRopeScaling, type RopeScalingConfig } from './model-config.ts';
 
 export type ExpertGating = 'softmax' | 'sigmoid';
 
@@ -147,7 +147,6 @@ export function deepseekConfigFromGguf(g: GgufFile): DeepseekConfig {
   if (expertGroups > 1 && (expertCount % expertGroups !== 0 || expertGroupsUsed < 1 || expertGroupsUsed >= expertGroups)) {
     bad(g, `${A}.expert_group_count`, `${expertCount} experts in ${expertGroups} groups with ${expertGroupsUsed} used: groups must divide the experts and 0 < used < groups`);
   }
-  const factor = g.optF32(`${A}.rope.scaling.factor`) ?? g.optF32(`${A}.rope.scale_linear`) ?? 0;
   const logMul = g.optF32(`${A}.rope.scaling.yarn_log_multiplier`);
   const cfg: DeepseekConfig = {
     arch: A,
@@ -175,12 +174,7 @@ export function deepseekConfigFromGguf(g: GgufFile): DeepseekConfig {
     gating: gatingId === 2 ? 'sigmoid' : 'softmax',
     expertGroups,
     expertGroupsUsed,
-    ropeScaling: {
-      type: g.optString(`${A}.rope.scaling.type`) ?? 'linear',
-      factor: factor === 0 ? 1 : factor,
-      originalContext: g.optU32(`${A}.rope.scaling.original_context_length`) ?? ctxLen,
-      attnFactor: g.optF32(`${A}.rope.scaling.attn_factor`) ?? 1,
-    },
+    ropeScaling: readRopeScaling(g, A, ctxLen),
     yarnLogMul: logMul === undefined ? 0 : Math.fround(logMul / 0.1),
     tiedEmbeddings: !g.tensors.has('output.weight'),
   };

@@ -21,7 +21,7 @@
  *   - output.weight absent: the head is tied to token_embd.
  */
 import { GgufError, type GgufFile } from './gguf/index.ts';
-import type { RopeScalingConfig, TransformerDims } from './model-config.ts';
+import { readRopeScaling, type RopeScalingConfig, type TransformerDims } from './model-config.ts';
 
 export interface Gemma3Config extends TransformerDims {
   arch: 'gemma3';
@@ -61,7 +61,6 @@ export function gemma3ConfigFromGguf(g: GgufFile): Gemma3Config {
   const slidingWindow = g.optU32(`${a}.attention.sliding_window`) ?? 0;
   const pattern = slidingWindow > 0 ? (g.optU32(`${a}.attention.sliding_window_pattern`) ?? 6) : 0;
   const swaLayers = Array.from({ length: nLayers }, (_, il) => slidingWindow > 0 && (pattern === 0 || il % pattern < pattern - 1));
-  const factor = g.optF32(`${a}.rope.scaling.factor`) ?? g.optF32(`${a}.rope.scale_linear`) ?? 0;
   const ropeDims = g.optU32(`${a}.rope.dimension_count`) ?? headDim;
   const embd = g.tensor('token_embd.weight');
   return {
@@ -79,12 +78,7 @@ export function gemma3ConfigFromGguf(g: GgufFile): Gemma3Config {
     ropeThetaSwa: slidingWindow > 0 ? (g.optF32(`${a}.rope.freq_base_swa`) ?? 10000) : 10000,
     ropeDims,
     ropeDimsSwa: g.optU32(`${a}.rope.dimension_count_swa`) ?? ropeDims,
-    ropeScaling: {
-      type: g.optString(`${a}.rope.scaling.type`) ?? 'linear',
-      factor: factor === 0 ? 1 : factor,
-      originalContext: g.optU32(`${a}.rope.scaling.original_context_length`) ?? ctxLen,
-      attnFactor: g.optF32(`${a}.rope.scaling.attn_factor`) ?? 1,
-    },
+    ropeScaling: readRopeScaling(g, a, ctxLen),
     slidingWindow,
     swaLayers,
     attentionScale: Math.fround(1 / Math.fround(Math.sqrt(nLayers === 62 ? Math.floor(dModel / nHeads) : headDim))),

@@ -24,7 +24,7 @@
  *   - post-attention RMSNorm before the FFN; output.weight is required (not tied).
  */
 import { GgufError, type GgufFile } from './gguf/index.ts';
-import type { RopeScalingConfig, TransformerDims } from './model-config.ts';
+import { readRopeScaling, type RopeScalingConfig, type TransformerDims } from './model-config.ts';
 
 export interface GptOssConfig extends TransformerDims {
   arch: 'gpt-oss';
@@ -65,7 +65,6 @@ export function gptOssConfigFromGguf(g: GgufFile): GptOssConfig {
   const slidingWindow = g.getU32(`${a}.attention.sliding_window`);
   const pattern = g.optU32(`${a}.attention.sliding_window_pattern`) ?? 2;
   const swaLayers = Array.from({ length: nLayers }, (_, il) => pattern === 0 || il % pattern < pattern - 1);
-  const factor = g.optF32(`${a}.rope.scaling.factor`) ?? g.optF32(`${a}.rope.scale_linear`) ?? 0;
   const expertCount = g.getU32(`${a}.expert_count`);
   const expertUsed = g.getU32(`${a}.expert_used_count`);
   if (!(expertUsed > 0 && expertUsed <= expertCount)) bad(`${a}.expert_used_count`, `${expertUsed} of ${expertCount} experts`);
@@ -84,12 +83,7 @@ export function gptOssConfigFromGguf(g: GgufFile): GptOssConfig {
     ropeTheta,
     ropeThetaSwa: g.optF32(`${a}.rope.freq_base_swa`) ?? ropeTheta,
     ropeDims,
-    ropeScaling: {
-      type: g.optString(`${a}.rope.scaling.type`) ?? 'linear',
-      factor: factor === 0 ? 1 : factor,
-      originalContext: g.optU32(`${a}.rope.scaling.original_context_length`) ?? ctxLen,
-      attnFactor: g.optF32(`${a}.rope.scaling.attn_factor`) ?? 1,
-    },
+    ropeScaling: readRopeScaling(g, a, ctxLen),
     slidingWindow,
     swaLayers,
     expertCount,

@@ -32,6 +32,17 @@ export interface RopeScalingConfig {
   attnFactor: number;
 }
 
+/** `<arch>.rope.scaling.*` as llama.cpp's loader reads them (defaults in the file comment). */
+export function readRopeScaling(g: GgufFile, a: string, ctxLen: number): RopeScalingConfig {
+  const factor = g.optF32(`${a}.rope.scaling.factor`) ?? g.optF32(`${a}.rope.scale_linear`) ?? 0;
+  return {
+    type: g.optString(`${a}.rope.scaling.type`) ?? 'linear',
+    factor: factor === 0 ? 1 : factor,
+    originalContext: g.optU32(`${a}.rope.scaling.original_context_length`) ?? ctxLen,
+    attnFactor: g.optF32(`${a}.rope.scaling.attn_factor`) ?? 1,
+  };
+}
+
 /** The transformer dimensions every architecture's config (and synthetic spec) shares: llama family, gemma3, lfm2. */
 export interface TransformerDims {
   nLayers: number;
@@ -110,7 +121,6 @@ export function modelConfigFromGguf(gguf: GgufFile): ModelConfig {
   const vocabSize = gguf.optU32(`${a}.vocab_size`) ?? gguf.optStringArray('tokenizer.ggml.tokens')?.length ?? embd.dims[1];
   const nLayers = gguf.getU32(`${a}.block_count`);
   const ctxLen = gguf.getU32(`${a}.context_length`);
-  const factor = gguf.optF32(`${a}.rope.scaling.factor`) ?? gguf.optF32(`${a}.rope.scale_linear`) ?? 0;
   const cfg: ModelConfig = {
     arch: a,
     nLayers,
@@ -128,12 +138,7 @@ export function modelConfigFromGguf(gguf: GgufFile): ModelConfig {
     qkvBias: gguf.tensors.has('blk.0.attn_q.bias'),
     tiedEmbeddings: !gguf.tensors.has('output.weight'),
     qkNorm: a === 'qwen3',
-    ropeScaling: {
-      type: gguf.optString(`${a}.rope.scaling.type`) ?? 'linear',
-      factor: factor === 0 ? 1 : factor,
-      originalContext: gguf.optU32(`${a}.rope.scaling.original_context_length`) ?? ctxLen,
-      attnFactor: gguf.optF32(`${a}.rope.scaling.attn_factor`) ?? 1,
-    },
+    ropeScaling: readRopeScaling(gguf, a, ctxLen),
     ropeFreqFactors: gguf.tensors.has('rope_freqs.weight'),
     slidingWindow: gguf.optU32(`${a}.attention.sliding_window`) ?? null,
   };
