@@ -98,6 +98,19 @@ const CASES: Case[] = [
     ],
   },
   {
+    label: 'a preamble (content beside a tool call) goes to the commentary channel',
+    messages: [
+      { role: 'user', content: 'Weather in Oslo?' },
+      { role: 'assistant', content: 'Checking the weather.', tool_calls: [{ id: 'w', type: 'function', function: { name: 'get_weather', arguments: dumps({ city: 'Oslo', days: 2 }) } }] },
+      { role: 'tool', tool_call_id: 'w', content: dumps({ temp: -3 }) },
+    ],
+    tools: TOOLS,
+    history: [
+      { type: 'user', text: 'Weather in Oslo?' },
+      { type: 'model', response: [{ type: 'segment', segmentType: 'comment', text: 'Checking the weather.', ended: true }, { type: 'functionCall', name: 'get_weather', description: '', params: { city: 'Oslo', days: 2 }, result: { temp: -3 } }] },
+    ],
+  },
+  {
     label: 'tools without a system message',
     messages: [{ role: 'user', content: 'Weather?' }],
     tools: TOOLS,
@@ -124,7 +137,7 @@ describe('gpt-oss harmony chat template', () => {
   });
 
   it('the differences are only those documented: without them the texts differ', () => {
-    const c = CASES[3];
+    const c = CASES.find((x) => x.label.startsWith('tool loop'))!;
     const w = new HarmonyChatWrapper({ todayDate: null });
     const raw = w.generateContextState({ chatHistory: c.history, availableFunctions: FUNCTIONS }).contextText.toString();
     expect(render(c)).not.toBe(raw);
