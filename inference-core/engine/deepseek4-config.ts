@@ -10,17 +10,13 @@
  * scaling (YaRN: ext_factor 1, attn_factor 1/(1 + 0.1·ln(1/freq_scale)) so the
  * kernel's mscale cancels, beta 32/1, n_ctx_orig = original_context_length).
  */
+import type { RopeScaling } from '../../native/index.ts';
 import type { GgufFile } from '../gguf/index.ts';
 import { EngineError } from './engine-errors.ts';
 
-export interface Deepseek4Rope {
+/** The backend's rope scaling (YaRN terms) with the layer's base frequency. */
+export interface Deepseek4Rope extends RopeScaling {
   freqBase: number;
-  freqScale: number;
-  extFactor: number;
-  attnFactor: number;
-  betaFast: number;
-  betaSlow: number;
-  nCtxOrig: number;
 }
 
 export interface Deepseek4Config {
