@@ -92,37 +92,33 @@ describe('fuzz: kvtier block decoder', () => {
     });
   });
 
-  it('a compressed MLA block whose header claims 2 kv heads is KVT_ERR_BLOCK_MALFORMED (found by this fuzzer: the native codec threw a plain Error)', async () => {
+  /** Encodes a block of `layout` under int8, edits its header, re-checksums it and returns what decode throws. */
+  async function decodeEdited(layout: KvLayout, edit: (bytes: Uint8Array, view: DataView) => void): Promise<unknown> {
     const codec = await BlockCodec.create();
     const h64 = blockChecksum((await loadXxhash()).api).h64Raw;
-    const block: BlockToEncode = { key: new Uint8Array(16).fill(1), parentKey: new Uint8Array(16).fill(2), modelFingerprint: 'fp', tokens: new Uint32Array(MLA.tokensPerBlock).fill(5), layout: MLA, payload: floatPayload(MLA, 1) };
+    const block: BlockToEncode = { key: new Uint8Array(16).fill(1), parentKey: new Uint8Array(16).fill(2), modelFingerprint: 'fp', tokens: new Uint32Array(layout.tokensPerBlock).fill(5), layout, payload: floatPayload(layout, 1) };
     const bytes = codec.encode(block, 'int8');
-    expect(bytes[74]).not.toBe(0);
-    new DataView(bytes.buffer, bytes.byteOffset).setUint32(60, 2, true);
+    edit(bytes, new DataView(bytes.buffer, bytes.byteOffset));
     refreshChecksums((b) => h64(b, 0n), bytes);
-    let thrown: unknown;
     try {
       codec.decode(bytes);
     } catch (error) {
-      thrown = error;
+      return error;
     }
+    return undefined;
+  }
+
+  it('a compressed MLA block whose header claims 2 kv heads is KVT_ERR_BLOCK_MALFORMED (found by this fuzzer: the native codec threw a plain Error)', async () => {
+    const thrown = await decodeEdited(MLA, (bytes, view) => {
+      expect(bytes[74]).not.toBe(0);
+      view.setUint32(60, 2, true);
+    });
     expect(thrown).toBeInstanceOf(BlockError);
     expect((thrown as BlockError).code).toBe('KVT_ERR_BLOCK_MALFORMED');
   });
 
   it('a compressed block whose header claims more layers than the codec takes is KVT_ERR_BLOCK_MALFORMED (found by this fuzzer)', async () => {
-    const codec = await BlockCodec.create();
-    const h64 = blockChecksum((await loadXxhash()).api).h64Raw;
-    const block: BlockToEncode = { key: new Uint8Array(16).fill(1), parentKey: new Uint8Array(16).fill(2), modelFingerprint: 'fp', tokens: new Uint32Array(F16.tokensPerBlock).fill(5), layout: F16, payload: floatPayload(F16, 1) };
-    const bytes = codec.encode(block, 'int8');
-    new DataView(bytes.buffer, bytes.byteOffset).setUint32(56, 70_000, true);
-    refreshChecksums((b) => h64(b, 0n), bytes);
-    let thrown: unknown;
-    try {
-      codec.decode(bytes);
-    } catch (error) {
-      thrown = error;
-    }
+    const thrown = await decodeEdited(F16, (_bytes, view) => view.setUint32(56, 70_000, true));
     expect(thrown).toBeInstanceOf(BlockError);
     expect((thrown as BlockError).code).toBe('KVT_ERR_BLOCK_MALFORMED');
   });

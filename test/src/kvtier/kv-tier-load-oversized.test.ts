@@ -20,18 +20,24 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-it('a block file of 8 TiB (sparse) ends the load at that block with KVT_ERR_STORAGE_TOO_LARGE; the prefix before it loads', async () => {
-  const dir = await tempDir('kvtier-oversized-');
+/** A tier (its index under `node`) over a fresh fs store holding one prompt of 4 blocks (seed `seed`); all closed after the test. */
+async function tierWithPrefix(dirPrefix: string, seed: number, node = 'node') {
+  const dir = await tempDir(dirPrefix);
   cleanups.push(dir.remove);
   const store = await FsBlobStore.open({ dir: join(dir.path, 'blocks') });
   cleanups.push(() => store.close());
-  const tier = await KvTier.open({ dataDir: join(dir.path, 'node'), store, logger: captureLogger(), touchIntervalMs: 0, hotCacheBytes: 0 });
+  const tier = await KvTier.open({ dataDir: join(dir.path, node), store, logger: captureLogger(), touchIntervalMs: 0, hotCacheBytes: 0 });
   cleanups.push(() => tier.close());
   const scope = { tenant: 'acme', trafficClass: 'chat' };
   const namespace = tier.namespace({ modelFingerprint: 'oversized', tenantSalt: 'acme' });
-  const tokens = tokensOf(64 * 4, 11);
-  tier.store({ namespace, tokens, layout: LAYOUT, ...scope, payloads: Array.from({ length: 4 }, (_, b) => payloadFor(11, b)) });
+  const tokens = tokensOf(64 * 4, seed);
+  tier.store({ namespace, tokens, layout: LAYOUT, ...scope, payloads: Array.from({ length: 4 }, (_, b) => payloadFor(seed, b)) });
   await tier.flush();
+  return { dir, store, tier, scope, namespace, tokens };
+}
+
+it('a block file of 8 TiB (sparse) ends the load at that block with KVT_ERR_STORAGE_TOO_LARGE; the prefix before it loads', async () => {
+  const { store, tier, scope, namespace, tokens } = await tierWithPrefix('kvtier-oversized-', 11);
   const hit = await tier.lookup(namespace, tokens, scope);
   expect(hit.hitBlocks).toBe(4);
   truncateSync(store.pathOf(hit.keys[2]), 8 * 2 ** 40);
@@ -61,17 +67,7 @@ it('the read pool refuses a take past its bound (or not a byte count) with KVT_E
 });
 
 it('a block refused as too large leaves the index and the plane at once: the next lookup stops before it, its blob is an orphan', async () => {
-  const dir = await tempDir('kvtier-oversized-forget-');
-  cleanups.push(dir.remove);
-  const store = await FsBlobStore.open({ dir: join(dir.path, 'blocks') });
-  cleanups.push(() => store.close());
-  const tier = await KvTier.open({ dataDir: join(dir.path, 'node'), store, logger: captureLogger(), touchIntervalMs: 0, hotCacheBytes: 0 });
-  cleanups.push(() => tier.close());
-  const scope = { tenant: 'acme', trafficClass: 'chat' };
-  const namespace = tier.namespace({ modelFingerprint: 'oversized', tenantSalt: 'acme' });
-  const tokens = tokensOf(64 * 4, 21);
-  tier.store({ namespace, tokens, layout: LAYOUT, ...scope, payloads: Array.from({ length: 4 }, (_, b) => payloadFor(21, b)) });
-  await tier.flush();
+  const { store, tier, scope, namespace, tokens } = await tierWithPrefix('kvtier-oversized-forget-', 21);
   // A trusted plane, as in service: lookups then trust its records and do not probe storage for blocks it lacks.
   expect((await tier.gc()).plane.trusted).toBe(true);
   const hit = await tier.lookup(namespace, tokens, scope);
@@ -92,16 +88,7 @@ it('a block refused as too large leaves the index and the plane at once: the nex
 });
 
 it('the plane rebuild reads blobs bounded: one of 8 TiB (sparse) gets no record (an orphan), the others are rebuilt and the plane is trusted', async () => {
-  const dir = await tempDir('kvtier-oversized-rebuild-');
-  cleanups.push(dir.remove);
-  const store = await FsBlobStore.open({ dir: join(dir.path, 'blocks') });
-  cleanups.push(() => store.close());
-  const writer = await KvTier.open({ dataDir: join(dir.path, 'writer'), store, logger: captureLogger(), touchIntervalMs: 0, hotCacheBytes: 0 });
-  const scope = { tenant: 'acme', trafficClass: 'chat' };
-  const namespace = writer.namespace({ modelFingerprint: 'oversized', tenantSalt: 'acme' });
-  const tokens = tokensOf(64 * 4, 31);
-  writer.store({ namespace, tokens, layout: LAYOUT, ...scope, payloads: Array.from({ length: 4 }, (_, b) => payloadFor(31, b)) });
-  await writer.flush();
+  const { dir, store, tier: writer, scope, namespace, tokens } = await tierWithPrefix('kvtier-oversized-rebuild-', 31, 'writer');
   const keys = (await writer.lookup(namespace, tokens, scope)).keys;
   await writer.close();
   truncateSync(store.pathOf(keys[1]), 8 * 2 ** 40);
