@@ -87,6 +87,7 @@ export const SLOW = [
   'test/src/kvtier/seal/block-sealer.test.ts',
   'test/src/recipe/chat-codec-real-templates.test.ts',
   'test/src/recipe/chat-prompt-real-templates.test.ts',
+  'test/src/recipe/harmony-openai-template.test.ts', // clones llama.cpp's release bundle once, reads the harmony GGUF
   'test/src/recipe/harmony.test.ts', // loads the harmony GGUF's tokenizer
   'test/src/serve/admin-guard.test.ts',
   'test/src/serve/admin-login.test.ts',

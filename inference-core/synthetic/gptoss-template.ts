@@ -25,6 +25,12 @@
  * Reasoning before the last user message is dropped, as harmony asks (the wrapper's
  * keepOnlyLastThought), so a follow-up turn re-renders an earlier reply without its analysis.
  *
+ * OpenAI's own template (llama.cpp ships it as models/templates/openai-gpt-oss-120b.jinja; kvtier renders it,
+ * test/src/recipe/harmony-openai-template.test.ts) writes history calls with the recipient first
+ * (`<|start|>assistant to=functions.NAME<|channel|>commentary json<|message|>`), optional parameters as `name?:`,
+ * integers as number, tool results JSON-encoded, and today's date; this template follows the wrapper instead,
+ * the format the brief for #26 fixed. The reply parser (src/recipe/harmony.ts) reads both orderings.
+ *
  * Parameters render as the wrapper's TypeScript types: {a: string, b: number}, enums as "x" | "y",
  * arrays as T[], integers as bigint; a property with a description opens the multi-line form.
  */
