@@ -75,22 +75,25 @@ function expectEquivalence(engine: LoadedEngine, tokens: number[], p: number): E
   return unit;
 }
 
+/** Positions around a 40-token sliding window's edge and the block boundaries, for the windowed models. */
+const WINDOW_POSITIONS: [string, number][] = [
+  ['inside the first window', 25],
+  ['one before the window edge', 39],
+  ['at the window edge', 40],
+  ['one past the window edge', 41],
+  ['at a block boundary', 64],
+  ['inside a window, mid block', 100],
+  ['at the second block boundary', 128],
+  ['at an interval position', 192],
+];
+
 describe('gemma3 units (sliding window 40)', () => {
   const text = () => randomTokens(230, gemma.vocabSize, 2601);
   it('shape: the global layer is the block layer, the 7 sliding layers go in the tail', () => {
     const s = unitShapeOf(gemma);
     expect(s).toMatchObject({ blockConcatenable: false, blockLayers: [5], windowLayers: [0, 1, 2, 3, 4, 6, 7], window: 40 });
   });
-  it.each([
-    ['inside the first window', 25],
-    ['one before the window edge', 39],
-    ['at the window edge', 40],
-    ['one past the window edge', 41],
-    ['at a block boundary', 64],
-    ['inside a window, mid block', 100],
-    ['at the second block boundary', 128],
-    ['at an interval position', 192],
-  ])('p %s (%i): import + suffix == one pass, bit for bit', (_what, p) => {
+  it.each(WINDOW_POSITIONS)('p %s (%i): import + suffix == one pass, bit for bit', (_what, p) => {
     const unit = expectEquivalence(gemma, text(), p);
     const w = Math.min(p, 39);
     const win = unit.tail.find((t) => t.kind === 'window-kv')!;
@@ -156,16 +159,7 @@ describe('gpt-oss units (alternating sliding window 40 / full attention, sinks, 
   it('shape: the full layers 1, 3 are block layers, the sliding layers 0, 2 go in the tail', () => {
     expect(unitShapeOf(gptoss)).toMatchObject({ blockConcatenable: false, blockLayers: [1, 3], windowLayers: [0, 2], window: 40 });
   });
-  it.each([
-    ['inside the first window', 25],
-    ['one before the window edge', 39],
-    ['at the window edge', 40],
-    ['one past the window edge', 41],
-    ['at a block boundary', 64],
-    ['inside a window, mid block', 100],
-    ['at the second block boundary', 128],
-    ['at an interval position', 192],
-  ])('p %s (%i): import + suffix == one pass, bit for bit', (_what, p) => {
+  it.each(WINDOW_POSITIONS)('p %s (%i): import + suffix == one pass, bit for bit', (_what, p) => {
     const unit = expectEquivalence(gptoss, text(), p);
     const w = Math.min(p, 39);
     // 2 sliding layers × K|V × 2 kv heads × w tokens × 32 dims × f16
