@@ -13,6 +13,14 @@ export async function tinyEngine(options: LoadEngineOptions = {}): Promise<Loade
   return await loadEngine('synthetic:tiny', { dataDir: TEST_DATA_DIR, threads: 1, poolBytes: 4 * 2 ** 20, ...options });
 }
 
+/** The speculative suites' pair: synthetic:tiny as the f16 target and its q8_0 twin as the draft (one thread, f16 KV). */
+export async function draftPair(poolBytes = 16 * 2 ** 20): Promise<{ target: LoadedEngine; draft: LoadedEngine }> {
+  const opts = { dataDir: TEST_DATA_DIR, threads: 1, poolBytes, kvDtype: 'f16' as const };
+  const target = await loadEngine('synthetic:tiny', { ...opts, weightType: 'f16' });
+  const draft = await loadEngine('synthetic:tiny', { ...opts, weightType: 'q8_0' });
+  return { target, draft };
+}
+
 /** Deterministic pseudo-random token ids in [lo, vocab). */
 export function randomTokens(n: number, vocab: number, seed = 1, lo = 0): number[] {
   let s = seed >>> 0 || 1;

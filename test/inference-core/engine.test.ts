@@ -1,16 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EngineError, type LoadedEngine } from '../../inference-core/engine/index.ts';
+import type { LoadedEngine } from '../../inference-core/engine/index.ts';
+import { codeOf } from './engine-error-code.ts';
 import { argmax, randomTokens, tinyEngine } from './engine-fixtures.ts';
-
-function codeOf(fn: () => unknown): string | undefined {
-  try {
-    fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(EngineError);
-    return (e as EngineError).code;
-  }
-  return undefined;
-}
 
 describe('engine (synthetic:tiny)', () => {
   let engine: LoadedEngine;

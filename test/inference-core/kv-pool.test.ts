@@ -1,16 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { PageAllocator, kvLayoutOf } from '../../inference-core/kv/index.ts';
-import { EngineError } from '../../inference-core/engine/engine-errors.ts';
-
-function codeOf(fn: () => unknown): string | undefined {
-  try {
-    fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(EngineError);
-    return (e as EngineError).code;
-  }
-  return undefined;
-}
+import { codeOf } from './engine-error-code.ts';
 
 describe('PageAllocator', () => {
   it('hands out distinct pages until exhausted, then a typed error with nothing taken', () => {

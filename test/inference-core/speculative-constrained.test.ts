@@ -15,22 +15,20 @@ import Ajv from 'ajv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { constrainedDecoder, grammarOf, masksOf, vocabOf, type ConstraintSpec } from '../../inference-core/grammar/index.ts';
-import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index.ts';
+import type { LoadedEngine } from '../../inference-core/engine/index.ts';
 import { Prng, Sampler, type SamplingOptions } from '../../inference-core/sampling/sampler.ts';
 import { GrammarCursor, SpeculativeSession, type SpeculativeMode } from '../../inference-core/speculative/index.ts';
 import type { DraftLengthOptions } from '../../inference-core/speculative/index.ts';
 import { STRUCTURED_SCHEMAS } from '../helpers/structured-schemas.ts';
-import { TEST_DATA_DIR, randomTokens } from './engine-fixtures.ts';
+import { draftPair, randomTokens } from './engine-fixtures.ts';
 
-const opts = { dataDir: TEST_DATA_DIR, threads: 1, poolBytes: 16 * 2 ** 20, kvDtype: 'f16' as const };
 const MAX_TOKENS = 64;
 let target: LoadedEngine;
 let draft: LoadedEngine;
 let stops: number[];
 
 beforeAll(async () => {
-  target = await loadEngine('synthetic:tiny', { ...opts, weightType: 'f16' });
-  draft = await loadEngine('synthetic:tiny', { ...opts, weightType: 'q8_0' });
+  ({ target, draft } = await draftPair());
   stops = [...target.tokenizer.eogIds];
 }, 120_000);
 

@@ -9,20 +9,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { grammarOf, masksOf, vocabOf } from '../../inference-core/grammar/index.ts';
-import { loadEngine, type LoadedEngine, type StepItem } from '../../inference-core/engine/index.ts';
+import type { LoadedEngine, StepItem } from '../../inference-core/engine/index.ts';
 import { Sampler, type SamplingOptions } from '../../inference-core/sampling/sampler.ts';
 import { GrammarCursor, planSpeculativeBatch, SpeculativeSession, type DraftLengthOptions } from '../../inference-core/speculative/index.ts';
-import { TEST_DATA_DIR, randomTokens } from './engine-fixtures.ts';
+import { draftPair, randomTokens } from './engine-fixtures.ts';
 
-const opts = { dataDir: TEST_DATA_DIR, threads: 1, poolBytes: 16 * 2 ** 20, kvDtype: 'f16' as const };
 const GEN = 70;
 let target: LoadedEngine;
 let draft: LoadedEngine;
 let stops: number[];
 
 beforeAll(async () => {
-  target = await loadEngine('synthetic:tiny', { ...opts, weightType: 'f16' });
-  draft = await loadEngine('synthetic:tiny', { ...opts, weightType: 'q8_0' });
+  ({ target, draft } = await draftPair());
   stops = [...target.tokenizer.eogIds];
 }, 120_000);
 

@@ -6,12 +6,11 @@
  * A misaligned verify row or a wrong rejection rule fails it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index.ts';
+import type { LoadedEngine } from '../../inference-core/engine/index.ts';
 import { SpeculativeSession } from '../../inference-core/speculative/index.ts';
 import { targetDistribution } from '../../inference-core/speculative/target-distribution.ts';
-import { TEST_DATA_DIR, randomTokens } from './engine-fixtures.ts';
+import { draftPair, randomTokens } from './engine-fixtures.ts';
 
-const opts = { dataDir: TEST_DATA_DIR, threads: 1, poolBytes: 8 * 2 ** 20, kvDtype: 'f16' as const };
 const TRIALS = 2500;
 const CHI2_999_DF7 = 24.32;
 
@@ -19,8 +18,7 @@ describe('sampled speculative decoding keeps the target law', () => {
   let target: LoadedEngine;
   let draft: LoadedEngine;
   beforeAll(async () => {
-    target = await loadEngine('synthetic:tiny', { ...opts, weightType: 'f16' });
-    draft = await loadEngine('synthetic:tiny', { ...opts, weightType: 'q8_0' });
+    ({ target, draft } = await draftPair(8 * 2 ** 20));
   }, 60_000);
   afterAll(() => {
     target?.destroy();
