@@ -21,7 +21,7 @@ import type { ArchEngineParts } from './engine-parts.ts';
 import { unsupportedModel } from './engine-errors.ts';
 import { GptOssGraph, gptOssGraphConfig, type GptOssGraphConfig, type GptOssLayerWeights } from './gptoss-graph.ts';
 import { uploadTiledBias } from './graph-rows.ts';
-import { uploadEngineMatrix } from './model-weights.ts';
+import { qkvProjections, uploadEngineMatrix } from './model-weights.ts';
 import { ropeScalingFrom } from './rope-scaling.ts';
 
 export type GptOssEngineParts = ArchEngineParts<GptOssConfig, GptOssGraphConfig>;
@@ -117,9 +117,7 @@ export function gptOssEngineParts(backend: Backend, gguf: GgufFile, kvDtype: KvD
     const p = `blk.${l}.`;
     layers.push({
       attnNorm: gain(p + 'attn_norm.weight', c.dim),
-      wq: matrix(p + 'attn_q.weight', c.dim, qDim),
-      wk: matrix(p + 'attn_k.weight', c.dim, kvDim),
-      wv: matrix(p + 'attn_v.weight', c.dim, kvDim),
+      ...qkvProjections(p, c, matrix),
       bq: tiled(p + 'attn_q.bias', qDim),
       bk: tiled(p + 'attn_k.bias', kvDim),
       bv: tiled(p + 'attn_v.bias', kvDim),

@@ -79,6 +79,21 @@ export function uploadEngineMatrix(backend: Backend, t: GgufTensor, cols: number
   return backend.uploadWeight(dtype, rows, cols, t.data);
 }
 
+/** Block `p`'s q, k and v projections (llama.cpp's names), uploaded in this order through the loader's matrix. */
+export function qkvProjections(
+  p: string,
+  c: GraphDims,
+  matrix: (name: string, cols: number, rows: number) => WeightHandle,
+): { wq: WeightHandle; wk: WeightHandle; wv: WeightHandle } {
+  const qDim = c.heads * c.headDim;
+  const kvDim = c.kvHeads * c.headDim;
+  return {
+    wq: matrix(p + 'attn_q.weight', c.dim, qDim),
+    wk: matrix(p + 'attn_k.weight', c.dim, kvDim),
+    wv: matrix(p + 'attn_v.weight', c.dim, kvDim),
+  };
+}
+
 /** Block `p`'s attention projections with per-head q/k norms (gemma3, lfm2), uploaded in this order through the loader's matrix/gain. */
 export function qkNormAttentionWeights(
   p: string,
@@ -87,11 +102,8 @@ export function qkNormAttentionWeights(
   gain: (name: string, n: number) => WeightHandle,
 ): { wq: WeightHandle; wk: WeightHandle; wv: WeightHandle; qNorm: WeightHandle; kNorm: WeightHandle; wo: WeightHandle } {
   const qDim = c.heads * c.headDim;
-  const kvDim = c.kvHeads * c.headDim;
   return {
-    wq: matrix(p + 'attn_q.weight', c.dim, qDim),
-    wk: matrix(p + 'attn_k.weight', c.dim, kvDim),
-    wv: matrix(p + 'attn_v.weight', c.dim, kvDim),
+    ...qkvProjections(p, c, matrix),
     qNorm: gain(p + 'attn_q_norm.weight', c.headDim),
     kNorm: gain(p + 'attn_k_norm.weight', c.headDim),
     wo: matrix(p + 'attn_output.weight', qDim, c.dim),
@@ -154,9 +166,7 @@ export function uploadModelWeights(backend: Backend, g: GgufFile, c: GraphConfig
     const p = `blk.${l}.`;
     layers.push({
       attnNorm: gain(p + 'attn_norm.weight', c.dim),
-      wq: matrix(p + 'attn_q.weight', c.dim, qDim),
-      wk: matrix(p + 'attn_k.weight', c.dim, kvDim),
-      wv: matrix(p + 'attn_v.weight', c.dim, kvDim),
+      ...qkvProjections(p, c, matrix),
       bq: bias(p + 'attn_q.bias', qDim),
       bk: bias(p + 'attn_k.bias', kvDim),
       bv: bias(p + 'attn_v.bias', kvDim),
