@@ -37,7 +37,7 @@ import type { JobEvent, RequestSpec } from './job.ts';
 import { JobEnds } from './job-ends.ts';
 import { fitsInPool } from './pool-admission.ts';
 import type { CacheTier, DecoderFactory, EngineModel } from './ports.ts';
-import type { Io, LoopEvent, LoopState } from './loop-state.ts';
+import type { Io, LoopEvent } from './loop-state.ts';
 import { beginFetch, cancelledUnstarted, fail, failAll, onEvent, postprocess, reapCancelled, releaseDeferred } from './postprocess.ts';
 import { RetainedSequences } from './retained-sequences.ts';
 import { DEFAULT_STEP_TOKENS, schedule } from './schedule.ts';
@@ -83,7 +83,8 @@ export interface SchedulerState {
   cancels: { ended: number; maxStepsAfterCancel: number };
 }
 
-export class PrefillScheduler implements LoopState {
+/** The loop; its public fields are the state postprocess.ts reads and changes (LoopState, loop-state.ts). */
+export class PrefillScheduler {
   readonly engine: EngineModel;
   readonly cache: CacheTier | null;
   readonly blockTokens: number;
@@ -91,13 +92,16 @@ export class PrefillScheduler implements LoopState {
   readonly emit: (jobId: string, event: JobEvent) => void;
   readonly onStorageError?: (phase: 'lookup' | 'load' | 'store', error: unknown) => void;
   readonly now: () => number;
+  /** Unit mode (units.ts): prefix units instead of block hits, for a model whose state is not its blocks. */
   readonly units: UnitPolicy | null;
+  /** Admitted and unfinished, in admission order. */
   readonly active: RequestSequence[] = [];
   readonly retained: RetainedSequences;
   readonly computing: ComputingBlocks;
   readonly ends = new JobEnds();
   readonly pendingStores = new Set<Promise<unknown>>();
   closed = false;
+  /** Engine forwards run so far. */
   steps = 0;
   private readonly pendingFetches = new Set<Promise<unknown>>();
   private readonly events: LoopEvent[] = [];
