@@ -27,7 +27,7 @@ import type { Gemma3Config } from '../gemma3-config.ts';
 import { checkForwardRows, EngineError } from './engine-errors.ts';
 import { graphDims, type GraphDims } from './llama-graph.ts';
 import { allocScratch, firstRows, type RowWidths } from './graph-scratch.ts';
-import { rowLogits, segmentRowOffsets, writeSegmentKv, type RowSegment } from './graph-rows.ts';
+import { projectQkv, rowLogits, segmentRowOffsets, writeSegmentKv, type RowSegment } from './graph-rows.ts';
 
 export interface Gemma3GraphConfig extends GraphDims {
   architecture: 'gemma3';
@@ -126,9 +126,7 @@ export class Gemma3Graph {
       const sliding = c.swaLayers[l];
       const rope = sliding ? c.ropeSwa : c.ropeGlobal;
       b.rmsNorm(h, x, w.attnNorm, n, c.dim, c.rmsEps);
-      b.matmul(q, h, w.wq, n);
-      b.matmul(k, h, w.wk, n);
-      b.matmul(vv, h, w.wv, n);
+      projectQkv(b, h, w, n, q, k, vv);
       b.rmsNorm(q, q, w.qNorm, n * c.heads, c.headDim, c.rmsEps);
       b.rope(q, positions, n, c.heads, c.headDim, rope);
       b.rmsNorm(k, k, w.kNorm, n * c.kvHeads, c.headDim, c.rmsEps);

@@ -22,7 +22,7 @@ import type { GptOssConfig } from '../gptoss-config.ts';
 import { checkForwardRows, EngineError } from './engine-errors.ts';
 import { graphDims, type GraphDims } from './llama-graph.ts';
 import { allocScratch, firstRows, type RowWidths } from './graph-scratch.ts';
-import { addTiledBias, rowLogits, segmentRowOffsets, writeSegmentKv, type RowSegment } from './graph-rows.ts';
+import { addTiledBias, projectQkv, rowLogits, segmentRowOffsets, writeSegmentKv, type RowSegment } from './graph-rows.ts';
 import { GptOssMoe, type GptOssMoeWeights } from './gptoss-moe.ts';
 
 export interface GptOssGraphConfig extends GraphDims {
@@ -125,9 +125,7 @@ export class GptOssGraph {
       const sliding = c.swaLayers[l];
       const rope = sliding ? c.ropeSwa : c.ropeGlobal;
       b.rmsNorm(h, x, w.attnNorm, n, c.dim, c.rmsEps);
-      b.matmul(q, h, w.wq, n);
-      b.matmul(k, h, w.wk, n);
-      b.matmul(vv, h, w.wv, n);
+      projectQkv(b, h, w, n, q, k, vv);
       addTiledBias(b, q, w.bq, n, this.qDim);
       addTiledBias(b, k, w.bk, n, this.kvDim);
       addTiledBias(b, vv, w.bv, n, this.kvDim);

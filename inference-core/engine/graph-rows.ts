@@ -82,3 +82,10 @@ export function writeSegmentKv(b: Backend, pool: KvPoolHandle, layer: number, se
     b.kvWrite(pool, layer, sg.blockTable, sg.pos0, sg.queries, b.view(k, off, len), b.view(v, off, len));
   }
 }
+
+/** q, k, v [n rows] = h · Wq, Wk, Wv (before biases, norms and rope, which differ per graph). */
+export function projectQkv(b: Backend, h: TensorHandle, w: { wq: WeightHandle; wk: WeightHandle; wv: WeightHandle }, n: number, q: TensorHandle, k: TensorHandle, v: TensorHandle): void {
+  b.matmul(q, h, w.wq, n);
+  b.matmul(k, h, w.wk, n);
+  b.matmul(v, h, w.wv, n);
+}

@@ -29,7 +29,7 @@ import type { Lfm2Config } from '../lfm2-config.ts';
 import { checkForwardRows, EngineError } from './engine-errors.ts';
 import { graphDims, type GraphDims } from './llama-graph.ts';
 import { allocScratch } from './graph-scratch.ts';
-import { rowLogits, segmentRowOffsets, writeSegmentKv, type RowSegment } from './graph-rows.ts';
+import { projectQkv, rowLogits, segmentRowOffsets, writeSegmentKv, type RowSegment } from './graph-rows.ts';
 
 export interface Lfm2GraphConfig extends GraphDims {
   architecture: 'lfm2';
@@ -121,9 +121,7 @@ export class Lfm2Graph {
         const q = v(s.q, qDim);
         const k = v(s.k, kvDim);
         const vv = v(s.v, kvDim);
-        b.matmul(q, h, w.attn.wq, n);
-        b.matmul(k, h, w.attn.wk, n);
-        b.matmul(vv, h, w.attn.wv, n);
+        projectQkv(b, h, w.attn, n, q, k, vv);
         b.rmsNorm(q, q, w.attn.qNorm, n * c.heads, c.headDim, c.rmsEps);
         b.rmsNorm(k, k, w.attn.kNorm, n * c.kvHeads, c.headDim, c.rmsEps);
         b.rope(q, positions, n, c.heads, c.headDim, c.rope);

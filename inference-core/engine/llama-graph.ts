@@ -29,7 +29,7 @@
 import type { Backend, KvPoolHandle, RopeMode, RopeOptions, RopeScaling, TensorHandle, WeightHandle } from '../../native/index.ts';
 import type { TransformerDims } from '../model-config.ts';
 import { checkForwardRows, EngineError } from './engine-errors.ts';
-import { addTiledBias, segmentRowOffsets, writeSegmentKv, type RowSegment } from './graph-rows.ts';
+import { addTiledBias, projectQkv, segmentRowOffsets, writeSegmentKv, type RowSegment } from './graph-rows.ts';
 
 export type LlamaArchitecture = 'llama' | 'qwen2' | 'qwen3';
 
@@ -191,9 +191,7 @@ export class LlamaGraph {
     for (let l = 0; l < c.layers; l++) {
       const w = this.weights.layers[l];
       b.rmsNorm(h, x, w.attnNorm, n, c.dim, c.rmsEps);
-      b.matmul(q, h, w.wq, n);
-      b.matmul(k, h, w.wk, n);
-      b.matmul(vv, h, w.wv, n);
+      projectQkv(b, h, w, n, q, k, vv);
       if (w.bq) addTiledBias(b, q, w.bq, n, this.qDim);
       if (w.bk) addTiledBias(b, k, w.bk, n, this.kvDim);
       if (w.bv) addTiledBias(b, vv, w.bv, n, this.kvDim);
