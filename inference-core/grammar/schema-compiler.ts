@@ -32,8 +32,10 @@ export type ConstraintSpec =
 
 /**
  * How a forced tool call is written: 'hermes' (default) the `<tool_call>` envelope; 'harmony' (gpt-oss) a
- * commentary message to the function, `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{…}`,
- * after the generation prompt's `<|start|>assistant` (the reply then ends on <|call|>, an end-of-generation id).
+ * commentary message to the function, ` to=functions.NAME<|channel|>commentary json<|message|>{…}`, after the
+ * generation prompt's `<|start|>assistant` (the reply then ends on <|call|>, an end-of-generation id). The header
+ * is recipient-first because OpenAI's gpt-oss template writes history calls that way
+ * (inference-core/synthetic/gptoss-template.ts): an echoed call re-renders with the header the model sampled.
  */
 export type ToolCallFormat = 'hermes' | 'harmony';
 
@@ -63,7 +65,7 @@ export function compileConstraint(spec: ConstraintSpec): Grammar {
     const params = sub.schema(tool.parameters ?? { type: 'object' }, `/${i}`);
     const offset = b.nodes.length;
     for (const nd of sub.nodes) b.add(shift(nd, offset));
-    if (spec.format === 'harmony') return b.add({ kind: 'seq', parts: [b.lit(`<|channel|>commentary to=functions.${tool.name} <|constrain|>json<|message|>`), params + offset] });
+    if (spec.format === 'harmony') return b.add({ kind: 'seq', parts: [b.lit(` to=functions.${tool.name}<|channel|>commentary json<|message|>`), params + offset] });
     const open = spec.optional ? '\n' : '<tool_call>\n';
     return b.add({ kind: 'seq', parts: [b.lit(`${open}{"name": ${JSON.stringify(tool.name)}, "arguments": `), params + offset, b.lit('}\n</tool_call>')] });
   });

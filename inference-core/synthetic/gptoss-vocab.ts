@@ -4,7 +4,7 @@
  * convert_hf_to_gguf.py writes it (GptOssModel.set_vocab is _set_vocab_gpt2: pre-tokenizer
  * 'gpt-4o', tokens [PAD<i>] UNUSED above the last added token, bos <|startoftext|> and eos
  * <|return|> from tokenizer_config.json, pad <|endoftext|>, no add_bos). The package ships no chat
- * template, so the GGUF carries kvtier's harmony template when one is given.
+ * template, so the GGUF carries the one given (the harmony spec: OpenAI's, gptoss-template.ts).
  */
 import { createRequire } from 'node:module';
 import * as fs from 'node:fs';

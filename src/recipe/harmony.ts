@@ -1,9 +1,10 @@
 /**
- * gpt-oss replies in the harmony format (inference-core/synthetic/gptoss-template.ts): the
- * generation prompt ends with `<|start|>assistant`, and the model writes one or more messages
+ * gpt-oss replies in the harmony format (OpenAI's template: inference-core/synthetic/gptoss-template.ts):
+ * the generation prompt ends with `<|start|>assistant`, and the model writes one or more messages
  *
  *   <|channel|>analysis<|message|>…<|end|><|start|>assistant<|channel|>final<|message|>…
  *   <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{…}      (then <|call|>)
+ *    to=functions.NAME<|channel|>commentary json<|message|>{…}                    (the template's history form)
  *
  * ending the reply with <|return|> or <|call|> (end-of-generation ids, never text here). The
  * markers reach this text because llama.cpp (and kvtier's tokenizer) decode <|channel|>,
@@ -179,7 +180,7 @@ export function toolCallFormatOf(codec: Pick<PromptCodec, 'harmony'>): 'hermes' 
 
 /**
  * A forced harmony tool call ends on <|call|>, harmony's "the reply is a call" end: the grammar then allows only
- * that end-of-generation id (not <|return|>), so the reply's tokens are the ones the echoed call renders to.
+ * that end-of-generation id (not <|return|>), the id OpenAI's template closes a history call with.
  */
 export function harmonyCallStops<S extends { stopTokenIds: readonly number[] }>(sampling: S, constraint: ConstraintSpec | undefined, codec: Pick<PromptCodec, 'harmony'>): S {
   if (!codec.harmony || constraint?.kind !== 'tool_call' || constraint.format !== 'harmony') return sampling;

@@ -186,7 +186,7 @@ export class Generation {
     // The next turn sends back the content alone (templates drop earlier reasoning): remember its own ids too.
     const contentIds = thinking.opened ? contentIdsOf(codec, thinking.content, replyIds) : null;
     if (contentIds) sampled.push({ text: thinking.content, ids: contentIds });
-    // harmony: a reply that ended on <|call|> comes back as a call message closed by <|call|> (gptoss-template.ts)
+    // harmony: a reply that ended on <|call|> comes back as a call message closed by <|call|> (OpenAI's template, gptoss-template.ts)
     const call = codec.harmony?.callTokenId;
     if (this.harmony && call !== undefined && this.stopId === call) sampled.push({ text: rawText + '<|call|>', ids: [...replyIds, call] });
     return sampled;

@@ -1,171 +1,52 @@
 /**
- * kvtier's harmony chat template (inference-core/synthetic/gptoss-template.ts) renders what
- * node-llama-cpp 3.21.1's HarmonyChatWrapper renders for the same conversations (with the
- * template's documented differences applied to the wrapper's text, and nothing else), Python
- * jinja2 renders it as kvtier's template engine does, and the harmony GGUF carries it.
+ * The gpt-oss chat template kvtier carries (inference-core/synthetic/gptoss-template.ts) is OpenAI's,
+ * byte for byte as llama.cpp's release in node-llama-cpp 3.21.1's bundle ships it
+ * (models/templates/openai-gpt-oss-120b.jinja), and the harmony GGUF carries it. Its system message
+ * holds the local date at render time (strftime_now), so it changes at local midnight: what the
+ * serving notes in the template's header and the API tests' rerun across midnight rely on.
+ * How kvtier renders it (== Python jinja2) and reads its calls: test/src/recipe/harmony-openai-template.test.ts.
  */
-import { HarmonyChatWrapper, type ChatHistoryItem, type ChatModelFunctions } from 'node-llama-cpp';
-import { describe, expect, it } from 'vitest';
-import { ChatTemplate, type ChatMessage, type ToolSpec } from '../../inference-core/chat-template.ts';
+import { createHash } from 'node:crypto';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { ChatTemplate } from '../../inference-core/chat-template.ts';
 import { readGguf } from '../../inference-core/gguf/index.ts';
-import { GPTOSS_HARMONY_TEMPLATE } from '../../inference-core/synthetic/gptoss-template.ts';
+import { GPTOSS_OPENAI_CHAT_TEMPLATE } from '../../inference-core/synthetic/gptoss-template.ts';
 import { ensureGptOssModel } from '../../inference-core/synthetic/gptoss-synthetic.ts';
-import { jinja2Render, transformersContext } from '../helpers/jinja2-render.ts';
+import { llamaCppReleaseFile } from '../helpers/llamacpp-source.ts';
 import { TEST_DATA_DIR } from './engine-fixtures.ts';
 
-const TOOLS: ToolSpec[] = [
-  {
-    type: 'function',
-    function: {
-      name: 'get_weather',
-      description: 'Weather of a city',
-      parameters: { type: 'object', properties: { city: { type: 'string', description: 'City name' }, unit: { enum: ['c', 'f'] }, days: { type: 'integer' }, hours: { type: 'array', items: { type: 'number' } } }, required: ['city'] },
-    },
-  },
-  { type: 'function', function: { name: 'run_tests', description: 'Run the test suite\nof this repository', parameters: { type: 'object', properties: { filter: { type: 'string' }, flags: { type: 'object', properties: { fast: { type: 'boolean' } } } } } } },
-];
-const FUNCTIONS = Object.fromEntries(TOOLS.map((t) => [t.function.name, { description: t.function.description, params: t.function.parameters }])) as ChatModelFunctions;
+/** sha256 of llama.cpp v0.4.0's models/templates/openai-gpt-oss-120b.jinja (16,738 bytes). */
+const OPENAI_TEMPLATE_SHA256 = 'a4c9919cbbd4acdd51ccffe22da049264b1b73e59055fa58811a99efbd7c8146';
 
-/** Arguments and results as both sides write them: the client's JSON text is the wrapper's jsonDumps of the value. */
-const dumps = (v: unknown) => JSON.stringify(v, null, 1).split('\n').map((l) => (l.trim().endsWith(',') ? l.trim() + ' ' : l.trim())).join('');
+describe("gpt-oss's chat template", () => {
+  afterEach(() => vi.useRealTimers());
 
-interface Case {
-  label: string;
-  messages: ChatMessage[];
-  tools?: ToolSpec[];
-  history: ChatHistoryItem[];
-}
-
-const CASES: Case[] = [
-  {
-    label: 'user only',
-    messages: [{ role: 'user', content: 'Hi 你好 👋' }],
-    history: [{ type: 'user', text: 'Hi 你好 👋' }, { type: 'model', response: [] }],
-  },
-  {
-    label: 'system, multi-turn chat',
-    messages: [
-      { role: 'system', content: 'Be terse.' },
-      { role: 'user', content: 'What is 2+2?' },
-      { role: 'assistant', content: '4' },
-      { role: 'user', content: 'And 3+3?' },
-    ],
-    history: [{ type: 'system', text: 'Be terse.' }, { type: 'user', text: 'What is 2+2?' }, { type: 'model', response: ['4'] }, { type: 'user', text: 'And 3+3?' }, { type: 'model', response: [] }],
-  },
-  {
-    label: 'earlier reasoning dropped, the current turn keeps it',
-    messages: [
-      { role: 'user', content: 'Q1' },
-      { role: 'assistant', content: 'A1', reasoning_content: 'old thought' } as ChatMessage,
-      { role: 'user', content: 'Q2' },
-      { role: 'assistant', content: null, reasoning_content: 'need the weather', tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_weather', arguments: dumps({ city: 'Paris' }) } }] } as ChatMessage,
-      { role: 'tool', tool_call_id: 'c1', content: dumps({ temp: 21 }) },
-    ],
-    tools: TOOLS,
-    history: [
-      { type: 'user', text: 'Q1' },
-      { type: 'model', response: [{ type: 'segment', segmentType: 'thought', text: 'old thought', ended: true }, 'A1'] },
-      { type: 'user', text: 'Q2' },
-      { type: 'model', response: [{ type: 'segment', segmentType: 'thought', text: 'need the weather', ended: true }, { type: 'functionCall', name: 'get_weather', description: '', params: { city: 'Paris' }, result: { temp: 21 } }] },
-    ],
-  },
-  {
-    label: 'tool loop, system and tools, two calls then an answer',
-    messages: [
-      { role: 'system', content: 'You fix builds.' },
-      { role: 'user', content: 'The build is red, fix it.' },
-      { role: 'assistant', content: null, tool_calls: [{ id: 'a', type: 'function', function: { name: 'run_tests', arguments: dumps({ filter: 'suite-1' }) } }] },
-      { role: 'tool', tool_call_id: 'a', content: dumps({ ok: false, step: 1 }) },
-      { role: 'assistant', content: null, tool_calls: [{ id: 'b', type: 'function', function: { name: 'run_tests', arguments: dumps({ filter: 'suite-2', flags: { fast: true } }) } }] },
-      { role: 'tool', tool_call_id: 'b', content: dumps({ ok: true }) },
-      { role: 'assistant', content: 'Fixed.' },
-      { role: 'user', content: 'Thanks' },
-    ],
-    tools: TOOLS,
-    history: [
-      { type: 'system', text: 'You fix builds.' },
-      { type: 'user', text: 'The build is red, fix it.' },
-      {
-        type: 'model',
-        response: [
-          { type: 'functionCall', name: 'run_tests', description: '', params: { filter: 'suite-1' }, result: { ok: false, step: 1 } },
-          { type: 'functionCall', name: 'run_tests', description: '', params: { filter: 'suite-2', flags: { fast: true } }, result: { ok: true } },
-          'Fixed.',
-        ],
-      },
-      { type: 'user', text: 'Thanks' },
-      { type: 'model', response: [] },
-    ],
-  },
-  {
-    label: 'a preamble (content beside a tool call) goes to the commentary channel',
-    messages: [
-      { role: 'user', content: 'Weather in Oslo?' },
-      { role: 'assistant', content: 'Checking the weather.', tool_calls: [{ id: 'w', type: 'function', function: { name: 'get_weather', arguments: dumps({ city: 'Oslo', days: 2 }) } }] },
-      { role: 'tool', tool_call_id: 'w', content: dumps({ temp: -3 }) },
-    ],
-    tools: TOOLS,
-    history: [
-      { type: 'user', text: 'Weather in Oslo?' },
-      { type: 'model', response: [{ type: 'segment', segmentType: 'comment', text: 'Checking the weather.', ended: true }, { type: 'functionCall', name: 'get_weather', description: '', params: { city: 'Oslo', days: 2 }, result: { temp: -3 } }] },
-    ],
-  },
-  {
-    label: 'tools without a system message',
-    messages: [{ role: 'user', content: 'Weather?' }],
-    tools: TOOLS,
-    history: [{ type: 'user', text: 'Weather?' }, { type: 'model', response: [] }],
-  },
-];
-
-/** The wrapper's text with the template's documented differences applied (gptoss-template.ts). */
-function wrapperText(c: Case): string {
-  const w = new HarmonyChatWrapper({ todayDate: null });
-  const hasTools = c.tools !== undefined;
-  const { contextText } = w.generateContextState({ chatHistory: c.history, ...(hasTools ? { availableFunctions: FUNCTIONS } : {}) });
-  let text = contextText.toString();
-  if (!hasTools) text = text.replace('<|message|># Instruction\n\n', '<|message|># Instructions\n\n');
-  return text.replace(/( to=functions\.\w+)<\|constrain\|>/g, '$1 <|constrain|>');
-}
-
-describe('gpt-oss harmony chat template', () => {
-  const template = new ChatTemplate(GPTOSS_HARMONY_TEMPLATE);
-  const render = (c: Case) => template.render({ messages: c.messages, ...(c.tools ? { tools: c.tools } : {}), addGenerationPrompt: true });
-
-  it.each(CASES.map((c) => [c.label, c] as const))('%s: == HarmonyChatWrapper', (_label, c) => {
-    expect(render(c)).toBe(wrapperText(c));
+  it("is OpenAI's, byte for byte as the bundled llama.cpp release ships it", () => {
+    const bundled = llamaCppReleaseFile('models/templates/openai-gpt-oss-120b.jinja');
+    expect(GPTOSS_OPENAI_CHAT_TEMPLATE).toBe(bundled);
+    const bytes = Buffer.from(GPTOSS_OPENAI_CHAT_TEMPLATE, 'utf8');
+    expect(bytes.length).toBe(16738);
+    expect(createHash('sha256').update(bytes).digest('hex')).toBe(OPENAI_TEMPLATE_SHA256);
   });
 
-  it('the differences are only those documented: without them the texts differ', () => {
-    const c = CASES.find((x) => x.label.startsWith('tool loop'))!;
-    const w = new HarmonyChatWrapper({ todayDate: null });
-    const raw = w.generateContextState({ chatHistory: c.history, availableFunctions: FUNCTIONS }).contextText.toString();
-    expect(render(c)).not.toBe(raw);
-    expect(render(c)).toContain('<|start|>assistant<|channel|>commentary to=functions.run_tests <|constrain|>json<|message|>{"filter": "suite-1"}<|call|><|start|>functions.run_tests to=assistant<|channel|>commentary<|message|>{"ok": false, "step": 1}<|end|>');
-    expect(render(CASES[2])).not.toContain('old thought');
-    expect(render(CASES[2])).toContain('<|start|>assistant<|channel|>analysis<|message|>need the weather<|end|>');
-  });
-
-  it('Python jinja2 renders every case as kvtier does (transformers context), current_date and reasoning_effort included', () => {
-    const extra = { current_date: '2026-12-06', reasoning_effort: 'high' };
-    const ours = CASES.flatMap((c) => [render(c), template.render({ messages: c.messages, ...(c.tools ? { tools: c.tools } : {}), addGenerationPrompt: false, extra })]);
-    const ref = jinja2Render(
-      CASES.flatMap((c) => [
-        { template: GPTOSS_HARMONY_TEMPLATE, context: transformersContext({ messages: c.messages, tools: c.tools, addGenerationPrompt: true }) },
-        { template: GPTOSS_HARMONY_TEMPLATE, context: transformersContext({ messages: c.messages, tools: c.tools, addGenerationPrompt: false, extra }) },
-      ]),
-    );
-    ref.forEach((r, i) => expect(r.text ?? r.error, `render ${i}`).toBe(ours[i]));
-    expect(ours[1]).toContain('Current date: 2026-12-06\n\nReasoning: high');
-  });
-
-  it('the harmony GGUF carries it as tokenizer.chat_template', () => {
+  it('is the one the harmony GGUF carries', () => {
     const g = readGguf(ensureGptOssModel('gpt-oss-tiny', { dataDir: TEST_DATA_DIR, vocab: 'o200k-harmony' }));
     try {
-      expect(g.getString('tokenizer.chat_template')).toBe(GPTOSS_HARMONY_TEMPLATE);
-      expect(ChatTemplate.fromGguf(g).render({ messages: CASES[1].messages, addGenerationPrompt: true })).toBe(render(CASES[1]));
+      expect(g.optString('tokenizer.chat_template')).toBe(GPTOSS_OPENAI_CHAT_TEMPLATE);
     } finally {
       g.close();
     }
-  }, 120_000);
+  }, 300_000);
+
+  it("writes the local date at render time into the system message, so it changes at local midnight", () => {
+    const template = new ChatTemplate(GPTOSS_OPENAI_CHAT_TEMPLATE);
+    const render = () => template.render({ messages: [{ role: 'user', content: 'Hi' }], addGenerationPrompt: true });
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(new Date(2025, 2, 4, 23, 59, 59));
+    const before = render();
+    expect(before).toContain('\nCurrent date: 2025-03-04\n');
+    expect(render()).toBe(before);
+    vi.setSystemTime(new Date(2025, 2, 5, 0, 0, 1));
+    expect(render()).toBe(before.replace('2025-03-04', '2025-03-05'));
+  });
 });

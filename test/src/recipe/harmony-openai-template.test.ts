@@ -1,15 +1,17 @@
 /**
  * OpenAI's own gpt-oss chat template (the one llama.cpp ships as
  * models/templates/openai-gpt-oss-120b.jinja in the release node-llama-cpp
- * 3.21.1 bundles, what a converted gpt-oss GGUF carries): kvtier's template
- * engine renders it as Python jinja2 does, the prompt codec of a file with it
- * is harmony (forced calls in harmony form, replies split by channel), and the
- * splitter reads its tool-call ordering (recipient before the channel).
- * kvtier's own template (gptoss-template.ts) follows HarmonyChatWrapper
- * where the two differ (see that file's header).
+ * 3.21.1 bundles, what a converted gpt-oss GGUF carries, and what
+ * inference-core/synthetic/gptoss-template.ts carries into the harmony GGUF):
+ * kvtier's template engine renders it as Python jinja2 does, the prompt codec
+ * of a file with it is harmony (forced calls in harmony form, replies split by
+ * channel), and the splitter reads its tool-call ordering (recipient before
+ * the channel), the ordering the forced-call grammar writes.
  */
 import { describe, expect, it } from 'vitest';
 import { ChatTemplate, type ChatMessage, type ToolSpec } from '../../../inference-core/chat-template.ts';
+import { compileConstraint, GrammarMasks } from '../../../inference-core/grammar/index.ts';
+import { vocabIndexOf } from '../../../inference-core/grammar/vocab-index.ts';
 import { readGguf, Tokenizer } from '../../../inference-core/index.ts';
 import { ensureGptOssModel } from '../../../inference-core/synthetic/gptoss-synthetic.ts';
 import { promptCodecFrom } from '../../../src/recipe/gguf-codec.ts';
@@ -39,6 +41,24 @@ describe("OpenAI's gpt-oss template", () => {
     expect(ours).toBe(ref.text ?? ref.error);
     expect(ours).toContain('<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Paris"}<|call|>');
     expect(ours.endsWith('<|start|>user<|message|>Thanks<|end|><|start|>assistant')).toBe(true);
+  });
+
+  it("the forced-call grammar writes the template's call header; its arguments are compact JSON where the template's tojson spaces them", () => {
+    const rendered = template.render({ messages: MESSAGES, tools: TOOLS, addGenerationPrompt: true });
+    // what follows the generation prompt `<|start|>assistant` in the history call, up to its arguments
+    const header = /<\|start\|>assistant( to=functions\.get_weather<\|channel\|>[^<]*<\|message\|>)/.exec(rendered)![1];
+    const grammar = compileConstraint({ kind: 'tool_call', tools: [{ name: 'get_weather', parameters: TOOLS[0].function.parameters }], format: 'harmony' });
+    const masks = new GrammarMasks(grammar, vocabIndexOf({}, 1, () => Uint8Array.of(0x20)));
+    const accepts = (text: string) => {
+      const state = masks.advance(masks.initial(), new TextEncoder().encode(text));
+      return state.stacks.length > 0 && masks.accepts(state);
+    };
+    expect(accepts(`${header}{"city":"Paris"}`)).toBe(true);
+    // the history form of the same call (json.dumps separators): a sampled call never re-renders as its own tokens
+    expect(rendered).toContain(`${header}{"city": "Paris"}<|call|>`);
+    expect(accepts(`${header}{"city": "Paris"}`)).toBe(false);
+    // the channel-first form (harmony's other ordering) is not what the grammar writes
+    expect(accepts('<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris"}')).toBe(false);
   });
 
   it('makes a harmony codec, and its tool-call ordering splits into the same call', () => {

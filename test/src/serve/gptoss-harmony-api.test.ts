@@ -1,15 +1,20 @@
 /**
- * gpt-oss with its own vocabulary and kvtier's harmony template (synthetic:gpt-oss-tiny-harmony)
+ * gpt-oss with its own vocabulary and OpenAI's gpt-oss template (synthetic:gpt-oss-tiny-harmony: the GGUF
+ * carries llama.cpp's models/templates/openai-gpt-oss-120b.jinja, inference-core/synthetic/gptoss-template.ts)
  * served like `npm start`, through the openai SDK: a tool loop whose calls the model writes itself
- * (tool_choice naming a tool: the grammar holds the reply to harmony's commentary message
- * `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{…}` ending on <|call|>),
+ * (tool_choice naming a tool: the grammar holds the reply to the template's history form of a call,
+ * ` to=functions.NAME<|channel|>commentary json<|message|>{…}` after `<|start|>assistant`, ending on <|call|>),
  * the client echoing each returned call and a tool result:
  *   - every call comes back as tool_calls (finish_reason tool_calls) with the arguments the model wrote;
- *   - each follow-up turn's cached tokens are exactly the previous reply's end (prompt + completion:
- *     the echoed call renders to the sampled tokens and <|call|>, so the unit written there matches);
+ *   - each follow-up turn's cached tokens are exactly the previous turn's prompt: the echoed call renders the
+ *     header and <|call|> the model sampled, but its arguments through the template's `| tojson` (Python's
+ *     json.dumps: `{"filter": "…"}`, ensure_ascii), while the grammar writes compact JSON (`{"filter":"…"}`),
+ *     so the re-rendered call leaves the sampled tokens inside the arguments and the reply-end unit is not
+ *     a prefix of the next prompt; the previous prompt's end is;
  *   - the first turn sent cold (a fresh tenant) tokenizes to the same prompt and gives the identical
  *     greedy call (0 cached);
  *   - the same forced call streamed, through the Responses API and through Anthropic's messages.
+ * The template's system message holds the local date, so the body runs again if it failed across midnight.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,6 +23,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
 import { KEYS, startTestServer } from './server-fixture.ts';
+import { rerunAcrossMidnight } from '../../helpers/local-day.ts';
 
 type Msg = OpenAI.Chat.Completions.ChatCompletionMessageParam;
 const tool = (name: string, description: string): OpenAI.Chat.Completions.ChatCompletionFunctionTool => ({
@@ -29,7 +35,7 @@ const tool = (name: string, description: string): OpenAI.Chat.Completions.ChatCo
 const TOOLS = [tool('run_tests', 'Run the test suite'), tool('read_log', 'Read the build log'), tool('git_diff', 'Show the diff')];
 
 describe('gpt-oss harmony through the openai SDK', () => {
-  it('a model-written tool loop: harmony calls parsed, each turn hits the previous reply end, the first turn replayed cold is equal', async () => {
+  it("a model-written tool loop: harmony calls parsed, each turn hits the previous prompt's end, the first turn replayed cold is equal", () => rerunAcrossMidnight(true, async () => {
     const model = 'synthetic:gpt-oss-tiny-harmony';
     const dataDir = mkdtempSync(join(tmpdir(), 'kvtier-harmony-api-'));
     const coldKeys = Array.from({ length: 8 }, (_, i) => `sk-cold-${i}`);
@@ -42,12 +48,12 @@ describe('gpt-oss harmony through the openai SDK', () => {
       const ask = (client: OpenAI, messages: Msg[], forced: string | null) =>
         client.chat.completions.create({ model, messages, tools: TOOLS, max_tokens: 160, temperature: 0, ...(forced ? { tool_choice: { type: 'function' as const, function: { name: forced } } } : {}) });
       const loop: Msg[] = [{ role: 'system', content: 'You fix builds. '.repeat(10) }, { role: 'user', content: 'The build is red, fix it.' }];
-      let previousEnd: number | undefined;
+      let previousPrompt: number | undefined;
       for (let step = 1; step <= 4; step++) {
         const forced = step < 4 ? TOOLS[step - 1].function.name : null;
         const r = await ask(alice, loop, forced);
         const u = r.usage!;
-        if (previousEnd !== undefined) expect(u.prompt_tokens_details!.cached_tokens, `step ${step}`).toBe(previousEnd);
+        if (previousPrompt !== undefined) expect(u.prompt_tokens_details!.cached_tokens, `step ${step}`).toBe(previousPrompt);
         if (step === 1) {
           // before any model-written turn the conversation is all client text: a fresh tenant gets the same prompt and reply.
           // Later turns hold the model's own call, which alice's prompt keeps as the sampled ids (the model may spell
@@ -65,7 +71,9 @@ describe('gpt-oss harmony through the openai SDK', () => {
         const call = message.tool_calls![0] as OpenAI.Chat.Completions.ChatCompletionMessageFunctionToolCall;
         expect(call.function.name).toBe(forced);
         expect(typeof (JSON.parse(call.function.arguments) as { filter: unknown }).filter).toBe('string');
-        previousEnd = u.prompt_tokens + u.completion_tokens;
+        // the grammar's compact JSON, which the template's tojson re-renders with a space after the colon
+        expect(call.function.arguments.startsWith('{"filter":"')).toBe(true);
+        previousPrompt = u.prompt_tokens;
         loop.push({ role: 'assistant', content: null, tool_calls: [call] });
         loop.push({ role: 'tool', tool_call_id: call.id, content: `{"ok": false, "step": ${step}}` });
       }
@@ -108,5 +116,5 @@ describe('gpt-oss harmony through the openai SDK', () => {
     } finally {
       await server.close();
     }
-  }, 300_000);
+  }), 300_000);
 });

@@ -37,6 +37,7 @@ import type { Deepseek4GraphConfig } from '../../../inference-core/engine/deepse
 import { BLOCK_MAGIC, BlockCodec, TAIL_MAGIC, TailCodec, payloadBytesFor } from '../../../src/kvtier/index.ts';
 import { unitServing } from '../../../src/scheduler/units.ts';
 import { TEST_DATA_DIR } from '../../inference-core/engine-fixtures.ts';
+import { rerunAcrossMidnight } from '../../helpers/local-day.ts';
 import { KEYS, startTestServer } from './server-fixture.ts';
 
 const SYSTEM = 'You are a terse assistant that keeps answers short. '.repeat(8);
@@ -52,9 +53,10 @@ describe('new architectures through the API', () => {
     ['lfm2', () => ensureLfm2Model({ dataDir: TEST_DATA_DIR })],
     ['gpt-oss', () => ensureGptOssModel('gpt-oss-tiny', { dataDir: TEST_DATA_DIR })],
     ['deepseek4', () => 'synthetic:deepseek4-tiny'],
-    // gpt-oss with its own o200k_harmony vocabulary and kvtier's harmony template (synthetic/gptoss-template.ts)
+    // gpt-oss with its own o200k_harmony vocabulary and OpenAI's gpt-oss template (synthetic/gptoss-template.ts),
+    // whose system message holds the local date: the body runs again if it failed across midnight (helpers/local-day.ts)
     ['gpt-oss-harmony', () => 'synthetic:gpt-oss-tiny-harmony'],
-  ])('%s: multi-turn chat and a tool loop hit exactly the matched unit each turn, blocks and tails on storage are the units written at their sizes, replies equal cold (fresh tenant per request)', async (arch, ensureModel) => {
+  ])('%s: multi-turn chat and a tool loop hit exactly the matched unit each turn, blocks and tails on storage are the units written at their sizes, replies equal cold (fresh tenant per request)', (arch, ensureModel) => rerunAcrossMidnight(arch === 'gpt-oss-harmony', async () => {
     const modelPath = ensureModel();
     const model = modelPath.startsWith('synthetic:') ? modelPath : basename(modelPath, '.gguf');
     const dataDir = mkdtempSync(join(tmpdir(), 'kvtier-units-api-'));
@@ -102,10 +104,10 @@ describe('new architectures through the API', () => {
     let previousEnd: number | undefined;
     for (let i = 1; i <= 4; i++) {
       const t = await turn(chat, undefined, previousEnd, false);
-      // harmony: the echoed reply comes back inside a final-channel header the model did not write (it wrote
-      // `<|channel|>…` itself, or, with random weights, no header) and closed by <|end|> where it sampled
-      // <|return|>, so the next prompt leaves the reply's tokens right after this prompt: the matched unit is
-      // this prompt's end. Every other template sends the reply back as its sampled tokens.
+      // harmony: OpenAI's template sends the echoed reply back inside a final-channel header the model did not
+      // write (it wrote `<|channel|>…` itself, or, with random weights, no header) and closed by <|end|> where it
+      // sampled <|return|>, so the next prompt leaves the reply's tokens right after this prompt: the matched unit
+      // is this prompt's end. Every other template sends the reply back as its sampled tokens.
       previousEnd = arch === 'gpt-oss-harmony' ? t.prompt : t.prompt + t.completion;
       chat.push({ role: 'assistant', content: t.reply.content ?? '' });
       chat.push({ role: 'user', content: `Turn ${i + 1}: and then?` });
@@ -180,5 +182,5 @@ describe('new architectures through the API', () => {
     } finally {
       await closeServer();
     }
-  }, 300_000);
+  }), 300_000);
 });
