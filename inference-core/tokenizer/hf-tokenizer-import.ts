@@ -174,6 +174,9 @@ export function importHfTokenizer(tokenizerJson: unknown, tokenizerConfig: unkno
     else if (t === unk) types[i] = TokenType.UNKNOWN;
     else if (a) types[i] = a.special || looksSpecial(t) ? TokenType.CONTROL : TokenType.USER_DEFINED;
     else types[i] = TokenType.NORMAL;
+    // SentencePiece: convert_hf_to_gguf.py writes a user-defined token's "▁" as a space (Gemma 3's
+    // "▁▁" runs), since llama.cpp matches user-defined tokens in the text before escaping spaces.
+    if (isSpm && types[i] === TokenType.USER_DEFINED) tokens[i] = t.replaceAll('\u2581', ' ');
   }
 
   const meta: Array<[string, GgufValue]> = [];

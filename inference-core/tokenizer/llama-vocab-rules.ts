@@ -12,6 +12,8 @@ import { TokenType } from './token-type.ts';
  */
 export const EOG_TEXTS = new Set([
   '<|eot_id|>', '<|im_end|>', '<|end|>', '<|return|>', '<|call|>', '<end_of_turn>', '<|endoftext|>', '<|eom_id|>', '<EOT>', '_<EOT>', '<|end_of_text|>', '<end_of_utterance>', '</s>',
+  // Gemma's <eos> (llama.cpp lists it for Gemma 4; it applies to Gemma 3's vocabulary as well)
+  '<eos>',
   // FIM pad / repo / file separator
   '<|fim_pad|>', '<fim-pad>', '<fim_pad>', '<PAD>', '<|fim_repo|>', '<|repo_name|>', '<fim-repo>', '<REPO>', '<reponame>', '<|file_sep|>', '<file_sep>',
 ]);

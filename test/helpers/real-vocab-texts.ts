@@ -139,6 +139,14 @@ export const SPECIAL_TEXTS: Record<string, LabeledText[]> = {
     { label: 'bos/eot/reserved', text: '<|startoftext|>x<|endoftext|> <|endofprompt|><|reserved_200013|>' },
     { label: 'broken special', parseSpecialNoop: true, text: '<|start| <|channel|<|end |> <|return|' },
   ],
+  gemma3: [
+    { label: 'gemma turns', text: '<bos><start_of_turn>user\nYou are kind.\n\nHi 你好 👋<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n' },
+    { label: 'image and eos', text: '<start_of_image><image_soft_token><end_of_image> done<eos><pad>' },
+    { label: 'unused and mask', text: '<unused0>x<unused6241> <mask>[multimodal]' },
+    { label: 'user-defined runs', parseSpecialNoop: true, text: 'a  b   c\n\n\nd\t\t<table><tr>    x' },
+    { label: 'literal ▁▁', parseSpecialNoop: true, text: 'x▁▁y ▁▁▁ z' },
+    { label: 'broken special', parseSpecialNoop: true, text: '<start_of_turn <end_of_turn <bos' },
+  ],
   llama2: [
     { label: 'inst', text: '<s>[INST] Hello [/INST] Hi</s><s>[INST] again [/INST]' },
     { label: 'specials glued', text: 'a<s>b</s>c<unk>d' },

@@ -45,6 +45,10 @@ const HF_DISAGREES: Partial<Record<RealVocabName, Record<string, string>>> = {
   // no \p{M} (its letter classes are "a letter but not a-z / A-Z"), so a mark after a letter starts a
   // new piece there. The GGUF's engine splits this way, so kvtier does too.
   gptoss: { 'Hindi Thai': "llama.cpp's gpt-4o regex has no \\p{M}" },
+  // Gemma 3's "▁▁"… added tokens: convert_hf_to_gguf.py writes a user-defined token's "▁" as a space,
+  // so in llama.cpp they match runs of spaces and a literal "▁▁" in text is ordinary text; HF matches
+  // the added token's raw "▁▁" in text instead. Spaces tokenize the same in both.
+  gemma3: { 'lone surrogates': 'tokenizers.js splits unpaired surrogates', 'literal ▁▁': 'convert writes user-defined ▁ as a space' },
 };
 
 /** Random mixes of scripts, whitespace, digits, punctuation, emoji and combining marks. */
@@ -142,16 +146,18 @@ describe.each(REAL_VOCAB_NAMES.map((name) => ({ name })))('real vocabulary $name
   });
 
   it('decode(encode(x)) == x (SentencePiece: minus the prefix space the tokenizer adds)', () => {
-    const spm = tok.model === 'llama';
+    const spm = tok.model === 'llama' && tok.addSpacePrefix; // Gemma adds no prefix space
     const wellFormed = (s: string) => (s as string & { toWellFormed(): string }).toWellFormed();
-    for (const text of [...texts.map((t) => t.text), ...fuzz]) {
+    // SentencePiece reads a literal "▁" in text as a space, so that one does not come back
+    for (const text of [...texts.map((t) => t.text).filter((t) => !(tok.model === 'llama' && t.includes('\u2581'))), ...fuzz]) {
       expect(tok.decode(tok.encode(text, { addSpecial: false }), { stripLeadingSpace: spm })).toBe(wellFormed(text));
     }
   });
 
   it('decode == llama.cpp detokenize (with and without rendering specials), and cleans spaces only for llama-bpe', () => {
     expect(tok.cleanSpaces).toBe(name === 'llama3_1');
-    const spm = tok.model === 'llama';
+    expect(tok.addSpacePrefix).toBe(name === 'llama2'); // Gemma 3: add_space_prefix false
+    const spm = tok.model === 'llama' && tok.addSpacePrefix;
     const lists = [...llama.plain, ...llama.special, ...llama.fuzz];
     const info = llamaCppVocabInfo(file, [...lists.map((tokens) => ({ tokens, special: false })), ...lists.map((tokens) => ({ tokens, special: true }))]);
     const bad: string[] = [];
@@ -170,14 +176,17 @@ describe.each(REAL_VOCAB_NAMES.map((name) => ({ name })))('real vocabulary $name
     expect([...tok.eogIds].sort((a, b) => a - b)).toEqual(info.eogIds);
     const ofType = (type: TokenType) => Array.from({ length: tok.vocabSize }, (_, i) => i).filter((i) => tok.tokenType(i) === type);
     expect(ofType(TokenType.CONTROL)).toEqual(info.controlIds);
-    expect(ofType(TokenType.USER_DEFINED)).toEqual(info.userDefinedIds);
+    // llama.cpp keeps the USER_DEFINED bit of a user-defined token it promotes to CONTROL by its text
+    // (Gemma 3's HTML "</s>"); kvtier's one type is CONTROL, the bit that decides matching and decoding.
+    const control = new Set(info.controlIds);
+    expect(ofType(TokenType.USER_DEFINED)).toEqual(info.userDefinedIds.filter((i) => !control.has(i)));
     expect(info.lstripIds.length + info.rstripIds.length).toBe(0);
   }, 120_000);
 
   it('BOS/EOS as the vocabulary asks (add_bos_token)', () => {
     const ids = Array.from(tok.encode('Hello', { addSpecial: true }));
     const plain = Array.from(tok.encode('Hello', { addSpecial: false }));
-    const bos = { llama3_1: 128000, qwen2_5: undefined, qwen3: undefined, deepseek_v3: 0, llama2: 1, gptoss: undefined }[name];
+    const bos = { llama3_1: 128000, qwen2_5: undefined, qwen3: undefined, deepseek_v3: 0, llama2: 1, gptoss: undefined, gemma3: 2 }[name];
     expect(ids).toEqual(bos === undefined ? plain : [bos, ...plain]);
     expect(Array.from(tok.encode('', { addSpecial: true }))).toEqual(bos === undefined ? [] : [bos]);
   });

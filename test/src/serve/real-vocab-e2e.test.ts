@@ -29,7 +29,7 @@ import { KEYS, startTestServer, type TestServer } from './server-fixture.ts';
 type Message = OpenAI.Chat.Completions.ChatCompletionMessageParam;
 type Usage = OpenAI.CompletionUsage;
 
-const MODELS: Array<Exclude<RealVocabName, 'llama2' | 'gptoss'>> = ['llama3_1', 'qwen2_5', 'qwen3', 'deepseek_v3'];
+const MODELS: Array<Exclude<RealVocabName, 'llama2' | 'gptoss' | 'gemma3'>> = ['llama3_1', 'qwen2_5', 'qwen3', 'deepseek_v3'];
 const SYSTEM = 'You are kvtier, a terse assistant. ' + 'Answer in one short line, cite the cache, never apologise — ünïcödé ✓ 日本語. '.repeat(8);
 const TOOLS: OpenAI.Chat.Completions.ChatCompletionTool[] = [
   { type: 'function', function: { name: 'read_file', description: 'Read a file of the repository', parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] } } },
