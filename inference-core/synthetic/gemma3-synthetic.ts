@@ -29,6 +29,7 @@ import type { TransformerDims } from '../model-config.ts';
 import { baseModelMetadata } from './synthetic-metadata.ts';
 import { byteLevelVocabMetadata, loadCorpus } from './synthetic-vocab.ts';
 import { gemma3Vocab, gemma3VocabDir } from './gemma3-vocab.ts';
+import { generateOnce } from './generate-once.ts';
 
 export type Gemma3SyntheticName = 'gemma3-tiny';
 export type Gemma3WeightType = 'f16' | 'q8_0';
@@ -79,14 +80,7 @@ export function gemma3ModelPath(name: Gemma3SyntheticName, o: Gemma3SyntheticOpt
 
 /** Path of the model's GGUF, generating it first if needed. */
 export function ensureGemma3Model(name: Gemma3SyntheticName, o: Gemma3SyntheticOptions): string {
-  const file = gemma3ModelPath(name, o);
-  if (fs.existsSync(file)) return file;
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  // a finished temp file renamed into place: concurrent generators never expose a partial file
-  const tmp = `${file}.${process.pid}.tmp`;
-  writeGemma3(tmp, name, { ...GEMMA3_SPECS[name], ...o.overrides }, o.weightType ?? 'f16', o.vocab ?? 'synthetic');
-  fs.renameSync(tmp, file);
-  return file;
+  return generateOnce(gemma3ModelPath(name, o), (tmp) => writeGemma3(tmp, name, { ...GEMMA3_SPECS[name], ...o.overrides }, o.weightType ?? 'f16', o.vocab ?? 'synthetic'));
 }
 
 function writeGemma3(file: string, name: string, s: Gemma3Spec, weightType: Gemma3WeightType, vocabName: Gemma3Vocab): void {

@@ -36,6 +36,7 @@ import type { TransformerDims } from '../model-config.ts';
 import { baseModelMetadata } from './synthetic-metadata.ts';
 import { byteLevelVocabMetadata, loadCorpus } from './synthetic-vocab.ts';
 import { quantizeMxfp4 } from './mxfp4.ts';
+import { generateOnce } from './generate-once.ts';
 import { gptOssVocab, gptOssVocabDir } from './gptoss-vocab.ts';
 import { GPTOSS_OPENAI_CHAT_TEMPLATE } from './gptoss-template.ts';
 
@@ -99,13 +100,7 @@ export function gptOssModelPath(name: GptOssSyntheticName, o: GptOssSyntheticOpt
 
 /** Path of the model's GGUF, generating it first if needed. */
 export function ensureGptOssModel(name: GptOssSyntheticName, o: GptOssSyntheticOptions): string {
-  const file = gptOssModelPath(name, o);
-  if (fs.existsSync(file)) return file;
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  const tmp = `${file}.${process.pid}.tmp`;
-  writeGptOss(tmp, name, { ...GPTOSS_SPECS[name], ...o.overrides }, o.overrides?.pattern, o.expertType ?? 'mxfp4', o.vocab ?? 'synthetic');
-  fs.renameSync(tmp, file);
-  return file;
+  return generateOnce(gptOssModelPath(name, o), (tmp) => writeGptOss(tmp, name, { ...GPTOSS_SPECS[name], ...o.overrides }, o.overrides?.pattern, o.expertType ?? 'mxfp4', o.vocab ?? 'synthetic'));
 }
 
 type Init = { mean: number; std: number };
