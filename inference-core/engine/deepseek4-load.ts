@@ -31,8 +31,8 @@ export function deepseek4EngineParts(backend: Backend, gguf: GgufFile, mtp = fal
   const model = new Deepseek4Model(gguf);
   if (mtp) checkMtp(model);
   // mat-vecs on the native kernels (the TypeScript loop stays the reference twin)
-  model.useNative(backend, gguf);
   const cfg = model.cfg;
+  model.useNative(backend, gguf).preload(cfg.nLayer, mtp, cfg.oLoraRank);
   const pages = deepseek4PageLayout(cfg);
   const graphConfig: Deepseek4GraphConfig = { architecture: 'deepseek4', vocabSize: cfg.nVocab, cfg, pages };
   const ctxLen = gguf.optU32('deepseek4.context_length');

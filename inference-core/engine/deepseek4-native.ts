@@ -42,12 +42,7 @@ export class Deepseek4NativeMatVec {
   }
 
   mm(name: string, nIn: number, nOut: number, x: Float32Array, m: number, out: Float32Array, rowOff: number): Float32Array | null {
-    const key = `${name}:${rowOff}:${nOut}`;
-    let w = this.handles.get(key);
-    if (w === undefined) {
-      w = this.upload(name, nIn, nOut, rowOff);
-      this.handles.set(key, w);
-    }
+    const w = this.handle(name, nIn, nOut, rowOff);
     if (w === null) {
       this.calls.reference++;
       return null;
@@ -74,6 +69,36 @@ export class Deepseek4NativeMatVec {
   }
 
   /**
+   * Uploads and packs now every weight range the forward multiplies (each
+   * expert's rows of a 3D tensor, each group's rows of attn_output_a, other
+   * matrices whole), as llama.cpp repacks at load: otherwise the first
+   * prompt that routes to an expert pays its packing (a third of a first
+   * 512-token prefill's CPU time). Blocks ≥ `layers` (the MTP block) only when
+   * `withMtp`. Packing is by a one-row product of zeros (the backend packs on
+   * first matmul).
+   */
+  preload(layers: number, withMtp: boolean, oGroupRows: number): void {
+    for (const [name, t] of this.gguf.tensors) {
+      if (t.dims.length < 2 || t.type === GgmlType.I32 || name === 'token_embd.weight') continue;
+      const blk = /^blk\.(\d+)\./.exec(name);
+      if (blk && Number(blk[1]) >= layers && !withMtp) continue;
+      const nIn = t.dims[0]!;
+      const rows = t.elements / nIn;
+      // a 3D expert tensor is [nIn][rows per expert][experts]; attn_output_a is multiplied per group
+      const part = t.dims.length === 3 ? t.dims[1]! : name.endsWith('.attn_output_a.weight') ? oGroupRows : rows;
+      for (let rowOff = 0; rowOff < rows; rowOff += part) {
+        const w = this.handle(name, nIn, part, rowOff);
+        if (w) this.mm(name, nIn, part, new Float32Array(nIn), 1, new Float32Array(part), rowOff);
+      }
+    }
+  }
+
+  /** Weight handles uploaded so far (tests: a forward after preload() adds none). */
+  get handleCount(): number {
+    return this.handles.size;
+  }
+
+  /**
    * The layer's attention of T tokens on the native kernel: keys is a pool of
    * distinct key vectors, token t attends keys[idx[off[t]..off[t+1])] (shapes:
    * native/src/ops/dsv4-sparse-attention.h). Same arithmetic as the reference
@@ -97,6 +122,16 @@ export class Deepseek4NativeMatVec {
     this.handles.clear();
     this.backend.free(this.x);
     this.backend.free(this.out);
+  }
+
+  private handle(name: string, nIn: number, nOut: number, rowOff: number): WeightHandle | null {
+    const key = `${name}:${rowOff}:${nOut}`;
+    let w = this.handles.get(key);
+    if (w === undefined) {
+      w = this.upload(name, nIn, nOut, rowOff);
+      this.handles.set(key, w);
+    }
+    return w;
   }
 
   private upload(name: string, nIn: number, nOut: number, rowOff: number): WeightHandle | null {

@@ -8,6 +8,7 @@
  *     (their arrays are views of the pool's memory, in the page of the block
  *     where their group ends), and the pool counts them: pages per sequence
  *     = ⌈tokens/64⌉, freed with the sequence;
+ *   - every weight range the forward multiplies is uploaded and packed at load;
  *   - the engine says its state is not its pages (hasRecurrentState: the
  *     serving side turns the block tier off), and a sequence whose pages are
  *     not matched by its state is refused before any row runs (a truncation
@@ -50,6 +51,16 @@ afterAll(() => {
 });
 
 describe('deepseek4 engine', () => {
+  it('packs every weight range at load: a prefill that routes to every expert uploads nothing more', () => {
+    const native = (engine as unknown as { graph: { model: Deepseek4Model } }).graph.model.weights.native!;
+    const before = native.handleCount;
+    expect(before).toBeGreaterThan(0);
+    const seq = engine.createSequence();
+    seq.prefill(tokens);
+    seq.free();
+    expect(native.handleCount).toBe(before);
+  });
+
   it('prefill + decode equal the reference forward bit for bit; entries live in the pool pages', () => {
     const seq = engine.createSequence();
     const got = seq.prefill(tokens);
