@@ -13,6 +13,11 @@
 // an empty build dir this file spent ~300 s in nvcc under CI load, most of it
 // nvcc's fixed cost per translation unit (cudafe++ and the host compile of the
 // CUDA headers, ~3 s a file), not ptxas.
+// A fresh clone is newer than any object, so make alone recompiled everything
+// in each clone (162 s of this file in a clean-clone run, bench/RESULTS.md
+// "suite time"); native/cuda/cached-compile.sh takes an object from a cache
+// outside the checkout when the same source, headers, command line and nvcc
+// built it before, and compiles otherwise.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
@@ -66,7 +71,7 @@ function runDriver(args: string[]): { status: number | null; report: DriverRepor
 }
 
 describe('native/cuda standalone driver', () => {
-  it.skipIf(!nvcc)(`compiles every kernel, the runtime and both drivers with nvcc${nvccSkip}`, () => {
+  it.skipIf(!nvcc)(`builds every kernel, the runtime and both drivers with nvcc (or its cached object for the same inputs)${nvccSkip}`, () => {
     const env = { ...process.env, PATH: `${path.dirname(nvcc ?? '')}:${process.env.PATH}` };
     // NVCC as the gypi passes it (its path): it is part of the flags stamp.
     execFileSync('make', ['-C', cudaDir, '-j2', `NVCC=${nvcc}`, `BUILD=${testBuild}`, `ARCH=${testArch}`], {
