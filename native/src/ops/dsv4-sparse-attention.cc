@@ -1,8 +1,8 @@
 // dsv4_sparse_attention (see dsv4-sparse-attention.h): tokens split over the
 // pool's threads, all heads of a token at once. Every head shares the token's
-// keys, so each key row is read once for four heads whose dot products run as
-// four independent f64 chains (each still summed over i in order); the output
-// rows accumulate key by key in order. Every value therefore follows the _ref
+// keys: the dots of four keys × four heads run as sixteen independent f64
+// chains (each still summed over i in order, the heads in vector lanes); the
+// output rows accumulate key by key in order. Every value therefore follows the _ref
 // twin's arithmetic exactly, bit for bit, for any T and thread count.
 #include <cmath>
 #include <vector>
@@ -13,43 +13,50 @@ namespace kvt {
 namespace {
 
 struct TokenScratch {
-  std::vector<double> qd;  // [H][D] the token's queries in f64
+  std::vector<double> qt;  // [D][H] the token's queries in f64, transposed: a key's element i meets every head at once
   std::vector<double> e;   // [H][n] logits, then exp weights
 };
 
+constexpr int kHeadBlock = 4;  // heads per vector of f64 lanes
+constexpr int kKeyBlock = 4;   // keys whose dot chains run side by side
+
+// Every (head, key) dot is its own chain over i in order (vectorized across
+// heads, interleaved across keys, never reassociated: -ffp-contract=off), so the
+// logits are the _ref twin's bits; the clones only widen the lanes.
+__attribute__((target_clones("avx512f", "avx2", "default")))
 void attend_token(float* out, const float* q, const float* keys, const int32_t* idx, const int32_t* off, const float* sinks, int t, int H,
                   int D, double scale, TokenScratch& s) {
   const int n = off[t + 1] - off[t];
   const int32_t* ix = idx + off[t];
-  s.qd.resize((size_t)H * D);
+  s.qt.resize((size_t)H * D);
   s.e.resize((size_t)H * n);
   const float* qt = q + (size_t)t * H * D;
-  for (size_t i = 0; i < (size_t)H * D; ++i) s.qd[i] = qt[i];
+  for (int h = 0; h < H; ++h)
+    for (int i = 0; i < D; ++i) s.qt[(size_t)i * H + h] = qt[(size_t)h * D + i];
   double* e = s.e.data();
-  for (int j = 0; j < n; ++j) {
-    const float* k = keys + (size_t)ix[j] * D;
-    int h = 0;
-    for (; h + 4 <= H; h += 4) {
-      const double* q0 = &s.qd[(size_t)h * D];
-      const double *q1 = q0 + D, *q2 = q1 + D, *q3 = q2 + D;
-      double d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+  const int hFull = H - H % kHeadBlock;
+  for (int j0 = 0; j0 < n; j0 += kKeyBlock) {
+    const float* k[kKeyBlock];
+    for (int b = 0; b < kKeyBlock; ++b) k[b] = keys + (size_t)ix[j0 + b < n ? j0 + b : n - 1] * D;  // past n: re-read, discarded
+    for (int h0 = 0; h0 < hFull; h0 += kHeadBlock) {
+      double acc[kKeyBlock][kHeadBlock] = {};
+      const double* qh = s.qt.data() + h0;
       for (int i = 0; i < D; ++i) {
-        const double ki = k[i];
-        d0 += q0[i] * ki;
-        d1 += q1[i] * ki;
-        d2 += q2[i] * ki;
-        d3 += q3[i] * ki;
+        const double* qi = qh + (size_t)i * H;
+        for (int b = 0; b < kKeyBlock; ++b) {
+          const double ki = k[b][i];
+          for (int u = 0; u < kHeadBlock; ++u) acc[b][u] += qi[u] * ki;
+        }
       }
-      e[(size_t)h * n + j] = d0 * scale;
-      e[(size_t)(h + 1) * n + j] = d1 * scale;
-      e[(size_t)(h + 2) * n + j] = d2 * scale;
-      e[(size_t)(h + 3) * n + j] = d3 * scale;
+      for (int b = 0; b < kKeyBlock && j0 + b < n; ++b)
+        for (int u = 0; u < kHeadBlock; ++u) e[(size_t)(h0 + u) * n + j0 + b] = acc[b][u] * scale;
     }
-    for (; h < H; ++h) {
-      const double* qh = &s.qd[(size_t)h * D];
-      double d = 0;
-      for (int i = 0; i < D; ++i) d += qh[i] * (double)k[i];
-      e[(size_t)h * n + j] = d * scale;
+    for (int h = hFull; h < H; ++h) {
+      for (int b = 0; b < kKeyBlock && j0 + b < n; ++b) {
+        double d = 0;
+        for (int i = 0; i < D; ++i) d += s.qt[(size_t)i * H + h] * (double)k[b][i];
+        e[(size_t)h * n + j0 + b] = d * scale;
+      }
     }
   }
   for (int h = 0; h < H; ++h) {
