@@ -8,7 +8,7 @@
  * trace minute, after the target expired what its policy expires.
  */
 import { IdealCache } from './ideal.ts';
-import { tokensForBlocks } from './synth-tokens.ts';
+import { BlockTokenCache } from './synth-tokens.ts';
 import type { ReplayRequest, Trace } from './trace.ts';
 
 export interface ReplayTarget {
@@ -81,6 +81,7 @@ export async function runReplay(trace: Trace, target: ReplayTarget, options: Rep
   const byClass: Record<string, Tally> = {};
   const byHour: Tally[] = [];
   const hitBlocks = new Uint32Array(requests.length);
+  const synth = new BlockTokenCache(blockTokens, target.vocab);
   const origin = requests[0].atMs;
   let peakBytes = 0;
   let peakBlocks = 0;
@@ -113,7 +114,7 @@ export async function runReplay(trace: Trace, target: ReplayTarget, options: Rep
       target.setTime(request.atMs - origin);
       currentAt = request.atMs;
     }
-    const tokens = tokensForBlocks(request.blocks, blockTokens, target.vocab);
+    const tokens = synth.tokensFor(request.blocks);
     const hit = await target.serve(request, tokens);
     const idealHit = ideal.serve(request);
     hitBlocks[r] = hit;

@@ -22,3 +22,40 @@ export function tokensForBlocks(blocks: Uint32Array, blockTokens: number, vocab?
   for (let i = 0; i < blocks.length; i++) fillBlockTokens(out, i * blockTokens, blocks[i], blockTokens, vocab);
   return out;
 }
+
+/** Blocks kept by a BlockTokenCache: 8,192 × 512 tokens × 4 bytes = 16 MiB. */
+const CACHED_BLOCKS = 8192;
+
+/**
+ * tokensForBlocks with each block id's tokens kept once made: a trace's turns
+ * resend the whole conversation, so most blocks of a request were synthesised
+ * for an earlier turn (the replay spent 20–40 µs of main-thread time per
+ * written block redoing them, bench/RESULTS.md "replay (#29), overhead").
+ * Same output; cleared whole when full (ids recur within a conversation, so
+ * a simple bound keeps the hit rate and needs no LRU bookkeeping).
+ */
+export class BlockTokenCache {
+  private readonly blocks = new Map<number, Uint32Array>();
+
+  constructor(
+    private readonly blockTokens: number,
+    private readonly vocab?: number,
+    private readonly capacity = CACHED_BLOCKS,
+  ) {}
+
+  tokensFor(blocks: Uint32Array): Uint32Array {
+    const { blockTokens } = this;
+    const out = new Uint32Array(blocks.length * blockTokens);
+    for (let i = 0; i < blocks.length; i++) {
+      let block = this.blocks.get(blocks[i]);
+      if (block === undefined) {
+        if (this.blocks.size >= this.capacity) this.blocks.clear();
+        block = new Uint32Array(blockTokens);
+        fillBlockTokens(block, 0, blocks[i], blockTokens, this.vocab);
+        this.blocks.set(blocks[i], block);
+      }
+      out.set(block, i * blockTokens);
+    }
+    return out;
+  }
+}
