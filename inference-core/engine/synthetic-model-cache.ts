@@ -23,7 +23,8 @@ const SOURCE_DIRS = ['inference-core/synthetic', 'inference-core/gguf', 'inferen
 
 let sourceHash: string | undefined;
 
-function generatorSourceHash(): string {
+/** A hash of the generator, GGUF writer, quantizer and vocab sources (what a cached file must be keyed by). */
+export function generatorSourceHash(): string {
   if (sourceHash) return sourceHash;
   const h = createHash('sha256');
   for (const dir of SOURCE_DIRS) {

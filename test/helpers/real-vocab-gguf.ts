@@ -7,10 +7,14 @@
  * is its own random matrix by default: with tied embeddings a random model
  * repeats the prompt's last token forever.
  *
- * Cached as test-artifacts/real-vocab/<name>-<arch>-<hash>.gguf; the hash
- * covers the options, the builder version and the tokenizer files, so a change
- * writes a new file. The writer renames a finished temp file into place, so
- * concurrent builders never expose a partial file.
+ * Cached as <dir>/<name>-<arch>-<hash>.gguf; the hash covers the options, the
+ * builder version, the tokenizer files, this file and the sources the bytes
+ * come from (the GGUF writer, the vocab importer), so a change writes a new
+ * file. <dir> is <KVTIER_SYNTHETIC_CACHE>/real-vocab when that is set (the test
+ * run sets it), so that a clean clone does not build the same ~30 files again
+ * (~19 s CPU for the seven plain ones alone), else test-artifacts/real-vocab.
+ * The writer renames a finished temp file into place, so concurrent builders
+ * never expose a partial file.
  *
  *   buildRealVocabGguf('qwen3')                      → qwen2 arch, pre qwen2, ChatML template of Qwen3
  *   buildRealVocabGguf('llama3_1', { arch: 'llama' })
@@ -22,6 +26,7 @@ import { fileURLToPath } from 'node:url';
 import { GgmlType, GgufWriter, f32ToF16, gv, type GgufValue } from '../../inference-core/gguf/index.ts';
 import { Xoshiro128, seedFromString } from '../../inference-core/synthetic/index.ts';
 import { importHfTokenizer, type HfModelConfig, type HfVocabImport } from '../../inference-core/tokenizer/index.ts';
+import { generatorSourceHash } from '../../inference-core/engine/synthetic-model-cache.ts';
 
 export type RealVocabName = 'llama3_1' | 'qwen2_5' | 'qwen3' | 'deepseek_v3' | 'llama2' | 'gptoss' | 'gemma3';
 export const REAL_VOCAB_NAMES: readonly RealVocabName[] = ['llama3_1', 'qwen2_5', 'qwen3', 'deepseek_v3', 'llama2', 'gptoss', 'gemma3'];
@@ -39,7 +44,7 @@ export interface RealVocabGgufOptions {
   editTokenizerJson?: (tj: Record<string, unknown>) => void;
   /** Names the edit above in the cache key (required with editTokenizerJson). */
   variant?: string;
-  /** Directory for the cached files. Default <repo>/test-artifacts/real-vocab. */
+  /** Directory for the cached files. Default <KVTIER_SYNTHETIC_CACHE>/real-vocab, else <repo>/test-artifacts/real-vocab. */
   dir?: string;
   /** Context length written in the metadata. Default 4096. */
   contextLength?: number;
@@ -89,12 +94,14 @@ export function buildRealVocabGguf(name: RealVocabName, opts: RealVocabGgufOptio
   if (!REAL_VOCAB_NAMES.includes(name)) throw new Error(`unknown real vocabulary "${name}" (${REAL_VOCAB_NAMES.join(', ')})`);
   if (opts.editTokenizerJson && !opts.variant) throw new Error('buildRealVocabGguf: editTokenizerJson needs a variant name for the cache key');
   const arch: RealVocabArch = opts.arch ?? (name.startsWith('qwen') ? 'qwen2' : 'llama');
-  const dir = opts.dir ?? path.join(ROOT, 'test-artifacts', 'real-vocab');
+  const shared = process.env.KVTIER_SYNTHETIC_CACHE;
+  const dir = opts.dir ?? (shared ? path.join(shared, 'real-vocab') : path.join(ROOT, 'test-artifacts', 'real-vocab'));
   const src = realVocabDir(name);
-  const h = createHash('sha256').update(JSON.stringify({ v: BUILDER_VERSION, name, arch, chatTemplate: opts.chatTemplate, extra: opts.extraMetadata?.map(([k, v]) => [k, String((v as { value: unknown }).value)]), variant: opts.variant, ctx: opts.contextLength, tied: opts.tiedEmbeddings === true }));
+  const h = createHash('sha256').update(JSON.stringify({ v: BUILDER_VERSION, name, arch, chatTemplate: opts.chatTemplate, extra: opts.extraMetadata?.map(([k, v]) => [k, String((v as { value: unknown }).value)]), variant: opts.variant, edit: opts.editTokenizerJson?.toString(), ctx: opts.contextLength, tied: opts.tiedEmbeddings === true }));
   for (const f of ['tokenizer.json', 'tokenizer_config.json']) h.update(fs.readFileSync(path.join(src, f)));
-  // The importer's source is part of the key: a fixed importer must not reuse a stale file.
-  for (const f of ['hf-tokenizer-import.ts', 'hf-special-vocab.ts']) h.update(fs.readFileSync(path.join(ROOT, 'inference-core', 'tokenizer', f)));
+  // The importer's, the writer's and this builder's sources are part of the key: a fixed one must
+  // not reuse a stale file (the shared cache outlives a checkout).
+  h.update(generatorSourceHash()).update(fs.readFileSync(fileURLToPath(import.meta.url)));
   const file = path.join(dir, `${name}${opts.variant ? '-' + opts.variant : ''}-${arch}-${h.digest('hex').slice(0, 12)}.gguf`);
   if (fs.existsSync(file)) return file;
   fs.mkdirSync(dir, { recursive: true });
