@@ -15,7 +15,7 @@ import { Tokenizer as HfTokenizer } from '@huggingface/tokenizers';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CORPUS_DIR, TokenType, Tokenizer, Xoshiro128, readGguf } from '../../inference-core/index.ts';
 import { llamaCppTokenize } from '../helpers/llamacpp-tokenize.ts';
-import { llamaCppVocabInfo } from '../helpers/llamacpp-vocab-info.ts';
+import { llamaCppVocabInfo, type LlamaCppVocabInfo } from '../helpers/llamacpp-vocab-info.ts';
 import { buildRealVocabGguf, readRealVocab, REAL_VOCAB_NAMES, type RealVocabName } from '../helpers/real-vocab-gguf.ts';
 import { COMMON_TEXTS, SPECIAL_TEXTS, type LabeledText } from '../helpers/real-vocab-texts.ts';
 
@@ -76,6 +76,12 @@ describe.each(REAL_VOCAB_NAMES.map((name) => ({ name })))('real vocabulary $name
   // The project corpus (code, prose, Unicode samples, 520 kB of generated text): long inputs end to end.
   const long = fs.readdirSync(CORPUS_DIR).filter((f) => f.endsWith('.txt')).sort().map((f) => fs.readFileSync(path.join(CORPUS_DIR, f), 'utf8'));
   let file: string;
+  // One llama.cpp vocab-info run per vocabulary serves both tests below: each run walks every
+  // token's attributes (up to 262k tokens through N-API), ~4-12 s a run under CI load.
+  let info: LlamaCppVocabInfo | undefined;
+  const lists = () => [...llama.plain, ...llama.special, ...llama.fuzz];
+  const vocabInfo = () =>
+    (info ??= llamaCppVocabInfo(file, [...lists().map((tokens) => ({ tokens, special: false })), ...lists().map((tokens) => ({ tokens, special: true }))]));
 
   beforeAll(() => {
     file = buildRealVocabGguf(name);
@@ -158,21 +164,20 @@ describe.each(REAL_VOCAB_NAMES.map((name) => ({ name })))('real vocabulary $name
     expect(tok.cleanSpaces).toBe(name === 'llama3_1');
     expect(tok.addSpacePrefix).toBe(name === 'llama2'); // Gemma 3: add_space_prefix false
     const spm = tok.model === 'llama' && tok.addSpacePrefix;
-    const lists = [...llama.plain, ...llama.special, ...llama.fuzz];
-    const info = llamaCppVocabInfo(file, [...lists.map((tokens) => ({ tokens, special: false })), ...lists.map((tokens) => ({ tokens, special: true }))]);
+    const info = vocabInfo();
     const bad: string[] = [];
-    lists.forEach((ids, i) => {
+    lists().forEach((ids, i) => {
       // llama_detokenize cleans spaces for llama-bpe (lossy: " ?" → "?"); kvtier's decode does it only
       // when asked, since llama-server streams token_to_piece pieces, which it never cleans.
       const o = { stripLeadingSpace: spm, cleanSpaces: tok.cleanSpaces };
       if (tok.decode(ids, o) !== info.texts[i]) bad.push(`plain #${i}`);
-      if (tok.decode(ids, { ...o, renderSpecial: true }) !== info.texts[lists.length + i]) bad.push(`special #${i}`);
+      if (tok.decode(ids, { ...o, renderSpecial: true }) !== info.texts[lists().length + i]) bad.push(`special #${i}`);
     });
     expect(bad).toEqual([]);
   }, 120_000);
 
   it('end-of-generation ids, control and user-defined tokens == llama.cpp (which promotes some tokens by their text)', () => {
-    const info = llamaCppVocabInfo(file);
+    const info = vocabInfo();
     expect([...tok.eogIds].sort((a, b) => a - b)).toEqual(info.eogIds);
     const ofType = (type: TokenType) => Array.from({ length: tok.vocabSize }, (_, i) => i).filter((i) => tok.tokenType(i) === type);
     expect(ofType(TokenType.CONTROL)).toEqual(info.controlIds);
