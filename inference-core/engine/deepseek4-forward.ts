@@ -67,7 +67,7 @@ export class Deepseek4Model {
 
   /** `withMtp`: the state also keeps the MTP block's window (drafting on; the file must have the block). */
   newState(withMtp = false): Deepseek4State {
-    return new Deepseek4State(this.cfg.nLayer, withMtp);
+    return new Deepseek4State(this.cfg.nLayer, withMtp ? this.cfg.nSwa : 0);
   }
 
   /** Feeds `tokens` in order; returns the logits after the last one. */
@@ -115,7 +115,7 @@ export class Deepseek4Model {
       H = this.hcBlock(H, T, P + 'hc_attn', (X) => deepseek4Attention(c, w, l, this.normRows(X, T, P + 'attn_norm.weight'), T, p0, st.layers[l]!, this.ablation, this.stats, onRow));
       H = this.hcBlock(H, T, P + 'hc_ffn', (X) => deepseek4Ffn(c, w, l, this.normRows(X, T, P + 'ffn_norm.weight'), T, tokens, this.stats));
     }
-    if (st.mtp) mtpCatchUp(this, st, tokens, H, p0, marked);
+    if (st.mtp) mtpCatchUp(this, st, tokens, H);
     st.pos += T;
     return this.head(H, logitRows);
   }

@@ -27,7 +27,7 @@ import { Deepseek4Model } from './deepseek4-forward.ts';
 import { pageNewEntries, type Deepseek4PageLayout } from './deepseek4-pages.ts';
 import { Deepseek4State } from './deepseek4-state.ts';
 import { rollbackTo } from './deepseek4-marks.ts';
-import { MtpDrafter } from './deepseek4-mtp.ts';
+import { MtpDrafter, mtpKeys } from './deepseek4-mtp.ts';
 import type { RowSegment } from './graph-rows.ts';
 import type { ConvState } from './lfm2-graph.ts';
 
@@ -117,9 +117,11 @@ export class Deepseek4Graph {
     return undefined;
   }
 
-  /** The state a unit exports (deepseek4-unit.ts), or undefined when the sequence has fed nothing. */
+  /** The state a unit exports (deepseek4-unit.ts; its MTP window keyed), or undefined when the sequence has fed nothing. */
   unitState(seqId: number): Deepseek4State | undefined {
-    return this.states.get(seqId);
+    const st = this.states.get(seqId);
+    if (st?.mtp) mtpKeys(this.model, st);
+    return st;
   }
 
   /** Installs an imported unit's state (its pages are already in the sequence); its MTP part must match this graph's. */

@@ -2,7 +2,8 @@
  * Exact rollback of a deepseek4 sequence's state over the last rows a forward
  * fed (a rejected speculative draft): the SWA window, the compressor rows of
  * the unfinished groups, the compressed entries and indexer keys, the MTP
- * block's window and the trunk's last hidden state.
+ * block's window and the trunk's last hidden state (these two from the rows
+ * the MTP window keeps, deepseek4-mtp-window.ts: no mark needed).
  *
  * A truncation cannot be recomputed from what the state keeps: the window has
  * already shifted out the keys the shorter sequence needs and a finished group
@@ -31,8 +32,6 @@ interface LayerMark {
 
 export interface StateMark {
   layers: (LayerMark | undefined)[];
-  mtp?: LayerMark;
-  hLast: Float32Array | null;
 }
 
 export function markLayer(ls: Deepseek4LayerState): LayerMark {
@@ -57,7 +56,7 @@ function restoreLayer(ls: Deepseek4LayerState, m: LayerMark): void {
 export function markAt(st: Deepseek4State, pos: number): StateMark {
   let m = st.marks.get(pos);
   if (!m) {
-    m = { layers: [], hLast: null };
+    m = { layers: [] };
     st.marks.set(pos, m);
   }
   return m;
@@ -67,8 +66,6 @@ export function markAt(st: Deepseek4State, pos: number): StateMark {
 export function markWhole(st: Deepseek4State): void {
   const m = markAt(st, st.pos);
   st.layers.forEach((ls, l) => (m.layers[l] = markLayer(ls)));
-  if (st.mtp) m.mtp = markLayer(st.mtp);
-  m.hLast = st.hLast;
 }
 
 /**
@@ -78,10 +75,9 @@ export function markWhole(st: Deepseek4State): void {
 export function rollbackTo(st: Deepseek4State, pos: number): boolean {
   if (pos === st.pos) return true;
   const m = st.marks.get(pos);
-  if (!m || m.layers.length !== st.layers.length || m.layers.some((x) => x === undefined) || (st.mtp !== null && !m.mtp)) return false;
+  if (!m || m.layers.length !== st.layers.length || m.layers.some((x) => x === undefined) || (st.mtp !== null && !st.mtp.canRollback(pos))) return false;
   st.layers.forEach((ls, l) => restoreLayer(ls, m.layers[l]!));
-  if (st.mtp && m.mtp) restoreLayer(st.mtp, m.mtp);
-  st.hLast = m.hLast;
+  if (st.mtp) st.hLast = st.mtp.rollback(pos, st.hLast);
   st.pos = pos;
   // marks past the new end describe rows that no longer exist
   for (const k of [...st.marks.keys()]) if (k > pos) st.marks.delete(k);

@@ -10,21 +10,23 @@
  *       SWA window, compress ratio 0; V4 MoE, never hash-routed; shared expert)
  *   logits = output · rmsnorm(hc_head(H))·shared_head_norm  → x_{p+1}; H is the next step's h
  *
- * Catch-up (llama.cpp's process()): after every target forward the block's
- * window gets the keys of the new positions, paired with the target's own
- * hidden states. A key depends only on its row's input, not on the window, so
- * only the rows the window can still reach after a rollback are computed, and
- * only up to the key (no attention, FFN or head). Drafting (MtpDrafter) runs
- * whole blocks on a copy of the window: the sequence's state never holds a
- * draft.
+ * Catch-up (llama.cpp's process()): the block's window holds the keys of
+ * the fed positions, paired with the target's own hidden states. A key depends
+ * only on its row's input, not on the window, so a forward only records the
+ * inputs (mtpCatchUp) and the keys are computed when a draft is about to be
+ * made (mtpKeys), only up to the key (no attention, FFN or head), and only
+ * for the rows a draft attends to: decoding without drafting pays nothing for
+ * MTP. Drafting (MtpDrafter) runs whole blocks on a copy of the window: the
+ * sequence's state never holds a draft.
  */
 import { EngineError } from './engine-errors.ts';
 import { attentionKv, deepseek4Attention, pushWindow, type Deepseek4Stats } from './deepseek4-attention.ts';
 import { deepseek4Ffn } from './deepseek4-ffn.ts';
 import type { Deepseek4Model } from './deepseek4-forward.ts';
-import { markAt, markLayer, ROLLBACK_ROWS } from './deepseek4-marks.ts';
+import { ROLLBACK_ROWS } from './deepseek4-marks.ts';
 import { rmsNorm } from './deepseek4-math.ts';
-import type { Deepseek4LayerState, Deepseek4State } from './deepseek4-state.ts';
+import type { MtpRow } from './deepseek4-mtp-window.ts';
+import { emptyLayerState, type Deepseek4LayerState, type Deepseek4State } from './deepseek4-state.ts';
 
 /** Throws the typed error when the model has no MTP block llama.cpp's graph_mtp would run. */
 export function checkMtp(model: Deepseek4Model): void {
@@ -60,36 +62,53 @@ function mtpInput(model: Deepseek4Model, tokens: readonly number[], hPrev: (t: n
 }
 
 /**
- * The MTP window's keys for the rows just fed to the trunk (H: their hidden
- * states, [T][hc·n_embd]); sets st.hLast and the MTP part of the rollback marks.
+ * Records the rows just fed to the trunk (H: their hidden states,
+ * [T][hc·n_embd]) in the MTP window, unkeyed, and sets st.hLast: no MTP
+ * arithmetic runs here, so a step that drafts nothing costs a few copies.
  */
-export function mtpCatchUp(model: Deepseek4Model, st: Deepseek4State, tokens: readonly number[], H: Float32Array, p0: number, marked: (t: number) => boolean): void {
-  const c = model.cfg;
-  const n = c.hc * c.nEmbd;
+export function mtpCatchUp(model: Deepseek4Model, st: Deepseek4State, tokens: readonly number[], H: Float32Array): void {
+  const n = model.cfg.hc * model.cfg.nEmbd;
   const T = tokens.length;
+  // rows a window can reach once at most ROLLBACK_ROWS rows are undone
+  const from = Math.max(0, T - model.cfg.nSwa - ROLLBACK_ROWS);
+  const h = (t: number) => (t < 0 ? st.hLast : H.slice(t * n, (t + 1) * n));
+  let hPrev = h(from - 1);
+  const rows: MtpRow[] = [];
+  for (let t = from; t < T; t++) {
+    const ht = h(t);
+    rows.push({ token: tokens[t]!, hPrev, key: null });
+    hPrev = ht;
+  }
+  st.mtp!.push(rows, from);
+  st.hLast = hPrev;
+}
+
+/**
+ * Computes the keys of the MTP window's rows a draft attends to that are not
+ * keyed yet, in one pass (up to the key: no attention, FFN or head).
+ */
+export function mtpKeys(model: Deepseek4Model, st: Deepseek4State): void {
+  const c = model.cfg;
+  const win = st.mtp!;
+  const all = win.windowRows();
+  const p0 = win.end - all.length;
+  const todo = all.map((r, i) => ({ r, pos: p0 + i })).filter((x) => x.r.key === null);
+  const m = todo.length;
+  if (m === 0) return;
   const il = c.nLayer;
-  const hBefore = st.hLast;
-  const hRow = (t: number) => (t === 0 ? hBefore : H.subarray((t - 1) * n, t * n));
-  // keys a window can reach once at most ROLLBACK_ROWS rows are undone
-  const from = Math.max(0, T - c.nSwa - ROLLBACK_ROWS);
-  const rows = tokens.slice(from);
-  const Hin = mtpInput(model, rows, (i) => hRow(from + i));
-  const m = rows.length;
+  const Hin = mtpInput(model, todo.map((x) => x.r.token), (i) => todo[i]!.r.hPrev);
   const X = new Float32Array(m * c.nEmbd);
   model.mix(Hin, m, `blk.${il}.hc_attn`, (2 + c.hc) * c.hc, true).forEach((mx, i) => model.collapse(Hin, i, mx.pre, X, i));
   model.normRows(X, m, `blk.${il}.attn_norm.weight`);
-  const kv = attentionKv(c, model.weights, il, X, m, p0 + from);
   const D = c.headDim;
-  for (let i = 0; i < m; i++) {
-    const t = from + i;
-    pushWindow(st.mtp!, kv.slice(i * D, (i + 1) * D), p0 + t, c.nSwa);
-    if (marked(t)) {
-      const mk = markAt(st, p0 + t + 1);
-      mk.mtp = markLayer(st.mtp!);
-      mk.hLast = H.slice(t * n, (t + 1) * n);
-    }
+  // one KV projection over the rows, each roped at its own position: runs of consecutive positions share a call
+  for (let i = 0; i < m; ) {
+    let j = i + 1;
+    while (j < m && todo[j]!.pos === todo[j - 1]!.pos + 1) j++;
+    const kv = attentionKv(c, model.weights, il, X.subarray(i * c.nEmbd, j * c.nEmbd), j - i, todo[i]!.pos);
+    for (let k = i; k < j; k++) todo[k]!.r.key = kv.slice((k - i) * D, (k - i + 1) * D);
+    i = j;
   }
-  st.hLast = H.slice((T - 1) * n, T * n);
 }
 
 /**
@@ -108,7 +127,8 @@ export class MtpDrafter {
     st: Deepseek4State,
   ) {
     if (!st.mtp) throw new EngineError('KVT_ERR_ENGINE_SEQUENCE_STATE', 'this sequence was not fed with MTP drafting on (load the engine with mtp: true)');
-    this.window = { ...st.mtp, raw: st.mtp.raw.slice(), rawPos: st.mtp.rawPos.slice() };
+    mtpKeys(model, st);
+    this.window = { ...emptyLayerState(), ...st.mtp.keyed() };
     this.h = st.hLast;
     this.pos = st.pos;
   }

@@ -14,11 +14,12 @@
  * (floor(pos/ratio) − 1)·ratio (CSA) or ≥ floor(pos/ratio)·ratio (HCA).
  * `clone()` is a deep copy. Speculative rollback goes through the marks the
  * last forward left (deepseek4-marks.ts). With MTP drafting on, `mtp` is the
- * MTP block's own SWA window and `hLast` the trunk's hidden state (hc·n_embd,
- * before the head) after the last fed token: what the MTP block pairs with the
- * next token.
+ * MTP block's own SWA window, keyed lazily (deepseek4-mtp-window.ts), and
+ * `hLast` the trunk's hidden state (hc·n_embd, before the head) after the last
+ * fed token: what the MTP block pairs with the next token.
  */
 import type { StateMark } from './deepseek4-marks.ts';
+import { MtpWindow } from './deepseek4-mtp-window.ts';
 
 export interface Deepseek4LayerState {
   raw: Float32Array[];
@@ -38,14 +39,15 @@ export function emptyLayerState(): Deepseek4LayerState {
 export class Deepseek4State {
   pos = 0;
   readonly layers: Deepseek4LayerState[];
-  mtp: Deepseek4LayerState | null = null;
+  mtp: MtpWindow | null = null;
   hLast: Float32Array | null = null;
   /** State after position k, for k among the last forward's rows (deepseek4-marks.ts). */
   readonly marks = new Map<number, StateMark>();
 
-  constructor(nLayer: number, withMtp = false) {
+  /** `mtpSwa` > 0: MTP drafting on, the MTP block's window of that many positions. */
+  constructor(nLayer: number, mtpSwa = 0) {
     this.layers = Array.from({ length: nLayer }, emptyLayerState);
-    if (withMtp) this.mtp = emptyLayerState();
+    if (mtpSwa > 0) this.mtp = new MtpWindow(mtpSwa);
   }
 
   clone(): Deepseek4State {
@@ -57,7 +59,7 @@ export class Deepseek4State {
       entries: l.entries.map((v) => v.slice()), idxKv: copyMap(l.idxKv), idxScore: copyMap(l.idxScore), idxKeys: l.idxKeys.map((v) => v.slice()),
     });
     for (const l of this.layers) c.layers.push(copy(l));
-    c.mtp = this.mtp ? copy(this.mtp) : null;
+    c.mtp = this.mtp?.clone() ?? null;
     c.hLast = this.hLast?.slice() ?? null;
     return c;
   }

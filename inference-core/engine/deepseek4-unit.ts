@@ -39,7 +39,7 @@ import { EngineError } from './engine-errors.ts';
 import { TOKENS_PER_BLOCK } from '../kv/kv-pool.ts';
 import type { Deepseek4Config } from './deepseek4-config.ts';
 import type { Deepseek4PageLayout } from './deepseek4-pages.ts';
-import { Deepseek4State, type Deepseek4LayerState } from './deepseek4-state.ts';
+import { Deepseek4State, emptyLayerState, type Deepseek4LayerState } from './deepseek4-state.ts';
 
 /** A tail section as unit-state.ts carries it (kvHeads = rows, headDim = width for state kinds). */
 export interface Deepseek4TailSection {
@@ -101,7 +101,8 @@ export function deepseek4TailSections(c: Deepseek4Config, st: Deepseek4State): D
     const f = new Float32Array(s.layers.length * s.rows * s.width);
     s.layers.forEach((l, i) => {
       const at = (r: number) => (i * s.rows + r) * s.width;
-      const ls = s.part === 'mtp-window' ? st.mtp! : st.layers[l]!;
+      // the MTP window's keys: the graph computes the missing ones before it hands out the state (mtpKeys)
+      const ls = s.part === 'mtp-window' ? { ...emptyLayerState(), ...st.mtp!.keyed() } : st.layers[l]!;
       if (s.part === 'window' || s.part === 'mtp-window') {
         if (ls.raw.length !== s.rows || ls.rawPos[0] !== p - s.rows) stateError(`layer ${l}'s window holds ${ls.raw.length} keys from ${ls.rawPos[0]}, ${s.rows} from ${p - s.rows} expected`);
         ls.raw.forEach((k, r) => f.set(k, at(r)));
@@ -193,7 +194,7 @@ export function deepseek4FromUnit(
   const want = tailSpec(c, p, mtp);
   if (tail.length !== want.length && !(!mtp && tail.length === withMtp.length)) bad(`${tail.length} tail sections, ${want.length} expected${mtp ? ' (MTP drafting on: the unit must carry the MTP window)' : ''}`);
   const D = c.headDim;
-  const st = new Deepseek4State(c.nLayer, mtp);
+  const st = new Deepseek4State(c.nLayer, mtp ? c.nSwa : 0);
   st.pos = p;
   const pageF = blocks.map(f32);
   const partial = p % TOKENS_PER_BLOCK > 0 ? new Float32Array(pageBytes >> 2) : null;
@@ -207,8 +208,11 @@ export function deepseek4FromUnit(
     const f = f32(sec.bytes);
     s.layers.forEach((l, li) => {
       const row = (r: number, from = 0, n = s.width) => f.slice((li * s.rows + r) * s.width + from, (li * s.rows + r) * s.width + from + n);
-      const ls: Deepseek4LayerState = s.part === 'mtp-window' ? st.mtp! : st.layers[l]!;
-      if (s.part === 'window' || s.part === 'mtp-window') {
+      const ls: Deepseek4LayerState = st.layers[l] ?? emptyLayerState();
+      if (s.part === 'mtp-window') {
+        // keys without their inputs (token −1): enough to draft from, not to key again
+        st.mtp!.push(Array.from({ length: s.rows }, (_, r) => ({ token: -1, hPrev: null, key: row(r) })), p - s.rows);
+      } else if (s.part === 'window') {
         for (let r = 0; r < s.rows; r++) {
           ls.raw.push(row(r));
           ls.rawPos.push(p - s.rows + r);

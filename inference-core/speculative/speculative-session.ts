@@ -131,11 +131,12 @@ export class SpeculativeSession {
   beginPlan(limit: number): ModelDraft | null {
     const room = Math.max(0, Math.min(limit - 1, this.target.host.contextLength - this.ctx.length));
     if (room > 0 && this.draftSeq) return new ModelDraft(this.draftEngine!, this.draftSeq, this.ctx, room, this.policy, this.sampling, this.stops, this.prng, this.constraint);
-    const stepper = room > 0 && this.mtp ? this.target.host.mtpDrafter!(this.target) : null;
-    if (stepper) {
+    if (room > 0 && this.mtp) {
       // The MTP block drafts right here (one row per step, on its own copy of its window): nothing for a batch to share.
       const md = new ModelDraft(this.target.host as Engine, this.target, this.ctx, room, this.policy, this.sampling, this.stops, this.prng, this.constraint);
-      md.runWith((token) => stepper.step(token));
+      // the drafter (which keys the MTP window) only when the policy drafts this step
+      const stepper = md.feed() ? this.target.host.mtpDrafter!(this.target) : null;
+      if (stepper) md.runWith((token) => stepper.step(token));
       this.pending = { ...md.result(), matchN: 0 };
       return null;
     }

@@ -10,6 +10,8 @@
  *     compressed entries, indexer keys, the MTP window, the trunk's last hidden
  *     state) equal to a run that only ever fed g + a drafts, across an HCA
  *     group end, and the next logits equal bit for bit;
+ *   - the MTP window is keyed only when a draft is made, and a window keyed
+ *     that late drafts bit for bit as one keyed after every forward;
  *   - at temperature 1 the first emitted token follows the target's law
  *     (chi-square, 0.999) with drafts both accepted and rejected.
  */
@@ -61,7 +63,15 @@ function stateBytes(st: Deepseek4State): Buffer {
   };
   ints([st.pos]);
   st.layers.forEach(layer);
-  if (st.mtp) layer(st.mtp);
+  if (st.mtp) {
+    // the rows the MTP window attends to (a rollback may leave fewer older rows kept): inputs, and keys where computed
+    const rows = st.mtp.windowRows();
+    ints([st.mtp.end, rows.length, ...rows.map((r) => r.token)]);
+    rows.forEach((r) => {
+      ints([r.hPrev ? 1 : 0, r.key ? 1 : 0]);
+      [r.hPrev, r.key].forEach((v) => v && f32(v));
+    });
+  }
   if (st.hLast) f32(st.hLast);
   return Buffer.concat(parts);
 }
@@ -115,7 +125,7 @@ describe('deepseek4 MTP drafting', () => {
       // the check can fail: before the rollback the states differ (rows past the accepted ones were fed)
       if (a < drafts.length) expect(fullBytes.equals(kept)).toBe(false);
       expect(stateBytes(stateOf(mtp, drafted)).equals(kept)).toBe(true);
-      expect(stateOf(mtp, drafted).mtp!.raw.length).toBeGreaterThan(0);
+      expect(stateOf(mtp, drafted).mtp!.rows.length).toBeGreaterThan(0);
       // and both carry on alike (pages included): the next token's logits and the MTP draft after it
       const next = 99;
       expect(Buffer.from(drafted.decode(next).buffer).equals(Buffer.from(never.decode(next).buffer))).toBe(true);
@@ -123,6 +133,39 @@ describe('deepseek4 MTP drafting', () => {
       drafted.free();
       never.free();
     }
+  }, 120_000);
+
+  it('the MTP window is keyed lazily (forwards record inputs only) and drafts as one keyed along every forward', () => {
+    const prompt = randomPrompt(40);
+    const next = randomPrompt(24);
+    const eager = mtp.createSequence();
+    const lazy = mtp.createSequence();
+    eager.prefill(prompt);
+    lazy.prefill(prompt);
+    for (const t of next) {
+      eager.decode(t);
+      // a drafter keys the window's new rows now: the window keyed after every forward, one row at a time
+      expect(mtp.mtpDrafter(eager)).not.toBeNull();
+      lazy.decode(t);
+    }
+    const lazyWindow = stateOf(mtp, lazy).mtp!;
+    // nothing keyed along the forwards: decoding without drafting runs no MTP arithmetic
+    expect(lazyWindow.rows.every((r) => r.key === null)).toBe(true);
+    const a = mtp.mtpDrafter(eager)!;
+    const b = mtp.mtpDrafter(lazy)!;
+    const keys = (s: Sequence) => Buffer.concat(stateOf(mtp, s).mtp!.keyed().raw.map((k) => Buffer.from(k.buffer, k.byteOffset, k.byteLength)));
+    expect(keys(lazy).equals(keys(eager))).toBe(true);
+    expect(lazyWindow.windowRows().length).toBe(16);
+    // three draft steps, each token the previous draft: the same logits bit for bit
+    let token = 11;
+    for (let i = 0; i < 3; i++) {
+      const la = a.step(token);
+      const lb = b.step(token);
+      expect(Buffer.from(lb.buffer).equals(Buffer.from(la.buffer))).toBe(true);
+      token = argmax(la);
+    }
+    eager.free();
+    lazy.free();
   }, 120_000);
 
   it('temperature 1: the first emitted token follows the target law (chi-square 0.999)', () => {
