@@ -33,6 +33,14 @@ const DEFAULT_ROW_COST = 0.15;
 const PRIOR_WEIGHT = 2;
 /** After this many steps without drafting, one 1-token probe refreshes the statistics. */
 const PROBE_AFTER = 64;
+/**
+ * Draft models (and MTP): steps without drafting before the first 1-token
+ * probe; each failed probe doubles the gap up to the longest, an accepted one
+ * probes again the next step, so drafting comes back once the acceptance
+ * (a drafter whose text started to match) pays for it again.
+ */
+const MODEL_PROBE_AFTER = 16;
+const MODEL_PROBE_MAX = 1024;
 const EMA = 0.1;
 /** Verification timings kept per row count (the fastest of them stands for that row count). */
 const TIME_WINDOW = 16;
@@ -61,6 +69,10 @@ export class DraftLengthPolicy {
   accepted = 0;
   verifications = 0;
   private idle = 0;
+  private modelIdle = 0;
+  private modelGap = MODEL_PROBE_AFTER;
+  /** This step's model draft is a 1-token probe. */
+  private probing = false;
   /** The last TIME_WINDOW verification times (ms) by row count. */
   private readonly times = new Map<number, number[]>();
   private stepMs1 = 0;
@@ -124,11 +136,28 @@ export class DraftLengthPolicy {
    * cost (a row to verify, a draft step) times the current tokens per cost.
    */
   continueDrafting(depth: number, reach: number, expected = 1 + depth * reach): boolean {
-    if (depth >= this.maxDraft) return false;
+    if (depth >= this.maxDraft || (this.probing && depth >= 1)) return false;
     if (this.mode === 'fixed') return depth < this.fixed;
     const perToken = this.rowCost + this.draftCost;
     const ratio = expected / (1 + perToken * depth);
     return reach * this.acceptanceRate >= perToken * ratio;
+  }
+
+  /**
+   * Draft model: whether this step drafts at all (once per step): as
+   * continueDrafting(0), else, after a run of steps that did not, a 1-token
+   * probe (its verification is recorded like any other).
+   */
+  startDrafting(): boolean {
+    this.probing = false;
+    if (this.continueDrafting(0, 1, 1)) {
+      this.modelIdle = 0;
+      return true;
+    }
+    if (this.mode === 'fixed' || this.maxDraft === 0 || ++this.modelIdle < this.modelGap) return false;
+    this.modelIdle = 0;
+    this.probing = true;
+    return true;
   }
 
   /** Draft model: α of a drafted token whose draft probability is `q`. */
@@ -139,11 +168,15 @@ export class DraftLengthPolicy {
   /** Draft model: how many of the drafted tokens (their α) to verify. */
   draftModelLength(alphas: readonly number[]): number {
     if (this.mode === 'fixed') return Math.min(alphas.length, this.fixed);
+    // a probe is verified whatever its estimate: the estimate is what it checks
+    if (this.probing) return Math.min(1, alphas.length);
     return bestLength(alphas.length, (i) => alphas[i], this.rowCost);
   }
 
   /** Records a verification of `proposed` drafts of which `accepted` were taken (matchN: n-gram source). */
   record(proposed: number, accepted: number, matchN = 0): void {
+    if (this.probing && proposed > 0) this.modelGap = accepted > 0 ? 1 : Math.min(MODEL_PROBE_MAX, Math.max(MODEL_PROBE_AFTER, 2 * this.modelGap));
+    this.probing = false;
     if (proposed === 0) return;
     this.verifications++;
     this.proposed += proposed;

@@ -52,7 +52,7 @@ export class ModelDraft {
     if (seq.length > context.length) seq.truncate(context.length);
     this.cursors = constraint ? [constraint] : null;
     // Nothing to draft: not even the context is fed (it will be next time, with what it lacks then).
-    this.toFeed = room > 0 && policy.continueDrafting(0, 1, 1) ? context.slice(seq.length) : null;
+    this.toFeed = room > 0 && policy.startDrafting() ? context.slice(seq.length) : null;
   }
 
   /** Tokens the draft sequence is fed next (its logits go to take()), or null when drafting is over. */
