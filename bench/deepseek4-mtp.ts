@@ -36,10 +36,12 @@ function timed(f: () => void): { wall: number; cpu: number } {
   return { wall: (performance.now() - t0) / 1000, cpu: (c.user + c.system) / 1e6 };
 }
 
-export async function measureMtp(modelPath: string, threads: number, prompt: number[], decodeTokens: number, rounds = 3): Promise<MtpFigures> {
+/** `promptOf`: the prompt, or how to make it from the model's vocabulary size. */
+export async function measureMtp(modelPath: string, threads: number, promptOf: number[] | ((vocab: number) => number[]), decodeTokens: number, rounds = 3): Promise<MtpFigures> {
   const off = await loadEngine(modelPath, { threads, poolBytes: 64 * 2 ** 20 });
   const on = await loadEngine(modelPath, { threads, poolBytes: 64 * 2 ** 20, mtp: true });
   try {
+    const prompt = typeof promptOf === 'function' ? promptOf(off.vocabSize) : promptOf;
     let offTps = 0;
     let onTps = 0;
     let offCpuTps = 0;

@@ -25,13 +25,16 @@ import { deepseek4StateBytes } from '../inference-core/engine/deepseek4-state.ts
 import { ensureDeepseek4Model } from '../inference-core/synthetic/index.ts';
 import { randomTokens } from '../test/inference-core/engine-fixtures.ts';
 import { llamaBench } from '../test/helpers/llamacpp.ts';
-import { measureMtp } from './deepseek4-mtp.ts';
+import { measureMtp, type MtpFigures } from './deepseek4-mtp.ts';
 
 const PREFILL_TOKENS = 512;
 const LONG_TOKENS = 4096;
 const DECODE_TOKENS = 16;
 const MTP_DECODE_TOKENS = 128;
 const THREAD_CHOICES = [1, 2].filter((t) => t <= Math.max(1, os.availableParallelism()));
+/** KVTIER_BENCH_DEEPSEEK4_PARTS=mtp: only the MTP part (llama.cpp's 4k prefills take minutes), at KVTIER_BENCH_DEEPSEEK4_MTP_THREADS (1). */
+const PARTS = new Set((process.env.KVTIER_BENCH_DEEPSEEK4_PARTS ?? 'engine,mtp').split(',').map((p) => p.trim()));
+const MTP_THREADS = Number(process.env.KVTIER_BENCH_DEEPSEEK4_MTP_THREADS ?? 1);
 
 function say(line: string): void {
   process.stderr.write(`bench engine-deepseek4: ${line}\n`);
@@ -101,6 +104,7 @@ export async function run(): Promise<Record<string, number | string>> {
   let cfg: Deepseek4Config | undefined;
   let measured4k = Number.NaN;
   let prompt: number[] = [];
+  if (!PARTS.has('engine')) return await runMtpOnly(modelPath, load0);
 
   // ours and llama.cpp alternate per thread count, so a load swing on the shared machine hits both sides alike
   for (const threads of THREAD_CHOICES) {
@@ -115,7 +119,6 @@ export async function run(): Promise<Record<string, number | string>> {
   }
   const od0 = best(ours, 'decode');
   const mtp = await measureMtp(modelPath, od0.threads, prompt.slice(0, PREFILL_TOKENS), MTP_DECODE_TOKENS);
-  say(`mtp threads=${od0.threads}: decode off ${mtp.offTps.toFixed(2)} tok/s, on ${mtp.onTps.toFixed(2)} tok/s, accepted/verification ${mtp.acceptedPerVerification.toFixed(3)}`);
   const s4k = deepseek4StateBytes(cfg!, 4096);
   const s32k = deepseek4StateBytes(cfg!, 32768);
   const op = best(ours, 'prefill');
@@ -145,9 +148,23 @@ export async function run(): Promise<Record<string, number | string>> {
     deepseek4_state_bytes_32k: s32k,
     deepseek4_state_bytes_per_token_4k: round(s4k / 4096, 1),
     deepseek4_state_bytes_per_token_32k: round(s32k / 32768, 1),
+    ...mtpFigures(mtp, od0.threads),
+    load_average_start: round(load0),
+    load_average_end: round(os.loadavg()[0]!),
+  };
+}
+
+async function runMtpOnly(modelPath: string, load0: number): Promise<Record<string, number | string>> {
+  const mtp = await measureMtp(modelPath, MTP_THREADS, (vocab) => randomTokens(LONG_TOKENS, vocab, 7).slice(0, PREFILL_TOKENS), MTP_DECODE_TOKENS);
+  return { deepseek4_model: 'synthetic:deepseek4-small:q8_0', ...mtpFigures(mtp, MTP_THREADS), load_average_start: round(load0), load_average_end: round(os.loadavg()[0]!) };
+}
+
+function mtpFigures(mtp: MtpFigures, threads: number): Record<string, number | string> {
+  say(`mtp threads=${threads}: decode off ${mtp.offTps.toFixed(2)} tok/s, on ${mtp.onTps.toFixed(2)} tok/s, accepted/verification ${mtp.acceptedPerVerification.toFixed(3)}`);
+  return {
     mtp_context: PREFILL_TOKENS,
     mtp_decode_tokens: MTP_DECODE_TOKENS,
-    mtp_threads: od0.threads,
+    mtp_threads: threads,
     mtp_off_decode_tps: round(mtp.offTps),
     mtp_adaptive_decode_tps: round(mtp.onTps),
     mtp_adaptive_over_off: round(mtp.onTps / mtp.offTps, 3),
@@ -156,7 +173,5 @@ export async function run(): Promise<Record<string, number | string>> {
     mtp_tokens_per_step: round(mtp.tokensPerStep, 3),
     mtp_prefill_over_off: round(mtp.prefillOverOff, 3),
     mtp_greedy_same: String(mtp.same),
-    load_average_start: round(load0),
-    load_average_end: round(os.loadavg()[0]!),
   };
 }
