@@ -21,7 +21,7 @@
  *   - output.weight absent: the head is tied to token_embd.
  */
 import { GgufError, type GgufFile } from './gguf/index.ts';
-import { readRopeScaling, type RopeScalingConfig, type TransformerDims } from './model-config.ts';
+import { readHeadDims, readRopeScaling, type RopeScalingConfig, type TransformerDims } from './model-config.ts';
 
 export interface Gemma3Config extends TransformerDims {
   arch: 'gemma3';
@@ -45,10 +45,8 @@ export function gemma3ConfigFromGguf(g: GgufFile): Gemma3Config {
   if (g.getString('general.architecture') !== a) {
     throw new GgufError('KVT_ERR_GGUF_METADATA_TYPE', g.path, 'general.architecture', 'not a gemma3 file');
   }
-  const dModel = g.getU32(`${a}.embedding_length`);
-  const nHeads = g.getU32(`${a}.attention.head_count`);
-  const nKvHeads = g.optU32(`${a}.attention.head_count_kv`) ?? nHeads;
-  const headDim = g.optU32(`${a}.attention.key_length`) ?? dModel / nHeads;
+  const heads = readHeadDims(g, a);
+  const { dModel, nHeads, nKvHeads, headDim } = heads;
   const valueDim = g.optU32(`${a}.attention.value_length`) ?? dModel / nHeads;
   if (!Number.isInteger(headDim) || valueDim !== headDim) {
     throw new GgufError('KVT_ERR_GGUF_METADATA_TYPE', g.path, `${a}.attention.key_length`, `key/value head dims ${headDim}/${valueDim} must be equal integers`);
@@ -66,10 +64,7 @@ export function gemma3ConfigFromGguf(g: GgufFile): Gemma3Config {
   return {
     arch: a,
     nLayers,
-    dModel,
-    nHeads,
-    nKvHeads,
-    headDim,
+    ...heads,
     ffnDim: g.getU32(`${a}.feed_forward_length`),
     vocabSize: embd.dims[1],
     ctxLen,

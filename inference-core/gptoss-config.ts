@@ -24,7 +24,7 @@
  *   - post-attention RMSNorm before the FFN; output.weight is required (not tied).
  */
 import { GgufError, type GgufFile } from './gguf/index.ts';
-import { readRopeScaling, type RopeScalingConfig, type TransformerDims } from './model-config.ts';
+import { readHeadDims, readRopeScaling, type RopeScalingConfig, type TransformerDims } from './model-config.ts';
 
 export interface GptOssConfig extends TransformerDims {
   arch: 'gpt-oss';
@@ -49,10 +49,8 @@ export function gptOssConfigFromGguf(g: GgufFile): GptOssConfig {
     throw new GgufError('KVT_ERR_GGUF_METADATA_TYPE', g.path, key, msg);
   };
   if (g.getString('general.architecture') !== a) bad('general.architecture', 'not a gpt-oss file');
-  const dModel = g.getU32(`${a}.embedding_length`);
-  const nHeads = g.getU32(`${a}.attention.head_count`);
-  const nKvHeads = g.optU32(`${a}.attention.head_count_kv`) ?? nHeads;
-  const headDim = g.optU32(`${a}.attention.key_length`) ?? dModel / nHeads;
+  const heads = readHeadDims(g, a);
+  const { dModel, nHeads, nKvHeads, headDim } = heads;
   const valueDim = g.optU32(`${a}.attention.value_length`) ?? dModel / nHeads;
   const ropeDims = g.optU32(`${a}.rope.dimension_count`) ?? headDim;
   // llama.cpp sizes q/k/v by n_rot: the projections are n_head·n_rot wide
@@ -72,10 +70,7 @@ export function gptOssConfigFromGguf(g: GgufFile): GptOssConfig {
   return {
     arch: a,
     nLayers,
-    dModel,
-    nHeads,
-    nKvHeads,
-    headDim,
+    ...heads,
     ffnDim: g.optU32(`${a}.feed_forward_length`) ?? 0,
     vocabSize: g.tensor('token_embd.weight').dims[1],
     ctxLen,

@@ -57,6 +57,19 @@ export interface TransformerDims {
   rmsEps: number;
 }
 
+export type HeadDims = Pick<TransformerDims, 'dModel' | 'nHeads' | 'nKvHeads' | 'headDim'>;
+
+/**
+ * The attention widths as every architecture's loader reads them: head_count_kv defaults to
+ * head_count and key_length to embedding_length / head_count (a fraction the caller refuses, with
+ * its own message, as the checks differ by architecture).
+ */
+export function readHeadDims(g: GgufFile, a: string): HeadDims {
+  const dModel = g.getU32(`${a}.embedding_length`);
+  const nHeads = g.getU32(`${a}.attention.head_count`);
+  return { dModel, nHeads, nKvHeads: g.optU32(`${a}.attention.head_count_kv`) ?? nHeads, headDim: g.optU32(`${a}.attention.key_length`) ?? dModel / nHeads };
+}
+
 export interface ModelConfig extends TransformerDims {
   arch: ModelArch;
   ropeType: 'normal' | 'neox';
@@ -107,10 +120,8 @@ export function modelConfigFromGguf(gguf: GgufFile): ModelConfig {
     throw new GgufError('KVT_ERR_GGUF_METADATA_TYPE', gguf.path, 'general.architecture', `architecture "${arch}" is not supported (llama, qwen2, qwen3 are)`);
   }
   const a = arch as ModelArch;
-  const dModel = gguf.getU32(`${a}.embedding_length`);
-  const nHeads = gguf.getU32(`${a}.attention.head_count`);
-  const nKvHeads = gguf.optU32(`${a}.attention.head_count_kv`) ?? nHeads;
-  const headDim = gguf.optU32(`${a}.attention.key_length`) ?? dModel / nHeads;
+  const heads = readHeadDims(gguf, a);
+  const { dModel, nHeads, nKvHeads, headDim } = heads;
   if (!Number.isInteger(headDim)) {
     throw new GgufError('KVT_ERR_GGUF_METADATA_TYPE', gguf.path, `${a}.attention.head_count`, `embedding_length ${dModel} is not divisible by ${nHeads} heads`);
   }
@@ -124,10 +135,7 @@ export function modelConfigFromGguf(gguf: GgufFile): ModelConfig {
   const cfg: ModelConfig = {
     arch: a,
     nLayers,
-    dModel,
-    nHeads,
-    nKvHeads,
-    headDim,
+    ...heads,
     ffnDim: gguf.getU32(`${a}.feed_forward_length`),
     vocabSize,
     ctxLen,

@@ -30,7 +30,7 @@
  */
 import type { AttentionSegment, Backend, KvPoolHandle, RopeOptions, RopeScaling, TensorHandle } from '../../native/index.ts';
 import type { DeepseekConfig } from '../deepseek-config.ts';
-import { checkForwardRows, EngineError } from './engine-errors.ts';
+import { EngineError, forwardRows } from './engine-errors.ts';
 import type { DeepseekWeights } from './deepseek-weights.ts';
 import { DeepseekFfn } from './deepseek-ffn.ts';
 import { ropeScalingFrom } from './rope-scaling.ts';
@@ -128,8 +128,7 @@ export class DeepseekGraph {
     const b = this.backend;
     const cfg = this.config;
     const c = cfg.model;
-    const n = tokens.length;
-    checkForwardRows(n, positions.length, this.maxRows, logitRows.length, this.maxLogitRows);
+    const n = forwardRows(this, tokens, positions, logitRows);
     let rowsCovered = 0;
     for (const s of segments) rowsCovered += s.queries;
     if (rowsCovered !== n) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `segments cover ${rowsCovered} rows, the call has ${n}`);

@@ -35,3 +35,9 @@ export function checkForwardRows(rows: number, positions: number, maxRows: numbe
     throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', `at most ${maxLogitRows} logit rows per call, got ${logitRows}`);
   }
 }
+
+/** The rows of one forward call on `graph`, checked against the limits it was built for. */
+export function forwardRows(graph: { maxRows: number; maxLogitRows: number }, tokens: Int32Array, positions: Int32Array, logitRows: Int32Array): number {
+  checkForwardRows(tokens.length, positions.length, graph.maxRows, logitRows.length, graph.maxLogitRows);
+  return tokens.length;
+}

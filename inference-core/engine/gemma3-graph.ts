@@ -22,22 +22,18 @@
  * from position p needs is therefore the global layers' K/V of [0, p) and the
  * sliding layers' K/V of [p − n_swa, p) — see unit-state.ts.
  */
-import type { AttentionSegment, Backend, KvPoolHandle, RopeOptions, RopeScaling, TensorHandle, WeightHandle } from '../../native/index.ts';
+import type { AttentionSegment, Backend, KvPoolHandle, RopeScaling, TensorHandle, WeightHandle } from '../../native/index.ts';
 import type { Gemma3Config } from '../gemma3-config.ts';
-import { checkForwardRows, EngineError } from './engine-errors.ts';
+import { EngineError, forwardRows } from './engine-errors.ts';
 import { graphDims, type GraphDims } from './llama-graph.ts';
 import { allocScratch, firstRows, type RowWidths } from './graph-scratch.ts';
-import { projectQkv, rowLogits, segmentRowOffsets, writeSegmentKv, type RowSegment } from './graph-rows.ts';
+import { layerWindow, projectQkv, rowLogits, segmentRowOffsets, writeSegmentKv, type RowSegment, type WindowPattern } from './graph-rows.ts';
 
-export interface Gemma3GraphConfig extends GraphDims {
+export interface Gemma3GraphConfig extends GraphDims, WindowPattern {
   architecture: 'gemma3';
-  slidingWindow: number;
-  swaLayers: boolean[];
   attentionScale: number;
   embedScale: number;
   finalLogitSoftcap: number;
-  ropeGlobal: RopeOptions;
-  ropeSwa: RopeOptions;
 }
 
 export interface Gemma3LayerWeights {
@@ -113,8 +109,7 @@ export class Gemma3Graph {
     const b = this.b;
     const c = this.config;
     const s = this.s;
-    const n = tokens.length;
-    checkForwardRows(n, positions.length, this.maxRows, logitRows.length, this.maxLogitRows);
+    const n = forwardRows(this, tokens, positions, logitRows);
     const { x, h, q, k, v: vv, attn, proj, gate, up } = firstRows(b, s, this.rowWidths, n);
     const segRow0 = segmentRowOffsets(segments, n);
     const attnSegments: AttentionSegment[] = segments;
@@ -123,8 +118,7 @@ export class Gemma3Graph {
     b.scale(x, x, c.embedScale, n * c.dim);
     for (let l = 0; l < c.layers; l++) {
       const w = this.weights.layers[l];
-      const sliding = c.swaLayers[l];
-      const rope = sliding ? c.ropeSwa : c.ropeGlobal;
+      const { rope, window } = layerWindow(c, l);
       b.rmsNorm(h, x, w.attnNorm, n, c.dim, c.rmsEps);
       projectQkv(b, h, w, n, q, k, vv);
       b.rmsNorm(q, q, w.qNorm, n * c.heads, c.headDim, c.rmsEps);
@@ -133,7 +127,7 @@ export class Gemma3Graph {
       b.rope(k, positions, n, c.kvHeads, c.headDim, rope);
       b.scale(q, q, c.attentionScale, n * this.qDim);
       writeSegmentKv(b, pool, l, segments, segRow0, this.kvDim, s.k, s.v);
-      b.windowAttention(attn, q, pool, l, c.heads, 1, sliding ? c.slidingWindow : 0, attnSegments);
+      b.windowAttention(attn, q, pool, l, c.heads, 1, window, attnSegments);
       b.matmul(proj, attn, w.wo, n);
       b.rmsNorm(proj, proj, w.attnPostNorm, n, c.dim, c.rmsEps);
       b.add(x, x, proj, n * c.dim); // x is now sa_out

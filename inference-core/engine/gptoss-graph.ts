@@ -17,21 +17,17 @@
  * needs the full layers' K/V of [0, p) and the sliding layers' of
  * [p − n_swa, p) (unit-state.ts).
  */
-import type { AttentionSegment, Backend, KvPoolHandle, RopeOptions, RopeScaling, TensorHandle, WeightHandle } from '../../native/index.ts';
+import type { AttentionSegment, Backend, KvPoolHandle, RopeScaling, TensorHandle, WeightHandle } from '../../native/index.ts';
 import type { GptOssConfig } from '../gptoss-config.ts';
-import { checkForwardRows, EngineError } from './engine-errors.ts';
+import { EngineError, forwardRows } from './engine-errors.ts';
 import { graphDims, type GraphDims } from './llama-graph.ts';
 import { allocScratch, firstRows, type RowWidths } from './graph-scratch.ts';
-import { addTiledBias, projectQkv, rowLogits, segmentRowOffsets, writeSegmentKv, type RowSegment } from './graph-rows.ts';
+import { addTiledBias, layerWindow, projectQkv, rowLogits, segmentRowOffsets, writeSegmentKv, type RowSegment, type WindowPattern } from './graph-rows.ts';
 import { GptOssMoe, type GptOssMoeWeights } from './gptoss-moe.ts';
 
-export interface GptOssGraphConfig extends GraphDims {
+export interface GptOssGraphConfig extends GraphDims, WindowPattern {
   architecture: 'gpt-oss';
-  slidingWindow: number;
-  swaLayers: boolean[];
   attentionScale: number;
-  ropeGlobal: RopeOptions;
-  ropeSwa: RopeOptions;
   expertCount: number;
   expertUsed: number;
   expertFfnDim: number;
@@ -113,8 +109,7 @@ export class GptOssGraph {
     const b = this.b;
     const c = this.config;
     const s = this.s;
-    const n = tokens.length;
-    checkForwardRows(n, positions.length, this.maxRows, logitRows.length, this.maxLogitRows);
+    const n = forwardRows(this, tokens, positions, logitRows);
     const { x, h, q, k, v: vv, attn, proj } = firstRows(b, s, this.rowWidths, n);
     const segRow0 = segmentRowOffsets(segments, n);
     const attnSegments: AttentionSegment[] = segments;
@@ -122,8 +117,7 @@ export class GptOssGraph {
     b.embed(x, this.weights.tokenEmbd, tokens);
     for (let l = 0; l < c.layers; l++) {
       const w = this.weights.layers[l];
-      const sliding = c.swaLayers[l];
-      const rope = sliding ? c.ropeSwa : c.ropeGlobal;
+      const { rope, window } = layerWindow(c, l);
       b.rmsNorm(h, x, w.attnNorm, n, c.dim, c.rmsEps);
       projectQkv(b, h, w, n, q, k, vv);
       addTiledBias(b, q, w.bq, n, this.qDim);
@@ -132,7 +126,7 @@ export class GptOssGraph {
       b.rope(q, positions, n, c.heads, c.headDim, rope);
       b.rope(k, positions, n, c.kvHeads, c.headDim, rope);
       writeSegmentKv(b, pool, l, segments, segRow0, this.kvDim, s.k, s.v);
-      b.windowAttention(attn, q, pool, l, c.heads, c.attentionScale, sliding ? c.slidingWindow : 0, attnSegments, w.sinks);
+      b.windowAttention(attn, q, pool, l, c.heads, c.attentionScale, window, attnSegments, w.sinks);
       b.matmul(proj, attn, w.wo, n);
       addTiledBias(b, proj, w.bo, n, c.dim);
       b.add(x, x, proj, n * c.dim); // ffn_inp

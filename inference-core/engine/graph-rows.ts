@@ -3,7 +3,7 @@
  * (RowSegment), each segment's first row, its K/V rows written to its pages,
  * row-tiled bias adds, and the logits of the chosen rows.
  */
-import type { AttentionSegment, Backend, KvPoolHandle, TensorHandle, WeightHandle } from '../../native/index.ts';
+import type { AttentionSegment, Backend, KvPoolHandle, RopeOptions, TensorHandle, WeightHandle } from '../../native/index.ts';
 import { EngineError } from './engine-errors.ts';
 import type { GraphDims } from './llama-graph.ts';
 
@@ -88,4 +88,18 @@ export function projectQkv(b: Backend, h: TensorHandle, w: { wq: WeightHandle; w
   b.matmul(q, h, w.wq, n);
   b.matmul(k, h, w.wk, n);
   b.matmul(v, h, w.wv, n);
+}
+
+/** How the sliding-window graphs (gemma3, gpt-oss) interleave layers: sliding ones (swaLayers[l]) see the last slidingWindow positions with their own rope. */
+export interface WindowPattern {
+  slidingWindow: number;
+  swaLayers: boolean[];
+  ropeGlobal: RopeOptions;
+  ropeSwa: RopeOptions;
+}
+
+/** Layer `l`'s rope and attention window (0: the whole context). */
+export function layerWindow(c: WindowPattern, l: number): { rope: RopeOptions; window: number } {
+  const sliding = c.swaLayers[l];
+  return { rope: sliding ? c.ropeSwa : c.ropeGlobal, window: sliding ? c.slidingWindow : 0 };
 }

@@ -26,7 +26,7 @@
  */
 import type { Backend, KvPoolHandle, RopeOptions, TensorHandle, WeightHandle } from '../../native/index.ts';
 import type { Lfm2Config } from '../lfm2-config.ts';
-import { checkForwardRows, EngineError } from './engine-errors.ts';
+import { EngineError, forwardRows } from './engine-errors.ts';
 import { graphDims, type GraphDims } from './llama-graph.ts';
 import { allocScratch } from './graph-scratch.ts';
 import { projectQkv, rowLogits, segmentRowOffsets, writeSegmentKv, type RowSegment } from './graph-rows.ts';
@@ -101,8 +101,7 @@ export class Lfm2Graph {
     const b = this.b;
     const c = this.config;
     const s = this.s;
-    const n = tokens.length;
-    checkForwardRows(n, positions.length, this.maxRows, logitRows.length, this.maxLogitRows);
+    const n = forwardRows(this, tokens, positions, logitRows);
     const qDim = c.heads * c.headDim;
     const kvDim = c.kvHeads * c.headDim;
     const v = (t: TensorHandle, width: number) => b.view(t, 0, n * width);

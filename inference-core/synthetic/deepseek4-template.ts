@@ -9,6 +9,16 @@
  * `<｜Assistant｜><think>`, else `<｜Assistant｜></think>`. Tool calls render as
  * DSML blocks; tool results as `<tool_result>` inside a user turn.
  */
+// A user message and a tool result both open the user turn, or continue it after a blank line.
+const OPEN_USER_TURN = [
+  "    {%- if state.in_user -%}\n",
+  "      {{- '\\n\\n' -}}\n",
+  "    {%- else -%}\n",
+  "      {{- '<｜User｜>' -}}\n",
+  "      {%- set state.in_user = true -%}\n",
+  "    {%- endif -%}\n",
+];
+
 export const DEEPSEEK_V4_CHAT_TEMPLATE = [
   "{%- if not add_generation_prompt is defined -%}\n",
   "  {%- set add_generation_prompt = false -%}\n",
@@ -81,20 +91,10 @@ export const DEEPSEEK_V4_CHAT_TEMPLATE = [
   "{%- endfor -%}\n",
   "{%- for message in messages -%}\n",
   "  {%- if message['role'] == 'user' or message['role'] == 'developer' -%}\n",
-  "    {%- if state.in_user -%}\n",
-  "      {{- '\\n\\n' -}}\n",
-  "    {%- else -%}\n",
-  "      {{- '<｜User｜>' -}}\n",
-  "      {%- set state.in_user = true -%}\n",
-  "    {%- endif -%}\n",
+  ...OPEN_USER_TURN,
   "    {{- message['content'] or '' -}}\n",
   "  {%- elif message['role'] == 'tool' -%}\n",
-  "    {%- if state.in_user -%}\n",
-  "      {{- '\\n\\n' -}}\n",
-  "    {%- else -%}\n",
-  "      {{- '<｜User｜>' -}}\n",
-  "      {%- set state.in_user = true -%}\n",
-  "    {%- endif -%}\n",
+  ...OPEN_USER_TURN,
   "    {{- '<tool_result>' + (message['content'] or '') + '</tool_result>' -}}\n",
   "  {%- elif message['role'] == 'assistant' -%}\n",
   "    {%- set state.in_user = false -%}\n",

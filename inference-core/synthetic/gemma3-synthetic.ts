@@ -26,7 +26,7 @@ import { Xoshiro128, seedFromString } from './prng.ts';
 import { SYNTHETIC_FILE_TYPE } from './quant-mix.ts';
 import { SYNTHETIC_GENERATOR_VERSION } from './synthetic-model.ts';
 import type { TransformerDims } from '../model-config.ts';
-import { baseModelMetadata } from './synthetic-metadata.ts';
+import { archKey, baseModelMetadata, projectionWidths } from './synthetic-metadata.ts';
 import { byteLevelVocabMetadata, loadCorpus } from './synthetic-vocab.ts';
 import { gemma3Vocab, gemma3VocabDir } from './gemma3-vocab.ts';
 import { generateOnce } from './generate-once.ts';
@@ -88,9 +88,8 @@ function writeGemma3(file: string, name: string, s: Gemma3Spec, weightType: Gemm
   const vocab = vocabName === 'gemma3' ? gemma3Vocab() : byteLevelVocabMetadata(s.vocabSize, 'qwen2');
   const nVocab = vocab.vocabSize;
   const d = s.dModel;
-  const qDim = s.nHeads * s.headDim;
-  const kvDim = s.nKvHeads * s.headDim;
-  const kv = (k: string, v: GgufValue): [string, GgufValue] => [`${a}.${k}`, v];
+  const { qDim, kvDim } = projectionWidths(s);
+  const kv = archKey(a);
   const w = new GgufWriter(file);
   try {
     const meta: Array<[string, GgufValue]> = [

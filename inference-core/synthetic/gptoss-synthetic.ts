@@ -33,7 +33,7 @@ import { GgmlType, GgufWriter, gv, quantize, type GgufValue } from '../gguf/inde
 import { Xoshiro128, seedFromString } from './prng.ts';
 import { SYNTHETIC_GENERATOR_VERSION } from './synthetic-model.ts';
 import type { TransformerDims } from '../model-config.ts';
-import { baseModelMetadata } from './synthetic-metadata.ts';
+import { archKey, baseModelMetadata, projectionWidths } from './synthetic-metadata.ts';
 import { byteLevelVocabMetadata, loadCorpus } from './synthetic-vocab.ts';
 import { quantizeMxfp4 } from './mxfp4.ts';
 import { generateOnce } from './generate-once.ts';
@@ -113,9 +113,8 @@ function writeGptOss(file: string, name: string, s: GptOssSpec, pattern: number 
   const d = s.dModel;
   const E = s.expertCount;
   const ff = s.expertFfnDim;
-  const qDim = s.nHeads * s.headDim;
-  const kvDim = s.nKvHeads * s.headDim;
-  const kv = (k: string, v: GgufValue): [string, GgufValue] => [`${a}.${k}`, v];
+  const { qDim, kvDim } = projectionWidths(s);
+  const kv = archKey(a);
   const w = new GgufWriter(file);
   try {
     const meta: Array<[string, GgufValue]> = [

@@ -32,3 +32,13 @@ export function baseModelMetadata(arch: string, name: string, fileType: number, 
     [`${arch}.attention.layer_norm_rms_epsilon`, gv.f32(s.rmsEps)],
   ];
 }
+
+/** A metadata entry under the architecture's prefix, `arch`.`key`. */
+export function archKey(arch: string): (key: string, v: GgufValue) => [string, GgufValue] {
+  return (key, v) => [`${arch}.${key}`, v];
+}
+
+/** The widths of the query and of the key/value projections of a shape with `headDim`-wide heads. */
+export function projectionWidths(s: { nHeads: number; nKvHeads: number; headDim: number }): { qDim: number; kvDim: number } {
+  return { qDim: s.nHeads * s.headDim, kvDim: s.nKvHeads * s.headDim };
+}
