@@ -23,6 +23,8 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+import { S3BlobStore, type S3BlobStoreOptions } from '../../storage-adapters/index.ts';
+
 export interface CephS3 {
   /** `http://127.0.0.1:<port>` — the radosgw S3 endpoint (path-style addressing). */
   endpoint: string;
@@ -34,6 +36,27 @@ export interface CephS3 {
   dir: string;
   /** Kills the daemons and removes the dir. Idempotent. */
   stop(): Promise<void>;
+}
+
+/** S3BlobStore options for `prefix` in `bucket` on an RGW (or any S3 endpoint with static keys), path-style. */
+export function s3StoreOptions(s3: Pick<CephS3, 'endpoint' | 'region' | 'accessKeyId' | 'secretAccessKey'>, bucket: string, prefix: string): S3BlobStoreOptions {
+  return {
+    endpoint: s3.endpoint,
+    bucket,
+    region: s3.region,
+    prefix,
+    credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey },
+    forcePathStyle: true,
+  };
+}
+
+/** Deletes every object under `options`' prefix (the caller's own namespace only). */
+export async function wipeS3Prefix(options: S3BlobStoreOptions): Promise<void> {
+  const store = new S3BlobStore(options);
+  const keys: string[] = [];
+  for await (const key of store.list()) keys.push(key);
+  await store.delete(keys);
+  await store.close();
 }
 
 export interface StartCephS3Options {

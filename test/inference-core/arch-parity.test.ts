@@ -35,8 +35,8 @@ import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index
 import { ARCH_VARIANTS, ensureArchVariantModel, type ArchVariant, type ArchVariantWeightType } from '../../inference-core/synthetic/arch-variants.ts';
 import { llamaBatch, type LlamaBatchRequest } from '../helpers/llamacpp.ts';
 import { TEST_DATA_DIR, argmax, randomTokens } from './engine-fixtures.ts';
-import { expectCacheEquivalence } from './cache-equivalence-check.ts';
-import { expectGreedyParity, lastLogits, relError } from './logit-parity.ts';
+import { itKeepsCacheEquivalence } from './cache-equivalence-check.ts';
+import { expectGreedyParity, lastLogits, relError, type ParityCase } from './logit-parity.ts';
 
 const DTYPES: Array<{ weightType: ArchVariantWeightType; tolerance: number; nearTie: number }> = [
   { weightType: 'f16', tolerance: 1e-3, nearTie: 5e-3 },
@@ -50,16 +50,11 @@ const GREEDY_TEXT = 'The cache keeps every block of the prompt for days, and the
 /** Variants whose scaling a stripped twin can leave out (the rest is structural). */
 const SCALED: ArchVariant[] = ['llama31', 'llama32-tied', 'llama-linear', 'llama-yarn', 'qwen3-yarn'];
 
-interface Case {
+interface Case extends ParityCase {
   variant: ArchVariant;
   weightType: ArchVariantWeightType;
   tolerance: number;
   nearTie: number;
-  engine: LoadedEngine;
-  prompts: number[][];
-  greedyPrompt: number[];
-  refLogprobs: (number | null)[][];
-  refGreedy: { tokens: number[]; margins: number[] };
 }
 
 const cases = new Map<string, Case>();
@@ -68,7 +63,7 @@ const keyOf = (v: ArchVariant, w: ArchVariantWeightType) => `${v}/${w}`;
 
 beforeAll(async () => {
   const requests: LlamaBatchRequest[] = [];
-  const pending: Array<Omit<Case, 'refLogprobs' | 'refGreedy'>> = [];
+  const pending: Array<Omit<Case, 'ref' | 'refGreedy'>> = [];
   for (const variant of ARCH_VARIANTS)
     for (const d of DTYPES) {
       const modelPath = ensureArchVariantModel(variant, { dataDir: TEST_DATA_DIR, weightType: d.weightType });
@@ -87,7 +82,7 @@ beforeAll(async () => {
   pending.forEach((p, i) => {
     const logprobs = results[2 * i].logprobs!;
     const g = results[2 * i + 1];
-    cases.set(keyOf(p.variant, p.weightType), { ...p, refLogprobs: logprobs, refGreedy: { tokens: g.tokens!, margins: g.margins! } });
+    cases.set(keyOf(p.variant, p.weightType), { ...p, ref: logprobs, refGreedy: { tokens: g.tokens!, margins: g.margins! } });
   });
 }, 300_000);
 
@@ -123,8 +118,8 @@ describe.each(ARCH_VARIANTS.flatMap((variant) => DTYPES.map((d) => ({ variant, .
 
     it.each(PROMPT_LENGTHS.map((n, i) => [n, i]))(`last-position logits of a %i-token prompt within ${tolerance} of llama.cpp`, (n, i) => {
       const k = c();
-      expect(k.refLogprobs[i]).toHaveLength(k.engine.vocabSize);
-      const err = relError(lastLogits(k.engine, k.prompts[i]), k.refLogprobs[i]);
+      expect(k.ref[i]).toHaveLength(k.engine.vocabSize);
+      const err = relError(lastLogits(k.engine, k.prompts[i]), k.ref[i]);
       console.log(`arch parity ${variant}/${weightType} n=${n}: relative error ${err.toExponential(2)} (tolerance ${tolerance})`);
       expect(err).toBeLessThan(tolerance);
     });
@@ -134,12 +129,7 @@ describe.each(ARCH_VARIANTS.flatMap((variant) => DTYPES.map((d) => ({ variant, .
       expectGreedyParity(k.engine, k.greedyPrompt, k.refGreedy, k.nearTie, `arch greedy ${variant}/${weightType}`);
     });
 
-    it.each([
-      [1, 37],
-      [2, 5],
-    ])('cache equivalence: k=%i blocks imported + r=%i tokens prefilled == whole prompt, bit for bit', (kb, r) => {
-      expectCacheEquivalence(c().engine, kb, r, 7000 + 100 * kb + r, 16);
-    });
+    itKeepsCacheEquivalence(() => c().engine);
   },
 );
 
@@ -149,7 +139,7 @@ describe('the parity checks notice a missing rope scaling', () => {
     const engine = bare.get(variant)!;
     expect(engine.config.ropeFreqFactors).toBe(false);
     const i = LONGEST;
-    const err = relError(lastLogits(engine, k.prompts[i]), k.refLogprobs[i]);
+    const err = relError(lastLogits(engine, k.prompts[i]), k.ref[i]);
     console.log(`arch parity ${variant} without its scaling, n=${PROMPT_LENGTHS[LONGEST]}: relative error ${err.toExponential(2)}`);
     expect(err).toBeGreaterThan(5 * k.tolerance);
   });
@@ -161,8 +151,8 @@ describe('llama.cpp does not apply a llama file\'s sliding window', () => {
     // last 32 tokens alone give the windowed answer (rope is relative).
     const k = cases.get(keyOf('mistral-swa', 'f16'))!;
     const i = LONGEST;
-    const full = relError(lastLogits(k.engine, k.prompts[i]), k.refLogprobs[i]);
-    const windowed = relError(lastLogits(k.engine, k.prompts[i].slice(-32)), k.refLogprobs[i]);
+    const full = relError(lastLogits(k.engine, k.prompts[i]), k.ref[i]);
+    const windowed = relError(lastLogits(k.engine, k.prompts[i].slice(-32)), k.ref[i]);
     console.log(`mistral-swa n=${PROMPT_LENGTHS[LONGEST]} vs llama.cpp: full attention ${full.toExponential(2)}, 16-key window ${windowed.toExponential(2)}`);
     expect(full).toBeLessThan(k.tolerance);
     expect(windowed).toBeGreaterThan(10 * k.tolerance);

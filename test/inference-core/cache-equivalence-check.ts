@@ -1,5 +1,5 @@
 /** The cache-equivalence check the engine tests share (cache-equivalence, arch-parity, deepseek-parity): a cache hit changes the cost, never the answer. */
-import { expect } from 'vitest';
+import { expect, it } from 'vitest';
 
 import type { LoadedEngine } from '../../inference-core/engine/index.ts';
 import { greedyFrom, randomTokens } from './engine-fixtures.ts';
@@ -33,4 +33,14 @@ export function expectCacheEquivalence(engine: LoadedEngine, kb: number, r: numb
   for (let i = 0; i < kb; i++) expect(Buffer.from(a[i]).equals(Buffer.from(b[i]))).toBe(true);
   whole.free();
   hit.free();
+}
+
+/** The parity suites' two cases on a model: 1 block + 37 tokens and 2 blocks + 5 (`unit` names what a block holds). */
+export function itKeepsCacheEquivalence(engine: () => LoadedEngine, unit = 'blocks'): void {
+  it.each([
+    [1, 37],
+    [2, 5],
+  ])(`cache equivalence: k=%i ${unit} imported + r=%i tokens prefilled == whole prompt, bit for bit`, (kb, r) => {
+    expectCacheEquivalence(engine(), kb, r, 7000 + 100 * kb + r, 16);
+  });
 }

@@ -12,43 +12,26 @@
  * half — on this fixed model and prompt it never does, and the two agree to
  * float rounding: measured 5.7e-7 .. 1.6e-6.
  */
-import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { GgmlType } from '../../inference-core/index.ts';
 import { ensureArchVariantModel } from '../../inference-core/synthetic/arch-variants.ts';
-import { nextTokenVsLlamaCpp, requantizeMatrices } from './quant-engine-fixtures.ts';
+import { describeRequantizedVsLlamaCpp, requantizeMatrices } from './quant-engine-fixtures.ts';
 
-let dataDir: string;
-beforeAll(() => {
-  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kvtier-kquant-engine-'));
-});
-afterAll(() => {
-  fs.rmSync(dataDir, { recursive: true, force: true });
-});
-
-/** The llama31 variant with every 2-D matrix (rows of whole 256-blocks) as `type`. */
-function requantized(type: GgmlType, name: string): { file: string; converted: number } {
-  return requantizeMatrices(ensureArchVariantModel('llama31', { dataDir, weightType: 'q4_k_m' }), type, 256, path.join(dataDir, `llama31-${name}.gguf`));
-}
-
-const TOL = 1e-5; // max |Δ log-probability| allowed (measured ≤ 1.6e-6)
-const CASES: [string, GgmlType][] = [
-  ['q4_K', GgmlType.Q4_K],
-  ['q5_K', GgmlType.Q5_K],
-  ['q6_K', GgmlType.Q6_K],
-  ['q3_K', GgmlType.Q3_K],
-  ['q2_K', GgmlType.Q2_K],
-];
-
-describe('engine on K-quant weights vs llama.cpp', () => {
-  it.each(CASES)(`%s (ggml type %i): next-token log-probabilities within ${TOL} of llama.cpp, same argmax`, async (name, type) => {
-    const { file, converted } = requantized(type, name);
-    expect(converted).toBeGreaterThan(0);
-    const { worst, argmax, refArgmax } = await nextTokenVsLlamaCpp(file, dataDir);
-    expect(worst, `${name}: ${converted} tensors requantized`).toBeLessThan(TOL);
-    expect(argmax).toBe(refArgmax);
-  }, 180_000);
-});
+describeRequantizedVsLlamaCpp(
+  'engine on K-quant weights vs llama.cpp',
+  {
+    cases: [
+      ['q4_K', GgmlType.Q4_K],
+      ['q5_K', GgmlType.Q5_K],
+      ['q6_K', GgmlType.Q6_K],
+      ['q3_K', GgmlType.Q3_K],
+      ['q2_K', GgmlType.Q2_K],
+    ],
+    tol: 1e-5, // max |Δ log-probability| allowed (measured ≤ 1.6e-6)
+    timeoutMs: 180_000,
+    tempPrefix: 'kvtier-kquant-engine-',
+  },
+  // the llama31 variant with every 2-D matrix (rows of whole 256-blocks) as `type`
+  (dataDir, type, name) => requantizeMatrices(ensureArchVariantModel('llama31', { dataDir, weightType: 'q4_k_m' }), type, 256, path.join(dataDir, `llama31-${name}.gguf`)),
+);

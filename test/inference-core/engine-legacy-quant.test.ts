@@ -10,22 +10,11 @@
  * the results agree to float rounding: measured 5.6e-7 .. 1.1e-6 (before
  * the ggml-style activation scales: q4_0 1.5e-2, iq4_xs 7.0e-2).
  */
-import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { ensureSyntheticModel, SUPPORTED_GGML_TYPES, GgmlType } from '../../inference-core/index.ts';
 import { ensureArchVariantModel } from '../../inference-core/synthetic/arch-variants.ts';
-import { nextTokenVsLlamaCpp, requantizeMatrices } from './quant-engine-fixtures.ts';
-
-let dataDir: string;
-beforeAll(() => {
-  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kvtier-legacy-engine-'));
-});
-afterAll(() => {
-  fs.rmSync(dataDir, { recursive: true, force: true });
-});
+import { describeRequantizedVsLlamaCpp, requantizeMatrices } from './quant-engine-fixtures.ts';
 
 /**
  * A synthetic model with its matrices as `type` (every matrix whose rows are
@@ -33,7 +22,7 @@ afterAll(() => {
  * 32-value types; for IQ4_XS (256-value blocks) the llama31 arch variant
  * 4× wide (d=256, generated as q4_k_m, dequantized and requantized).
  */
-function requantized(type: GgmlType, name: string): { file: string; converted: number } {
+function requantized(dataDir: string, type: GgmlType, name: string): { file: string; converted: number } {
   const block = SUPPORTED_GGML_TYPES.get(type)!.blockElems;
   const source = block === 256
     ? ensureArchVariantModel('llama31', { dataDir, weightType: 'q4_k_m' })
@@ -41,22 +30,20 @@ function requantized(type: GgmlType, name: string): { file: string; converted: n
   return requantizeMatrices(source, type, block, path.join(dataDir, `tiny-${name}.gguf`));
 }
 
-const TOL = 1e-5; // max |Δ log-probability| allowed (measured ≤ 1.1e-6)
-const CASES: [string, GgmlType][] = [
-  ['q4_0', GgmlType.Q4_0],
-  ['q4_1', GgmlType.Q4_1],
-  ['q5_0', GgmlType.Q5_0],
-  ['q5_1', GgmlType.Q5_1],
-  ['iq4_nl', GgmlType.IQ4_NL],
-  ['iq4_xs', GgmlType.IQ4_XS],
-];
-
-describe('engine on legacy-quant weights vs llama.cpp', () => {
-  it.each(CASES)(`%s (ggml type %i): next-token log-probabilities within ${TOL} of llama.cpp, same argmax`, async (name, type) => {
-    const { file, converted } = requantized(type, name);
-    expect(converted).toBeGreaterThan(0);
-    const { worst, argmax, refArgmax } = await nextTokenVsLlamaCpp(file, dataDir);
-    expect(worst, `${name}: ${converted} tensors requantized`).toBeLessThan(TOL);
-    expect(argmax).toBe(refArgmax);
-  }, 120_000);
-});
+describeRequantizedVsLlamaCpp(
+  'engine on legacy-quant weights vs llama.cpp',
+  {
+    cases: [
+      ['q4_0', GgmlType.Q4_0],
+      ['q4_1', GgmlType.Q4_1],
+      ['q5_0', GgmlType.Q5_0],
+      ['q5_1', GgmlType.Q5_1],
+      ['iq4_nl', GgmlType.IQ4_NL],
+      ['iq4_xs', GgmlType.IQ4_XS],
+    ],
+    tol: 1e-5, // max |Δ log-probability| allowed (measured ≤ 1.1e-6)
+    timeoutMs: 120_000,
+    tempPrefix: 'kvtier-legacy-engine-',
+  },
+  requantized,
+);

@@ -13,19 +13,17 @@
  *     renders as transformers sets it up (system folded into the first user turn, content parts,
  *     trim, the generation prompt), and both refuse roles that do not alternate.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Tokenizer as HfTokenizer } from '@huggingface/tokenizers';
+import { describe, expect, it } from 'vitest';
 import { ChatTemplate, ChatTemplateError, type ChatMessage } from '../../inference-core/index.ts';
 import { readGguf } from '../../inference-core/gguf/index.ts';
-import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index.ts';
+import type { LoadedEngine } from '../../inference-core/engine/index.ts';
 import { ensureGemma3Model } from '../../inference-core/synthetic/gemma3-synthetic.ts';
 import { gemma3TokenizerConfig } from '../../inference-core/synthetic/gemma3-vocab.ts';
 import { jinja2Render, transformersContext } from '../helpers/jinja2-render.ts';
 import { llamaBatch } from '../helpers/llamacpp.ts';
-import { llamaCppTokenize } from '../helpers/llamacpp-tokenize.ts';
-import { readRealVocab } from '../helpers/real-vocab-gguf.ts';
 import { TEST_DATA_DIR } from './engine-fixtures.ts';
 import { lastLogits, relError } from './logit-parity.ts';
+import { expectIdsAgree, realVocabEngineForSuite } from './real-vocab-engine.ts';
 
 const TEXTS = [
   'Hello, world! The quick brown fox jumps over the lazy dog.',
@@ -40,12 +38,10 @@ const TEXTS = [
 
 let file: string;
 let engine: LoadedEngine;
-
-beforeAll(async () => {
-  file = ensureGemma3Model('gemma3-tiny', { dataDir: TEST_DATA_DIR, vocab: 'gemma3' });
-  engine = await loadEngine(file, { threads: 1, poolBytes: 16 * 2 ** 20 });
-}, 300_000);
-afterAll(() => engine?.destroy());
+realVocabEngineForSuite(() => ensureGemma3Model('gemma3-tiny', { dataDir: TEST_DATA_DIR, vocab: 'gemma3' }), (f, e) => {
+  file = f;
+  engine = e;
+});
 
 describe('gemma3-tiny with Gemma 3 vocabulary and chat template', () => {
   it('has the vocabulary metadata the converter writes for Gemma 3, and its template verbatim', () => {
@@ -73,15 +69,7 @@ describe('gemma3-tiny with Gemma 3 vocabulary and chat template', () => {
   });
 
   it('ids == llama.cpp (the whole file loaded) == Hugging Face tokenizers, special tokens parsed', () => {
-    const { tokenizerJson, tokenizerConfig } = readRealVocab('gemma3');
-    const hf = new HfTokenizer(tokenizerJson, tokenizerConfig);
-    const ref = llamaCppTokenize(file, TEXTS.map((text) => ({ text, parseSpecial: true })), { vocabOnly: false }).tokens;
-    TEXTS.forEach((text, i) => {
-      const ours = Array.from(engine.tokenizer.encode(text, { addSpecial: false, parseSpecial: true }));
-      expect(ours, text).toEqual(ref[i]);
-      expect(hf.encode(text, { add_special_tokens: false }).ids, text).toEqual(ours);
-      expect(engine.tokenizer.decode(ours, { renderSpecial: true })).toBe(text);
-    });
+    const ref = expectIdsAgree(file, engine, 'gemma3', TEXTS);
     // the turn markers are single tokens, not spelled out
     expect(ref[6].slice(0, 2)).toEqual([2, 105]);
     expect(ref[6]).toContain(106);

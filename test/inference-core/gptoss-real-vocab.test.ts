@@ -10,16 +10,14 @@
  *   - llama.cpp's last-position log-probs for a harmony-formatted prompt agree with ours within
  *     gptoss-parity.test.ts's mxfp4 tolerance.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Tokenizer as HfTokenizer } from '@huggingface/tokenizers';
+import { describe, expect, it } from 'vitest';
 import { readGguf } from '../../inference-core/gguf/index.ts';
-import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index.ts';
+import type { LoadedEngine } from '../../inference-core/engine/index.ts';
 import { ensureGptOssModel } from '../../inference-core/synthetic/gptoss-synthetic.ts';
 import { llamaBatch } from '../helpers/llamacpp.ts';
-import { llamaCppTokenize } from '../helpers/llamacpp-tokenize.ts';
-import { readRealVocab } from '../helpers/real-vocab-gguf.ts';
 import { TEST_DATA_DIR } from './engine-fixtures.ts';
 import { lastLogits, relError } from './logit-parity.ts';
+import { expectIdsAgree, realVocabEngineForSuite } from './real-vocab-engine.ts';
 
 const TEXTS = [
   'Hello, world! The quick brown fox jumps over the lazy dog.',
@@ -36,12 +34,10 @@ const TEXTS = [
 
 let file: string;
 let engine: LoadedEngine;
-
-beforeAll(async () => {
-  file = ensureGptOssModel('gpt-oss-tiny', { dataDir: TEST_DATA_DIR, vocab: 'o200k-harmony' });
-  engine = await loadEngine(file, { threads: 1, poolBytes: 16 * 2 ** 20 });
-}, 300_000);
-afterAll(() => engine?.destroy());
+realVocabEngineForSuite(() => ensureGptOssModel('gpt-oss-tiny', { dataDir: TEST_DATA_DIR, vocab: 'o200k-harmony' }), (f, e) => {
+  file = f;
+  engine = e;
+});
 
 describe('gpt-oss-tiny with the o200k_harmony vocabulary', () => {
   it('has the vocabulary metadata the converter writes for gpt-oss', () => {
@@ -64,15 +60,7 @@ describe('gpt-oss-tiny with the o200k_harmony vocabulary', () => {
   });
 
   it('ids == llama.cpp (the whole file loaded) == Hugging Face tokenizers, special tokens parsed', () => {
-    const { tokenizerJson, tokenizerConfig } = readRealVocab('gptoss');
-    const hf = new HfTokenizer(tokenizerJson, tokenizerConfig);
-    const ref = llamaCppTokenize(file, TEXTS.map((text) => ({ text, parseSpecial: true })), { vocabOnly: false }).tokens;
-    TEXTS.forEach((text, i) => {
-      const ours = Array.from(engine.tokenizer.encode(text, { addSpecial: false, parseSpecial: true }));
-      expect(ours, text).toEqual(ref[i]);
-      expect(hf.encode(text, { add_special_tokens: false }).ids, text).toEqual(ours);
-      expect(engine.tokenizer.decode(ours, { renderSpecial: true })).toBe(text);
-    });
+    const ref = expectIdsAgree(file, engine, 'gptoss', TEXTS);
     // the harmony texts are made of their special tokens, not spelled out
     expect(ref[8]).toContain(200003);
     expect(ref[8].at(-1)).toBe(200012);

@@ -3,6 +3,11 @@
  * engine-legacy-quant, synthetic): a model's matrices requantized to one
  * type, and the next-token comparison with llama.cpp after 8 tokens.
  */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { dequantize, loadEngine, quantize, readGguf, writeGguf, type GgmlType, type LoadedEngine } from '../../inference-core/index.ts';
 import { llamaLogprobs } from '../helpers/llamacpp.ts';
 
@@ -50,4 +55,32 @@ async function compareNextToken(engine: LoadedEngine): Promise<{ worst: number; 
     if (r !== null) worst = Math.max(worst, Math.abs(logits[i]! - lse - r));
   });
   return { worst, argmax: logits.indexOf(max), refArgmax: ref.indexOf(Math.max(...ref.map((v) => v ?? -Infinity))) };
+}
+
+/**
+ * One test per [name, type]: the model `requantized` writes into a temp dir (gone after the file's
+ * tests) has matrices converted, and its next-token log-probs are within `tol` of llama.cpp's with
+ * the same argmax.
+ */
+export function describeRequantizedVsLlamaCpp(
+  title: string,
+  o: { cases: [string, GgmlType][]; tol: number; timeoutMs: number; tempPrefix: string },
+  requantized: (dataDir: string, type: GgmlType, name: string) => { file: string; converted: number },
+): void {
+  let dataDir: string;
+  beforeAll(() => {
+    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), o.tempPrefix));
+  });
+  afterAll(() => {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+  describe(title, () => {
+    it.each(o.cases)(`%s (ggml type %i): next-token log-probabilities within ${o.tol} of llama.cpp, same argmax`, async (name, type) => {
+      const { file, converted } = requantized(dataDir, type, name);
+      expect(converted).toBeGreaterThan(0);
+      const { worst, argmax, refArgmax } = await nextTokenVsLlamaCpp(file, dataDir);
+      expect(worst, `${name}: ${converted} tensors requantized`).toBeLessThan(o.tol);
+      expect(argmax).toBe(refArgmax);
+    }, o.timeoutMs);
+  });
 }

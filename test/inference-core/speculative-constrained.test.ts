@@ -12,7 +12,7 @@
  * speculative-sampling-masked.test.ts.
  */
 import Ajv from 'ajv';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { constrainedDecoder, grammarOf, masksOf, vocabOf, type ConstraintSpec } from '../../inference-core/grammar/index.ts';
 import type { LoadedEngine } from '../../inference-core/engine/index.ts';
@@ -20,22 +20,14 @@ import { Prng, Sampler, type SamplingOptions } from '../../inference-core/sampli
 import { GrammarCursor, SpeculativeSession, type SpeculativeMode } from '../../inference-core/speculative/index.ts';
 import type { DraftLengthOptions } from '../../inference-core/speculative/index.ts';
 import { STRUCTURED_SCHEMAS } from '../helpers/structured-schemas.ts';
-import { draftPair, randomTokens } from './engine-fixtures.ts';
+import { draftPairForSuite } from '../helpers/suite-fixture.ts';
+import { randomTokens } from './engine-fixtures.ts';
 
 const MAX_TOKENS = 64;
 let target: LoadedEngine;
 let draft: LoadedEngine;
 let stops: number[];
-
-beforeAll(async () => {
-  ({ target, draft } = await draftPair());
-  stops = [...target.tokenizer.eogIds];
-}, 120_000);
-
-afterAll(() => {
-  draft?.destroy();
-  target?.destroy();
-});
+draftPairForSuite((pair) => ({ target, draft, stops } = pair));
 
 const specOf = (schema: Record<string, unknown>): ConstraintSpec => ({ kind: 'json_schema', schema });
 

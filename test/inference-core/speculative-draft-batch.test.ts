@@ -6,28 +6,20 @@
  * constrained — with the same acceptance counts and byte-identical exported
  * KV blocks; and the draft engine really ran several sequences per forward.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { grammarOf, masksOf, vocabOf } from '../../inference-core/grammar/index.ts';
 import type { LoadedEngine, StepItem } from '../../inference-core/engine/index.ts';
 import { Sampler, type SamplingOptions } from '../../inference-core/sampling/sampler.ts';
 import { GrammarCursor, planSpeculativeBatch, SpeculativeSession, type DraftLengthOptions } from '../../inference-core/speculative/index.ts';
-import { draftPair, randomTokens } from './engine-fixtures.ts';
+import { draftPairForSuite } from '../helpers/suite-fixture.ts';
+import { randomTokens } from './engine-fixtures.ts';
 
 const GEN = 70;
 let target: LoadedEngine;
 let draft: LoadedEngine;
 let stops: number[];
-
-beforeAll(async () => {
-  ({ target, draft } = await draftPair());
-  stops = [...target.tokenizer.eogIds];
-}, 120_000);
-
-afterAll(() => {
-  draft?.destroy();
-  target?.destroy();
-});
+draftPairForSuite((pair) => ({ target, draft, stops } = pair));
 
 const SCHEMA = { type: 'object', properties: { name: { type: 'string', maxLength: 12 }, tags: { type: 'array', items: { type: 'string', maxLength: 6 }, maxItems: 4 }, n: { type: 'integer' } }, required: ['name', 'tags', 'n'], additionalProperties: false };
 

@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { S3BlobStore, openBlobStore, type S3BlobStoreOptions } from '../../storage-adapters/index.ts';
-import { startCephS3, type CephS3 } from '../helpers/ceph-s3.ts';
+import { s3StoreOptions, startCephS3, wipeS3Prefix, type CephS3 } from '../helpers/ceph-s3.ts';
 import { collect, expectSameBytes, runBlobStoreConformance } from './blob-store-conformance.ts';
 import { freePort as closedPort } from '../helpers/free-port.ts';
 
@@ -55,30 +55,14 @@ afterAll(async () => {
 });
 
 function storeOptions(prefix: string, extra: Partial<S3BlobStoreOptions> = {}): S3BlobStoreOptions {
-  return {
-    endpoint: target.endpoint,
-    bucket: target.bucket,
-    region: target.region,
-    prefix,
-    credentials: { accessKeyId: target.accessKeyId, secretAccessKey: target.secretAccessKey },
-    forcePathStyle: true,
-    ...extra,
-  };
-}
-
-/** Removes every object under `prefix` (the tests' own namespace only). */
-async function wipe(prefix: string): Promise<void> {
-  const store = new S3BlobStore(storeOptions(prefix));
-  const keys = await collect(store.list());
-  await store.delete(keys);
-  await store.close();
+  return { ...s3StoreOptions(target, target.bucket, prefix), ...extra };
 }
 
 runBlobStoreConformance('s3', async () => {
   const prefix = `kvtier-tests/${runId}/${randomUUID().slice(0, 8)}`;
   return {
     open: () => S3BlobStore.open(storeOptions(prefix)),
-    dispose: () => wipe(prefix),
+    dispose: () => wipeS3Prefix(storeOptions(prefix)),
   };
 });
 

@@ -8,22 +8,15 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import type { RetentionPolicyDoc } from '../../../src/kvtier/index.ts';
 import { admin } from '../serve/admin-fixtures.ts';
-import { ADMIN_TOKEN, startTestServer, type TestServer } from '../serve/server-fixture.ts';
+import { ADMIN_TOKEN, startTestServer } from '../serve/server-fixture.ts';
 import { expectOneLineError, kvtier } from './cli-runner.ts';
+import { suiteFixture } from '../../helpers/suite-fixture.ts';
 
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await startTestServer();
-}, 240_000);
-
-afterAll(async () => {
-  await server?.close();
-});
+const server = suiteFixture(() => startTestServer(), (s) => s.close(), 240_000);
 
 describe('kvtier policy set --codec', () => {
   it('on a data directory: unmeasured without --force, set with it, shown by policy show; usage mistakes name the flag', async () => {
@@ -47,13 +40,13 @@ describe('kvtier policy set --codec', () => {
   }, 240_000);
 
   it('against a server: measured on the served model, no --force needed; the server serves the new codec', async () => {
-    const conn = ['--url', server.url, '--token', ADMIN_TOKEN];
+    const conn = ['--url', server().url, '--token', ADMIN_TOKEN];
     const set = await kvtier(['policy', 'set', '--codec', 'int8', ...conn]);
     expect(set.code).toBe(0);
     expect(set.stdout).toMatch(/new blocks: codec int8; stored blocks keep theirs \(policy v\d+, applied\)/);
     const perClass = await kvtier(['policy', 'set', '--class', 'chat', '--codec', 'fp8', ...conn]);
     expect(perClass.code).toBe(0);
-    const served = (await admin<RetentionPolicyDoc>(server.url, '/admin/policy')).body;
+    const served = (await admin<RetentionPolicyDoc>(server().url, '/admin/policy')).body;
     expect(served.codec).toBe('int8');
     expect(served.classes.chat.codec).toBe('fp8');
     expectOneLineError(await kvtier(['policy', 'set', '--class', 'nope', '--codec', 'int8', ...conn]), /unknown class "nope"/);

@@ -1,21 +1,17 @@
 /** The hot-set registry and routing against a real redis-server. */
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 
 import { CacheAwareRouter, routeKeys } from '../../../src/cluster/index.ts';
-import { startRedis, type RedisServer } from '../../helpers/redis-server.ts';
+import type { RedisServer } from '../../helpers/redis-server.ts';
 import { tokensOf } from '../kvtier/fixtures.ts';
+import { redisForSuite } from '../../helpers/suite-fixture.ts';
 
 let redis: RedisServer;
 let client: Redis;
-
-beforeAll(async () => {
-  redis = await startRedis();
-  client = new Redis(redis.url);
-});
-afterAll(async () => {
-  client?.disconnect();
-  await redis?.stop();
+redisForSuite((server, c) => {
+  redis = server;
+  client = c;
 });
 beforeEach(async () => {
   await client.flushall();

@@ -8,7 +8,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { freePort } from '../workers/processes.ts';
+import { freePort, type WorkerProcess } from '../workers/processes.ts';
 
 const ROOT = new URL('../../../', import.meta.url).pathname;
 export const ADMIN_TOKEN = 'cluster-test-admin';
@@ -174,4 +174,11 @@ export function killTree(pid: number): void {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
   }
+}
+
+/** Stops the API processes in order, then kills every worker's whole process tree (see killTree) and waits for each to exit. */
+export async function stopProcesses(apis: ReadonlyArray<ServeProcess | undefined>, workers: readonly WorkerProcess[]): Promise<void> {
+  for (const api of apis) await api?.stop();
+  for (const worker of workers) if (worker.child.pid) killTree(worker.child.pid);
+  await Promise.all(workers.map((w) => w.stop('SIGKILL')));
 }

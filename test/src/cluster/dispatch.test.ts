@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { QUEUE_NAME, workerQueueName } from '../../../src/workers/index.ts';
 import { freePort, RedisProcess, startWorker, type WorkerProcess } from '../workers/processes.ts';
-import { chat, chatStream, killTree, sessionSystem, startServe, userTurn, type ChatMessage, type ServeProcess, type TurnResult } from './cluster-processes.ts';
+import { chat, chatStream, killTree, sessionSystem, startServe, stopProcesses, userTurn, type ChatMessage, type ServeProcess, type TurnResult } from './cluster-processes.ts';
 import { CompletedJobEvents } from './completed-job-events.ts';
 
 const SESSIONS = 3;
@@ -98,10 +98,7 @@ beforeAll(async () => {
 }, 240_000);
 
 afterAll(async () => {
-  await api?.stop();
-  await embedded?.stop();
-  for (const worker of workers) if (worker.child.pid) killTree(worker.child.pid);
-  await Promise.all(workers.map((w) => w.stop('SIGKILL')));
+  await stopProcesses([api, embedded], workers);
   await completed.close();
   await redis?.stop();
 });

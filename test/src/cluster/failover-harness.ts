@@ -21,7 +21,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { RedisMetadataPlane } from '../../../src/kvtier/metadata/index.ts';
 import { keySlot, startRedisCluster, type RedisClusterFixture } from '../../helpers/redis-cluster.ts';
 import { startWorker, type WorkerProcess } from '../workers/processes.ts';
-import { ADMIN_TOKEN, killTree, startServe, type ChatMessage, type ServeProcess } from './cluster-processes.ts';
+import { ADMIN_TOKEN, startServe, stopProcesses, type ChatMessage, type ServeProcess } from './cluster-processes.ts';
 
 const CLIENTS = 4;
 const TURNS = 4;
@@ -250,9 +250,7 @@ export async function runFailoverScenario(log: (line: string) => void = () => un
       crossslot_errors: crossSlotErrors,
     };
   } finally {
-    for (const api of apis) await api.stop();
-    for (const worker of workers) if (worker.child.pid) killTree(worker.child.pid);
-    await Promise.all(workers.map((w) => w.stop('SIGKILL')));
+    await stopProcesses(apis, workers);
     await plane?.close();
     await cluster.stop();
   }

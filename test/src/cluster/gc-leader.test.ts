@@ -12,11 +12,12 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 
 import { GC_LEADER_KEY, RedisLeaderLock } from '../../../src/cluster/index.ts';
-import { startRedis, type RedisServer } from '../../helpers/redis-server.ts';
+import type { RedisServer } from '../../helpers/redis-server.ts';
 import { tempDir } from '../kvtier/fixtures.ts';
+import { redisForSuite } from '../../helpers/suite-fixture.ts';
 
 const CHILD = new URL('./gc-child.ts', import.meta.url).pathname;
 
@@ -69,13 +70,11 @@ let redis: RedisServer;
 let client: Redis;
 const cleanups: Array<() => Promise<void>> = [];
 
-beforeAll(async () => {
-  redis = await startRedis();
-  client = new Redis(redis.url);
+redisForSuite((server, c) => {
+  redis = server;
+  client = c;
 });
 afterAll(async () => {
-  client?.disconnect();
-  await redis?.stop();
   for (const cleanup of cleanups) await cleanup();
 });
 

@@ -29,7 +29,7 @@ import { startCephS3, type CephS3 } from '../../helpers/ceph-s3.ts';
 import { startRedisCluster, type RedisClusterFixture } from '../../helpers/redis-cluster.ts';
 import { kvtier } from '../cli/cli-runner.ts';
 import { freePort, RedisProcess, startWorker, type WorkerProcess } from '../workers/processes.ts';
-import { ADMIN_TOKEN, killTree, startServe, type ServeProcess } from './cluster-processes.ts';
+import { ADMIN_TOKEN, startServe, stopProcesses, type ServeProcess } from './cluster-processes.ts';
 import { writesLanded as landed } from './writes-landed.ts';
 
 const KEYS = { acme: 'sk-acme', beta: 'sk-beta' } as const;
@@ -171,9 +171,7 @@ beforeAll(async () => {
 }, 300_000);
 
 afterAll(async () => {
-  for (const api of apis) await api.stop();
-  for (const worker of workers) if (worker.child.pid) killTree(worker.child.pid);
-  await Promise.all(workers.map((w) => w.stop('SIGKILL')));
+  await stopProcesses(apis, workers);
   await store?.close();
   await redis?.stop();
   await cluster?.stop();

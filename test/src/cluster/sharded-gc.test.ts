@@ -11,26 +11,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { FsBlobStore } from '../../../storage-adapters/index.ts';
 import { RedisLeaderLock, runShardedGc, shardLeaseKey } from '../../../src/cluster/index.ts';
 import { BlockIndex, createRedisClient, DAY_MS, ManualClock, RetentionPolicy, defaultPolicyDoc, runGc, type BlockRecord, type GcReport } from '../../../src/kvtier/index.ts';
 import { RedisMetadataPlane } from '../../../src/kvtier/metadata/index.ts';
-import { startRedisCluster, type RedisClusterFixture } from '../../helpers/redis-cluster.ts';
+import { startRedisCluster } from '../../helpers/redis-cluster.ts';
 import { keyOf } from '../kvtier/metadata/plane-conformance.ts';
+import { suiteFixture } from '../../helpers/suite-fixture.ts';
 
 const CHILD = new URL('./sharded-gc-child.ts', import.meta.url).pathname;
 const T0 = Date.UTC(2026, 0, 1);
-let cluster: RedisClusterFixture;
-
-beforeAll(async () => {
-  cluster = await startRedisCluster();
-}, 60_000);
-
-afterAll(async () => {
-  await cluster?.stop();
-});
+const cluster = suiteFixture(() => startRedisCluster(), (c) => c.stop(), 60_000);
 
 const shardOf = (key: string) => parseInt(key.slice(0, 2), 16) >> 6;
 
@@ -38,10 +31,10 @@ describe('GC runners taking plane shards under one lease each', () => {
   it('two runners split the shards; a runner killed with its leases held releases them by expiry and the other takes them', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'kvt-sharded-gc-'));
     const keyPrefix = 'sgc:plane:';
-    const plane = await RedisMetadataPlane.open({ url: cluster.address, keyPrefix, shards: 4 });
+    const plane = await RedisMetadataPlane.open({ url: cluster().address, keyPrefix, shards: 4 });
     const store = await FsBlobStore.open({ dir: join(dir, 'blocks') });
     const index = BlockIndex.open({ path: join(dir, 'index') });
-    const redis = createRedisClient(cluster.address);
+    const redis = createRedisClient(cluster().address);
     const policy = new RetentionPolicy(defaultPolicyDoc());
     const now = T0 + 10 * DAY_MS;
     const clock = new ManualClock(now);
@@ -53,7 +46,7 @@ describe('GC runners taking plane shards under one lease each', () => {
       const keysOfShard = (shard: number) => records.map((r) => r.key).filter((key) => shardOf(key) === shard);
 
       // Runner process A takes two shards and then holds their leases.
-      const child = spawn(process.execPath, ['--import', 'tsx', CHILD, cluster.address, keyPrefix, join(dir, 'blocks'), join(dir, 'child'), String(now), 'runner-a', '2'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, ['--import', 'tsx', CHILD, cluster().address, keyPrefix, join(dir, 'blocks'), join(dir, 'child'), String(now), 'runner-a', '2'], { stdio: ['ignore', 'pipe', 'pipe'] });
       let stderr = '';
       child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
       const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -95,7 +88,7 @@ describe('GC runners taking plane shards under one lease each', () => {
       const removedNow = taken.ran.reduce((sum, ran) => sum + ran.report.removed.expired.blocks, 0);
       expect(removedNow).toBe(again.length);
       expect(await store.has(again.map((r) => r.key))).toEqual(again.map(() => false));
-      expect(cluster.crossSlotErrors()).toBe(0);
+      expect(cluster().crossSlotErrors()).toBe(0);
     } finally {
       redis.disconnect();
       await plane.close();

@@ -12,63 +12,32 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { ensureGemma3Model } from '../../../inference-core/synthetic/gemma3-synthetic.ts';
 import type { OverviewResponse } from '../../../src/admin/index.ts';
-import { roleQueueName, workerQueueName } from '../../../src/workers/index.ts';
+import { roleQueueName } from '../../../src/workers/index.ts';
 import { TEST_DATA_DIR } from '../../inference-core/engine-fixtures.ts';
-import { freePort, RedisProcess, startWorker, type WorkerProcess } from '../workers/processes.ts';
-import { ADMIN_TOKEN, chat, killTree, sessionSystem, startServe, userTurn, type ChatMessage, type ServeProcess } from './cluster-processes.ts';
-import { CompletedJobEvents } from './completed-job-events.ts';
+import { freePort, RedisProcess } from '../workers/processes.ts';
+import { ADMIN_TOKEN, chat, sessionSystem, startServe, stopProcesses, userTurn, type ChatMessage, type ServeProcess } from './cluster-processes.ts';
+import { SplitJobs, type Half } from './split-jobs.ts';
 
 const REPLY_TOKENS = 8;
-
-interface Half {
-  jobId: string;
-  role: string;
-  workerId: string;
-  completionTokens: number;
-  prefillTokens: number;
-}
 
 let model: string;
 let embedded: ServeProcess;
 let redis: RedisProcess;
 let api: ServeProcess;
-const workers: WorkerProcess[] = [];
-const halves = new Map<string, Half>();
-const completed = new CompletedJobEvents<Omit<Half, 'jobId'>>((jobId, value) => halves.set(jobId, { jobId, ...value }));
-
-const listen = (queueName: string): Promise<void> => completed.listen(redis.url, queueName);
-
-async function addWorker(role: 'prefill' | 'decode', blocksDir: string): Promise<void> {
-  const worker = await startWorker({
-    REDIS_URL: redis.url,
-    KVTIER_STORAGE: `fs:${blocksDir}`,
-    KVTIER_MODEL: model,
-    KVTIER_ROLE: role,
-    KVTIER_DATA_DIR: mkdtempSync(join(tmpdir(), `kvtier-split-units-${role}-`)),
-  });
-  const id = /kvtier worker (\S+) ready/.exec(worker.output())?.[1];
-  if (!id) throw new Error(`no worker id in:\n${worker.output()}`);
-  await listen(workerQueueName(id));
-  workers.push(worker);
-}
+const jobs = new SplitJobs(() => redis.url, 'kvtier-split-units-');
 
 /** The two halves of the request just made (its completed jobs that were not there before). */
-async function halvesOf(before: Set<string>): Promise<{ prefill: Half; decode: Half }> {
-  const deadline = Date.now() + 60_000; // an upper bound only: the completed events end the wait
-  for (;;) {
-    const fresh = [...halves.values()].filter((h) => !before.has(h.jobId));
+function halvesOf(before: Set<string>): Promise<{ prefill: Half; decode: Half }> {
+  return jobs.since(before, 'halves', (fresh) => {
     const prefill = fresh.find((h) => h.jobId.endsWith('-p'));
     const decode = fresh.find((h) => h.jobId.endsWith('-d'));
-    if (prefill && decode) return { prefill, decode };
-    if (Date.now() > deadline) throw new Error(`the request's halves did not complete: ${fresh.map((h) => h.jobId)}`);
-    await sleep(10);
-  }
+    return prefill && decode ? { prefill, decode } : undefined;
+  });
 }
 
 beforeAll(async () => {
@@ -77,22 +46,19 @@ beforeAll(async () => {
   redis = new RedisProcess(await freePort());
   await redis.start();
   const blocksDir = mkdtempSync(join(tmpdir(), 'kvtier-split-units-blocks-'));
-  for (const role of ['prefill', 'decode'] as const) await listen(roleQueueName(role));
+  for (const role of ['prefill', 'decode'] as const) await jobs.listen(roleQueueName(role));
   [embedded, api] = await Promise.all([
     startEmbedded,
     // Every request as two halves, however few tokens are new.
     startServe({ REDIS_URL: redis.url, KVTIER_STORAGE: `fs:${blocksDir}`, KVTIER_MODEL: model, KVTIER_SPLIT_MIN_PREFILL_TOKENS: '0', KVTIER_REQUEST_TIMEOUT_MS: '120000', KVTIER_QUEUE_WAIT_TIMEOUT_MS: '60000' }),
-    addWorker('prefill', blocksDir),
-    addWorker('decode', blocksDir),
+    jobs.addWorker('prefill', blocksDir, model),
+    jobs.addWorker('decode', blocksDir, model),
   ]);
 }, 300_000);
 
 afterAll(async () => {
-  await api?.stop();
-  await embedded?.stop();
-  for (const worker of workers) if (worker.child.pid) killTree(worker.child.pid);
-  await Promise.all(workers.map((w) => w.stop('SIGKILL')));
-  await completed.close();
+  await stopProcesses([api, embedded], jobs.workers);
+  await jobs.close();
   await redis?.stop();
 });
 
@@ -102,7 +68,7 @@ describe('prefill/decode split with prefix units (gemma3: global-layer blocks + 
     let previousPrompt: number | null = null;
     for (let turn = 0; turn < 3; turn++) {
       transcript.push({ role: 'user', content: userTurn(600, turn) });
-      const before = new Set(halves.keys());
+      const before = new Set(jobs.halves.keys());
       const served = basename(model, '.gguf');
       const got = await chat(api.url, transcript, REPLY_TOKENS, 0, 7, served);
       const expected = await chat(embedded.url, transcript, REPLY_TOKENS, 0, 7, served);

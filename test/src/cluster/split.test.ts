@@ -12,63 +12,29 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { QUEUE_NAME, roleQueueName, workerQueueName } from '../../../src/workers/index.ts';
-import { freePort, RedisProcess, startWorker, type WorkerProcess } from '../workers/processes.ts';
-import { chat, killTree, sessionSystem, startServe, userTurn, type ChatMessage, type ServeProcess } from './cluster-processes.ts';
-import { CompletedJobEvents } from './completed-job-events.ts';
+import { QUEUE_NAME, roleQueueName } from '../../../src/workers/index.ts';
+import { freePort, RedisProcess } from '../workers/processes.ts';
+import { chat, sessionSystem, startServe, stopProcesses, userTurn, type ChatMessage, type ServeProcess } from './cluster-processes.ts';
+import { SplitJobs, type Half } from './split-jobs.ts';
 
 const BLOCK = 64;
 const REPLY_TOKENS = 12;
-
-interface Half {
-  jobId: string;
-  role: string;
-  workerId: string;
-  completionTokens: number;
-  prefillTokens: number;
-}
 
 let embedded: ServeProcess;
 let redis: RedisProcess;
 let api: ServeProcess;
 let conditionalApi: ServeProcess;
 const CONDITIONAL_MIN_TOKENS = 2 * BLOCK;
-const workers: WorkerProcess[] = [];
-const halves = new Map<string, Half>();
-const completed = new CompletedJobEvents<Omit<Half, 'jobId'>>((jobId, value) => halves.set(jobId, { jobId, ...value }));
-
-const listen = (queueName: string): Promise<void> => completed.listen(redis.url, queueName);
-
-async function addWorker(role: 'prefill' | 'decode', blocksDir: string): Promise<void> {
-  const worker = await startWorker({
-    REDIS_URL: redis.url,
-    KVTIER_STORAGE: `fs:${blocksDir}`,
-    KVTIER_MODEL: 'synthetic:tiny',
-    KVTIER_ROLE: role,
-    KVTIER_DATA_DIR: mkdtempSync(join(tmpdir(), `kvtier-split-${role}-`)),
-  });
-  const id = /kvtier worker (\S+) ready/.exec(worker.output())?.[1];
-  if (!id) throw new Error(`no worker id in:\n${worker.output()}`);
-  await listen(workerQueueName(id));
-  workers.push(worker);
-}
+const jobs = new SplitJobs(() => redis.url, 'kvtier-split-');
 
 /** The `count` jobs of the request just made: the completed jobs that were not there before. */
 async function jobsSince(before: Set<string>, count: number): Promise<Half[]> {
-  const deadline = Date.now() + 60_000; // an upper bound only: the completed events end the wait
-  for (;;) {
-    const fresh = [...halves.values()].filter((h) => !before.has(h.jobId));
-    if (fresh.length >= count) {
-      expect(fresh.map((h) => h.jobId)).toHaveLength(count);
-      return fresh;
-    }
-    if (Date.now() > deadline) throw new Error(`the request's jobs did not complete: ${fresh.map((h) => h.jobId)}`);
-    await sleep(10);
-  }
+  const fresh = await jobs.since(before, 'jobs', (f) => (f.length >= count ? f : undefined));
+  expect(fresh.map((h) => h.jobId)).toHaveLength(count);
+  return fresh;
 }
 
 /** The two halves of the request just made. */
@@ -87,25 +53,21 @@ beforeAll(async () => {
   redis = new RedisProcess(await freePort());
   await redis.start();
   const blocksDir = mkdtempSync(join(tmpdir(), 'kvtier-split-blocks-'));
-  for (const name of [QUEUE_NAME, roleQueueName('prefill'), roleQueueName('decode')]) await listen(name);
+  for (const name of [QUEUE_NAME, roleQueueName('prefill'), roleQueueName('decode')]) await jobs.listen(name);
   const apiEnv = { REDIS_URL: redis.url, KVTIER_STORAGE: `fs:${blocksDir}`, KVTIER_REQUEST_TIMEOUT_MS: '120000', KVTIER_QUEUE_WAIT_TIMEOUT_MS: '60000' };
   [embedded, api, conditionalApi] = await Promise.all([
     startEmbedded,
     // Every request as two halves, however few tokens are new.
     startServe({ ...apiEnv, KVTIER_SPLIT_MIN_PREFILL_TOKENS: '0' }),
     startServe({ ...apiEnv, KVTIER_SPLIT_MIN_PREFILL_TOKENS: String(CONDITIONAL_MIN_TOKENS) }),
-    addWorker('prefill', blocksDir),
-    addWorker('decode', blocksDir),
+    jobs.addWorker('prefill', blocksDir, 'synthetic:tiny'),
+    jobs.addWorker('decode', blocksDir, 'synthetic:tiny'),
   ]);
 }, 240_000);
 
 afterAll(async () => {
-  await api?.stop();
-  await conditionalApi?.stop();
-  await embedded?.stop();
-  for (const worker of workers) if (worker.child.pid) killTree(worker.child.pid);
-  await Promise.all(workers.map((w) => w.stop('SIGKILL')));
-  await completed.close();
+  await stopProcesses([api, conditionalApi, embedded], jobs.workers);
+  await jobs.close();
   await redis?.stop();
 });
 
@@ -123,7 +85,7 @@ describe('prefill/decode split (1 prefill + 1 decode worker)', () => {
     const lastPrompt: number[] = [];
     let checked = 0;
     const run = async (messages: ChatMessage[], expectedMessages: ChatMessage[], previousPrompt: number | null) => {
-      const before = new Set(halves.keys());
+      const before = new Set(jobs.halves.keys());
       const got = await chat(api.url, messages, REPLY_TOKENS, 1);
       const expected = await chat(embedded.url, expectedMessages, REPLY_TOKENS, 1);
       expect(got.content).toBe(expected.content);
@@ -162,7 +124,7 @@ describe('prefill/decode split (1 prefill + 1 decode worker)', () => {
     let previousPrompt = 0;
     for (let turn = 0; turn < 3; turn++) {
       transcript.push({ role: 'user', content: turn === 0 ? userTurn(500, 0) : `Next ${turn}?` });
-      const before = new Set(halves.keys());
+      const before = new Set(jobs.halves.keys());
       const got = await chat(conditionalApi.url, transcript, REPLY_TOKENS, 1);
       const expected = await chat(embedded.url, transcript, REPLY_TOKENS, 1);
       expect(got.content).toBe(expected.content);

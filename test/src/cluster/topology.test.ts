@@ -29,7 +29,7 @@ import { GC_LEADER_KEY, RedisLeaderLock } from '../../../src/cluster/index.ts';
 import { QUEUE_NAME } from '../../../src/workers/index.ts';
 import { startCephS3, type CephS3 } from '../../helpers/ceph-s3.ts';
 import { freePort, RedisProcess, startWorker, type WorkerProcess } from '../workers/processes.ts';
-import { ADMIN_TOKEN, chat, chatStream, killTree, sessionSystem, startServe, userTurn, type ChatMessage, type ServeProcess, type TurnResult } from './cluster-processes.ts';
+import { ADMIN_TOKEN, chat, chatStream, killTree, sessionSystem, startServe, stopProcesses, userTurn, type ChatMessage, type ServeProcess, type TurnResult } from './cluster-processes.ts';
 
 /** A worker's message to the API on its reply channel (bullmq-protocol.ts PublishedEvent), the fields used here. */
 interface RunMessage {
@@ -160,9 +160,7 @@ describe.each(['s3', 'fs'] as const)('API + 3 workers on shared %s storage', (ba
   }, 240_000);
 
   afterAll(async () => {
-    await api?.stop();
-    for (const worker of workers) if (worker.child.pid) killTree(worker.child.pid);
-    await Promise.all(workers.map((w) => w.stop('SIGKILL')));
+    await stopProcesses([api], workers);
     await events?.close();
     replies?.disconnect();
     await redis?.stop();

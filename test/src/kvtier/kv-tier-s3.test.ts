@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { S3BlobStore, type S3BlobStoreOptions } from '../../../storage-adapters/index.ts';
 import { KvTier } from '../../../src/kvtier/index.ts';
-import { startCephS3, type CephS3 } from '../../helpers/ceph-s3.ts';
+import { s3StoreOptions, startCephS3, wipeS3Prefix, type CephS3 } from '../../helpers/ceph-s3.ts';
 import { LAYOUT, captureLogger, payloadFor, tempDir, tokensOf } from './fixtures.ts';
 import { runKvTierSuite } from './kv-tier-suite.ts';
 import { freePort as closedPort } from '../../helpers/free-port.ts';
@@ -19,15 +19,7 @@ const bucket = 'kvtier-kvtier-test';
 const runId = randomUUID().slice(0, 8);
 
 function options(prefix: string, extra: Partial<S3BlobStoreOptions> = {}): S3BlobStoreOptions {
-  return {
-    endpoint: cluster.endpoint,
-    bucket,
-    region: cluster.region,
-    prefix,
-    credentials: { accessKeyId: cluster.accessKeyId, secretAccessKey: cluster.secretAccessKey },
-    forcePathStyle: true,
-    ...extra,
-  };
+  return { ...s3StoreOptions(cluster, bucket, prefix), ...extra };
 }
 
 beforeAll(async () => {
@@ -44,13 +36,7 @@ runKvTierSuite('an S3 store (Ceph RGW)', async () => {
   const prefix = `kvtier/${runId}/${randomUUID().slice(0, 8)}`;
   return {
     open: () => S3BlobStore.open(options(prefix)),
-    dispose: async () => {
-      const store = new S3BlobStore(options(prefix));
-      const keys: string[] = [];
-      for await (const key of store.list()) keys.push(key);
-      await store.delete(keys);
-      await store.close();
-    },
+    dispose: () => wipeS3Prefix(options(prefix)),
   };
 });
 

@@ -14,18 +14,7 @@ import { KvTier } from '../../../src/kvtier/index.ts';
 import type { JobEvent, RequestSpec } from '../../../src/scheduler/job.ts';
 import type { SchedulerOptions } from '../../../src/scheduler/prefill-scheduler.ts';
 import { randomTokens } from '../../inference-core/engine-fixtures.ts';
-import {
-  BLOCK,
-  computedOf,
-  greedyAlone,
-  openSchedulerRig,
-  prefilledOf,
-  saltSource,
-  schedulerJob,
-  startScheduler,
-  tokensOf,
-  type SchedulerRig,
-} from './scheduler-fixtures.ts';
+import { BLOCK, computedOf, greedyAlone, openSchedulerRig, prefilledOf, saltSource, schedulerJob, startScheduler, tokensOf, type SchedulerRig } from './scheduler-fixtures.ts';
 
 let rig: SchedulerRig;
 let engine: LoadedEngine;

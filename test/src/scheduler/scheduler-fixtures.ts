@@ -124,6 +124,27 @@ export function startScheduler(rig: Pick<SchedulerRig, 'engine' | 'cache'>, opti
   };
 }
 
+/** Runs `jobs` to their end on one scheduler over `model` that retains no sequence; each job's events, in order. */
+export function runToEnd(model: EngineModel, cache: KvTierCache, jobs: RequestSpec[], decoders: SchedulerOptions['decoders']): Promise<Map<string, JobEvent[]>> {
+  const events = new Map<string, JobEvent[]>(jobs.map((j) => [j.id, []]));
+  let left = jobs.length;
+  return new Promise((resolve) => {
+    const scheduler = new PrefillScheduler({
+      engine: model,
+      cache,
+      blockTokens: BLOCK,
+      maxBatch: 8,
+      retainSequences: 0,
+      decoders,
+      emit: (jobId, event) => {
+        events.get(jobId)!.push(event);
+        if ((event.type === 'done' || event.type === 'error') && --left === 0) void scheduler.close().then(() => resolve(events));
+      },
+    });
+    for (const j of jobs) scheduler.submit(j);
+  });
+}
+
 /** A greedy chat job of tenant `t` replying `maxTokens` tokens. */
 export function schedulerJob(id: string, tokens: number[], extra: Partial<RequestSpec> = {}, maxTokens = 6): RequestSpec {
   return {

@@ -16,18 +16,7 @@ import type { JobEvent, RequestSpec } from '../../../src/scheduler/job.ts';
 import type { CacheTier } from '../../../src/scheduler/ports.ts';
 import { HeldPutsStore } from '../../helpers/held-puts-store.ts';
 import { randomTokens } from '../../inference-core/engine-fixtures.ts';
-import {
-  BLOCK,
-  computedOf,
-  greedyAlone,
-  openSchedulerRig,
-  prefilledOf,
-  saltSource,
-  schedulerJob,
-  startScheduler,
-  tokensOf,
-  type SchedulerRig,
-} from './scheduler-fixtures.ts';
+import { BLOCK, computedOf, greedyAlone, openSchedulerRig, prefilledOf, saltSource, schedulerJob, startScheduler, tokensOf, type SchedulerRig } from './scheduler-fixtures.ts';
 
 let rig: SchedulerRig;
 let engine: LoadedEngine;

@@ -12,9 +12,9 @@ import type { StepItem } from '../../../inference-core/engine/index.ts';
 import { planSpeculativeBatch, SpeculativeSession } from '../../../inference-core/speculative/index.ts';
 import type { KvTierCache } from '../../../src/scheduler/cache-adapter.ts';
 import type { JobEvent, RequestSpec } from '../../../src/scheduler/job.ts';
-import { PrefillScheduler } from '../../../src/scheduler/prefill-scheduler.ts';
+import type { SchedulerOptions } from '../../../src/scheduler/prefill-scheduler.ts';
 import { TEST_DATA_DIR, argmax, randomTokens } from '../../inference-core/engine-fixtures.ts';
-import { BLOCK, blocksAlone, engineModel, greedyAlone, openSchedulerRig, tokensOf, type SchedulerRig } from './scheduler-fixtures.ts';
+import { BLOCK, blocksAlone, engineModel, greedyAlone, openSchedulerRig, runToEnd, schedulerJob, tokensOf, type SchedulerRig } from './scheduler-fixtures.ts';
 
 let rig: SchedulerRig;
 let engine: LoadedEngine;
@@ -39,45 +39,20 @@ function run(jobs: RequestSpec[], draftSteps: number[]): Promise<Map<string, Job
     draftSteps.push(items.length);
     return step(items);
   };
-  const events = new Map<string, JobEvent[]>(jobs.map((j) => [j.id, []]));
-  let left = jobs.length;
-  return new Promise((resolve) => {
-    const scheduler = new PrefillScheduler({
-      engine: model,
-      cache,
-      blockTokens: BLOCK,
-      maxBatch: 8,
-      retainSequences: 0,
-      decoders: {
-        create: (job) => ({
-          sample: (logits) => argmax(logits),
-          speculate: (sequence: Sequence, context) =>
-            new SpeculativeSession({ target: sequence, context, sampling: { temperature: 0, stopTokens: job.sampling.stopTokenIds }, mode: 'draft', draftEngine: draft, length: { mode: 'fixed', fixed: 4 } }),
-        }),
-        planBatch: (batch: readonly { decoder: SpeculativeSession; limit: number }[]) => planSpeculativeBatch(batch.map(({ decoder, limit }) => ({ session: decoder, limit }))),
-      },
-      emit: (jobId, event) => {
-        events.get(jobId)!.push(event);
-        if ((event.type === 'done' || event.type === 'error') && --left === 0) {
-          draft.step = step;
-          void scheduler.close().then(() => resolve(events));
-        }
-      },
-    });
-    for (const j of jobs) scheduler.submit(j);
+  const decoders: SchedulerOptions['decoders'] = {
+    create: (job) => ({
+      sample: (logits) => argmax(logits),
+      speculate: (sequence: Sequence, context) =>
+        new SpeculativeSession({ target: sequence, context, sampling: { temperature: 0, stopTokens: job.sampling.stopTokenIds }, mode: 'draft', draftEngine: draft, length: { mode: 'fixed', fixed: 4 } }),
+    }),
+    planBatch: (batch: readonly { decoder: SpeculativeSession; limit: number }[]) => planSpeculativeBatch(batch.map(({ decoder, limit }) => ({ session: decoder, limit }))),
+  };
+  return runToEnd(model, cache, jobs, decoders).finally(() => {
+    draft.step = step;
   });
 }
 
-const job = (id: string, tokens: number[], maxTokens: number, salt: string): RequestSpec => ({
-  id,
-  model: 'synthetic:tiny',
-  tenant: 't',
-  tenantSalt: salt,
-  trafficClass: 'chat',
-  tokens: Uint32Array.from(tokens),
-  sampling: { maxTokens, temperature: 0, topP: 1, topK: 0, seed: 1, stopTokenIds: [] },
-  submittedAt: Date.now(),
-});
+const job = (id: string, tokens: number[], maxTokens: number, salt: string): RequestSpec => schedulerJob(id, tokens, { tenantSalt: salt }, maxTokens);
 
 describe('batched draft-model drafting in the scheduler', () => {
   it('replies == plain greedy, draft forwards shared across sequences, stored blocks byte-identical', async () => {

@@ -16,9 +16,8 @@ import { FsBlobStore } from '../../../storage-adapters/index.ts';
 import { KvTier } from '../../../src/kvtier/index.ts';
 import { KvTierCache } from '../../../src/scheduler/cache-adapter.ts';
 import type { JobEvent, RequestSpec } from '../../../src/scheduler/job.ts';
-import { PrefillScheduler } from '../../../src/scheduler/prefill-scheduler.ts';
 import { argmax, randomTokens } from '../../inference-core/engine-fixtures.ts';
-import { BLOCK, blocksAlone, engineModel, greedyAlone, openSchedulerRig, tokensOf, type SchedulerRig } from './scheduler-fixtures.ts';
+import { BLOCK, blocksAlone, engineModel, greedyAlone, openSchedulerRig, runToEnd, schedulerJob, tokensOf, type SchedulerRig } from './scheduler-fixtures.ts';
 
 let rig: SchedulerRig;
 let engine: LoadedEngine;
@@ -41,45 +40,23 @@ function run(jobs: RequestSpec[], speculative: boolean, stepRows: number[][]): P
     maxLogitRows: engine.maxBatch,
     onStep: (items) => stepRows.push(items.map((i) => (i.logits === 'all' ? -i.tokens.length : i.tokens.length))),
   });
-  const events = new Map<string, JobEvent[]>(jobs.map((j) => [j.id, []]));
-  let left = jobs.length;
-  return new Promise((resolve) => {
-    const scheduler = new PrefillScheduler({
-      engine: model,
-      cache,
-      blockTokens: BLOCK,
-      maxBatch: 8,
-      retainSequences: 0,
-      decoders: {
-        create: (job: RequestSpec) => ({
-          sample: (logits: Float32Array) => argmax(logits),
-          ...(speculative
-            ? {
-                speculate: (sequence: Sequence, context: ArrayLike<number>) =>
-                  new SpeculativeSession({ target: sequence, context, sampling: { temperature: 0, stopTokens: job.sampling.stopTokenIds }, mode: 'ngram', length: { mode: 'fixed', fixed: 5 } }),
-              }
-            : {}),
-        }),
-      },
-      emit: (jobId, event) => {
-        events.get(jobId)!.push(event);
-        if ((event.type === 'done' || event.type === 'error') && --left === 0) void scheduler.close().then(() => resolve(events));
-      },
-    });
-    for (const j of jobs) scheduler.submit(j);
+  return runToEnd(model, cache, jobs, {
+    create: (job: RequestSpec) => ({
+      sample: (logits: Float32Array) => argmax(logits),
+      ...(speculative
+        ? {
+            speculate: (sequence: Sequence, context: ArrayLike<number>) =>
+              new SpeculativeSession({ target: sequence, context, sampling: { temperature: 0, stopTokens: job.sampling.stopTokenIds }, mode: 'ngram', length: { mode: 'fixed', fixed: 5 } }),
+          }
+        : {}),
+    }),
   });
 }
 
-const job = (id: string, tokens: number[], maxTokens: number, salt: string, stopTokenIds: number[] = []): RequestSpec => ({
-  id,
-  model: 'synthetic:tiny',
-  tenant: 't',
-  tenantSalt: salt,
-  trafficClass: 'chat',
-  tokens: Uint32Array.from(tokens),
-  sampling: { maxTokens, temperature: 0, topP: 1, topK: 0, seed: 1, stopTokenIds },
-  submittedAt: Date.now(),
-});
+function job(id: string, tokens: number[], maxTokens: number, salt: string, stopTokenIds: number[] = []): RequestSpec {
+  const spec = schedulerJob(id, tokens, { tenantSalt: salt }, maxTokens);
+  return { ...spec, sampling: { ...spec.sampling, stopTokenIds } };
+}
 
 function copyPrompt(n: number, seed: number): number[] {
   const span = randomTokens(20, engine.vocabSize, seed, 4);

@@ -8,7 +8,7 @@ import { afterAll, beforeAll } from 'vitest';
 
 import { S3BlobStore, type S3BlobStoreOptions } from '../../../../storage-adapters/index.ts';
 import { RedisMetadataPlane } from '../../../../src/kvtier/index.ts';
-import { startCephS3, type CephS3 } from '../../../helpers/ceph-s3.ts';
+import { s3StoreOptions, startCephS3, wipeS3Prefix, type CephS3 } from '../../../helpers/ceph-s3.ts';
 import { startRedis, type RedisServer } from '../../../helpers/redis-server.ts';
 import { runClusterRetentionSuite } from './cluster-retention-suite.ts';
 
@@ -17,14 +17,7 @@ let server: RedisServer;
 const bucket = 'kvtier-plane-test';
 
 function options(prefix: string): S3BlobStoreOptions {
-  return {
-    endpoint: cluster.endpoint,
-    bucket,
-    region: cluster.region,
-    prefix,
-    credentials: { accessKeyId: cluster.accessKeyId, secretAccessKey: cluster.secretAccessKey },
-    forcePathStyle: true,
-  };
+  return s3StoreOptions(cluster, bucket, prefix);
 }
 
 beforeAll(async () => {
@@ -47,12 +40,6 @@ runClusterRetentionSuite('an S3 store (Ceph RGW), Redis plane', async () => {
     plane: () => RedisMetadataPlane.open({ url: server.url, keyPrefix: `${run}:plane:` }),
     policyPrefix: `${run}:`,
     flushable: true,
-    dispose: async () => {
-      const store = new S3BlobStore(options(prefix));
-      const keys: string[] = [];
-      for await (const key of store.list()) keys.push(key);
-      await store.delete(keys);
-      await store.close();
-    },
+    dispose: () => wipeS3Prefix(options(prefix)),
   };
 });

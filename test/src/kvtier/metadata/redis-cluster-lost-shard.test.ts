@@ -9,31 +9,24 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { FsBlobStore } from '../../../../storage-adapters/index.ts';
 import { ForwardingStore } from '../../../helpers/forwarding-store.ts';
 import { BlockIndex, DAY_MS, ManualClock, RetentionPolicy, defaultPolicyDoc, runGc, type BlockRecord } from '../../../../src/kvtier/index.ts';
 import { RedisMetadataPlane } from '../../../../src/kvtier/metadata/index.ts';
-import { keySlot, startRedisCluster, type RedisClusterFixture } from '../../../helpers/redis-cluster.ts';
+import { keySlot, startRedisCluster } from '../../../helpers/redis-cluster.ts';
 import { keyOf } from './plane-conformance.ts';
+import { suiteFixture } from '../../../helpers/suite-fixture.ts';
 
 const T0 = Date.UTC(2026, 0, 1);
-let cluster: RedisClusterFixture;
-
-beforeAll(async () => {
-  cluster = await startRedisCluster();
-}, 60_000);
-
-afterAll(async () => {
-  await cluster?.stop();
-});
+const cluster = suiteFixture(() => startRedisCluster(), (c) => c.stop(), 60_000);
 
 describe('a lost shard on a Redis Cluster', () => {
   it('only the flushed primary’s shards rebuild, from a listing of their own key ranges; nothing of them is deleted before they are trusted again, and the other shards keep being collected', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'kvt-lost-shard-'));
     const keyPrefix = 'lost:plane:';
-    const plane = await RedisMetadataPlane.open({ url: cluster.address, keyPrefix, shards: 4 });
+    const plane = await RedisMetadataPlane.open({ url: cluster().address, keyPrefix, shards: 4 });
     const store = await FsBlobStore.open({ dir: join(dir, 'blocks') });
     const index = BlockIndex.open({ path: join(dir, 'index') });
     const clock = new ManualClock(T0);
@@ -47,12 +40,12 @@ describe('a lost shard on a Redis Cluster', () => {
       // The primary holding the fewest of the 4 shard tags loses its data (and its replica with it).
       const shardsOn = new Map<number, number[]>();
       for (let shard = 0; shard < 4; shard++) {
-        const primary = cluster.primaryOfSlot(keySlot(`${keyPrefix}{${shard}}:gen`));
+        const primary = cluster().primaryOfSlot(keySlot(`${keyPrefix}{${shard}}:gen`));
         shardsOn.set(primary, [...(shardsOn.get(primary) ?? []), shard]);
       }
       const [victim, lost] = [...shardsOn].sort((a, b) => a[1].length - b[1].length)[0];
       expect(lost.length).toBeLessThan(4);
-      cluster.cli(victim, 'FLUSHALL');
+      cluster().cli(victim, 'FLUSHALL');
       const shardOf = (key: string) => parseInt(key.slice(0, 2), 16) >> 6;
       const lostKeys = records.map((r) => r.key).filter((key) => lost.includes(shardOf(key)));
       const keptKeys = records.map((r) => r.key).filter((key) => !lost.includes(shardOf(key)));
