@@ -20,7 +20,7 @@ import * as os from 'node:os';
 import { loadEngine, resolveModelPath } from '../inference-core/index.ts';
 import type { DeepseekConfig } from '../inference-core/deepseek-config.ts';
 import { randomTokens as promptOf } from '../test/inference-core/engine-fixtures.ts';
-import { bestLlamaCppRates, measurePrefillDecode, prefillVsImport } from './engine-timing.ts';
+import { bestLlamaCppRates, bestOurRates, comparisonFields, prefillVsImport } from './engine-timing.ts';
 
 const PREFILL_TOKENS = 2048;
 const DECODE_TOKENS = 64;
@@ -42,41 +42,23 @@ export async function run(): Promise<Record<string, number | string>> {
   const poolBytes = 256 * 2 ** 20;
   const result: Record<string, number | string> = { deepseek_model: spec };
 
-  const ours = { prefill: 0, prefillThreads: 0, decode: 0, decodeThreads: 0 };
-  let vocab = 0;
-  for (const threads of THREAD_CHOICES) {
-    const engine = await loadEngine(modelPath, { threads, kvDtype: 'f16', poolBytes });
-    vocab = engine.vocabSize;
-    const prompt = promptOf(PREFILL_TOKENS, vocab, 7);
-    measurePrefillDecode(engine, prompt.slice(0, 256), 4); // warm-up: pack weights, page them in
-    const m = measurePrefillDecode(engine, prompt, DECODE_TOKENS);
-    say(`ours threads=${threads}: prefill ${m.prefillTps.toFixed(1)} tok/s, decode ${m.decodeTps.toFixed(2)} tok/s`);
-    if (m.prefillTps > ours.prefill) Object.assign(ours, { prefill: m.prefillTps, prefillThreads: threads });
-    if (m.decodeTps > ours.decode) Object.assign(ours, { decode: m.decodeTps, decodeThreads: threads });
-    if (threads === THREAD_CHOICES[THREAD_CHOICES.length - 1]) {
+  const { ours, vocab } = await bestOurRates(
+    modelPath,
+    { poolBytes, promptFor: (v) => promptOf(PREFILL_TOKENS, v, 7), decode: DECODE_TOKENS, warmupDecode: 4, threadChoices: THREAD_CHOICES },
+    (threads, m) => say(`ours threads=${threads}: prefill ${m.prefillTps.toFixed(1)} tok/s, decode ${m.decodeTps.toFixed(2)} tok/s`),
+    (engine, threads) => {
+      if (threads !== THREAD_CHOICES[THREAD_CHOICES.length - 1]) return;
       const c = engine.config as unknown as DeepseekConfig;
       result.mla_block_bytes = engine.kvLayout.blockBytes;
       result.mla_expanded_block_bytes = c.nLayers * 64 * c.nHeads * (c.qkNopeDim + c.qkRopeDim + c.vHeadDim) * 2;
       result.mla_block_ratio = round(engine.kvLayout.blockBytes / result.mla_expanded_block_bytes, 4);
-    }
-    engine.destroy();
-  }
+    },
+  );
   const prompt = promptOf(PREFILL_TOKENS, vocab, 7);
   const ref = await bestLlamaCppRates(modelPath, prompt, DECODE_TOKENS, THREAD_CHOICES, 4, (threads, m) =>
     say(`llama.cpp threads=${threads}: prefill ${m.prefillTps.toFixed(1)} tok/s, decode ${m.decodeTps.toFixed(2)} tok/s`),
   );
-  Object.assign(result, {
-    deepseek_prefill_tps: round(ours.prefill),
-    deepseek_decode_tps: round(ours.decode),
-    deepseek_llamacpp_prefill_tps: round(ref.prefill),
-    deepseek_llamacpp_decode_tps: round(ref.decode),
-    deepseek_prefill_threads: ours.prefillThreads,
-    deepseek_decode_threads: ours.decodeThreads,
-    deepseek_llamacpp_prefill_threads: ref.prefillThreads,
-    deepseek_llamacpp_decode_threads: ref.decodeThreads,
-    deepseek_prefill_ratio: round(ours.prefill / ref.prefill, 3),
-    deepseek_decode_ratio: round(ours.decode / ref.decode, 3),
-  });
+  Object.assign(result, comparisonFields('deepseek', ours, ref, round));
 
   // A 4032-token prefix: imported as 63 latent blocks vs prefilled.
   const engine = await loadEngine(modelPath, { threads: ours.prefillThreads || 1, kvDtype: 'f16', poolBytes });

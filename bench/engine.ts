@@ -24,7 +24,7 @@ import * as os from 'node:os';
 import { GgmlType, argmax, loadEngine, readGguf, resolveModelPath, type LoadedEngine } from '../inference-core/index.ts';
 import { nativeAddon } from '../native/index.ts';
 import { randomTokens as promptOf } from '../test/inference-core/engine-fixtures.ts';
-import { bestLlamaCppRates, measurePrefillDecode, prefillVsImport } from './engine-timing.ts';
+import { bestLlamaCppRates, bestOurRates, comparisonFields, prefillVsImport } from './engine-timing.ts';
 
 const PREFILL_TOKENS = 2048;
 const DECODE_TOKENS = 128;
@@ -69,11 +69,6 @@ function say(line: string): void {
   process.stderr.write(`bench engine: ${line}\n`);
 }
 
-
-function measureOurs(engine: LoadedEngine, prompt: number[]): ReturnType<typeof measurePrefillDecode> {
-  return measurePrefillDecode(engine, prompt, DECODE_TOKENS);
-}
-
 export async function run(): Promise<Record<string, number | string>> {
   const dataDir = process.env.KVTIER_DATA_DIR ?? 'data';
   const result: Record<string, number | string> = {};
@@ -81,34 +76,17 @@ export async function run(): Promise<Record<string, number | string>> {
   const weightTypes = requestedWeightTypes();
   for (const weightType of weightTypes) {
     const modelPath = resolveModelPath('synthetic:small', { dataDir, weightType });
-    let ours = { prefill: 0, prefillThreads: 0, decode: 0, decodeThreads: 0 };
-    let vocab = 0;
-    for (const threads of THREAD_CHOICES) {
-      const engine = await loadEngine(modelPath, { threads, kvDtype: 'f16', poolBytes });
-      vocab = engine.vocabSize;
-      const prompt = promptOf(PREFILL_TOKENS, vocab, 7);
-      measureOurs(engine, prompt.slice(0, 256)); // warm-up: page in weights, size scratch
-      const m = measureOurs(engine, prompt);
-      say(`ours ${weightType} threads=${threads}: prefill ${m.prefillTps.toFixed(1)} tok/s, decode ${m.decodeTps.toFixed(2)} tok/s`);
-      if (m.prefillTps > ours.prefill) ours = { ...ours, prefill: m.prefillTps, prefillThreads: threads };
-      if (m.decodeTps > ours.decode) ours = { ...ours, decode: m.decodeTps, decodeThreads: threads };
-      engine.destroy();
-    }
+    const { ours, vocab } = await bestOurRates(
+      modelPath,
+      { poolBytes, promptFor: (v) => promptOf(PREFILL_TOKENS, v, 7), decode: DECODE_TOKENS, warmupDecode: DECODE_TOKENS, threadChoices: THREAD_CHOICES },
+      (threads, m) => say(`ours ${weightType} threads=${threads}: prefill ${m.prefillTps.toFixed(1)} tok/s, decode ${m.decodeTps.toFixed(2)} tok/s`),
+    );
     const prompt = promptOf(PREFILL_TOKENS, vocab, 7);
     const ref = await bestLlamaCppRates(modelPath, prompt, DECODE_TOKENS, THREAD_CHOICES, 8, (threads, m) =>
       say(`llama.cpp ${weightType} threads=${threads}: prefill ${m.prefillTps.toFixed(1)} tok/s, decode ${m.decodeTps.toFixed(2)} tok/s`),
     );
     const w = weightType;
-    result[`${w}_prefill_tps`] = round(ours.prefill);
-    result[`${w}_decode_tps`] = round(ours.decode);
-    result[`${w}_llamacpp_prefill_tps`] = round(ref.prefill);
-    result[`${w}_llamacpp_decode_tps`] = round(ref.decode);
-    result[`${w}_prefill_threads`] = ours.prefillThreads;
-    result[`${w}_decode_threads`] = ours.decodeThreads;
-    result[`${w}_llamacpp_prefill_threads`] = ref.prefillThreads;
-    result[`${w}_llamacpp_decode_threads`] = ref.decodeThreads;
-    result[`${w}_prefill_ratio`] = round(ours.prefill / ref.prefill, 3);
-    result[`${w}_decode_ratio`] = round(ours.decode / ref.decode, 3);
+    Object.assign(result, comparisonFields(w, ours, ref, round));
     if (w === 'q4_k_m') {
       const b = bytesPerParam(modelPath);
       result.q4_k_m_bytes_per_param = round(b.packed, 4);

@@ -12,12 +12,7 @@ import { ADMIN_TOKEN, KEYS, startTestServer, type TestServer } from './server-fi
 let server: TestServer;
 
 beforeAll(async () => {
-  process.env.KVTIER_STATS_STEP_MS = '300';
-  try {
-    server = await startTestServer();
-  } finally {
-    delete process.env.KVTIER_STATS_STEP_MS;
-  }
+  server = await startTestServer({}, { statsStepMs: 300 });
   await chat(server.url, KEYS.alice, 'Tell me about block keys');
   await chat(server.url, KEYS.alice, 'Tell me about block keys');
 }, 120_000);
@@ -91,12 +86,7 @@ describe('admin API', () => {
     expect(before.requests).toBe(2);
     const dataDir = server.dataDir;
     await server.close();
-    process.env.KVTIER_STATS_STEP_MS = '300';
-    try {
-      server = await startTestServer({ dataDir });
-    } finally {
-      delete process.env.KVTIER_STATS_STEP_MS;
-    }
+    server = await startTestServer({ dataDir }, { statsStepMs: 300 });
     await chat(server.url, KEYS.bob, 'Tell me about block keys');
     // The stats recorder counts a request when its generation's end event reaches it, which can be
     // after the client has the reply: on a loaded machine the first read can come before it.

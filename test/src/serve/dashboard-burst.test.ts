@@ -15,12 +15,7 @@ let browser: Browser;
 
 beforeAll(async () => {
   // A long step: the burst and the first poll land in the same interval.
-  process.env.KVTIER_STATS_STEP_MS = '15000';
-  try {
-    server = await startTestServer();
-  } finally {
-    delete process.env.KVTIER_STATS_STEP_MS;
-  }
+  server = await startTestServer({}, { statsStepMs: 15_000 });
   await chat(server.url, KEYS.alice, 'What is a KV cache?');
   await chat(server.url, KEYS.alice, 'What is a KV cache?');
   browser = await launchDashboardBrowser();

@@ -35,12 +35,7 @@ async function flushed(count: number): Promise<void> {
 }
 
 beforeAll(async () => {
-  process.env.KVTIER_STATS_STEP_MS = '400';
-  try {
-    server = await startTestServer();
-  } finally {
-    delete process.env.KVTIER_STATS_STEP_MS;
-  }
+  server = await startTestServer({}, { statsStepMs: 400 });
   // Traffic over a few stats steps, so the charts get several intervals: repeats hit, new questions miss.
   const questions = ['What is a KV cache?', 'How long are blocks kept?', 'What is a KV cache?', 'Why 64 tokens per block?'];
   for (let round = 0; round < 4; round++) {

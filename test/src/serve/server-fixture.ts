@@ -21,7 +21,23 @@ export interface TestServer {
 export const KEYS = { alice: 'sk-alice', bob: 'sk-bob', sharedOne: 'sk-shared-1', sharedTwo: 'sk-shared-2' } as const;
 export const ADMIN_TOKEN = 'admin-secret';
 
-export async function startTestServer(overrides: Partial<Config> = {}, options: Pick<BuildAppOptions, 'now'> = {}): Promise<TestServer> {
+export interface TestServerOptions extends Pick<BuildAppOptions, 'now'> {
+  /** KVTIER_STATS_STEP_MS while the server starts (the admin stats read their step from the environment then). */
+  statsStepMs?: number;
+}
+
+export async function startTestServer(overrides: Partial<Config> = {}, options: TestServerOptions = {}): Promise<TestServer> {
+  const { statsStepMs, ...appOptions } = options;
+  if (statsStepMs === undefined) return await start(overrides, appOptions);
+  process.env.KVTIER_STATS_STEP_MS = String(statsStepMs);
+  try {
+    return await start(overrides, appOptions);
+  } finally {
+    delete process.env.KVTIER_STATS_STEP_MS;
+  }
+}
+
+async function start(overrides: Partial<Config>, options: Pick<BuildAppOptions, 'now'>): Promise<TestServer> {
   const dataDir = overrides.dataDir ?? mkdtempSync(join(tmpdir(), 'kvtier-serve-'));
   const keysFile = join(dataDir, 'keys.txt');
   writeFileSync(keysFile, `# test keys\n${KEYS.alice} alice\n${KEYS.bob} bob\n${KEYS.sharedOne} team-one shared\n${KEYS.sharedTwo} team-two shared\n`);
