@@ -5,7 +5,7 @@
  * afterwards recomputes it with the same reply. Blocks the filter does not
  * name stay hits.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import type { KvNamespace } from '../../../src/kvtier/index.ts';
 import { randomTokens } from '../../inference-core/engine-fixtures.ts';
@@ -20,21 +20,14 @@ import {
   tokensOf,
   type SchedulerRig,
 } from '../scheduler/scheduler-fixtures.ts';
+import { suiteFixture } from '../../helpers/suite-fixture.ts';
 
-let rig: SchedulerRig;
-
-beforeAll(async () => {
-  rig = await openSchedulerRig(4, 'kvtier-purge-');
-});
-
-afterAll(async () => {
-  await rig?.close();
-});
+const rig = suiteFixture(() => openSchedulerRig(4, 'kvtier-purge-'), (r) => r.close());
 
 describe('KvTier.purge', () => {
   it('by tenant, then --all: lookups of purged blocks find 0 hits, the other tenant keeps its hits until --all, and a request afterwards recomputes with the same reply', async () => {
-    const { engine, tier } = rig;
-    const { scheduler, finished } = startScheduler(rig);
+    const { engine, tier } = rig();
+    const { scheduler, finished } = startScheduler(rig());
     const prompt = randomTokens(4 * BLOCK + 5, engine.vocabSize, 401);
     const salts = { a: '0000a001', b: '0000b001' };
     for (const tenant of ['a', 'b'] as const) scheduler.submit(schedulerJob(tenant, prompt, { tenant, tenantSalt: salts[tenant] }));

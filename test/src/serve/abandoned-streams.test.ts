@@ -4,33 +4,26 @@
  * sequence's KV pages go back to the pool. Checked on the scheduler's own
  * state (GET /admin/stats → tier.scheduler), not on timings.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { abandonedStreamChecks } from './abandoned-streams-fixture.ts';
-import { ADMIN_TOKEN, startTestServer, type TestServer } from './server-fixture.ts';
+import { ADMIN_TOKEN, startTestServer } from './server-fixture.ts';
+import { suiteFixture } from '../../helpers/suite-fixture.ts';
 
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await startTestServer({ requestTimeoutMs: 60_000 });
-});
-
-afterAll(async () => {
-  await server?.close();
-});
+const server = suiteFixture(() => startTestServer({ requestTimeoutMs: 60_000 }), (s) => s.close());
 
 describe('a streaming client that disconnects (in-process runner)', () => {
   abandonedStreamChecks(() => ({
-    url: server.url,
+    url: server().url,
     schedulerState: async () => {
-      const response = await fetch(`${server.url}/admin/stats`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+      const response = await fetch(`${server().url}/admin/stats`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
       expect(response.status).toBe(200);
       return ((await response.json()) as { tier: { scheduler: unknown } }).tier.scheduler as never;
     },
   }));
 
   it('the stats route exposes the scheduler state the checks read', async () => {
-    const response = await fetch(`${server.url}/admin/stats`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    const response = await fetch(`${server().url}/admin/stats`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
     const body = (await response.json()) as { tier: { scheduler: Record<string, unknown> } };
     expect(body.tier.scheduler).toMatchObject({ waiting: 0, running: 0, pool: { freeBlocks: expect.any(Number), totalBlocks: expect.any(Number) } });
   });

@@ -4,19 +4,13 @@
  * an admin route must meet the token check (401), and the rest must miss
  * (404). Never a 2xx without the token.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { rawRequest } from '../../helpers/raw-http.ts';
-import { ADMIN_TOKEN, startTestServer, type TestServer } from './server-fixture.ts';
+import { ADMIN_TOKEN, startTestServer } from './server-fixture.ts';
+import { suiteFixture } from '../../helpers/suite-fixture.ts';
 
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await startTestServer();
-});
-afterAll(async () => {
-  await server?.close();
-});
+const server = suiteFixture(() => startTestServer(), (s) => s.close());
 
 interface AdminRoute {
   method: string;
@@ -100,14 +94,14 @@ function spellings(path: string, origin: string): string[] {
 describe('admin guard', () => {
   it('answers 200 to the canonical paths with the token', async () => {
     for (const route of ROUTES.filter((r) => r.method === 'GET' && !r.path.startsWith('/admin/blocks/0'))) {
-      const response = await rawRequest(server.url, route.method, route.path, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+      const response = await rawRequest(server().url, route.method, route.path, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
       expect(response.status, `${route.method} ${route.path}`).toBe(200);
     }
   });
 
   it('never answers 2xx without the token, for any spelling of any admin path', async () => {
-    const origin = server.url;
-    const policyBefore = await rawRequest(server.url, 'GET', '/admin/policy', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    const origin = server().url;
+    const policyBefore = await rawRequest(server().url, 'GET', '/admin/policy', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
     let tried = 0;
     const reachedGuard = new Set<string>();
     for (const route of ROUTES) {
@@ -115,7 +109,7 @@ describe('admin guard', () => {
         for (const headers of <Array<Record<string, string>>>[{}, { authorization: 'Bearer wrong' }, { 'x-admin-token': '' }, { authorization: `Basic ${Buffer.from(`admin:${ADMIN_TOKEN}x`).toString('base64')}` }]) {
           // GET routes also answer HEAD (Fastify adds it in the same context).
           for (const method of route.method === 'GET' ? ['GET', 'HEAD'] : [route.method]) {
-            const response = await rawRequest(server.url, method, target, { headers, body: route.body });
+            const response = await rawRequest(server().url, method, target, { headers, body: route.body });
             tried++;
             expect([400, 401, 404, 405], `${method} ${target} ${JSON.stringify(headers)} → ${response.status} ${response.body.slice(0, 200)}`).toContain(response.status);
             if (response.status === 401) reachedGuard.add(target);
@@ -128,14 +122,14 @@ describe('admin guard', () => {
     expect(reachedGuard).toContain('/%61dmin/stats');
     expect(reachedGuard).toContain(`${origin}/admin/stats`);
     // The purge and policy edits above were all refused: the policy is still the default one.
-    const policy = await rawRequest(server.url, 'GET', '/admin/policy', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    const policy = await rawRequest(server().url, 'GET', '/admin/policy', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
     expect(policy.status).toBe(200);
     expect(JSON.parse(policy.body)).toEqual(JSON.parse(policyBefore.body));
   });
 
   it('the decoded and absolute spellings answer 200 once the token is given (same route, same guard)', async () => {
-    for (const target of ['/%61dmin/stats', '/admin/st%61ts', `${server.url}/admin/stats`]) {
-      const response = await rawRequest(server.url, 'GET', target, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    for (const target of ['/%61dmin/stats', '/admin/st%61ts', `${server().url}/admin/stats`]) {
+      const response = await rawRequest(server().url, 'GET', target, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
       expect(response.status, target).toBe(200);
     }
   });

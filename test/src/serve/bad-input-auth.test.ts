@@ -5,18 +5,13 @@
  * without the admin token gets 401 likewise. Before, the body was parsed
  * first: bad JSON without a key was 400, a 20 MB body 413.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, it } from 'vitest';
 
-import { ADMIN_TOKEN, startTestServer, type TestServer } from './server-fixture.ts';
+import { ADMIN_TOKEN, startTestServer } from './server-fixture.ts';
 import { expectRefused, expectStillServes, GENERATE_ROUTES, send, validBody } from './bad-input-fixture.ts';
+import { suiteFixture } from '../../helpers/suite-fixture.ts';
 
-let server: TestServer;
-beforeAll(async () => {
-  server = await startTestServer();
-});
-afterAll(async () => {
-  await server?.close();
-});
+const server = suiteFixture(() => startTestServer(), (s) => s.close());
 
 const NO_KEY = { authorization: '' };
 
@@ -37,16 +32,16 @@ function badBodies(maxBodyBytes: number): Array<[string, unknown, Record<string,
 describe('authentication comes before the body', () => {
   it('every generate route: no key → 401 KVT_ERR_AUTH_MISSING_KEY whatever the body', async () => {
     for (const route of GENERATE_ROUTES) {
-      for (const [name, body, headers] of badBodies(server.config.maxBodyBytes)) {
-        expectRefused(await send(server.url, 'POST', route, body, { ...NO_KEY, ...headers }), 401, { code: 'KVT_ERR_AUTH_MISSING_KEY', param: 'authorization' }, `${route} ${name}`);
+      for (const [name, body, headers] of badBodies(server().config.maxBodyBytes)) {
+        expectRefused(await send(server().url, 'POST', route, body, { ...NO_KEY, ...headers }), 401, { code: 'KVT_ERR_AUTH_MISSING_KEY', param: 'authorization' }, `${route} ${name}`);
       }
     }
-    await expectStillServes(server.url);
+    await expectStillServes(server().url);
   });
 
   it('a wrong key → 401 KVT_ERR_AUTH_BAD_KEY before the body is read', async () => {
     for (const route of GENERATE_ROUTES) {
-      const reply = await send(server.url, 'POST', route, '{"model": ', { authorization: 'Bearer sk-nobody' });
+      const reply = await send(server().url, 'POST', route, '{"model": ', { authorization: 'Bearer sk-nobody' });
       expectRefused(reply, 401, { code: 'KVT_ERR_AUTH_BAD_KEY', param: 'authorization' }, route);
     }
   });
@@ -61,10 +56,10 @@ describe('authentication comes before the body', () => {
       ['an empty x-api-key', { authorization: '', 'x-api-key': '' }, 'KVT_ERR_AUTH_MISSING_KEY'],
     ];
     for (const [name, headers, code] of forms) {
-      const reply = await send(server.url, 'POST', '/v1/chat/completions', validBody('/v1/chat/completions'), headers);
+      const reply = await send(server().url, 'POST', '/v1/chat/completions', validBody('/v1/chat/completions'), headers);
       expectRefused(reply, 401, { code, param: 'authorization' }, name);
     }
-    await expectStillServes(server.url);
+    await expectStillServes(server().url);
   });
 
   it('stored responses: GET, input_items, DELETE and cancel without a key → 401 (cancel with a malformed body too)', async () => {
@@ -75,18 +70,18 @@ describe('authentication comes before the body', () => {
       ['DELETE', '/v1/responses/resp_x', undefined],
       ['POST', '/v1/responses/resp_x/cancel', undefined],
       ['POST', '/v1/responses/resp_x/cancel', '{"broken'],
-      ['POST', '/v1/responses/resp_x/cancel', 'x'.repeat(server.config.maxBodyBytes + 1)],
+      ['POST', '/v1/responses/resp_x/cancel', 'x'.repeat(server().config.maxBodyBytes + 1)],
       ['GET', '/v1/models', undefined],
     ];
     for (const [method, path, body] of calls) {
-      expectRefused(await send(server.url, method, path, body, NO_KEY), 401, { code: 'KVT_ERR_AUTH_MISSING_KEY', param: 'authorization' }, `${method} ${path}`);
+      expectRefused(await send(server().url, method, path, body, NO_KEY), 401, { code: 'KVT_ERR_AUTH_MISSING_KEY', param: 'authorization' }, `${method} ${path}`);
     }
   });
 
   it('/admin/*: no admin token → 401 whatever the body; an API key is not an admin token', async () => {
     const calls: Array<[string, string, unknown]> = [
       ['PUT', '/admin/policy', '{"broken'],
-      ['PUT', '/admin/policy', 'x'.repeat(server.config.maxBodyBytes + 1)],
+      ['PUT', '/admin/policy', 'x'.repeat(server().config.maxBodyBytes + 1)],
       ['POST', '/admin/policy/edit', Buffer.from([0xff])],
       ['POST', '/admin/gc', '[[[[[[[['],
       ['POST', '/admin/blocks/purge', '{"tenant": 5}'],
@@ -94,14 +89,14 @@ describe('authentication comes before the body', () => {
       ['GET', '/admin/blocks/%00', undefined],
     ];
     for (const [method, path, body] of calls) {
-      expectRefused(await send(server.url, method, path, body, NO_KEY), 401, { code: 'KVT_ERR_AUTH_ADMIN_TOKEN', param: 'authorization' }, `${method} ${path}`);
+      expectRefused(await send(server().url, method, path, body, NO_KEY), 401, { code: 'KVT_ERR_AUTH_ADMIN_TOKEN', param: 'authorization' }, `${method} ${path}`);
     }
     // A path that does not percent-decode matches no route: 400 naming the url, in the JSON error body (Fastify's own body before).
-    expectRefused(await send(server.url, 'GET', '/admin/blocks/%ff', undefined, NO_KEY), 400, { code: 'KVT_ERR_REQUEST_INVALID', param: 'url' }, 'bad url');
-    const withApiKey = await send(server.url, 'GET', '/admin/stats');
+    expectRefused(await send(server().url, 'GET', '/admin/blocks/%ff', undefined, NO_KEY), 400, { code: 'KVT_ERR_REQUEST_INVALID', param: 'url' }, 'bad url');
+    const withApiKey = await send(server().url, 'GET', '/admin/stats');
     expectRefused(withApiKey, 401, { code: 'KVT_ERR_AUTH_ADMIN_TOKEN' }, 'api key on admin');
     // With the token, the same malformed body is a 400 naming the JSON.
-    expectRefused(await send(server.url, 'PUT', '/admin/policy', '{"broken', { authorization: `Bearer ${ADMIN_TOKEN}` }), 400, { code: 'KVT_ERR_REQUEST_BAD_JSON' }, 'admin bad json');
-    await expectStillServes(server.url);
+    expectRefused(await send(server().url, 'PUT', '/admin/policy', '{"broken', { authorization: `Bearer ${ADMIN_TOKEN}` }), 400, { code: 'KVT_ERR_REQUEST_BAD_JSON' }, 'admin bad json');
+    await expectStillServes(server().url);
   });
 });

@@ -5,19 +5,14 @@
  * and get a well-formed reply; too many or too long stop strings → 400 naming
  * the limit (before: 5 OpenAI stops and a 200 kB stop string were a 200).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { MAX_STOP_CHARS } from '../../../src/serve/schemas.ts';
-import { startTestServer, type TestServer } from './server-fixture.ts';
+import { startTestServer } from './server-fixture.ts';
 import { expectRefused, expectStillServes, GENERATE_ROUTES, send, validBody } from './bad-input-fixture.ts';
+import { suiteFixture } from '../../helpers/suite-fixture.ts';
 
-let server: TestServer;
-beforeAll(async () => {
-  server = await startTestServer();
-});
-afterAll(async () => {
-  await server?.close();
-});
+const server = suiteFixture(() => startTestServer(), (s) => s.close());
 
 describe('bytes and characters', () => {
   it('a body that is not UTF-8 (a stray 0xFF, a truncated sequence, an overlong form, a CESU surrogate) → 400 KVT_ERR_REQUEST_BAD_JSON naming the byte', async () => {
@@ -32,12 +27,12 @@ describe('bytes and characters', () => {
     ];
     for (const [name, bytes] of bad) {
       const body = Buffer.concat([Buffer.from(before), Buffer.from('ok'), Buffer.from(bytes), Buffer.from(after)]);
-      const error = expectRefused(await send(server.url, 'POST', '/v1/chat/completions', body), 400, { code: 'KVT_ERR_REQUEST_BAD_JSON', param: 'body', mentions: /not valid UTF-8/ }, name);
+      const error = expectRefused(await send(server().url, 'POST', '/v1/chat/completions', body), 400, { code: 'KVT_ERR_REQUEST_BAD_JSON', param: 'body', mentions: /not valid UTF-8/ }, name);
       expect(error.message, name).toContain(`byte ${Buffer.byteLength(before) + 2} of`);
     }
     // Multi-byte UTF-8, a BOM-free 4-byte emoji, and the same text sent escaped: fine.
-    expect((await send(server.url, 'POST', '/v1/chat/completions', Buffer.from(`${before}é漢字😀${after}`))).status).toBe(200);
-    await expectStillServes(server.url);
+    expect((await send(server().url, 'POST', '/v1/chat/completions', Buffer.from(`${before}é漢字😀${after}`))).status).toBe(200);
+    await expectStillServes(server().url);
   });
 
   it('a lone surrogate escape in any string (content, stop, system, a key) → 400 naming the field, on every generate route', async () => {
@@ -50,11 +45,11 @@ describe('bytes and characters', () => {
       ['/v1/responses', '{"model":"synthetic:tiny","max_output_tokens":2,"input":[{"role":"user","content":"lo\\udc00ne"}]}', 'input[0].content'],
     ];
     for (const [route, body, param] of cases) {
-      expectRefused(await send(server.url, 'POST', route, body), 400, { code: 'KVT_ERR_REQUEST_INVALID', param, mentions: /lone UTF-16 surrogate/ }, `${route} ${param}`);
+      expectRefused(await send(server().url, 'POST', route, body), 400, { code: 'KVT_ERR_REQUEST_INVALID', param, mentions: /lone UTF-16 surrogate/ }, `${route} ${param}`);
     }
     // A proper pair, escaped: one emoji, a reply.
-    expect((await send(server.url, 'POST', '/v1/chat/completions', '{"model":"synthetic:tiny","max_tokens":2,"messages":[{"role":"user","content":"a\\ud83d\\ude00b"}]}')).status).toBe(200);
-    await expectStillServes(server.url);
+    expect((await send(server().url, 'POST', '/v1/chat/completions', '{"model":"synthetic:tiny","max_tokens":2,"messages":[{"role":"user","content":"a\\ud83d\\ude00b"}]}')).status).toBe(200);
+    await expectStillServes(server().url);
   });
 
   it('NUL and control characters in content are text: a well-formed reply on every route', async () => {
@@ -66,22 +61,22 @@ describe('bytes and characters', () => {
       '/v1/responses': { instructions: text, input: text },
     } as const;
     for (const route of GENERATE_ROUTES) {
-      const reply = await send(server.url, 'POST', route, validBody(route, bodies[route]));
+      const reply = await send(server().url, 'POST', route, validBody(route, bodies[route]));
       expect(reply.status, `${route}: ${reply.text.slice(0, 200)}`).toBe(200);
       expect(reply.json, route).not.toBeNull();
     }
     // A NUL where a name is expected is not a name.
-    expectRefused(await send(server.url, 'POST', '/v1/chat/completions', validBody('/v1/chat/completions', { model: 'synthetic:tiny\u0000' })), 404, { code: 'KVT_ERR_REQUEST_UNKNOWN_MODEL', param: 'model' });
-    await expectStillServes(server.url);
+    expectRefused(await send(server().url, 'POST', '/v1/chat/completions', validBody('/v1/chat/completions', { model: 'synthetic:tiny\u0000' })), 404, { code: 'KVT_ERR_REQUEST_UNKNOWN_MODEL', param: 'model' });
+    await expectStillServes(server().url);
   });
 });
 
 describe('stop strings', () => {
   it('OpenAI: more than 4 stop strings → 400 naming stop (the reference takes 4)', async () => {
     for (const route of ['/v1/chat/completions', '/v1/completions'] as const) {
-      expectRefused(await send(server.url, 'POST', route, validBody(route, { stop: ['a', 'b', 'c', 'd', 'e'] })), 400, { code: 'KVT_ERR_REQUEST_INVALID', param: 'stop', mentions: /more than 4 items/ }, route);
-      expect((await send(server.url, 'POST', route, validBody(route, { stop: ['a', 'b', 'c', 'd'] }))).status, route).toBe(200);
-      expectRefused(await send(server.url, 'POST', route, validBody(route, { stop: [5] })), 400, { code: 'KVT_ERR_REQUEST_INVALID', param: 'stop[0]' }, `${route} number`);
+      expectRefused(await send(server().url, 'POST', route, validBody(route, { stop: ['a', 'b', 'c', 'd', 'e'] })), 400, { code: 'KVT_ERR_REQUEST_INVALID', param: 'stop', mentions: /more than 4 items/ }, route);
+      expect((await send(server().url, 'POST', route, validBody(route, { stop: ['a', 'b', 'c', 'd'] }))).status, route).toBe(200);
+      expectRefused(await send(server().url, 'POST', route, validBody(route, { stop: [5] })), 400, { code: 'KVT_ERR_REQUEST_INVALID', param: 'stop[0]' }, `${route} number`);
     }
   });
 
@@ -94,10 +89,10 @@ describe('stop strings', () => {
       ['/v1/messages', { stop_sequences: [long] }, 'stop_sequences[0]'],
     ];
     for (const [route, extra, param] of cases) {
-      expectRefused(await send(server.url, 'POST', route, validBody(route as '/v1/messages', extra)), 400, { code: 'KVT_ERR_REQUEST_INVALID', param, mentions: new RegExp(`more than ${MAX_STOP_CHARS} characters`) }, `${route} ${param}`);
+      expectRefused(await send(server().url, 'POST', route, validBody(route as '/v1/messages', extra)), 400, { code: 'KVT_ERR_REQUEST_INVALID', param, mentions: new RegExp(`more than ${MAX_STOP_CHARS} characters`) }, `${route} ${param}`);
     }
-    expect((await send(server.url, 'POST', '/v1/messages', validBody('/v1/messages', { stop_sequences: ['z'.repeat(MAX_STOP_CHARS)] }))).status).toBe(200);
-    expectRefused(await send(server.url, 'POST', '/v1/messages', validBody('/v1/messages', { stop_sequences: Array(17).fill('s') })), 400, { code: 'KVT_ERR_REQUEST_INVALID', param: 'stop_sequences', mentions: /more than 16 items/ });
-    await expectStillServes(server.url);
+    expect((await send(server().url, 'POST', '/v1/messages', validBody('/v1/messages', { stop_sequences: ['z'.repeat(MAX_STOP_CHARS)] }))).status).toBe(200);
+    expectRefused(await send(server().url, 'POST', '/v1/messages', validBody('/v1/messages', { stop_sequences: Array(17).fill('s') })), 400, { code: 'KVT_ERR_REQUEST_INVALID', param: 'stop_sequences', mentions: /more than 16 items/ });
+    await expectStillServes(server().url);
   });
 });

@@ -9,17 +9,12 @@
  */
 import { connect } from 'node:net';
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
-import { ADMIN_TOKEN, KEYS, startTestServer, type TestServer } from './server-fixture.ts';
+import { ADMIN_TOKEN, KEYS, startTestServer } from './server-fixture.ts';
+import { suiteFixture } from '../../helpers/suite-fixture.ts';
 
-let server: TestServer;
-beforeAll(async () => {
-  server = await startTestServer();
-});
-afterAll(async () => {
-  await server?.close();
-});
+const server = suiteFixture(() => startTestServer(), (s) => s.close());
 
 interface Outcome {
   response: string;
@@ -70,7 +65,7 @@ describe('a 20 MB body', () => {
       for (const close of [false, true]) {
         for (const chunked of [false, true]) {
           const label = `${method} ${path} close=${close} chunked=${chunked}`;
-          const { response, socketError } = await sendAll(server.url, method, path, TWENTY_MB, { close, chunked, auth });
+          const { response, socketError } = await sendAll(server().url, method, path, TWENTY_MB, { close, chunked, auth });
           expect(socketError, label).toBeNull();
           expect(response, label).toMatch(/^HTTP\/1\.1 413 /);
           expect(response, label).toMatch(/\r\ncontent-type: application\/json/i);
@@ -82,7 +77,7 @@ describe('a 20 MB body', () => {
       }
     }
     // The server is unharmed: a normal request on a new connection is served.
-    const reply = await fetch(`${server.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${KEYS.alice}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'synthetic:tiny', max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] }) });
+    const reply = await fetch(`${server().url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${KEYS.alice}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'synthetic:tiny', max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] }) });
     expect(reply.status).toBe(200);
   }, 240_000);
 });

@@ -4,9 +4,10 @@
  * the same with speculative decoding on (such a request decodes plainly) and
  * off, and a request without them is unchanged.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { KEYS, startTestServer, type TestServer } from './server-fixture.ts';
+import { suiteFixture } from '../../helpers/suite-fixture.ts';
 
 const MAX_TOKENS = 12;
 const base = {
@@ -37,20 +38,12 @@ function isRepeated(text: string, times: number): boolean {
 }
 
 describe('logit adjustments in the server', () => {
-  let plain: TestServer;
-  let spec: TestServer;
-  beforeAll(async () => {
-    plain = await startTestServer({ speculative: 'off' });
-    spec = await startTestServer({ speculative: 'ngram' });
-  }, 60_000);
-  afterAll(async () => {
-    await plain?.close();
-    await spec?.close();
-  });
+  const plain = suiteFixture(() => startTestServer({ speculative: 'off' }), (s) => s.close(), 60_000);
+  const spec = suiteFixture(() => startTestServer({ speculative: 'ngram' }), (s) => s.close(), 60_000);
 
   it('a +100 bias forces one token for the whole reply, with speculative decoding on and off', async () => {
-    const unbiased = await chat(plain, {});
-    for (const server of [plain, spec]) {
+    const unbiased = await chat(plain(), {});
+    for (const server of [plain(), spec()]) {
       const forced = await chat(server, { logit_bias: { '300': 100 } });
       expect(forced.finish).toBe('length');
       expect(forced.completionTokens).toBe(MAX_TOKENS);
@@ -62,22 +55,22 @@ describe('logit adjustments in the server', () => {
   }, 60_000);
 
   it('penalties act on generated tokens: a frequency penalty ends a biased repeat, a negative presence penalty makes one; zero values change nothing', async () => {
-    const unpenalized = await chat(plain, {});
-    expect(await chat(plain, { frequency_penalty: 0, presence_penalty: 0, logit_bias: {} })).toEqual(unpenalized);
-    expect(await chat(spec, {})).toEqual(unpenalized);
+    const unpenalized = await chat(plain(), {});
+    expect(await chat(plain(), { frequency_penalty: 0, presence_penalty: 0, logit_bias: {} })).toEqual(unpenalized);
+    expect(await chat(spec(), {})).toEqual(unpenalized);
     // A +8 bias makes token 300 the greedy pick every time (this model's margins are smaller) ...
-    const biased = await chat(plain, { logit_bias: { '300': 8 } });
+    const biased = await chat(plain(), { logit_bias: { '300': 8 } });
     expect(isRepeated(biased.content, MAX_TOKENS)).toBe(true);
     const piece = biased.content.slice(0, biased.content.length / MAX_TOKENS);
     // ... until a frequency penalty of 2 per repeat has taken the margin away: it repeats a few times, then stops.
-    const frequency = await chat(plain, { logit_bias: { '300': 8 }, frequency_penalty: 2 });
+    const frequency = await chat(plain(), { logit_bias: { '300': 8 }, frequency_penalty: 2 });
     expect(frequency.content.startsWith(piece.repeat(2))).toBe(true);
     expect(frequency.content.startsWith(piece.repeat(MAX_TOKENS))).toBe(false);
     // A negative presence penalty favours what was already said: the reply changes into a repeat.
-    const presence = await chat(plain, { presence_penalty: -2 });
+    const presence = await chat(plain(), { presence_penalty: -2 });
     expect(presence.content).not.toBe(unpenalized.content);
     for (const [extra, expected] of [[{ logit_bias: { '300': 8 }, frequency_penalty: 2 }, frequency], [{ presence_penalty: -2 }, presence]] as const) {
-      expect(await chat(spec, extra)).toEqual(expected);
+      expect(await chat(spec(), extra)).toEqual(expected);
     }
   }, 60_000);
 });

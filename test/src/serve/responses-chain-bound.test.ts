@@ -7,21 +7,16 @@
  * KVT_ERR_RESPONSE_TOO_LARGE naming previous_response_id, before any compute;
  * the chain up to it stays readable, and `store: false` continues it.
  */
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 
-import { KEYS, startTestServer, type TestServer } from './server-fixture.ts';
+import { KEYS, startTestServer } from './server-fixture.ts';
+import { suiteFixture } from '../../helpers/suite-fixture.ts';
 
 const LIMIT = 40_000;
-let server: TestServer;
-beforeAll(async () => {
-  server = await startTestServer({ responseMemoryBytes: LIMIT });
-});
-afterAll(async () => {
-  await server?.close();
-});
+const server = suiteFixture(() => startTestServer({ responseMemoryBytes: LIMIT }), (s) => s.close());
 
 async function call(method: string, path: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> & { error?: { code?: string; param?: string } } }> {
-  const res = await fetch(`${server.url}${path}`, {
+  const res = await fetch(`${server().url}${path}`, {
     method,
     headers: { authorization: `Bearer ${KEYS.alice}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
     body: body === undefined ? undefined : JSON.stringify(body),

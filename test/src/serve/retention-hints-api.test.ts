@@ -4,21 +4,16 @@
  * admin listing and inspect (what `kvtier ls` / `kvtier inspect` print); a
  * no-store request adds no block.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { admin, LONG_SYSTEM, waitFor } from './admin-fixtures.ts';
-import { KEYS, startTestServer, type TestServer } from './server-fixture.ts';
+import { KEYS, startTestServer } from './server-fixture.ts';
+import { suiteFixture } from '../../helpers/suite-fixture.ts';
 
-let server: TestServer;
-beforeAll(async () => {
-  server = await startTestServer();
-}, 120_000);
-afterAll(async () => {
-  await server?.close();
-});
+const server = suiteFixture(() => startTestServer(), (s) => s.close(), 120_000);
 
 async function post(path: string, body: Record<string, unknown>, headers: Record<string, string> = {}): Promise<{ status: number; body: { error?: { param?: string; code?: string } } }> {
-  const response = await fetch(`${server.url}${path}`, {
+  const response = await fetch(`${server().url}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${KEYS.alice}`, ...headers },
     body: JSON.stringify(body),
@@ -61,7 +56,7 @@ describe('retention hints over HTTP', () => {
   });
 
   it('a hint shows on the stored blocks (ls, inspect); no-store adds none', async () => {
-    const listAll = async () => (await admin<Listing>(server.url, '/admin/blocks?limit=1000')).body;
+    const listAll = async () => (await admin<Listing>(server().url, '/admin/blocks?limit=1000')).body;
     const before = (await listAll()).matched;
     const noStore = await post('/v1/chat/completions', chatBody('first, not stored'), { 'x-kvtier-cache': 'no-store' });
     expect(noStore.status).toBe(200);
@@ -77,7 +72,7 @@ describe('retention hints over HTTP', () => {
     const fresh = listing.blocks.filter((b) => b.ttlCapMs !== undefined);
     expect(fresh.length).toBe(listing.matched - before); // every new block is the hinted request's: the no-store one left none
     expect(fresh.every((b) => b.ttlCapMs === 3_600_000)).toBe(true);
-    const detail = (await admin<{ ttlMs: number }>(server.url, `/admin/blocks/${fresh[0].key}`)).body;
+    const detail = (await admin<{ ttlMs: number }>(server().url, `/admin/blocks/${fresh[0].key}`)).body;
     expect(detail.ttlMs).toBe(3_600_000);
   });
 });

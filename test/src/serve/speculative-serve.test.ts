@@ -3,10 +3,11 @@
  * speculation off (greedy), and /metrics exports the per-request acceptance.
  * Config refuses `draft` without a draft model.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { loadConfig } from '../../../src/config.ts';
 import { KEYS, startTestServer, type TestServer } from './server-fixture.ts';
+import { suiteFixture } from '../../helpers/suite-fixture.ts';
 
 const body = {
   model: 'synthetic:tiny',
@@ -24,31 +25,23 @@ async function chat(server: TestServer): Promise<string> {
 }
 
 describe('speculative decoding in the server', () => {
-  let spec: TestServer;
-  let plain: TestServer;
-  beforeAll(async () => {
-    spec = await startTestServer({ speculative: 'ngram' });
-    plain = await startTestServer({ speculative: 'off' });
-  }, 60_000);
-  afterAll(async () => {
-    await spec?.close();
-    await plain?.close();
-  });
+  const spec = suiteFixture(() => startTestServer({ speculative: 'ngram' }), (s) => s.close(), 60_000);
+  const plain = suiteFixture(() => startTestServer({ speculative: 'off' }), (s) => s.close(), 60_000);
 
   it('same greedy reply as without speculation; acceptance in /metrics', async () => {
-    expect(await chat(spec)).toBe(await chat(plain));
-    const metrics = await (await fetch(`${spec.url}/metrics`)).text();
+    expect(await chat(spec())).toBe(await chat(plain()));
+    const metrics = await (await fetch(`${spec().url}/metrics`)).text();
     expect(metrics).toMatch(/kvtier_speculative_acceptance_ratio_count 1\b/);
     const verified = /kvtier_speculative_draft_tokens_total\{result="accepted"\} (\d+)/.exec(metrics);
     expect(verified).not.toBeNull();
-    const plainMetrics = await (await fetch(`${plain.url}/metrics`)).text();
+    const plainMetrics = await (await fetch(`${plain().url}/metrics`)).text();
     expect(plainMetrics).toMatch(/kvtier_speculative_acceptance_ratio_count 0\b/);
   }, 60_000);
 
   it('draft mode (KVTIER_DRAFT_MODEL = a q8_0 copy of the f16 model): same greedy reply', async () => {
     const draft = await startTestServer({ speculative: 'draft', draftModel: 'synthetic:tiny:q8_0' });
     try {
-      expect(await chat(draft)).toBe(await chat(plain));
+      expect(await chat(draft)).toBe(await chat(plain()));
       const metrics = await (await fetch(`${draft.url}/metrics`)).text();
       expect(metrics).toMatch(/kvtier_speculative_acceptance_ratio_count 1\b/);
     } finally {

@@ -2,28 +2,21 @@ import { join } from 'node:path';
 
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { FsBlobStore } from '../../../storage-adapters/index.ts';
 import { gcUnderClusterLease } from '../../../src/cluster/index.ts';
 import { KvTier, type GcReport } from '../../../src/kvtier/index.ts';
 import { GC_SCHEDULER_ID, scheduleClusterGc } from '../../../src/workers/gc-schedule.ts';
-import { startRedis, type RedisServer } from '../../helpers/redis-server.ts';
+import { startRedis } from '../../helpers/redis-server.ts';
 import { captureLogger, tempDir } from '../kvtier/fixtures.ts';
+import { suiteFixture } from '../../helpers/suite-fixture.ts';
 
-let server: RedisServer;
-
-beforeAll(async () => {
-  server = await startRedis();
-});
-
-afterAll(async () => {
-  await server?.stop();
-});
+const server = suiteFixture(() => startRedis(), (s) => s.stop());
 
 describe('scheduleClusterGc', () => {
   it('one scheduler however many API processes call it; its gc jobs run GC under the cluster lease on a worker', async () => {
-    const connection = () => new Redis(server.url, { maxRetriesPerRequest: null });
+    const connection = () => new Redis(server().url, { maxRetriesPerRequest: null });
     const clients = [connection(), connection(), connection(), connection()];
     const queueA = new Queue('gc-test', { connection: clients[0] });
     const queueB = new Queue('gc-test', { connection: clients[1] });

@@ -1,31 +1,23 @@
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 
-import { afterAll, beforeAll } from 'vitest';
 
 import { FsBlobStore } from '../../../../storage-adapters/index.ts';
 import { LmdbMetadataPlane, RedisMetadataPlane } from '../../../../src/kvtier/index.ts';
-import { startRedis, type RedisServer } from '../../../helpers/redis-server.ts';
+import { startRedis } from '../../../helpers/redis-server.ts';
 import { tempDir } from '../fixtures.ts';
 import { runClusterRetentionSuite } from './cluster-retention-suite.ts';
+import { suiteFixture } from '../../../helpers/suite-fixture.ts';
 
-let server: RedisServer;
-
-beforeAll(async () => {
-  server = await startRedis();
-});
-
-afterAll(async () => {
-  await server?.stop();
-});
+const server = suiteFixture(() => startRedis(), (s) => s.stop());
 
 runClusterRetentionSuite('an fs store, Redis plane', async () => {
   const dir = await tempDir('kvtier-cluster-fs-');
   const run = randomUUID().slice(0, 8);
   return {
-    redisUrl: server.url,
+    redisUrl: server().url,
     store: () => FsBlobStore.open({ dir: join(dir.path, 'blocks') }),
-    plane: () => RedisMetadataPlane.open({ url: server.url, keyPrefix: `${run}:plane:` }),
+    plane: () => RedisMetadataPlane.open({ url: server().url, keyPrefix: `${run}:plane:` }),
     policyPrefix: `${run}:`,
     flushable: true,
     dispose: () => dir.remove(),
@@ -36,7 +28,7 @@ runClusterRetentionSuite('an fs store, LMDB plane (embedded, two processes on on
   const dir = await tempDir('kvtier-cluster-lmdb-');
   const run = randomUUID().slice(0, 8);
   return {
-    redisUrl: server.url,
+    redisUrl: server().url,
     store: () => FsBlobStore.open({ dir: join(dir.path, 'blocks') }),
     plane: () => LmdbMetadataPlane.open({ path: join(dir.path, 'plane') }),
     policyPrefix: `${run}:`,

@@ -14,31 +14,24 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { FsBlobStore } from '../../../../storage-adapters/index.ts';
 import { BlockIndex, ManualClock, RetentionPolicy, defaultPolicyDoc, runGc, type BlockRecord } from '../../../../src/kvtier/index.ts';
 import { RedisMetadataPlane } from '../../../../src/kvtier/metadata/index.ts';
-import { keySlot, startRedisCluster, type RedisClusterFixture } from '../../../helpers/redis-cluster.ts';
+import { keySlot, startRedisCluster } from '../../../helpers/redis-cluster.ts';
 import { keyOf } from './plane-conformance.ts';
+import { suiteFixture } from '../../../helpers/suite-fixture.ts';
 
 const T0 = Date.UTC(2026, 0, 1);
-let cluster: RedisClusterFixture;
-
-beforeAll(async () => {
-  cluster = await startRedisCluster({ nodeTimeoutMs: 1500 });
-}, 60_000);
-
-afterAll(async () => {
-  await cluster?.stop();
-});
+const cluster = suiteFixture(() => startRedisCluster({ nodeTimeoutMs: 1500 }), (c) => c.stop(), 60_000);
 
 const recordOf = (n: number): BlockRecord => ({ key: keyOf(n), trafficClass: 'agent', tenant: 'acme', sizeBytes: 1, writer: 'node-a', createdAt: T0, lastUseAt: T0 + n, ttlMs: 0, depth: 0 });
 
 /** Replicas of every primary at the primary's replication offset (what was written has reached them). */
 function replicasInSync(): boolean {
-  for (const { primary } of cluster.topology()) {
-    const info = cluster.cli(primary, 'INFO', 'replication');
+  for (const { primary } of cluster().topology()) {
+    const info = cluster().cli(primary, 'INFO', 'replication');
     const offset = Number(/master_repl_offset:(\d+)/.exec(info)?.[1]);
     const replicas = [...info.matchAll(/slave\d+:.*offset=(\d+)/g)].map((m) => Number(m[1]));
     if (replicas.length === 0 || replicas.some((o) => o !== offset)) return false;
@@ -50,7 +43,7 @@ describe('a primary killed under plane traffic', () => {
   it('the replica takes over; every call completes, the plane stays trusted, GC deletes nothing live, the node rejoins', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'kvt-failover-'));
     const keyPrefix = 'fo:plane:';
-    const plane = await RedisMetadataPlane.open({ url: cluster.address, keyPrefix, shards: 4, renewFlushMs: 50 });
+    const plane = await RedisMetadataPlane.open({ url: cluster().address, keyPrefix, shards: 4, renewFlushMs: 50 });
     const store = await FsBlobStore.open({ dir: join(dir, 'blocks') });
     const index = BlockIndex.open({ path: join(dir, 'index') });
     try {
@@ -70,8 +63,8 @@ describe('a primary killed under plane traffic', () => {
       }
 
       // The victim: the primary of shard 0's tag; its replica must take over.
-      const victim = cluster.primaryOfSlot(keySlot(`${keyPrefix}{0}:gen`));
-      const replica = cluster.topology().find((t) => t.primary === victim)!.replicas[0];
+      const victim = cluster().primaryOfSlot(keySlot(`${keyPrefix}{0}:gen`));
+      const replica = cluster().topology().find((t) => t.primary === victim)!.replicas[0];
 
       let failures = 0;
       let longestStallMs = 0;
@@ -97,7 +90,7 @@ describe('a primary killed under plane traffic', () => {
       const inWindow: BlockRecord[] = [];
       const after: BlockRecord[] = [];
       let promoted = false;
-      const killed = cluster.kill(victim);
+      const killed = cluster().kill(victim);
       const traffic = (async () => {
         while (!promoted) {
           const batch = await written(8);
@@ -110,8 +103,8 @@ describe('a primary killed under plane traffic', () => {
         }
       })();
       await killed;
-      await cluster.waitRole(replica, 'master');
-      await cluster.waitHealthy();
+      await cluster().waitRole(replica, 'master');
+      await cluster().waitHealthy();
       promoted = true;
       await traffic;
       for (let i = 0; i < 5; i++) {
@@ -137,9 +130,9 @@ describe('a primary killed under plane traffic', () => {
       expect(await store.has(all)).toEqual(all.map(() => true));
 
       // The killed node comes back as a replica of the promoted one.
-      await cluster.restart(victim);
-      await cluster.waitRole(victim, 'slave');
-      expect(cluster.topology().find((t) => t.primary === replica)?.replicas).toContain(victim);
+      await cluster().restart(victim);
+      await cluster().waitRole(victim, 'slave');
+      expect(cluster().topology().find((t) => t.primary === replica)?.replicas).toContain(victim);
     } finally {
       await plane.close();
       await index.close();

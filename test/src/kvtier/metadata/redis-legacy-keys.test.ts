@@ -1,19 +1,12 @@
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { RedisMetadataPlane } from '../../../../src/kvtier/metadata/index.ts';
-import { startRedis, type RedisServer } from '../../../helpers/redis-server.ts';
+import { startRedis } from '../../../helpers/redis-server.ts';
 import { keyOf, recordOf } from './plane-conformance.ts';
+import { suiteFixture } from '../../../helpers/suite-fixture.ts';
 
-let server: RedisServer;
-
-beforeAll(async () => {
-  server = await startRedis();
-});
-
-afterAll(async () => {
-  await server?.stop();
-});
+const server = suiteFixture(() => startRedis(), (s) => s.stop());
 
 /** Every key in the server with its type. */
 async function keysOf(admin: Redis): Promise<Map<string, string>> {
@@ -24,7 +17,7 @@ async function keysOf(admin: Redis): Promise<Map<string, string>> {
 
 describe('Redis plane: keys of the naming before the hash tag', () => {
   it('the first open after the upgrade unlinks the old keys (exact names and record buckets) and nothing else; later opens skip the sweep', async () => {
-    const admin = new Redis(server.url);
+    const admin = new Redis(server().url);
     const keyPrefix = 'leg:plane:';
     const logged: Record<string, unknown>[] = [];
     const logger = { warn: () => undefined, info: (fields: Record<string, unknown>) => logged.push(fields) };
@@ -42,7 +35,7 @@ describe('Redis plane: keys of the naming before the hash tag', () => {
       for (const key of others) await admin.set(key, 'keep');
       expect([...(await keysOf(admin)).keys()].filter((key) => old.includes(key))).toHaveLength(old.length);
 
-      const plane = await RedisMetadataPlane.open({ url: server.url, keyPrefix, logger });
+      const plane = await RedisMetadataPlane.open({ url: server().url, keyPrefix, logger });
       await plane.upsert([recordOf(1), recordOf(2, { trafficClass: 'agent' })]);
       const after = await keysOf(admin);
       expect(old.filter((key) => after.has(key))).toEqual([]);
@@ -53,7 +46,7 @@ describe('Redis plane: keys of the naming before the hash tag', () => {
 
       // Marked done: an old-named key appearing later is not looked for again, and the new plane is intact.
       await admin.set(`${keyPrefix}gen`, 'late');
-      const second = await RedisMetadataPlane.open({ url: server.url, keyPrefix, logger });
+      const second = await RedisMetadataPlane.open({ url: server().url, keyPrefix, logger });
       expect(await admin.get(`${keyPrefix}gen`)).toBe('late');
       expect((await second.get([keyOf(1), keyOf(2)])).map((record) => record?.key)).toEqual([keyOf(1), keyOf(2)]);
       expect(logged).toHaveLength(1);

@@ -1,9 +1,10 @@
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { RedisMetadataPlane } from '../../../../src/kvtier/metadata/index.ts';
-import { startRedis, type RedisServer } from '../../../helpers/redis-server.ts';
+import { startRedis } from '../../../helpers/redis-server.ts';
 import { keyOf, recordOf } from './plane-conformance.ts';
+import { suiteFixture } from '../../../helpers/suite-fixture.ts';
 
 /** CRC16-CCITT (XMODEM), the checksum Redis Cluster hashes keys with. */
 function crc16(bytes: Buffer): number {
@@ -26,15 +27,7 @@ function keySlot(key: string): number {
   return crc16(bytes) % 16384;
 }
 
-let server: RedisServer;
-
-beforeAll(async () => {
-  server = await startRedis();
-});
-
-afterAll(async () => {
-  await server?.stop();
-});
+const server = suiteFixture(() => startRedis(), (s) => s.stop());
 
 // No Redis Cluster is run here: the slots are computed as a cluster node computes them, over
 // every key the plane's scripts and commands touched on a plain redis-server (seen by MONITOR).
@@ -48,9 +41,9 @@ describe('Redis plane keys and Redis Cluster slots', () => {
 
   it('every key a plane command or script touches maps to one slot', async () => {
     const keyPrefix = 'slots:plane:';
-    const plane = await RedisMetadataPlane.open({ url: server.url, keyPrefix, bucketBits: 12 });
-    const monitor = await new Redis(server.url).monitor();
-    const admin = new Redis(server.url);
+    const plane = await RedisMetadataPlane.open({ url: server().url, keyPrefix, bucketBits: 12 });
+    const monitor = await new Redis(server().url).monitor();
+    const admin = new Redis(server().url);
     const touched = new Set<string>();
     let sawMarker = false;
     monitor.on('monitor', (_time: string, args: string[]) => {
@@ -106,6 +99,6 @@ describe('Redis plane keys and Redis Cluster slots', () => {
   });
 
   it('a key prefix with braces is refused (it would replace the plane hash tag)', async () => {
-    await expect(RedisMetadataPlane.open({ url: server.url, keyPrefix: 'a{b}:' })).rejects.toMatchObject({ code: 'KVT_ERR_PLANE_OPEN' });
+    await expect(RedisMetadataPlane.open({ url: server().url, keyPrefix: 'a{b}:' })).rejects.toMatchObject({ code: 'KVT_ERR_PLANE_OPEN' });
   });
 });
