@@ -6,32 +6,23 @@
  * thinned history equals the one computed from every point. LMDB and a real
  * redis-server alike.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { C, coarseStepMs, computeSeries, DEFAULT_PRICING, LmdbStatsStore, RedisStatsStore, type StatsStore } from '../../../src/stats/index.ts';
-import { startRedis, type RedisServer } from '../../helpers/redis-server.ts';
+import { startRedis } from '../../helpers/redis-server.ts';
 import { tempDir } from '../kvtier/fixtures.ts';
+import { suiteFixture } from '../../helpers/suite-fixture.ts';
 
 const DAY = 86_400_000;
 const STEP = 600_000;
 const FULL = 6 * 3_600_000;
 
-let dir: { path: string; remove: () => Promise<void> };
-let redis: RedisServer;
-
-beforeAll(async () => {
-  dir = await tempDir('kvtier-stats-retention-');
-  redis = await startRedis();
-});
-
-afterAll(async () => {
-  await redis?.stop();
-  await dir?.remove();
-});
+const dir = suiteFixture(() => tempDir('kvtier-stats-retention-'), (d) => d.remove());
+const redis = suiteFixture(() => startRedis(), (r) => r.stop());
 
 const backends: Array<[string, (name: string, options: { fullResolutionMs?: number; retentionMs?: number }) => Promise<StatsStore>]> = [
-  ['lmdb', async (name, options) => LmdbStatsStore.open({ path: `${dir.path}/${name}`, stepMs: STEP, ...options })],
-  ['redis', async (name, options) => RedisStatsStore.open({ url: redis.url, keyPrefix: `retention:${name}:`, stepMs: STEP, ...options })],
+  ['lmdb', async (name, options) => LmdbStatsStore.open({ path: `${dir().path}/${name}`, stepMs: STEP, ...options })],
+  ['redis', async (name, options) => RedisStatsStore.open({ url: redis().url, keyPrefix: `retention:${name}:`, stepMs: STEP, ...options })],
 ];
 
 describe.each(backends)('%s stats history retention', (kind, open) => {

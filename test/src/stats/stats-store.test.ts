@@ -3,7 +3,7 @@
  * history survive a restart, LMDB and a real redis-server behave alike, and
  * the overview's cost math matches the price list by hand.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import {
   C,
@@ -17,27 +17,18 @@ import {
   type StatsPoint,
   type StatsStore,
 } from '../../../src/stats/index.ts';
-import { startRedis, type RedisServer } from '../../helpers/redis-server.ts';
+import { startRedis } from '../../helpers/redis-server.ts';
 import { tempDir } from '../kvtier/fixtures.ts';
+import { suiteFixture } from '../../helpers/suite-fixture.ts';
 
-let dir: { path: string; remove: () => Promise<void> };
-let redis: RedisServer;
-
-beforeAll(async () => {
-  dir = await tempDir('kvtier-stats-');
-  redis = await startRedis();
-});
-
-afterAll(async () => {
-  await redis?.stop();
-  await dir?.remove();
-});
+const dir = suiteFixture(() => tempDir('kvtier-stats-'), (d) => d.remove());
+const redis = suiteFixture(() => startRedis(), (r) => r.stop());
 
 const usage = (tenant: string, prompt: number, cached: number, output: number) => ({ tenant, trafficClass: 'chat', promptTokens: prompt, cachedTokens: cached, completionTokens: output, workerMs: 10 });
 
 const backends: Array<[string, (name: string) => Promise<StatsStore>]> = [
-  ['lmdb', async (name) => LmdbStatsStore.open({ path: `${dir.path}/${name}`, stepMs: 1000 })],
-  ['redis', async (name) => RedisStatsStore.open({ url: redis.url, keyPrefix: `test:${name}:`, stepMs: 1000 })],
+  ['lmdb', async (name) => LmdbStatsStore.open({ path: `${dir().path}/${name}`, stepMs: 1000 })],
+  ['redis', async (name) => RedisStatsStore.open({ url: redis().url, keyPrefix: `test:${name}:`, stepMs: 1000 })],
 ];
 
 describe.each(backends)('%s stats store', (_kind, open) => {
@@ -120,7 +111,7 @@ describe('series on a window grid', () => {
 describe('recorder over several workers (BullMQ)', () => {
   it('follows each worker on its own, sums their stored bytes, and counts each up worker as an engine', async () => {
     let now = Date.UTC(2026, 11, 2, 12, 0, 0);
-    const store = LmdbStatsStore.open({ path: `${dir.path}/workers`, stepMs: 1000 });
+    const store = LmdbStatsStore.open({ path: `${dir().path}/workers`, stepMs: 1000 });
     const worker = (expired: number, bytes: number) => ({
       cache: { gc: { expired: { blocks: expired } } },
       usage: { bytes: { g: bytes, 'c:chat': bytes }, blocks: { g: 1, 'c:chat': 1 } },

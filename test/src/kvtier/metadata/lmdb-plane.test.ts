@@ -3,25 +3,14 @@ import { join } from 'node:path';
 import { open as openLmdb } from 'lmdb';
 import { describe, expect, it } from 'vitest';
 
-import { LmdbMetadataPlane, type MetadataPlane } from '../../../../src/kvtier/metadata/index.ts';
+import { LmdbMetadataPlane } from '../../../../src/kvtier/metadata/index.ts';
 import { tempDir } from '../fixtures.ts';
-import { recordOf, runPlaneConformance } from './plane-conformance.ts';
+import { planeFixture, recordOf, runPlaneConformance } from './plane-conformance.ts';
 
 runPlaneConformance('lmdb', async () => {
   const dir = await tempDir('kvtier-plane-');
-  const opened: MetadataPlane[] = [];
-  return {
-    open: async () => {
-      // One environment per process: a second "node" in this process shares the first handle's env through a second open.
-      const plane = await LmdbMetadataPlane.open({ path: join(dir.path, 'plane') });
-      opened.push(plane);
-      return plane;
-    },
-    dispose: async () => {
-      for (const plane of opened) await plane.close();
-      await dir.remove();
-    },
-  };
+  // One environment per process: a second "node" in this process shares the first handle's env through a second open.
+  return planeFixture(() => LmdbMetadataPlane.open({ path: join(dir.path, 'plane') }), () => dir.remove());
 });
 
 describe('LmdbMetadataPlane written before the per-class last-use index', () => {

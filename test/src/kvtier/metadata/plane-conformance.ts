@@ -14,6 +14,22 @@ export interface PlaneFixture {
   dispose(): Promise<void>;
 }
 
+/** A fixture whose open() is `openPlane` (each call another handle) and whose dispose closes every handle opened, then runs `cleanup`. */
+export function planeFixture(openPlane: () => Promise<MetadataPlane>, cleanup?: () => Promise<void>): PlaneFixture {
+  const opened: MetadataPlane[] = [];
+  return {
+    open: async () => {
+      const plane = await openPlane();
+      opened.push(plane);
+      return plane;
+    },
+    dispose: async () => {
+      for (const plane of opened) await plane.close();
+      await cleanup?.();
+    },
+  };
+}
+
 const T0 = Date.UTC(2026, 0, 1);
 
 export function keyOf(n: number): string {

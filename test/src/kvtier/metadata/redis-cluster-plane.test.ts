@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { RedisMetadataPlane, type MetadataPlane } from '../../../../src/kvtier/metadata/index.ts';
 import { keySlot, startRedisCluster, type RedisClusterFixture } from '../../../helpers/redis-cluster.ts';
-import { keyOf, recordOf, runPlaneConformance } from './plane-conformance.ts';
+import { keyOf, planeFixture, recordOf, runPlaneConformance } from './plane-conformance.ts';
 
 let cluster: RedisClusterFixture;
 let run = 0;
@@ -26,33 +26,13 @@ afterAll(async () => {
 /** Prefixes whose `{0}` plane tag lands on different primaries across runs do not matter: the tag is the same, so every plane shares one slot. */
 runPlaneConformance('redis cluster (1 shard)', async () => {
   const keyPrefix = `c${run++}:plane:`;
-  const opened: MetadataPlane[] = [];
-  return {
-    open: async () => {
-      const plane = await RedisMetadataPlane.open({ url: cluster.address, keyPrefix });
-      opened.push(plane);
-      return plane;
-    },
-    dispose: async () => {
-      for (const plane of opened) await plane.close();
-    },
-  };
+  return planeFixture(() => RedisMetadataPlane.open({ url: cluster.address, keyPrefix }));
 });
 
 // Four shards over the three primaries: every call split by shard, the walks merged across them.
 runPlaneConformance('redis cluster (4 shards)', async () => {
   const keyPrefix = `c${run++}:plane:`;
-  const opened: MetadataPlane[] = [];
-  return {
-    open: async () => {
-      const plane = await RedisMetadataPlane.open({ url: cluster.address, keyPrefix, shards: 4 });
-      opened.push(plane);
-      return plane;
-    },
-    dispose: async () => {
-      for (const plane of opened) await plane.close();
-    },
-  };
+  return planeFixture(() => RedisMetadataPlane.open({ url: cluster.address, keyPrefix, shards: 4 }));
 });
 
 describe('RedisMetadataPlane on a Redis Cluster', () => {

@@ -1,10 +1,10 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { RedisMetadataPlane, type MetadataPlane } from '../../../../src/kvtier/metadata/index.ts';
+import { RedisMetadataPlane } from '../../../../src/kvtier/metadata/index.ts';
 import { openPlaneNodes } from '../../../helpers/redis-plane-nodes.ts';
 import { startRedis, type RedisServer } from '../../../helpers/redis-server.ts';
-import { keyOf, recordOf, runPlaneConformance } from './plane-conformance.ts';
+import { keyOf, planeFixture, recordOf, runPlaneConformance } from './plane-conformance.ts';
 
 let server: RedisServer;
 let run = 0;
@@ -19,17 +19,7 @@ afterAll(async () => {
 
 runPlaneConformance('redis', async () => {
   const keyPrefix = `t${run++}:plane:`;
-  const opened: MetadataPlane[] = [];
-  return {
-    open: async () => {
-      const plane = await RedisMetadataPlane.open({ url: server.url, keyPrefix });
-      opened.push(plane);
-      return plane;
-    },
-    dispose: async () => {
-      for (const plane of opened) await plane.close();
-    },
-  };
+  return planeFixture(() => RedisMetadataPlane.open({ url: server.url, keyPrefix }));
 });
 
 describe('RedisMetadataPlane', () => {
