@@ -6,10 +6,11 @@
 #include <cstdint>
 
 #include "../common.h"
+#include "wide-clones.h"
 
 namespace kvt {
 
-void act_roundtrip_q8_0(float* out, const float* x, size_t n) {
+KVT_WIDE_CLONES void act_roundtrip_q8_0(float* out, const float* x, size_t n) {
   for (size_t b = 0; b < n; b += 32) {
     float amax = 0.0f;
     for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[b + j]));
@@ -28,7 +29,7 @@ void act_roundtrip_q8_0(float* out, const float* x, size_t n) {
   }
 }
 
-void act_roundtrip_q8_k(float* out, const float* x, size_t n) {
+KVT_WIDE_CLONES void act_roundtrip_q8_k(float* out, const float* x, size_t n) {
   for (size_t b = 0; b < n; b += 256) {
     float amax = 0.0f, max = 0.0f;
     for (int j = 0; j < 256; ++j) {

@@ -4,9 +4,11 @@
 
 #include <vector>
 
+#include "wide-clones.h"
+
 namespace kvt {
 
-void dsv4_hc_collapse(float* X, const float* H, const float* pre, int T, int hc, int d) {
+KVT_WIDE_CLONES void dsv4_hc_collapse(float* X, const float* H, const float* pre, int T, int hc, int d) {
   for (int t = 0; t < T; ++t) {
     float* x = X + (size_t)t * d;
     for (int i = 0; i < d; ++i) x[i] = 0.0f;
@@ -18,7 +20,7 @@ void dsv4_hc_collapse(float* X, const float* H, const float* pre, int T, int hc,
   }
 }
 
-void dsv4_hc_expand(float* out, const float* Y, const float* H, const float* post, const float* comb, int T, int hc, int d) {
+KVT_WIDE_CLONES void dsv4_hc_expand(float* out, const float* Y, const float* H, const float* post, const float* comb, int T, int hc, int d) {
   // i innermost with an f64 row accumulator: each element still sums post then src = 0, 1, … in order
   std::vector<double> v((size_t)d);
   for (int t = 0; t < T; ++t) {

@@ -9,6 +9,8 @@
 
 #include "dsv4-sparse-attention.h"
 
+#include "wide-clones.h"
+
 namespace kvt {
 namespace {
 
@@ -23,7 +25,7 @@ constexpr int kKeyBlock = 4;   // keys whose dot chains run side by side
 // Every (head, key) dot is its own chain over i in order (vectorized across
 // heads, interleaved across keys, never reassociated: -ffp-contract=off), so the
 // logits are the _ref twin's bits; the clones only widen the lanes.
-__attribute__((target_clones("avx512f", "avx2", "default")))
+KVT_WIDE_CLONES
 void attend_token(float* out, const float* q, const float* keys, const int32_t* idx, const int32_t* off, const float* sinks, int t, int H,
                   int D, double scale, TokenScratch& s) {
   const int n = off[t + 1] - off[t];
