@@ -7,6 +7,9 @@
  *   stdout: { eogIds, controlIds, userDefinedIds, lstripIds, rstripIds: number[], bos, eos, eot } or { error }
  *   (the *Ids lists: tokens with that llama.cpp attribute, after llama.cpp's own adjustments),
  *   texts: llama_detokenize of each detokenize entry (special: render control tokens' text)
+ *   tokenize?: [{ text, parseSpecial }] → tokens: llama.cpp's ids of each (as llamacpp-tokenize.mjs),
+ *   detokenizeFirst?: n → texts also holds llama_detokenize of the first n of those id lists, plain
+ *   then special: one vocabulary load (seconds for a 100k+ vocabulary) instead of two processes.
  */
 import { runLlamaChild } from './llamacpp-child.mjs';
 
@@ -23,7 +26,10 @@ runLlamaChild(
       if (a.lstrip) out.lstripIds.push(id);
       if (a.rstrip) out.rstripIds.push(id);
     }
-    const texts = (req.detokenize ?? []).map((d) => model.detokenize(d.tokens, d.special === true));
-    return { ...out, texts, bos: model.tokens.bos, eos: model.tokens.eos, eot: model.tokens.eot };
+    const tokens = (req.tokenize ?? []).map((it) => Array.from(model.tokenize(it.text, it.parseSpecial === true)));
+    const own = tokens.slice(0, req.detokenizeFirst ?? 0);
+    const detokenize = [...(req.detokenize ?? []), ...own.map((t) => ({ tokens: t, special: false })), ...own.map((t) => ({ tokens: t, special: true }))];
+    const texts = detokenize.map((d) => model.detokenize(d.tokens, d.special === true));
+    return { ...out, texts, tokens, bos: model.tokens.bos, eos: model.tokens.eos, eot: model.tokens.eot };
   },
 );

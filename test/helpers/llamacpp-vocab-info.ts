@@ -11,15 +11,22 @@ export interface LlamaCppVocabInfo {
   userDefinedIds: number[];
   lstripIds: number[];
   rstripIds: number[];
-  /** llama_detokenize of each requested token list. */
+  /** llama_detokenize of each requested token list, then of the first `detokenizeFirst` tokenized lists (plain, then special). */
   texts: string[];
+  /** llama.cpp's ids of each `tokenize` item. */
+  tokens: number[][];
   bos: number | null;
   eos: number | null;
   eot: number | null;
 }
 
-export function llamaCppVocabInfo(modelPath: string, detokenize: Array<{ tokens: number[]; special: boolean }> = []): LlamaCppVocabInfo {
-  const r = spawnSync(process.execPath, [SCRIPT], { input: JSON.stringify({ modelPath, detokenize }), encoding: 'utf8', maxBuffer: 256 << 20, timeout: 120_000 });
+export function llamaCppVocabInfo(
+  modelPath: string,
+  detokenize: Array<{ tokens: number[]; special: boolean }> = [],
+  tokenize: { items: Array<{ text: string; parseSpecial: boolean }>; detokenizeFirst?: number } = { items: [] },
+): LlamaCppVocabInfo {
+  const input = JSON.stringify({ modelPath, detokenize, tokenize: tokenize.items, detokenizeFirst: tokenize.detokenizeFirst ?? 0 });
+  const r = spawnSync(process.execPath, [SCRIPT], { input, encoding: 'utf8', maxBuffer: 256 << 20, timeout: 200_000 });
   let res: { error?: string } & LlamaCppVocabInfo;
   try {
     res = JSON.parse(r.stdout);

@@ -14,7 +14,6 @@ import * as path from 'node:path';
 import { Tokenizer as HfTokenizer } from '@huggingface/tokenizers';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CORPUS_DIR, TokenType, Tokenizer, Xoshiro128, readGguf } from '../../inference-core/index.ts';
-import { llamaCppTokenize } from '../helpers/llamacpp-tokenize.ts';
 import { llamaCppVocabInfo, type LlamaCppVocabInfo } from '../helpers/llamacpp-vocab-info.ts';
 import { buildRealVocabGguf, readRealVocab, REAL_VOCAB_NAMES, type RealVocabName } from '../helpers/real-vocab-gguf.ts';
 import { COMMON_TEXTS, SPECIAL_TEXTS, type LabeledText } from '../helpers/real-vocab-texts.ts';
@@ -76,12 +75,11 @@ describe.each(REAL_VOCAB_NAMES.map((name) => ({ name })))('real vocabulary $name
   // The project corpus (code, prose, Unicode samples, 520 kB of generated text): long inputs end to end.
   const long = fs.readdirSync(CORPUS_DIR).filter((f) => f.endsWith('.txt')).sort().map((f) => fs.readFileSync(path.join(CORPUS_DIR, f), 'utf8'));
   let file: string;
-  // One llama.cpp vocab-info run per vocabulary serves both tests below: each run walks every
-  // token's attributes (up to 262k tokens through N-API), ~4-12 s a run under CI load.
-  let info: LlamaCppVocabInfo | undefined;
+  // llama.cpp's ids, its detokenize of them and its token attributes come from one helper process
+  // per vocabulary: loading a 100k+ vocabulary in llama.cpp takes seconds (5.8 s for llama3_1 at
+  // load 15), so one load instead of three.
+  let info: LlamaCppVocabInfo;
   const lists = () => [...llama.plain, ...llama.special, ...llama.fuzz];
-  const vocabInfo = () =>
-    (info ??= llamaCppVocabInfo(file, [...lists().map((tokens) => ({ tokens, special: false })), ...lists().map((tokens) => ({ tokens, special: true }))]));
 
   beforeAll(() => {
     file = buildRealVocabGguf(name);
@@ -96,7 +94,8 @@ describe.each(REAL_VOCAB_NAMES.map((name) => ({ name })))('real vocabulary $name
       ...fuzz.map((text) => ({ text, parseSpecial: false })),
       ...long.map((text) => ({ text, parseSpecial: true })),
     ];
-    const ref = llamaCppTokenize(file, items).tokens;
+    info = llamaCppVocabInfo(file, [], { items, detokenizeFirst: 2 * texts.length + fuzz.length });
+    const ref = info.tokens;
     llama = { plain: ref.slice(0, texts.length), special: ref.slice(texts.length, 2 * texts.length), fuzz: ref.slice(2 * texts.length, 2 * texts.length + fuzz.length), long: ref.slice(2 * texts.length + fuzz.length) };
   }, 240_000);
 
@@ -164,7 +163,6 @@ describe.each(REAL_VOCAB_NAMES.map((name) => ({ name })))('real vocabulary $name
     expect(tok.cleanSpaces).toBe(name === 'llama3_1');
     expect(tok.addSpacePrefix).toBe(name === 'llama2'); // Gemma 3: add_space_prefix false
     const spm = tok.model === 'llama' && tok.addSpacePrefix;
-    const info = vocabInfo();
     const bad: string[] = [];
     lists().forEach((ids, i) => {
       // llama_detokenize cleans spaces for llama-bpe (lossy: " ?" → "?"); kvtier's decode does it only
@@ -177,7 +175,6 @@ describe.each(REAL_VOCAB_NAMES.map((name) => ({ name })))('real vocabulary $name
   }, 120_000);
 
   it('end-of-generation ids, control and user-defined tokens == llama.cpp (which promotes some tokens by their text)', () => {
-    const info = vocabInfo();
     expect([...tok.eogIds].sort((a, b) => a - b)).toEqual(info.eogIds);
     const ofType = (type: TokenType) => Array.from({ length: tok.vocabSize }, (_, i) => i).filter((i) => tok.tokenType(i) === type);
     expect(ofType(TokenType.CONTROL)).toEqual(info.controlIds);
