@@ -35,6 +35,8 @@ const THREAD_CHOICES = [1, 2].filter((t) => t <= Math.max(1, os.availableParalle
 /** KVTIER_BENCH_DEEPSEEK4_PARTS=mtp: only the MTP part (llama.cpp's 4k prefills take minutes), at KVTIER_BENCH_DEEPSEEK4_MTP_THREADS (1). */
 const PARTS = new Set((process.env.KVTIER_BENCH_DEEPSEEK4_PARTS ?? 'engine,mtp').split(',').map((p) => p.trim()));
 const MTP_THREADS = Number(process.env.KVTIER_BENCH_DEEPSEEK4_MTP_THREADS ?? 1);
+/** Alternating off/on rounds of the MTP part (best of each): more of them on a loaded machine. */
+const MTP_ROUNDS = Number(process.env.KVTIER_BENCH_DEEPSEEK4_MTP_ROUNDS ?? 3);
 
 function say(line: string): void {
   process.stderr.write(`bench engine-deepseek4: ${line}\n`);
@@ -118,7 +120,7 @@ export async function run(): Promise<Record<string, number | string>> {
     say(`llama.cpp threads=${threads}: prefill ${r.prefill.toFixed(1)} tok/s (${PREFILL_TOKENS}), ${r.longPrefill.toFixed(1)} tok/s (${LONG_TOKENS}), decode@4k ${r.decode.toFixed(2)} tok/s`);
   }
   const od0 = best(ours, 'decode');
-  const mtp = await measureMtp(modelPath, od0.threads, prompt.slice(0, PREFILL_TOKENS), MTP_DECODE_TOKENS);
+  const mtp = await measureMtp(modelPath, od0.threads, prompt.slice(0, PREFILL_TOKENS), MTP_DECODE_TOKENS, MTP_ROUNDS);
   const s4k = deepseek4StateBytes(cfg!, 4096);
   const s32k = deepseek4StateBytes(cfg!, 32768);
   const op = best(ours, 'prefill');
@@ -155,8 +157,8 @@ export async function run(): Promise<Record<string, number | string>> {
 }
 
 async function runMtpOnly(modelPath: string, load0: number): Promise<Record<string, number | string>> {
-  const mtp = await measureMtp(modelPath, MTP_THREADS, (vocab) => randomTokens(LONG_TOKENS, vocab, 7).slice(0, PREFILL_TOKENS), MTP_DECODE_TOKENS);
-  return { deepseek4_model: 'synthetic:deepseek4-small:q8_0', ...mtpFigures(mtp, MTP_THREADS), load_average_start: round(load0), load_average_end: round(os.loadavg()[0]!) };
+  const mtp = await measureMtp(modelPath, MTP_THREADS, (vocab) => randomTokens(LONG_TOKENS, vocab, 7).slice(0, PREFILL_TOKENS), MTP_DECODE_TOKENS, MTP_ROUNDS);
+  return { deepseek4_model: 'synthetic:deepseek4-small:q8_0', mtp_rounds: MTP_ROUNDS, ...mtpFigures(mtp, MTP_THREADS), load_average_start: round(load0), load_average_end: round(os.loadavg()[0]!) };
 }
 
 function mtpFigures(mtp: MtpFigures, threads: number): Record<string, number | string> {
