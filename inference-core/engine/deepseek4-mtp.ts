@@ -12,11 +12,11 @@
  *
  * Catch-up (llama.cpp's process()): the block's window holds the keys of
  * the fed positions, paired with the target's own hidden states. A key depends
- * only on its row's input, not on the window, so a forward only records the
- * inputs (mtpCatchUp) and the keys are computed when a draft is about to be
- * made (mtpKeys), only up to the key (no attention, FFN or head), and only
+ * only on its row's input, not on the window, so a decode step only records
+ * the inputs (mtpCatchUp) and the keys are computed when a draft is about to
+ * be made (mtpKeys), only up to the key (no attention, FFN or head), and only
  * for the rows a draft attends to: decoding without drafting pays nothing for
- * MTP. Drafting (MtpDrafter) runs whole blocks on a copy of the window: the
+ * MTP. A prefill chunk keys its window in the same pass (one batch). Drafting (MtpDrafter) runs whole blocks on a copy of the window: the
  * sequence's state never holds a draft.
  */
 import { EngineError } from './engine-errors.ts';
@@ -63,8 +63,11 @@ function mtpInput(model: Deepseek4Model, tokens: readonly number[], hPrev: (t: n
 
 /**
  * Records the rows just fed to the trunk (H: their hidden states,
- * [T][hc·n_embd]) in the MTP window, unkeyed, and sets st.hLast: no MTP
- * arithmetic runs here, so a step that drafts nothing costs a few copies.
+ * [T][hc·n_embd]) in the MTP window and sets st.hLast. Rows of a forward of at
+ * most ROLLBACK_ROWS rows (a decode step, a verification) stay unkeyed: a step
+ * that drafts nothing costs a few copies. A longer forward (a prefill chunk)
+ * keys its window at once, where one batch over its rows is cheap; otherwise the
+ * first draft after a prefill would key the whole window at decode time.
  */
 export function mtpCatchUp(model: Deepseek4Model, st: Deepseek4State, tokens: readonly number[], H: Float32Array): void {
   const n = model.cfg.hc * model.cfg.nEmbd;
@@ -81,6 +84,8 @@ export function mtpCatchUp(model: Deepseek4Model, st: Deepseek4State, tokens: re
   }
   st.mtp!.push(rows, from);
   st.hLast = hPrev;
+  // a prefill chunk keys its window now, in one batch (~1 % of the chunk); a decode step or a verification stays lazy
+  if (T > ROLLBACK_ROWS) mtpKeys(model, st);
 }
 
 /**

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index.ts';
 import { DraftLengthPolicy, SpeculativeSession } from '../../inference-core/speculative/index.ts';
-import { TEST_DATA_DIR, argmax, randomTokens } from './engine-fixtures.ts';
+import { TEST_DATA_DIR, argmax, greedyFrom, randomTokens } from './engine-fixtures.ts';
 
 /** Steps (1-based) at which `policy` starts a draft over `steps` steps, each draft recorded as `accepted(step)`. */
 function draftingSteps(policy: DraftLengthPolicy, steps: number, accepted: (step: number) => boolean): number[] {
@@ -73,12 +73,7 @@ describe('a draft model that starts matching after rejections gets drafting back
     const prompt = randomTokens(40, target.vocabSize, 31, 4);
     const GEN = 90;
     const plain = target.createSequence();
-    let logits = plain.prefill(prompt);
-    const want: number[] = [];
-    for (let i = 0; i < GEN; i++) {
-      want.push(argmax(logits));
-      logits = plain.decode(want[i]!);
-    }
+    const want = greedyFrom(plain, plain.prefill(prompt), GEN);
     plain.free();
     const seq = target.createSequence();
     const first = argmax(seq.prefill(prompt));
