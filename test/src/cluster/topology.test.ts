@@ -255,6 +255,12 @@ describe.each(['s3', 'fs'] as const)('API + 3 workers on shared %s storage', (ba
         expect(got[i].content, `request ${i}`).toBe(killReference[i].content);
         expect(got[i].finishReason).toBe(killReference[i].finishReason);
       }
+      // The replies reach the client through the API's subscription, the run events through this
+      // test's own: a 'done' published just before the kill can arrive here after the replies (1 run
+      // in 7 under load). Wait until every job has a finished run somewhere; only then is a victim
+      // run still unfinished one it held.
+      const jobIds = new Set([...runs.values()].map((run) => run.jobId));
+      await until('run', () => [...jobIds].every((jobId) => [...runs.values()].some((run) => run.jobId === jobId && run.done)));
       // The jobs the victim held when it died: runs it started and never reported done.
       const held = [...runs.values()].filter((run) => run.workerId === victim && !run.done).map((run) => run.jobId);
       expect(held.length, 'jobs the killed worker held').toBeGreaterThan(0);
