@@ -97,7 +97,7 @@ function fetched(s: LoopState, seq: RequestSequence, io: Io): void {
   if (blocker === 'look-again') {
     // Another request stored the next block while this lookup was in flight: it is in the tier now.
     putBack();
-    seq.flight.lookedAgain = true;
+    s.computing.lookingAgain(seq, Math.floor(cachedTokens / blockTokens));
     io.fetch.push(seq);
     return;
   }

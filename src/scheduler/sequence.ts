@@ -70,7 +70,8 @@ export interface QueuePlace {
 /** Single flight (single-flight.ts): when the last lookup started, whether it looked again, whom it waits for. */
 export interface FlightState {
   lookupTick: number;
-  lookedAgain: boolean;
+  /** Blocks the lookup found when it last looked again (-1: never): a look again must find more. */
+  lookedAgainAt: number;
   waitFor: RequestSequence | null;
   waitBlocks: number;
 }
@@ -104,7 +105,7 @@ export class RequestSequence {
   fetched: Fetched | null = null;
   /** Unit mode (units.ts): prompt positions where the prefill stops to write a unit, the detected common prefix's end, the last unit written. */
   readonly units: UnitMarks = { stops: [], commonEnd: 0, lastAt: 0 };
-  readonly flight: FlightState = { lookupTick: 0, lookedAgain: false, waitFor: null, waitBlocks: 0 };
+  readonly flight: FlightState = { lookupTick: 0, lookedAgainAt: -1, waitFor: null, waitBlocks: 0 };
   cancelled = false;
   readonly figures: SequenceFigures;
   /**

@@ -10,8 +10,8 @@
  *   ───────────────────────────────────────  ───────────────────────────────────────────
  *   computing by an earlier admitted,        waits (deferred) until that one has stored
  *   unfinished request (its owner)           the run of blocks it owns, then looks up again
- *   handed to the tier since this lookup     looks again, once (its lookup missed them)
- *   started (its store tick)
+ *   handed to the tier since this lookup     looks again (its lookup missed them), while
+ *   started (its store tick)                 each look finds more blocks than the last
  *   being written (bytes held)               nothing to do: the tier's lookup counts it as
  *                                            a hit and its load reads the held bytes
  *
@@ -54,6 +54,11 @@ export class ComputingBlocks {
     seq.flight.lookupTick = this.flights.tick;
   }
 
+  /** `seq` looks again after its lookup found `cachedBlocks` ('look-again'). */
+  lookingAgain(seq: RequestSequence, cachedBlocks: number): void {
+    seq.flight.lookedAgainAt = cachedBlocks;
+  }
+
   /** When `seq` ends: it computes nothing more; store ticks no lookup in flight can need go too. */
   release(seq: RequestSequence, active: readonly RequestSequence[]): void {
     if (seq.keys) this.flights.release(seq, keysOf(seq.keys));
@@ -64,7 +69,7 @@ export class ComputingBlocks {
 
   /**
    * After `seq`'s lookup found `cachedBlocks`: its first uncached block was
-   * stored since that lookup started ('look-again', once per request), or an
+   * stored since that lookup started ('look-again', while each look finds more), or an
    * earlier request is computing it (wait for the run of blocks from there
    * that it owns), or null: `seq` computes it.
    */
@@ -74,7 +79,8 @@ export class ComputingBlocks {
     const usable = usableBlocks(seq, blockTokens);
     if (cachedBlocks >= usable) return null;
     const key = keys.keyHex(cachedBlocks);
-    if (this.flights.storedTickOf(key) > seq.flight.lookupTick && !seq.flight.lookedAgain) return 'look-again';
+    // Again only while each look finds more: a block handed over but never readable (a failed write) cannot loop.
+    if (this.flights.storedTickOf(key) > seq.flight.lookupTick && cachedBlocks > seq.flight.lookedAgainAt) return 'look-again';
     const owner = this.ownerOf(key);
     if (!owner || owner === seq || owner.queue.order > seq.queue.order || owner.status === SequenceStatus.Decode || owner.storedBlocks > cachedBlocks) return null;
     let blocks = cachedBlocks + 1;
