@@ -71,6 +71,34 @@ export function argmax(logits: Float32Array): number {
   return best;
 }
 
+/** Calls `visit` with each id below `limit` that the mask allows (bit j of word w is id 32w + j), in ascending order. */
+export function forEachAllowedId(mask: Uint32Array, limit: number, visit: (id: number) => void): void {
+  for (let w = 0; w < mask.length; w++) {
+    let bits = mask[w];
+    while (bits !== 0) {
+      const low = bits & -bits;
+      const id = (w << 5) + (31 - Math.clz32(low));
+      bits ^= low;
+      if (id < limit) visit(id);
+    }
+  }
+}
+
+/** Greedy under a mask: the first maximum in id order is the lowest allowed id among the largest (argmax's tie rule). */
+export function maskedArgmax(x: Float32Array, mask: Uint32Array): number {
+  let best = -1;
+  forEachAllowedId(mask, x.length, (id) => {
+    if (best < 0 || x[id] > x[best]) best = id;
+  });
+  if (best < 0) throw noTokenAllowed();
+  return best;
+}
+
+/** A mask allowing nothing is a caller's bug (the grammar throws its dead end first). */
+export function noTokenAllowed(): EngineError {
+  return new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'the token mask allows no token; nothing can be sampled');
+}
+
 function checkOptions(o: SamplingOptions): void {
   const bad = (what: string): never => {
     throw new EngineError('KVT_ERR_ENGINE_SAMPLING_OPTIONS', `${what}; fix the sampling options of the request`);
@@ -164,7 +192,7 @@ export class Sampler {
     // 1/T past the f32 range (a temperature near 0) is the same law at f32's largest value: only the maxima keep weight.
     const invT = Math.min(1 / this.temperature, F32_MAX);
     const token = addon.sampleMasked(x, allowed, invT, this.topK, this.topP, hi, lo);
-    if (token < 0) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'the token mask allows no token; nothing can be sampled');
+    if (token < 0) throw noTokenAllowed();
     return token;
   }
 
@@ -180,20 +208,7 @@ export class Sampler {
       allowed = this.wideMask;
     }
     const x = this.penalized(logits);
-    if (this.temperature > 0) return this.draw(x, allowed);
-    // Greedy: the first maximum in id order is the lowest id (argmax's tie rule).
-    let best = -1;
-    for (let w = 0; w < words; w++) {
-      let bits = allowed[w];
-      while (bits !== 0) {
-        const low = bits & -bits;
-        const id = (w << 5) + (31 - Math.clz32(low));
-        bits ^= low;
-        if (id < vocab && (best < 0 || x[id] > x[best])) best = id;
-      }
-    }
-    if (best < 0) throw new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'the token mask allows no token; nothing can be sampled');
-    return best;
+    return this.temperature > 0 ? this.draw(x, allowed) : maskedArgmax(x, allowed);
   }
 
   /** `logits`, or a scratch copy with the request's adjustments (logit-adjust.ts) and the repetition penalty applied (llama.cpp's rule: shrink positive logits, push negative ones further down). */

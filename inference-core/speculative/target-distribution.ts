@@ -14,8 +14,7 @@
  * greedy takes the lowest allowed id among the largest.
  */
 import type { SamplingOptions } from '../sampling/sampler.ts';
-import { argmax } from '../sampling/sampler.ts';
-import { EngineError } from '../engine/engine-errors.ts';
+import { argmax, forEachAllowedId, maskedArgmax, noTokenAllowed } from '../sampling/sampler.ts';
 
 /** Sparse distribution: ids with p > 0 and their probabilities (summing to 1). */
 export interface TokenDistribution {
@@ -84,45 +83,15 @@ function lawOverOrder(x: Float32Array, order: Int32Array, k: number, t: number, 
   return { ids: order.slice(0, m), probs };
 }
 
-/** Allowed ids in ascending order; a mask allowing nothing is a caller's bug (the grammar throws its dead end first). */
+/** Allowed ids in ascending order. */
 function allowedIds(mask: Uint32Array, vocab: number): Int32Array {
   const ids = new Int32Array(vocab);
   let n = 0;
-  for (let w = 0; w < mask.length; w++) {
-    let bits = mask[w];
-    while (bits !== 0) {
-      const low = bits & -bits;
-      const id = (w << 5) + (31 - Math.clz32(low));
-      bits ^= low;
-      if (id < vocab) ids[n++] = id;
-    }
-  }
-  if (n === 0) throw noneAllowed();
+  forEachAllowedId(mask, vocab, (id) => {
+    ids[n++] = id;
+  });
+  if (n === 0) throw noTokenAllowed();
   return ids.subarray(0, n);
-}
-
-/** Lowest allowed id among the largest (ids are visited ascending: argmax's tie rule), without listing the ids. */
-function maskedArgmax(x: Float32Array, mask: Uint32Array): number {
-  let best = -1;
-  let bestValue = -Infinity;
-  for (let w = 0; w < mask.length; w++) {
-    let bits = mask[w];
-    while (bits !== 0) {
-      const low = bits & -bits;
-      const id = (w << 5) + (31 - Math.clz32(low));
-      bits ^= low;
-      if (id < x.length && (best === -1 || x[id] > bestValue)) {
-        best = id;
-        bestValue = x[id];
-      }
-    }
-  }
-  if (best === -1) throw noneAllowed();
-  return best;
-}
-
-function noneAllowed(): EngineError {
-  return new EngineError('KVT_ERR_ENGINE_BAD_ARGUMENT', 'the token mask allows no token; nothing can be sampled');
 }
 
 /** Sampler.pickMasked's law over the allowed `ids` (penalized logits `x`). */
