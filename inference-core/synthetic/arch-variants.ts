@@ -36,6 +36,7 @@ import { SYNTHETIC_FILE_TYPE, syntheticTensorTypes } from './quant-mix.ts';
 import { SYNTHETIC_GENERATOR_VERSION } from './synthetic-model.ts';
 import type { TransformerDims } from '../model-config.ts';
 import { baseModelMetadata } from './synthetic-metadata.ts';
+import { llamaTensorPlan } from './llama-tensor-plan.ts';
 import { byteLevelVocabMetadata, loadCorpus } from './synthetic-vocab.ts';
 
 export type ArchVariant = 'llama31' | 'llama32-tied' | 'llama-linear' | 'llama-yarn' | 'qwen3' | 'qwen3-yarn' | 'qwen2-tied' | 'mistral-swa';
@@ -163,36 +164,9 @@ function writeVariant(file: string, variant: ArchVariant, s: VariantSpec, weight
     ];
     for (const [k, v] of meta) w.setMetadata(k, v);
 
-    type Init = { kind: 'normal'; std: number } | { kind: 'norm' } | { kind: 'values'; values: Float32Array };
-    const plan: Array<{ name: string; dims: number[]; matrix: boolean; init: Init }> = [];
-    const mat = (name: string, cols: number, rows: number, std = 0.02) => plan.push({ name, dims: [cols, rows], matrix: true, init: { kind: 'normal', std } });
-    const vec = (name: string, n: number, init: Init) => plan.push({ name, dims: [n], matrix: false, init });
-    mat('token_embd.weight', d, nVocab, 1 / Math.sqrt(d));
-    if (s.llama3) vec('rope_freqs.weight', s.headDim / 2, { kind: 'values', values: llama3RopeFactors(s.headDim, s.ropeTheta, s.llama3) });
-    for (let l = 0; l < s.nLayers; l++) {
-      const p = `blk.${l}.`;
-      vec(p + 'attn_norm.weight', d, { kind: 'norm' });
-      mat(p + 'attn_q.weight', d, qDim, qkStd(d));
-      mat(p + 'attn_k.weight', d, kvDim, qkStd(d));
-      mat(p + 'attn_v.weight', d, kvDim);
-      if (s.qkvBias) {
-        vec(p + 'attn_q.bias', qDim, { kind: 'normal', std: 0.02 });
-        vec(p + 'attn_k.bias', kvDim, { kind: 'normal', std: 0.02 });
-        vec(p + 'attn_v.bias', kvDim, { kind: 'normal', std: 0.02 });
-      }
-      if (s.qkNorm) {
-        vec(p + 'attn_q_norm.weight', s.headDim, { kind: 'norm' });
-        vec(p + 'attn_k_norm.weight', s.headDim, { kind: 'norm' });
-      }
-      mat(p + 'attn_output.weight', qDim, d);
-      vec(p + 'ffn_norm.weight', d, { kind: 'norm' });
-      mat(p + 'ffn_gate.weight', d, s.ffnDim);
-      mat(p + 'ffn_up.weight', d, s.ffnDim);
-      mat(p + 'ffn_down.weight', s.ffnDim, d);
-    }
-    vec('output_norm.weight', d, { kind: 'norm' });
-    if (!s.tied) mat('output.weight', d, nVocab, 1 / Math.sqrt(d));
-
+    const ropeFactors = s.llama3 ? llama3RopeFactors(s.headDim, s.ropeTheta, s.llama3) : undefined;
+    const dims = { dModel: d, nVocab, nLayers: s.nLayers, qDim, kvDim, headDim: s.headDim, ffnDim: s.ffnDim };
+    const plan = llamaTensorPlan({ ...dims, qkStd: qkStd(d), qkvBias: s.qkvBias, qkNorm: s.qkNorm, tiedEmbeddings: s.tied, ropeFactors });
     const types = syntheticTensorTypes(weightType, plan);
     for (const t of plan) w.addTensor({ name: t.name, type: t.matrix ? types.get(t.name)! : GgmlType.F32, dims: t.dims });
     for (const t of plan) {

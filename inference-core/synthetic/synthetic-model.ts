@@ -23,6 +23,7 @@ import { Xoshiro128, seedFromString } from './prng.ts';
 import { SYNTHETIC_SPECS, type SyntheticArch, type SyntheticName, type SyntheticSpec, type SyntheticTokenizerKind, type SyntheticWeightType } from './synthetic-specs.ts';
 import { SYNTHETIC_FILE_TYPE, syntheticTensorTypes } from './quant-mix.ts';
 import { byteLevelVocabMetadata, loadCorpus, spmVocabMetadata } from './synthetic-vocab.ts';
+import { llamaTensorPlan } from './llama-tensor-plan.ts';
 
 export class SyntheticModelError extends Error {
   override readonly name = 'SyntheticModelError';
@@ -129,32 +130,9 @@ function generateSyntheticModel(file: string, r: Resolved, progress: ((line: str
     ];
     for (const [k, v] of meta) w.setMetadata(k, v);
 
-    type Init = { kind: 'normal'; std: number } | { kind: 'norm' };
-    const plan: Array<{ name: string; dims: number[]; quantized: boolean; init: Init }> = [];
-    const mat = (name: string, cols: number, rows: number, std = 0.02) => plan.push({ name, dims: [cols, rows], quantized: true, init: { kind: 'normal', std } });
-    const vec = (name: string, n: number, init: Init) => plan.push({ name, dims: [n], quantized: false, init });
-    mat('token_embd.weight', d, nVocab, 1 / Math.sqrt(d));
-    for (let l = 0; l < spec.nLayers; l++) {
-      const p = `blk.${l}.`;
-      vec(p + 'attn_norm.weight', d, { kind: 'norm' });
-      mat(p + 'attn_q.weight', d, d);
-      mat(p + 'attn_k.weight', d, kvDim);
-      mat(p + 'attn_v.weight', d, kvDim);
-      if (arch === 'qwen2') {
-        vec(p + 'attn_q.bias', d, { kind: 'normal', std: 0.02 });
-        vec(p + 'attn_k.bias', kvDim, { kind: 'normal', std: 0.02 });
-        vec(p + 'attn_v.bias', kvDim, { kind: 'normal', std: 0.02 });
-      }
-      mat(p + 'attn_output.weight', d, d);
-      vec(p + 'ffn_norm.weight', d, { kind: 'norm' });
-      mat(p + 'ffn_gate.weight', d, spec.ffnDim);
-      mat(p + 'ffn_up.weight', d, spec.ffnDim);
-      mat(p + 'ffn_down.weight', spec.ffnDim, d);
-    }
-    vec('output_norm.weight', d, { kind: 'norm' });
-    if (!spec.tiedEmbeddings) mat('output.weight', d, nVocab, 1 / Math.sqrt(d));
+    const dims = { dModel: d, nVocab, nLayers: spec.nLayers, qDim: d, kvDim, headDim, ffnDim: spec.ffnDim };
+    const plan = llamaTensorPlan({ ...dims, qkStd: 0.02, qkvBias: arch === 'qwen2', qkNorm: false, tiedEmbeddings: spec.tiedEmbeddings });
 
-    // quantized: false marks the 1-D tensors, which every mix keeps F32 (quant-mix.ts)
     const types = syntheticTensorTypes(r.weightType, plan);
     for (const t of plan) w.addTensor({ name: t.name, type: types.get(t.name)!, dims: t.dims });
 
@@ -166,7 +144,7 @@ function generateSyntheticModel(file: string, r: Resolved, progress: ((line: str
       const rng = new Xoshiro128((seedFromString(t.name) ^ Math.imul(r.seed + 1, 0x9e3779b1)) >>> 0);
       const values = new Float32Array(n);
       if (t.init.kind === 'norm') rng.fillNormal(values, 1, 0.02);
-      else rng.fillNormal(values, 0, t.init.std);
+      else if (t.init.kind === 'normal') rng.fillNormal(values, 0, t.init.std);
       w.writeTensorData(t.name, quantize(types.get(t.name)!, values));
       const m = /^blk\.(\d+)\./.exec(t.name);
       const layer = m ? Number(m[1]) : -1;
