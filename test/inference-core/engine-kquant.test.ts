@@ -14,20 +14,13 @@
  */
 import * as path from 'node:path';
 
-import { GgmlType } from '../../inference-core/index.ts';
 import { ensureArchVariantModel } from '../../inference-core/synthetic/arch-variants.ts';
 import { describeRequantizedVsLlamaCpp, requantizeMatrices } from './quant-engine-fixtures.ts';
 
 describeRequantizedVsLlamaCpp(
   'engine on K-quant weights vs llama.cpp',
   {
-    cases: [
-      ['q4_K', GgmlType.Q4_K],
-      ['q5_K', GgmlType.Q5_K],
-      ['q6_K', GgmlType.Q6_K],
-      ['q3_K', GgmlType.Q3_K],
-      ['q2_K', GgmlType.Q2_K],
-    ],
+    cases: ['q4_K', 'q5_K', 'q6_K', 'q3_K', 'q2_K'],
     tol: 1e-5, // max |Δ log-probability| allowed (measured ≤ 1.6e-6)
     timeoutMs: 180_000,
     tempPrefix: 'kvtier-kquant-engine-',

@@ -12,7 +12,7 @@
  */
 import * as path from 'node:path';
 
-import { ensureSyntheticModel, SUPPORTED_GGML_TYPES, GgmlType } from '../../inference-core/index.ts';
+import { ensureSyntheticModel, SUPPORTED_GGML_TYPES, type GgmlType } from '../../inference-core/index.ts';
 import { ensureArchVariantModel } from '../../inference-core/synthetic/arch-variants.ts';
 import { describeRequantizedVsLlamaCpp, requantizeMatrices } from './quant-engine-fixtures.ts';
 
@@ -33,14 +33,7 @@ function requantized(dataDir: string, type: GgmlType, name: string): { file: str
 describeRequantizedVsLlamaCpp(
   'engine on legacy-quant weights vs llama.cpp',
   {
-    cases: [
-      ['q4_0', GgmlType.Q4_0],
-      ['q4_1', GgmlType.Q4_1],
-      ['q5_0', GgmlType.Q5_0],
-      ['q5_1', GgmlType.Q5_1],
-      ['iq4_nl', GgmlType.IQ4_NL],
-      ['iq4_xs', GgmlType.IQ4_XS],
-    ],
+    cases: ['q4_0', 'q4_1', 'q5_0', 'q5_1', 'iq4_nl', 'iq4_xs'],
     tol: 1e-5, // max |Δ log-probability| allowed (measured ≤ 1.1e-6)
     timeoutMs: 120_000,
     tempPrefix: 'kvtier-legacy-engine-',

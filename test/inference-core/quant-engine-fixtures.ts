@@ -8,7 +8,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { dequantize, loadEngine, quantize, readGguf, writeGguf, type GgmlType, type LoadedEngine } from '../../inference-core/index.ts';
+import { dequantize, GgmlType, loadEngine, quantize, readGguf, writeGguf, type LoadedEngine } from '../../inference-core/index.ts';
 import { llamaLogprobs } from '../helpers/llamacpp.ts';
 
 /**
@@ -58,13 +58,13 @@ async function compareNextToken(engine: LoadedEngine): Promise<{ worst: number; 
 }
 
 /**
- * One test per [name, type]: the model `requantized` writes into a temp dir (gone after the file's
+ * One test per type, named as llama.cpp's file types name it (q4_K, iq4_nl): the model `requantized` writes into a temp dir (gone after the file's
  * tests) has matrices converted, and its next-token log-probs are within `tol` of llama.cpp's with
  * the same argmax.
  */
 export function describeRequantizedVsLlamaCpp(
   title: string,
-  o: { cases: [string, GgmlType][]; tol: number; timeoutMs: number; tempPrefix: string },
+  o: { cases: string[]; tol: number; timeoutMs: number; tempPrefix: string },
   requantized: (dataDir: string, type: GgmlType, name: string) => { file: string; converted: number },
 ): void {
   let dataDir: string;
@@ -75,7 +75,12 @@ export function describeRequantizedVsLlamaCpp(
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
   describe(title, () => {
-    it.each(o.cases)(`%s (ggml type %i): next-token log-probabilities within ${o.tol} of llama.cpp, same argmax`, async (name, type) => {
+    const cases = o.cases.map((name) => {
+      const type = GgmlType[name.toUpperCase() as keyof typeof GgmlType];
+      if (type === undefined) throw new Error(`${name} names no ggml type`);
+      return [name, type] as const;
+    });
+    it.each(cases)(`%s (ggml type %i): next-token log-probabilities within ${o.tol} of llama.cpp, same argmax`, async (name, type) => {
       const { file, converted } = requantized(dataDir, type, name);
       expect(converted).toBeGreaterThan(0);
       const { worst, argmax, refArgmax } = await nextTokenVsLlamaCpp(file, dataDir);

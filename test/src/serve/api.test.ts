@@ -6,6 +6,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { runAgentLoop } from './agent-loop.ts';
 import { ADMIN_TOKEN, KEYS, startTestServer, type TestServer } from './server-fixture.ts';
 
 const BLOCK = 64;
@@ -145,21 +146,10 @@ describe('multi-turn cache hits', () => {
 
   it('a 10-step agent loop with tools and tool results hits its whole history', async () => {
     const messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [{ role: 'system', content: SYSTEM }, { role: 'user', content: 'The build is red, fix it.' }];
-    let previousTotal = 0;
-    for (let step = 1; step <= 10; step++) {
-      const response = await alice.chat.completions.create({ model: 'synthetic:tiny', messages, tools: TOOLS, max_tokens: 20, temperature: 0 });
-      const usage = response.usage!;
-      if (step > 1) expect(usage.prompt_tokens_details!.cached_tokens).toBeGreaterThanOrEqual(floorBlocks(previousTotal));
-      previousTotal = usage.prompt_tokens + usage.completion_tokens;
-      const reply = response.choices[0].message;
-      // The agent echoes the assistant turn exactly as returned, then a result for each tool call it made
-      // (a result answering no call is a 400, as the reference APIs answer: bad-input-tools.test.ts).
-      const assistant: OpenAI.Chat.Completions.ChatCompletionAssistantMessageParam = { role: 'assistant', content: reply.content ?? '' };
-      if (reply.tool_calls) assistant.tool_calls = reply.tool_calls;
-      messages.push(assistant);
-      for (const call of reply.tool_calls ?? []) messages.push({ role: 'tool', tool_call_id: call.id, content: `{"ok": false, "failing": "test/step-${step}.test.ts"}` });
-      messages.push({ role: 'user', content: `Step ${step + 1}: keep going.` });
-    }
+    await runAgentLoop({ client: alice, model: 'synthetic:tiny', tools: TOOLS, messages, steps: 10, maxTokens: 20, floorBlocks }, {
+      toolResult: (step) => `{"ok": false, "failing": "test/step-${step}.test.ts"}`,
+      nextUser: (step) => `Step ${step + 1}: keep going.`,
+    });
     // Requests with tools are traffic class agent: their blocks are accounted under it.
     const stats = (await (await adminGet('/admin/stats')).json()) as { tier: { usage: { blocks: Record<string, number> } } };
     expect(stats.tier.usage.blocks['c:agent']).toBeGreaterThan(0);

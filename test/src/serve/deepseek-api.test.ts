@@ -11,6 +11,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { BlockCodec } from '../../../src/kvtier/index.ts';
+import { runAgentLoop } from './agent-loop.ts';
 import { ADMIN_TOKEN, KEYS, startTestServer, type TestServer } from './server-fixture.ts';
 
 const MODEL = 'synthetic:deepseek-tiny';
@@ -65,20 +66,10 @@ describe('DeepSeek (MLA) through the API', () => {
 
   it('a tool loop hits its history every step', async () => {
     const messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [{ role: 'system', content: SYSTEM }, { role: 'user', content: 'Read the config and fix it.' }];
-    let previousTotal = 0;
-    for (let step = 1; step <= 5; step++) {
-      const r = await client.chat.completions.create({ model: MODEL, messages, tools: TOOLS, max_tokens: 16, temperature: 0 });
-      const usage = r.usage!;
-      if (step > 1) expect(usage.prompt_tokens_details!.cached_tokens).toBeGreaterThanOrEqual(floorBlocks(previousTotal));
-      previousTotal = usage.prompt_tokens + usage.completion_tokens;
-      const reply = r.choices[0].message;
-      const assistant: OpenAI.Chat.Completions.ChatCompletionAssistantMessageParam = { role: 'assistant', content: reply.content ?? '' };
-      if (reply.tool_calls) assistant.tool_calls = reply.tool_calls;
-      // A result for each call the model made (a result answering no call is a 400, as the reference APIs answer).
-      messages.push(assistant);
-      for (const call of reply.tool_calls ?? []) messages.push({ role: 'tool', tool_call_id: call.id, content: `{"path": "config-${step}.toml", "ok": true}` });
-      messages.push({ role: 'user', content: `Step ${step + 1}: continue.` });
-    }
+    await runAgentLoop({ client, model: MODEL, tools: TOOLS, messages, steps: 5, maxTokens: 16, floorBlocks }, {
+      toolResult: (step) => `{"path": "config-${step}.toml", "ok": true}`,
+      nextUser: (step) => `Step ${step + 1}: continue.`,
+    });
   });
 
   it('the blocks on storage are mla blocks of the latent size', async () => {
