@@ -1,18 +1,23 @@
 /** kvtier ls | inspect KEY | purge … --yes */
 import type { AdminApi, PurgeFilter } from '../../admin/index.ts';
-import { boolFlag, stringFlag, type CommandSpec, type ParsedArgs } from './args.ts';
+import { boolFlag, stringFlag, type CommandSpec, type FlagSpec, type ParsedArgs } from './args.ts';
 import { CliError } from './cli-error.ts';
 import { ago, json, progressReporter, table, type CliIo } from './output.ts';
 import { formatBytes, formatDuration, parseDuration } from './units.ts';
+
+/** The block filters of ls and purge (filterOf reads them); they combine. */
+const FILTER_FLAGS: FlagSpec[] = [
+  { name: 'tenant', kind: 'string', value: 'ID', help: 'only blocks of this tenant' },
+  { name: 'class', kind: 'string', value: 'NAME', help: 'only blocks of this traffic class' },
+  { name: 'older-than', kind: 'string', value: 'DURATION', help: 'only blocks last used longer ago than this (90m, 3d)' },
+];
 
 export const LS: CommandSpec = {
   name: 'ls',
   summary: "list cached blocks and unit tails (kind) this node's index knows, most recently used first",
   usage: 'kvtier ls [--class NAME] [--tenant ID] [--older-than DURATION] [--limit N] [--json]',
   flags: [
-    { name: 'class', kind: 'string', value: 'NAME', help: 'only blocks of this traffic class' },
-    { name: 'tenant', kind: 'string', value: 'ID', help: 'only blocks of this tenant' },
-    { name: 'older-than', kind: 'string', value: 'DURATION', help: 'only blocks last used longer ago than this (90m, 3d)' },
+    ...FILTER_FLAGS,
     { name: 'limit', kind: 'string', value: 'N', help: 'at most N rows (default 50)' },
     { name: 'json', kind: 'boolean', help: 'print JSON' },
   ],
@@ -33,9 +38,7 @@ export const PURGE: CommandSpec = {
   usage: 'kvtier purge (--tenant ID | --class NAME | --older-than DURATION | --all) --yes',
   details: 'Filters combine (--tenant acme --class chat deletes acme\'s chat blocks). --all deletes every block and takes no filter.',
   flags: [
-    { name: 'tenant', kind: 'string', value: 'ID', help: "this tenant's blocks" },
-    { name: 'class', kind: 'string', value: 'NAME', help: "this class's blocks" },
-    { name: 'older-than', kind: 'string', value: 'DURATION', help: 'blocks last used longer ago than this' },
+    ...FILTER_FLAGS,
     { name: 'all', kind: 'boolean', help: 'every block' },
     { name: 'yes', kind: 'boolean', help: 'really delete (required)' },
     { name: 'json', kind: 'boolean', help: 'print the report as JSON' },
