@@ -1,12 +1,11 @@
 import { BlockError } from './errors.ts';
-import { bytesToHex } from './hex.ts';
 import { assertValidLayout, KV_DTYPES, KV_LAYOUT_KINDS, payloadBytesFor, type KvDtype, type KvLayout } from './kv-layout.ts';
 import { BLOCK_FORMAT_VERSION, KEY_BYTES } from './prefix-hasher.ts';
 import { codecApplies, codecId, codecName, compressPayload, decompressPayloadInto, storedPayloadBytes, type BlockCodecName } from './codecs/kv-codecs.ts';
 import { blockChecksum, type BlockChecksum } from './block-checksum.ts';
 import { loadXxhash } from './xxhash-runtime.ts';
 import type { BufferLease } from './read-buffer-pool.ts';
-import { align, checkFramePayload, encodeFingerprint, MAX_FINGERPRINT_BYTES, openFrame, PAYLOAD_ALIGNMENT, tokensAt, writeChecksums, type FileFrameKind } from './kv-file-frame.ts';
+import { align, checkFramePayload, encodeFingerprint, frameRecord, keyAt, MAX_FINGERPRINT_BYTES, openFrame, PAYLOAD_ALIGNMENT, writeChecksums, type FileFrameKind } from './kv-file-frame.ts';
 
 /**
  * Block file, format version 1. All integers little-endian.
@@ -252,20 +251,13 @@ export class BlockCodec {
         malformed(`payload does not decompress under codec ${codec}: ${(error as Error).message}`);
       }
     }
-    const tokens = tokensAt(bytes, tokensOffset, tokenCount);
-    const keyBytes = bytes.subarray(24, 40);
-    const parentKeyBytes = bytes.subarray(40, 56);
+    const parent = keyAt(bytes, 40);
     return {
-      key: bytesToHex(keyBytes),
-      parentKey: bytesToHex(parentKeyBytes),
-      keyBytes,
-      parentKeyBytes,
-      modelFingerprint: new TextDecoder('utf-8', { fatal: false }).decode(bytes.subarray(FIXED_HEADER_BYTES, FIXED_HEADER_BYTES + fingerprintBytes)),
-      formatVersion: version,
-      tokens,
+      ...frameRecord(bytes, { key: 24, fingerprint: FIXED_HEADER_BYTES, fingerprintBytes, tokens: tokensOffset, tokenCount, version }),
+      parentKey: parent.hex,
+      parentKeyBytes: parent.bytes,
       layout,
       payload,
-      bytes,
       codec: codec!,
       storedPayloadBytes: payloadLength,
       residentBytes: bytes.byteLength + (codec === 'none' ? 0 : rawLength),

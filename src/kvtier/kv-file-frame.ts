@@ -18,6 +18,7 @@
  */
 import type { BlockChecksum } from './block-checksum.ts';
 import { BlockError } from './errors.ts';
+import { bytesToHex } from './hex.ts';
 
 export const PAYLOAD_ALIGNMENT = 64;
 export const MAX_FINGERPRINT_BYTES = 4096;
@@ -107,4 +108,36 @@ export function checkFramePayload(
 export function tokensAt(bytes: Uint8Array, offset: number, count: number): Uint32Array {
   const absolute = bytes.byteOffset + offset;
   return absolute % 4 === 0 ? new Uint32Array(bytes.buffer, absolute, count) : new Uint32Array(bytes.slice(offset, offset + count * 4).buffer);
+}
+
+/** A 16-byte chained key in the header at `offset`, as bytes (a view) and as hex. */
+export function keyAt(bytes: Uint8Array, offset: number): { hex: string; bytes: Uint8Array } {
+  const key = bytes.subarray(offset, offset + 16);
+  return { hex: bytesToHex(key), bytes: key };
+}
+
+/** What a file of either kind says of itself: its key, the model fingerprint after the fixed header, its tokens. */
+export interface FrameRecord {
+  key: string;
+  keyBytes: Uint8Array;
+  modelFingerprint: string;
+  formatVersion: number;
+  tokens: Uint32Array;
+  /** The whole encoded file. */
+  bytes: Uint8Array;
+}
+
+export function frameRecord(
+  bytes: Uint8Array,
+  at: { key: number; fingerprint: number; fingerprintBytes: number; tokens: number; tokenCount: number; version: number },
+): FrameRecord {
+  const key = keyAt(bytes, at.key);
+  return {
+    key: key.hex,
+    keyBytes: key.bytes,
+    modelFingerprint: new TextDecoder().decode(bytes.subarray(at.fingerprint, at.fingerprint + at.fingerprintBytes)),
+    formatVersion: at.version,
+    tokens: tokensAt(bytes, at.tokens, at.tokenCount),
+    bytes,
+  };
 }

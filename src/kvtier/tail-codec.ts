@@ -1,12 +1,11 @@
 import { BlockError } from './errors.ts';
-import { bytesToHex } from './hex.ts';
 import { KV_DTYPES, type KvDtype } from './kv-layout.ts';
 import { KEY_BYTES } from './prefix-hasher.ts';
 import { codecApplies, codecId, codecName, compressPayload, decompressPayloadInto, storedPayloadBytes, type BlockCodecName } from './codecs/kv-codecs.ts';
 import { blockChecksum, type BlockChecksum } from './block-checksum.ts';
 import { loadXxhash } from './xxhash-runtime.ts';
 import { checkSection, entryBytes, isKv, rawBytes, sectionLayout, TAIL_SECTION_KINDS, U16, writeSectionEntry, type TailSectionRecord } from './tail-sections.ts';
-import { align, checkFramePayload, encodeFingerprint, MAX_FINGERPRINT_BYTES, openFrame, PAYLOAD_ALIGNMENT, tokensAt, writeChecksums, type FileFrameKind } from './kv-file-frame.ts';
+import { align, checkFramePayload, encodeFingerprint, frameRecord, keyAt, MAX_FINGERPRINT_BYTES, openFrame, PAYLOAD_ALIGNMENT, writeChecksums, type FileFrameKind } from './kv-file-frame.ts';
 
 /**
  * Tail file of a unit (issue #26), format version 1. A unit is the complete
@@ -242,24 +241,17 @@ export class TailCodec {
     if (pay !== total) malformed('payload length does not match the sections');
     let residentBytes = bytes.byteLength;
     for (const s of sections) if (s.bytes.buffer !== bytes.buffer) residentBytes += s.bytes.byteLength;
-    const tokens = tokensAt(bytes, tokensOffset, r);
-    const keyBytes = bytes.subarray(40, 56);
-    const blockKeyBytes = bytes.subarray(56, 72);
+    const block = keyAt(bytes, 56);
     return {
-      key: bytesToHex(keyBytes),
-      blockKey: bytesToHex(blockKeyBytes),
-      keyBytes,
-      blockKeyBytes,
-      modelFingerprint: new TextDecoder().decode(bytes.subarray(TAIL_FIXED_HEADER_BYTES, TAIL_FIXED_HEADER_BYTES + fpBytes)),
+      ...frameRecord(bytes, { key: 40, fingerprint: TAIL_FIXED_HEADER_BYTES, fingerprintBytes: fpBytes, tokens: tokensOffset, tokenCount: r, version }),
+      blockKey: block.hex,
+      blockKeyBytes: block.bytes,
       position,
       blocks,
       tokensPerBlock,
-      tokens,
       dtype,
       codec: codec!,
       sections,
-      formatVersion: version,
-      bytes,
       storedPayloadBytes: total - payloadOffset,
       residentBytes,
     };
