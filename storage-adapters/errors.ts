@@ -27,30 +27,34 @@ export class StorageError extends Error {
   }
 }
 
-/** The backend could not be reached at all (connection refused, DNS, timeout, mount gone). */
-export class StorageUnreachableError extends StorageError {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super('KVT_ERR_STORAGE_UNREACHABLE', message, options);
-  }
+/** A fault that carries its code, message and cause, and nothing else. */
+function faultClass(code: StorageErrorCode) {
+  return class extends StorageError {
+    constructor(message: string, options?: { cause?: unknown }) {
+      super(code, message, options);
+    }
+  };
 }
+
+/** A fault in the store's own settings; `field` names the part that is wrong. */
+function settingFaultClass(code: StorageErrorCode) {
+  return class extends StorageError {
+    readonly field: string;
+    constructor(field: string, message: string) {
+      super(code, message);
+      this.field = field;
+    }
+  };
+}
+
+/** The backend could not be reached at all (connection refused, DNS, timeout, mount gone). */
+export class StorageUnreachableError extends faultClass('KVT_ERR_STORAGE_UNREACHABLE') {}
 
 /** A storage URL that cannot be parsed; `field` names the part that is wrong. */
-export class StorageBadUrlError extends StorageError {
-  readonly field: string;
-  constructor(field: string, message: string) {
-    super('KVT_ERR_STORAGE_BAD_URL', message);
-    this.field = field;
-  }
-}
+export class StorageBadUrlError extends settingFaultClass('KVT_ERR_STORAGE_BAD_URL') {}
 
 /** An adapter option that is missing or out of range; `field` names it. */
-export class StorageBadConfigError extends StorageError {
-  readonly field: string;
-  constructor(field: string, message: string) {
-    super('KVT_ERR_STORAGE_BAD_CONFIG', message);
-    this.field = field;
-  }
-}
+export class StorageBadConfigError extends settingFaultClass('KVT_ERR_STORAGE_BAD_CONFIG') {}
 
 /** A key outside the contract's alphabet `[0-9a-z._-]` or too long. */
 export class StorageBadKeyError extends StorageError {
@@ -62,11 +66,7 @@ export class StorageBadKeyError extends StorageError {
 }
 
 /** The backend refused us: a read-only directory, wrong credentials, a forbidden bucket. */
-export class StorageDeniedError extends StorageError {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super('KVT_ERR_STORAGE_DENIED', message, options);
-  }
-}
+export class StorageDeniedError extends faultClass('KVT_ERR_STORAGE_DENIED') {}
 
 /** The S3 bucket does not exist (and the store was not asked to create it). */
 export class StorageNoBucketError extends StorageError {
@@ -78,11 +78,7 @@ export class StorageNoBucketError extends StorageError {
 }
 
 /** Any other failure of a read, write, list or delete (disk full, EIO, a 5xx answer). */
-export class StorageIoError extends StorageError {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super('KVT_ERR_STORAGE_IO', message, options);
-  }
-}
+export class StorageIoError extends faultClass('KVT_ERR_STORAGE_IO') {}
 
 /**
  * A stored blob (a file's size, an object's Content-Length or body) larger than
