@@ -9,20 +9,17 @@ import {
   argumentsAsObject,
   chatInputFromAnthropic,
   constraintFromAnthropic,
-  harmonyCallStops,
-  toolCallFormatOf,
   samplingFromAnthropic,
-  templateKwargsOf,
   toolUseId,
   type AnthropicRequestBody,
 } from '../../recipe/index.ts';
-import { buildSpec } from '../build-spec.ts';
 import type { ServeContext } from '../context.ts';
 import { errorBody } from '../http-errors.ts';
 import type { EndEvent, GenerateEvent } from '../inference-service.ts';
 import { messagesBody } from '../schemas.ts';
 import type { SseWriter } from '../sse.ts';
-import { anthropicRetention, preamble, responseId } from './common.ts';
+import { chatSpec } from './chat-spec.ts';
+import { anthropicRetention, responseId } from './common.ts';
 import { registerGenerate, sseSink, type Prepared } from './handle-generate.ts';
 
 interface MessagesPrepared extends Prepared {
@@ -35,15 +32,12 @@ export function registerAnthropicMessages(app: FastifyInstance, ctx: ServeContex
     path: '/v1/messages',
     schema: messagesBody,
     async prepare(request, body) {
-      const input = chatInputFromAnthropic(body);
-      const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
-      const retention = anthropicRetention(request, body);
-      const requested = samplingFromAnthropic(body, { defaultMaxTokens: ctx.defaultMaxTokens, stopTokenIds: ctx.codec.stopTokenIds });
-      const constraint = constraintFromAnthropic(body, input.tools, toolCallFormatOf(ctx.codec));
-      const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages', templateKwargsOf(body));
-      const sampling = harmonyCallStops(requested, constraint, ctx.codec);
-      const spec = buildSpec({ tokens: prompt.tokens, sampling, identity, trafficClass, promptParam: 'messages', constraint, retention }, ctx);
-      const options = { route: '/v1/messages', parseToolCalls: input.tools !== undefined };
+      const { spec, options } = await chatSpec<AnthropicRequestBody>(ctx, request, body, chatInputFromAnthropic(body), {
+        route: '/v1/messages',
+        retention: anthropicRetention,
+        sampling: samplingFromAnthropic,
+        constraint: constraintFromAnthropic,
+      });
       return { spec, options, stream: body.stream === true, id: responseId('msg_'), wantsThinking: body.thinking?.type === 'enabled' };
     },
     respond: ({ id, wantsThinking }, end) =>

@@ -4,22 +4,19 @@ import type { FastifyInstance } from 'fastify';
 import {
   chatInputFromOpenAi,
   constraintFromOpenAi,
-  harmonyCallStops,
-  toolCallFormatOf,
   openAiChatChunk,
   openAiChatResponse,
   openAiToolCall,
   openAiUsageChunk,
   samplingFromOpenAi,
-  templateKwargsOf,
   type OpenAiChatRequestBody,
 } from '../../recipe/index.ts';
-import { buildSpec } from '../build-spec.ts';
 import type { ServeContext } from '../context.ts';
 import { errorBody } from '../http-errors.ts';
 import { chatCompletionsBody } from '../schemas.ts';
 import { checkToolCallArguments } from '../request-limits.ts';
-import { checkLogitBias, openAiRetention, preamble, responseId } from './common.ts';
+import { chatSpec } from './chat-spec.ts';
+import { checkLogitBias, openAiRetention, responseId } from './common.ts';
 import { registerGenerate, sseSink, type Prepared } from './handle-generate.ts';
 
 interface ChatPrepared extends Prepared {
@@ -34,16 +31,15 @@ export function registerOpenAiChat(app: FastifyInstance, ctx: ServeContext): voi
     async prepare(request, body) {
       const input = chatInputFromOpenAi(body);
       await checkToolCallArguments(input.messages, ctx.config.maxJsonDepth);
-      const { identity, trafficClass } = preamble(ctx, request, body, input.agentic);
-      const retention = openAiRetention(request, body);
-      checkLogitBias(ctx, body.logit_bias);
-      const requested = samplingFromOpenAi(body, { defaultMaxTokens: ctx.defaultMaxTokens, stopTokenIds: ctx.codec.stopTokenIds });
-      const constraint = constraintFromOpenAi(body, input.tools, toolCallFormatOf(ctx.codec));
-      const prompt = await ctx.prompts.chat(input.messages, input.tools, identity.scope, 'messages', templateKwargsOf(body));
-      const sampling = harmonyCallStops(requested, constraint, ctx.codec);
-      const spec = buildSpec({ tokens: prompt.tokens, sampling, identity, trafficClass, promptParam: 'messages', constraint, retention }, ctx);
+      const { spec, options } = await chatSpec<OpenAiChatRequestBody>(ctx, request, body, input, {
+        route: '/v1/chat/completions',
+        retention: openAiRetention,
+        check: (b) => checkLogitBias(ctx, b.logit_bias),
+        sampling: samplingFromOpenAi,
+        constraint: constraintFromOpenAi,
+      });
       const base = { id: responseId('chatcmpl-'), created: Math.floor(Date.now() / 1000), model: ctx.modelId, systemFingerprint: ctx.fingerprint };
-      return { spec, options: { route: '/v1/chat/completions', parseToolCalls: input.tools !== undefined }, stream: body.stream === true, body, base };
+      return { spec, options, stream: body.stream === true, body, base };
     },
     respond: ({ base }, end) =>
       openAiChatResponse({ ...base, content: end.content, reasoning: end.reasoning, reasoningTokens: end.reasoningTokens, toolCalls: end.toolCalls, finishReason: end.finishReason, usage: end.usage }),
