@@ -27,7 +27,7 @@ import type { Gemma3Config } from '../gemma3-config.ts';
 import { EngineError, forwardRows } from './engine-errors.ts';
 import { graphDims, type GraphDims } from './llama-graph.ts';
 import { allocScratch, firstRows, type RowWidths } from './graph-scratch.ts';
-import { layerWindow, projectQkv, rowLogits, segmentRowOffsets, writeSegmentKv, type RowSegment, type WindowPattern } from './graph-rows.ts';
+import { layerWindow, neoxWindowPattern, projectQkv, rowLogits, segmentRowOffsets, writeSegmentKv, type RowSegment, type WindowPattern } from './graph-rows.ts';
 
 export interface Gemma3GraphConfig extends GraphDims, WindowPattern {
   architecture: 'gemma3';
@@ -64,13 +64,10 @@ export function gemma3GraphConfig(c: Gemma3Config, globalScaling: RopeScaling | 
   return {
     architecture: 'gemma3',
     ...graphDims(c),
-    slidingWindow: c.slidingWindow,
-    swaLayers: c.swaLayers,
+    ...neoxWindowPattern(c, { rotDims: c.ropeDims, scaling: globalScaling }, { rotDims: c.ropeDimsSwa, scaling: swaScaling && !isPlain(swaScaling) ? swaScaling : undefined }),
     attentionScale: c.attentionScale,
     embedScale: Math.fround(Math.sqrt(c.dModel)),
     finalLogitSoftcap: c.finalLogitSoftcap,
-    ropeGlobal: { mode: 'neox', freqBase: c.ropeTheta, rotDims: c.ropeDims, ...(globalScaling ? { scaling: globalScaling } : {}) },
-    ropeSwa: { mode: 'neox', freqBase: c.ropeThetaSwa, rotDims: c.ropeDimsSwa, ...(swaScaling && !isPlain(swaScaling) ? { scaling: swaScaling } : {}) },
   };
 }
 

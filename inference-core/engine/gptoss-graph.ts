@@ -22,7 +22,7 @@ import type { GptOssConfig } from '../gptoss-config.ts';
 import { EngineError, forwardRows } from './engine-errors.ts';
 import { graphDims, type GraphDims } from './llama-graph.ts';
 import { allocScratch, firstRows, type RowWidths } from './graph-scratch.ts';
-import { addTiledBias, layerWindow, projectQkv, rowLogits, segmentRowOffsets, writeSegmentKv, type RowSegment, type WindowPattern } from './graph-rows.ts';
+import { addTiledBias, layerWindow, neoxWindowPattern, projectQkv, rowLogits, segmentRowOffsets, writeSegmentKv, type RowSegment, type WindowPattern } from './graph-rows.ts';
 import { GptOssMoe, type GptOssMoeWeights } from './gptoss-moe.ts';
 
 export interface GptOssGraphConfig extends GraphDims, WindowPattern {
@@ -60,16 +60,13 @@ export interface GptOssWeights {
 }
 
 export function gptOssGraphConfig(c: GptOssConfig, scaling: RopeScaling | undefined): GptOssGraphConfig {
-  const sc = scaling ? { scaling } : {};
+  const rope = { rotDims: c.ropeDims, scaling };
   return {
     architecture: 'gpt-oss',
     ...graphDims(c),
     ffDim: c.expertFfnDim,
-    slidingWindow: c.slidingWindow,
-    swaLayers: c.swaLayers,
+    ...neoxWindowPattern(c, rope, rope),
     attentionScale: Math.fround(1 / Math.fround(Math.sqrt(c.ropeDims))),
-    ropeGlobal: { mode: 'neox', freqBase: c.ropeTheta, rotDims: c.ropeDims, ...sc },
-    ropeSwa: { mode: 'neox', freqBase: c.ropeThetaSwa, rotDims: c.ropeDims, ...sc },
     expertCount: c.expertCount,
     expertUsed: c.expertUsed,
     expertFfnDim: c.expertFfnDim,

@@ -3,7 +3,7 @@
  * (RowSegment), each segment's first row, its K/V rows written to its pages,
  * row-tiled bias adds, and the logits of the chosen rows.
  */
-import type { AttentionSegment, Backend, KvPoolHandle, RopeOptions, TensorHandle, WeightHandle } from '../../native/index.ts';
+import type { AttentionSegment, Backend, KvPoolHandle, RopeOptions, RopeScaling, TensorHandle, WeightHandle } from '../../native/index.ts';
 import { EngineError } from './engine-errors.ts';
 import type { GraphDims } from './llama-graph.ts';
 
@@ -102,4 +102,19 @@ export interface WindowPattern {
 export function layerWindow(c: WindowPattern, l: number): { rope: RopeOptions; window: number } {
   const sliding = c.swaLayers[l];
   return { rope: sliding ? c.ropeSwa : c.ropeGlobal, window: sliding ? c.slidingWindow : 0 };
+}
+
+/** One kind of layer's rope in a neox window pattern: its rotary dims and scaling (none: plain rope). */
+export interface NeoxRope {
+  rotDims: number;
+  scaling?: RopeScaling;
+}
+
+/**
+ * The window pattern of a model whose sliding and global layers both turn neox
+ * rope, each kind at its own base (gemma3, gpt-oss).
+ */
+export function neoxWindowPattern(c: { slidingWindow: number; swaLayers: boolean[]; ropeTheta: number; ropeThetaSwa: number }, global: NeoxRope, swa: NeoxRope): WindowPattern {
+  const rope = (freqBase: number, r: NeoxRope): RopeOptions => ({ mode: 'neox', freqBase, rotDims: r.rotDims, ...(r.scaling ? { scaling: r.scaling } : {}) });
+  return { slidingWindow: c.slidingWindow, swaLayers: c.swaLayers, ropeGlobal: rope(c.ropeTheta, global), ropeSwa: rope(c.ropeThetaSwa, swa) };
 }
