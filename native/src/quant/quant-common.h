@@ -67,5 +67,26 @@ inline int best_index_int8(int n, const int8_t* val, float x) {
   return idx;
 }
 
+// A row of k values is k / kValues blocks, packed back to back with no
+// alignment (so each is copied, never cast in place): `fill(x, blk)` makes one
+// block from its kValues floats, `expand(blk, y)` writes them back.
+template <typename Block, int kValues, typename Fill>
+inline void quantize_blocks(const float* x, uint8_t* y, int64_t k, Fill fill) {
+  for (int64_t b = 0; b < k / kValues; ++b) {
+    Block blk;
+    fill(x + b * kValues, blk);
+    std::memcpy(y + b * sizeof blk, &blk, sizeof blk);
+  }
+}
+
+template <typename Block, int kValues, typename Expand>
+inline void dequantize_blocks(const uint8_t* x, float* y, int64_t k, Expand expand) {
+  for (int64_t b = 0; b < k / kValues; ++b) {
+    Block blk;
+    std::memcpy(&blk, x + b * sizeof blk, sizeof blk);
+    expand(blk, y + b * kValues);
+  }
+}
+
 }  // namespace quant
 }  // namespace kvt

@@ -67,34 +67,29 @@ void pack_nibbles(uint8_t* q, const uint8_t* L) {
 
 void quantize_row_iq4_nl(const float* x, uint8_t* y, int64_t k) {
   uint8_t L[32];
-  for (int64_t b = 0; b < k / kQK; ++b, x += kQK) {
-    BlockIq4Nl blk;
+  quantize_blocks<BlockIq4Nl, kQK>(x, y, k, [&](const float* x, BlockIq4Nl& blk) {
     const float s = iq4_group_scale(x, L);
     blk.d = to_half(s);
     const float id = s != 0.0f ? 1 / s : 0;
     for (int j = 0; j < 32; ++j) L[j] = (uint8_t)best_index_int8(kLevels, kIq4Values, id * x[j]);
     pack_nibbles(blk.qs, L);
-    std::memcpy(y + b * sizeof blk, &blk, sizeof blk);
-  }
+  });
 }
 
 void dequantize_row_iq4_nl(const uint8_t* x, float* y, int64_t k) {
-  for (int64_t b = 0; b < k / kQK; ++b, y += kQK) {
-    BlockIq4Nl blk;
-    std::memcpy(&blk, x + b * sizeof blk, sizeof blk);
+  dequantize_blocks<BlockIq4Nl, kQK>(x, y, k, [&](const BlockIq4Nl& blk, float* y) {
     const float d = half(blk.d);
     for (int j = 0; j < 16; ++j) {
       y[j] = d * (float)kIq4Values[blk.qs[j] & 0xF];
       y[j + 16] = d * (float)kIq4Values[blk.qs[j] >> 4];
     }
-  }
+  });
 }
 
 void quantize_row_iq4_xs(const float* x, uint8_t* y, int64_t k) {
   uint8_t L[kQKK];
   float scales[kQKK / 32];
-  for (int64_t b = 0; b < k / kQKK; ++b, x += kQKK) {
-    BlockIq4Xs blk;
+  quantize_blocks<BlockIq4Xs, kQKK>(x, y, k, [&](const float* x, BlockIq4Xs& blk) {
     std::memset(&blk, 0, sizeof blk);
     for (int g = 0; g < kQKK / 32; ++g) scales[g] = iq4_group_scale(x + 32 * g, L + 32 * g);
     const float max_scale = signed_absmax(scales, kQKK / 32);
@@ -112,14 +107,11 @@ void quantize_row_iq4_xs(const float* x, uint8_t* y, int64_t k) {
       blk.scales_h |= (uint16_t)((l >> 4) << (2 * g));
     }
     for (int g = 0; g < kQKK / 32; ++g) pack_nibbles(blk.qs + 16 * g, L + 32 * g);
-    std::memcpy(y + b * sizeof blk, &blk, sizeof blk);
-  }
+  });
 }
 
 void dequantize_row_iq4_xs(const uint8_t* x, float* y, int64_t k) {
-  for (int64_t b = 0; b < k / kQKK; ++b) {
-    BlockIq4Xs blk;
-    std::memcpy(&blk, x + b * sizeof blk, sizeof blk);
+  dequantize_blocks<BlockIq4Xs, kQKK>(x, y, k, [&](const BlockIq4Xs& blk, float* y) {
     const float d = half(blk.d);
     for (int g = 0; g < kQKK / 32; ++g, y += 32) {
       const int ls = ((blk.scales_l[g / 2] >> (4 * (g % 2))) & 0xF) | (((blk.scales_h >> (2 * g)) & 3) << 4);
@@ -130,7 +122,7 @@ void dequantize_row_iq4_xs(const uint8_t* x, float* y, int64_t k) {
         y[j + 16] = dl * (float)kIq4Values[qs[j] >> 4];
       }
     }
-  }
+  });
 }
 
 }  // namespace kvt

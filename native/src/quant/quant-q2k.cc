@@ -16,8 +16,7 @@ void quantize_row_q2_K(const float* x, uint8_t* y, int64_t k) {
   constexpr float kQ4Scale = 15.f;
   uint8_t L[kQKK], Laux[16];
   float weights[16], mins[kQKK / 16], scales[kQKK / 16];
-  for (int64_t b = 0; b < k / kQKK; ++b, x += kQKK) {
-    BlockQ2_K blk;
+  quantize_blocks<BlockQ2_K, kQKK>(x, y, k, [&](const float* x, BlockQ2_K& blk) {
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < kQKK / 16; ++j) {
       for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
@@ -47,14 +46,11 @@ void quantize_row_q2_K(const float* x, uint8_t* y, int64_t k) {
       for (int i = 0; i < 16; ++i) L[16 * j + i] = (uint8_t)imax(0, imin(3, nearest_int((x[16 * j + i] + dm) / d)));
     }
     pack_2bit_quarters(blk.qs, L, kQKK);
-    std::memcpy(y + b * sizeof blk, &blk, sizeof blk);
-  }
+  });
 }
 
 void dequantize_row_q2_K(const uint8_t* x, float* y, int64_t k) {
-  for (int64_t b = 0; b < k / kQKK; ++b) {
-    BlockQ2_K blk;
-    std::memcpy(&blk, x + b * sizeof blk, sizeof blk);
+  dequantize_blocks<BlockQ2_K, kQKK>(x, y, k, [&](const BlockQ2_K& blk, float* y) {
     const float d = half(blk.d), dmin = half(blk.dmin);
     const uint8_t* q = blk.qs;
     int is = 0;
@@ -67,7 +63,7 @@ void dequantize_row_q2_K(const uint8_t* x, float* y, int64_t k) {
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace kvt

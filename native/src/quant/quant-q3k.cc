@@ -27,8 +27,7 @@ int q3_scale(const uint8_t* s, int j) {
 void quantize_row_q3_K(const float* x, uint8_t* y, int64_t k) {
   int8_t L[kQKK];
   float scales[kQKK / 16];
-  for (int64_t b = 0; b < k / kQKK; ++b, x += kQKK) {
-    BlockQ3_K blk;
+  quantize_blocks<BlockQ3_K, kQKK>(x, y, k, [&](const float* x, BlockQ3_K& blk) {
     for (int j = 0; j < kQKK / 16; ++j) scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
     const float max_scale = signed_absmax(scales, kQKK / 16);
     std::memset(blk.scales, 0, sizeof blk.scales);
@@ -59,14 +58,11 @@ void quantize_row_q3_K(const float* x, uint8_t* y, int64_t k) {
         L[e] = (int8_t)(L[e] - 4);
       }
     pack_2bit_quarters(blk.qs, L, kQKK);
-    std::memcpy(y + b * sizeof blk, &blk, sizeof blk);
-  }
+  });
 }
 
 void dequantize_row_q3_K(const uint8_t* x, float* y, int64_t k) {
-  for (int64_t b = 0; b < k / kQKK; ++b) {
-    BlockQ3_K blk;
-    std::memcpy(&blk, x + b * sizeof blk, sizeof blk);
+  dequantize_blocks<BlockQ3_K, kQKK>(x, y, k, [&](const BlockQ3_K& blk, float* y) {
     const float d_all = half(blk.d);
     const uint8_t* q = blk.qs;
     int is = 0;
@@ -82,7 +78,7 @@ void dequantize_row_q3_K(const uint8_t* x, float* y, int64_t k) {
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace kvt

@@ -72,20 +72,16 @@ static void chunk_scales(const uint8_t* scales, int c, float d, float dmin, floa
 
 void quantize_row_q4_K(const float* x, uint8_t* y, int64_t k) {
   uint8_t L[kQKK];
-  for (int64_t b = 0; b < k / kQKK; ++b, x += kQKK) {
-    BlockQ4_K blk;
+  quantize_blocks<BlockQ4_K, kQKK>(x, y, k, [&](const float* x, BlockQ4_K& blk) {
     quantize_kx_block(x, 15, -1.f, 0.1f, 20, L, blk.scales, &blk.d, &blk.dmin);
     // byte l of chunk c holds value 64c + l (low nibble) and 64c + 32 + l (high)
     for (int c = 0; c < kQKK / 64; ++c)
       for (int l = 0; l < 32; ++l) blk.qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + l + 32] << 4));
-    std::memcpy(y + b * sizeof blk, &blk, sizeof blk);
-  }
+  });
 }
 
 void dequantize_row_q4_K(const uint8_t* x, float* y, int64_t k) {
-  for (int64_t b = 0; b < k / kQKK; ++b) {
-    BlockQ4_K blk;
-    std::memcpy(&blk, x + b * sizeof blk, sizeof blk);
+  dequantize_blocks<BlockQ4_K, kQKK>(x, y, k, [&](const BlockQ4_K& blk, float* y) {
     const float d = half(blk.d), dmin = half(blk.dmin);
     for (int c = 0; c < kQKK / 64; ++c) {
       const uint8_t* q = blk.qs + 32 * c;
@@ -94,13 +90,12 @@ void dequantize_row_q4_K(const uint8_t* x, float* y, int64_t k) {
       for (int l = 0; l < 32; ++l) *y++ = d1 * (float)(q[l] & 0xF) - m1;
       for (int l = 0; l < 32; ++l) *y++ = d2 * (float)(q[l] >> 4) - m2;
     }
-  }
+  });
 }
 
 void quantize_row_q5_K(const float* x, uint8_t* y, int64_t k) {
   uint8_t L[kQKK];
-  for (int64_t b = 0; b < k / kQKK; ++b, x += kQKK) {
-    BlockQ5_K blk;
+  quantize_blocks<BlockQ5_K, kQKK>(x, y, k, [&](const float* x, BlockQ5_K& blk) {
     quantize_kx_block(x, 31, -0.5f, 0.1f, 15, L, blk.scales, &blk.d, &blk.dmin);
     std::memset(blk.qh, 0, sizeof blk.qh);
     for (int c = 0; c < kQKK / 64; ++c) {
@@ -117,14 +112,11 @@ void quantize_row_q5_K(const float* x, uint8_t* y, int64_t k) {
         blk.qs[32 * c + l] = (uint8_t)(l1 | (l2 << 4));
       }
     }
-    std::memcpy(y + b * sizeof blk, &blk, sizeof blk);
-  }
+  });
 }
 
 void dequantize_row_q5_K(const uint8_t* x, float* y, int64_t k) {
-  for (int64_t b = 0; b < k / kQKK; ++b) {
-    BlockQ5_K blk;
-    std::memcpy(&blk, x + b * sizeof blk, sizeof blk);
+  dequantize_blocks<BlockQ5_K, kQKK>(x, y, k, [&](const BlockQ5_K& blk, float* y) {
     const float d = half(blk.d), dmin = half(blk.dmin);
     for (int c = 0; c < kQKK / 64; ++c) {
       const uint8_t* ql = blk.qs + 32 * c;
@@ -134,7 +126,7 @@ void dequantize_row_q5_K(const uint8_t* x, float* y, int64_t k) {
       for (int l = 0; l < 32; ++l) *y++ = d1 * (float)((ql[l] & 0xF) + (blk.qh[l] & u1 ? 16 : 0)) - m1;
       for (int l = 0; l < 32; ++l) *y++ = d2 * (float)((ql[l] >> 4) + (blk.qh[l] & u2 ? 16 : 0)) - m2;
     }
-  }
+  });
 }
 
 }  // namespace kvt

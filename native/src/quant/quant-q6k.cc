@@ -17,16 +17,14 @@ using namespace quant;
 void quantize_row_q6_K(const float* x, uint8_t* y, int64_t k) {
   int8_t L[kQKK];
   float scales[kQKK / 16];
-  for (int64_t b = 0; b < k / kQKK; ++b, x += kQKK) {
-    BlockQ6_K blk;
+  quantize_blocks<BlockQ6_K, kQKK>(x, y, k, [&](const float* x, BlockQ6_K& blk) {
     for (int g = 0; g < kQKK / 16; ++g) scales[g] = make_qx_quants(16, 32, x + 16 * g, L + 16 * g);
     float max_abs_scale;
     const float max_scale = signed_absmax(scales, kQKK / 16, &max_abs_scale);
     if (max_abs_scale < kGroupMaxEps) {
       std::memset(&blk, 0, sizeof blk);
       blk.d = to_half(0.f);
-      std::memcpy(y + b * sizeof blk, &blk, sizeof blk);
-      continue;
+      return;
     }
     const float iscale = -128.f / max_scale;
     blk.d = to_half(1 / iscale);
@@ -46,14 +44,11 @@ void quantize_row_q6_K(const float* x, uint8_t* y, int64_t k) {
         qh[l] = (uint8_t)((a >> 4) | ((c >> 4) << 2) | ((e >> 4) << 4) | ((f >> 4) << 6));
       }
     }
-    std::memcpy(y + b * sizeof blk, &blk, sizeof blk);
-  }
+  });
 }
 
 void dequantize_row_q6_K(const uint8_t* x, float* y, int64_t k) {
-  for (int64_t b = 0; b < k / kQKK; ++b) {
-    BlockQ6_K blk;
-    std::memcpy(&blk, x + b * sizeof blk, sizeof blk);
+  dequantize_blocks<BlockQ6_K, kQKK>(x, y, k, [&](const BlockQ6_K& blk, float* y) {
     const float d = half(blk.d);
     const uint8_t* ql = blk.ql;
     const uint8_t* qh = blk.qh;
@@ -71,7 +66,7 @@ void dequantize_row_q6_K(const uint8_t* x, float* y, int64_t k) {
         y[l + 96] = d * (float)sc[is + 6] * (float)q4;
       }
     }
-  }
+  });
 }
 
 }  // namespace kvt
