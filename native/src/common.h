@@ -31,6 +31,19 @@ constexpr int kQ8BlockBytes = 34;  // f16 scale + 32 int8
 constexpr int kPanel = 16;         // weight rows per packed panel (one zmm of outputs)
 constexpr int kPageTokens = 64;    // tokens per KV page (= one kvtier block)
 
+// The float with these IEEE-754 bits, and back (memcpy: no aliasing rule broken).
+inline float f32_from_bits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+inline uint32_t f32_bits(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return bits;
+}
+
 inline float f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000) << 16;
   uint32_t exp = (h >> 10) & 0x1f;
@@ -50,15 +63,12 @@ inline float f16_to_f32(uint16_t h) {
   } else {
     bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
   }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+  return f32_from_bits(bits);
 }
 
 // Round-to-nearest-even, same as vcvtps2ph with imm 0 (MXCSR default).
 inline uint16_t f32_to_f16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
+  const uint32_t x = f32_bits(f);
   uint32_t sign = (x >> 16) & 0x8000;
   uint32_t absx = x & 0x7fffffff;
   if (absx >= 0x7f800000u) {  // inf / nan
@@ -84,16 +94,10 @@ inline uint16_t f32_to_f16(float f) {
   return (uint16_t)(sign | mant);
 }
 
-inline float bf16_to_f32(uint16_t h) {
-  uint32_t bits = (uint32_t)h << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+inline float bf16_to_f32(uint16_t h) { return f32_from_bits((uint32_t)h << 16); }
 
 inline uint16_t f32_to_bf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
+  uint32_t x = f32_bits(f);
   if ((x & 0x7fffffff) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);
   x += 0x7fff + ((x >> 16) & 1);
   return (uint16_t)(x >> 16);

@@ -21,6 +21,22 @@
 namespace kvt {
 namespace simd {
 
+#if KVT_V16_AVX512 || KVT_V16_AVX2
+// The 8 lanes of v folded into lane 0 in one fixed order (4 + 4, 2 + 2,
+// 1 + 1), so a reduction gives the same bits on every run and in both wide
+// types. The last step may use the packed form: lane 0 is what ss would give.
+template <typename Op4>
+inline float fold8(__m256 v, Op4 op) {
+  __m128 r = op(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  r = op(r, _mm_movehl_ps(r, r));
+  r = op(r, _mm_shuffle_ps(r, r, 1));
+  return _mm_cvtss_f32(r);
+}
+inline float fold8_sum(__m256 v) {
+  return fold8(v, [](__m128 a, __m128 b) { return _mm_add_ps(a, b); });
+}
+#endif
+
 #if KVT_V16_AVX512
 struct V16 {
   __m512 v;
@@ -53,12 +69,7 @@ inline V16 div(V16 a, V16 b) { return {_mm512_div_ps(a.v, b.v)}; }
 inline V16 max(V16 a, V16 b) { return {_mm512_max_ps(a.v, b.v)}; }
 inline V16 min(V16 a, V16 b) { return {_mm512_min_ps(a.v, b.v)}; }
 inline float reduce_sum(V16 a) {
-  __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(a.v),
-                            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a.v), 1)));
-  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-  return _mm_cvtss_f32(s1);
+  return fold8_sum(_mm256_add_ps(_mm512_castps512_ps256(a.v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a.v), 1))));
 }
 inline float reduce_max(V16 a) { return _mm512_reduce_max_ps(a.v); }
 inline V16 round_even(V16 a) {
@@ -115,19 +126,9 @@ inline V16 mul(V16 a, V16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(
 inline V16 div(V16 a, V16 b) { return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)}; }
 inline V16 max(V16 a, V16 b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
 inline V16 min(V16 a, V16 b) { return {_mm256_min_ps(a.lo, b.lo), _mm256_min_ps(a.hi, b.hi)}; }
-inline float reduce_sum(V16 a) {
-  __m256 s8 = _mm256_add_ps(a.lo, a.hi);
-  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-  return _mm_cvtss_f32(s1);
-}
+inline float reduce_sum(V16 a) { return fold8_sum(_mm256_add_ps(a.lo, a.hi)); }
 inline float reduce_max(V16 a) {
-  __m256 m8 = _mm256_max_ps(a.lo, a.hi);
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
-  __m128 m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  __m128 m1 = _mm_max_ss(m2, _mm_shuffle_ps(m2, m2, 1));
-  return _mm_cvtss_f32(m1);
+  return fold8(_mm256_max_ps(a.lo, a.hi), [](__m128 x, __m128 y) { return _mm_max_ps(x, y); });
 }
 inline V16 round_even(V16 a) {
   return {_mm256_round_ps(a.lo, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
