@@ -18,6 +18,7 @@
 
 #include "../simd/v16.h"
 #include "matmul-kquant.h"
+#include "panel-groups.h"
 
 namespace kvt {
 namespace KVT_ISA_NS {
@@ -379,30 +380,24 @@ void matmul_kq(float* out, const Q8KRows& xq, const PackedWeight& w, int m, Thre
     return;
   }
   const size_t panel_bytes = (size_t)nsb * kq_spec(DT).bytes();
-  const size_t n_groups = (n_panels + kKqGemmNP - 1) / kKqGemmNP;
-  parallel_for(pool, n_groups, [&](size_t gb, size_t ge) {
+  for_each_panel_group(pool, n_panels, kKqGemmNP, N, [&](size_t p, int np, int cols) {
     thread_local std::vector<uint8_t> scratch;
-    for (size_t g = gb; g < ge; ++g) {
-      size_t p = g * kKqGemmNP;
-      int np = (int)std::min<size_t>(kKqGemmNP, n_panels - p);
-      int cols = std::min<int>(np * kPanel, N - (int)(p * kPanel));
-      const uint8_t* src = w.data + p * panel_bytes;
-      size_t need = (size_t)np * nsb * kScratchPsb;
-      if (scratch.size() < need) scratch.resize(need);
-      for (int q = 0; q < np; ++q)  // decode once per panel group, reuse for every row tile
-        for (int b = 0; b < nsb; ++b)
-          for (int u = 0; u < 8; ++u) {
-            const uint8_t* psb = src + q * panel_bytes + (size_t)b * kq_spec(DT).bytes();
-            uint8_t* dst = scratch.data() + ((size_t)q * nsb + b) * kScratchPsb + (size_t)u * 8 * 64;
-            static_for<8>([&](auto gc) {
-              constexpr int g = decltype(gc)::value;
-              vb_store(dst + g * 64, decode_group<DT, g>(psb, u));
-            });
-          }
-      for (int r0 = 0; r0 < m; r0 += kKqGemmMR)
-        micro_kq<DT, kKqGemmMR, kKqGemmNP, true>(out + (size_t)r0 * N + p * kPanel, N, xq, r0,
-                                                 std::min(kKqGemmMR, m - r0), K, src, scratch.data(), cols, np);
-    }
+    const uint8_t* src = w.data + p * panel_bytes;
+    size_t need = (size_t)np * nsb * kScratchPsb;
+    if (scratch.size() < need) scratch.resize(need);
+    for (int q = 0; q < np; ++q)  // decode once per panel group, reuse for every row tile
+      for (int b = 0; b < nsb; ++b)
+        for (int u = 0; u < 8; ++u) {
+          const uint8_t* psb = src + q * panel_bytes + (size_t)b * kq_spec(DT).bytes();
+          uint8_t* dst = scratch.data() + ((size_t)q * nsb + b) * kScratchPsb + (size_t)u * 8 * 64;
+          static_for<8>([&](auto gc) {
+            constexpr int g = decltype(gc)::value;
+            vb_store(dst + g * 64, decode_group<DT, g>(psb, u));
+          });
+        }
+    for (int r0 = 0; r0 < m; r0 += kKqGemmMR)
+      micro_kq<DT, kKqGemmMR, kKqGemmNP, true>(out + (size_t)r0 * N + p * kPanel, N, xq, r0,
+                                               std::min(kKqGemmMR, m - r0), K, src, scratch.data(), cols, np);
   });
 }
 

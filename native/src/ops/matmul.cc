@@ -18,6 +18,7 @@
 #include "../simd/v16.h"
 #include "matmul-legacy.h"
 #include "matmul-kquant.h"
+#include "panel-groups.h"
 
 namespace kvt {
 namespace KVT_ISA_NS {
@@ -119,24 +120,18 @@ static void matmul_dense(float* out, const float* x, const PackedWeight& w, int 
     });
     return;
   }
-  const size_t n_groups = (n_panels + kGemmNP - 1) / kGemmNP;
-  parallel_for(pool, n_groups, [&](size_t gb, size_t ge) {
+  for_each_panel_group(pool, n_panels, kGemmNP, N, [&](size_t p, int np, int cols) {
     thread_local std::vector<float> scratch;
-    for (size_t g = gb; g < ge; ++g) {
-      size_t p = g * kGemmNP;
-      int np = (int)std::min<size_t>(kGemmNP, n_panels - p);
-      int cols = std::min<int>(np * kPanel, N - (int)(p * kPanel));
-      const void* src = w.data + p * K * kPanel * es;
-      if (DT != F32) {  // widen once per panel group, reuse for every row tile
-        size_t n = (size_t)np * K * kPanel;
-        if (scratch.size() < n) scratch.resize(n);
-        for (size_t i = 0; i < n; i += kPanel) store(scratch.data() + i, load_w<DT>(src, i));
-        src = scratch.data();
-      }
-      for (int r0 = 0; r0 < m; r0 += kGemmMR) {
-        micro_dense<kGemmMR, kGemmNP, F32>(out + (size_t)r0 * N + p * kPanel, N, x + (size_t)r0 * K, K,
-                                           std::min(kGemmMR, m - r0), src, K, cols, np);
-      }
+    const void* src = w.data + p * K * kPanel * es;
+    if (DT != F32) {  // widen once per panel group, reuse for every row tile
+      size_t n = (size_t)np * K * kPanel;
+      if (scratch.size() < n) scratch.resize(n);
+      for (size_t i = 0; i < n; i += kPanel) store(scratch.data() + i, load_w<DT>(src, i));
+      src = scratch.data();
+    }
+    for (int r0 = 0; r0 < m; r0 += kGemmMR) {
+      micro_dense<kGemmMR, kGemmNP, F32>(out + (size_t)r0 * N + p * kPanel, N, x + (size_t)r0 * K, K,
+                                         std::min(kGemmMR, m - r0), src, K, cols, np);
     }
   });
 }
