@@ -67,26 +67,25 @@ __device__ inline float warp_max(float v) {
   return v;
 }
 
-// Block-wide sum for blockDim.x a multiple of 32 (≤ 1024). `scratch` holds 32 floats.
-__device__ inline float block_sum(float v, float* scratch) {
+// Block-wide reduction for blockDim.x a multiple of 32 (≤ 1024): each warp
+// reduces its lanes, warp 0 reduces the warps' results through `scratch`
+// (32 floats); lanes past the last warp hold `identity`.
+template <typename WarpReduce>
+__device__ inline float block_reduce(float v, float* scratch, float identity, WarpReduce warp_reduce) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = warp_sum(v);
+  v = warp_reduce(v);
   __syncthreads();
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
   const int n_warps = blockDim.x >> 5;
-  v = lane < n_warps ? scratch[lane] : 0.f;
-  return warp_sum(v);
+  v = lane < n_warps ? scratch[lane] : identity;
+  return warp_reduce(v);
+}
+__device__ inline float block_sum(float v, float* scratch) {
+  return block_reduce(v, scratch, 0.f, [](float x) { return warp_sum(x); });
 }
 __device__ inline float block_max(float v, float* scratch) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = warp_max(v);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  const int n_warps = blockDim.x >> 5;
-  v = lane < n_warps ? scratch[lane] : -INFINITY;
-  return warp_max(v);
+  return block_reduce(v, scratch, -INFINITY, [](float x) { return warp_max(x); });
 }
 
 __device__ inline float bf16_bits_to_float(uint16_t b) {
