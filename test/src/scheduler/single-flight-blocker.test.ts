@@ -32,15 +32,21 @@ function store(flights: BlockFlights, owner: RequestSequence, from: number, to: 
   owner.storedBlocks = to;
 }
 
+/** `a` prefilling the prompt's blocks, `b` claiming the same ones after it. */
+function ownerAndWaiter(): { flights: BlockFlights; computing: ComputingBlocks; owner: RequestSequence; waiter: RequestSequence } {
+  const flights = new BlockFlights();
+  const computing = new ComputingBlocks(flights);
+  const owner = sequence('a', 0);
+  const waiter = sequence('b', 1);
+  owner.status = SequenceStatus.Prefill;
+  computing.claim(owner, BLOCK);
+  computing.claim(waiter, BLOCK);
+  return { flights, computing, owner, waiter };
+}
+
 describe('single flight: a lookup that missed blocks stored while it ran', () => {
   it('looks again as long as each look finds more, then waits or computes as before', () => {
-    const flights = new BlockFlights();
-    const computing = new ComputingBlocks(flights);
-    const owner = sequence('a', 0);
-    const waiter = sequence('b', 1);
-    owner.status = SequenceStatus.Prefill;
-    computing.claim(owner, BLOCK);
-    computing.claim(waiter, BLOCK);
+    const { flights, computing, owner, waiter } = ownerAndWaiter();
 
     // Look 1 starts, the owner stores blocks 0-1 meanwhile; it found nothing.
     computing.lookupStarted(waiter);
@@ -61,13 +67,7 @@ describe('single flight: a lookup that missed blocks stored while it ran', () =>
   });
 
   it('a look that finds no more than the last one computes instead of looking again (a write that never became readable)', () => {
-    const flights = new BlockFlights();
-    const computing = new ComputingBlocks(flights);
-    const owner = sequence('a', 0);
-    const waiter = sequence('b', 1);
-    owner.status = SequenceStatus.Prefill;
-    computing.claim(owner, BLOCK);
-    computing.claim(waiter, BLOCK);
+    const { flights, computing, owner, waiter } = ownerAndWaiter();
     computing.lookupStarted(waiter);
     store(flights, owner, 0, 3);
     expect(computing.blockerOf(waiter, 0, BLOCK)).toBe('look-again');
