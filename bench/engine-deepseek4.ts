@@ -6,7 +6,11 @@
  * kernels, state in pool pages) vs llama.cpp (node-llama-cpp's CPU build, f16
  * KV), same file, same prompt, each side at its best of 1 and 2 threads.
  *
- *   deepseek4_prefill_tps / deepseek4_llamacpp_prefill_tps   a PREFILL_TOKENS prompt (4× the SWA window)
+ *   deepseek4_prefill_tps / deepseek4_llamacpp_prefill_tps   a PREFILL_TOKENS prompt (4× the SWA window); best of
+ *                                                            KVTIER_BENCH_DEEPSEEK4_PREFILL_ROUNDS (1) prefills per
+ *                                                            side, the sides alternating round by round
+ *   deepseek4_prefill_cpu_s / _llamacpp_                     CPU seconds of that prefill (process.cpuUsage, all
+ *                                                            threads; the least over the rounds)
  *   deepseek4_decode_tps  / deepseek4_llamacpp_decode_tps    DECODE_TOKENS greedy steps after a
  *                                                            LONG_TOKENS (4k) prompt
  *   deepseek4_long_prefill_tps / _llamacpp_                  the 4k prompt's prefill (both sides)
@@ -37,6 +41,8 @@ const PARTS = new Set((process.env.KVTIER_BENCH_DEEPSEEK4_PARTS ?? 'engine,mtp')
 const MTP_THREADS = Number(process.env.KVTIER_BENCH_DEEPSEEK4_MTP_THREADS ?? 1);
 /** Alternating off/on rounds of the MTP part (best of each): more of them on a loaded machine. */
 const MTP_ROUNDS = Number(process.env.KVTIER_BENCH_DEEPSEEK4_MTP_ROUNDS ?? 3);
+/** Prefills of the PREFILL_TOKENS prompt per side and thread count (best of them): one ~5 s figure swings 2× with the load. */
+const PREFILL_ROUNDS = Math.max(1, Number(process.env.KVTIER_BENCH_DEEPSEEK4_PREFILL_ROUNDS ?? 1));
 
 function say(line: string): void {
   process.stderr.write(`bench engine-deepseek4: ${line}\n`);
@@ -46,29 +52,50 @@ const round = (x: number, digits = 2) => Number(x.toFixed(digits));
 
 interface Rates {
   prefill: number;
+  /** CPU seconds of the best-CPU prefill (not a rate: read, never ranked by best()). */
+  prefillCpu: number;
   longPrefill: number;
   decode: number;
 }
 
-function best(all: Map<number, Rates>, key: keyof Rates): { tps: number; threads: number } {
+function best(all: Map<number, Rates>, key: 'prefill' | 'longPrefill' | 'decode'): { tps: number; threads: number } {
   let out = { tps: 0, threads: 0 };
   for (const [threads, r] of all) if (r[key] > out.tps) out = { tps: r[key], threads };
   return out;
 }
 
-/** Ours, through the engine as it serves: a fresh sequence per prompt. */
-async function measureOurs(modelPath: string, threads: number, promptFor: (vocab: number) => number[]): Promise<{ rates: Rates; stateBytes4k: number; cfg: Deepseek4Config }> {
+const cpuSeconds = (u: NodeJS.CpuUsage) => (u.user + u.system) / 1e6;
+
+/**
+ * Both sides at one thread count. Ours through the engine as it serves (a fresh
+ * sequence per prompt); llama.cpp through node-llama-cpp (a process per prompt).
+ * The short prefill runs PREFILL_ROUNDS times per side, ours and llama.cpp in turn.
+ */
+async function measurePair(modelPath: string, threads: number, promptFor: (vocab: number) => number[]): Promise<{ ours: Rates; ref: Rates; stateBytes4k: number; cfg: Deepseek4Config }> {
   const engine = await loadEngine(modelPath, { threads, poolBytes: 256 * 2 ** 20 });
   try {
     const prompt = promptFor(engine.vocabSize);
     const warm = engine.createSequence();
     warm.prefill(prompt.slice(0, 64)); // uploads the weights the first rows touch
     warm.free();
-    const short = engine.createSequence();
-    const t0 = performance.now();
-    short.prefill(prompt.slice(0, PREFILL_TOKENS));
-    const t1 = performance.now();
-    short.free();
+    await llamaBench({ modelPath, tokens: prompt.slice(0, 64), nPredict: 4, threads, kvType: 'f16' }); // warm-up
+    const ours = { prefill: 0, prefillCpu: Infinity, longPrefill: 0, decode: 0 };
+    const ref = { prefill: 0, prefillCpu: Infinity, longPrefill: 0, decode: 0 };
+    for (let r = 0; r < PREFILL_ROUNDS; r++) {
+      const short = engine.createSequence();
+      const cpu0 = process.cpuUsage();
+      const t0 = performance.now();
+      short.prefill(prompt.slice(0, PREFILL_TOKENS));
+      const t1 = performance.now();
+      const cpu = cpuSeconds(process.cpuUsage(cpu0));
+      short.free();
+      ours.prefill = Math.max(ours.prefill, PREFILL_TOKENS / ((t1 - t0) / 1000));
+      ours.prefillCpu = Math.min(ours.prefillCpu, cpu);
+      const s = await llamaBench({ modelPath, tokens: prompt.slice(0, PREFILL_TOKENS), nPredict: 1, threads, kvType: 'f16' });
+      ref.prefill = Math.max(ref.prefill, s.prefillTps);
+      ref.prefillCpu = Math.min(ref.prefillCpu, s.prefillCpuMs / 1000);
+      say(`round ${r + 1}/${PREFILL_ROUNDS} threads=${threads}: ours ${(PREFILL_TOKENS / ((t1 - t0) / 1000)).toFixed(1)} tok/s (${cpu.toFixed(2)} s CPU), llama.cpp ${s.prefillTps.toFixed(1)} tok/s (${(s.prefillCpuMs / 1000).toFixed(2)} s CPU), load ${os.loadavg()[0]!.toFixed(1)}`);
+    }
     const seq = engine.createSequence();
     const t2 = performance.now();
     let logits = seq.prefill(prompt.slice(0, LONG_TOKENS));
@@ -80,21 +107,15 @@ async function measureOurs(modelPath: string, threads: number, promptFor: (vocab
     for (let i = 0; i < DECODE_TOKENS; i++) logits = seq.decode(argmax(logits));
     const t4 = performance.now();
     seq.free();
-    return {
-      rates: { prefill: PREFILL_TOKENS / ((t1 - t0) / 1000), longPrefill: LONG_TOKENS / ((t3 - t2) / 1000), decode: DECODE_TOKENS / ((t4 - t3b) / 1000) },
-      stateBytes4k,
-      cfg: engine.config as unknown as Deepseek4Config,
-    };
+    ours.longPrefill = LONG_TOKENS / ((t3 - t2) / 1000);
+    ours.decode = DECODE_TOKENS / ((t4 - t3b) / 1000);
+    const long = await llamaBench({ modelPath, tokens: prompt.slice(0, LONG_TOKENS), nPredict: DECODE_TOKENS, threads, kvType: 'f16' });
+    ref.longPrefill = long.prefillTps;
+    ref.decode = long.decodeTps;
+    return { ours, ref, stateBytes4k, cfg: engine.config as unknown as Deepseek4Config };
   } finally {
     engine.destroy();
   }
-}
-
-async function measureLlamaCpp(modelPath: string, threads: number, prompt: number[]): Promise<Rates> {
-  await llamaBench({ modelPath, tokens: prompt.slice(0, 64), nPredict: 4, threads, kvType: 'f16' }); // warm-up
-  const short = await llamaBench({ modelPath, tokens: prompt.slice(0, PREFILL_TOKENS), nPredict: 1, threads, kvType: 'f16' });
-  const long = await llamaBench({ modelPath, tokens: prompt.slice(0, LONG_TOKENS), nPredict: DECODE_TOKENS, threads, kvType: 'f16' });
-  return { prefill: short.prefillTps, longPrefill: long.prefillTps, decode: long.decodeTps };
 }
 
 export async function run(): Promise<Record<string, number | string>> {
@@ -110,12 +131,12 @@ export async function run(): Promise<Record<string, number | string>> {
 
   // ours and llama.cpp alternate per thread count, so a load swing on the shared machine hits both sides alike
   for (const threads of THREAD_CHOICES) {
-    const m = await measureOurs(modelPath, threads, (vocab) => (prompt = randomTokens(LONG_TOKENS, vocab, 7)));
+    const m = await measurePair(modelPath, threads, (vocab) => (prompt = randomTokens(LONG_TOKENS, vocab, 7)));
     cfg = m.cfg;
     measured4k = m.stateBytes4k;
-    ours.set(threads, m.rates);
-    say(`ours threads=${threads}: prefill ${m.rates.prefill.toFixed(1)} tok/s (${PREFILL_TOKENS}), ${m.rates.longPrefill.toFixed(1)} tok/s (${LONG_TOKENS}), decode@4k ${m.rates.decode.toFixed(2)} tok/s`);
-    const r = await measureLlamaCpp(modelPath, threads, prompt);
+    ours.set(threads, m.ours);
+    say(`ours threads=${threads}: prefill ${m.ours.prefill.toFixed(1)} tok/s (${PREFILL_TOKENS}), ${m.ours.longPrefill.toFixed(1)} tok/s (${LONG_TOKENS}), decode@4k ${m.ours.decode.toFixed(2)} tok/s`);
+    const r = m.ref;
     ref.set(threads, r);
     say(`llama.cpp threads=${threads}: prefill ${r.prefill.toFixed(1)} tok/s (${PREFILL_TOKENS}), ${r.longPrefill.toFixed(1)} tok/s (${LONG_TOKENS}), decode@4k ${r.decode.toFixed(2)} tok/s`);
   }
@@ -137,6 +158,9 @@ export async function run(): Promise<Record<string, number | string>> {
     deepseek4_prefill_tps: round(op.tps),
     deepseek4_llamacpp_prefill_tps: round(rp.tps),
     deepseek4_prefill_ratio: round(op.tps / rp.tps, 3),
+    deepseek4_prefill_rounds: PREFILL_ROUNDS,
+    deepseek4_prefill_cpu_s: round(ours.get(op.threads)!.prefillCpu, 3),
+    deepseek4_llamacpp_prefill_cpu_s: round(ref.get(rp.threads)!.prefillCpu, 3),
     deepseek4_long_prefill_tps: round(ol.tps),
     deepseek4_llamacpp_long_prefill_tps: round(rl.tps),
     deepseek4_long_prefill_ratio: round(ol.tps / rl.tps, 3),

@@ -118,17 +118,19 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
   }
 
   const out = new Float32Array(T * H * D);
-  const keySets = w.native ? new KeySets(D) : null;
   const sinks = w.get(P + 'attn_sinks.weight');
   const scale = 1 / Math.sqrt(D);
-  // state updates token by token; each token's window and entry / indexer key
-  // counts are kept so its selection (all tokens at once, below) sees the state after it
-  const windows: Float32Array[][] = [];
+  const window = ab.noSwa ? Infinity : cfg.nSwa;
+  // the window before this call; with this call's kv rows after it, every token's window is a range of them
+  const priorKeys = st.raw.slice();
+  const priorPos = st.rawPos.slice();
+  // state updates token by token; each token's entry / indexer key counts are
+  // kept so its selection (all tokens at once, below) sees the state after it
   const nEntries = new Int32Array(T);
   const nIdx = new Int32Array(T);
   for (let t = 0; t < T; t++) {
     const p = p0 + t;
-    pushWindow(st, kv.slice(t * D, (t + 1) * D), p, ab.noSwa ? Infinity : cfg.nSwa);
+    pushWindow(st, kv.slice(t * D, (t + 1) * D), p, window);
     if (ratio !== 0) {
       const pre = P + 'attn_compressor';
       const e = compressorPush(cfg, w.get(pre + '_ape.weight'), w.get(pre + '_norm.weight'), row(ckv!, t, width), row(cgate!, t, width), p, ratio, D, st.compKv, st.compScore);
@@ -140,7 +142,6 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
       }
     }
     onRow?.(t);
-    windows.push(st.raw.slice());
     nEntries[t] = st.entries.length;
     nIdx[t] = st.idxKeys.length;
   }
@@ -154,15 +155,22 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
     }
     picks = indexerPicks(cfg, w.native, iq, ihw, st.idxKeys, nIdx, T);
   }
+  const keys = new WindowKeys(priorKeys, priorPos, kv, p0, T, D, window);
+  const comp = (t: number): number[] | number => (picks ? picks[t]! : ratio !== 0 ? nEntries[t]! : 0);
   for (let t = 0; t < T; t++) {
-    const comp = picks ? picks[t]!.map((i) => st.entries[i]!) : ratio !== 0 ? st.entries.slice(0, nEntries[t]) : [];
-    stats.compressedAttended += comp.length;
+    const c = comp(t);
+    stats.compressedAttended += typeof c === 'number' ? c : c.length;
     stats.compressedAvailable += nEntries[t]!;
-    if (keySets) keySets.add(t, windows[t]!, comp);
-    else attendOne(q, t * H * D, [...windows[t]!, ...comp], sinks, scale, H, D, out);
   }
-  // natively: all T tokens at once, over the distinct keys they selected
-  if (keySets) keySets.run(w.native!, out, q, sinks, T, H, D, scale);
+  // natively: all T tokens at once over one pool (window keys, then the entries); else token by token
+  if (w.native) keys.attendAll(w.native, out, q, st.entries, comp, sinks, T, H, scale);
+  else {
+    for (let t = 0; t < T; t++) {
+      const c = comp(t);
+      const ents = typeof c === 'number' ? st.entries.slice(0, c) : c.map((i) => st.entries[i]!);
+      attendOne(q, t * H * D, [...keys.windowOf(t), ...ents], sinks, scale, H, D, out);
+    }
+  }
   for (let t = 0; t < T; t++) {
     const inv = ropeCache(p0 + t, cfg.nRot, rope, true);
     for (let h = 0; h < H; h++) ropeApply(out, (t * H + h) * D + nope, inv);
@@ -183,35 +191,63 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
   return w.mm(P + 'attn_output_b.weight', G * R, d, oa, T);
 }
 
-/** The keys each token of a call selects, as indices into one pool of distinct key vectors. */
-class KeySets {
-  private readonly slot = new Map<Float32Array, number>();
-  private readonly pool: Float32Array[] = [];
-  private readonly idx: number[] = [];
-  private readonly off: number[] = [0];
+/**
+ * The SWA windows of a call's T tokens as ranges of one key list: the window
+ * before the call (positions ascending), then the call's kv rows. Token t at
+ * p0 + t sees keys [start[t], nPrior + t]: no per-key lookup, one packed pool.
+ */
+class WindowKeys {
+  private readonly start: Int32Array;
+  private readonly nPrior: number;
 
-  constructor(private readonly D: number) {}
-
-  add(t: number, ...lists: Float32Array[][]): void {
-    if (this.off.length !== t + 1) throw new RangeError(`KeySets.add: token ${t} out of order`);
-    for (const list of lists) {
-      for (const k of list) {
-        let s = this.slot.get(k);
-        if (s === undefined) {
-          s = this.pool.length;
-          this.slot.set(k, s);
-          this.pool.push(k);
-        }
-        this.idx.push(s);
-      }
+  constructor(
+    private readonly prior: Float32Array[],
+    priorPos: number[],
+    private readonly kv: Float32Array,
+    p0: number,
+    T: number,
+    private readonly D: number,
+    window: number,
+  ) {
+    this.nPrior = prior.length;
+    this.start = new Int32Array(T);
+    let j = 0;
+    for (let t = 0; t < T; t++) {
+      const lo = p0 + t - window + 1;
+      while (j < this.nPrior + t && (j < this.nPrior ? priorPos[j]! : p0 + j - this.nPrior) < lo) j++;
+      this.start[t] = j;
     }
-    this.off.push(this.idx.length);
   }
 
-  run(native: Deepseek4NativeMatVec, out: Float32Array, q: Float32Array, sinks: Float32Array, T: number, H: number, D: number, scale: number): void {
-    const keys = new Float32Array(Math.max(1, this.pool.length) * this.D);
-    this.pool.forEach((k, i) => keys.set(k, i * this.D));
-    native.attend(out, q, keys, Int32Array.from(this.idx), Int32Array.from(this.off), sinks, T, H, D, scale);
+  /** Token t's window keys, oldest first (the reference path). */
+  windowOf(t: number): Float32Array[] {
+    const out: Float32Array[] = [];
+    for (let j = this.start[t]!; j <= this.nPrior + t; j++) out.push(j < this.nPrior ? this.prior[j]! : this.kv.subarray((j - this.nPrior) * this.D, (j - this.nPrior + 1) * this.D));
+    return out;
+  }
+
+  /** Every token's window then its entries (comp(t): the first n, or those indices) in one native call. */
+  attendAll(native: Deepseek4NativeMatVec, out: Float32Array, q: Float32Array, entries: Float32Array[], comp: (t: number) => number[] | number, sinks: Float32Array, T: number, H: number, scale: number): void {
+    const D = this.D;
+    const base = this.nPrior + T;
+    const pool = new Float32Array(Math.max(1, base + entries.length) * D);
+    this.prior.forEach((k, j) => pool.set(k, j * D));
+    pool.set(this.kv.subarray(0, T * D), this.nPrior * D);
+    entries.forEach((e, i) => pool.set(e, (base + i) * D));
+    const off = new Int32Array(T + 1);
+    for (let t = 0; t < T; t++) {
+      const c = comp(t);
+      off[t + 1] = off[t]! + (this.nPrior + t + 1 - this.start[t]!) + (typeof c === 'number' ? c : c.length);
+    }
+    const idx = new Int32Array(off[T]!);
+    for (let t = 0; t < T; t++) {
+      let o = off[t]!;
+      for (let j = this.start[t]!; j <= this.nPrior + t; j++) idx[o++] = j;
+      const c = comp(t);
+      if (typeof c === 'number') for (let i = 0; i < c; i++) idx[o++] = base + i;
+      else for (const i of c) idx[o++] = base + i;
+    }
+    native.attend(out, q, pool, idx, off, sinks, T, H, D, scale);
   }
 }
 

@@ -30,21 +30,22 @@ function compressRows(
   const n = overlap ? 2 * ratio : ratio;
   const sc = new Float64Array(n);
   const kv = new Float64Array(n);
+  // each row looked up once (a missing one, before position 0, scores −∞ with value 0)
+  const kvOf: (Float32Array | undefined)[] = [];
+  const scOf: (Float32Array | undefined)[] = [];
+  const colOff = new Int32Array(n);
+  for (let i = 0; i < n; i++) {
+    const pos = overlap ? (i < ratio ? start - ratio + i : start + (i - ratio)) : start + i;
+    colOff[i] = overlap && i >= ratio ? dim : 0;
+    kvOf.push(kvRows.get(pos));
+    scOf.push(scoreRows.get(pos));
+  }
   for (let j = 0; j < dim; j++) {
     let max = -Infinity;
     for (let i = 0; i < n; i++) {
-      let pos: number;
-      let col: number;
-      if (overlap) {
-        pos = i < ratio ? start - ratio + i : start + (i - ratio);
-        col = i < ratio ? j : dim + j;
-      } else {
-        pos = start + i;
-        col = j;
-      }
-      const k = kvRows.get(pos);
-      sc[i] = k ? scoreRows.get(pos)![col]! : -Infinity;
-      kv[i] = k ? k[col]! : 0;
+      const k = kvOf[i];
+      sc[i] = k ? scOf[i]![colOff[i]! + j]! : -Infinity;
+      kv[i] = k ? k[colOff[i]! + j]! : 0;
       if (sc[i]! > max) max = sc[i]!;
     }
     let sum = 0;

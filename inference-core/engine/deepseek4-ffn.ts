@@ -24,25 +24,39 @@ function route(c: Deepseek4Config, w: Deepseek4Weights, l: number, X: Float32Arr
   const logits = w.mm(P + 'ffn_gate_inp.weight', c.nEmbd, E, X, T);
   const chosen = new Int32Array(T * K);
   const weights = new Float32Array(T * K);
-  const order = Array.from({ length: E }, (_, e) => e);
+  const probs = new Float32Array(E);
+  const key = new Float64Array(E);
+  const taken = new Uint8Array(E);
+  const hashed = l < c.hashLayers;
+  const tab = hashed ? w.table(P + 'ffn_gate_tid2eid.weight') : null;
+  const b = hashed ? null : w.get(P + 'exp_probs_b.bias');
+  const wts = new Float64Array(K);
   for (let t = 0; t < T; t++) {
-    const probs = logits.subarray(t * E, (t + 1) * E).map((v) => Math.sqrt(softplus(v)));
-    let pick: number[];
-    if (l < c.hashLayers) {
-      const tab = w.table(P + 'ffn_gate_tid2eid.weight');
-      pick = Array.from(tab.subarray(tokens[t]! * K, (tokens[t]! + 1) * K));
+    for (let e = 0; e < E; e++) probs[e] = Math.sqrt(softplus(logits[t * E + e]!));
+    if (tab) {
+      for (let k = 0; k < K; k++) chosen[t * K + k] = tab[tokens[t]! * K + k]!;
     } else {
-      const b = w.get(P + 'exp_probs_b.bias');
-      pick = order.slice().sort((a, bb) => probs[bb]! + b[bb]! - (probs[a]! + b[a]!) || a - bb).slice(0, K);
+      // top-k of probs + bias, ties to the lower expert: what a stable descending sort's first k are
+      for (let e = 0; e < E; e++) {
+        key[e] = probs[e]! + b![e]!;
+        taken[e] = 0;
+      }
+      for (let k = 0; k < K; k++) {
+        let best = -1;
+        for (let e = 0; e < E; e++) if (!taken[e] && (best < 0 || key[e]! > key[best]!)) best = e;
+        taken[best] = 1;
+        chosen[t * K + k] = best;
+      }
     }
-    const wts = pick.map((e) => probs[e]!);
+    for (let k = 0; k < K; k++) wts[k] = probs[chosen[t * K + k]!]!;
     if (c.weightsNorm) {
-      const s = Math.max(wts.reduce((a, v) => a + v, 0), 6.103515625e-5);
+      let sum = 0;
+      for (let k = 0; k < K; k++) sum += wts[k]!;
+      const s = Math.max(sum, 6.103515625e-5);
       for (let k = 0; k < K; k++) wts[k] = wts[k]! / s;
     }
     if (c.weightsScale !== 0 && c.weightsScale !== 1) for (let k = 0; k < K; k++) wts[k] = wts[k]! * c.weightsScale;
-    chosen.set(pick, t * K);
-    weights.set(wts, t * K);
+    for (let k = 0; k < K; k++) weights[t * K + k] = wts[k]!;
   }
   return { chosen, weights };
 }
@@ -65,16 +79,21 @@ export function deepseek4Ffn(c: Deepseek4Config, w: Deepseek4Weights, l: number,
     list.push(i);
   }
   const y = new Float32Array(T * K * d); // expert output of slot (t, k)
+  let most = 0;
+  for (const list of slots.values()) most = Math.max(most, list.length);
+  const xe = new Float32Array(most * d); // one expert's gathered rows at a time
   for (const [e, list] of slots) {
     const n = list.length;
-    const xe = new Float32Array(n * d);
-    list.forEach((slot, j) => xe.set(X.subarray(Math.floor(slot / K) * d, (Math.floor(slot / K) + 1) * d), j * d));
+    for (let j = 0; j < n; j++) {
+      const t = Math.floor(list[j]! / K);
+      xe.set(X.subarray(t * d, (t + 1) * d), j * d);
+    }
     const g = w.mm(P + 'ffn_gate_exps.weight', d, F, xe, n, undefined, e * F);
     const u = w.mm(P + 'ffn_up_exps.weight', d, F, xe, n, undefined, e * F);
     const act = new Float32Array(n * F);
     for (let i = 0; i < n * F; i++) act[i] = swigluClamp(g[i]!, u[i]!, c.clampExp[l]!);
     const ye = w.mm(P + 'ffn_down_exps.weight', F, d, act, n, undefined, e * d);
-    list.forEach((slot, j) => y.set(ye.subarray(j * d, (j + 1) * d), slot * d));
+    for (let j = 0; j < n; j++) y.set(ye.subarray(j * d, (j + 1) * d), list[j]! * d);
   }
 
   const S = F * c.nExpertShared;

@@ -158,7 +158,9 @@ async function runOne(llama, req) {
       }
       if (req.op === 'bench') {
         const t0 = performance.now();
+        const cpu0 = process.cpuUsage();
         let next = await evalLast(sequence, tokens, { token: true });
+        const cpu = process.cpuUsage(cpu0);
         const t1 = performance.now();
         for (let i = 0; i < nPredict; i++) {
           if (next.token == null) throw new Error(`no token at step ${i}`);
@@ -167,6 +169,7 @@ async function runOne(llama, req) {
         const t2 = performance.now();
         return {
           prefillMs: t1 - t0,
+          prefillCpuMs: (cpu.user + cpu.system) / 1000,
           decodeMs: t2 - t1,
           prefillTps: tokens.length / ((t1 - t0) / 1000),
           decodeTps: nPredict / ((t2 - t1) / 1000),

@@ -91,6 +91,8 @@ export async function llamaBatch(requests: LlamaBatchRequest[]): Promise<Array<{
 
 export interface LlamaBench {
   prefillMs: number;
+  /** CPU time of the reference process (all its threads) during the prefill. */
+  prefillCpuMs: number;
   decodeMs: number;
   prefillTps: number;
   decodeTps: number;
