@@ -73,6 +73,17 @@ export interface NativeAddon {
   /** deepseek4 lightning indexer: each token's top-k keys (src/ops/dsv4-indexer.h; dsv4-napi.cc). */
   dsv4IndexerTopK(sel: Int32Array, q: Float32Array, w: Float32Array, keys: Float32Array, n: Int32Array, T: number, H: number, D: number, k: number, scale: number): void;
   dsv4IndexerTopKRef(sel: Int32Array, q: Float32Array, w: Float32Array, keys: Float32Array, n: Int32Array, T: number, H: number, D: number, k: number, scale: number): void;
+  /** deepseek4 row ops (src/dsv4-rows-napi.cc; shapes in src/ops/dsv4-rmsnorm.h, dsv4-hc-weights.h, dsv4-swiglu.h, dsv4-moe-combine.h). */
+  dsv4RmsNormRows(out: Float32Array, x: Float32Array, w: Float32Array, T: number, n: number, eps: number): void;
+  dsv4RmsNormRowsRef(out: Float32Array, x: Float32Array, w: Float32Array, T: number, n: number, eps: number): void;
+  dsv4HcWeights(pre: Float32Array, post: Float32Array, comb: Float32Array, mixes: Float32Array, scale: Float32Array, base: Float32Array,
+    T: number, hc: number, eps: number, iters: number, withComb: boolean): void;
+  dsv4HcWeightsRef(pre: Float32Array, post: Float32Array, comb: Float32Array, mixes: Float32Array, scale: Float32Array, base: Float32Array,
+    T: number, hc: number, eps: number, iters: number, withComb: boolean): void;
+  dsv4SwigluClamp(out: Float32Array, g: Float32Array, u: Float32Array, n: number, limit: number): void;
+  dsv4SwigluClampRef(out: Float32Array, g: Float32Array, u: Float32Array, n: number, limit: number): void;
+  dsv4MoeCombine(out: Float32Array, y: Float32Array, w: Float32Array, sy: Float32Array, T: number, K: number, d: number): void;
+  dsv4MoeCombineRef(out: Float32Array, y: Float32Array, w: Float32Array, sy: Float32Array, T: number, K: number, d: number): void;
   /** out[n] = gelu(gate) · up with ggml's f16 GELU table. */
   geglu(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;
   gegluRef(out: Float32Array, gate: Float32Array, up: Float32Array, n: number): void;

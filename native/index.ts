@@ -19,6 +19,7 @@ export { CpuBackend } from './cpu-backend.ts';
 export { CpuKvPool, CpuTensor, CpuWeight, packSegments } from './cpu-handles.ts';
 export type { NativeAddon } from './addon-types.ts';
 export { ADDON_PATH, loadAddon } from './load-addon.ts';
+export { dsv4HcWeights, dsv4MoeCombine, dsv4RmsNormRows, dsv4SwigluClamp } from './dsv4-rows.ts';
 
 /** A backend another module (native/cuda) makes available; see registerBackend. */
 export interface BackendFactory {

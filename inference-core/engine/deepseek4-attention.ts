@@ -23,6 +23,7 @@
 import type { Deepseek4Config } from './deepseek4-config.ts';
 import { compressorPush, indexerPicks } from './deepseek4-compressor.ts';
 import { rmsNorm, ropeApply, ropeCache } from './deepseek4-math.ts';
+import { dsv4RmsNormRows } from '../../native/index.ts';
 import type { Deepseek4LayerState } from './deepseek4-state.ts';
 import type { Deepseek4NativeMatVec } from './deepseek4-native.ts';
 import type { Deepseek4Weights } from './deepseek4-weights.ts';
@@ -57,8 +58,9 @@ export function attentionKv(cfg: Deepseek4Config, w: Deepseek4Weights, l: number
   const rope = cfg.ratios[l] !== 0 ? cfg.ropeCompress : cfg.ropePlain;
   const kv = w.mm(P + 'attn_kv.weight', cfg.nEmbd, D, X, T);
   const kvNorm = w.get(P + 'attn_kv_a_norm.weight');
+  const normed = w.native !== null && dsv4RmsNormRows(kv, kv, kvNorm, T, D, cfg.rmsEps);
   for (let t = 0; t < T; t++) {
-    rmsNorm(kv, cfg.rmsEps, kvNorm, kv, t * D, D);
+    if (!normed) rmsNorm(kv, cfg.rmsEps, kvNorm, kv, t * D, D);
     ropeApply(kv, t * D + D - cfg.nRot, ropeCache(p0 + t, cfg.nRot, rope));
   }
   return kv;
@@ -89,13 +91,15 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
 
   const qr = w.mm(P + 'attn_q_a.weight', d, cfg.qLoraRank, X, T);
   const qaNorm = w.get(P + 'attn_q_a_norm.weight');
-  for (let t = 0; t < T; t++) rmsNorm(qr, cfg.rmsEps, qaNorm, qr, t * cfg.qLoraRank, cfg.qLoraRank);
+  // the row norms natively in one call each when the model runs natively (same bits), else row by row
+  if (!w.native || !dsv4RmsNormRows(qr, qr, qaNorm, T, cfg.qLoraRank, cfg.rmsEps)) for (let t = 0; t < T; t++) rmsNorm(qr, cfg.rmsEps, qaNorm, qr, t * cfg.qLoraRank, cfg.qLoraRank);
   const q = w.mm(P + 'attn_q_b.weight', cfg.qLoraRank, H * D, qr, T);
   const kv = attentionKv(cfg, w, l, X, T, p0);
+  const qNormed = w.native !== null && dsv4RmsNormRows(q, q, null, T * H, D, cfg.rmsEps);
   for (let t = 0; t < T; t++) {
     const cache = ropeCache(p0 + t, cfg.nRot, rope);
     for (let h = 0; h < H; h++) {
-      rmsNorm(q, cfg.rmsEps, undefined, q, (t * H + h) * D, D);
+      if (!qNormed) rmsNorm(q, cfg.rmsEps, undefined, q, (t * H + h) * D, D);
       ropeApply(q, (t * H + h) * D + nope, cache);
     }
   }

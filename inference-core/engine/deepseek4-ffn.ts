@@ -15,6 +15,7 @@ import type { Deepseek4Config } from './deepseek4-config.ts';
 import type { Deepseek4Stats } from './deepseek4-attention.ts';
 import { softplus, swigluClamp } from './deepseek4-math.ts';
 import type { Deepseek4Weights } from './deepseek4-weights.ts';
+import { dsv4MoeCombine, dsv4SwigluClamp } from '../../native/index.ts';
 
 /** The experts each token uses and their weights ([T][nExpertUsed] each). */
 function route(c: Deepseek4Config, w: Deepseek4Weights, l: number, X: Float32Array, T: number, tokens: readonly number[]): { chosen: Int32Array; weights: Float32Array } {
@@ -61,6 +62,14 @@ function route(c: Deepseek4Config, w: Deepseek4Weights, l: number, X: Float32Arr
   return { chosen, weights };
 }
 
+/** The clamped SwiGLU of n values (natively when the model runs natively; C's exp, V8's but for its last f64 bit). */
+function swiglu(w: Deepseek4Weights, g: Float32Array, u: Float32Array, n: number, limit: number): Float32Array {
+  const act = new Float32Array(n);
+  if (w.native && dsv4SwigluClamp(act, g, u, n, limit)) return act;
+  for (let i = 0; i < n; i++) act[i] = swigluClamp(g[i]!, u[i]!, limit);
+  return act;
+}
+
 /** X: [T][n_embd] normed inputs; tokens: their ids (hash routing); returns [T][n_embd]. */
 export function deepseek4Ffn(c: Deepseek4Config, w: Deepseek4Weights, l: number, X: Float32Array, T: number, tokens: readonly number[], stats: Deepseek4Stats): Float32Array {
   const P = `blk.${l}.`;
@@ -90,8 +99,7 @@ export function deepseek4Ffn(c: Deepseek4Config, w: Deepseek4Weights, l: number,
     }
     const g = w.mm(P + 'ffn_gate_exps.weight', d, F, xe, n, undefined, e * F);
     const u = w.mm(P + 'ffn_up_exps.weight', d, F, xe, n, undefined, e * F);
-    const act = new Float32Array(n * F);
-    for (let i = 0; i < n * F; i++) act[i] = swigluClamp(g[i]!, u[i]!, c.clampExp[l]!);
+    const act = swiglu(w, g, u, n * F, c.clampExp[l]!);
     const ye = w.mm(P + 'ffn_down_exps.weight', F, d, act, n, undefined, e * d);
     for (let j = 0; j < n; j++) y.set(ye.subarray(j * d, (j + 1) * d), list[j]! * d);
   }
@@ -99,11 +107,12 @@ export function deepseek4Ffn(c: Deepseek4Config, w: Deepseek4Weights, l: number,
   const S = F * c.nExpertShared;
   const sg = w.mm(P + 'ffn_gate_shexp.weight', d, S, X, T);
   const su = w.mm(P + 'ffn_up_shexp.weight', d, S, X, T);
-  const sa = new Float32Array(T * S);
-  for (let i = 0; i < T * S; i++) sa[i] = swigluClamp(sg[i]!, su[i]!, c.clampShexp[l]!);
+  const sa = swiglu(w, sg, su, T * S, c.clampShexp[l]!);
   const sy = w.mm(P + 'ffn_down_shexp.weight', S, d, sa, T);
 
   const out = new Float32Array(T * d);
+  // natively in one call, the same f32 order (bit for bit); the loops below are the reference
+  if (w.native && dsv4MoeCombine(out, y, weights, sy, T, K, d)) return out;
   for (let t = 0; t < T; t++) {
     for (let k = 0; k < K; k++) {
       const wt = weights[t * K + k]!;

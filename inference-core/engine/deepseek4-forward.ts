@@ -33,7 +33,7 @@ import { Deepseek4Weights } from './deepseek4-weights.ts';
 import { Deepseek4NativeMatVec } from './deepseek4-native.ts';
 import { markAt, markLayer, markWhole, ROLLBACK_ROWS } from './deepseek4-marks.ts';
 import { mtpCatchUp } from './deepseek4-mtp.ts';
-import { dsv4HcCollapse, dsv4HcExpand, type Backend } from '../../native/index.ts';
+import { dsv4HcCollapse, dsv4HcExpand, dsv4HcWeights, dsv4RmsNormRows, type Backend } from '../../native/index.ts';
 
 export class Deepseek4Model {
   readonly cfg: Deepseek4Config;
@@ -124,27 +124,46 @@ export class Deepseek4Model {
   normRows(X: Float32Array, T: number, weight: string): Float32Array {
     const d = this.cfg.nEmbd;
     const g = this.weights.get(weight);
+    // natively in one call (same bits); the TypeScript loop is the reference path
+    if (this.weights.native && dsv4RmsNormRows(X, X, g, T, d, this.cfg.rmsEps)) return X;
     for (let t = 0; t < T; t++) rmsNorm(X, this.cfg.rmsEps, g, X, t * d, d);
     return X;
   }
 
-  /** pre (and post, comb) mix weights of every row of H ([T][hc·d]). */
-  /** @internal */
-  mix(H: Float32Array, T: number, prefix: string, nMix: number, withComb: boolean) {
+  /**
+   * @internal pre (and post, comb) mix weights of every row of H ([T][hc·d]),
+   * packed as the native hyper-connection ops take them: [T][hc], [T][hc], [T][hc·hc].
+   */
+  mix(H: Float32Array, T: number, prefix: string, nMix: number, withComb: boolean): Mixes {
     const c = this.cfg;
-    const n = c.hc * c.nEmbd;
+    const hc = c.hc;
+    const n = hc * c.nEmbd;
+    const native = this.weights.native !== null;
     const flat = new Float32Array(T * n);
-    for (let t = 0; t < T; t++) rmsNorm(H, c.rmsEps, undefined, flat, t * n, n);
+    if (!native || !dsv4RmsNormRows(flat, H, null, T, n, c.rmsEps)) for (let t = 0; t < T; t++) rmsNorm(H, c.rmsEps, undefined, flat, t * n, n);
     const mixes = this.weights.mm(`${prefix}_fn.weight`, n, nMix, flat, T);
     const scale = this.weights.get(`${prefix}_scale.weight`);
     const base = this.weights.get(`${prefix}_base.weight`);
-    return Array.from({ length: T }, (_, t) => hcWeights(mixes.subarray(t * nMix, (t + 1) * nMix), scale, base, c.hc, c.hcEps, c.sinkhornIters, withComb));
+    const out: Mixes = { pre: new Float32Array(T * hc), post: new Float32Array(withComb ? T * hc : 0), comb: new Float32Array(withComb ? T * hc * hc : 0) };
+    // natively the rows' sigmoids and Sinkhorn run in one call (C's exp: equal to V8's but for its last f64 bit)
+    if (native && dsv4HcWeights(out.pre, out.post, out.comb, mixes, scale, base, T, hc, c.hcEps, c.sinkhornIters, withComb)) return out;
+    for (let t = 0; t < T; t++) {
+      const m = hcWeights(mixes.subarray(t * nMix, (t + 1) * nMix), scale, base, hc, c.hcEps, c.sinkhornIters, withComb);
+      out.pre.set(m.pre, t * hc);
+      if (withComb) {
+        out.post.set(m.post, t * hc);
+        out.comb.set(m.comb, t * hc * hc);
+      }
+    }
+    return out;
   }
 
-  /** Σ_h pre_h H_h of row t into X[t]. */
-  /** @internal */
-  collapse(H: Float32Array, t: number, pre: Float32Array, X: Float32Array, xt: number): void {
-    hcCollapseRow(H, t, pre, X, xt, this.cfg.hc, this.cfg.nEmbd);
+  /** @internal Σ_h pre_h H_h of every row of H ([T][hc·d]) into X ([T][d]); pre [T][hc]. */
+  collapseRows(H: Float32Array, T: number, pre: Float32Array, X: Float32Array): void {
+    const { hc, nEmbd: d } = this.cfg;
+    // natively (the hc·d loops were a tenth of a prefill in TypeScript), else the reference loop: same bits
+    if (this.weights.native && dsv4HcCollapse(X, H, pre, T, hc, d)) return;
+    for (let t = 0; t < T; t++) hcCollapseRow(H, t, pre.subarray(t * hc, (t + 1) * hc), X, t, hc, d);
   }
 
   /** @internal */
@@ -162,11 +181,11 @@ export class Deepseek4Model {
       return out;
     }
     const m = this.mix(H, T, prefix, (2 + hc) * hc, true);
-    // natively (the hc·d loops were a tenth of a prefill in TypeScript), else the reference loops below: same bits
-    const packed = this.weights.native ? packMixes(m, hc) : null;
-    if (!packed || !dsv4HcCollapse(X, H, packed.pre, T, hc, d)) for (let t = 0; t < T; t++) this.collapse(H, t, m[t]!.pre, X, t);
+    this.collapseRows(H, T, m.pre, X);
     const Y = block(X);
-    if (!packed || !dsv4HcExpand(out, Y, H, packed.post, packed.comb, T, hc, d)) for (let t = 0; t < T; t++) hcExpandRow(out, Y, H, t, m[t]!.post, m[t]!.comb, hc, d);
+    if (!this.weights.native || !dsv4HcExpand(out, Y, H, m.post, m.comb, T, hc, d)) {
+      for (let t = 0; t < T; t++) hcExpandRow(out, Y, H, t, m.post.subarray(t * hc, (t + 1) * hc), m.comb.subarray(t * hc * hc, (t + 1) * hc * hc), hc, d);
+    }
     return out;
   }
 
@@ -180,23 +199,16 @@ export class Deepseek4Model {
     logitRows.forEach((r, i) => sel.set(H.subarray(r * c.hc * d, (r + 1) * c.hc * d), i * c.hc * d));
     const X = new Float32Array(n * d);
     if (this.ablation.noHyperConnections) for (let i = 0; i < n; i++) X.set(sel.subarray(i * c.hc * d, i * c.hc * d + d), i * d);
-    else this.mix(sel, n, 'output_hc', c.hc, false).forEach((m, i) => this.collapse(sel, i, m.pre, X, i));
+    else this.collapseRows(sel, n, this.mix(sel, n, 'output_hc', c.hc, false).pre, X);
     this.normRows(X, n, normName);
     const logits = this.weights.mm(outName, d, c.nVocab, X, n);
     return Array.from({ length: n }, (_, i) => logits.slice(i * c.nVocab, (i + 1) * c.nVocab));
   }
 }
 
-/** The per-row mix weights as the native hyper-connection ops take them: [T][hc], [T][hc], [T][hc·hc]. */
-function packMixes(m: readonly { pre: Float32Array; post: Float32Array; comb: Float32Array }[], hc: number) {
-  const T = m.length;
-  const pre = new Float32Array(T * hc);
-  const post = new Float32Array(T * hc);
-  const comb = new Float32Array(T * hc * hc);
-  m.forEach((row, t) => {
-    pre.set(row.pre, t * hc);
-    post.set(row.post, t * hc);
-    comb.set(row.comb, t * hc * hc);
-  });
-  return { pre, post, comb };
+/** Hyper-connection mix weights of T rows: pre [T][hc], post [T][hc], comb [T][hc·hc] (dst + hc·src); post and comb empty without comb. */
+export interface Mixes {
+  pre: Float32Array;
+  post: Float32Array;
+  comb: Float32Array;
 }

@@ -103,7 +103,7 @@ export function mtpKeys(model: Deepseek4Model, st: Deepseek4State): void {
   const il = c.nLayer;
   const Hin = mtpInput(model, todo.map((x) => x.r.token), (i) => todo[i]!.r.hPrev);
   const X = new Float32Array(m * c.nEmbd);
-  model.mix(Hin, m, `blk.${il}.hc_attn`, (2 + c.hc) * c.hc, true).forEach((mx, i) => model.collapse(Hin, i, mx.pre, X, i));
+  model.collapseRows(Hin, m, model.mix(Hin, m, `blk.${il}.hc_attn`, (2 + c.hc) * c.hc, true).pre, X);
   model.normRows(X, m, `blk.${il}.attn_norm.weight`);
   const D = c.headDim;
   // one KV projection over the rows, each roped at its own position: runs of consecutive positions share a call

@@ -25,6 +25,7 @@ void register_xxh64(Napi::Env env, Napi::Object exports);        // xxh64-napi.c
 void register_aes_gcm(Napi::Env env, Napi::Object exports);      // aes-gcm-napi.cc
 void register_window_ops(Napi::Env env, Napi::Object exports);   // window-ops-napi.cc
 void register_dsv4_ops(Napi::Env env, Napi::Object exports);     // dsv4-napi.cc
+void register_dsv4_rows(Napi::Env env, Napi::Object exports);    // dsv4-rows-napi.cc
 void register_fs_batch(Napi::Env env, Napi::Object exports);     // fs-batch-napi.cc
 }
 
@@ -84,6 +85,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   kvt::register_aes_gcm(env, exports);      // aes-gcm-napi.cc
   kvt::register_window_ops(env, exports);   // window-ops-napi.cc
   kvt::register_dsv4_ops(env, exports);     // dsv4-napi.cc
+  kvt::register_dsv4_rows(env, exports);    // dsv4-rows-napi.cc
   kvt::register_fs_batch(env, exports);     // fs-batch-napi.cc
   return exports;
 }
