@@ -22,7 +22,7 @@
  */
 import type { Deepseek4Config } from './deepseek4-config.ts';
 import { compressorPush, indexerPicks } from './deepseek4-compressor.ts';
-import { rmsNorm, ropeApply, ropeCache } from './deepseek4-math.ts';
+import { rmsNorm, ropeApply, ropeRows } from './deepseek4-math.ts';
 import { dsv4RmsNormRows } from '../../native/index.ts';
 import type { Deepseek4LayerState } from './deepseek4-state.ts';
 import type { Deepseek4NativeMatVec } from './deepseek4-native.ts';
@@ -59,9 +59,10 @@ export function attentionKv(cfg: Deepseek4Config, w: Deepseek4Weights, l: number
   const kv = w.mm(P + 'attn_kv.weight', cfg.nEmbd, D, X, T);
   const kvNorm = w.get(P + 'attn_kv_a_norm.weight');
   const normed = w.native !== null && dsv4RmsNormRows(kv, kv, kvNorm, T, D, cfg.rmsEps);
+  const ropes = ropeRows(p0, T, cfg.nRot, rope);
   for (let t = 0; t < T; t++) {
     if (!normed) rmsNorm(kv, cfg.rmsEps, kvNorm, kv, t * D, D);
-    ropeApply(kv, t * D + D - cfg.nRot, ropeCache(p0 + t, cfg.nRot, rope));
+    ropeApply(kv, t * D + D - cfg.nRot, ropes[t]!);
   }
   return kv;
 }
@@ -96,8 +97,9 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
   const q = w.mm(P + 'attn_q_b.weight', cfg.qLoraRank, H * D, qr, T);
   const kv = attentionKv(cfg, w, l, X, T, p0);
   const qNormed = w.native !== null && dsv4RmsNormRows(q, q, null, T * H, D, cfg.rmsEps);
+  const ropes = ropeRows(p0, T, cfg.nRot, rope);
   for (let t = 0; t < T; t++) {
-    const cache = ropeCache(p0 + t, cfg.nRot, rope);
+    const cache = ropes[t]!;
     for (let h = 0; h < H; h++) {
       if (!qNormed) rmsNorm(q, cfg.rmsEps, undefined, q, (t * H + h) * D, D);
       ropeApply(q, (t * H + h) * D + nope, cache);
@@ -121,7 +123,7 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
     ihw = w.mm(`${P}indexer.proj.weight`, d, cfg.indexerHeads, X, T);
   }
 
-  const out = new Float32Array(T * H * D);
+  const out = w.temp('attn.out', T * H * D).fill(0); // read only by the output projection below
   const sinks = w.get(P + 'attn_sinks.weight');
   const scale = 1 / Math.sqrt(D);
   const window = ab.noSwa ? Infinity : cfg.nSwa;
@@ -152,9 +154,10 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
   let picks: number[][] | null = null;
   if (ratio === 4 && !ab.noIndexer) {
     // queries roped at their positions, only on the rows the indexer reads
+    const iropes = iq ? ropeRows(p0, T, cfg.nRot, cfg.ropeCompress) : [];
     for (let t = 0; iq && t < T; t++) {
       if (nIdx[t]! <= cfg.indexerTopK) continue;
-      const cache = ropeCache(p0 + t, cfg.nRot, cfg.ropeCompress);
+      const cache = iropes[t]!;
       for (let h = 0; h < cfg.indexerHeads; h++) ropeApply(iq, t * IH + h * cfg.indexerDim + cfg.indexerDim - cfg.nRot, cache);
     }
     picks = indexerPicks(cfg, w.native, iq, ihw, st.idxKeys, nIdx, T);
@@ -175,8 +178,9 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
       attendOne(q, t * H * D, [...keys.windowOf(t), ...ents], sinks, scale, H, D, out);
     }
   }
+  const inverse = ropeRows(p0, T, cfg.nRot, rope, true);
   for (let t = 0; t < T; t++) {
-    const inv = ropeCache(p0 + t, cfg.nRot, rope, true);
+    const inv = inverse[t]!;
     for (let h = 0; h < H; h++) ropeApply(out, (t * H + h) * D + nope, inv);
   }
 

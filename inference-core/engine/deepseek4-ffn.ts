@@ -87,7 +87,7 @@ export function deepseek4Ffn(c: Deepseek4Config, w: Deepseek4Weights, l: number,
     if (!list) slots.set(e, (list = []));
     list.push(i);
   }
-  const y = new Float32Array(T * K * d); // expert output of slot (t, k)
+  const y = w.temp('ffn.y', T * K * d); // expert output of slot (t, k): every slot is written below
   let most = 0;
   for (const list of slots.values()) most = Math.max(most, list.length);
   const xe = new Float32Array(most * d); // one expert's gathered rows at a time

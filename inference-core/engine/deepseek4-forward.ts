@@ -40,6 +40,9 @@ export class Deepseek4Model {
   readonly weights: Deepseek4Weights;
   readonly stats: Deepseek4Stats = { compressedAttended: 0, compressedAvailable: 0, expertsComputed: 0 };
 
+  /** rows()' two hc-stream buffers (see rows()). */
+  private streams: [Float32Array, Float32Array] = [new Float32Array(0), new Float32Array(0)];
+
   /** From a path (opened and closed here) or an open file (left open: the caller owns it). */
   constructor(
     source: string | GgufFile,
@@ -98,7 +101,14 @@ export class Deepseek4Model {
     const T = tokens.length;
     const p0 = st.pos;
     const embd = w.get('token_embd.weight');
-    let H: Float32Array = new Float32Array(T * hc * d);
+    // the hc streams ping-pong between two buffers the model keeps: a fresh 4 MiB pair per
+    // block of a 512-row chunk was most of a prefill's garbage. Nothing holds them past rows()
+    // (head() and mtpCatchUp() copy what they keep).
+    const n = T * hc * d;
+    if (this.streams[0].length < n) this.streams = [new Float32Array(n), new Float32Array(n)];
+    const [sa, sb] = [this.streams[0].subarray(0, n), this.streams[1].subarray(0, n)];
+    const other = (h: Float32Array) => (h === sa ? sb : sa);
+    let H: Float32Array = sa;
     for (let t = 0; t < T; t++) {
       const emb = embd.subarray(tokens[t]! * d, (tokens[t]! + 1) * d);
       for (let h = 0; h < hc; h++) H.set(emb, (t * hc + h) * d);
@@ -112,8 +122,8 @@ export class Deepseek4Model {
       const onRow = (t: number) => {
         if (marked(t)) markAt(st, p0 + t + 1).layers[l] = markLayer(st.layers[l]!);
       };
-      H = this.hcBlock(H, T, P + 'hc_attn', (X) => deepseek4Attention(c, w, l, this.normRows(X, T, P + 'attn_norm.weight'), T, p0, st.layers[l]!, this.ablation, this.stats, onRow));
-      H = this.hcBlock(H, T, P + 'hc_ffn', (X) => deepseek4Ffn(c, w, l, this.normRows(X, T, P + 'ffn_norm.weight'), T, tokens, this.stats));
+      H = this.hcBlock(H, T, P + 'hc_attn', (X) => deepseek4Attention(c, w, l, this.normRows(X, T, P + 'attn_norm.weight'), T, p0, st.layers[l]!, this.ablation, this.stats, onRow), other(H));
+      H = this.hcBlock(H, T, P + 'hc_ffn', (X) => deepseek4Ffn(c, w, l, this.normRows(X, T, P + 'ffn_norm.weight'), T, tokens, this.stats), other(H));
     }
     if (st.mtp) mtpCatchUp(this, st, tokens, H);
     st.pos += T;
@@ -139,7 +149,7 @@ export class Deepseek4Model {
     const hc = c.hc;
     const n = hc * c.nEmbd;
     const native = this.weights.native !== null;
-    const flat = new Float32Array(T * n);
+    const flat = this.weights.temp('hc.flat', T * n); // read by the mat-mul below only
     if (!native || !dsv4RmsNormRows(flat, H, null, T, n, c.rmsEps)) for (let t = 0; t < T; t++) rmsNorm(H, c.rmsEps, undefined, flat, t * n, n);
     const mixes = this.weights.mm(`${prefix}_fn.weight`, n, nMix, flat, T);
     const scale = this.weights.get(`${prefix}_scale.weight`);
@@ -167,12 +177,12 @@ export class Deepseek4Model {
   }
 
   /** @internal */
-  hcBlock(H: Float32Array, T: number, prefix: string, block: (X: Float32Array) => Float32Array): Float32Array {
+  hcBlock(H: Float32Array, T: number, prefix: string, block: (X: Float32Array) => Float32Array, out = new Float32Array(T * this.cfg.hc * this.cfg.nEmbd)): Float32Array {
     const c = this.cfg;
     const d = c.nEmbd;
     const hc = c.hc;
-    const out = new Float32Array(T * hc * d);
-    const X = new Float32Array(T * d);
+    // the block's input: attention and FFN read it and keep none of it (they copy what state keeps)
+    const X = this.weights.temp('hc.x', T * d);
     if (this.ablation.noHyperConnections) {
       // one plain residual stream: what the model would be without hyper-connections
       for (let t = 0; t < T; t++) X.set(H.subarray(t * hc * d, t * hc * d + d), t * d);

@@ -62,6 +62,29 @@ export function ropeCache(p: number, nDims: number, r: Deepseek4Rope, inverse = 
   return cache;
 }
 
+interface RopeRows {
+  p0: number;
+  T: number;
+  nDims: number;
+  rows: Float32Array[];
+}
+const ropeMemo = new WeakMap<Deepseek4Rope, [RopeRows | null, RopeRows | null]>();
+
+/**
+ * ropeCache of positions p0..p0+T−1 (row t for p0 + t), the same values; the
+ * last (p0, T) per rope and direction is kept, so the layers of one call share
+ * one table (read only: ropeApply never writes its cache).
+ */
+export function ropeRows(p0: number, T: number, nDims: number, r: Deepseek4Rope, inverse = false): Float32Array[] {
+  let m = ropeMemo.get(r);
+  if (!m) ropeMemo.set(r, (m = [null, null]));
+  const hit = m[inverse ? 1 : 0];
+  if (hit && hit.p0 === p0 && hit.T === T && hit.nDims === nDims) return hit.rows;
+  const rows = Array.from({ length: T }, (_, t) => ropeCache(p0 + t, nDims, r, inverse));
+  m[inverse ? 1 : 0] = { p0, T, nDims, rows };
+  return rows;
+}
+
 /** NORMAL-mode rotation of x[off + offs .. off + offs + nDims) in place (adjacent pairs). */
 export function ropeApply(x: Float32Array, off: number, cache: Float32Array): void {
   for (let i0 = 0; i0 < cache.length; i0 += 2) {

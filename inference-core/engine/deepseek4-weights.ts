@@ -184,6 +184,19 @@ export class Deepseek4Weights {
     return out;
   }
 
+  private readonly scratchBufs = new Map<string, Float32Array>();
+
+  /**
+   * A reused buffer of n floats for one named use inside one op (contents left
+   * over: the caller writes every element before reading, and keeps nothing past
+   * the op). Large per-layer temporaries were most of a prefill's garbage.
+   */
+  temp(use: string, n: number): Float32Array {
+    let b = this.scratchBufs.get(use);
+    if (!b || b.length < n) this.scratchBufs.set(use, (b = new Float32Array(n)));
+    return b.subarray(0, n);
+  }
+
   has(name: string): boolean {
     return this.f32.has(name) || this.pending.has(name);
   }
