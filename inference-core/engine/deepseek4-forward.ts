@@ -177,7 +177,7 @@ export class Deepseek4Model {
   }
 
   /** @internal */
-  hcBlock(H: Float32Array, T: number, prefix: string, block: (X: Float32Array) => Float32Array, out = new Float32Array(T * this.cfg.hc * this.cfg.nEmbd)): Float32Array {
+  hcBlock(H: Float32Array, T: number, prefix: string, block: (X: Float32Array) => Float32Array, out: Float32Array = new Float32Array(T * this.cfg.hc * this.cfg.nEmbd)): Float32Array {
     const c = this.cfg;
     const d = c.nEmbd;
     const hc = c.hc;
