@@ -112,6 +112,7 @@ export const SLOW = [
   'test/src/workers/bullmq-cancel.test.ts',
   'test/src/workers/bullmq.test.ts',
   'test/src/workers/gc-schedule.test.ts',
+  'test/src/workers/reply-outbox.test.ts',
   'test/src/replay/replay.test.ts',
   'test/src/replay/replay-redis-s3.test.ts',
   'test/src/replay/what-if.test.ts',

@@ -18,6 +18,8 @@ export interface PendingJob {
    * lapse and the job be handed to another worker while the first still publishes.
    */
   seenByRun: Map<string, number>;
+  /** Each run's next message number (bullmq-protocol.ts PublishedEvent.seq). */
+  nextSeqByRun: Map<string, number>;
   started: boolean;
   prefilledSent: boolean;
   waitTimer: NodeJS.Timeout | null;
@@ -32,12 +34,20 @@ export interface PendingJob {
 }
 
 /**
- * Passes a worker's published event on to the request: a new attempt (the
+ * Passes a worker's published event on to the request: a copy is dropped
+ * and a lost message ends the job (retryable); a new attempt (the
  * previous worker died) replays only what the request has not seen, and the
  * first `prefilled` only. The job's end (done → error null, or its error) is
  * returned for the caller to settle; null while it runs.
  */
 export function relayPublished(pending: PendingJob, published: PublishedEvent): { error: KvtError | null } | null {
+  // Each message once, none skipped: a worker re-sends one the channel may have lost (reply-outbox.ts).
+  const expected = pending.nextSeqByRun.get(published.runId) ?? 0;
+  if (published.seq < expected) return null;
+  if (published.seq > expected) {
+    return { error: new KvtError('KVT_ERR_WORKER_LOST', `message ${expected} of the job's run ${published.runId} never arrived (its worker gave up re-sending it); retry the request`) };
+  }
+  pending.nextSeqByRun.set(published.runId, expected + 1);
   if (!pending.seenByRun.has(published.runId)) {
     // A new attempt (the previous worker died, or lost its lock and may still run): replay only what
     // the request has not seen. Runs are counted apart, so their events may interleave.

@@ -82,6 +82,8 @@ export interface PublishedEvent {
   jobId: string;
   /** Differs per attempt: a stalled job re-run elsewhere gets a new one. */
   runId: string;
+  /** The run's messages in order from 0 (`started`): a copy (re-sent) is dropped, a gap is a lost event (reply-outbox.ts). */
+  seq: number;
   event?: JobEvent;
   started?: { workerId: string; queue: string };
 }

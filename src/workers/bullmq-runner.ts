@@ -54,6 +54,8 @@ export class BullmqRunner implements JobRunner {
   /** On a Redis Cluster the reply channel is sharded (SSUBSCRIBE; bullmq-protocol.ts). */
   private readonly sharded: boolean;
   private subscribed = false;
+  /** The watchdog looks for jobs a failover lost only after a fault (bullmq-watchdog.ts). */
+  private lastRedisFaultAt = 0;
   private readonly queues: QueueHandles;
   private readonly roleEvents: QueueEvents[] = [];
   private readonly dispatch: JobDispatch;
@@ -95,12 +97,13 @@ export class BullmqRunner implements JobRunner {
       events.on('failed', onFailed(name));
       this.roleEvents.push(events);
     }
+    for (const client of [connection, subscriber, ...queueClients]) client.on('error', () => (this.lastRedisFaultAt = Date.now()));
     for (const client of [connection, subscriber]) client.on('error', (error: Error) => this.log('warn', `redis: ${error.message}`));
     this.queues = new QueueHandles(queueClients[0], bullmqPrefix(config.redisUrl!), (name) => [...this.pending.values()].some((p) => p.queueName === name), log);
     const queueFor = (name: string) => this.queueFor(name);
     const router = new CacheAwareRouter(connection, { ttlMs: LIVE_TTL_MS });
     this.dispatch = new JobDispatch({ config, router, log, queueFor, localWaiting: (name) => this.localWaiting(name) });
-    this.watchdog = new RoutedJobWatchdog({ config, connection, pending: this.pending, queueFor, add: (name, queued) => this.add(name, queued), log });
+    this.watchdog = new RoutedJobWatchdog({ config, connection, pending: this.pending, queueFor, add: (name, queued) => this.add(name, queued), lastRedisFaultAt: () => this.lastRedisFaultAt, log });
   }
 
   static async connect(config: Config, log: (level: 'info' | 'warn' | 'error', message: string) => void): Promise<BullmqRunner> {
@@ -184,7 +187,7 @@ export class BullmqRunner implements JobRunner {
   /** One job on one queue, to its end; the events go to `onEvent` (a re-run's repeats skipped). */
   private async runJob(job: RequestSpec, role: WorkerRole, onEvent: (event: JobEvent) => void, signal: AbortSignal): Promise<void> {
     const done = new Promise<void>((resolve, reject) => {
-      this.pending.set(job.id, { onEvent, resolve, reject, runId: null, forwarded: 0, seenByRun: new Map(), started: false, prefilledSent: false, waitTimer: null, queueName: QUEUE_NAME, queued: null, addedAt: Date.now(), lockMisses: 0, moving: false });
+      this.pending.set(job.id, { onEvent, resolve, reject, runId: null, forwarded: 0, seenByRun: new Map(), nextSeqByRun: new Map(), started: false, prefilledSent: false, waitTimer: null, queueName: QUEUE_NAME, queued: null, addedAt: Date.now(), lockMisses: 0, moving: false });
     });
     const onAbort = () => {
       const queueName = this.pending.get(job.id)?.queueName ?? QUEUE_NAME;

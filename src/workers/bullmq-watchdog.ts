@@ -12,6 +12,8 @@ import { QUEUE_NAME, type QueuedJob } from './bullmq-protocol.ts';
 import type { PendingJob } from './bullmq-pending.ts';
 
 const WATCHDOG_MS = 250;
+/** A job added this long before a Redis fault may still have been lost by it (replication lag, acknowledged but unreplicated). */
+const LOST_ADD_MS = 5000;
 
 export interface WatchdogDeps {
   config: Config;
@@ -20,6 +22,8 @@ export interface WatchdogDeps {
   pending: Map<string, PendingJob>;
   queueFor(name: string): Queue;
   add(queueName: string, queued: QueuedJob): Promise<unknown>;
+  /** When this process last saw a Redis connection fault (0: never). */
+  lastRedisFaultAt(): number;
   log: (level: 'info' | 'warn' | 'error', message: string) => void;
 }
 
@@ -42,12 +46,22 @@ export class RoutedJobWatchdog {
    *   started on a worker's own queue, its lock gone on two checks in a row (the worker died)
    *                                          → remove → shared queue (re-run from the start, as a stall)
    * BullMQ's own stalled check covers the role queues (their workers run it).
+   * And on the shared queue, after a Redis fault (a failover: replication is
+   * asynchronous, so a job added just before the primary died may never have
+   * reached its replica):
+   *   not started, waiting ≥ ROUTED_WAIT_MS, its hash gone → added again
    */
   private async watch(): Promise<void> {
     const routedWaitMs = Math.min(2000, Math.max(WATCHDOG_MS, Math.floor(this.deps.config.queueWaitTimeoutMs / 4)));
     const now = Date.now();
+    const faultAt = this.deps.lastRedisFaultAt();
     for (const [jobId, pending] of this.deps.pending) {
-      if (pending.queueName === QUEUE_NAME || pending.moving || !pending.queued) continue;
+      if (pending.moving || !pending.queued) continue;
+      if (pending.queueName === QUEUE_NAME) {
+        // A fault since shortly before it was added: only then can a failover have lost it (one EXISTS).
+        if (!pending.started && faultAt > pending.addedAt - LOST_ADD_MS && now - pending.addedAt >= routedWaitMs) await this.addIfLost(jobId, pending);
+        continue;
+      }
       const own = pending.queueName.startsWith(`${QUEUE_NAME}-w-`);
       try {
         if (!pending.started) {
@@ -61,6 +75,18 @@ export class RoutedJobWatchdog {
       } catch (error) {
         this.deps.log('warn', `watching job ${jobId} on ${pending.queueName} failed: ${describeError(error).message}`);
       }
+    }
+  }
+
+  private async addIfLost(jobId: string, pending: PendingJob): Promise<void> {
+    const queue = this.deps.queueFor(QUEUE_NAME);
+    try {
+      if ((await this.deps.connection.exists(queue.toKey(jobId))) === 1 || this.deps.pending.get(jobId) !== pending || pending.started) return;
+      pending.addedAt = Date.now();
+      await this.deps.add(QUEUE_NAME, pending.queued!);
+      this.deps.log('warn', `job ${jobId} was not on the shared queue after a Redis fault (lost in a failover); added again`);
+    } catch (error) {
+      this.deps.log('warn', `checking job ${jobId} on the shared queue failed: ${describeError(error).message}`);
     }
   }
 

@@ -37,7 +37,8 @@ import type { Config } from '../config.ts';
 import { isKvtCoded, KvtError } from '../errors.ts';
 import { createRedisClient, type RedisClient as Redis } from '../kvtier/index.ts';
 import { EngineHost, type EngineLog } from './engine-host.ts';
-import { bullmqPrefix, CANCEL_CHANNEL, LIVE_TTL_MS, publishReply, QUEUE_NAME, roleQueueName, routeScope, WORKER_STATS_PREFIX, workerQueueName, fromQueued, type PublishedEvent, type QueuedJob } from './bullmq-protocol.ts';
+import { bullmqPrefix, CANCEL_CHANNEL, LIVE_TTL_MS, publishReply, QUEUE_NAME, roleQueueName, routeScope, WORKER_STATS_PREFIX, workerQueueName, fromQueued, type QueuedJob } from './bullmq-protocol.ts';
+import { ReplyOutbox, type ReplyMessage } from './reply-outbox.ts';
 import { startWorkerStats } from './worker-stats.ts';
 import { engineThreadInit, modelIdOf, type JobEvent } from '../scheduler/index.ts';
 
@@ -78,6 +79,8 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
   // Every worker hears every cancel. One for a job not in this engine may be for a job this worker locked
   // but has not submitted yet: remembered (boundedly), so that job ends at once instead of running unheard.
   const earlyCancels = new Set<string>();
+  /** The running jobs' reply outboxes (closed at shutdown). */
+  const outboxes = new Set<ReplyOutbox>();
   cancels.on('message', (channel: string, message: string) => {
     if (channel === PURGE_CHANNEL) return heartbeat();
     if (host.cancel(message)) return;
@@ -112,8 +115,12 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
       throw new UnrecoverableError(`KVT_ERR_WORKER_FAILED: this worker serves ${config.model}, the job asks for ${data.model}`);
     }
     const runId = randomUUID();
-    const publish = (message: PublishedEvent): void => {
-      void publishReply(publisher, data.replyChannel, JSON.stringify(message)).catch((error: Error) => log('warn', `publish failed: ${error.message}`));
+    // In order, re-sent until the API hears it: a failover must not lose a token or the end (reply-outbox.ts).
+    const outbox = new ReplyOutbox((message) => publishReply(publisher, data.replyChannel, message), (message) => log('warn', message));
+    outboxes.add(outbox);
+    const publish = (message: ReplyMessage): void => {
+      outbox.push(message);
+      if (message.event?.type === 'done' || message.event?.type === 'error') void outbox.flushed().then(() => outboxes.delete(outbox));
     };
     publish({ jobId: data.id, runId, started: { workerId, queue: queueName } });
     if (earlyCancels.delete(data.id)) {
@@ -229,6 +236,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
       await Promise.all(workers.map((w) => w.close()));
       await stats.close();
       await host.close();
+      for (const outbox of outboxes) outbox.close();
       cancels.disconnect();
       publisher.disconnect();
       for (const client of workerClients) client.disconnect();

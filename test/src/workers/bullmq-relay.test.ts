@@ -11,7 +11,7 @@ import { relayPublished, type PendingJob } from '../../../src/workers/bullmq-pen
 import type { JobEvent } from '../../../src/scheduler/job.ts';
 
 function pendingJob(onEvent: (event: JobEvent) => void): PendingJob {
-  return { onEvent, resolve: () => undefined, reject: () => undefined, runId: null, forwarded: 0, seenByRun: new Map(), started: false, prefilledSent: false, waitTimer: null, queueName: 'kvtier-prefill', queued: null, addedAt: 0, lockMisses: 0, moving: false };
+  return { onEvent, resolve: () => undefined, reject: () => undefined, runId: null, forwarded: 0, seenByRun: new Map(), nextSeqByRun: new Map(), started: false, prefilledSent: false, waitTimer: null, queueName: 'kvtier-prefill', queued: null, addedAt: 0, lockMisses: 0, moving: false };
 }
 
 const reply = [11, 12, 13, 14, 15, 16, 17, 18];
@@ -22,7 +22,12 @@ function relay(events: [run: string, event: JobEvent][]): { ids: number[]; ended
   const ids: number[] = [];
   const pending = pendingJob((event) => event.type === 'tokens' && ids.push(...event.ids));
   let ended = false;
-  for (const [runId, event] of events) if (relayPublished(pending, { jobId: 'j', runId, event })?.error === null) ended = true;
+  const seqs = new Map<string, number>();
+  for (const [runId, event] of events) {
+    const seq = seqs.get(runId) ?? 0;
+    seqs.set(runId, seq + 1);
+    if (relayPublished(pending, { jobId: 'j', runId, seq, event })?.error === null) ended = true;
+  }
   return { ids, ended };
 }
 
@@ -46,3 +51,26 @@ describe('relaying a job that runs twice at once', () => {
     expect(relay([['a', tokens(0, 2)], ['b', tokens(0, 5)], ['a', tokens(2, 4)], ['a', tokens(4, 6)], ['b', tokens(5, 8)], ['b', done]])).toEqual({ ids: reply, ended: true });
   });
 });
+
+describe('relaying a run whose messages were re-sent or lost (reply-outbox.ts: the worker re-sends until the API hears it)', () => {
+  const message = (seq: number, event: JobEvent) => ({ jobId: 'j', runId: 'a', seq, event });
+
+  it('a copy of a message already relayed is dropped: no token twice, no second end', () => {
+    const ids: number[] = [];
+    const pending = pendingJob((event) => event.type === 'tokens' && ids.push(...event.ids));
+    const sent = [message(0, tokens(0, 2)), message(0, tokens(0, 2)), message(1, tokens(2, 8)), message(1, tokens(2, 8)), message(2, done)];
+    const ends = sent.map((m) => relayPublished(pending, m)).filter((end) => end !== null);
+    expect(ids).toEqual(reply);
+    expect(ends).toEqual([{ error: null }]);
+  });
+
+  it('a skipped message ends the job with a retryable error instead of a reply missing tokens', () => {
+    const ids: number[] = [];
+    const pending = pendingJob((event) => event.type === 'tokens' && ids.push(...event.ids));
+    expect(relayPublished(pending, message(0, tokens(0, 2)))).toBeNull();
+    const end = relayPublished(pending, message(2, tokens(4, 8)));
+    expect(end?.error?.code).toBe('KVT_ERR_WORKER_LOST');
+    expect(ids).toEqual(reply.slice(0, 2));
+  });
+});
+
