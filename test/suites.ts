@@ -111,6 +111,7 @@ export const SLOW = [
   'test/src/kvtier/tier-units-cluster.test.ts',
   'test/src/workers/bullmq-cancel.test.ts',
   'test/src/workers/bullmq.test.ts',
+  'test/src/workers/bullmq-lost-job.test.ts',
   'test/src/workers/gc-schedule.test.ts',
   'test/src/workers/reply-outbox.test.ts',
   'test/src/replay/replay.test.ts',

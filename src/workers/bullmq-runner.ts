@@ -97,7 +97,9 @@ export class BullmqRunner implements JobRunner {
       events.on('failed', onFailed(name));
       this.roleEvents.push(events);
     }
-    for (const client of [connection, subscriber, ...queueClients]) client.on('error', () => (this.lastRedisFaultAt = Date.now()));
+    // A fault: a connection lost, or (a Cluster client) a node erroring or leaving the slot map.
+    const fault = () => (this.lastRedisFaultAt = Date.now());
+    for (const client of [connection, subscriber, ...queueClients]) for (const event of ['error', 'close', 'node error', '-node']) client.on(event, fault);
     for (const client of [connection, subscriber]) client.on('error', (error: Error) => this.log('warn', `redis: ${error.message}`));
     this.queues = new QueueHandles(queueClients[0], bullmqPrefix(config.redisUrl!), (name) => [...this.pending.values()].some((p) => p.queueName === name), log);
     const queueFor = (name: string) => this.queueFor(name);
