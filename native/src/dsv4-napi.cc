@@ -53,8 +53,8 @@ Napi::Value ActRoundTrip(const Napi::CallbackInfo& info) {
   const size_t block = kind == 0 ? 32 : 256;
   if (!need(env, n_out >= n_x && n_x % block == 0, "actRoundTrip: x must be whole blocks (32 for q8_0, 256 for q8_K) and out at least as long"))
     return env.Undefined();
-  if (kind == 0) act_roundtrip_q8_0(out, x, n_x);
-  else act_roundtrip_q8_k(out, x, n_x);
+  if (kind == 0) act_roundtrip_q8_0(out, x, n_x, global_pool());
+  else act_roundtrip_q8_k(out, x, n_x, global_pool());
   return env.Undefined();
 }
 
@@ -68,7 +68,7 @@ Napi::Value HcCollapse(const Napi::CallbackInfo& info) {
     return env.Undefined();
   const size_t rows = (size_t)T * d;
   if (!need(env, nX >= rows && nH >= rows * hc && nPre >= (size_t)T * hc, "dsv4HcCollapse: X needs T*d, H T*hc*d, pre T*hc floats")) return env.Undefined();
-  dsv4_hc_collapse(X, H, pre, T, hc, d);
+  dsv4_hc_collapse(X, H, pre, T, hc, d, global_pool());
   return env.Undefined();
 }
 
@@ -85,7 +85,7 @@ Napi::Value HcExpand(const Napi::CallbackInfo& info) {
   if (!need(env, nOut >= rows * hc && nY >= rows && nH >= rows * hc && nPost >= (size_t)T * hc && nComb >= (size_t)T * hc * hc,
             "dsv4HcExpand: out and H need T*hc*d, Y T*d, post T*hc, comb T*hc*hc floats"))
     return env.Undefined();
-  dsv4_hc_expand(out, Y, H, post, comb, T, hc, d);
+  dsv4_hc_expand(out, Y, H, post, comb, T, hc, d, global_pool());
   return env.Undefined();
 }
 

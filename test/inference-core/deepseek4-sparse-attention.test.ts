@@ -53,6 +53,29 @@ describe('dsv4SparseAttention', () => {
     expect(Buffer.from(a.buffer).equals(Buffer.from(b.buffer))).toBe(true);
   });
 
+  // eight-head lanes (H 8 as deepseek4-small, D 128) and 13 = 8 + 4 + 1 heads, key counts 1..70 so the eight-key
+  // blocks, the four-key tail and its discarded re-reads all occur: tolerance 0 (same bits as the one-pair twin)
+  for (const [T3, H3, D3] of [[23, 8, 128], [11, 13, 24]] as const) {
+    it(`equals the twin bit for bit with ${H3} heads of ${D3}`, () => {
+      const nKeys3 = 200;
+      const keys3 = rand(nKeys3 * D3);
+      const q3 = rand(T3 * H3 * D3);
+      const sinks3 = rand(H3);
+      const off3 = [0];
+      const idx3: number[] = [];
+      for (let t = 0; t < T3; t++) {
+        for (let j = 0; j < 1 + ((t * 29) % 70); j++) idx3.push(rng.nextU32() % nKeys3);
+        off3.push(idx3.length);
+      }
+      const a = new Float32Array(T3 * H3 * D3);
+      const b = new Float32Array(T3 * H3 * D3);
+      dsv4SparseAttention(a, q3, keys3, Int32Array.from(idx3), Int32Array.from(off3), sinks3, T3, H3, D3, 0.09);
+      dsv4SparseAttention(b, q3, keys3, Int32Array.from(idx3), Int32Array.from(off3), sinks3, T3, H3, D3, 0.09, true);
+      expect(Buffer.from(a.buffer).equals(Buffer.from(b.buffer))).toBe(true);
+      expect(a.some((v) => v !== 0)).toBe(true);
+    });
+  }
+
   it('refuses a key index outside the pool', () => {
     const bad = Int32Array.from(idx);
     bad[3] = nKeys;

@@ -10,10 +10,16 @@
 
 namespace kvt {
 
-KVT_WIDE_CLONES void act_roundtrip_q8_0(float* out, const float* x, size_t n) {
-  for (size_t b = 0; b < n; b += 32) {
+// Blocks [b0, b1) of 32 (one thread's share).
+KVT_WIDE_CLONES static void q8_0_blocks(float* out, const float* x, size_t b0, size_t b1) {
+  for (size_t b = b0 * 32; b < b1 * 32; b += 32) {
     float amax = 0.0f;
-    for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[b + j]));
+    // a compare, not std::fmax (a libm call per element; GCC keeps fmax's NaN rule out of line):
+    // the same value for every input, a NaN included (fmax(a, NaN) = a = (NaN > a ? NaN : a))
+    for (int j = 0; j < 32; ++j) {
+      const float ax = std::fabs(x[b + j]);
+      amax = ax > amax ? ax : amax;
+    }
     const float d = (float)((double)amax / 127.0);
     const float id = d != 0.0f ? (float)(1.0 / (double)d) : 0.0f;
     const float dh = f16_to_f32(f32_to_f16(d));
@@ -29,8 +35,9 @@ KVT_WIDE_CLONES void act_roundtrip_q8_0(float* out, const float* x, size_t n) {
   }
 }
 
-KVT_WIDE_CLONES void act_roundtrip_q8_k(float* out, const float* x, size_t n) {
-  for (size_t b = 0; b < n; b += 256) {
+// Blocks [b0, b1) of 256.
+KVT_WIDE_CLONES static void q8_k_blocks(float* out, const float* x, size_t b0, size_t b1) {
+  for (size_t b = b0 * 256; b < b1 * 256; b += 256) {
     float amax = 0.0f, max = 0.0f;
     for (int j = 0; j < 256; ++j) {
       const float ax = std::fabs(x[b + j]);
@@ -51,6 +58,15 @@ KVT_WIDE_CLONES void act_roundtrip_q8_k(float* out, const float* x, size_t n) {
       out[b + j] = d * q;
     }
   }
+}
+
+// Blocks are independent: split over the pool (whole blocks, ≥ 16 per chunk), same bits on any thread count.
+void act_roundtrip_q8_0(float* out, const float* x, size_t n, ThreadPool& pool) {
+  parallel_for(pool, n / 32, [&](size_t b, size_t e) { q8_0_blocks(out, x, b, e); }, 64);
+}
+
+void act_roundtrip_q8_k(float* out, const float* x, size_t n, ThreadPool& pool) {
+  parallel_for(pool, n / 256, [&](size_t b, size_t e) { q8_k_blocks(out, x, b, e); }, 8);
 }
 
 }  // namespace kvt

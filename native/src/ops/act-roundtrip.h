@@ -12,12 +12,16 @@
 // inference-core/engine/deepseek4-weights.ts are the reference twin: the same
 // arithmetic (divisions in f64 rounded once to f32, as JS computes them), so
 // the two agree bit for bit (test/native/act-roundtrip.test.ts).
+// Blocks are split over the pool's threads (each block whole, on one thread): the
+// same bits for any thread count.
 #pragma once
 #include <cstddef>
 
+#include "../thread-pool.h"
+
 namespace kvt {
 
-void act_roundtrip_q8_0(float* out, const float* x, size_t n);
-void act_roundtrip_q8_k(float* out, const float* x, size_t n);
+void act_roundtrip_q8_0(float* out, const float* x, size_t n, ThreadPool& pool);
+void act_roundtrip_q8_k(float* out, const float* x, size_t n, ThreadPool& pool);
 
 }  // namespace kvt

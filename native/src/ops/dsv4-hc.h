@@ -9,12 +9,16 @@
 // The TypeScript twin (Deepseek4Forward.collapse / hcBlock in
 // inference-core/engine/deepseek4-forward.ts) does the same arithmetic; the two
 // agree bit for bit (test/native/dsv4-hc.test.ts).
+// Rows are split over the pool's threads, each row whole on one thread: the same
+// bits for any thread count.
 #pragma once
 #include <cstddef>
 
+#include "../thread-pool.h"
+
 namespace kvt {
 
-void dsv4_hc_collapse(float* X, const float* H, const float* pre, int T, int hc, int d);
-void dsv4_hc_expand(float* out, const float* Y, const float* H, const float* post, const float* comb, int T, int hc, int d);
+void dsv4_hc_collapse(float* X, const float* H, const float* pre, int T, int hc, int d, ThreadPool& pool);
+void dsv4_hc_expand(float* out, const float* Y, const float* H, const float* post, const float* comb, int T, int hc, int d, ThreadPool& pool);
 
 }  // namespace kvt

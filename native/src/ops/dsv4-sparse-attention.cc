@@ -1,7 +1,8 @@
 // dsv4_sparse_attention (see dsv4-sparse-attention.h): tokens split over the
 // pool's threads, all heads of a token at once. Every head shares the token's
-// keys: the dots of four keys × four heads run as sixteen independent f64
-// chains (each still summed over i in order, the heads in vector lanes); the
+// keys: the dots of eight keys × eight heads run as 64 independent f64 chains
+// (each still summed over i in order, the heads in vector lanes; four-head
+// blocks and four-key blocks take what remains); the
 // output rows accumulate key by key in order. Every value therefore follows the _ref
 // twin's arithmetic exactly, bit for bit, for any T and thread count.
 #include <cmath>
@@ -19,12 +20,49 @@ struct TokenScratch {
   std::vector<double> e;   // [H][n] logits, then exp weights
 };
 
-constexpr int kHeadBlock = 4;  // heads per vector of f64 lanes
-constexpr int kKeyBlock = 4;   // keys whose dot chains run side by side
-
 // Every (head, key) dot is its own chain over i in order (vectorized across
 // heads, interleaved across keys, never reassociated: -ffp-contract=off), so the
 // logits are the _ref twin's bits; the clones only widen the lanes.
+//
+//   e[h][j0 + b] = (Σ_i qt[i][h]·k_b[i]) · scale   for h in [h0, h0 + HB), b < KB
+//
+// HB heads in the lanes of one vector (8: one AVX-512 register of f64, 4: one
+// AVX2 one), KB keys side by side: KB independent add chains per i hide the
+// add's latency.
+template <int HB, int KB>
+__attribute__((always_inline)) static inline void dots(double* e, const double* qt, const float* const* k, int h0, int H, int D, int n, int j0, double scale) {
+  double acc[KB][HB] = {};
+  const double* qh = qt + h0;
+  for (int i = 0; i < D; ++i) {
+    const double* qi = qh + (size_t)i * H;
+    for (int b = 0; b < KB; ++b) {
+      const double ki = k[b][i];
+      for (int u = 0; u < HB; ++u) acc[b][u] += qi[u] * ki;
+    }
+  }
+  for (int b = 0; b < KB && j0 + b < n; ++b)
+    for (int u = 0; u < HB; ++u) e[(size_t)(h0 + u) * n + j0 + b] = acc[b][u] * scale;
+}
+
+// The logits of one block of up to KB keys for every head: heads in blocks of
+// 8 while 8 remain, then of 4, then one by one. Which block a head falls in
+// never changes its chain, so any H gives the _ref twin's bits.
+template <int KB>
+__attribute__((always_inline)) static inline void key_block(double* e, const double* qt, const float* keys, const int32_t* ix, int H, int D, int n, int j0, double scale) {
+  const float* k[KB];
+  for (int b = 0; b < KB; ++b) k[b] = keys + (size_t)ix[j0 + b < n ? j0 + b : n - 1] * D;  // past n: re-read, discarded
+  int h0 = 0;
+  for (; h0 + 8 <= H; h0 += 8) dots<8, KB>(e, qt, k, h0, H, D, n, j0, scale);
+  for (; h0 + 4 <= H; h0 += 4) dots<4, KB>(e, qt, k, h0, H, D, n, j0, scale);
+  for (; h0 < H; ++h0) {
+    for (int b = 0; b < KB && j0 + b < n; ++b) {
+      double d = 0;
+      for (int i = 0; i < D; ++i) d += qt[(size_t)i * H + h0] * (double)k[b][i];
+      e[(size_t)h0 * n + j0 + b] = d * scale;
+    }
+  }
+}
+
 KVT_WIDE_CLONES
 void attend_token(float* out, const float* q, const float* keys, const int32_t* idx, const int32_t* off, const float* sinks, int t, int H,
                   int D, double scale, TokenScratch& s) {
@@ -36,31 +74,10 @@ void attend_token(float* out, const float* q, const float* keys, const int32_t* 
   for (int h = 0; h < H; ++h)
     for (int i = 0; i < D; ++i) s.qt[(size_t)i * H + h] = qt[(size_t)h * D + i];
   double* e = s.e.data();
-  const int hFull = H - H % kHeadBlock;
-  for (int j0 = 0; j0 < n; j0 += kKeyBlock) {
-    const float* k[kKeyBlock];
-    for (int b = 0; b < kKeyBlock; ++b) k[b] = keys + (size_t)ix[j0 + b < n ? j0 + b : n - 1] * D;  // past n: re-read, discarded
-    for (int h0 = 0; h0 < hFull; h0 += kHeadBlock) {
-      double acc[kKeyBlock][kHeadBlock] = {};
-      const double* qh = s.qt.data() + h0;
-      for (int i = 0; i < D; ++i) {
-        const double* qi = qh + (size_t)i * H;
-        for (int b = 0; b < kKeyBlock; ++b) {
-          const double ki = k[b][i];
-          for (int u = 0; u < kHeadBlock; ++u) acc[b][u] += qi[u] * ki;
-        }
-      }
-      for (int b = 0; b < kKeyBlock && j0 + b < n; ++b)
-        for (int u = 0; u < kHeadBlock; ++u) e[(size_t)(h0 + u) * n + j0 + b] = acc[b][u] * scale;
-    }
-    for (int h = hFull; h < H; ++h) {
-      for (int b = 0; b < kKeyBlock && j0 + b < n; ++b) {
-        double d = 0;
-        for (int i = 0; i < D; ++i) d += s.qt[(size_t)i * H + h] * (double)k[b][i];
-        e[(size_t)h * n + j0 + b] = d * scale;
-      }
-    }
-  }
+  // eight keys side by side (8 chains of one 8-head vector each), the last < 8 keys four at a time
+  int j0 = 0;
+  for (; j0 + 8 <= n; j0 += 8) key_block<8>(e, s.qt.data(), keys, ix, H, D, n, j0, scale);
+  for (; j0 < n; j0 += 4) key_block<4>(e, s.qt.data(), keys, ix, H, D, n, j0, scale);
   for (int h = 0; h < H; ++h) {
     double* eh = e + (size_t)h * n;
     double m = sinks[h];

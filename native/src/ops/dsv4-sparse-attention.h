@@ -13,7 +13,7 @@
 //   m = max(sink_h, s_j …);  e_j = exp(s_j − m);  Σ = exp(sink_h − m) + Σ_j e_j  (f64, sequential j)
 //   out_i = 0, then for j in order: out_i = f32(out_i + (e_j / Σ)·k_ji)
 // The fast kernel splits tokens over threads and computes all heads of a token
-// together (four independent dot chains per key row, each in the order above),
+// together (up to eight keys × eight heads as independent dot chains, each in the order above),
 // so it equals the _ref twin bit for bit for any T and thread count.
 #pragma once
 #include <cstddef>
