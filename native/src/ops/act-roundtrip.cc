@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "../common.h"
+#include "absmax.h"
 #include "wide-clones.h"
 
 namespace kvt {
@@ -13,13 +14,8 @@ namespace kvt {
 // Blocks [b0, b1) of 32 (one thread's share).
 KVT_WIDE_CLONES static void q8_0_blocks(float* out, const float* x, size_t b0, size_t b1) {
   for (size_t b = b0 * 32; b < b1 * 32; b += 32) {
-    float amax = 0.0f;
-    // a compare, not std::fmax (a libm call per element; GCC keeps fmax's NaN rule out of line):
-    // the same value for every input, a NaN included (fmax(a, NaN) = a = (NaN > a ? NaN : a))
-    for (int j = 0; j < 32; ++j) {
-      const float ax = std::fabs(x[b + j]);
-      amax = ax > amax ? ax : amax;
-    }
+    // max |x_j| in vector lanes (absmax.h): the value of the twin's one compare chain
+    const float amax = absmax_f32(x + b, 32);
     const float d = (float)((double)amax / 127.0);
     const float id = d != 0.0f ? (float)(1.0 / (double)d) : 0.0f;
     const float dh = f16_to_f32(f32_to_f16(d));

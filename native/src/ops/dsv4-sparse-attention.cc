@@ -2,10 +2,11 @@
 // pool's threads, all heads of a token at once. Every head shares the token's
 // keys: the dots of eight keys × eight heads run as 64 independent f64 chains
 // (each still summed over i in order, the heads in vector lanes; four-head
-// blocks and four-key blocks take what remains); the
-// output rows accumulate key by key in order. Every value therefore follows the _ref
+// blocks and four-key blocks take what remains); the output rows accumulate
+// key by key in order, eight elements of eight heads held in registers. Every value therefore follows the _ref
 // twin's arithmetic exactly, bit for bit, for any T and thread count.
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "dsv4-sparse-attention.h"
@@ -63,6 +64,47 @@ __attribute__((always_inline)) static inline void key_block(double* e, const dou
   }
 }
 
+// The output rows of heads [h0, h0 + HB) of one token:
+//
+//   ot [H][D]   a [H][n] (softmax weights)   keys[ix[j]] [D]
+//   ot[h][i] = 0, then for j in order: ot[h][i] = f32(ot[h][i] + a[h][j]·k_j[i])   (f64 product and sum)
+//
+// Eight elements of every head of the block stay in registers (as f64 values an
+// f32 holds exactly) over all n keys, each key's eight elements converted to
+// f64 once for the HB heads: the twin's arithmetic per element, in its order,
+// without a store and reload of the row per key. Elements past the last
+// multiple of 8 go one by one, the same way.
+template <int HB>
+__attribute__((always_inline)) static inline void weighted_sum(float* ot, const double* a, const float* keys, const int32_t* ix, int n, int h0,
+                                                               int D) {
+  typedef double v8d __attribute__((vector_size(64)));
+  typedef float v8f __attribute__((vector_size(32)));
+  const int dFull = D - D % 8;
+  for (int i0 = 0; i0 < dFull; i0 += 8) {
+    v8d acc[HB];
+    for (int u = 0; u < HB; ++u) acc[u] = v8d{} ;
+    for (int j = 0; j < n; ++j) {
+      v8f kf;
+      std::memcpy(&kf, keys + (size_t)ix[j] * D + i0, sizeof kf);
+      const v8d kd = __builtin_convertvector(kf, v8d);
+      for (int u = 0; u < HB; ++u) {
+        const v8d p = a[(size_t)(h0 + u) * n + j] * kd;
+        acc[u] = __builtin_convertvector(__builtin_convertvector(acc[u] + p, v8f), v8d);
+      }
+    }
+    for (int u = 0; u < HB; ++u) {
+      const v8f r = __builtin_convertvector(acc[u], v8f);
+      std::memcpy(ot + (size_t)(h0 + u) * D + i0, &r, sizeof r);
+    }
+  }
+  for (int i = dFull; i < D; ++i)
+    for (int u = 0; u < HB; ++u) {
+      float o = 0.0f;
+      for (int j = 0; j < n; ++j) o = (float)((double)o + a[(size_t)(h0 + u) * n + j] * (double)keys[(size_t)ix[j] * D + i]);
+      ot[(size_t)(h0 + u) * D + i] = o;
+    }
+}
+
 KVT_WIDE_CLONES
 void attend_token(float* out, const float* q, const float* keys, const int32_t* idx, const int32_t* off, const float* sinks, int t, int H,
                   int D, double scale, TokenScratch& s) {
@@ -88,14 +130,14 @@ void attend_token(float* out, const float* q, const float* keys, const int32_t* 
       eh[j] = std::exp(eh[j] - m);
       sum += eh[j];
     }
-    float* oh = out + ((size_t)t * H + h) * D;
-    for (int i = 0; i < D; ++i) oh[i] = 0.0f;
-    for (int j = 0; j < n; ++j) {
-      const double a = eh[j] / sum;
-      const float* k = keys + (size_t)ix[j] * D;
-      for (int i = 0; i < D; ++i) oh[i] = (float)((double)oh[i] + a * (double)k[i]);
-    }
+    for (int j = 0; j < n; ++j) eh[j] = eh[j] / sum;  // a_hj, the same quotient the twin forms per step
   }
+  // out rows: heads in blocks of 8 (then 4, then 1), 8 elements at a time held in registers over the keys
+  float* ot = out + (size_t)t * H * D;
+  int h0 = 0;
+  for (; h0 + 8 <= H; h0 += 8) weighted_sum<8>(ot, e, keys, ix, n, h0, D);
+  for (; h0 + 4 <= H; h0 += 4) weighted_sum<4>(ot, e, keys, ix, n, h0, D);
+  for (; h0 < H; ++h0) weighted_sum<1>(ot, e, keys, ix, n, h0, D);
 }
 
 }  // namespace

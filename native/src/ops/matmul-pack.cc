@@ -10,6 +10,7 @@
 #include "matmul-kquant.h"
 #include "../quant/blocks.h"
 #include "../quant/quant.h"
+#include "absmax.h"
 #include "wide-clones.h"
 
 namespace kvt {
@@ -106,8 +107,8 @@ KVT_WIDE_CLONES void quantize_rows_q8(Q8Rows out, const float* x, int m, int k) 
   for (int r = 0; r < m; ++r) {
     for (int b = 0; b < nb; ++b) {
       const float* xb = x + (size_t)r * k + (size_t)b * kQ8Block;
-      float amax = 0.0f;
-      for (int i = 0; i < kQ8Block; ++i) amax = std::max(amax, std::fabs(xb[i]));
+      // max |x_i| in vector lanes (absmax.h): the value of std::max over i in order
+      const float amax = absmax_f32(xb, kQ8Block);
       float d = amax / 127.0f;
       float id = d != 0.0f ? 1.0f / d : 0.0f;
       int8_t* q = out.q + (size_t)r * k + (size_t)b * kQ8Block;
