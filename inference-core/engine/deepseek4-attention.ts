@@ -90,11 +90,13 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
   const ratio = ab.noCompression ? 0 : cfg.ratios[l]!;
   const rope = cfg.ratios[l] !== 0 ? cfg.ropeCompress : cfg.ropePlain;
 
-  const qr = w.mm(P + 'attn_q_a.weight', d, cfg.qLoraRank, X, T);
+  // projections into reused buffers (Deepseek4Weights.temp): each written whole by its mat-mul, read only in this call
+  // (the window and compressor state keep copies), so a 512-row chunk allocates none of these per layer
+  const qr = w.mm(P + 'attn_q_a.weight', d, cfg.qLoraRank, X, T, w.temp('attn.qr', T * cfg.qLoraRank));
   const qaNorm = w.get(P + 'attn_q_a_norm.weight');
   // the row norms natively in one call each when the model runs natively (same bits), else row by row
   if (!w.native || !dsv4RmsNormRows(qr, qr, qaNorm, T, cfg.qLoraRank, cfg.rmsEps)) for (let t = 0; t < T; t++) rmsNorm(qr, cfg.rmsEps, qaNorm, qr, t * cfg.qLoraRank, cfg.qLoraRank);
-  const q = w.mm(P + 'attn_q_b.weight', cfg.qLoraRank, H * D, qr, T);
+  const q = w.mm(P + 'attn_q_b.weight', cfg.qLoraRank, H * D, qr, T, w.temp('attn.q', T * H * D));
   const kv = attentionKv(cfg, w, l, X, T, p0);
   const qNormed = w.native !== null && dsv4RmsNormRows(q, q, null, T * H, D, cfg.rmsEps);
   const ropes = ropeRows(p0, T, cfg.nRot, rope);
@@ -109,18 +111,18 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
   // compressor (and on CSA layers indexer) rows of every token, projected at once
   const width = (ratio === 4 ? 2 : 1) * D;
   const iWidth = 2 * cfg.indexerDim;
-  const ckv = ratio !== 0 ? w.mm(P + 'attn_compressor_kv.weight', d, width, X, T) : null;
-  const cgate = ratio !== 0 ? w.mm(P + 'attn_compressor_gate.weight', d, width, X, T) : null;
-  const ikv = ratio === 4 ? w.mm(P + 'indexer_compressor_kv.weight', d, iWidth, X, T) : null;
-  const igate = ratio === 4 ? w.mm(P + 'indexer_compressor_gate.weight', d, iWidth, X, T) : null;
+  const ckv = ratio !== 0 ? w.mm(P + 'attn_compressor_kv.weight', d, width, X, T, w.temp('attn.ckv', T * width)) : null;
+  const cgate = ratio !== 0 ? w.mm(P + 'attn_compressor_gate.weight', d, width, X, T, w.temp('attn.cgate', T * width)) : null;
+  const ikv = ratio === 4 ? w.mm(P + 'indexer_compressor_kv.weight', d, iWidth, X, T, w.temp('attn.ikv', T * iWidth)) : null;
+  const igate = ratio === 4 ? w.mm(P + 'indexer_compressor_gate.weight', d, iWidth, X, T, w.temp('attn.igate', T * iWidth)) : null;
   // the indexer's queries only where some token has more than top-k keys to choose from
   const IH = cfg.indexerHeads * cfg.indexerDim;
   const needIndexer = ratio === 4 && !ab.noIndexer && Math.floor((p0 + T) / 4) > cfg.indexerTopK;
   let iq: Float32Array | null = null;
   let ihw: Float32Array | null = null;
   if (needIndexer) {
-    iq = w.mm(`${P}indexer.attn_q_b.weight`, cfg.qLoraRank, IH, qr, T);
-    ihw = w.mm(`${P}indexer.proj.weight`, d, cfg.indexerHeads, X, T);
+    iq = w.mm(`${P}indexer.attn_q_b.weight`, cfg.qLoraRank, IH, qr, T, w.temp('attn.iq', T * IH));
+    ihw = w.mm(`${P}indexer.proj.weight`, d, cfg.indexerHeads, X, T, w.temp('attn.ihw', T * cfg.indexerHeads));
   }
 
   const out = w.temp('attn.out', T * H * D).fill(0); // read only by the output projection below
@@ -188,9 +190,9 @@ export function deepseek4Attention(cfg: Deepseek4Config, w: Deepseek4Weights, l:
   const G = cfg.oGroups;
   const R = cfg.oLoraRank;
   const gd = (H / G) * D;
-  const oa = new Float32Array(T * G * R);
-  const slice = new Float32Array(T * gd);
-  const part = new Float32Array(T * R);
+  const oa = w.temp('attn.oa', T * G * R); // every element written: R columns per group
+  const slice = w.temp('attn.slice', T * gd);
+  const part = w.temp('attn.part', T * R);
   for (let g = 0; g < G; g++) {
     for (let t = 0; t < T; t++) slice.set(out.subarray(t * H * D + g * gd, t * H * D + (g + 1) * gd), t * gd);
     w.mm(P + 'attn_output_a.weight', gd, R, slice, T, part, g * R);

@@ -63,8 +63,7 @@ function route(c: Deepseek4Config, w: Deepseek4Weights, l: number, X: Float32Arr
 }
 
 /** The clamped SwiGLU of n values (natively when the model runs natively; C's exp, V8's but for its last f64 bit). */
-function swiglu(w: Deepseek4Weights, g: Float32Array, u: Float32Array, n: number, limit: number): Float32Array {
-  const act = new Float32Array(n);
+function swiglu(w: Deepseek4Weights, g: Float32Array, u: Float32Array, n: number, limit: number, act: Float32Array = new Float32Array(n)): Float32Array {
   if (w.native && dsv4SwigluClamp(act, g, u, n, limit)) return act;
   for (let i = 0; i < n; i++) act[i] = swigluClamp(g[i]!, u[i]!, limit);
   return act;
@@ -90,25 +89,31 @@ export function deepseek4Ffn(c: Deepseek4Config, w: Deepseek4Weights, l: number,
   const y = w.temp('ffn.y', T * K * d); // expert output of slot (t, k): every slot is written below
   let most = 0;
   for (const list of slots.values()) most = Math.max(most, list.length);
-  const xe = new Float32Array(most * d); // one expert's gathered rows at a time
+  // one expert's gathered rows, gate, up, activation and output at a time: reused buffers (Deepseek4Weights.temp),
+  // each written whole before it is read and dead when the next expert starts
+  const xe = w.temp('ffn.xe', most * d);
+  const ge = w.temp('ffn.g', most * F);
+  const ue = w.temp('ffn.u', most * F);
+  const ae = w.temp('ffn.act', most * F);
+  const yb = w.temp('ffn.ye', most * d);
   for (const [e, list] of slots) {
     const n = list.length;
     for (let j = 0; j < n; j++) {
       const t = Math.floor(list[j]! / K);
       xe.set(X.subarray(t * d, (t + 1) * d), j * d);
     }
-    const g = w.mm(P + 'ffn_gate_exps.weight', d, F, xe, n, undefined, e * F);
-    const u = w.mm(P + 'ffn_up_exps.weight', d, F, xe, n, undefined, e * F);
-    const act = swiglu(w, g, u, n * F, c.clampExp[l]!);
-    const ye = w.mm(P + 'ffn_down_exps.weight', F, d, act, n, undefined, e * d);
+    const g = w.mm(P + 'ffn_gate_exps.weight', d, F, xe, n, ge, e * F);
+    const u = w.mm(P + 'ffn_up_exps.weight', d, F, xe, n, ue, e * F);
+    const act = swiglu(w, g, u, n * F, c.clampExp[l]!, ae);
+    const ye = w.mm(P + 'ffn_down_exps.weight', F, d, act, n, yb, e * d);
     for (let j = 0; j < n; j++) y.set(ye.subarray(j * d, (j + 1) * d), list[j]! * d);
   }
 
   const S = F * c.nExpertShared;
-  const sg = w.mm(P + 'ffn_gate_shexp.weight', d, S, X, T);
-  const su = w.mm(P + 'ffn_up_shexp.weight', d, S, X, T);
-  const sa = swiglu(w, sg, su, T * S, c.clampShexp[l]!);
-  const sy = w.mm(P + 'ffn_down_shexp.weight', S, d, sa, T);
+  const sg = w.mm(P + 'ffn_gate_shexp.weight', d, S, X, T, w.temp('ffn.sg', T * S));
+  const su = w.mm(P + 'ffn_up_shexp.weight', d, S, X, T, w.temp('ffn.su', T * S));
+  const sa = swiglu(w, sg, su, T * S, c.clampShexp[l]!, w.temp('ffn.sa', T * S));
+  const sy = w.mm(P + 'ffn_down_shexp.weight', S, d, sa, T, w.temp('ffn.sy', T * d));
 
   const out = new Float32Array(T * d);
   // natively in one call, the same f32 order (bit for bit); the loops below are the reference
