@@ -55,7 +55,7 @@ describe('a job lost from the shared queue by a Redis fault', () => {
       await added;
       // The loss: the job's hash and its place in the wait list are gone, and the API's connections dropped.
       expect(await queue.remove(job.id)).toBe(1);
-      await admin.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+      await admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
       expect(await Promise.race([addedAgain, ended])).toBe('added again');
       expect(await queue.getJobState(job.id)).toBe('waiting');
       workers.push(await startWorker({ REDIS_URL: url, KVTIER_MODEL: 'synthetic:tiny', KVTIER_DATA_DIR: mkdtempSync(join(tmpdir(), 'kvtier-lost-job-')) }));
