@@ -7,6 +7,8 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as path from 'node:path';
 
+import { llamaCppEnv } from './llamacpp-env.ts';
+
 const SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'llamacpp-reference.mjs');
 
 export type LlamaKvType = 'f16' | 'f32';
@@ -19,7 +21,7 @@ interface BaseRequest {
 
 async function call<T>(request: object, timeoutMs = 600_000): Promise<T> {
   return await new Promise<T>((resolve, reject) => {
-    const child = spawn(process.execPath, [SCRIPT], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [SCRIPT], { stdio: ['pipe', 'pipe', 'pipe'], env: llamaCppEnv() });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     const timer = setTimeout(() => {
