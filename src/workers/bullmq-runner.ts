@@ -228,18 +228,21 @@ export class BullmqRunner implements JobRunner {
     return withTimeout(added, 3000, () => new KvtError('KVT_ERR_QUEUE_UNAVAILABLE', 'the job queue (Redis) did not accept the job within 3 s; retry shortly'));
   }
 
+  /** One message, or a run's consecutive messages as an array (reply-outbox.ts). */
   private onPublished(message: string): void {
-    let published: PublishedEvent;
+    let published: PublishedEvent | PublishedEvent[];
     try {
       published = JSON.parse(message);
     } catch {
       this.log('warn', 'unreadable event on the reply channel');
       return;
     }
-    const pending = this.pending.get(published.jobId);
-    if (!pending) return;
-    const end = relayPublished(pending, published);
-    if (end) this.settle(published.jobId, end.error);
+    for (const one of Array.isArray(published) ? published : [published]) {
+      const pending = this.pending.get(one.jobId);
+      if (!pending) return;
+      const end = relayPublished(pending, one);
+      if (end) return this.settle(one.jobId, end.error);
+    }
   }
 
   private settle(jobId: string, error: unknown): void {

@@ -4,7 +4,7 @@
  * once: a message published while the API's (sharded) subscription moves to a
  * promoted replica reaches nobody, and PUBLISH says so by its receiver count.
  *
- *   push(e) ──▶ queue ──▶ one PUBLISH in flight (seq n) ──▶ ≥ 1 receiver: next (n + 1)
+ *   push(e) ──▶ queue ──▶ one PUBLISH in flight (seq n…m) ──▶ ≥ 1 receiver: next (m + 1…)
  *                                  ▲                   └──▶ error, or 0 receivers
  *                                  └── same message after a pause (100 ms doubling to 1 s) ──┘
  *
@@ -12,7 +12,8 @@
  * - a run's messages leave in push order, one at a time, each with the next
  *   `seq` (0 is `started`); a retried message keeps its seq, so the API drops
  *   a copy it already has and treats a skipped seq as a lost event;
- * - token events still queued behind the one in flight go as one message;
+ * - what is queued behind the PUBLISH in flight leaves as one (a JSON array of
+ *   messages, each with its seq; consecutive token events merged into one);
  * - a message undelivered for RETRY_WINDOW_MS (the API process is gone, or
  *   Redis is down for longer than a failover) is dropped with everything
  *   queued behind it and logged: the request ends by its own timeout.
@@ -69,9 +70,10 @@ export class ReplyOutbox {
     this.sending = true;
     try {
       while (!this.closed && this.queue.length > 0) {
-        const message = this.queue.shift()!;
-        const wire = JSON.stringify({ ...message, seq: this.nextSeq++ });
-        if (!(await this.deliver(wire, message.jobId))) {
+        // Everything queued behind the one in flight goes as one message: a batch is heard whole or not at all.
+        const batch = this.queue.splice(0).map((message) => ({ ...message, seq: this.nextSeq++ }));
+        const wire = JSON.stringify(batch.length === 1 ? batch[0] : batch);
+        if (!(await this.deliver(wire, batch[0].jobId))) {
           this.closed = true;
           this.queue.length = 0;
         }

@@ -141,7 +141,11 @@ describe.each(['s3', 'fs'] as const)('API + 3 workers on shared %s storage', (ba
     // job, and when it reported the job done, as the worker sees it (the client sees it later).
     replies = new Redis(redis.url);
     replies.on('error', (error: Error) => console.warn(`reply channel connection: ${error.message}`));
-    replies.on('pmessage', (_pattern: string, _channel: string, message: string) => void seen.emit('run', JSON.parse(message) as RunMessage));
+    // One message, or a run's consecutive messages batched as an array (src/workers/reply-outbox.ts).
+    replies.on('pmessage', (_pattern: string, _channel: string, message: string) => {
+      const parsed = JSON.parse(message) as RunMessage | RunMessage[];
+      for (const one of Array.isArray(parsed) ? parsed : [parsed]) seen.emit('run', one);
+    });
     await replies.psubscribe('kvtier:events:*');
     // The shared queue (no cache-aware routing): the claim here is about turns that land on a
     // worker new to the session; dispatch.test.ts covers routing turns to the worker holding them.

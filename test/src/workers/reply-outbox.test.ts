@@ -23,16 +23,18 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
 }
 
 describe('ReplyOutbox on a real Redis', () => {
-  it('messages published before the API subscribed are re-sent until it hears them, in order, each seq once, queued tokens as one', async () => {
+  it('messages published before the API subscribed are re-sent until it hears them, in order, each seq once, what queued behind as one PUBLISH', async () => {
     const publisher = new Redis(server().url);
     const subscriber = new Redis(server().url);
     const channel = 'kvtier:events:outbox-1';
     const unheard = deferred();
     const receivers: number[] = [];
+    const batches: number[] = [];
     const outbox = new ReplyOutbox(
       async (message) => {
         const n = await publisher.publish(channel, message);
         receivers.push(n);
+        if (n > 0) batches.push(message.startsWith('[') ? JSON.parse(message).length : 1);
         if (n === 0) unheard.resolve();
         return n;
       },
@@ -46,7 +48,8 @@ describe('ReplyOutbox on a real Redis', () => {
       const heard: PublishedEvent[] = [];
       const all = deferred();
       subscriber.on('message', (_channel: string, message: string) => {
-        heard.push(JSON.parse(message));
+        const parsed = JSON.parse(message) as PublishedEvent | PublishedEvent[];
+        heard.push(...(Array.isArray(parsed) ? parsed : [parsed]));
         if (heard.length === 3) all.resolve();
       });
       await subscriber.subscribe(channel);
@@ -58,6 +61,8 @@ describe('ReplyOutbox on a real Redis', () => {
       expect(heard[2].event).toEqual(done);
       expect(receivers[0]).toBe(0);
       expect(receivers.at(-1)).toBe(1);
+      // `started` was in flight alone; the tokens (merged) and the end queued behind it left as one batch.
+      expect(batches).toEqual([1, 2]);
     } finally {
       publisher.disconnect();
       subscriber.disconnect();
