@@ -18,8 +18,8 @@ export interface PendingJob {
    * lapse and the job be handed to another worker while the first still publishes.
    */
   seenByRun: Map<string, number>;
-  /** Each run's next message number (bullmq-protocol.ts PublishedEvent.seq). */
-  nextSeqByRun: Map<string, number>;
+  /** Each run's next message number (PublishedEvent.seq) and the messages that overtook a lost one. */
+  orderByRun: Map<string, RunOrder>;
   started: boolean;
   prefilledSent: boolean;
   waitTimer: NodeJS.Timeout | null;
@@ -33,21 +33,42 @@ export interface PendingJob {
   moving: boolean;
 }
 
+export interface RunOrder {
+  next: number;
+  held: Map<number, PublishedEvent>;
+}
+
+/** Messages held for one missing one, at most: past it the run is given up (its worker re-sends in order, so a gap this long is a lost run). */
+const MAX_HELD = 4096;
+
 /**
- * Passes a worker's published event on to the request: a copy is dropped
- * and a lost message ends the job (retryable); a new attempt (the
- * previous worker died) replays only what the request has not seen, and the
- * first `prefilled` only. The job's end (done → error null, or its error) is
- * returned for the caller to settle; null while it runs.
+ * Passes a worker's published messages on to the request in each run's seq
+ * order (reply-outbox.ts re-sends what a failover lost, so a message may come
+ * twice or overtake a lost one): a copy is dropped, one that came early waits
+ * for the one it follows. A new attempt (the previous worker died) replays
+ * only what the request has not seen, and the first `prefilled` only. The
+ * job's end (done → error null, or its error) is returned for the caller to
+ * settle; null while it runs.
  */
 export function relayPublished(pending: PendingJob, published: PublishedEvent): { error: KvtError | null } | null {
-  // Each message once, none skipped: a worker re-sends one the channel may have lost (reply-outbox.ts).
-  const expected = pending.nextSeqByRun.get(published.runId) ?? 0;
-  if (published.seq < expected) return null;
-  if (published.seq > expected) {
-    return { error: new KvtError('KVT_ERR_WORKER_LOST', `message ${expected} of the job's run ${published.runId} never arrived (its worker gave up re-sending it); retry the request`) };
+  let order = pending.orderByRun.get(published.runId);
+  if (!order) pending.orderByRun.set(published.runId, (order = { next: 0, held: new Map() }));
+  if (published.seq < order.next) return null;
+  if (published.seq > order.next) {
+    order.held.set(published.seq, published);
+    if (order.held.size <= MAX_HELD) return null;
+    return { error: new KvtError('KVT_ERR_WORKER_LOST', `message ${order.next} of the job's run ${published.runId} never arrived; retry the request`) };
   }
-  pending.nextSeqByRun.set(published.runId, expected + 1);
+  for (let message: PublishedEvent | undefined = published; message; message = order.held.get(order.next)) {
+    order.held.delete(message.seq);
+    order.next = message.seq + 1;
+    const end = relayInOrder(pending, message);
+    if (end) return end;
+  }
+  return null;
+}
+
+function relayInOrder(pending: PendingJob, published: PublishedEvent): { error: KvtError | null } | null {
   if (!pending.seenByRun.has(published.runId)) {
     // A new attempt (the previous worker died, or lost its lock and may still run): replay only what
     // the request has not seen. Runs are counted apart, so their events may interleave.

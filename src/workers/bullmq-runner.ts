@@ -189,7 +189,7 @@ export class BullmqRunner implements JobRunner {
   /** One job on one queue, to its end; the events go to `onEvent` (a re-run's repeats skipped). */
   private async runJob(job: RequestSpec, role: WorkerRole, onEvent: (event: JobEvent) => void, signal: AbortSignal): Promise<void> {
     const done = new Promise<void>((resolve, reject) => {
-      this.pending.set(job.id, { onEvent, resolve, reject, runId: null, forwarded: 0, seenByRun: new Map(), nextSeqByRun: new Map(), started: false, prefilledSent: false, waitTimer: null, queueName: QUEUE_NAME, queued: null, addedAt: Date.now(), lockMisses: 0, moving: false });
+      this.pending.set(job.id, { onEvent, resolve, reject, runId: null, forwarded: 0, seenByRun: new Map(), orderByRun: new Map(), started: false, prefilledSent: false, waitTimer: null, queueName: QUEUE_NAME, queued: null, addedAt: Date.now(), lockMisses: 0, moving: false });
     });
     const onAbort = () => {
       const queueName = this.pending.get(job.id)?.queueName ?? QUEUE_NAME;

@@ -1,22 +1,24 @@
 /**
  * One run's events to the API process that waits on them (the job's reply
- * channel), in order and not lost to a Redis failover. Pub/sub is at most
- * once: a message published while the API's (sharded) subscription moves to a
- * promoted replica reaches nobody, and PUBLISH says so by its receiver count.
+ * channel), not lost to a Redis failover. Pub/sub is at most once: a message
+ * published while the API's (sharded) subscription moves to a promoted
+ * replica reaches nobody, and PUBLISH says so by its receiver count.
  *
- *   push(e) ──▶ queue ──▶ one PUBLISH in flight (seq n…m) ──▶ ≥ 1 receiver: next (m + 1…)
- *                                  ▲                   └──▶ error, or 0 receivers
- *                                  └── same message after a pause (100 ms doubling to 1 s) ──┘
+ *   push(e) ──▶ seq n, PUBLISH at once (pipelined, as plain pub/sub) ──▶ ≥ 1 receiver: done
+ *                                                                 └──▶ error, or 0 receivers:
+ *   recovery: every unheard message, in seq order, as one PUBLISH ──▶ ≥ 1 receiver: all heard
+ *                ▲ (what is pushed meanwhile joins the next batch)  └──▶ not heard: again after
+ *                └────────────────────── a pause (100 ms doubling to 1 s) ─────────┘
  *
  * Invariants:
- * - a run's messages leave in push order, one at a time, each with the next
- *   `seq` (0 is `started`); a retried message keeps its seq, so the API drops
- *   a copy it already has and treats a skipped seq as a lost event;
- * - what is queued behind the PUBLISH in flight leaves as one (a JSON array of
- *   messages, each with its seq; consecutive token events merged into one);
- * - a message undelivered for RETRY_WINDOW_MS (the API process is gone, or
- *   Redis is down for longer than a failover) is dropped with everything
- *   queued behind it and logged: the request ends by its own timeout.
+ * - every message carries the run's next `seq` (0 is `started`) and keeps it
+ *   when re-sent: the API drops a copy, holds one that overtook a lost one
+ *   until it arrives (bullmq-pending.ts), so the request sees each event once,
+ *   in order;
+ * - a message is unheard until a PUBLISH carrying it counted a receiver;
+ * - unheard for RETRY_WINDOW_MS (the API process is gone, or Redis is down for
+ *   longer than a failover): everything unheard is dropped and logged, nothing
+ *   more leaves; the request ends by its own timeout.
  */
 import type { PublishedEvent } from './bullmq-protocol.ts';
 
@@ -27,9 +29,11 @@ const RETRY_WINDOW_MS = 30_000;
 export type ReplyMessage = Omit<PublishedEvent, 'seq'>;
 
 export class ReplyOutbox {
-  private readonly queue: ReplyMessage[] = [];
+  /** Sent (or being sent) but not yet heard, in seq order. */
+  private readonly unheard: PublishedEvent[] = [];
   private nextSeq = 0;
-  private sending = false;
+  private inFlight = 0;
+  private recovering = false;
   private closed = false;
   private readonly waiters: (() => void)[] = [];
 
@@ -42,66 +46,78 @@ export class ReplyOutbox {
 
   push(message: ReplyMessage): void {
     if (this.closed) return;
-    const last = this.queue.at(-1);
-    if (last?.event?.type === 'tokens' && message.event?.type === 'tokens' && last.runId === message.runId) {
-      last.event = { type: 'tokens', ids: [...last.event.ids, ...message.event.ids] };
-    } else this.queue.push(message.event?.type === 'tokens' ? { ...message, event: { ...message.event } } : message);
-    if (!this.sending) void this.pump();
+    const numbered: PublishedEvent = { ...message, seq: this.nextSeq++ };
+    this.unheard.push(numbered);
+    if (this.recovering) return;
+    this.inFlight++;
+    this.send(JSON.stringify(numbered)).then(
+      (receivers) => (receivers > 0 ? this.heard(numbered) : this.recover()),
+      () => this.recover(),
+    ).finally(() => {
+      this.inFlight--;
+      this.wakeIfIdle();
+    });
   }
 
-  /** Nothing more leaves (the worker is shutting down, or a message was dropped). */
+  /** Nothing more leaves (the worker is shutting down). */
   close(): void {
     this.closed = true;
-    this.queue.length = 0;
-    if (!this.sending) this.wake();
+    this.unheard.length = 0;
+    this.wakeIfIdle();
   }
 
-  /** Settles once everything pushed so far was delivered or dropped. */
+  /** Settles once everything pushed so far was heard or dropped. */
   flushed(): Promise<void> {
-    if (!this.sending && this.queue.length === 0) return Promise.resolve();
+    if (this.idle) return Promise.resolve();
     return new Promise((resolve) => this.waiters.push(resolve));
   }
 
-  private wake(): void {
-    for (const resolve of this.waiters.splice(0)) resolve();
+  private get idle(): boolean {
+    return this.inFlight === 0 && !this.recovering && this.unheard.length === 0;
   }
 
-  private async pump(): Promise<void> {
-    this.sending = true;
-    try {
-      while (!this.closed && this.queue.length > 0) {
-        // Everything queued behind the one in flight goes as one message: a batch is heard whole or not at all.
-        const batch = this.queue.splice(0).map((message) => ({ ...message, seq: this.nextSeq++ }));
-        const wire = JSON.stringify(batch.length === 1 ? batch[0] : batch);
-        if (!(await this.deliver(wire, batch[0].jobId))) {
-          this.closed = true;
-          this.queue.length = 0;
-        }
-      }
-    } finally {
-      this.sending = false;
-      this.wake();
-    }
+  private wakeIfIdle(): void {
+    if (this.idle) for (const resolve of this.waiters.splice(0)) resolve();
   }
 
-  private async deliver(wire: string, jobId: string): Promise<boolean> {
+  private heard(message: PublishedEvent): void {
+    const at = this.unheard.indexOf(message);
+    if (at >= 0) this.unheard.splice(at, 1);
+  }
+
+  private recover(): void {
+    if (this.recovering || this.closed) return;
+    this.recovering = true;
+    void this.resend().finally(() => {
+      this.recovering = false;
+      this.wakeIfIdle();
+    });
+  }
+
+  private async resend(): Promise<void> {
     const since = Date.now();
     let pause = FIRST_PAUSE_MS;
     let why = '';
-    while (!this.closed) {
+    while (!this.closed && this.unheard.length > 0) {
+      const batch = [...this.unheard];
       try {
-        if ((await this.send(wire)) > 0) return true;
+        if ((await this.send(JSON.stringify(batch))) > 0) {
+          for (const message of batch) this.heard(message);
+          pause = FIRST_PAUSE_MS;
+          continue;
+        }
         why = 'no API process is subscribed to the reply channel';
       } catch (error) {
         why = (error as Error).message;
       }
       if (Date.now() - since >= this.retryWindowMs) {
-        this.warn(`job ${jobId}: its events were not delivered for ${this.retryWindowMs} ms (${why}); dropped, the request ends by its own timeout`);
-        return false;
+        this.warn(`job ${batch[0].jobId}: ${batch.length} of its events were not delivered for ${this.retryWindowMs} ms (${why}); dropped, the request ends by its own timeout`);
+        this.closed = true;
+        this.unheard.length = 0;
+        return;
       }
       await new Promise((resolve) => setTimeout(resolve, pause).unref());
       pause = Math.min(MAX_PAUSE_MS, pause * 2);
     }
-    return false;
   }
 }

@@ -11,7 +11,7 @@ import { relayPublished, type PendingJob } from '../../../src/workers/bullmq-pen
 import type { JobEvent } from '../../../src/scheduler/job.ts';
 
 function pendingJob(onEvent: (event: JobEvent) => void): PendingJob {
-  return { onEvent, resolve: () => undefined, reject: () => undefined, runId: null, forwarded: 0, seenByRun: new Map(), nextSeqByRun: new Map(), started: false, prefilledSent: false, waitTimer: null, queueName: 'kvtier-prefill', queued: null, addedAt: 0, lockMisses: 0, moving: false };
+  return { onEvent, resolve: () => undefined, reject: () => undefined, runId: null, forwarded: 0, seenByRun: new Map(), orderByRun: new Map(), started: false, prefilledSent: false, waitTimer: null, queueName: 'kvtier-prefill', queued: null, addedAt: 0, lockMisses: 0, moving: false };
 }
 
 const reply = [11, 12, 13, 14, 15, 16, 17, 18];
@@ -52,25 +52,37 @@ describe('relaying a job that runs twice at once', () => {
   });
 });
 
-describe('relaying a run whose messages were re-sent or lost (reply-outbox.ts: the worker re-sends until the API hears it)', () => {
+describe('relaying a run whose messages were re-sent or overtaken (reply-outbox.ts: the worker re-sends what nobody heard)', () => {
   const message = (seq: number, event: JobEvent) => ({ jobId: 'j', runId: 'a', seq, event });
 
   it('a copy of a message already relayed is dropped: no token twice, no second end', () => {
     const ids: number[] = [];
     const pending = pendingJob((event) => event.type === 'tokens' && ids.push(...event.ids));
-    const sent = [message(0, tokens(0, 2)), message(0, tokens(0, 2)), message(1, tokens(2, 8)), message(1, tokens(2, 8)), message(2, done)];
+    const sent = [message(0, tokens(0, 2)), message(0, tokens(0, 2)), message(1, tokens(2, 8)), message(1, tokens(2, 8)), message(2, done), message(2, done)];
     const ends = sent.map((m) => relayPublished(pending, m)).filter((end) => end !== null);
     expect(ids).toEqual(reply);
     expect(ends).toEqual([{ error: null }]);
   });
 
-  it('a skipped message ends the job with a retryable error instead of a reply missing tokens', () => {
+  it('messages that overtook a lost one wait for it, then go in order', () => {
     const ids: number[] = [];
     const pending = pendingJob((event) => event.type === 'tokens' && ids.push(...event.ids));
     expect(relayPublished(pending, message(0, tokens(0, 2)))).toBeNull();
-    const end = relayPublished(pending, message(2, tokens(4, 8)));
-    expect(end?.error?.code).toBe('KVT_ERR_WORKER_LOST');
+    // 1 was lost in the failover; 2 and 3 were heard after the API resubscribed.
+    expect(relayPublished(pending, message(2, tokens(4, 8)))).toBeNull();
+    expect(relayPublished(pending, message(3, done))).toBeNull();
     expect(ids).toEqual(reply.slice(0, 2));
+    // The worker re-sends everything unheard, in order: 1 (and copies of 2, 3).
+    expect(relayPublished(pending, message(1, tokens(2, 4)))).toEqual({ error: null });
+    expect(ids).toEqual(reply);
+    expect(relayPublished(pending, message(2, tokens(4, 8)))).toBeNull();
+    expect(ids).toEqual(reply);
+  });
+
+  it('a gap that never fills ends the run with a retryable error once too much waits behind it', () => {
+    const pending = pendingJob(() => undefined);
+    let end = null;
+    for (let seq = 1; end === null && seq < 10_000; seq++) end = relayPublished(pending, message(seq, tokens(0, 1)));
+    expect(end?.error?.code).toBe('KVT_ERR_WORKER_LOST');
   });
 });
-
