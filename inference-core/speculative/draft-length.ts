@@ -16,7 +16,10 @@
  * continue), a Beta prior centred on the request's overall acceptance; a draft
  * model's token uses its own probability, blended with the request's running
  * acceptance (draft models are over-confident on text they copy badly).
- * β and γ are measured online from the step times. β is the slope of the
+ * A drafting step may also pay a fixed setup σ before its first draft (the MTP
+ * block keys the window rows fed since it last drafted): starting to draft is
+ * worth it only when the first token's α beats β + γ + σ.
+ * β, γ and σ are measured online from the step times. β is the slope of the
  * fastest recent verification per row count: on a shared machine a forward's
  * time swings by several × with the load, and a least-squares line through
  * such times gave slopes anywhere from 0.04 to 0.9 on the same model; the
@@ -37,9 +40,18 @@ const PROBE_AFTER = 64;
  * Draft models (and MTP): steps without drafting before the first 1-token
  * probe; each failed probe doubles the gap up to the longest, an accepted one
  * probes again the next step, so drafting comes back once the acceptance
- * (a drafter whose text started to match) pays for it again.
+ * (a drafter whose text started to match) pays for it again. The first gap is
+ * the probe's measured cost (β + γ + σ, in target steps) over PROBE_BUDGET,
+ * within [MODEL_PROBE_AFTER, MODEL_PROBE_FIRST_MAX]: failing probes cost about
+ * that share of decoding, whatever the drafter costs, and a drafter that
+ * starts matching waits at most MODEL_PROBE_FIRST_MAX steps (a cheap draft
+ * model probes after 16 steps; deepseek4's MTP block, whose probe keys the
+ * rows since its last draft, runs a vocabulary-sized head and verifies a
+ * second row, ~0.6–1 target step on CPU, after 60–64).
  */
 const MODEL_PROBE_AFTER = 16;
+const MODEL_PROBE_FIRST_MAX = 64;
+const PROBE_BUDGET = 0.01;
 const MODEL_PROBE_MAX = 1024;
 const EMA = 0.1;
 /** Verification timings kept per row count (the fastest of them stands for that row count). */
@@ -54,6 +66,8 @@ export interface DraftLengthOptions {
   /** Fixed costs (tests: deterministic lengths); absent: measured. */
   rowCost?: number;
   draftCost?: number;
+  /** Fixed setup cost of a drafting step (tests); absent: measured (0 until observed). */
+  setupCost?: number;
 }
 
 export class DraftLengthPolicy {
@@ -62,6 +76,7 @@ export class DraftLengthPolicy {
   readonly maxDraft: number;
   private readonly fixedRowCost: number | undefined;
   private readonly fixedDraftCost: number | undefined;
+  private readonly fixedSetupCost: number | undefined;
   /** Per n-gram match length: positions tried and accepted. */
   private readonly tries = new Map<number, number>();
   private readonly hits = new Map<number, number>();
@@ -70,13 +85,17 @@ export class DraftLengthPolicy {
   verifications = 0;
   private idle = 0;
   private modelIdle = 0;
-  private modelGap = MODEL_PROBE_AFTER;
+  /** The last probe was accepted (probe again next step); else failed probes since the last accepted one. */
+  private probeHit = false;
+  private failedProbes = 0;
   /** This step's model draft is a 1-token probe. */
   private probing = false;
   /** The last TIME_WINDOW verification times (ms) by row count. */
   private readonly times = new Map<number, number[]>();
   private stepMs1 = 0;
-  private draftMs = 0;
+  /** The last TIME_WINDOW draft step times (ms): the fastest stands for a draft step (a first, cold one is not its cost). */
+  private readonly draftTimes: number[] = [];
+  private setupMs = 0;
 
   constructor(o: DraftLengthOptions) {
     this.mode = o.mode;
@@ -84,6 +103,7 @@ export class DraftLengthPolicy {
     this.maxDraft = Math.max(this.fixed, o.maxDraft ?? DEFAULT_MAX_DRAFT);
     this.fixedRowCost = o.rowCost;
     this.fixedDraftCost = o.draftCost;
+    this.fixedSetupCost = o.setupCost;
   }
 
   /** Running acceptance of the request (proposed drafts that were accepted), with a weak optimistic prior. */
@@ -109,8 +129,30 @@ export class DraftLengthPolicy {
 
   get draftCost(): number {
     if (this.fixedDraftCost !== undefined) return this.fixedDraftCost;
-    if (this.stepMs1 <= 0 || this.draftMs <= 0) return 0.1;
-    return Math.min(1, Math.max(0.005, this.draftMs / this.stepMs1));
+    const step = this.targetStepMs;
+    if (step <= 0 || this.draftTimes.length === 0) return 0.1;
+    return Math.min(1, Math.max(0.005, Math.min(...this.draftTimes) / step));
+  }
+
+  /** σ: a drafting step's setup (before its first draft step) over a target decode step. */
+  get setupCost(): number {
+    if (this.fixedSetupCost !== undefined) return this.fixedSetupCost;
+    const step = this.targetStepMs;
+    if (step <= 0 || this.setupMs <= 0) return 0;
+    return Math.min(4, this.setupMs / step);
+  }
+
+  /** A target decode step (ms): the fastest recent 1-row forward, else the running estimate. */
+  private get targetStepMs(): number {
+    return this.fastest(1) ?? this.stepMs1;
+  }
+
+  /** Steps without drafting before the next 1-token probe (see MODEL_PROBE_AFTER). */
+  get probeGap(): number {
+    if (this.probeHit) return 1;
+    const cost = this.rowCost + this.draftCost + this.setupCost;
+    const first = Math.min(MODEL_PROBE_FIRST_MAX, Math.max(MODEL_PROBE_AFTER, Math.ceil(cost / PROBE_BUDGET)));
+    return Math.min(MODEL_PROBE_MAX, first * 2 ** Math.min(this.failedProbes, 20));
   }
 
   /** Acceptance estimate of one n-gram draft position for a suffix match of length n. */
@@ -139,7 +181,10 @@ export class DraftLengthPolicy {
     if (depth >= this.maxDraft || (this.probing && depth >= 1)) return false;
     if (this.mode === 'fixed') return depth < this.fixed;
     const perToken = this.rowCost + this.draftCost;
-    const ratio = expected / (1 + perToken * depth);
+    const setup = this.setupCost;
+    // the first token also pays the step's setup; a later one is weighed against the step's tokens per cost so far
+    if (depth === 0) return reach * this.acceptanceRate >= perToken + setup;
+    const ratio = expected / (1 + setup + perToken * depth);
     return reach * this.acceptanceRate >= perToken * ratio;
   }
 
@@ -154,7 +199,7 @@ export class DraftLengthPolicy {
       this.modelIdle = 0;
       return true;
     }
-    if (this.mode === 'fixed' || this.maxDraft === 0 || ++this.modelIdle < this.modelGap) return false;
+    if (this.mode === 'fixed' || this.maxDraft === 0 || ++this.modelIdle < this.probeGap) return false;
     this.modelIdle = 0;
     this.probing = true;
     return true;
@@ -175,7 +220,12 @@ export class DraftLengthPolicy {
 
   /** Records a verification of `proposed` drafts of which `accepted` were taken (matchN: n-gram source). */
   record(proposed: number, accepted: number, matchN = 0): void {
-    if (this.probing && proposed > 0) this.modelGap = accepted > 0 ? 1 : Math.min(MODEL_PROBE_MAX, Math.max(MODEL_PROBE_AFTER, 2 * this.modelGap));
+    if (this.probing && proposed > 0) {
+      // accepted: probe again next step; failed: the gap doubles (back to the first gap after an accepted probe)
+      if (accepted > 0) this.failedProbes = 0;
+      else if (!this.probeHit) this.failedProbes++;
+      this.probeHit = accepted > 0;
+    }
     this.probing = false;
     if (proposed === 0) return;
     this.verifications++;
@@ -204,7 +254,13 @@ export class DraftLengthPolicy {
   }
 
   observeDraftStep(ms: number): void {
-    this.draftMs = ema(this.draftMs, ms);
+    this.draftTimes.push(ms);
+    if (this.draftTimes.length > TIME_WINDOW) this.draftTimes.shift();
+  }
+
+  /** Times a drafting step's setup before its first draft step (the MTP block keying its window), ms. */
+  observeDraftSetup(ms: number): void {
+    this.setupMs = ema(this.setupMs, ms);
   }
 
   private probe(k: number): number {

@@ -104,10 +104,10 @@ export class ModelDraft {
   runWith(step: (token: number) => Float32Array): void {
     for (let tokens = this.feed(); tokens; tokens = this.feed()) {
       const t0 = performance.now();
-      const logits = step(tokens[tokens.length - 1]!);
-      // every MTP step is a draft step (no context catch-up): the policy weighs all of them
+      this.take(step(tokens[tokens.length - 1]!));
+      // every MTP step is a draft step (no context catch-up): the policy weighs all of them, the pick from
+      // its vocabulary-sized logits (take) included
       this.policy.observeDraftStep(performance.now() - t0);
-      this.take(logits);
     }
   }
 
@@ -125,10 +125,17 @@ export class ModelDraft {
 
 /** Softmax probability (temperature 1, over the allowed ids when masked) of `token`: the draft's confidence in its greedy pick. */
 function softmaxAt(logits: Float32Array, token: number, mask: Uint32Array | null): number {
-  const allowed = (i: number) => mask === null || (mask[i >>> 5] & (1 << (i & 31))) !== 0;
+  const n = logits.length;
   let max = -Infinity;
-  for (let i = 0; i < logits.length; i++) if (allowed(i) && logits[i] > max) max = logits[i];
   let sum = 0;
-  for (let i = 0; i < logits.length; i++) if (allowed(i)) sum += Math.exp(logits[i] - max);
+  if (mask === null) {
+    // unmasked (the common case): plain loops, no per-element call
+    for (let i = 0; i < n; i++) if (logits[i] > max) max = logits[i];
+    for (let i = 0; i < n; i++) sum += Math.exp(logits[i] - max);
+    return Math.exp(logits[token] - max) / sum;
+  }
+  const allowed = (i: number) => (mask[i >>> 5] & (1 << (i & 31))) !== 0;
+  for (let i = 0; i < n; i++) if (allowed(i) && logits[i] > max) max = logits[i];
+  for (let i = 0; i < n; i++) if (allowed(i)) sum += Math.exp(logits[i] - max);
   return Math.exp(logits[token] - max) / sum;
 }

@@ -134,9 +134,13 @@ export class SpeculativeSession {
     if (room > 0 && this.mtp) {
       // The MTP block drafts right here (one row per step, on its own copy of its window): nothing for a batch to share.
       const md = new ModelDraft(this.target.host as Engine, this.target, this.ctx, room, this.policy, this.sampling, this.stops, this.prng, this.constraint);
-      // the drafter (which keys the MTP window) only when the policy drafts this step
+      // the drafter (which keys the MTP window) only when the policy drafts this step; its making is the step's setup
+      const t0 = performance.now();
       const stepper = md.feed() ? this.target.host.mtpDrafter!(this.target) : null;
-      if (stepper) md.runWith((token) => stepper.step(token));
+      if (stepper) {
+        this.policy.observeDraftSetup(performance.now() - t0);
+        md.runWith((token) => stepper.step(token));
+      }
       this.pending = { ...md.result(), matchN: 0 };
       return null;
     }

@@ -49,6 +49,57 @@ describe('draft-model probes', () => {
     expect(q.draftModelLength([0.9, 0.9, 0.9])).toBeGreaterThan(1);
   });
 
+  it("an expensive drafter's first probe gap is its measured probe cost over a 1 % budget, within [16, 64]", () => {
+    // a probe costs β + γ + σ target steps: 0.3 + 0.15 + 0.05 = 0.5 → first gap 50, then 100, 200, …
+    const p = new DraftLengthPolicy({ mode: 'adaptive', rowCost: 0.3, draftCost: 0.15, setupCost: 0.05 });
+    for (let i = 0; i < 20; i++) p.record(1, 0);
+    expect(p.probeGap).toBe(50);
+    expect(draftingSteps(p, 400, () => false)).toEqual([50, 150, 350]);
+    // 0.9 of a step (the MTP block on CPU): capped at 64, so a drafter that starts matching waits at most 64 steps
+    const q = new DraftLengthPolicy({ mode: 'adaptive', rowCost: 0.4, draftCost: 0.3, setupCost: 0.2 });
+    for (let i = 0; i < 20; i++) q.record(1, 0);
+    expect(draftingSteps(q, 300, () => false)).toEqual([64, 192]);
+    // a cheap drafter keeps the 16-step first gap
+    expect(new DraftLengthPolicy({ mode: 'adaptive', rowCost: 0.05, draftCost: 0.02 }).probeGap).toBe(16);
+  });
+
+  it('an expensive drafter whose drafts are rejected from the start: one draft, then probes 50 and 150 steps later', () => {
+    const p = new DraftLengthPolicy({ mode: 'adaptive', rowCost: 0.3, draftCost: 0.15, setupCost: 0.05 });
+    expect(draftingSteps(p, 200, () => false)).toEqual([1, 51, 151]);
+  });
+
+  it('an expensive drafter that is accepted (trained weights) drafts from the first step on and never stops', () => {
+    const p = new DraftLengthPolicy({ mode: 'adaptive', rowCost: 0.3, draftCost: 0.15, setupCost: 0.05 });
+    expect(draftingSteps(p, 100, () => true)).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
+    expect(p.draftModelLength([0.9, 0.9, 0.9])).toBeGreaterThan(1);
+  });
+
+  it('an expensive drafter rejected at first, accepted later: drafting is back within the first gap and stays', () => {
+    const p = new DraftLengthPolicy({ mode: 'adaptive', rowCost: 0.3, draftCost: 0.15, setupCost: 0.05 });
+    // the first draft rejected, every later one accepted (text that turns predictable)
+    let n = 0;
+    const steps = draftingSteps(p, 120, () => ++n > 1);
+    // the probe 50 steps later is accepted: from then on every step drafts
+    expect(steps).toEqual([1, ...Array.from({ length: 70 }, (_, i) => 51 + i)]);
+    expect(p.continueDrafting(0, 1, 1)).toBe(true);
+  });
+
+  it("a drafting step's setup counts in starting to draft; measured costs: the fastest recent draft step, the setup's running mean", () => {
+    // acceptance 0.5 (prior): β + γ = 0.45 drafts, with σ = 0.1 on top it does not
+    expect(new DraftLengthPolicy({ mode: 'adaptive', rowCost: 0.3, draftCost: 0.15 }).continueDrafting(0, 1, 1)).toBe(true);
+    expect(new DraftLengthPolicy({ mode: 'adaptive', rowCost: 0.3, draftCost: 0.15, setupCost: 0.1 }).continueDrafting(0, 1, 1)).toBe(false);
+    const m = new DraftLengthPolicy({ mode: 'adaptive' });
+    for (let i = 0; i < 4; i++) m.observeVerify(1, 10);
+    // a cold first draft step (30 ms) is not what a draft step costs
+    m.observeDraftStep(30);
+    m.observeDraftStep(2);
+    m.observeDraftStep(3);
+    expect(m.draftCost).toBeCloseTo(0.2, 9);
+    expect(m.setupCost).toBe(0);
+    m.observeDraftSetup(5);
+    expect(m.setupCost).toBeCloseTo(0.5, 9);
+  });
+
   it('fixed lengths never probe: they always draft', () => {
     const p = new DraftLengthPolicy({ mode: 'fixed', fixed: 3 });
     for (let i = 0; i < 20; i++) p.record(3, 0);
