@@ -154,7 +154,8 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
     const vocab = this.vocabSize;
     // All-position logits are bounded by the LM-head scratch, so those chunks are smaller.
     const chunkRows = allLogits ? this.graph.maxLogitRows : this.prefillChunk;
-    const all = allLogits ? new Float32Array(tokens.length * vocab) : null;
+    // one chunk (a verification, a decode step): its forward's rows are the answer, no second [n][vocab] copy
+    const all = allLogits && tokens.length > chunkRows ? new Float32Array(tokens.length * vocab) : null;
     let last: Float32Array | null = null;
     for (let off = 0; off < tokens.length; off += chunkRows) {
       const chunk = tokens.subarray(off, Math.min(tokens.length, off + chunkRows));
@@ -164,7 +165,7 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
       for (let i = 0; i < n; i++) positions[i] = pos0 + i;
       const isLast = off + n === tokens.length;
       let rows: Int32Array;
-      if (all) {
+      if (allLogits) {
         rows = new Int32Array(n);
         for (let i = 0; i < n; i++) rows[i] = i;
       } else rows = isLast ? Int32Array.of(n - 1) : new Int32Array(0);
@@ -173,6 +174,7 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
       seq.advance(n);
       if (all) all.set(out, off * vocab);
       else if (isLast) last = out;
+      // (allLogits in one chunk: `out` holds every row)
     }
     return all ?? last!;
   }
