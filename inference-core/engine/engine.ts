@@ -174,7 +174,6 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
       seq.advance(n);
       if (all) all.set(out, off * vocab);
       else if (isLast) last = out;
-      // (allLogits in one chunk: `out` holds every row)
     }
     return all ?? last!;
   }

@@ -29,6 +29,8 @@ export interface WatchdogDeps {
 
 export class RoutedJobWatchdog {
   private readonly timer: NodeJS.Timeout;
+  /** The fault each waiting shared-queue job was last looked for after: once per fault, not every tick. */
+  private readonly checkedAfter = new WeakMap<PendingJob, number>();
 
   constructor(private readonly deps: WatchdogDeps) {
     this.timer = setInterval(() => void this.watch(), WATCHDOG_MS);
@@ -49,7 +51,7 @@ export class RoutedJobWatchdog {
    * And on the shared queue, after a Redis fault (a failover: replication is
    * asynchronous, so a job added just before the primary died may never have
    * reached its replica):
-   *   not started, waiting ≥ ROUTED_WAIT_MS, its hash gone → added again
+   *   not started, waiting ≥ ROUTED_WAIT_MS, its hash gone → added again (looked for once per fault)
    */
   private async watch(): Promise<void> {
     const routedWaitMs = Math.min(2000, Math.max(WATCHDOG_MS, Math.floor(this.deps.config.queueWaitTimeoutMs / 4)));
@@ -59,7 +61,10 @@ export class RoutedJobWatchdog {
       if (pending.moving || !pending.queued) continue;
       if (pending.queueName === QUEUE_NAME) {
         // A fault since shortly before it was added: only then can a failover have lost it (one EXISTS).
-        if (!pending.started && faultAt > pending.addedAt - LOST_ADD_MS && now - pending.addedAt >= routedWaitMs) await this.addIfLost(jobId, pending);
+        if (!pending.started && faultAt > pending.addedAt - LOST_ADD_MS && now - pending.addedAt >= routedWaitMs && this.checkedAfter.get(pending) !== faultAt) {
+          this.checkedAfter.set(pending, faultAt);
+          await this.addIfLost(jobId, pending);
+        }
         continue;
       }
       const own = pending.queueName.startsWith(`${QUEUE_NAME}-w-`);
