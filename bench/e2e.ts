@@ -19,12 +19,16 @@
  *   e2e_mean_computed_tokens_cached_turns  prompt tokens a cached turn still computes (what is new since the last turn)
  *   rps              requests per second over the concurrent phase
  *   overhead_*_p50_ms    client wall time − the worker's own time (x-kvtier-worker-ms), for short
- *                    non-streamed requests one at a time: HTTP + auth + recipe + queue/transport
+ *                    non-streamed requests one at a time: HTTP + auth + recipe + queue/transport,
+ *                    sent by a keep-alive node:http client; overhead_*_fetch_p50_ms the same requests
+ *                    sent by undici's fetch, whose own per-request cost (~1 ms here) lands on the
+ *                    server's event loop too (this figure's only client until 2026-12-06)
  *
  * KVT_BENCH_SESSIONS / KVT_BENCH_TURNS / KVT_BENCH_MODEL shrink it for a smoke run;
- * KVT_BENCH_OVERHEAD_REQUESTS sets the overhead figures' sample (default 20).
+ * KVT_BENCH_OVERHEAD_REQUESTS sets the overhead sample: that many requests per client, twice (default 20).
  */
 import { spawn } from 'node:child_process';
+import http from 'node:http';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -140,22 +144,66 @@ async function runSession(url: string, key: string, session: number): Promise<Tu
 
 const round = (value: number, digits = 2) => Number(value.toFixed(digits));
 
-async function measureOverhead(url: string, key: string): Promise<number[]> {
+type OverheadClient = 'http' | 'fetch';
+
+/**
+ * Overhead of short non-streamed requests sent one at a time, by one of two clients:
+ * `http`, a keep-alive node:http agent (the headline: it costs ~0.3 ms a round trip against a
+ * bare Fastify route here), or `fetch`, undici's WHATWG fetch (~1.3 ms against the same route:
+ * Request/Response objects and web streams, all run on this process's event loop, which the
+ * server under test shares). The server's work is the same for both.
+ */
+async function measureOverhead(url: string, key: string, client: OverheadClient): Promise<number[]> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const overheads: number[] = [];
-  for (let i = 0; i < OVERHEAD_REQUESTS + 3; i++) {
-    const started = performance.now();
-    const response = await fetch(`${url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-      body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: `ping ${i % 4}` }], max_tokens: 1, temperature: 0 }),
-    });
-    await response.json();
-    const wall = performance.now() - started;
-    const workerMs = Number(response.headers.get('x-kvtier-worker-ms'));
-    if (!response.ok || !Number.isFinite(workerMs)) throw new Error(`overhead request failed: HTTP ${response.status}`);
-    if (i >= 3) overheads.push(wall - workerMs); // the first few warm up the JIT and connections
+  try {
+    for (let i = 0; i < OVERHEAD_REQUESTS + 3; i++) {
+      const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: `ping ${i % 4}` }], max_tokens: 1, temperature: 0 });
+      const started = performance.now();
+      const { status, workerMs } = client === 'http' ? await postWithAgent(agent, `${url}/v1/chat/completions`, key, body) : await postWithFetch(`${url}/v1/chat/completions`, key, body);
+      const wall = performance.now() - started;
+      if (status !== 200 || !Number.isFinite(workerMs)) throw new Error(`overhead request failed: HTTP ${status}`);
+      if (i >= 3) overheads.push(wall - workerMs); // the first few warm up the JIT and connections
+    }
+  } finally {
+    agent.destroy();
   }
   return overheads;
+}
+
+interface OverheadReply {
+  status: number;
+  workerMs: number;
+}
+
+function postWithAgent(agent: http.Agent, url: string, key: string, body: string): Promise<OverheadReply> {
+  return new Promise((resolve, reject) => {
+    const request = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, 'content-length': Buffer.byteLength(body) } }, (response) => {
+      let text = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => (text += chunk));
+      response.on('error', reject);
+      response.on('end', () => {
+        JSON.parse(text);
+        resolve({ status: response.statusCode ?? 0, workerMs: Number(response.headers['x-kvtier-worker-ms']) });
+      });
+    });
+    request.on('error', reject);
+    request.end(body);
+  });
+}
+
+async function postWithFetch(url: string, key: string, body: string): Promise<OverheadReply> {
+  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body });
+  await response.json();
+  return { status: response.status, workerMs: Number(response.headers.get('x-kvtier-worker-ms')) };
+}
+
+/** Both clients' samples, alternated in halves so neither gets only the quieter stretch of a noisy box. */
+async function measureOverheads(url: string, key: string): Promise<Record<OverheadClient, number[]>> {
+  const samples: Record<OverheadClient, number[]> = { http: [], fetch: [] };
+  for (const client of ['http', 'fetch', 'fetch', 'http'] as const) samples[client].push(...(await measureOverhead(url, key, client)));
+  return samples;
 }
 
 function baseConfig(dataDir: string, overrides: Partial<Config> = {}): Config {
@@ -197,7 +245,7 @@ export async function run(): Promise<Record<string, number | string>> {
   const samples = pickSamples(later, COLD_SAMPLES);
   const cachedSeq: number[] = [];
   for (const sample of samples) cachedSeq.push((await streamChat(url, key, sample.messages)).ttftMs);
-  const overheadInproc = await measureOverhead(url, key);
+  const overheadInproc = await measureOverheads(url, key);
 
   say(`cold replay of ${samples.length} prompts under a fresh tenant`);
   const coldTtft: number[] = [];
@@ -252,8 +300,10 @@ export async function run(): Promise<Record<string, number | string>> {
     ttft_cached_over_cold_seq_p50: round(percentile(cachedTtft, 50) / percentile(coldTtft, 50), 4),
     hit_ratio_of_ideal: round(cachedSum / idealSum, 4),
     rps: round(records.length / phaseSeconds, 3),
-    overhead_inproc_p50_ms: round(percentile(overheadInproc, 50), 3),
-    overhead_bullmq_p50_ms: round(percentile(overheadBullmq, 50), 3),
+    overhead_inproc_p50_ms: round(percentile(overheadInproc.http, 50), 3),
+    overhead_bullmq_p50_ms: round(percentile(overheadBullmq.http, 50), 3),
+    overhead_inproc_fetch_p50_ms: round(percentile(overheadInproc.fetch, 50), 3),
+    overhead_bullmq_fetch_p50_ms: round(percentile(overheadBullmq.fetch, 50), 3),
   };
 }
 
@@ -268,7 +318,7 @@ function pickSamples(later: TurnRecord[], count: number): TurnRecord[] {
   return picked;
 }
 
-async function bullmqOverhead(dataDir: string): Promise<number[]> {
+async function bullmqOverhead(dataDir: string): Promise<Record<OverheadClient, number[]>> {
   const redis = await startRedis();
   const require = createRequire(import.meta.url);
   const worker = spawn(process.execPath, [require.resolve('tsx/cli'), join(ROOT, 'src/cli/main.ts'), 'worker'], {
@@ -288,7 +338,7 @@ async function bullmqOverhead(dataDir: string): Promise<number[]> {
     const built = await buildApp(baseConfig(dataDir, { redisUrl: redis.url, storage: `fs:${join(dataDir, 'blocks')}` }), { logger: false });
     const url = await built.app.listen({ host: '127.0.0.1', port: 0 });
     try {
-      return await measureOverhead(url, 'anonymous');
+      return await measureOverheads(url, 'anonymous');
     } finally {
       await built.close();
     }
