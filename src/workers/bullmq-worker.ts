@@ -122,8 +122,9 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
       outbox.push(message);
       if (message.event?.type === 'done' || message.event?.type === 'error') void outbox.flushed().then(() => outboxes.delete(outbox));
     };
-    publish({ jobId: data.id, runId, started: { workerId, queue: queueName } });
+    const started: ReplyMessage = { jobId: data.id, runId, started: { workerId, queue: queueName } };
     if (earlyCancels.delete(data.id)) {
+      publish(started);
       const event: JobEvent = { type: 'done', finishReason: 'cancelled', completionTokens: 0, workerMs: 0, decodeTokens: 0, prefillTokens: 0 };
       publish({ jobId: data.id, runId, event });
       return { finishReason: 'cancelled', completionTokens: 0, prefillTokens: 0, workerMs: 0, workerId, role, queue: queueName };
@@ -131,7 +132,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
     // Prompt then reply: what the next turn's prompt starts with (the route announcement's keys).
     const conversation = new TokenIds(data.tokens.length + data.sampling.maxTokens);
     conversation.append(data.tokens);
-    return new Promise((resolve, reject) => {
+    const result = new Promise((resolve, reject) => {
       host.submit(data, (event: JobEvent) => {
         if (event.type === 'tokens') conversation.append(event.ids);
         if (event.type === 'done') announce(routeKeys(routeScope(data), conversation.view, config.blockTokens));
@@ -143,6 +144,10 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
         else if (event.type === 'error') reject(new UnrecoverableError(`${event.code}: ${event.message}`));
       });
     });
+    // The job reaches the engine first; `started` still leads the run's messages, because the engine
+    // thread's events arrive as later messages, never within this call.
+    publish(started);
+    return result;
   };
 
   const queueNames = [...(role === 'both' ? [] : [roleQueueName(role)]), workerQueueName(workerId), QUEUE_NAME];
@@ -176,9 +181,11 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
       name,
       async (job: Job) => {
         active.set(name, (active.get(name) ?? 0) + 1);
+        // The job is on its way to the engine before the router's report (a Redis write it need not wait for).
+        const processed = processJob(job, name);
         rebalance();
         try {
-          return await processJob(job, name);
+          return await processed;
         } finally {
           active.set(name, (active.get(name) ?? 1) - 1);
           rebalance();
