@@ -40,14 +40,20 @@ const PROBE_AFTER = 64;
  * Draft models (and MTP): steps without drafting before the first 1-token
  * probe; each failed probe doubles the gap up to the longest, an accepted one
  * probes again the next step, so drafting comes back once the acceptance
- * (a drafter whose text started to match) pays for it again. The first gap is
- * the probe's measured cost (β + γ + σ, in target steps) over PROBE_BUDGET,
- * within [MODEL_PROBE_AFTER, MODEL_PROBE_FIRST_MAX]: failing probes cost about
- * that share of decoding, whatever the drafter costs, and a drafter that
- * starts matching waits at most MODEL_PROBE_FIRST_MAX steps (a cheap draft
- * model probes after 16 steps; deepseek4's MTP block, whose probe keys the
- * rows since its last draft, runs a vocabulary-sized head and verifies a
- * second row, ~0.6–1 target step on CPU, after 60–64).
+ * (a drafter whose text started to match) pays for it again. A probe is not
+ * verified: its token is checked against the row the step computes anyway
+ * (the target's own next token), so a failing probe costs its draft step and
+ * setup, not a second verified row (on CPU ~0.7 of a target step for the MTP
+ * block's trunk, as much as the draft itself). The first draft of a request
+ * is such a probe too (nothing is known of the drafter yet); a miss there does
+ * not double the gap. The first gap is β + γ + σ (in target steps) over
+ * PROBE_BUDGET, within [MODEL_PROBE_AFTER, MODEL_PROBE_FIRST_MAX]. A probe no
+ * longer pays β, but β stays in the gap: σ is the setup measured at the last
+ * draft, and the MTP block's setup grows with the gap (it keys every row fed
+ * since its last draft, ~0.06 ms a row here), so a gap from γ + σ alone would
+ * shrink until keying alone passed the budget. A drafter that starts matching
+ * waits at most MODEL_PROBE_FIRST_MAX steps (a cheap draft model probes after
+ * 16 steps; deepseek4's MTP block on CPU after 60–64).
  */
 const MODEL_PROBE_AFTER = 16;
 const MODEL_PROBE_FIRST_MAX = 64;
@@ -88,8 +94,10 @@ export class DraftLengthPolicy {
   /** The last probe was accepted (probe again next step); else failed probes since the last accepted one. */
   private probeHit = false;
   private failedProbes = 0;
-  /** This step's model draft is a 1-token probe. */
+  /** This step's model draft is a 1-token probe (checked against the step's own row, not verified). */
   private probing = false;
+  /** No model draft of this request was checked yet: the next one is a probe. */
+  private unprobed = true;
   /** The last TIME_WINDOW verification times (ms) by row count. */
   private readonly times = new Map<number, number[]>();
   private stepMs1 = 0;
@@ -195,6 +203,10 @@ export class DraftLengthPolicy {
    */
   startDrafting(): boolean {
     this.probing = false;
+    if (this.unprobed && this.mode === 'adaptive' && this.maxDraft > 0) {
+      this.probing = true;
+      return true;
+    }
     if (this.continueDrafting(0, 1, 1)) {
       this.modelIdle = 0;
       return true;
@@ -210,22 +222,31 @@ export class DraftLengthPolicy {
     return 0.5 * q + 0.5 * this.acceptanceRate;
   }
 
-  /** Draft model: how many of the drafted tokens (their α) to verify. */
+  /**
+   * Draft model: how many of the drafted tokens (their α) to verify. A
+   * drafted first token not verified is still checked against the step's own
+   * row (SpeculativeSession), which is how a probe is checked: 0 for a probe.
+   */
   draftModelLength(alphas: readonly number[]): number {
     if (this.mode === 'fixed') return Math.min(alphas.length, this.fixed);
-    // a probe is verified whatever its estimate: the estimate is what it checks
-    if (this.probing) return Math.min(1, alphas.length);
+    if (this.probing) return 0;
     return bestLength(alphas.length, (i) => alphas[i], this.rowCost);
   }
 
-  /** Records a verification of `proposed` drafts of which `accepted` were taken (matchN: n-gram source). */
+  /**
+   * Records a verification of `proposed` drafts of which `accepted` were
+   * taken (matchN: n-gram source), or a drafted token checked against the
+   * step's own row as one of 1 draft.
+   */
   record(proposed: number, accepted: number, matchN = 0): void {
     if (this.probing && proposed > 0) {
-      // accepted: probe again next step; failed: the gap doubles (back to the first gap after an accepted probe)
+      // accepted: probe again next step; failed: the gap doubles (back to the first gap after an accepted
+      // probe), but not for the request's first draft, which only stood in for the unknown acceptance
       if (accepted > 0) this.failedProbes = 0;
-      else if (!this.probeHit) this.failedProbes++;
+      else if (!this.probeHit && !this.unprobed) this.failedProbes++;
       this.probeHit = accepted > 0;
     }
+    if (proposed > 0) this.unprobed = false;
     this.probing = false;
     if (proposed === 0) return;
     this.verifications++;

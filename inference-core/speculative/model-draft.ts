@@ -24,6 +24,12 @@ export interface ModelDraftResult {
   dists: (TokenDistribution | null)[];
   /** Constrained: cursors[i] is the grammar after the context and drafts 1..i (cursors[0]: after the context). */
   cursors: TokenConstraint[] | null;
+  /**
+   * Nothing verified (a probe, or no draft worth its row) though a token was
+   * drafted: the first drafted token and its law, to check against the row the
+   * step computes anyway, so the acceptance statistics still learn from it.
+   */
+  check: { token: number; dist: TokenDistribution | null } | null;
 }
 
 export class ModelDraft {
@@ -119,7 +125,8 @@ export class ModelDraft {
   /** The drafts the policy says are worth verifying (a prefix of those drafted). */
   result(): ModelDraftResult {
     const k = this.policy.draftModelLength(this.alphas);
-    return { draft: this.draft.slice(0, k), dists: this.dists.slice(0, k), cursors: this.cursors ? this.cursors.slice(0, k + 1) : null };
+    const check = k === 0 && this.draft.length > 0 ? { token: this.draft[0]!, dist: this.dists[0]! } : null;
+    return { draft: this.draft.slice(0, k), dists: this.dists.slice(0, k), cursors: this.cursors ? this.cursors.slice(0, k + 1) : null, check };
   }
 }
 

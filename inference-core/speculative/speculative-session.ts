@@ -24,12 +24,12 @@ import type { Engine } from '../engine/engine.ts';
 import type { Sequence } from '../engine/sequence.ts';
 import { EngineError } from '../engine/engine-errors.ts';
 import { Prng, type SamplingOptions } from '../sampling/sampler.ts';
-import { acceptGreedy, acceptSampled } from './acceptance.ts';
+import { acceptGreedy, acceptSampled, logitRow } from './acceptance.ts';
 import { DraftLengthPolicy, type DraftLengthOptions } from './draft-length.ts';
 import { NgramIndex } from './ngram-draft.ts';
 import type { TokenConstraint } from './grammar-cursor.ts';
-import { ModelDraft } from './model-draft.ts';
-import type { TokenDistribution } from './target-distribution.ts';
+import { ModelDraft, type ModelDraftResult } from './model-draft.ts';
+import { probabilityOf, targetDistribution, type TokenDistribution } from './target-distribution.ts';
 
 /** ngram: the context's own n-grams; draft: a draft model; mtp: the target's own MTP block (deepseek4, engine loaded with mtp). */
 export type SpeculativeMode = 'ngram' | 'draft' | 'mtp';
@@ -52,11 +52,16 @@ export interface SpeculativeSessionOptions {
 }
 
 export interface SpeculativeStats {
+  /** Target forwards that were fed drafts. */
   verifications: number;
+  /** Drafted tokens the target judged (verified, or checked), and those it took or would have taken. */
   proposed: number;
   accepted: number;
   emitted: number;
   steps: number;
+  /** Drafted tokens checked against a plain step's row instead of verified (probes), and those that matched. */
+  checked: number;
+  checkHits: number;
 }
 
 export interface SpeculativePlan {
@@ -78,8 +83,8 @@ export class SpeculativeSession {
   private readonly mtp: boolean;
   /** Constrained replies: the grammar after the context (its last token included). */
   private constraint: TokenConstraint | null;
-  private pending: { draft: number[]; dists: (TokenDistribution | null)[]; matchN: number; cursors: TokenConstraint[] | null } | null = null;
-  readonly stats: SpeculativeStats = { verifications: 0, proposed: 0, accepted: 0, emitted: 0, steps: 0 };
+  private pending: { draft: number[]; dists: (TokenDistribution | null)[]; matchN: number; cursors: TokenConstraint[] | null; check: ModelDraftResult['check'] } | null = null;
+  readonly stats: SpeculativeStats = { verifications: 0, proposed: 0, accepted: 0, emitted: 0, steps: 0, checked: 0, checkHits: 0 };
 
   constructor(o: SpeculativeSessionOptions) {
     if (o.context.length === 0 || o.target.length !== o.context.length - 1) {
@@ -155,7 +160,7 @@ export class SpeculativeSession {
       draft = tokens.slice(0, this.policy.ngramLength(tokens.length, matchN));
       cursors = cursors?.slice(0, draft.length + 1) ?? null;
     }
-    this.pending = { draft, dists: draft.map(() => null), matchN, cursors };
+    this.pending = { draft, dists: draft.map(() => null), matchN, cursors, check: null };
     return null;
   }
 
@@ -185,6 +190,17 @@ export class SpeculativeSession {
       : acceptSampled(rows, vocab, p.draft, p.dists, this.sampling, this.ctx, this.prng, maskOf);
     let accepted = r.accepted;
     let next = r.next;
+    if (p.check) {
+      // the row that made `next` is the one a verification of the check token would have weighed it by
+      const hit = this.greedy ? next === p.check.token : this.checkSampled(rows, p.check, maskOf(0));
+      this.policy.record(1, hit ? 1 : 0);
+      this.stats.checked++;
+      this.stats.proposed++;
+      if (hit) {
+        this.stats.checkHits++;
+        this.stats.accepted++;
+      }
+    }
     // A stop token among the accepted drafts ends the reply there: it becomes the emitted last token.
     for (let i = 0; i < accepted; i++) {
       if (this.stops.has(p.draft[i])) {
@@ -193,7 +209,7 @@ export class SpeculativeSession {
         break;
       }
     }
-    this.policy.record(p.draft.length, r.accepted, p.matchN);
+    if (!p.check) this.policy.record(p.draft.length, r.accepted, p.matchN);
     this.stats.steps++;
     if (p.draft.length > 0) this.stats.verifications++;
     this.stats.proposed += p.draft.length;
@@ -220,6 +236,17 @@ export class SpeculativeSession {
     // A verified row costs its forward and its acceptance (the row's law, the residual): both are timed.
     this.policy.observeVerify(tokens.length, performance.now() - t0);
     return emitted;
+  }
+
+  /**
+   * Whether the rejection rule would have accepted the check token against
+   * row 0 (its own draw, after the emitted token's: that token's law is the
+   * plain step's).
+   */
+  private checkSampled(rows: Float32Array, check: NonNullable<ModelDraftResult['check']>, mask: Uint32Array | null): boolean {
+    const p = targetDistribution(logitRow(rows, this.target.host.vocabSize, 0), this.sampling, this.ctx, mask);
+    const q = check.dist ? probabilityOf(check.dist, check.token) : 1;
+    return q > 0 && this.prng.nextFloat() < Math.min(1, probabilityOf(p, check.token) / q);
   }
 
   /** Frees the draft model's sequence (the target sequence belongs to the caller). */

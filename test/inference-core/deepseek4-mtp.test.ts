@@ -100,7 +100,9 @@ describe('deepseek4 MTP drafting', () => {
       const got = [first];
       while (got.length < want.length) got.push(...session.next(want.length - got.length));
       expect(got).toEqual(want);
-      expect(session.stats.verifications).toBeGreaterThan(0);
+      // adaptive on random weights: the first draft and later probes are checked against plain steps' rows, never fed
+      if (length.mode === 'fixed') expect(session.stats.verifications).toBeGreaterThan(0);
+      else expect(session.stats.checked).toBeGreaterThan(0);
       expect(session.stats.proposed).toBeGreaterThan(session.stats.accepted);
       seq.free();
     }
@@ -209,6 +211,46 @@ describe('deepseek4 MTP drafting', () => {
     // upper 0.999 quantiles of chi-square by degrees of freedom (bins − 1)
     const CHI2_999 = [0, 10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32, 26.12];
     expect(chi).toBeLessThan(CHI2_999[bins.length]!);
+  }, 300_000);
+
+  it("temperature 1, adaptive: the first draft is a checked probe; the token follows the target law, the check hits at the rejection rule's rate", () => {
+    const TRIALS = 2000;
+    const sampling = { temperature: 1, topK: 0 };
+    const context = randomPrompt(30);
+    const seq = mtp.createSequence();
+    seq.prefill(context.slice(0, -1));
+    const g = context[context.length - 1]!;
+    const p = targetDistribution(seq.prefill([g], { allLogits: true }), sampling, context);
+    seq.truncate(context.length - 1);
+    const q = targetDistribution(mtp.mtpDrafter(seq)!.step(g), sampling, context);
+    const pOf = new Map<number, number>();
+    p.ids.forEach((id, i) => pOf.set(id, p.probs[i]!));
+    // a verification would accept the draft with probability Σ min(p, q)
+    let overlap = 0;
+    q.ids.forEach((id, i) => (overlap += Math.min(q.probs[i]!, pOf.get(id) ?? 0)));
+    const bins = [...p.ids].map((id, i) => ({ id, pr: p.probs[i]! })).sort((x, y) => y.pr - x.pr).slice(0, 6).map((x) => x.id);
+    const counts = new Array<number>(bins.length + 1).fill(0);
+    let hits = 0;
+    for (let trial = 0; trial < TRIALS; trial++) {
+      const session = new SpeculativeSession({ target: seq, context, sampling: { ...sampling, seed: trial }, mode: 'mtp', length: { mode: 'adaptive', maxDraft: 7 } });
+      const emitted = session.next();
+      expect(emitted.length).toBe(1);
+      expect(session.stats.checked).toBe(1);
+      expect(session.stats.verifications).toBe(0);
+      hits += session.stats.checkHits;
+      const b = bins.indexOf(emitted[0]!);
+      counts[b < 0 ? bins.length : b]++;
+      seq.truncate(context.length - 1);
+    }
+    seq.free();
+    const want = bins.map((id) => pOf.get(id)!);
+    want.push(1 - want.reduce((s, x) => s + x, 0));
+    let chi = 0;
+    want.forEach((pr, i) => (chi += (counts[i]! - pr * TRIALS) ** 2 / (pr * TRIALS)));
+    expect(chi).toBeLessThan(22.46); // chi-square 0.999, 6 degrees of freedom
+    // the checks' hit count is binomial(TRIALS, Σ min(p, q)): within 4.5 standard deviations
+    const sd = Math.sqrt(TRIALS * overlap * (1 - overlap));
+    expect(Math.abs(hits - TRIALS * overlap)).toBeLessThan(4.5 * sd + 1);
   }, 300_000);
 
   it('mode mtp is refused without an MTP engine; loading mtp for a model without the block is a typed error', async () => {

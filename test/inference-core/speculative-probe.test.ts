@@ -34,13 +34,13 @@ describe('draft-model probes', () => {
     // failing probes: after 16, then 32, 64, 128 steps without drafting
     const failing = draftingSteps(p, 250, () => false);
     expect(failing).toEqual([16, 48, 112, 240]);
-    // a probe drafts one token and is verified whatever its estimate
+    // a probe drafts one token, verified by no row whatever its estimate: it is checked against the step's own row
     const q = new DraftLengthPolicy({ mode: 'adaptive', rowCost: 0.1, draftCost: 0.05 });
     for (let i = 0; i < 20; i++) q.record(1, 0);
     for (let s = 1; s < 16; s++) expect(q.startDrafting()).toBe(false);
     expect(q.startDrafting()).toBe(true);
     expect(q.continueDrafting(1, 0.9, 1.9)).toBe(false);
-    expect(q.draftModelLength([0.01, 0.01])).toBe(1);
+    expect(q.draftModelLength([0.9, 0.9])).toBe(0);
     q.record(1, 1);
     // now the drafter matches: probes every step until drafting pays again, then every step drafts
     const back = draftingSteps(q, 40, () => true);
@@ -100,6 +100,20 @@ describe('draft-model probes', () => {
     expect(m.setupCost).toBeCloseTo(0.5, 9);
   });
 
+  it("a request's first model draft is a probe (checked, not verified); its miss does not double the gap", () => {
+    const p = new DraftLengthPolicy({ mode: 'adaptive', rowCost: 0.3, draftCost: 0.15, setupCost: 0.05 });
+    expect(p.startDrafting()).toBe(true);
+    expect(p.draftModelLength([0.9, 0.9, 0.9])).toBe(0);
+    p.record(1, 0);
+    expect(p.probeGap).toBe(50);
+    // a checked hit: the next step drafts and verifies as usual
+    const q = new DraftLengthPolicy({ mode: 'adaptive', rowCost: 0.3, draftCost: 0.15, setupCost: 0.05 });
+    q.startDrafting();
+    q.record(1, 1);
+    expect(q.startDrafting()).toBe(true);
+    expect(q.draftModelLength([0.9, 0.9, 0.9])).toBeGreaterThan(1);
+  });
+
   it('fixed lengths never probe: they always draft', () => {
     const p = new DraftLengthPolicy({ mode: 'fixed', fixed: 3 });
     for (let i = 0; i < 20; i++) p.record(3, 0);
@@ -136,7 +150,9 @@ describe('a draft model that starts matching after rejections gets drafting back
     session.free();
     seq.free();
     expect(got).toEqual(want);
-    // drafting came back (a 1-token probe after 16 steps, then every step) and the drafts were taken
+    // drafting came back (a 1-token probe after 16 steps, checked against its step's row, then every step) and the drafts were taken
+    expect(session.stats.checked).toBeGreaterThanOrEqual(1);
+    expect(session.stats.checkHits).toBe(session.stats.checked);
     expect(session.stats.verifications).toBeGreaterThan(20);
     expect(session.stats.accepted).toBeGreaterThanOrEqual(0.8 * session.stats.verifications);
     expect(session.stats.steps).toBeLessThan(GEN - 20);
