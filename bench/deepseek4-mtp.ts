@@ -45,7 +45,7 @@ export async function measureMtp(modelPath: string, threads: number, promptOf: n
     // Each figure is the best of the rounds: the one least disturbed by other load on the machine.
     const best = { offTps: 0, onTps: 0, offCpuTps: 0, onCpuTps: 0, offPrefill: 0, onPrefill: 0 };
     let same = true;
-    const stats = { verifications: 0, accepted: 0, emitted: 0, steps: 0 };
+    const stats = { verifications: 0, accepted: 0, checkHits: 0, emitted: 0, steps: 0 };
     for (let r = 0; r < rounds; r++) {
       const a = off.createSequence();
       let logits: Float32Array = new Float32Array(0);
@@ -72,12 +72,13 @@ export async function measureMtp(modelPath: string, threads: number, promptOf: n
       const round = { offTps: decodeTokens / td.wall, onTps: decodeTokens / ts.wall, offCpuTps: decodeTokens / td.cpu, onCpuTps: decodeTokens / ts.cpu, offPrefill, onPrefill };
       for (const k of Object.keys(best) as Array<keyof typeof best>) best[k] = Math.max(best[k], round[k]);
       same &&= got.slice(0, decodeTokens).join() === plain.join();
-      for (const k of ['verifications', 'accepted', 'emitted', 'steps'] as const) stats[k] += session!.stats[k];
+      for (const k of ['verifications', 'accepted', 'checkHits', 'emitted', 'steps'] as const) stats[k] += session!.stats[k];
       b.free();
     }
     return {
       offTps: best.offTps, onTps: best.onTps, offCpuTps: best.offCpuTps, onCpuTps: best.onCpuTps,
-      acceptedPerVerification: stats.verifications > 0 ? stats.accepted / stats.verifications : 0,
+      // a probe's token is checked against a plain step's row, not verified: its hit is no accepted length
+      acceptedPerVerification: stats.verifications > 0 ? (stats.accepted - stats.checkHits) / stats.verifications : 0,
       tokensPerStep: stats.emitted / Math.max(1, stats.steps),
       prefillOverOff: best.onPrefill / best.offPrefill,
       same,
