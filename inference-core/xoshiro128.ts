@@ -21,7 +21,15 @@ export function splitmix32Words(seed: number): [number, number, number, number] 
   return [next(), next(), next(), next()];
 }
 
-/** The generator over four 32-bit state words (not all zero). */
+/**
+ * The generator over four 32-bit state words (not all zero). The words are
+ * kept as signed int32 (what `^`, `<<` and `|` give), only the result is made
+ * unsigned: a uint32 word of 2^31 or more is no int32, so V8 keeps such a
+ * field as a heap double and every step allocates; that made the synthetic
+ * weights' fillNormal about 5× slower (each `kvtier serve` / `kvtier worker`
+ * with synthetic:small about 2 s longer to start; bench/RESULTS.md, issue #28
+ * cluster before/after, traced). Same bits either way, so the streams do not change.
+ */
 export class Xoshiro128Core {
   private s0: number;
   private s1: number;
@@ -29,25 +37,26 @@ export class Xoshiro128Core {
   private s3: number;
 
   constructor([s0, s1, s2, s3]: [number, number, number, number]) {
-    this.s0 = s0 >>> 0;
-    this.s1 = s1 >>> 0;
-    this.s2 = s2 >>> 0;
-    this.s3 = s3 >>> 0;
+    this.s0 = s0 | 0;
+    this.s1 = s1 | 0;
+    this.s2 = s2 | 0;
+    this.s3 = s3 | 0;
   }
 
   nextU32(): number {
-    const result = Math.imul(rotl(Math.imul(this.s1, 5) >>> 0, 7), 9) >>> 0;
-    const t = (this.s1 << 9) >>> 0;
-    this.s2 = (this.s2 ^ this.s0) >>> 0;
-    this.s3 = (this.s3 ^ this.s1) >>> 0;
-    this.s1 = (this.s1 ^ this.s2) >>> 0;
-    this.s0 = (this.s0 ^ this.s3) >>> 0;
-    this.s2 = (this.s2 ^ t) >>> 0;
+    const result = Math.imul(rotl(Math.imul(this.s1, 5), 7), 9) >>> 0;
+    const t = this.s1 << 9;
+    this.s2 ^= this.s0;
+    this.s3 ^= this.s1;
+    this.s1 ^= this.s2;
+    this.s0 ^= this.s3;
+    this.s2 ^= t;
     this.s3 = rotl(this.s3, 11);
     return result;
   }
 }
 
+/** Signed int32, like the state words. */
 function rotl(x: number, k: number): number {
-  return ((x << k) | (x >>> (32 - k))) >>> 0;
+  return (x << k) | (x >>> (32 - k));
 }
