@@ -187,6 +187,15 @@ export function setThreads(n: number): number {
 }
 
 /**
+ * The pool's idle workers sleep now instead of spinning out KVTIER_NATIVE_SPIN_US: called when an
+ * engine has no step to run, so the core goes to the work that follows (the reply's path, Redis,
+ * another process). The next kernel wakes them (a futex wake, tens of µs).
+ */
+export function parkThreads(): void {
+  loadAddon().parkThreads?.();
+}
+
+/**
  * Maps a file read-only without copying it: the ArrayBuffer views the page
  * cache. Unmapped when collected, or now with unmapFile (views then read as
  * detached/empty). Throws KVT_ERR_NATIVE_MMAP with the OS reason.

@@ -63,6 +63,11 @@ Napi::Value SetThreads(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), global_pool().size());
 }
 
+Napi::Value ParkThreads(const Napi::CallbackInfo& info) {
+  global_pool().park();
+  return info.Env().Undefined();
+}
+
 Napi::Value HandoffNs(const Napi::CallbackInfo& info) {
   int iters;
   if (!get_int(info, 0, &iters, "iterations", 1, 100000000)) return info.Env().Undefined();
@@ -75,6 +80,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setIsa", Napi::Function::New(env, SetIsa));
   exports.Set("setThreads", Napi::Function::New(env, SetThreads));
   exports.Set("handoffNs", Napi::Function::New(env, HandoffNs));
+  exports.Set("parkThreads", Napi::Function::New(env, ParkThreads));
   kvt::register_memory(env, exports);       // memory-napi.cc
   kvt::register_weights(env, exports);      // weights-napi.cc
   kvt::register_elementwise(env, exports);  // elementwise-napi.cc

@@ -73,7 +73,7 @@ void ThreadPool::worker_main(int tid) {
         polls = 0;
         auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start)
                       .count();
-        if (us >= spin_us_) {
+        if (us >= spin_us_ || parked_gen_.load(std::memory_order_relaxed) == seen) {
           sleepers_.fetch_add(1);
           while (gen_.load() == seen) futex_wait(&gen_, seen);
           sleepers_.fetch_sub(1);
@@ -120,6 +120,8 @@ void ThreadPool::run(JobFn fn, void* ctx) {
     st = job_state_.load(std::memory_order_acquire);
   }
 }
+
+void ThreadPool::park() { parked_gen_.store(gen_.load(std::memory_order_acquire), std::memory_order_relaxed); }
 
 int default_thread_count() {
   int hw = (int)std::thread::hardware_concurrency();

@@ -36,6 +36,10 @@ class ThreadPool {
   // before the caller is done; returns when all of those are done. fn must
   // therefore split work dynamically (see parallel_for).
   void run(JobFn fn, void* ctx);
+  // Workers waiting for the next job sleep now instead of spinning out spin_us: the caller has no
+  // more work coming soon (an engine gone idle), and on shared cores a spinning worker takes the
+  // core that the caller's own process, or another, needs next. The next run() wakes them.
+  void park();
 
  private:
   void worker_main(int tid);
@@ -46,6 +50,8 @@ class ThreadPool {
   std::mutex run_mutex_;  // one job at a time (calls from several JS threads queue here)
   alignas(64) std::atomic<uint32_t> gen_{0};
   alignas(64) std::atomic<int> sleepers_{0};
+  // The generation park() was called at: a worker that has seen it stops spinning.
+  std::atomic<uint32_t> parked_gen_{UINT32_MAX};
   // kClosed bit | number of workers inside the current job
   static constexpr uint32_t kClosed = 0x80000000u;
   alignas(64) std::atomic<uint32_t> job_state_{kClosed};

@@ -13,6 +13,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { loadEngine, type Sequence } from '../../inference-core/index.ts';
 import { FetchOrRecompute } from '../cluster/index.ts';
 import { openBlobStore, type BlobStore } from '../../storage-adapters/index.ts';
+import { parkThreads } from '../../native/index.ts';
 import { BlockSealer, CodecGate, KvTier, RedisPolicyStore, type PolicyStore } from '../kvtier/index.ts';
 import { KvTierCache } from './cache-adapter.ts';
 import { engineDecoders } from './engine-decoders.ts';
@@ -72,6 +73,7 @@ async function main(init: EngineThreadInit): Promise<void> {
     maxStepTokens: engine.prefillChunk,
     maxLogitRows: engine.maxBatch,
     step: (items) => engine.step(items.map(({ sequence, tokens, logits }) => ({ seq: sequence, tokens, logits }))),
+    idle: parkThreads,
   };
   const storageFaults: Record<string, number> = {};
   const scheduler = new PrefillScheduler({

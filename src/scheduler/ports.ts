@@ -45,6 +45,8 @@ export interface EngineModel<S extends EngineSequence = EngineSequence> {
    * ([n][vocab]) with 'all' (speculative verification), else null.
    */
   step(items: readonly StepItem<S>[]): (Float32Array | null)[];
+  /** The loop has no step to run: release what is kept busy between steps (the CPU pool's spinning workers). */
+  idle?(): void;
 }
 
 /**

@@ -197,6 +197,7 @@ export class PrefillScheduler {
       }
     } finally {
       this.loopActive = false;
+      this.engine.idle?.();
     }
   }
 
