@@ -88,6 +88,21 @@ function greedy(engine: LoadedEngine, prompt: number[], n: number): number[] {
   return out;
 }
 
+/**
+ * A 30-token context prefilled up to its last token, with the target's law after it (p) and the MTP
+ * block's law for its first draft (q); the sequence is left at context.length − 1 tokens.
+ */
+function firstStepLaws(sampling: { temperature: number; topK: number }) {
+  const context = randomPrompt(30);
+  const seq = mtp.createSequence();
+  seq.prefill(context.slice(0, -1));
+  const g = context[context.length - 1]!;
+  const p = targetDistribution(seq.prefill([g], { allLogits: true }), sampling, context);
+  seq.truncate(context.length - 1);
+  const q = targetDistribution(mtp.mtpDrafter(seq)!.step(g), sampling, context);
+  return { context, seq, p, q };
+}
+
 describe('deepseek4 MTP drafting', () => {
   it('greedy output is identical with MTP drafting on (adaptive, fixed 3) and off', () => {
     // 120 prompt tokens + 40 generated: crosses the 16-token window many times and the 128-token HCA group end
@@ -175,14 +190,7 @@ describe('deepseek4 MTP drafting', () => {
   it('temperature 1: the first emitted token follows the target law (chi-square 0.999)', () => {
     const TRIALS = 2000;
     const sampling = { temperature: 1, topK: 0 };
-    const context = randomPrompt(30);
-    const seq = mtp.createSequence();
-    seq.prefill(context.slice(0, -1));
-    const g = context[context.length - 1]!;
-    // the target's law after the context, and the MTP block's (its first draft's q)
-    const p = targetDistribution(seq.prefill([g], { allLogits: true }), sampling, context);
-    seq.truncate(context.length - 1);
-    const q = targetDistribution(mtp.mtpDrafter(seq)!.step(g), sampling, context);
+    const { context, seq, p, q } = firstStepLaws(sampling);
     // bins: the 4 likeliest tokens under p, the 4 likeliest under q (where a wrong rule moves mass), the rest
     const top = (d: typeof p) => [...d.ids].map((id, i) => ({ id, pr: d.probs[i]! })).sort((x, y) => y.pr - x.pr).slice(0, 4).map((x) => x.id);
     const bins = [...new Set([...top(p), ...top(q)])];
@@ -216,13 +224,7 @@ describe('deepseek4 MTP drafting', () => {
   it("temperature 1, adaptive: the first draft is a checked probe; the token follows the target law, the check hits at the rejection rule's rate", () => {
     const TRIALS = 2000;
     const sampling = { temperature: 1, topK: 0 };
-    const context = randomPrompt(30);
-    const seq = mtp.createSequence();
-    seq.prefill(context.slice(0, -1));
-    const g = context[context.length - 1]!;
-    const p = targetDistribution(seq.prefill([g], { allLogits: true }), sampling, context);
-    seq.truncate(context.length - 1);
-    const q = targetDistribution(mtp.mtpDrafter(seq)!.step(g), sampling, context);
+    const { context, seq, p, q } = firstStepLaws(sampling);
     const pOf = new Map<number, number>();
     p.ids.forEach((id, i) => pOf.set(id, p.probs[i]!));
     // a verification would accept the draft with probability Σ min(p, q)
