@@ -189,7 +189,8 @@ export function setThreads(n: number): number {
 /**
  * The pool's idle workers sleep now instead of spinning out KVTIER_NATIVE_SPIN_US: called when an
  * engine has no step to run, so the core goes to the work that follows (the reply's path, Redis,
- * another process). The next kernel wakes them (a futex wake, tens of µs).
+ * another process). The next kernel wakes them with a futex wake. A wake can take up to milliseconds on
+ * a busy VM; until a worker is awake, the caller runs the kernels alone (join-while-open), it does not wait.
  */
 export function parkThreads(): void {
   loadAddon().parkThreads?.();
