@@ -11,6 +11,9 @@
  *   mtp_tokens_per_step           tokens emitted per target forward
  *   mtp_prefill_over_off          prefill tok/s with the MTP window fed along / without
  *   mtp_greedy_same               the two runs emitted the same tokens
+ *   mtp_adaptive_over_plain_same_engine  drafting / plain decode on the MTP engine itself: the
+ *                                 drafting's own cost, without the two engine instances' difference
+ *                                 (two identical plain engines differ by up to ~5 % run to run here)
  */
 import { argmax, loadEngine } from '../inference-core/index.ts';
 import { SpeculativeSession } from '../inference-core/speculative/index.ts';
@@ -21,6 +24,8 @@ export interface MtpFigures {
   /** tokens per CPU-second, best round */
   offCpuTps: number;
   onCpuTps: number;
+  /** plain greedy decode on the MTP engine (no drafting), best round */
+  onPlainTps: number;
   acceptedPerVerification: number;
   tokensPerStep: number;
   prefillOverOff: number;
@@ -43,7 +48,7 @@ export async function measureMtp(modelPath: string, threads: number, promptOf: n
   try {
     const prompt = typeof promptOf === 'function' ? promptOf(off.vocabSize) : promptOf;
     // Each figure is the best of the rounds: the one least disturbed by other load on the machine.
-    const best = { offTps: 0, onTps: 0, offCpuTps: 0, onCpuTps: 0, offPrefill: 0, onPrefill: 0 };
+    const best = { offTps: 0, onTps: 0, offCpuTps: 0, onCpuTps: 0, offPrefill: 0, onPrefill: 0, onPlainTps: 0 };
     let same = true;
     const stats = { verifications: 0, accepted: 0, checkHits: 0, emitted: 0, steps: 0 };
     for (let r = 0; r < rounds; r++) {
@@ -69,14 +74,21 @@ export async function measureMtp(modelPath: string, threads: number, promptOf: n
         // decodeTokens forwards' worth of tokens, as the plain run (its last decode feeds the last token)
         while (got.length <= decodeTokens) got.push(...session.next(decodeTokens + 1 - got.length));
       });
-      const round = { offTps: decodeTokens / td.wall, onTps: decodeTokens / ts.wall, offCpuTps: decodeTokens / td.cpu, onCpuTps: decodeTokens / ts.cpu, offPrefill, onPrefill };
+      b.free();
+
+      const c = on.createSequence();
+      let plainLogits = c.prefill(prompt);
+      const tp = timed(() => {
+        for (let i = 0; i < decodeTokens; i++) plainLogits = c.decode(argmax(plainLogits));
+      });
+      c.free();
+      const round = { offTps: decodeTokens / td.wall, onTps: decodeTokens / ts.wall, offCpuTps: decodeTokens / td.cpu, onCpuTps: decodeTokens / ts.cpu, offPrefill, onPrefill, onPlainTps: decodeTokens / tp.wall };
       for (const k of Object.keys(best) as Array<keyof typeof best>) best[k] = Math.max(best[k], round[k]);
       same &&= got.slice(0, decodeTokens).join() === plain.join();
       for (const k of ['verifications', 'accepted', 'checkHits', 'emitted', 'steps'] as const) stats[k] += session!.stats[k];
-      b.free();
     }
     return {
-      offTps: best.offTps, onTps: best.onTps, offCpuTps: best.offCpuTps, onCpuTps: best.onCpuTps,
+      offTps: best.offTps, onTps: best.onTps, offCpuTps: best.offCpuTps, onCpuTps: best.onCpuTps, onPlainTps: best.onPlainTps,
       // a probe's token is checked against a plain step's row, not verified: its hit is no accepted length
       acceptedPerVerification: stats.verifications > 0 ? (stats.accepted - stats.checkHits) / stats.verifications : 0,
       tokensPerStep: stats.emitted / Math.max(1, stats.steps),

@@ -199,5 +199,6 @@ function mtpFigures(mtp: MtpFigures, threads: number): Record<string, number | s
     mtp_tokens_per_step: round(mtp.tokensPerStep, 3),
     mtp_prefill_over_off: round(mtp.prefillOverOff, 3),
     mtp_greedy_same: String(mtp.same),
+    mtp_adaptive_over_plain_same_engine: round(mtp.onTps / mtp.onPlainTps, 3),
   };
 }
