@@ -34,7 +34,8 @@ import { measureMtp, type MtpFigures } from './deepseek4-mtp.ts';
 const PREFILL_TOKENS = 512;
 const LONG_TOKENS = 4096;
 const DECODE_TOKENS = 16;
-const MTP_DECODE_TOKENS = 128;
+/** Greedy tokens per MTP round (KVTIER_BENCH_DEEPSEEK4_MTP_TOKENS); 512 did not steady the figure here (RESULTS). */
+const MTP_DECODE_TOKENS = Number(process.env.KVTIER_BENCH_DEEPSEEK4_MTP_TOKENS ?? 128);
 const THREAD_CHOICES = [1, 2].filter((t) => t <= Math.max(1, os.availableParallelism()));
 /** KVTIER_BENCH_DEEPSEEK4_PARTS=mtp: only the MTP part (llama.cpp's 4k prefills take minutes), at KVTIER_BENCH_DEEPSEEK4_MTP_THREADS (1). */
 const PARTS = new Set((process.env.KVTIER_BENCH_DEEPSEEK4_PARTS ?? 'engine,mtp').split(',').map((p) => p.trim()));
