@@ -85,6 +85,14 @@ export class ReplyOutbox {
     if (at >= 0) this.unheard.splice(at, 1);
   }
 
+  /** A whole batch heard: one pass (a failover's batch can hold a long stream's every token event). */
+  private heardAll(batch: readonly PublishedEvent[]): void {
+    const heard = new Set(batch);
+    let kept = 0;
+    for (const message of this.unheard) if (!heard.has(message)) this.unheard[kept++] = message;
+    this.unheard.length = kept;
+  }
+
   private recover(): void {
     if (this.recovering || this.closed) return;
     this.recovering = true;
@@ -102,7 +110,7 @@ export class ReplyOutbox {
       const batch = [...this.unheard];
       try {
         if ((await this.send(JSON.stringify(batch))) > 0) {
-          for (const message of batch) this.heard(message);
+          this.heardAll(batch);
           pause = FIRST_PAUSE_MS;
           continue;
         }
