@@ -28,7 +28,6 @@
  * KVT_BENCH_OVERHEAD_REQUESTS sets the overhead sample: that many requests per client, twice (default 20).
  */
 import { spawn } from 'node:child_process';
-import http from 'node:http';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -38,6 +37,7 @@ import { fileURLToPath } from 'node:url';
 import { loadConfig, type Config } from '../src/config.ts';
 import { buildApp } from '../src/serve/index.ts';
 import { startRedis } from '../test/helpers/redis-server.ts';
+import { measureOverheads, type OverheadClient } from './e2e-overhead.ts';
 import { percentile } from './sample-stats.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -144,68 +144,6 @@ async function runSession(url: string, key: string, session: number): Promise<Tu
 
 const round = (value: number, digits = 2) => Number(value.toFixed(digits));
 
-type OverheadClient = 'http' | 'fetch';
-
-/**
- * Overhead of short non-streamed requests sent one at a time, by one of two clients:
- * `http`, a keep-alive node:http agent (the headline: it costs ~0.3 ms a round trip against a
- * bare Fastify route here), or `fetch`, undici's WHATWG fetch (~1.3 ms against the same route:
- * Request/Response objects and web streams, all run on this process's event loop, which the
- * server under test shares). The server's work is the same for both.
- */
-async function measureOverhead(url: string, key: string, client: OverheadClient): Promise<number[]> {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  const overheads: number[] = [];
-  try {
-    for (let i = 0; i < OVERHEAD_REQUESTS + 3; i++) {
-      const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: `ping ${i % 4}` }], max_tokens: 1, temperature: 0 });
-      const started = performance.now();
-      const { status, workerMs } = client === 'http' ? await postWithAgent(agent, `${url}/v1/chat/completions`, key, body) : await postWithFetch(`${url}/v1/chat/completions`, key, body);
-      const wall = performance.now() - started;
-      if (status !== 200 || !Number.isFinite(workerMs)) throw new Error(`overhead request failed: HTTP ${status}`);
-      if (i >= 3) overheads.push(wall - workerMs); // the first few warm up the JIT and connections
-    }
-  } finally {
-    agent.destroy();
-  }
-  return overheads;
-}
-
-interface OverheadReply {
-  status: number;
-  workerMs: number;
-}
-
-function postWithAgent(agent: http.Agent, url: string, key: string, body: string): Promise<OverheadReply> {
-  return new Promise((resolve, reject) => {
-    const request = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, 'content-length': Buffer.byteLength(body) } }, (response) => {
-      let text = '';
-      response.setEncoding('utf8');
-      response.on('data', (chunk: string) => (text += chunk));
-      response.on('error', reject);
-      response.on('end', () => {
-        JSON.parse(text);
-        resolve({ status: response.statusCode ?? 0, workerMs: Number(response.headers['x-kvtier-worker-ms']) });
-      });
-    });
-    request.on('error', reject);
-    request.end(body);
-  });
-}
-
-async function postWithFetch(url: string, key: string, body: string): Promise<OverheadReply> {
-  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body });
-  await response.json();
-  return { status: response.status, workerMs: Number(response.headers.get('x-kvtier-worker-ms')) };
-}
-
-/** Both clients' samples, alternated in halves so neither gets only the quieter stretch of a noisy box. */
-async function measureOverheads(url: string, key: string): Promise<Record<OverheadClient, number[]>> {
-  const samples: Record<OverheadClient, number[]> = { http: [], fetch: [] };
-  for (const client of ['http', 'fetch', 'fetch', 'http'] as const) samples[client].push(...(await measureOverhead(url, key, client)));
-  return samples;
-}
-
 function baseConfig(dataDir: string, overrides: Partial<Config> = {}): Config {
   return loadConfig({}, [], { host: '127.0.0.1', port: 0, dataDir, model: MODEL, logLevel: 'warn', maxQueueDepth: 256, ...overrides });
 }
@@ -245,7 +183,7 @@ export async function run(): Promise<Record<string, number | string>> {
   const samples = pickSamples(later, COLD_SAMPLES);
   const cachedSeq: number[] = [];
   for (const sample of samples) cachedSeq.push((await streamChat(url, key, sample.messages)).ttftMs);
-  const overheadInproc = await measureOverheads(url, key);
+  const overheadInproc = await measureOverheads(url, key, MODEL, OVERHEAD_REQUESTS);
 
   say(`cold replay of ${samples.length} prompts under a fresh tenant`);
   const coldTtft: number[] = [];
@@ -338,7 +276,7 @@ async function bullmqOverhead(dataDir: string): Promise<Record<OverheadClient, n
     const built = await buildApp(baseConfig(dataDir, { redisUrl: redis.url, storage: `fs:${join(dataDir, 'blocks')}` }), { logger: false });
     const url = await built.app.listen({ host: '127.0.0.1', port: 0 });
     try {
-      return await measureOverheads(url, 'anonymous');
+      return await measureOverheads(url, 'anonymous', MODEL, OVERHEAD_REQUESTS);
     } finally {
       await built.close();
     }
