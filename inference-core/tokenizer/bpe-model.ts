@@ -14,7 +14,12 @@ import { MergeQueue } from './min-heap.ts';
 const ID_SHIFT = 2 ** 21;
 
 export class BpeModel {
-  private readonly ranks = new Map<string, number>();
+  /**
+   * (left, right) text → rank, for words the id path cannot take (longer than 64 bytes, or a
+   * vocabulary whose merges are not all tokens). Built on first use: most words never need it,
+   * and for a 200k vocabulary its half a million string keys were most of the construction time.
+   */
+  private stringRanks: Map<string, number> | null = null;
   /** (left id, right id) → rank·2²¹ + merged id; the fast path for words of token-id symbols. */
   private readonly idMerges = new Map<number, number>();
   /** Token id of each byte's single-symbol token; -1 where the vocabulary lacks it. */
@@ -26,17 +31,9 @@ export class BpeModel {
 
   constructor(
     private readonly tokenToId: ReadonlyMap<string, number>,
-    merges: readonly string[],
+    private readonly merges: readonly string[],
     private readonly ignoreMerges: boolean,
   ) {
-    for (let i = 0; i < merges.length; i++) {
-      const m = merges[i];
-      const sp = m.indexOf(' ', 1);
-      if (sp < 0) continue;
-      // Key with a separator no byte-level token contains.
-      const key = m.slice(0, sp) + '\u0000' + m.slice(sp + 1);
-      if (!this.ranks.has(key)) this.ranks.set(key, i);
-    }
     let exact = tokenToId.size < ID_SHIFT && merges.length < ID_SHIFT;
     for (let b = 0; b < 256; b++) {
       const id = tokenToId.get(BYTE_TO_UNICODE[b]);
@@ -110,6 +107,20 @@ export class BpeModel {
     }
   }
 
+  private ranks(): Map<string, number> {
+    if (this.stringRanks !== null) return this.stringRanks;
+    const ranks = new Map<string, number>();
+    for (let i = 0; i < this.merges.length; i++) {
+      const m = this.merges[i];
+      const sp = m.indexOf(' ', 1);
+      if (sp < 0) continue;
+      // Key with a separator no byte-level token contains.
+      const key = m.slice(0, sp) + '\u0000' + m.slice(sp + 1);
+      if (!ranks.has(key)) ranks.set(key, i);
+    }
+    return (this.stringRanks = ranks);
+  }
+
   private mergeStrings(encoded: string): number[] {
     // Byte-encoded code points are all in the BMP: one UTF-16 unit per symbol.
     const n = encoded.length;
@@ -122,9 +133,10 @@ export class BpeModel {
       next[i] = i + 1 < n ? i + 1 : -1;
     }
     const queue = new MergeQueue();
+    const ranks = this.ranks();
     const tryAdd = (l: number, r: number) => {
       if (l < 0 || r < 0) return;
-      const rank = this.ranks.get(text[l] + '\u0000' + text[r]);
+      const rank = ranks.get(text[l] + '\u0000' + text[r]);
       if (rank !== undefined) queue.push(rank, l, r, text[l].length + text[r].length);
     };
     for (let i = 1; i < n; i++) tryAdd(i - 1, i);
