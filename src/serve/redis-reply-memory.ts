@@ -44,6 +44,11 @@ export class RedisReplyMemory implements SharedReplies {
     return found === undefined ? none : found.map(idsOf);
   }
 
+  /**
+   * Awaits Redis's answer (bounded), though it is ~0.4 ms of a cluster request's overhead: resolving once
+   * the SETs were only written let another process's read, sent right after, miss them now and then
+   * (test/src/serve/redis-reply-memory.test.ts; bench/RESULTS.md, "e2e overhead, fifth session").
+   */
   async save(tenantScope: string, replies: ReadonlyArray<{ text: string; ids: ArrayLike<number> }>): Promise<void> {
     await this.bounded(Promise.all(replies.map((reply) => this.client.set(replyKey(tenantScope, reply.text), bytesOf(reply.ids), 'PX', this.ttlMs))), 'save');
   }

@@ -37,6 +37,26 @@ describe('ReplyMemory over Redis', () => {
     await b.close();
   });
 
+  it('a read another process sends right after a share finds the ids, every time: share resolves once Redis answered the SET', async () => {
+    // Resolving as soon as the SET was written, without its answer (~0.4 ms less per cluster request), lost this
+    // race on 28 of these 3,000 turns (bench/RESULTS.md, "e2e overhead, fifth session"): a read on another
+    // connection can be served before a SET whose bytes reached Redis first.
+    const a = new ReplyMemory(undefined, new RedisReplyMemory(redis.url, quiet));
+    const b = new ReplyMemory(undefined, new RedisReplyMemory(redis.url, quiet));
+    // Both connections ready (a first call waits for its connection), as in a serving API process.
+    await a.load('alice', ['warm-up']);
+    await b.load('alice', ['warm-up']);
+    const missed: number[] = [];
+    for (let turn = 0; turn < 3000; turn++) {
+      await a.share('alice', [{ text: `reply ${turn}`, ids: [turn, turn + 1, 4_000_000_000] }]);
+      await b.load('alice', [`reply ${turn}`]);
+      if (b.recall('alice', `reply ${turn}`) === undefined) missed.push(turn);
+    }
+    expect(missed).toEqual([]);
+    await a.close();
+    await b.close();
+  });
+
   it('a shared reply lives REPLY_TTL_MS, renewed when read', async () => {
     const memory = new ReplyMemory(undefined, new RedisReplyMemory(redis.url, quiet));
     await memory.share('alice', [{ text: 'renewed', ids: [1, 2, 3] }]);
