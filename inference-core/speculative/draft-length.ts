@@ -96,6 +96,9 @@ export class DraftLengthPolicy {
   private failedProbes = 0;
   /** This step's model draft is a 1-token probe (checked against the step's own row, not verified). */
   private probing = false;
+  get isProbe(): boolean {
+    return this.probing;
+  }
   /** No model draft of this request was checked yet: the next one is a probe. */
   private unprobed = true;
   /** The last TIME_WINDOW verification times (ms) by row count. */
