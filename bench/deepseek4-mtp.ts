@@ -1,102 +1,261 @@
 /**
  * MTP drafting on deepseek4 (KVTIER_SPECULATIVE=mtp's path: SpeculativeSession
  * mode 'mtp', adaptive length, at most 7 drafts as served): greedy decode with
- * drafting vs a plain engine, same file, same prompt, same thread count,
- * alternating off/on rounds (best of each) so machine load hits both alike.
+ * drafting vs a plain engine loaded without MTP, same file, same prompt, same
+ * thread count.
  *
- *   mtp_adaptive_over_off         decode tok/s with drafting / without (target ≥ 0.97 on random weights)
- *   mtp_adaptive_over_off_cpu     the same from the process's CPU time per token (user + system, all
- *                                 threads): what the work costs, less swayed by other processes' load
- *   mtp_accepted_per_verification accepted drafts per verification (mean accepted length)
- *   mtp_tokens_per_step           tokens emitted per target forward
- *   mtp_prefill_over_off          prefill tok/s with the MTP window fed along / without
- *   mtp_greedy_same               the two runs emitted the same tokens
- *   mtp_adaptive_over_plain_same_engine  drafting / plain decode on the MTP engine itself: the
- *                                 drafting's own cost, without the two engine instances' difference
- *                                 (two identical plain engines differ by up to ~5 % run to run here)
+ * The estimator is paired and interleaved, and the same for every side. A
+ * round decodes the same prompt on four streams:
+ *
+ *   off      a plain engine (loadEngine without mtp): what a user with drafting off runs
+ *   off2     a second plain engine, loaded the same way: the A/A control
+ *   on       the MTP engine, drafting (a new SpeculativeSession, as a served request)
+ *   onPlain  the MTP engine, plain decode: drafting's cost without the two instances' difference
+ *
+ * in slices of SLICE tokens, the four taking turns slice by slice in the
+ * orders of a balanced Latin square (each stream runs in each place, and after
+ * each other stream, equally often), so a swing of the machine's load lands on
+ * all four alike. A round's ratio is one stream's tokens per second over
+ * off's, from the sums of its slices; a figure is the median of the rounds'
+ * ratios. Engine placement (two identical plain engines differed by up to ~5 %
+ * run to run, RESULTS) is averaged by loading the engines afresh `loads` times
+ * per run, in a rotated load order. Best-of figures are kept for continuity.
  */
-import { argmax, loadEngine } from '../inference-core/index.ts';
+import { argmax, loadEngine, type Engine } from '../inference-core/index.ts';
+import type { Sequence } from '../inference-core/engine/sequence.ts';
 import { SpeculativeSession } from '../inference-core/speculative/index.ts';
 
+export const STREAMS = ['off', 'off2', 'on', 'onPlain'] as const;
+export type StreamName = (typeof STREAMS)[number];
+
+export interface MtpOptions {
+  threads: number;
+  decodeTokens: number;
+  /** Rounds per load of the engines. */
+  rounds: number;
+  /** Fresh loads of the three engines per run. */
+  loads: number;
+  /** Tokens per slice of a round. */
+  slice: number;
+}
+
+export interface Paired {
+  median: number;
+  q1: number;
+  q3: number;
+}
+
 export interface MtpFigures {
-  offTps: number;
-  onTps: number;
-  /** tokens per CPU-second, best round */
-  offCpuTps: number;
-  onCpuTps: number;
-  /** plain greedy decode on the MTP engine (no drafting), best round */
-  onPlainTps: number;
+  /** Paired medians over all rounds, stream over off: wall (tok/s) and CPU (tokens per CPU-second). */
+  wall: Record<StreamName, Paired>;
+  cpu: Record<StreamName, Paired>;
+  /** on over onPlain, paired (drafting's cost on one engine). */
+  onOverPlainWall: Paired;
+  prefillOverOff: Paired;
+  /** Best round of each stream (the old estimator): tok/s wall and per CPU-second. */
+  bestTps: Record<StreamName, number>;
+  bestCpuTps: Record<StreamName, number>;
+  rounds: number;
   acceptedPerVerification: number;
   tokensPerStep: number;
-  prefillOverOff: number;
   same: boolean;
 }
 
-/** Wall and CPU seconds of `f`. */
-function timed(f: () => void): { wall: number; cpu: number } {
+interface Times {
+  wall: number;
+  cpu: number;
+}
+
+/** Adds `f`'s wall and CPU seconds (process.cpuUsage: every thread) to `acc`. */
+function timed(acc: Times, f: () => void): void {
   const c0 = process.cpuUsage();
   const t0 = performance.now();
   f();
   const c = process.cpuUsage(c0);
-  return { wall: (performance.now() - t0) / 1000, cpu: (c.user + c.system) / 1e6 };
+  acc.wall += (performance.now() - t0) / 1000;
+  acc.cpu += (c.user + c.system) / 1e6;
+}
+
+/** One stream of a round: prefill, then decode forwards up to a count, slice by slice. */
+interface Stream {
+  readonly decode: Times;
+  prefillS: number;
+  prefill(): void;
+  /** Decodes until `forwards` target forwards' worth of tokens are done. */
+  advance(forwards: number): void;
+  /** The greedy tokens after the prompt; frees the sequence. */
+  finish(decodeTokens: number): number[];
+}
+
+function plainStream(engine: Engine, prompt: number[]): Stream {
+  const seq = engine.createSequence();
+  const out: number[] = [];
+  let logits: Float32Array = new Float32Array(0);
+  const s: Stream = {
+    decode: { wall: 0, cpu: 0 },
+    prefillS: 0,
+    prefill() {
+      const t: Times = { wall: 0, cpu: 0 };
+      timed(t, () => (logits = seq.prefill(prompt)));
+      s.prefillS = t.wall;
+    },
+    advance(forwards) {
+      timed(s.decode, () => {
+        while (out.length < forwards) {
+          out.push(argmax(logits));
+          logits = seq.decode(out[out.length - 1]!);
+        }
+      });
+    },
+    finish(n) {
+      seq.free();
+      return out.slice(0, n);
+    },
+  };
+  return s;
+}
+
+/** Drafting as served: the first token from the prefill's logits, then a new session (its making is timed). */
+function mtpStream(engine: Engine, prompt: number[], stats: Stats): Stream {
+  const seq: Sequence = engine.createSequence();
+  const got: number[] = [];
+  let logits: Float32Array = new Float32Array(0);
+  let session: SpeculativeSession | null = null;
+  const s: Stream = {
+    decode: { wall: 0, cpu: 0 },
+    prefillS: 0,
+    prefill() {
+      const t: Times = { wall: 0, cpu: 0 };
+      timed(t, () => (logits = seq.prefill(prompt)));
+      s.prefillS = t.wall;
+    },
+    advance(forwards) {
+      // n forwards emit n + 1 tokens (the first came from the prefill), as the plain stream's n decodes
+      timed(s.decode, () => {
+        if (!session) {
+          got.push(argmax(logits));
+          session = new SpeculativeSession({ target: seq, context: [...prompt, got[0]!], sampling: { temperature: 0 }, mode: 'mtp', length: { mode: 'adaptive', maxDraft: 7 } });
+        }
+        while (got.length <= forwards) got.push(...session.next(forwards + 1 - got.length));
+      });
+    },
+    finish(n) {
+      if (session) for (const k of STAT_KEYS) stats[k] += session.stats[k];
+      seq.free();
+      return got.slice(0, n);
+    },
+  };
+  return s;
+}
+
+const STAT_KEYS = ['verifications', 'accepted', 'checkHits', 'emitted', 'steps'] as const;
+type Stats = Record<(typeof STAT_KEYS)[number], number>;
+
+/**
+ * Balanced Latin square for 4 (Williams): each stream takes each place once and
+ * follows each other stream once over the 4 orders.
+ */
+const ORDERS: readonly (readonly number[])[] = [
+  [0, 1, 3, 2],
+  [1, 2, 0, 3],
+  [2, 3, 1, 0],
+  [3, 0, 2, 1],
+];
+
+export function quartiles(xs: readonly number[]): Paired {
+  const s = [...xs].sort((a, b) => a - b);
+  const at = (q: number) => {
+    const i = q * (s.length - 1);
+    const lo = Math.floor(i);
+    return s[lo]! + (s[Math.min(s.length - 1, lo + 1)]! - s[lo]!) * (i - lo);
+  };
+  return { median: at(0.5), q1: at(0.25), q3: at(0.75) };
+}
+
+/** Loads off, off2 and the MTP engine in the order rotated by `load` (placement must not favour a side). */
+async function loadAll(modelPath: string, threads: number, load: number): Promise<{ off: Engine; off2: Engine; on: Engine }> {
+  const kinds = ['off', 'off2', 'on'] as const;
+  const got: Partial<Record<(typeof kinds)[number], Engine>> = {};
+  for (let i = 0; i < kinds.length; i++) {
+    const k = kinds[(i + load) % kinds.length]!;
+    got[k] = await loadEngine(modelPath, { threads, poolBytes: 64 * 2 ** 20, mtp: k === 'on' });
+  }
+  return got as { off: Engine; off2: Engine; on: Engine };
+}
+
+/** Untimed: first touches of each engine's weights, and the MTP step's code (a session's first step is a probe). */
+function warmUp(e: { off: Engine; off2: Engine; on: Engine }, prompt: number[]): void {
+  const short = prompt.slice(0, 64);
+  for (const engine of [e.off, e.off2, e.on]) {
+    const st = plainStream(engine, short);
+    st.prefill();
+    st.advance(8);
+    st.finish(0);
+  }
+  const m = mtpStream(e.on, short, { verifications: 0, accepted: 0, checkHits: 0, emitted: 0, steps: 0 });
+  m.prefill();
+  m.advance(8);
+  m.finish(0);
 }
 
 /** `promptOf`: the prompt, or how to make it from the model's vocabulary size. */
-export async function measureMtp(modelPath: string, threads: number, promptOf: number[] | ((vocab: number) => number[]), decodeTokens: number, rounds = 3): Promise<MtpFigures> {
-  const off = await loadEngine(modelPath, { threads, poolBytes: 64 * 2 ** 20 });
-  const on = await loadEngine(modelPath, { threads, poolBytes: 64 * 2 ** 20, mtp: true });
-  try {
-    const prompt = typeof promptOf === 'function' ? promptOf(off.vocabSize) : promptOf;
-    // Each figure is the best of the rounds: the one least disturbed by other load on the machine.
-    const best = { offTps: 0, onTps: 0, offCpuTps: 0, onCpuTps: 0, offPrefill: 0, onPrefill: 0, onPlainTps: 0 };
-    let same = true;
-    const stats = { verifications: 0, accepted: 0, checkHits: 0, emitted: 0, steps: 0 };
-    for (let r = 0; r < rounds; r++) {
-      const a = off.createSequence();
-      let logits: Float32Array = new Float32Array(0);
-      const offPrefill = prompt.length / timed(() => (logits = a.prefill(prompt))).wall;
-      const plain: number[] = [];
-      const td = timed(() => {
-        for (let i = 0; i < decodeTokens; i++) {
-          plain.push(argmax(logits));
-          logits = a.decode(plain[i]!);
+export async function measureMtp(modelPath: string, promptOf: number[] | ((vocab: number) => number[]), o: MtpOptions): Promise<MtpFigures> {
+  const ratios = { wall: emptyBy<number[]>(() => []), cpu: emptyBy<number[]>(() => []), onOverPlain: [] as number[], prefill: [] as number[] };
+  const bestTps = emptyBy(() => 0);
+  const bestCpuTps = emptyBy(() => 0);
+  const stats: Stats = { verifications: 0, accepted: 0, checkHits: 0, emitted: 0, steps: 0 };
+  let same = true;
+  const N = o.decodeTokens;
+  for (let load = 0; load < o.loads; load++) {
+    const e = await loadAll(modelPath, o.threads, load);
+    try {
+      const prompt = typeof promptOf === 'function' ? promptOf(e.off.vocabSize) : promptOf;
+      warmUp(e, prompt);
+      for (let r = 0; r < o.rounds; r++) {
+        const streams: Record<StreamName, Stream> = { off: plainStream(e.off, prompt), off2: plainStream(e.off2, prompt), on: mtpStream(e.on, prompt, stats), onPlain: plainStream(e.on, prompt) };
+        const turn = load * o.rounds + r;
+        for (const i of ORDERS[turn % 4]!) streams[STREAMS[i]!].prefill();
+        for (let j = 0, upTo = 0; upTo < N; j++) {
+          upTo = Math.min(N, upTo + o.slice);
+          for (const i of ORDERS[(turn + j) % 4]!) streams[STREAMS[i]!].advance(upTo);
         }
-      });
-      a.free();
-
-      const b = on.createSequence();
-      let first = 0;
-      const onPrefill = prompt.length / timed(() => (first = argmax(b.prefill(prompt)))).wall;
-      const got = [first];
-      let session: SpeculativeSession | null = null;
-      const ts = timed(() => {
-        session = new SpeculativeSession({ target: b, context: [...prompt, first], sampling: { temperature: 0 }, mode: 'mtp', length: { mode: 'adaptive', maxDraft: 7 } });
-        // decodeTokens forwards' worth of tokens, as the plain run (its last decode feeds the last token)
-        while (got.length <= decodeTokens) got.push(...session.next(decodeTokens + 1 - got.length));
-      });
-      b.free();
-
-      const c = on.createSequence();
-      let plainLogits = c.prefill(prompt);
-      const tp = timed(() => {
-        for (let i = 0; i < decodeTokens; i++) plainLogits = c.decode(argmax(plainLogits));
-      });
-      c.free();
-      const round = { offTps: decodeTokens / td.wall, onTps: decodeTokens / ts.wall, offCpuTps: decodeTokens / td.cpu, onCpuTps: decodeTokens / ts.cpu, offPrefill, onPrefill, onPlainTps: decodeTokens / tp.wall };
-      for (const k of Object.keys(best) as Array<keyof typeof best>) best[k] = Math.max(best[k], round[k]);
-      same &&= got.slice(0, decodeTokens).join() === plain.join();
-      for (const k of ['verifications', 'accepted', 'checkHits', 'emitted', 'steps'] as const) stats[k] += session!.stats[k];
+        const tokens = emptyBy((k) => streams[k].finish(N));
+        for (const k of STREAMS) same &&= tokens[k].join() === tokens.off.join();
+        const off = streams.off.decode;
+        for (const k of STREAMS) {
+          const d = streams[k].decode;
+          ratios.wall[k].push(off.wall / d.wall);
+          ratios.cpu[k].push(off.cpu / d.cpu);
+          bestTps[k] = Math.max(bestTps[k], N / d.wall);
+          bestCpuTps[k] = Math.max(bestCpuTps[k], N / d.cpu);
+        }
+        ratios.onOverPlain.push(streams.onPlain.decode.wall / streams.on.decode.wall);
+        ratios.prefill.push(streams.off.prefillS / streams.on.prefillS);
+        process.stderr.write(
+          `bench engine-deepseek4: mtp load ${load + 1}/${o.loads} round ${r + 1}/${o.rounds}: on/off ${ratios.wall.on.at(-1)!.toFixed(3)}, off2/off ${ratios.wall.off2.at(-1)!.toFixed(3)}, on/onPlain ${ratios.onOverPlain.at(-1)!.toFixed(3)}, off ${(N / off.wall).toFixed(1)} tok/s\n`,
+        );
+      }
+    } finally {
+      e.off.destroy();
+      e.off2.destroy();
+      e.on.destroy();
     }
-    return {
-      offTps: best.offTps, onTps: best.onTps, offCpuTps: best.offCpuTps, onCpuTps: best.onCpuTps, onPlainTps: best.onPlainTps,
-      // a probe's token is checked against a plain step's row, not verified: its hit is no accepted length
-      acceptedPerVerification: stats.verifications > 0 ? (stats.accepted - stats.checkHits) / stats.verifications : 0,
-      tokensPerStep: stats.emitted / Math.max(1, stats.steps),
-      prefillOverOff: best.onPrefill / best.offPrefill,
-      same,
-    };
-  } finally {
-    off.destroy();
-    on.destroy();
   }
+  return {
+    wall: emptyBy((k) => quartiles(ratios.wall[k])),
+    cpu: emptyBy((k) => quartiles(ratios.cpu[k])),
+    onOverPlainWall: quartiles(ratios.onOverPlain),
+    prefillOverOff: quartiles(ratios.prefill),
+    bestTps,
+    bestCpuTps,
+    rounds: o.loads * o.rounds,
+    // a probe's token is checked against a plain step's row, not verified: its hit is no accepted length
+    acceptedPerVerification: stats.verifications > 0 ? (stats.accepted - stats.checkHits) / stats.verifications : 0,
+    tokensPerStep: stats.emitted / Math.max(1, stats.steps),
+    same,
+  };
+}
+
+function emptyBy<T>(f: (k: StreamName) => T): Record<StreamName, T> {
+  return { off: f('off'), off2: f('off2'), on: f('on'), onPlain: f('onPlain') };
 }

@@ -19,7 +19,8 @@
  *                                                            at 4k also read off the served sequence)
  *   deepseek4_state_bytes_per_token_4k / _32k                 the same per context token
  *   mtp_*                                                     MTP drafting vs plain decode after a
- *                                                            PREFILL_TOKENS prompt (bench/deepseek4-mtp.ts)
+ *                                                            PREFILL_TOKENS prompt, paired and interleaved
+ *                                                            (bench/deepseek4-mtp.ts; figures in mtpFigures)
  */
 import * as os from 'node:os';
 import { argmax, loadEngine } from '../inference-core/index.ts';
@@ -29,7 +30,7 @@ import { deepseek4StateBytes } from '../inference-core/engine/deepseek4-state.ts
 import { ensureDeepseek4Model } from '../inference-core/synthetic/index.ts';
 import { randomTokens } from '../test/inference-core/engine-fixtures.ts';
 import { llamaBench } from '../test/helpers/llamacpp.ts';
-import { measureMtp, type MtpFigures } from './deepseek4-mtp.ts';
+import { measureMtp, type MtpFigures, type Paired } from './deepseek4-mtp.ts';
 
 const PREFILL_TOKENS = 512;
 const LONG_TOKENS = 4096;
@@ -40,8 +41,13 @@ const THREAD_CHOICES = [1, 2].filter((t) => t <= Math.max(1, os.availableParalle
 /** KVTIER_BENCH_DEEPSEEK4_PARTS=mtp: only the MTP part (llama.cpp's 4k prefills take minutes), at KVTIER_BENCH_DEEPSEEK4_MTP_THREADS (1). */
 const PARTS = new Set((process.env.KVTIER_BENCH_DEEPSEEK4_PARTS ?? 'engine,mtp').split(',').map((p) => p.trim()));
 const MTP_THREADS = Number(process.env.KVTIER_BENCH_DEEPSEEK4_MTP_THREADS ?? 1);
-/** Alternating off/on rounds of the MTP part (best of each): more of them on a loaded machine. */
-const MTP_ROUNDS = Number(process.env.KVTIER_BENCH_DEEPSEEK4_MTP_ROUNDS ?? 3);
+/** Paired rounds of the MTP part per load of its engines (KVTIER_BENCH_DEEPSEEK4_MTP_ROUNDS). */
+const MTP_ROUNDS = Number(process.env.KVTIER_BENCH_DEEPSEEK4_MTP_ROUNDS ?? 8);
+/** Fresh loads of the MTP part's engines, load order rotated (KVTIER_BENCH_DEEPSEEK4_MTP_LOADS): placement averaged out. */
+const MTP_LOADS = Number(process.env.KVTIER_BENCH_DEEPSEEK4_MTP_LOADS ?? 3);
+/** Tokens per interleaved slice of an MTP round (KVTIER_BENCH_DEEPSEEK4_MTP_SLICE). */
+const MTP_SLICE = Number(process.env.KVTIER_BENCH_DEEPSEEK4_MTP_SLICE ?? 16);
+const mtpOptions = (threads: number) => ({ threads, decodeTokens: MTP_DECODE_TOKENS, rounds: MTP_ROUNDS, loads: MTP_LOADS, slice: MTP_SLICE });
 /** Prefills of the PREFILL_TOKENS prompt per side and thread count (best of them): one ~5 s figure swings 2× with the load. */
 const PREFILL_ROUNDS = Math.max(1, Number(process.env.KVTIER_BENCH_DEEPSEEK4_PREFILL_ROUNDS ?? 1));
 
@@ -142,7 +148,7 @@ export async function run(): Promise<Record<string, number | string>> {
     say(`llama.cpp threads=${threads}: prefill ${r.prefill.toFixed(1)} tok/s (${PREFILL_TOKENS}), ${r.longPrefill.toFixed(1)} tok/s (${LONG_TOKENS}), decode@4k ${r.decode.toFixed(2)} tok/s`);
   }
   const od0 = best(ours, 'decode');
-  const mtp = await measureMtp(modelPath, od0.threads, prompt.slice(0, PREFILL_TOKENS), MTP_DECODE_TOKENS, MTP_ROUNDS);
+  const mtp = await measureMtp(modelPath, prompt.slice(0, PREFILL_TOKENS), mtpOptions(od0.threads));
   const s4k = deepseek4StateBytes(cfg!, 4096);
   const s32k = deepseek4StateBytes(cfg!, 32768);
   const op = best(ours, 'prefill');
@@ -182,24 +188,50 @@ export async function run(): Promise<Record<string, number | string>> {
 }
 
 async function runMtpOnly(modelPath: string, load0: number): Promise<Record<string, number | string>> {
-  const mtp = await measureMtp(modelPath, MTP_THREADS, (vocab) => randomTokens(LONG_TOKENS, vocab, 7).slice(0, PREFILL_TOKENS), MTP_DECODE_TOKENS, MTP_ROUNDS);
-  return { deepseek4_model: 'synthetic:deepseek4-small:q8_0', mtp_rounds: MTP_ROUNDS, ...mtpFigures(mtp, MTP_THREADS), load_average_start: round(load0), load_average_end: round(os.loadavg()[0]!) };
+  const mtp = await measureMtp(modelPath, (vocab) => randomTokens(LONG_TOKENS, vocab, 7).slice(0, PREFILL_TOKENS), mtpOptions(MTP_THREADS));
+  return { deepseek4_model: 'synthetic:deepseek4-small:q8_0', ...mtpFigures(mtp, MTP_THREADS), load_average_start: round(load0), load_average_end: round(os.loadavg()[0]!) };
 }
 
+/**
+ * Paired figures (median over the rounds of the per-round ratio; _iqr: its
+ * quartiles) are the headline, wall time first (what users feel):
+ *   mtp_adaptive_over_off               drafting / plain engine, tok/s (target ≥ 0.97 on random weights)
+ *   mtp_adaptive_over_off_cpu           the same from tokens per CPU-second (user + system, all threads)
+ *   mtp_aa_over_off(_cpu)               A/A control: a second plain engine / the plain engine (≈ 1.00)
+ *   mtp_adaptive_over_plain_same_engine drafting / plain decode on the MTP engine itself
+ *   mtp_plain_same_engine_over_off      plain decode on the MTP engine / the plain engine
+ *   mtp_prefill_over_off                prefill with the MTP window fed along / without
+ * The old estimator (best round of each side), kept for continuity: *_best.
+ */
 function mtpFigures(mtp: MtpFigures, threads: number): Record<string, number | string> {
-  say(`mtp threads=${threads}: decode off ${mtp.offTps.toFixed(2)} tok/s, on ${mtp.onTps.toFixed(2)} tok/s, accepted/verification ${mtp.acceptedPerVerification.toFixed(3)}`);
+  const iqr = (p: Paired) => `${p.q1.toFixed(3)}-${p.q3.toFixed(3)}`;
+  const b = mtp.bestTps;
+  say(`mtp threads=${threads}: paired on/off ${mtp.wall.on.median.toFixed(3)} (IQR ${iqr(mtp.wall.on)}), A/A ${mtp.wall.off2.median.toFixed(3)} (IQR ${iqr(mtp.wall.off2)}), best-of on/off ${(b.on / b.off).toFixed(3)}, accepted/verification ${mtp.acceptedPerVerification.toFixed(3)}`);
   return {
     mtp_context: PREFILL_TOKENS,
     mtp_decode_tokens: MTP_DECODE_TOKENS,
     mtp_threads: threads,
-    mtp_off_decode_tps: round(mtp.offTps),
-    mtp_adaptive_decode_tps: round(mtp.onTps),
-    mtp_adaptive_over_off: round(mtp.onTps / mtp.offTps, 3),
-    mtp_adaptive_over_off_cpu: round(mtp.onCpuTps / mtp.offCpuTps, 3),
+    mtp_rounds: MTP_ROUNDS,
+    mtp_loads: MTP_LOADS,
+    mtp_slice_tokens: MTP_SLICE,
+    mtp_paired_rounds: mtp.rounds,
+    mtp_adaptive_over_off: round(mtp.wall.on.median, 3),
+    mtp_adaptive_over_off_iqr: iqr(mtp.wall.on),
+    mtp_adaptive_over_off_cpu: round(mtp.cpu.on.median, 3),
+    mtp_aa_over_off: round(mtp.wall.off2.median, 3),
+    mtp_aa_over_off_iqr: iqr(mtp.wall.off2),
+    mtp_aa_over_off_cpu: round(mtp.cpu.off2.median, 3),
+    mtp_adaptive_over_plain_same_engine: round(mtp.onOverPlainWall.median, 3),
+    mtp_plain_same_engine_over_off: round(mtp.wall.onPlain.median, 3),
+    mtp_prefill_over_off: round(mtp.prefillOverOff.median, 3),
     mtp_accepted_per_verification: round(mtp.acceptedPerVerification, 3),
     mtp_tokens_per_step: round(mtp.tokensPerStep, 3),
-    mtp_prefill_over_off: round(mtp.prefillOverOff, 3),
     mtp_greedy_same: String(mtp.same),
-    mtp_adaptive_over_plain_same_engine: round(mtp.onTps / mtp.onPlainTps, 3),
+    mtp_off_decode_tps_best: round(b.off),
+    mtp_adaptive_decode_tps_best: round(b.on),
+    mtp_adaptive_over_off_best: round(b.on / b.off, 3),
+    mtp_adaptive_over_off_cpu_best: round(mtp.bestCpuTps.on / mtp.bestCpuTps.off, 3),
+    mtp_aa_over_off_best: round(b.off2 / b.off, 3),
+    mtp_adaptive_over_plain_same_engine_best: round(b.on / b.onPlain, 3),
   };
 }
