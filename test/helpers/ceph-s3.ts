@@ -19,7 +19,7 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promises as fsp, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -115,6 +115,7 @@ export async function startCephS3(options: StartCephS3Options = {}): Promise<Cep
     log('ceph: mon');
     await run('ceph-mon', ['--mkfs', '-i', 'a', '--monmap', monmap, '--keyring', monKeyring]);
     daemons.push(startDaemon('ceph-mon', ['-c', conf, '-f', '-i', 'a'], dir));
+    await waitForPort(monPort, deadline, daemons, dir);
 
     log('ceph: osd');
     const osdUuid = randomUUID();
@@ -183,6 +184,10 @@ osd pool default pgp num = 8
 osd pool default pg autoscale mode = off
 osd crush chooseleaf type = 0
 mon allow pool size one = true
+# The mon refuses to start (exit 28, ENOSPC) when the disk under its few-MB store has <= 5 % free:
+# a CI or dev box with a nearly full disk then failed every S3 test with a 20 s "osd new" time-out.
+mon data avail crit = 0
+mon data avail warn = 0
 mon allow pool delete = true
 mon max pg per osd = 1000
 mon warn on pool no redundancy = false
@@ -241,6 +246,22 @@ function runTool(command: string, args: string[], deadline: number, cwd: string)
       else resolve(stdout);
     });
   });
+}
+
+/** Until something accepts on `port`, failing at once, with its exit code, if a daemon exited. */
+async function waitForPort(port: number, deadline: number, daemons: ChildProcess[], dir: string): Promise<void> {
+  for (;;) {
+    const dead = daemons.find((daemon) => daemon.exitCode !== null || daemon.signalCode !== null);
+    if (dead) throw new Error(`${dead.spawnargs[0]} exited (${dead.exitCode ?? dead.signalCode}) during start-up; logs in ${dir}`);
+    const open = await new Promise<boolean>((resolve) => {
+      const socket = connect({ port, host: '127.0.0.1' });
+      socket.once('connect', () => (socket.destroy(), resolve(true)));
+      socket.once('error', () => (socket.destroy(), resolve(false)));
+    });
+    if (open) return;
+    if (Date.now() > deadline) throw new Error(`nothing accepted on 127.0.0.1:${port} in time; logs in ${dir}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 async function waitForHttp(endpoint: string, deadline: number, daemons: ChildProcess[], dir: string): Promise<void> {
