@@ -26,9 +26,10 @@
  *
  * KVT_BENCH_SESSIONS / KVT_BENCH_TURNS / KVT_BENCH_MODEL shrink it for a smoke run;
  * KVT_BENCH_OVERHEAD_REQUESTS sets the overhead sample: that many requests per client, twice (default 20).
+ * KVT_BENCH_KEEP_DATA=1 keeps the run's data dir (removed at the end otherwise).
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -150,6 +151,16 @@ function baseConfig(dataDir: string, overrides: Partial<Config> = {}): Config {
 
 export async function run(): Promise<Record<string, number | string>> {
   const dataDir = mkdtempSync(join(tmpdir(), 'kvtier-bench-e2e-'));
+  // Each run's data dir holds ~1 GB at the full size: left behind, a day of runs filled the disk.
+  try {
+    return await measure(dataDir);
+  } finally {
+    if (process.env.KVT_BENCH_KEEP_DATA === '1') say(`data dir kept: ${dataDir}`);
+    else rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+async function measure(dataDir: string): Promise<Record<string, number | string>> {
   say(`data dir ${dataDir}, model ${MODEL}, ${SESSIONS} sessions × ${TURNS} turns`);
   // The workload's tenant, and one fresh tenant per cold sample (a salted namespace with nothing cached).
   const keysFile = join(dataDir, 'keys.txt');
