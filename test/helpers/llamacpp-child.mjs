@@ -2,7 +2,8 @@
  * The frame of the llama.cpp helper processes (llamacpp-tokenize.mjs,
  * llamacpp-vocab-info.mjs): read a JSON request on stdin, load req.modelPath
  * with node-llama-cpp 3.21.1 on the CPU prebuilt (never built), answer
- * work(model, req) as JSON on stdout, or { error } with exit status 1. They
+ * work(model, req) as JSON on stdout, or { error } with exit status 1; a request
+ * { many: [request…] } is answered { many: [answer…] } by one process. They
  * run as their own process because node-llama-cpp's binary self-test forks
  * process.execArgv, which breaks inside vitest workers.
  */
@@ -19,13 +20,22 @@ export function runLlamaChild(vocabOnly, work) {
   const main = async () => {
     const req = await readStdin();
     const llama = await getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error });
-    try {
-      const model = await llama.loadModel({ modelPath: req.modelPath, gpuLayers: 0, vocabOnly: vocabOnly(req) });
+    const one = async (r) => {
+      const model = await llama.loadModel({ modelPath: r.modelPath, gpuLayers: 0, vocabOnly: vocabOnly(r) });
       try {
-        return await work(model, req);
+        return await work(model, r);
       } finally {
         await model.dispose();
       }
+    };
+    try {
+      // { many: [request…] } → { many: [answer…] }: several models in one process, llama.cpp's start (~3 s of CPU) paid once
+      if (Array.isArray(req.many)) {
+        const many = [];
+        for (const r of req.many) many.push(await one(r));
+        return { many };
+      }
+      return await one(req);
     } finally {
       await llama.dispose();
     }

@@ -20,18 +20,24 @@ export function llamaCppTokenize(
   items: Array<{ text: string; parseSpecial: boolean }>,
   options: { vocabOnly?: boolean } = {},
 ): LlamaCppTokenizeResult {
+  return llamaCppTokenizeMany([{ modelPath, items, vocabOnly: options.vocabOnly }])[0];
+}
+
+/** Several files' tokenizations from one helper process (llama.cpp's start, ~3 s of CPU, paid once). */
+export function llamaCppTokenizeMany(requests: Array<{ modelPath: string; items: Array<{ text: string; parseSpecial: boolean }>; vocabOnly?: boolean }>): LlamaCppTokenizeResult[] {
+  const many = requests.map((r) => ({ modelPath: r.modelPath, items: r.items, vocabOnly: r.vocabOnly ?? true }));
   const r = spawnSync(process.execPath, [SCRIPT], {
-    input: JSON.stringify({ modelPath, items, vocabOnly: options.vocabOnly ?? true }),
+    input: JSON.stringify({ many }),
     encoding: 'utf8',
-    maxBuffer: 256 << 20,
-    timeout: 120_000,
+    maxBuffer: 1 << 30,
+    timeout: 120_000 * requests.length,
   });
-  let res: { error?: string } & LlamaCppTokenizeResult;
+  let res: { error?: string; many?: LlamaCppTokenizeResult[] };
   try {
     res = JSON.parse(r.stdout);
   } catch {
     throw new Error(`llama.cpp tokenize helper failed (status ${r.status}): ${r.stderr || r.stdout}`);
   }
   if (res.error) throw new Error(`llama.cpp: ${res.error}`);
-  return res;
+  return res.many!;
 }

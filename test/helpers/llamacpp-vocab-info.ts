@@ -20,19 +20,30 @@ export interface LlamaCppVocabInfo {
   eot: number | null;
 }
 
+export interface LlamaCppVocabInfoRequest {
+  modelPath: string;
+  detokenize?: Array<{ tokens: number[]; special: boolean }>;
+  tokenize?: { items: Array<{ text: string; parseSpecial: boolean }>; detokenizeFirst?: number };
+}
+
 export function llamaCppVocabInfo(
   modelPath: string,
   detokenize: Array<{ tokens: number[]; special: boolean }> = [],
   tokenize: { items: Array<{ text: string; parseSpecial: boolean }>; detokenizeFirst?: number } = { items: [] },
 ): LlamaCppVocabInfo {
-  const input = JSON.stringify({ modelPath, detokenize, tokenize: tokenize.items, detokenizeFirst: tokenize.detokenizeFirst ?? 0 });
-  const r = spawnSync(process.execPath, [SCRIPT], { input, encoding: 'utf8', maxBuffer: 256 << 20, timeout: 200_000 });
-  let res: { error?: string } & LlamaCppVocabInfo;
+  return llamaCppVocabInfoMany([{ modelPath, detokenize, tokenize }])[0];
+}
+
+/** Several vocabularies' infos from one helper process (llama.cpp's start, ~3 s of CPU, paid once). */
+export function llamaCppVocabInfoMany(requests: LlamaCppVocabInfoRequest[]): LlamaCppVocabInfo[] {
+  const many = requests.map((r) => ({ modelPath: r.modelPath, detokenize: r.detokenize ?? [], tokenize: r.tokenize?.items ?? [], detokenizeFirst: r.tokenize?.detokenizeFirst ?? 0 }));
+  const r = spawnSync(process.execPath, [SCRIPT], { input: JSON.stringify({ many }), encoding: 'utf8', maxBuffer: 1 << 30, timeout: 200_000 * requests.length });
+  let res: { error?: string; many?: LlamaCppVocabInfo[] };
   try {
     res = JSON.parse(r.stdout);
   } catch {
     throw new Error(`llama.cpp vocab-info helper failed (status ${r.status}): ${r.stderr || r.stdout}`);
   }
   if (res.error) throw new Error(`llama.cpp: ${res.error}`);
-  return res;
+  return res.many!;
 }

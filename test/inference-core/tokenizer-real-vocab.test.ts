@@ -14,7 +14,7 @@ import * as path from 'node:path';
 import { Tokenizer as HfTokenizer } from '@huggingface/tokenizers';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CORPUS_DIR, TokenType, Tokenizer, Xoshiro128, readGguf } from '../../inference-core/index.ts';
-import { llamaCppVocabInfo, type LlamaCppVocabInfo } from '../helpers/llamacpp-vocab-info.ts';
+import { llamaCppVocabInfoMany, type LlamaCppVocabInfo } from '../helpers/llamacpp-vocab-info.ts';
 import { buildRealVocabGguf, readRealVocab, REAL_VOCAB_NAMES, type RealVocabName } from '../helpers/real-vocab-gguf.ts';
 import { COMMON_TEXTS, SPECIAL_TEXTS, type LabeledText } from '../helpers/real-vocab-texts.ts';
 
@@ -66,18 +66,41 @@ function fuzzTexts(n: number, seed: number): string[] {
 
 const FUZZ = 100;
 
+// The project corpus (code, prose, Unicode samples, 520 kB of generated text): long inputs end to end.
+const long = fs.readdirSync(CORPUS_DIR).filter((f) => f.endsWith('.txt')).sort().map((f) => fs.readFileSync(path.join(CORPUS_DIR, f), 'utf8'));
+
+/** What each vocabulary's tests read: its texts, the fuzz texts, and llama.cpp's tokenize items of them (plain, special, fuzz, long). */
+function inputsFor(name: RealVocabName): { texts: LabeledText[]; fuzz: string[]; items: Array<{ text: string; parseSpecial: boolean }>; detokenizeFirst: number } {
+  const texts = [...COMMON_TEXTS, ...SPECIAL_TEXTS[name]];
+  const fuzz = fuzzTexts(FUZZ, 7);
+  const items = [
+    ...texts.map((t) => ({ text: t.text, parseSpecial: false })),
+    ...texts.map((t) => ({ text: t.text, parseSpecial: true })),
+    ...fuzz.map((text) => ({ text, parseSpecial: false })),
+    ...long.map((text) => ({ text, parseSpecial: true })),
+  ];
+  return { texts, fuzz, items, detokenizeFirst: 2 * texts.length + fuzz.length };
+}
+
+// llama.cpp's ids, its detokenize of them and its token attributes for every vocabulary come from one
+// helper process: its start (~3 s of CPU) is paid once, and each vocabulary is loaded once (loading a
+// 100k+ vocabulary in llama.cpp takes seconds: 5.8 s for llama3_1 at load 15).
+const infos = new Map<RealVocabName, LlamaCppVocabInfo>();
+beforeAll(() => {
+  const requests = REAL_VOCAB_NAMES.map((name) => {
+    const { items, detokenizeFirst } = inputsFor(name);
+    return { modelPath: buildRealVocabGguf(name), tokenize: { items, detokenizeFirst } };
+  });
+  llamaCppVocabInfoMany(requests).forEach((info, i) => infos.set(REAL_VOCAB_NAMES[i], info));
+}, 600_000);
+
 describe.each(REAL_VOCAB_NAMES.map((name) => ({ name })))('real vocabulary $name', ({ name }) => {
   let tok: Tokenizer;
   let hf: HfTokenizer;
   let texts: LabeledText[];
   let fuzz: string[];
   let llama: { plain: number[][]; special: number[][]; fuzz: number[][]; long: number[][] };
-  // The project corpus (code, prose, Unicode samples, 520 kB of generated text): long inputs end to end.
-  const long = fs.readdirSync(CORPUS_DIR).filter((f) => f.endsWith('.txt')).sort().map((f) => fs.readFileSync(path.join(CORPUS_DIR, f), 'utf8'));
   let file: string;
-  // llama.cpp's ids, its detokenize of them and its token attributes come from one helper process
-  // per vocabulary: loading a 100k+ vocabulary in llama.cpp takes seconds (5.8 s for llama3_1 at
-  // load 15), so one load instead of three.
   let info: LlamaCppVocabInfo;
   const lists = () => [...llama.plain, ...llama.special, ...llama.fuzz];
 
@@ -86,15 +109,8 @@ describe.each(REAL_VOCAB_NAMES.map((name) => ({ name })))('real vocabulary $name
     tok = Tokenizer.fromGguf(readGguf(file));
     const { tokenizerJson, tokenizerConfig } = readRealVocab(name);
     hf = new HfTokenizer(tokenizerJson, tokenizerConfig);
-    texts = [...COMMON_TEXTS, ...SPECIAL_TEXTS[name]];
-    fuzz = fuzzTexts(FUZZ, 7);
-    const items = [
-      ...texts.map((t) => ({ text: t.text, parseSpecial: false })),
-      ...texts.map((t) => ({ text: t.text, parseSpecial: true })),
-      ...fuzz.map((text) => ({ text, parseSpecial: false })),
-      ...long.map((text) => ({ text, parseSpecial: true })),
-    ];
-    info = llamaCppVocabInfo(file, [], { items, detokenizeFirst: 2 * texts.length + fuzz.length });
+    ({ texts, fuzz } = inputsFor(name));
+    info = infos.get(name)!;
     const ref = info.tokens;
     llama = { plain: ref.slice(0, texts.length), special: ref.slice(texts.length, 2 * texts.length), fuzz: ref.slice(2 * texts.length, 2 * texts.length + fuzz.length), long: ref.slice(2 * texts.length + fuzz.length) };
   }, 240_000);

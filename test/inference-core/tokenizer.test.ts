@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CORPUS_DIR, Tokenizer, TokenizerError, ensureSyntheticModel, readGguf, type SyntheticOptions } from '../../inference-core/index.ts';
-import { llamaCppTokenize } from '../helpers/llamacpp-tokenize.ts';
+import { llamaCppTokenizeMany } from '../helpers/llamacpp-tokenize.ts';
 
 let dataDir: string;
 beforeAll(() => {
@@ -65,17 +65,25 @@ const VARIANTS: Array<{ label: string; options: Partial<SyntheticOptions> }> = [
   { label: 'SentencePiece 4k (llama)', options: { tokenizer: 'spm', overrides: { vocabSize: 4096 } } },
 ];
 
-describe.each(VARIANTS)('$label: identical ids to llama.cpp', ({ options }) => {
+/** Every variant's file and llama.cpp's ids of `ITEMS` on it, from one helper process (its start paid once). */
+const variantRefs = new Map<string, { file: string; tokens: number[][] }>();
+let ITEMS: Array<{ text: string; parseSpecial: boolean }> = [];
+beforeAll(() => {
+  const long = [corpus('unicode.txt'), corpus('code.txt'), corpus('prose.txt').slice(0, 6000)];
+  ITEMS = [...STRINGS, ...long].flatMap((text) => [
+    { text, parseSpecial: false },
+    { text, parseSpecial: true },
+  ]);
+  const files = VARIANTS.map(({ options }) => ensureSyntheticModel('tiny', { dataDir, weightType: 'f32', progress: null, ...options }));
+  llamaCppTokenizeMany(files.map((modelPath) => ({ modelPath, items: ITEMS }))).forEach((ref, i) => variantRefs.set(VARIANTS[i].label, { file: files[i], tokens: ref.tokens }));
+}, 600_000);
+
+describe.each(VARIANTS)('$label: identical ids to llama.cpp', ({ label }) => {
   it('on the test strings and on corpus text, with and without parseSpecial', () => {
-    const file = ensureSyntheticModel('tiny', { dataDir, weightType: 'f32', progress: null, ...options });
+    const { file, tokens } = variantRefs.get(label)!;
     const tok = Tokenizer.fromGguf(readGguf(file));
-    const long = [corpus('unicode.txt'), corpus('code.txt'), corpus('prose.txt').slice(0, 6000)];
-    const texts = [...STRINGS, ...long];
-    const items = texts.flatMap((text) => [
-      { text, parseSpecial: false },
-      { text, parseSpecial: true },
-    ]);
-    const ref = llamaCppTokenize(file, items);
+    const items = ITEMS;
+    const ref = { tokens };
     const mismatches: string[] = [];
     items.forEach((it, i) => {
       const ours = Array.from(tok.encode(it.text, { addSpecial: false, parseSpecial: it.parseSpecial }));
