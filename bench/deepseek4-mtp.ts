@@ -87,19 +87,26 @@ interface Stream {
   finish(decodeTokens: number): number[];
 }
 
-function plainStream(engine: Engine, prompt: number[]): Stream {
-  const seq = engine.createSequence();
-  const out: number[] = [];
-  let logits: Float32Array = new Float32Array(0);
-  const s: Stream = {
+/** A stream's timers and its timed prefill (the logits go to `take`). */
+function timedPrefill(seq: Sequence, prompt: number[], take: (logits: Float32Array) => void): Pick<Stream, 'decode' | 'prefillS' | 'prefill'> {
+  const base = {
     decode: { wall: 0, cpu: 0 },
     prefillS: 0,
     prefill() {
       const t: Times = { wall: 0, cpu: 0 };
-      timed(t, () => (logits = seq.prefill(prompt)));
-      s.prefillS = t.wall;
+      timed(t, () => take(seq.prefill(prompt)));
+      base.prefillS = t.wall;
     },
-    advance(forwards) {
+  };
+  return base;
+}
+
+function plainStream(engine: Engine, prompt: number[]): Stream {
+  const seq = engine.createSequence();
+  const out: number[] = [];
+  let logits: Float32Array = new Float32Array(0);
+  const s: Stream = Object.assign(timedPrefill(seq, prompt, (l) => (logits = l)), {
+    advance(forwards: number) {
       timed(s.decode, () => {
         while (out.length < forwards) {
           out.push(argmax(logits));
@@ -107,11 +114,11 @@ function plainStream(engine: Engine, prompt: number[]): Stream {
         }
       });
     },
-    finish(n) {
+    finish(n: number) {
       seq.free();
       return out.slice(0, n);
     },
-  };
+  });
   return s;
 }
 
@@ -121,15 +128,8 @@ function mtpStream(engine: Engine, prompt: number[], stats: Stats): Stream {
   const got: number[] = [];
   let logits: Float32Array = new Float32Array(0);
   let session: SpeculativeSession | null = null;
-  const s: Stream = {
-    decode: { wall: 0, cpu: 0 },
-    prefillS: 0,
-    prefill() {
-      const t: Times = { wall: 0, cpu: 0 };
-      timed(t, () => (logits = seq.prefill(prompt)));
-      s.prefillS = t.wall;
-    },
-    advance(forwards) {
+  const s: Stream = Object.assign(timedPrefill(seq, prompt, (l) => (logits = l)), {
+    advance(forwards: number) {
       // n forwards emit n + 1 tokens (the first came from the prefill), as the plain stream's n decodes
       timed(s.decode, () => {
         if (!session) {
@@ -139,12 +139,12 @@ function mtpStream(engine: Engine, prompt: number[], stats: Stats): Stream {
         while (got.length <= forwards) got.push(...session.next(forwards + 1 - got.length));
       });
     },
-    finish(n) {
+    finish(n: number) {
       if (session) for (const k of STAT_KEYS) stats[k] += session.stats[k];
       seq.free();
       return got.slice(0, n);
     },
-  };
+  });
   return s;
 }
 
