@@ -14,7 +14,7 @@
  *   loop_delay_max_ms_4000                     the event loop's worst delay over that time (perf_hooks histogram)
  *   too_many_messages_ms                       client time until the 400 for a 100,000-message request (3 MB body)
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -114,6 +114,8 @@ export async function run(): Promise<Record<string, number>> {
     say(`healthz worst: idle ${idle.healthz.toFixed(1)} ms, during 4,000-message requests ${busy.healthz.toFixed(1)} ms (loop delay ${busy.loop.toFixed(1)} ms)`);
   } finally {
     await built.close();
+    // the synthetic model and the blocks: left behind, every run's copy stayed in /tmp
+    rmSync(dataDir, { recursive: true, force: true });
   }
   return out;
 }
