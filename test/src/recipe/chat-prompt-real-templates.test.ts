@@ -16,7 +16,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 
 import { ChatPromptBuilder, ChatPromptBuilderReference, promptCodecFromGgufFile, ReplyMemory, type ChatMessage, type PromptCodec, type ToolSpec } from '../../../src/recipe/index.ts';
-import { llamaCppTokenize } from '../../helpers/llamacpp-tokenize.ts';
+import { llamaCppTokenizeMany } from '../../helpers/llamacpp-tokenize.ts';
 import { buildRealVocabGguf } from '../../helpers/real-vocab-gguf.ts';
 
 type Model = 'llama3_1' | 'qwen2_5' | 'qwen3' | 'deepseek_v3';
@@ -97,13 +97,15 @@ describe('linear chat prompts on real vocabularies and templates', () => {
   }
 
   it('prompt ids are llama.cpp\'s ids of the rendered text, with one BOS (Llama 3 prints its BOS with the first message: it was doubled)', () => {
-    for (const model of MODELS) {
+    // Chat turns: every segment boundary is at a special token, so segment-wise ids are the whole text's.
+    // Consecutive tool results (Qwen's `</tool_response>\n<tool_response>`) have a plain-text boundary a merge may straddle: one BOS, same text.
+    const transcripts = [transcript(0, 5, false), transcript(1, 4, false), transcript(2, 9, true), transcript(3, 12, true)];
+    const textsOf = (model: Model) => transcripts.map((messages, i) => codecs.get(model)!.renderChat(messages, { tools: i >= 2 ? TOOLS : undefined, addGenerationPrompt: true }));
+    // every model's ids from one llama.cpp helper process (its start, ~3 s of CPU, paid once)
+    const references = llamaCppTokenizeMany(MODELS.map((model) => ({ modelPath: buildRealVocabGguf(model), items: textsOf(model).map((text) => ({ text, parseSpecial: true })) })));
+    MODELS.forEach((model, m) => {
       const codec = codecs.get(model)!;
-      // Chat turns: every segment boundary is at a special token, so segment-wise ids are the whole text's.
-      // Consecutive tool results (Qwen's `</tool_response>\n<tool_response>`) have a plain-text boundary a merge may straddle: one BOS, same text.
-      const transcripts = [transcript(0, 5, false), transcript(1, 4, false), transcript(2, 9, true), transcript(3, 12, true)];
-      const texts = transcripts.map((messages, i) => codec.renderChat(messages, { tools: i >= 2 ? TOOLS : undefined, addGenerationPrompt: true }));
-      const reference = llamaCppTokenize(buildRealVocabGguf(model), texts.map((text) => ({ text, parseSpecial: true }))).tokens;
+      const reference = references[m].tokens;
       transcripts.forEach((messages, i) => {
         const tools = i >= 2 ? TOOLS : undefined;
         const expected = codec.bosTokenId !== null && reference[i][0] !== codec.bosTokenId ? [codec.bosTokenId, ...reference[i]] : reference[i];
@@ -116,7 +118,7 @@ describe('linear chat prompts on real vocabularies and templates', () => {
         expect(fast.filter((id) => id === codec.bosTokenId).length, `${model} transcript ${i} BOS`).toBe(expected.filter((id) => id === codec.bosTokenId).length);
         expect(codec.decode(fast)).toBe(codec.decode(expected));
       });
-    }
+    });
   }, 120_000);
 
   const endOfTurn: Record<Model, string> = { llama3_1: '<|eot_id|>', qwen2_5: '<|im_end|>\n', qwen3: '<|im_end|>\n', deepseek_v3: '<｜end▁of▁sentence｜>' };
