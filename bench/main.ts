@@ -20,6 +20,7 @@ const areas: Record<string, string[]> = {
   'retention-sim': ['./retention-sim.ts'],
   failover: ['./failover.ts'],
   replay: ['./replay.ts'],
+  'replay-floor': ['./replay-floor.ts'],
   units: ['./units.ts', './units-load.ts', './units-deepseek4.ts'],
   'units-load': ['./units-load.ts'],
   'units-deepseek4': ['./units-deepseek4.ts'],
