@@ -15,11 +15,11 @@ const ID_SHIFT = 2 ** 21;
 
 export class BpeModel {
   /**
-   * (left, right) text → rank, for words the id path cannot take (longer than 64 bytes, or a
-   * vocabulary whose merges are not all tokens). Built on first use: most words never need it,
-   * and for a 200k vocabulary its half a million string keys were most of the construction time.
+   * (left, right) text → rank: only for a vocabulary whose merges are not all tokens (the id
+   * paths are inexact there). Other vocabularies never build it: for a 200k vocabulary its half a
+   * million string keys were most of the construction time.
    */
-  private stringRanks: Map<string, number> | null = null;
+  private readonly ranks = new Map<string, number>();
   /** (left id, right id) → rank·2²¹ + merged id; the fast path for words of token-id symbols. */
   private readonly idMerges = new Map<number, number>();
   /** Token id of each byte's single-symbol token; -1 where the vocabulary lacks it. */
@@ -31,7 +31,7 @@ export class BpeModel {
 
   constructor(
     private readonly tokenToId: ReadonlyMap<string, number>,
-    private readonly merges: readonly string[],
+    merges: readonly string[],
     private readonly ignoreMerges: boolean,
   ) {
     let exact = tokenToId.size < ID_SHIFT && merges.length < ID_SHIFT;
@@ -55,6 +55,17 @@ export class BpeModel {
       if (!this.idMerges.has(key)) this.idMerges.set(key, i * ID_SHIFT + merged);
     }
     this.idPathExact = exact;
+    if (!exact) {
+      this.idMerges.clear();
+      for (let i = 0; i < merges.length; i++) {
+        const m = merges[i];
+        const sp = m.indexOf(' ', 1);
+        if (sp < 0) continue;
+        // Key with a separator no byte-level token contains.
+        const key = m.slice(0, sp) + '\u0000' + m.slice(sp + 1);
+        if (!this.ranks.has(key)) this.ranks.set(key, i);
+      }
+    }
   }
 
   /** Appends the ids of one pre-tokenized word to `out`. */
@@ -73,11 +84,9 @@ export class BpeModel {
       const whole = this.tokenToId.get(byteEncode(word));
       if (whole !== undefined) return [whole];
     }
-    if (this.idPathExact) {
-      const bytes = utf8.encode(word);
-      if (bytes.length <= 64) return this.mergeIds(bytes);
-    }
-    return this.mergeStrings(byteEncode(word));
+    if (!this.idPathExact) return this.mergeStrings(byteEncode(word));
+    const bytes = utf8.encode(word);
+    return bytes.length <= 64 ? this.mergeIds(bytes) : this.mergeIdsQueued(bytes);
   }
 
   /**
@@ -107,18 +116,47 @@ export class BpeModel {
     }
   }
 
-  private ranks(): Map<string, number> {
-    if (this.stringRanks !== null) return this.stringRanks;
-    const ranks = new Map<string, number>();
-    for (let i = 0; i < this.merges.length; i++) {
-      const m = this.merges[i];
-      const sp = m.indexOf(' ', 1);
-      if (sp < 0) continue;
-      // Key with a separator no byte-level token contains.
-      const key = m.slice(0, sp) + '\u0000' + m.slice(sp + 1);
-      if (!ranks.has(key)) ranks.set(key, i);
+  /**
+   * Long words on token ids: the same merge order as mergeIds (lowest rank, leftmost on ties),
+   * from a queue of candidate pairs instead of a rescan per merge. A queued pair is stale once
+   * either side was merged away or changed: its pair's rank then differs from the queued one
+   * (a rank names one merge, so an equal rank is the same pair).
+   */
+  private mergeIdsQueued(bytes: Uint8Array): number[] {
+    const n = bytes.length;
+    const sym = new Int32Array(n);
+    const prev = new Int32Array(n);
+    const next = new Int32Array(n);
+    for (let i = 0; i < n; i++) {
+      sym[i] = this.byteIds[bytes[i]];
+      prev[i] = i - 1;
+      next[i] = i + 1 < n ? i + 1 : -1;
     }
-    return (this.stringRanks = ranks);
+    const rankOf = (l: number, r: number): number => {
+      const v = this.idMerges.get(sym[l] * ID_SHIFT + sym[r]);
+      return v === undefined ? -1 : Math.floor(v / ID_SHIFT);
+    };
+    const queue = new MergeQueue();
+    const tryAdd = (l: number, r: number) => {
+      if (l < 0 || r < 0) return;
+      const rank = rankOf(l, r);
+      if (rank >= 0) queue.push(rank, l, r, rank);
+    };
+    for (let i = 1; i < n; i++) tryAdd(i - 1, i);
+    while (queue.pop()) {
+      const l = queue.topLeft;
+      const r = queue.topRight;
+      if (sym[l] < 0 || sym[r] < 0 || next[l] !== r || rankOf(l, r) !== queue.topSize) continue;
+      sym[l] = this.idMerges.get(sym[l] * ID_SHIFT + sym[r])! - queue.topSize * ID_SHIFT;
+      sym[r] = -1;
+      next[l] = next[r];
+      if (next[r] >= 0) prev[next[r]] = l;
+      tryAdd(prev[l], l);
+      tryAdd(l, next[l]);
+    }
+    const out: number[] = [];
+    for (let i = 0; i >= 0; i = next[i]) out.push(sym[i]);
+    return out;
   }
 
   private mergeStrings(encoded: string): number[] {
@@ -133,10 +171,9 @@ export class BpeModel {
       next[i] = i + 1 < n ? i + 1 : -1;
     }
     const queue = new MergeQueue();
-    const ranks = this.ranks();
     const tryAdd = (l: number, r: number) => {
       if (l < 0 || r < 0) return;
-      const rank = ranks.get(text[l] + '\u0000' + text[r]);
+      const rank = this.ranks.get(text[l] + '\u0000' + text[r]);
       if (rank !== undefined) queue.push(rank, l, r, text[l].length + text[r].length);
     };
     for (let i = 1; i < n; i++) tryAdd(i - 1, i);
