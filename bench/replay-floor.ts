@@ -34,6 +34,7 @@ const layout: KvLayout = { layers: 1, kvHeads: 1, headDim: 1, dtype: 'f16', toke
 const say = (line: string) => console.error(`bench replay-floor: ${line}`);
 
 interface Parts { encode: number; write: number; index: number; wall: number }
+const noParts = (): Parts => ({ encode: 0, write: 0, index: 0, wall: 0 });
 
 function indexRow(segment: number, offset: number, length: number, lastUse: number): Buffer {
   const row = Buffer.allocUnsafe(24);
@@ -44,14 +45,14 @@ function indexRow(segment: number, offset: number, length: number, lastUse: numb
   return row;
 }
 
-function side(codec: BlockCodec, dir: string, packed: boolean): Parts {
+async function side(codec: BlockCodec, dir: string, packed: boolean): Promise<Parts> {
   const db: RootDatabase = open({ path: join(dir, 'index'), noSync: true, compression: false, encoding: 'binary' });
   const blocksDir = join(dir, 'blocks');
   const segment = packed ? openSync(join(dir, 'segment-0'), 'a') : -1;
   const tokens = new Uint32Array(512).map((_, i) => (i * 7919) % 129_280);
   const payload = new Uint8Array(1024);
   const keys = Array.from({ length: REQUESTS * BLOCKS_PER_REQUEST }, () => randomBytes(16));
-  const parts: Parts = { encode: 0, write: 0, index: 0, wall: 0 };
+  const parts = noParts();
   let offset = 0;
   const start = performance.now();
   for (let r = 0; r < REQUESTS; r++) {
@@ -87,7 +88,7 @@ function side(codec: BlockCodec, dir: string, packed: boolean): Parts {
   }
   parts.wall = performance.now() - start;
   if (packed) closeSync(segment);
-  void db.close();
+  await db.close();
   return parts;
 }
 
@@ -95,12 +96,12 @@ export async function run(): Promise<Record<string, number>> {
   const codec = await BlockCodec.create();
   const n = REQUESTS * BLOCKS_PER_REQUEST;
   const us = (ms: number) => Number(((ms * 1000) / n).toFixed(2));
-  const results: Record<'packed' | 'files', Parts> = { packed: { encode: 0, write: 0, index: 0, wall: 0 }, files: { encode: 0, write: 0, index: 0, wall: 0 } };
+  const results: Record<'packed' | 'files', Parts> = { packed: noParts(), files: noParts() };
   // Two halves each, alternated, so load on the machine falls on both sides alike.
   for (const name of ['packed', 'files', 'files', 'packed'] as const) {
     const dir = mkdtempSync(join(tmpdir(), `kvtier-bench-replay-floor-${name}-`));
     try {
-      const parts = side(codec, dir, name === 'packed');
+      const parts = await side(codec, dir, name === 'packed');
       for (const k of Object.keys(parts) as Array<keyof Parts>) results[name][k] += parts[k] / 2;
       say(`${name}: ${us(parts.wall)} µs per block (encode ${us(parts.encode)}, write ${us(parts.write)}, index ${us(parts.index)})`);
     } finally {

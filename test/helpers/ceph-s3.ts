@@ -248,36 +248,41 @@ function runTool(command: string, args: string[], deadline: number, cwd: string)
   });
 }
 
-/** Until something accepts on `port`, failing at once, with its exit code, if a daemon exited. */
-async function waitForPort(port: number, deadline: number, daemons: ChildProcess[], dir: string): Promise<void> {
+/**
+ * Until `ready()` answers true, failing at once, with its exit code, if a daemon exited (a mon refusing
+ * to start would otherwise show only as the next step's time-out), and at the deadline.
+ */
+async function waitUntil(what: string, ready: () => Promise<boolean>, deadline: number, daemons: ChildProcess[], dir: string): Promise<void> {
   for (;;) {
     const dead = daemons.find((daemon) => daemon.exitCode !== null || daemon.signalCode !== null);
     if (dead) throw new Error(`${dead.spawnargs[0]} exited (${dead.exitCode ?? dead.signalCode}) during start-up; logs in ${dir}`);
-    const open = await new Promise<boolean>((resolve) => {
+    if (await ready()) return;
+    if (Date.now() > deadline) throw new Error(`${what} in time; logs in ${dir}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+function waitForPort(port: number, deadline: number, daemons: ChildProcess[], dir: string): Promise<void> {
+  const accepts = () =>
+    new Promise<boolean>((resolve) => {
       const socket = connect({ port, host: '127.0.0.1' });
       socket.once('connect', () => (socket.destroy(), resolve(true)));
       socket.once('error', () => (socket.destroy(), resolve(false)));
     });
-    if (open) return;
-    if (Date.now() > deadline) throw new Error(`nothing accepted on 127.0.0.1:${port} in time; logs in ${dir}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  return waitUntil(`nothing accepted on 127.0.0.1:${port}`, accepts, deadline, daemons, dir);
 }
 
-async function waitForHttp(endpoint: string, deadline: number, daemons: ChildProcess[], dir: string): Promise<void> {
-  for (;;) {
-    const dead = daemons.find((daemon) => daemon.exitCode !== null || daemon.signalCode !== null);
-    if (dead) throw new Error(`${dead.spawnargs[0]} exited (${dead.exitCode ?? dead.signalCode}) during start-up; logs in ${dir}`);
+function waitForHttp(endpoint: string, deadline: number, daemons: ChildProcess[], dir: string): Promise<void> {
+  const answers = async () => {
     try {
       const response = await fetch(endpoint, { signal: AbortSignal.timeout(2000) });
       await response.arrayBuffer();
-      return;
+      return true;
     } catch {
-      // not listening yet (or still creating its pools)
+      return false; // not listening yet (or still creating its pools)
     }
-    if (Date.now() > deadline) throw new Error(`radosgw did not answer on ${endpoint} in time`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  };
+  return waitUntil(`radosgw did not answer on ${endpoint}`, answers, deadline, daemons, dir);
 }
 
 async function freePorts(count: number): Promise<number[]> {

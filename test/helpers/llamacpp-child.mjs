@@ -1,9 +1,9 @@
 /**
  * The frame of the llama.cpp helper processes (llamacpp-tokenize.mjs,
- * llamacpp-vocab-info.mjs): read a JSON request on stdin, load req.modelPath
- * with node-llama-cpp 3.21.1 on the CPU prebuilt (never built), answer
- * work(model, req) as JSON on stdout, or { error } with exit status 1; a request
- * { many: [request…] } is answered { many: [answer…] } by one process. They
+ * llamacpp-vocab-info.mjs): read { many: [request…] } on stdin, load each
+ * request's modelPath in turn with node-llama-cpp 3.21.1 on the CPU prebuilt
+ * (never built), answer { many: [work(model, request)…] } as JSON on stdout,
+ * or { error } with exit status 1 (llamacpp-child-run.ts calls them). They
  * run as their own process because node-llama-cpp's binary self-test forks
  * process.execArgv, which breaks inside vitest workers.
  */
@@ -29,13 +29,10 @@ export function runLlamaChild(vocabOnly, work) {
       }
     };
     try {
-      // { many: [request…] } → { many: [answer…] }: several models in one process, llama.cpp's start (~3 s of CPU) paid once
-      if (Array.isArray(req.many)) {
-        const many = [];
-        for (const r of req.many) many.push(await one(r));
-        return { many };
-      }
-      return await one(req);
+      // several models in one process: llama.cpp's start (~3 s of CPU) is paid once
+      const many = [];
+      for (const r of req.many) many.push(await one(r));
+      return { many };
     } finally {
       await llama.dispose();
     }

@@ -3,8 +3,8 @@
  * llama.cpp tokenizer reference (node-llama-cpp 3.21.1, CPU prebuilt), run as
  * its own process (see llamacpp-child.mjs).
  *
- *   stdin : { modelPath, items: [{ text, parseSpecial }], vocabOnly? (default true) }
- *   stdout: { tokens: number[][], tokenizeMs, trainContextSize, vocabOnly } or { error }
+ *   a request (one of stdin's { many }): { modelPath, items: [{ text, parseSpecial }], vocabOnly? (default true) }
+ *   its answer: { tokens: number[][], tokenizeMs, trainContextSize, vocabOnly }; or { error } for the whole run
  *
  * With vocabOnly false the whole model (weights included) is loaded, which
  * proves llama.cpp accepts every tensor of the file.

@@ -2,11 +2,7 @@
  * Runs llama.cpp's tokenizer (node-llama-cpp) in a plain child process; see
  * llamacpp-tokenize.mjs for why it cannot run inside a vitest worker.
  */
-import { spawnSync } from 'node:child_process';
-import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-const SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'llamacpp-tokenize.mjs');
+import { runLlamaChild } from './llamacpp-child-run.ts';
 
 export interface LlamaCppTokenizeResult {
   tokens: number[][];
@@ -23,21 +19,7 @@ export function llamaCppTokenize(
   return llamaCppTokenizeMany([{ modelPath, items, vocabOnly: options.vocabOnly }])[0];
 }
 
-/** Several files' tokenizations from one helper process (llama.cpp's start, ~3 s of CPU, paid once). */
+/** Several files' tokenizations from one helper process. */
 export function llamaCppTokenizeMany(requests: Array<{ modelPath: string; items: Array<{ text: string; parseSpecial: boolean }>; vocabOnly?: boolean }>): LlamaCppTokenizeResult[] {
-  const many = requests.map((r) => ({ modelPath: r.modelPath, items: r.items, vocabOnly: r.vocabOnly ?? true }));
-  const r = spawnSync(process.execPath, [SCRIPT], {
-    input: JSON.stringify({ many }),
-    encoding: 'utf8',
-    maxBuffer: 1 << 30,
-    timeout: 120_000 * requests.length,
-  });
-  let res: { error?: string; many?: LlamaCppTokenizeResult[] };
-  try {
-    res = JSON.parse(r.stdout);
-  } catch {
-    throw new Error(`llama.cpp tokenize helper failed (status ${r.status}): ${r.stderr || r.stdout}`);
-  }
-  if (res.error) throw new Error(`llama.cpp: ${res.error}`);
-  return res.many!;
+  return runLlamaChild<LlamaCppTokenizeResult>('llamacpp-tokenize.mjs', requests.map((r) => ({ modelPath: r.modelPath, items: r.items, vocabOnly: r.vocabOnly ?? true })), 120_000);
 }

@@ -3,8 +3,8 @@
  * What llama.cpp (node-llama-cpp 3.21.1, CPU) reads from a GGUF's vocabulary,
  * run as its own process like llamacpp-tokenize.mjs.
  *
- *   stdin : { modelPath, detokenize?: [{ tokens: number[], special: boolean }] }
- *   stdout: { eogIds, controlIds, userDefinedIds, lstripIds, rstripIds: number[], bos, eos, eot } or { error }
+ *   a request (one of stdin's { many }): { modelPath, detokenize?: [{ tokens: number[], special: boolean }] }
+ *   its answer: { eogIds, controlIds, userDefinedIds, lstripIds, rstripIds: number[], bos, eos, eot }; or { error } for the whole run
  *   (the *Ids lists: tokens with that llama.cpp attribute, after llama.cpp's own adjustments),
  *   texts: llama_detokenize of each detokenize entry (special: render control tokens' text)
  *   tokenize?: [{ text, parseSpecial }] → tokens: llama.cpp's ids of each (as llamacpp-tokenize.mjs),

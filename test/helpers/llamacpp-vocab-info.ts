@@ -1,9 +1,5 @@
 /** llama.cpp's reading of a GGUF vocabulary (EOG set, token attributes); see llamacpp-vocab-info.mjs. */
-import { spawnSync } from 'node:child_process';
-import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-const SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'llamacpp-vocab-info.mjs');
+import { runLlamaChild } from './llamacpp-child-run.ts';
 
 export interface LlamaCppVocabInfo {
   eogIds: number[];
@@ -34,16 +30,8 @@ export function llamaCppVocabInfo(
   return llamaCppVocabInfoMany([{ modelPath, detokenize, tokenize }])[0];
 }
 
-/** Several vocabularies' infos from one helper process (llama.cpp's start, ~3 s of CPU, paid once). */
+/** Several vocabularies' infos from one helper process. */
 export function llamaCppVocabInfoMany(requests: LlamaCppVocabInfoRequest[]): LlamaCppVocabInfo[] {
   const many = requests.map((r) => ({ modelPath: r.modelPath, detokenize: r.detokenize ?? [], tokenize: r.tokenize?.items ?? [], detokenizeFirst: r.tokenize?.detokenizeFirst ?? 0 }));
-  const r = spawnSync(process.execPath, [SCRIPT], { input: JSON.stringify({ many }), encoding: 'utf8', maxBuffer: 1 << 30, timeout: 200_000 * requests.length });
-  let res: { error?: string; many?: LlamaCppVocabInfo[] };
-  try {
-    res = JSON.parse(r.stdout);
-  } catch {
-    throw new Error(`llama.cpp vocab-info helper failed (status ${r.status}): ${r.stderr || r.stdout}`);
-  }
-  if (res.error) throw new Error(`llama.cpp: ${res.error}`);
-  return res.many!;
+  return runLlamaChild<LlamaCppVocabInfo>('llamacpp-vocab-info.mjs', many, 200_000);
 }

@@ -65,30 +65,28 @@ const VARIANTS: Array<{ label: string; options: Partial<SyntheticOptions> }> = [
   { label: 'SentencePiece 4k (llama)', options: { tokenizer: 'spm', overrides: { vocabSize: 4096 } } },
 ];
 
-/** Every variant's file and llama.cpp's ids of `ITEMS` on it, from one helper process (its start paid once). */
+/** Every variant's file and llama.cpp's ids of `items` on it, from one helper process (its start paid once). */
 const variantRefs = new Map<string, { file: string; tokens: number[][] }>();
-let ITEMS: Array<{ text: string; parseSpecial: boolean }> = [];
+let items: Array<{ text: string; parseSpecial: boolean }> = [];
 beforeAll(() => {
   const long = [corpus('unicode.txt'), corpus('code.txt'), corpus('prose.txt').slice(0, 6000)];
-  ITEMS = [...STRINGS, ...long].flatMap((text) => [
+  items = [...STRINGS, ...long].flatMap((text) => [
     { text, parseSpecial: false },
     { text, parseSpecial: true },
   ]);
   const files = VARIANTS.map(({ options }) => ensureSyntheticModel('tiny', { dataDir, weightType: 'f32', progress: null, ...options }));
-  llamaCppTokenizeMany(files.map((modelPath) => ({ modelPath, items: ITEMS }))).forEach((ref, i) => variantRefs.set(VARIANTS[i].label, { file: files[i], tokens: ref.tokens }));
+  llamaCppTokenizeMany(files.map((modelPath) => ({ modelPath, items }))).forEach((ref, i) => variantRefs.set(VARIANTS[i].label, { file: files[i], tokens: ref.tokens }));
 }, 600_000);
 
 describe.each(VARIANTS)('$label: identical ids to llama.cpp', ({ label }) => {
   it('on the test strings and on corpus text, with and without parseSpecial', () => {
     const { file, tokens } = variantRefs.get(label)!;
     const tok = Tokenizer.fromGguf(readGguf(file));
-    const items = ITEMS;
-    const ref = { tokens };
     const mismatches: string[] = [];
     items.forEach((it, i) => {
       const ours = Array.from(tok.encode(it.text, { addSpecial: false, parseSpecial: it.parseSpecial }));
-      if (JSON.stringify(ours) !== JSON.stringify(ref.tokens[i])) {
-        mismatches.push(`${JSON.stringify(it.text.slice(0, 60))} parseSpecial=${it.parseSpecial}\n ours ${ours.join(' ')}\n ref  ${ref.tokens[i].join(' ')}`);
+      if (JSON.stringify(ours) !== JSON.stringify(tokens[i])) {
+        mismatches.push(`${JSON.stringify(it.text.slice(0, 60))} parseSpecial=${it.parseSpecial}\n ours ${ours.join(' ')}\n ref  ${tokens[i].join(' ')}`);
       }
     });
     expect(mismatches).toEqual([]);
