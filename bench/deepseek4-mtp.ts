@@ -24,6 +24,7 @@
 import { argmax, loadEngine, type Engine } from '../inference-core/index.ts';
 import type { Sequence } from '../inference-core/engine/sequence.ts';
 import { SpeculativeSession } from '../inference-core/speculative/index.ts';
+import { percentile } from './sample-stats.ts';
 
 export const STREAMS = ['off', 'off2', 'on', 'onPlain'] as const;
 export type StreamName = (typeof STREAMS)[number];
@@ -162,14 +163,9 @@ const ORDERS: readonly (readonly number[])[] = [
   [3, 0, 2, 1],
 ];
 
-export function quartiles(xs: readonly number[]): Paired {
-  const s = [...xs].sort((a, b) => a - b);
-  const at = (q: number) => {
-    const i = q * (s.length - 1);
-    const lo = Math.floor(i);
-    return s[lo]! + (s[Math.min(s.length - 1, lo + 1)]! - s[lo]!) * (i - lo);
-  };
-  return { median: at(0.5), q1: at(0.25), q3: at(0.75) };
+/** Median and quartiles, by sample-stats' percentile (linear between the two nearest rounds). */
+function quartiles(xs: number[]): Paired {
+  return { median: percentile(xs, 50), q1: percentile(xs, 25), q3: percentile(xs, 75) };
 }
 
 /** Loads off, off2 and the MTP engine in the order rotated by `load` (placement must not favour a side). */
