@@ -30,7 +30,6 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -269,8 +268,7 @@ function pickSamples(later: TurnRecord[], count: number): TurnRecord[] {
 
 async function bullmqOverhead(dataDir: string): Promise<Record<OverheadClient, number[]>> {
   const redis = await startRedis();
-  const require = createRequire(import.meta.url);
-  const worker = spawn(process.execPath, [require.resolve('tsx/cli'), join(ROOT, 'src/cli/main.ts'), 'worker'], {
+  const worker = spawn(process.execPath, [join(ROOT, 'bin/kvtier.js'), 'worker'], {
     cwd: ROOT,
     env: { ...process.env, REDIS_URL: redis.url, KVTIER_MODEL: MODEL, KVTIER_DATA_DIR: dataDir, KVTIER_STORAGE: `fs:${join(dataDir, 'blocks')}` },
     stdio: ['ignore', 'ignore', 'pipe'],

@@ -6,8 +6,6 @@
  * See backend.ts for the seam and the KV page layout.
  */
 import { existsSync } from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
 
 import type { NativeAddon } from './addon-types.ts';
 import { NativeError, type Backend, type BackendInfo } from './backend.ts';
@@ -53,7 +51,7 @@ export function createBackend(device: DeviceChoice = (process.env.KVTIER_DEVICE 
   return defaultCpu;
 }
 
-const cudaRegister = path.join(path.dirname(fileURLToPath(import.meta.url)), 'cuda', 'register.ts');
+const cudaRegister = new URL('./cuda/register.ts', import.meta.url);
 let deviceBackendsLoaded: Promise<void> | null = null;
 
 /**
@@ -63,7 +61,7 @@ let deviceBackendsLoaded: Promise<void> | null = null;
  */
 export function loadDeviceBackends(): Promise<void> {
   deviceBackendsLoaded ??= existsSync(cudaRegister)
-    ? import(pathToFileURL(cudaRegister).href).then(() => undefined)
+    ? import(cudaRegister.href).then(() => undefined)
     : Promise.resolve();
   return deviceBackendsLoaded;
 }

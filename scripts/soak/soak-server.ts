@@ -74,7 +74,7 @@ export async function startSoakServer(options: { model?: string; extraEnv?: Reco
   const keysFile = join(dataDir, 'keys.txt');
   writeFileSync(keysFile, `${SOAK_KEY} soak\n`);
   const port = await freePort();
-  const args = [...(options.nodeArgs ?? []), '--import', 'tsx', join(REPO, 'src/cli/main.ts'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--model', options.model ?? 'synthetic:tiny', '--data-dir', dataDir, '--api-keys', keysFile, '--threads', '1'];
+  const args = [...(options.nodeArgs ?? []), join(REPO, 'bin/kvtier.js'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--model', options.model ?? 'synthetic:tiny', '--data-dir', dataDir, '--api-keys', keysFile, '--threads', '1'];
   const child: ChildProcess = spawn(process.execPath, args, {
     cwd: REPO,
     env: { ...process.env, KVTIER_STORAGE: `fs:${join(dataDir, 'blocks')}`, KVTIER_LOG_LEVEL: 'silent', KVTIER_ADMIN_TOKEN: SOAK_ADMIN_TOKEN, ...options.extraEnv },

@@ -3,7 +3,6 @@
  * with REDIS_URL) and a chat client that plays agent sessions against it.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { createRequire } from 'node:module';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,9 +20,8 @@ export interface ServeProcess {
 }
 
 export async function startServe(env: Record<string, string>): Promise<ServeProcess> {
-  const tsxCli = createRequire(import.meta.url).resolve('tsx/cli');
   const port = await freePort();
-  const child = spawn(process.execPath, [tsxCli, join(ROOT, 'src/cli/main.ts'), 'serve'], {
+  const child = spawn(process.execPath, [join(ROOT, 'bin/kvtier.js'), 'serve'], {
     cwd: ROOT,
     env: {
       ...process.env,
@@ -157,9 +155,8 @@ export async function chatStream(
 }
 
 /**
- * SIGKILL a process and its descendants, at once. `kvtier worker` started
- * through the tsx CLI is a wrapper whose child runs the worker: killing only
- * the wrapper leaves the worker running.
+ * SIGKILL a process and its descendants, at once: a process started through a
+ * wrapper (tsx's CLI) would leave its child running if only the wrapper died.
  */
 export function killTree(pid: number): void {
   let children: number[] = [];
