@@ -83,7 +83,7 @@ export async function run(): Promise<Record<string, number | string>> {
       out[`tok_${label}_warm_ms`] = best(5, () => tok.encode(text, { addSpecial: false }));
       out[`tok_${label}_decode_ms`] = best(5, () => tok.decode(ids));
       say(`llama.cpp tokenizer on ${label}`);
-      const ref = llamaCppTokenize(file, [1, 2, 3, 4, 5].map(() => ({ text, parseSpecial: false })));
+      const ref = await llamaCppTokenize(file, [1, 2, 3, 4, 5].map(() => ({ text, parseSpecial: false })));
       out[`tok_${label}_llamacpp_ms`] = ref.tokenizeMs / 5;
       out[`tok_${label}_llamacpp_over_ours_warm`] = ref.tokenizeMs / 5 / (out[`tok_${label}_warm_ms`] as number);
       out[`tok_${label}_same_ids_as_llamacpp`] = JSON.stringify(ref.tokens[0]) === JSON.stringify(Array.from(ids)) ? 'yes' : 'NO';

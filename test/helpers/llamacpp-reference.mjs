@@ -1,24 +1,20 @@
-#!/usr/bin/env node
 /**
- * llama.cpp reference runner (node-llama-cpp 3.21.1, CPU prebuilt binary).
+ * llama.cpp reference ops (node-llama-cpp 3.21.1, CPU prebuilt binary), run
+ * by llamacpp-server.mjs, one request at a time, in the one llama.cpp process
+ * a test process keeps (llamacpp-server.ts).
  *
- * A plain node script, spawned as its own process by test/helpers/llamacpp.ts:
- * node-llama-cpp's binary self-test forks `process.execArgv`, which breaks
- * inside vitest workers and under `node -e`, so it must never be imported.
+ *   { op: 'tokenize', modelPath, text }                       → { tokens }
+ *   { op: 'logits',   modelPath, tokens, threads?, kvType? }   → { logprobs, vocab }
+ *   { op: 'logitsMany', modelPath, prompts: tokens[], threads?, kvType? }
+ *                                                             → { logprobs: per prompt, vocab }
+ *     (one model load for many prompts; the sequence is cleared between them)
+ *   { op: 'greedy',   modelPath, tokens, nPredict, threads?, kvType? }
+ *                                                             → { tokens, margins }
+ *   { op: 'bench',    modelPath, tokens, nPredict, threads?, kvType? }
+ *                                                             → { prefillTps, decodeTps, prefillMs, decodeMs, threads }
+ *   { op: 'batch',    requests: [any request above but batch] } → { results: [answer per request] }
  *
- *   stdin : one JSON request
- *     { op: 'tokenize', modelPath, text }                       → { tokens }
- *     { op: 'logits',   modelPath, tokens, threads?, kvType? }   → { logprobs, vocab }
- *     { op: 'logitsMany', modelPath, prompts: tokens[], threads?, kvType? }
- *                                                               → { logprobs: per prompt, vocab }
- *       (one model load for many prompts; the sequence is cleared between them)
- *     { op: 'greedy',   modelPath, tokens, nPredict, threads?, kvType? }
- *                                                               → { tokens, margins }
- *     { op: 'bench',    modelPath, tokens, nPredict, threads?, kvType? }
- *                                                               → { prefillTps, decodeTps, prefillMs, decodeMs, threads }
- *     { op: 'batch',    requests: [any request above but batch] } → { results: [answer per request] }
- *       (one llama.cpp initialisation, ~3 s, for many models and ops)
- *   stdout: one JSON answer ({ error } with a non-zero exit on failure)
+ * Every model and context a request opens is disposed before it answers.
  *
  * Logits: node-llama-cpp exposes the next-token distribution only as
  * probabilities (softmax of the raw logits, computed in f32 from the full
@@ -30,14 +26,6 @@
  * kvType: 'f32' | 'f16' (default 'f16', llama.cpp's own default). Flash
  * attention is off so the KV cache type is honoured as given on CPU.
  */
-import { getLlama, LlamaLogLevel } from 'node-llama-cpp';
-
-async function readStdin() {
-  const chunks = [];
-  for await (const c of process.stdin) chunks.push(c);
-  return JSON.parse(Buffer.concat(chunks).toString('utf8'));
-}
-
 function kvGgmlType(kvType) {
   if (kvType === undefined || kvType === 'f16') return 'F16';
   if (kvType === 'f32') return 'F32';
@@ -89,20 +77,15 @@ function topMargin(probabilities) {
   return a > 0 && b > 0 ? Math.log(a) - Math.log(b) : Infinity;
 }
 
-async function main() {
-  const req = await readStdin();
-  const llama = await getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error, maxThreads: 0 });
-  try {
-    if (req.op === 'batch') {
-      if (!Array.isArray(req.requests) || req.requests.some((r) => r?.op === 'batch')) throw new Error('batch needs requests: an array of non-batch requests');
-      const results = [];
-      for (const r of req.requests) results.push(await runOne(llama, r));
-      return { results };
-    }
-    return await runOne(llama, req);
-  } finally {
-    await llama.dispose();
+/** One request (a batch: its requests in turn) on an initialised llama.cpp. */
+export async function runReference(llama, req) {
+  if (req.op === 'batch') {
+    if (!Array.isArray(req.requests) || req.requests.some((r) => r?.op === 'batch')) throw new Error('batch needs requests: an array of non-batch requests');
+    const results = [];
+    for (const r of req.requests) results.push(await runOne(llama, r));
+    return { results };
   }
+  return await runOne(llama, req);
 }
 
 async function runOne(llama, req) {
@@ -190,15 +173,3 @@ function vocabSizeOf(model) {
   if (Array.isArray(arr)) return arr.length;
   throw new Error('cannot read the vocab size from the model metadata');
 }
-
-main().then(
-  (res) => {
-    // exit once the answer is flushed: a pipe takes ~64 KiB before write() goes async,
-    // and process.exit() would cut a larger answer (a batch's) short
-    process.stdout.write(JSON.stringify(res), () => process.exit(0));
-  },
-  (err) => {
-    process.stdout.write(JSON.stringify({ error: String(err?.stack ?? err) }));
-    process.exit(1);
-  },
-);

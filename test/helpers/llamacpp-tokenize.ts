@@ -1,8 +1,5 @@
-/**
- * Runs llama.cpp's tokenizer (node-llama-cpp) in a plain child process; see
- * llamacpp-tokenize.mjs for why it cannot run inside a vitest worker.
- */
-import { runLlamaChild } from './llamacpp-child-run.ts';
+/** llama.cpp's tokenizer (llamacpp-tokenize.mjs), answered by this test process's llama.cpp server. */
+import { llamaCall } from './llamacpp-server.ts';
 
 export interface LlamaCppTokenizeResult {
   tokens: number[][];
@@ -15,11 +12,11 @@ export function llamaCppTokenize(
   modelPath: string,
   items: Array<{ text: string; parseSpecial: boolean }>,
   options: { vocabOnly?: boolean } = {},
-): LlamaCppTokenizeResult {
-  return llamaCppTokenizeMany([{ modelPath, items, vocabOnly: options.vocabOnly }])[0];
+): Promise<LlamaCppTokenizeResult> {
+  return llamaCall<LlamaCppTokenizeResult>('tokenize', { modelPath, items, vocabOnly: options.vocabOnly ?? true }, 120_000);
 }
 
-/** Several files' tokenizations from one helper process. */
-export function llamaCppTokenizeMany(requests: Array<{ modelPath: string; items: Array<{ text: string; parseSpecial: boolean }>; vocabOnly?: boolean }>): LlamaCppTokenizeResult[] {
-  return runLlamaChild<LlamaCppTokenizeResult>('llamacpp-tokenize.mjs', requests.map((r) => ({ modelPath: r.modelPath, items: r.items, vocabOnly: r.vocabOnly ?? true })), 120_000);
+/** Several files' tokenizations, in order. */
+export function llamaCppTokenizeMany(requests: Array<{ modelPath: string; items: Array<{ text: string; parseSpecial: boolean }>; vocabOnly?: boolean }>): Promise<LlamaCppTokenizeResult[]> {
+  return Promise.all(requests.map((r) => llamaCppTokenize(r.modelPath, r.items, { vocabOnly: r.vocabOnly })));
 }

@@ -1,21 +1,19 @@
-#!/usr/bin/env node
 /**
  * What llama.cpp (node-llama-cpp 3.21.1, CPU) reads from a GGUF's vocabulary,
- * run as its own process like llamacpp-tokenize.mjs.
+ * run by llamacpp-server.mjs.
  *
- *   a request (one of stdin's { many }): { modelPath, detokenize?: [{ tokens: number[], special: boolean }] }
- *   its answer: { eogIds, controlIds, userDefinedIds, lstripIds, rstripIds: number[], bos, eos, eot }; or { error } for the whole run
+ *   a request: { modelPath, detokenize?: [{ tokens: number[], special: boolean }] }
+ *   its answer: { eogIds, controlIds, userDefinedIds, lstripIds, rstripIds: number[], bos, eos, eot }
  *   (the *Ids lists: tokens with that llama.cpp attribute, after llama.cpp's own adjustments),
  *   texts: llama_detokenize of each detokenize entry (special: render control tokens' text)
  *   tokenize?: [{ text, parseSpecial }] → tokens: llama.cpp's ids of each (as llamacpp-tokenize.mjs),
  *   detokenizeFirst?: n → texts also holds llama_detokenize of the first n of those id lists, plain
- *   then special: one vocabulary load (seconds for a 100k+ vocabulary) instead of two processes.
+ *   then special: one vocabulary load (seconds for a 100k+ vocabulary) instead of two.
  */
-import { runLlamaChild } from './llamacpp-child.mjs';
+import { withModel } from './llamacpp-model.mjs';
 
-runLlamaChild(
-  () => true,
-  (model, req) => {
+export function runVocabInfo(llama, req) {
+  return withModel(llama, req.modelPath, true, (model) => {
     const out = { eogIds: [], controlIds: [], userDefinedIds: [], lstripIds: [], rstripIds: [] };
     const n = model.fileInfo.metadata.tokenizer.ggml.tokens.length;
     for (let id = 0; id < n; id++) {
@@ -31,5 +29,5 @@ runLlamaChild(
     const detokenize = [...(req.detokenize ?? []), ...own.map((t) => ({ tokens: t, special: false })), ...own.map((t) => ({ tokens: t, special: true }))];
     const texts = detokenize.map((d) => model.detokenize(d.tokens, d.special === true));
     return { ...out, texts, tokens, bos: model.tokens.bos, eos: model.tokens.eos, eot: model.tokens.eot };
-  },
-);
+  });
+}

@@ -1,5 +1,5 @@
-/** llama.cpp's reading of a GGUF vocabulary (EOG set, token attributes); see llamacpp-vocab-info.mjs. */
-import { runLlamaChild } from './llamacpp-child-run.ts';
+/** llama.cpp's reading of a GGUF vocabulary (EOG set, token attributes; llamacpp-vocab-info.mjs), answered by this test process's llama.cpp server. */
+import { llamaCall } from './llamacpp-server.ts';
 
 export interface LlamaCppVocabInfo {
   eogIds: number[];
@@ -26,12 +26,11 @@ export function llamaCppVocabInfo(
   modelPath: string,
   detokenize: Array<{ tokens: number[]; special: boolean }> = [],
   tokenize: { items: Array<{ text: string; parseSpecial: boolean }>; detokenizeFirst?: number } = { items: [] },
-): LlamaCppVocabInfo {
-  return llamaCppVocabInfoMany([{ modelPath, detokenize, tokenize }])[0];
+): Promise<LlamaCppVocabInfo> {
+  return llamaCall<LlamaCppVocabInfo>('vocab-info', { modelPath, detokenize, tokenize: tokenize.items, detokenizeFirst: tokenize.detokenizeFirst ?? 0 }, 200_000);
 }
 
-/** Several vocabularies' infos from one helper process. */
-export function llamaCppVocabInfoMany(requests: LlamaCppVocabInfoRequest[]): LlamaCppVocabInfo[] {
-  const many = requests.map((r) => ({ modelPath: r.modelPath, detokenize: r.detokenize ?? [], tokenize: r.tokenize?.items ?? [], detokenizeFirst: r.tokenize?.detokenizeFirst ?? 0 }));
-  return runLlamaChild<LlamaCppVocabInfo>('llamacpp-vocab-info.mjs', many, 200_000);
+/** Several vocabularies' infos, in order. */
+export function llamaCppVocabInfoMany(requests: LlamaCppVocabInfoRequest[]): Promise<LlamaCppVocabInfo[]> {
+  return Promise.all(requests.map((r) => llamaCppVocabInfo(r.modelPath, r.detokenize ?? [], r.tokenize ?? { items: [] })));
 }

@@ -1,15 +1,9 @@
 /**
- * Typed wrapper around test/helpers/llamacpp-reference.mjs: spawns it as a
- * separate node process (node-llama-cpp cannot run inside vitest workers),
- * writes one JSON request to its stdin and parses its JSON answer.
+ * Typed calls to llama.cpp's reference ops (llamacpp-reference.mjs), answered
+ * by this test process's llama.cpp server (llamacpp-server.ts): node-llama-cpp
+ * cannot run inside vitest workers.
  */
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import * as path from 'node:path';
-
-import { llamaCppEnv } from './llamacpp-env.ts';
-
-const SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'llamacpp-reference.mjs');
+import { llamaCall } from './llamacpp-server.ts';
 
 export type LlamaKvType = 'f16' | 'f32';
 
@@ -19,40 +13,8 @@ interface BaseRequest {
   kvType?: LlamaKvType;
 }
 
-async function call<T>(request: object, timeoutMs = 600_000): Promise<T> {
-  return await new Promise<T>((resolve, reject) => {
-    const child = spawn(process.execPath, [SCRIPT], { stdio: ['pipe', 'pipe', 'pipe'], env: llamaCppEnv() });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`llama.cpp reference timed out after ${timeoutMs} ms`));
-    }, timeoutMs);
-    child.stdout.on('data', (c: Buffer) => out.push(c));
-    child.stderr.on('data', (c: Buffer) => err.push(c));
-    child.on('error', (e) => {
-      clearTimeout(timer);
-      reject(e);
-    });
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      const text = Buffer.concat(out).toString('utf8');
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        reject(new Error(`llama.cpp reference exited ${code} with no JSON; stderr: ${Buffer.concat(err).toString('utf8').slice(-2000)}`));
-        return;
-      }
-      const obj = parsed as { error?: string };
-      if (code !== 0 || obj.error) {
-        reject(new Error(`llama.cpp reference failed (exit ${code}): ${obj.error ?? text.slice(0, 2000)}`));
-        return;
-      }
-      resolve(parsed as T);
-    });
-    child.stdin.end(JSON.stringify(request));
-  });
+function call<T>(request: object, timeoutMs = 600_000): Promise<T> {
+  return llamaCall<T>('reference', request, timeoutMs);
 }
 
 export async function llamaTokenize(modelPath: string, text: string): Promise<number[]> {

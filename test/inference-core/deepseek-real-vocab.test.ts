@@ -46,7 +46,7 @@ describe('deepseek-tiny with the DeepSeek-V3 vocabulary', () => {
     }
     expect(text).toBe('<｜begin▁of▁sentence｜>You are terse.<｜User｜>Hello DeepSeek! 你好，世界。<｜Assistant｜>def f(x): return x**2<｜end▁of▁sentence｜><｜User｜>And 1234567?<｜Assistant｜>');
     const ours = Array.from(engine.tokenizer.encode(text, { parseSpecial: true, addSpecial: false }));
-    const ref = llamaCppTokenize(file, [{ text, parseSpecial: true }]).tokens[0];
+    const ref = (await llamaCppTokenize(file, [{ text, parseSpecial: true }])).tokens[0];
     expect(ours).toEqual(ref);
     const [r] = await llamaBatch([{ op: 'logitsMany', modelPath: file, prompts: [ref], kvType: 'f16', threads: 1 }]);
     const err = relError(lastLogits(engine, ref), r.logprobs![0]);

@@ -44,7 +44,7 @@ describe('served deepseek4 specs: DeepSeek-V3 vocabulary and the V4 template', (
       expect(template.render({ messages, addGenerationPrompt: true }).endsWith('<｜Assistant｜></think>')).toBe(true);
       const tokenizer = Tokenizer.fromGguf(g);
       ids = Array.from(tokenizer.encode(thinking, { addSpecial: false, parseSpecial: true }));
-      expect(llamaCppTokenize(file, [{ text: thinking, parseSpecial: true }]).tokens[0]).toEqual(ids);
+      expect((await llamaCppTokenize(file, [{ text: thinking, parseSpecial: true }])).tokens[0]).toEqual(ids);
     } finally {
       g.close();
     }

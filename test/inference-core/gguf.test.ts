@@ -174,15 +174,15 @@ describe('GGUF round trip', () => {
     expect(Array.from(new Float32Array(g.tensor('t').data.slice().buffer))).toEqual([1, 2, 3, 4]);
   });
 
-  it('is loaded by llama.cpp (weights included) when written as a synthetic model', () => {
+  it('is loaded by llama.cpp (weights included) when written as a synthetic model', async () => {
     for (const weightType of ['f32', 'f16', 'bf16', 'q8_0'] as const) {
       const file = ensureSyntheticModel('tiny', { dataDir: dir, weightType, progress: null });
-      const res = llamaCppTokenize(file, [{ text: 'Hello world', parseSpecial: false }], { vocabOnly: false });
+      const res = await llamaCppTokenize(file, [{ text: 'Hello world', parseSpecial: false }], { vocabOnly: false });
       expect(res.trainContextSize).toBe(2048);
       expect(res.tokens[0].length).toBeGreaterThan(0);
     }
     const qwen = ensureSyntheticModel('tiny', { dataDir: dir, weightType: 'q8_0', arch: 'qwen2', progress: null });
-    expect(llamaCppTokenize(qwen, [{ text: 'x', parseSpecial: false }], { vocabOnly: false }).trainContextSize).toBe(2048);
+    expect((await llamaCppTokenize(qwen, [{ text: 'x', parseSpecial: false }], { vocabOnly: false })).trainContextSize).toBe(2048);
   });
 });
 

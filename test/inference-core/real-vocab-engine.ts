@@ -26,10 +26,10 @@ export function realVocabEngineForSuite(ensure: () => string, loaded: (file: str
  * loaded, so llama.cpp accepts every tensor) == Hugging Face tokenizers' on `vocab`'s
  * tokenizer.json, and decode gives the text back. Returns llama.cpp's ids.
  */
-export function expectIdsAgree(file: string, engine: LoadedEngine, vocab: RealVocabName, texts: string[]): number[][] {
+export async function expectIdsAgree(file: string, engine: LoadedEngine, vocab: RealVocabName, texts: string[]): Promise<number[][]> {
   const { tokenizerJson, tokenizerConfig } = readRealVocab(vocab);
   const hf = new HfTokenizer(tokenizerJson, tokenizerConfig);
-  const ref = llamaCppTokenize(file, texts.map((text) => ({ text, parseSpecial: true })), { vocabOnly: false }).tokens;
+  const ref = (await llamaCppTokenize(file, texts.map((text) => ({ text, parseSpecial: true })), { vocabOnly: false })).tokens;
   texts.forEach((text, i) => {
     const ours = Array.from(engine.tokenizer.encode(text, { addSpecial: false, parseSpecial: true }));
     expect(ours, text).toEqual(ref[i]);

@@ -20,10 +20,10 @@ describe('rstrip by model name (llama.cpp: phi-3 specials except <unk> <s> <|end
     );
   };
 
-  it('a GGUF named "Phi-3 …" swallows whitespace right of </s> and <|end|> exactly as llama.cpp does', () => {
+  it('a GGUF named "Phi-3 …" swallows whitespace right of </s> and <|end|> exactly as llama.cpp does', async () => {
     const file = buildRealVocabGguf('llama2', { editTokenizerJson: phi3Specials, variant: 'phi3', extraMetadata: [['general.name', gv.str('Phi-3 mini (kvtier strip test)')]] });
     const tok = Tokenizer.fromGguf(readGguf(file));
-    const ref = llamaCppTokenize(file, texts.map((text) => ({ text, parseSpecial: true }))).tokens;
+    const ref = (await llamaCppTokenize(file, texts.map((text) => ({ text, parseSpecial: true })))).tokens;
     expect(texts.map((t) => enc(tok, t))).toEqual(ref);
     // The rule is visible: without it, the space after </s> would be a token.
     const plain = Tokenizer.fromGguf(readGguf(buildRealVocabGguf('llama2', { editTokenizerJson: phi3Specials, variant: 'phi3' })));
@@ -37,11 +37,11 @@ describe("HF added tokens with lstrip/rstrip (Qwen2.5 vocabulary plus one such t
     (tj.added_tokens as unknown[]).push({ id: 151665, content: STRIP, single_word: false, lstrip: true, rstrip: true, normalized: false, special: true });
   };
 
-  it('llama.cpp ignores them (the GGUF cannot carry them) and kvtier follows llama.cpp; HF strips', () => {
+  it('llama.cpp ignores them (the GGUF cannot carry them) and kvtier follows llama.cpp; HF strips', async () => {
     const file = buildRealVocabGguf('qwen2_5', { editTokenizerJson: addStripToken, variant: 'strip-token' });
     const tok = Tokenizer.fromGguf(readGguf(file));
     const texts = [`a ${STRIP} b`, `x  \n${STRIP}\n\t y`, `${STRIP}   `];
-    const ref = llamaCppTokenize(file, texts.map((text) => ({ text, parseSpecial: true }))).tokens;
+    const ref = (await llamaCppTokenize(file, texts.map((text) => ({ text, parseSpecial: true })))).tokens;
     expect(texts.map((t) => enc(tok, t))).toEqual(ref);
     expect(ref[0]).toContain(151665);
 

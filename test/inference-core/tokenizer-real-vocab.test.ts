@@ -82,16 +82,15 @@ function inputsFor(name: RealVocabName): { texts: LabeledText[]; fuzz: string[];
   return { texts, fuzz, items, detokenizeFirst: 2 * texts.length + fuzz.length };
 }
 
-// llama.cpp's ids, its detokenize of them and its token attributes for every vocabulary come from one
-// helper process: its start (~3 s of CPU) is paid once, and each vocabulary is loaded once (loading a
-// 100k+ vocabulary in llama.cpp takes seconds: 5.8 s for llama3_1 at load 15).
+// llama.cpp's ids, its detokenize of them and its token attributes for every vocabulary, each vocabulary
+// loaded once (loading a 100k+ vocabulary in llama.cpp takes seconds: 5.8 s for llama3_1 at load 15).
 const infos = new Map<RealVocabName, LlamaCppVocabInfo>();
-beforeAll(() => {
+beforeAll(async () => {
   const requests = REAL_VOCAB_NAMES.map((name) => {
     const { items, detokenizeFirst } = inputsFor(name);
     return { modelPath: buildRealVocabGguf(name), tokenize: { items, detokenizeFirst } };
   });
-  llamaCppVocabInfoMany(requests).forEach((info, i) => infos.set(REAL_VOCAB_NAMES[i], info));
+  (await llamaCppVocabInfoMany(requests)).forEach((info, i) => infos.set(REAL_VOCAB_NAMES[i], info));
 }, 600_000);
 
 describe.each(REAL_VOCAB_NAMES.map((name) => ({ name })))('real vocabulary $name', ({ name }) => {

@@ -65,17 +65,17 @@ const VARIANTS: Array<{ label: string; options: Partial<SyntheticOptions> }> = [
   { label: 'SentencePiece 4k (llama)', options: { tokenizer: 'spm', overrides: { vocabSize: 4096 } } },
 ];
 
-/** Every variant's file and llama.cpp's ids of `items` on it, from one helper process (its start paid once). */
+/** Every variant's file and llama.cpp's ids of `items` on it. */
 const variantRefs = new Map<string, { file: string; tokens: number[][] }>();
 let items: Array<{ text: string; parseSpecial: boolean }> = [];
-beforeAll(() => {
+beforeAll(async () => {
   const long = [corpus('unicode.txt'), corpus('code.txt'), corpus('prose.txt').slice(0, 6000)];
   items = [...STRINGS, ...long].flatMap((text) => [
     { text, parseSpecial: false },
     { text, parseSpecial: true },
   ]);
   const files = VARIANTS.map(({ options }) => ensureSyntheticModel('tiny', { dataDir, weightType: 'f32', progress: null, ...options }));
-  llamaCppTokenizeMany(files.map((modelPath) => ({ modelPath, items }))).forEach((ref, i) => variantRefs.set(VARIANTS[i].label, { file: files[i], tokens: ref.tokens }));
+  (await llamaCppTokenizeMany(files.map((modelPath) => ({ modelPath, items })))).forEach((ref, i) => variantRefs.set(VARIANTS[i].label, { file: files[i], tokens: ref.tokens }));
 }, 600_000);
 
 describe.each(VARIANTS)('$label: identical ids to llama.cpp', ({ label }) => {

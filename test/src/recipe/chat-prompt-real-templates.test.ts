@@ -96,13 +96,12 @@ describe('linear chat prompts on real vocabularies and templates', () => {
     });
   }
 
-  it('prompt ids are llama.cpp\'s ids of the rendered text, with one BOS (Llama 3 prints its BOS with the first message: it was doubled)', () => {
+  it('prompt ids are llama.cpp\'s ids of the rendered text, with one BOS (Llama 3 prints its BOS with the first message: it was doubled)', async () => {
     // Chat turns: every segment boundary is at a special token, so segment-wise ids are the whole text's.
     // Consecutive tool results (Qwen's `</tool_response>\n<tool_response>`) have a plain-text boundary a merge may straddle: one BOS, same text.
     const transcripts = [transcript(0, 5, false), transcript(1, 4, false), transcript(2, 9, true), transcript(3, 12, true)];
     const textsOf = (model: Model) => transcripts.map((messages, i) => codecs.get(model)!.renderChat(messages, { tools: i >= 2 ? TOOLS : undefined, addGenerationPrompt: true }));
-    // every model's ids from one llama.cpp helper process (its start, ~3 s of CPU, paid once)
-    const references = llamaCppTokenizeMany(MODELS.map((model) => ({ modelPath: buildRealVocabGguf(model), items: textsOf(model).map((text) => ({ text, parseSpecial: true })) })));
+    const references = await llamaCppTokenizeMany(MODELS.map((model) => ({ modelPath: buildRealVocabGguf(model), items: textsOf(model).map((text) => ({ text, parseSpecial: true })) })));
     MODELS.forEach((model, m) => {
       const codec = codecs.get(model)!;
       const reference = references[m].tokens;

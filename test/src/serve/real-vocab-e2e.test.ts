@@ -60,8 +60,8 @@ for (const model of MODELS) {
       return codec.renderChat(input.messages, { tools: input.tools, addGenerationPrompt: true });
     };
     /** llama.cpp's count of the rendered prompt's tokens, with the BOS kvtier prepends when the text lacks it. */
-    const llamaCppCounts = (texts: string[]) =>
-      llamaCppTokenize(modelPath, texts.map((text) => ({ text, parseSpecial: true }))).tokens.map((ids, i) => ids.length + (codec.bosTokenId !== null && !(codec.bosText !== null && texts[i].startsWith(codec.bosText)) ? 1 : 0));
+    const llamaCppCounts = async (texts: string[]) =>
+      (await llamaCppTokenize(modelPath, texts.map((text) => ({ text, parseSpecial: true })))).tokens.map((ids, i) => ids.length + (codec.bosTokenId !== null && !(codec.bosText !== null && texts[i].startsWith(codec.bosText)) ? 1 : 0));
     const ask = async (client: OpenAI, messages: Message[], tools?: OpenAI.Chat.Completions.ChatCompletionTool[]) => {
       const response = await client.chat.completions.create({ model: basename(modelPath, '.gguf'), messages, tools, max_tokens: 6, temperature: 0 });
       return { message: response.choices[0].message, usage: response.usage as Usage };
@@ -85,7 +85,7 @@ for (const model of MODELS) {
       expect(cached[2]).toBeGreaterThan(cached[1]);
 
       const texts = transcripts.map((t) => rendered(t));
-      const counts = llamaCppCounts(texts);
+      const counts = await llamaCppCounts(texts);
       expect(usages[0].prompt_tokens).toBe(counts[0]);
       for (let turn = 0; turn < 3; turn++) {
         const replay = await ask(bob, transcripts[turn]);
@@ -117,7 +117,7 @@ for (const model of MODELS) {
       expect(text).toContain('export const ä = 1;');
       // Llama 3's template has no tool calls; the others render the call.
       if (model !== 'llama3_1') expect(text).toContain('read_file');
-      const [count] = llamaCppCounts([text]);
+      const [count] = await llamaCppCounts([text]);
       expect(second.usage.prompt_tokens).toBe(count);
       expect((await ask(bob, messages, TOOLS)).usage.prompt_tokens).toBe(count);
     }, 300_000);
