@@ -36,17 +36,19 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 const FORMAT = 1;
 const CHECKOUT = fileURLToPath(new URL('..', import.meta.url)).replace(/[\\/]$/, '');
 const SOURCE_DIRS = ['src', 'inference-core', 'storage-adapters', 'native'];
+/** A test's child scripts import the sources and test helpers: their build holds both, under its own key. */
+const WITH_TESTS = [...SOURCE_DIRS, 'test'];
 /** Read at run time relative to the module that reads them; linked, not copied. */
 const LINKED_DIRS = ['native/build', 'src/serve/dashboard/assets', 'inference-core/assets'];
 const OUT_DIR = join(CHECKOUT, '.kvtier-js');
 /** Builds unused this long are removed when a new build is made (a running process keeps touching its own). */
 const STALE_MS = 24 * 3600_000;
 
-/** @type {{ root: string | null, why: string }} */
-let memo;
+/** @type {Map<boolean, { root: string | null, why: string }>} */
+const memo = new Map();
 
 /** The source files: .ts (compiled) and .mjs (copied), outside the linked and build directories. */
-function sourceFiles() {
+function sourceFiles(/** @type {readonly string[]} */ dirs) {
   /** @type {string[]} */
   const files = [];
   const walk = (/** @type {string} */ dir) => {
@@ -61,7 +63,7 @@ function sourceFiles() {
       }
     }
   };
-  for (const dir of SOURCE_DIRS) if (existsSync(join(CHECKOUT, dir))) walk(join(CHECKOUT, dir));
+  for (const dir of dirs) if (existsSync(join(CHECKOUT, dir))) walk(join(CHECKOUT, dir));
   return files.sort();
 }
 
@@ -120,20 +122,27 @@ function removeStale(/** @type {string} */ keep) {
   }
 }
 
-/** The build for the sources as they are now (made if missing), or null and why. */
-export function compiledRoot() {
-  if (memo) return memo;
-  if (process.env.KVTIER_JS === '0') return (memo = { root: null, why: '' });
+/** The build for the sources as they are now (made if missing), or null and why; `withTests`: test/ too. */
+export function compiledRoot(withTests = false) {
+  const known = memo.get(withTests);
+  if (known) return known;
+  const result = build(withTests ? WITH_TESTS : SOURCE_DIRS);
+  memo.set(withTests, result);
+  return result;
+}
+
+function build(/** @type {readonly string[]} */ dirs) {
+  if (process.env.KVTIER_JS === '0') return { root: null, why: '' };
   try {
     const require = createRequire(import.meta.url);
     const esbuildVersion = JSON.parse(readFileSync(require.resolve('esbuild/package.json'), 'utf8')).version;
-    const files = sourceFiles();
+    const files = sourceFiles(dirs);
     const key = keyOf(files, esbuildVersion);
     const root = join(OUT_DIR, key);
     if (existsSync(root)) {
       const now = new Date();
       utimesSync(root, now, now);
-      return (memo = { root, why: '' });
+      return { root, why: '' };
     }
     const scratch = join(OUT_DIR, `.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`);
     mkdirSync(scratch, { recursive: true });
@@ -146,9 +155,9 @@ export function compiledRoot() {
       if (!existsSync(root)) throw error;
     }
     removeStale(key);
-    return (memo = { root, why: '' });
+    return { root, why: '' };
   } catch (error) {
-    return (memo = { root: null, why: error instanceof Error ? error.message : String(error) });
+    return { root: null, why: error instanceof Error ? error.message : String(error) };
   }
 }
 
@@ -162,13 +171,14 @@ let warned = false;
  * @returns {URL | null}
  */
 export function compiledModule(tsModule) {
-  const { root, why } = compiledRoot();
+  const rel = relative(CHECKOUT, fileURLToPath(tsModule));
+  const { root, why } = compiledRoot(rel.startsWith(`test${sep}`));
   if (!root) {
     if (why && !warned) process.stderr.write(`kvtier: running through tsx, no JavaScript build (${why}); KVTIER_JS=0 skips the build\n`);
     warned = true;
     return null;
   }
-  const built = join(root, relative(CHECKOUT, fileURLToPath(tsModule)).replace(/\.ts$/, '.js'));
+  const built = join(root, rel.replace(/\.ts$/, '.js'));
   // Not one of the built sources (a test's own thread script): tsx runs it.
   return existsSync(built) ? pathToFileURL(built) : null;
 }

@@ -14,6 +14,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 import { GgmlType, GgufError, parseGguf, writeGguf, type GgufValue } from '../../inference-core/gguf/index.ts';
 import { fuzz, int, mutateBytes, pick, type Rand } from './fuzz-runner.ts';
+import { childArgs } from '../helpers/ts-child.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvtier-fuzz-gguf-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -48,7 +49,7 @@ function absurdField(rand: Rand, bytes: Uint8Array): Uint8Array {
 }
 
 function runChild(files: string[]): { status: number | null; signal: string | null; lines: { file: string; mmap: boolean; outcome?: string; start?: boolean }[]; stderr: string } {
-  const result = spawnSync(process.execPath, ['--max-old-space-size=512', '--import', 'tsx', join(import.meta.dirname, 'gguf-reader-child.ts'), ...files], { encoding: 'utf8', timeout: 120_000, maxBuffer: 64 << 20 });
+  const result = spawnSync(process.execPath, ['--max-old-space-size=512', ...childArgs(join(import.meta.dirname, 'gguf-reader-child.ts')), ...files], { encoding: 'utf8', timeout: 120_000, maxBuffer: 64 << 20 });
   const lines = result.stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line) as { file: string; mmap: boolean; outcome?: string; start?: boolean });
   return { status: result.status, signal: result.signal, lines, stderr: result.stderr };
 }

@@ -67,6 +67,21 @@ describe('the JavaScript build of the sources', () => {
     expect(builds().filter((name) => name.startsWith('.tmp-'))).toEqual([]);
   });
 
+  it("a test's child script (under test/) runs from a build that holds test/ too, keyed apart from the product's", async () => {
+    mkdirSync(join(checkout, 'test'), { recursive: true });
+    writeFileSync(join(checkout, 'test/c.ts'), "import { answer } from '../src/a.ts';\nexport const doubled: number = answer * 2;\n");
+    const script = `import { compiledModule } from './src/compiled-js.mjs';
+const product = compiledModule(new URL('./src/a.ts', import.meta.url));
+const child = compiledModule(new URL('./test/c.ts', import.meta.url));
+console.log(JSON.stringify({ product: product.href, child: child.href, doubled: (await import(child.href)).doubled }));`;
+    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: checkout });
+    const { product, child, doubled } = JSON.parse(stdout) as { product: string; child: string; doubled: number };
+    expect(doubled).toBe(14);
+    expect(child).toMatch(/\/\.kvtier-js\/[0-9a-f]{16}\/test\/c\.js$/);
+    expect(child.replace(/\/test\/c\.js$/, '')).not.toBe(product.replace(/\/src\/a\.js$/, ''));
+    rmSync(join(checkout, 'test'), { recursive: true });
+  });
+
   it('no build: null, and the reason once on stderr; KVTIER_JS=0 asks for none and says nothing', async () => {
     expect(await answer({ KVTIER_JS: '0' })).toEqual({ built: null, answer: null, stderr: '' });
     rmSync(join(checkout, '.kvtier-js'), { recursive: true, force: true });

@@ -9,6 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { FsBlobStore, openBlobStore } from '../../storage-adapters/index.ts';
 import { collect, expectSameBytes, runBlobStoreConformance } from './blob-store-conformance.ts';
 import { checkValue } from './fs-child.ts';
+import { childArgs } from '../helpers/ts-child.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repoRoot = join(here, '..', '..');
@@ -144,7 +145,7 @@ type ChildStats = { writes: number; reads: number; torn: number; foreign: number
 
 function runChild(args: string[], identity: { uid?: number; gid?: number } = {}): Promise<ChildStats> {
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', childScript, ...args], {
+    const child = spawn(process.execPath, [...childArgs(childScript), ...args], {
       cwd: repoRoot,
       stdio: ['ignore', 'pipe', 'pipe'],
       ...identity,

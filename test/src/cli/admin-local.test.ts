@@ -5,7 +5,6 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 
@@ -17,6 +16,7 @@ import type { BlockDetail, BlockListing, OverviewResponse } from '../../../src/a
 import { startRedis, type RedisServer } from '../../helpers/redis-server.ts';
 import { LAYOUT, payloadFor, tempDir, tokensOf } from '../kvtier/fixtures.ts';
 import { expectOneLineError, kvtier, ROOT } from './cli-runner.ts';
+import { childArgs } from '../../helpers/ts-child.ts';
 
 let dir: { path: string; remove: () => Promise<void> };
 let dataDir: string;
@@ -133,8 +133,7 @@ describe('policy change across processes (Redis)', () => {
     const workerDir = join(dir.path, 'worker');
     const cliDir = join(dir.path, 'cli');
     mkdirSync(cliDir, { recursive: true });
-    const tsxCli = createRequire(import.meta.url).resolve('tsx/cli');
-    const worker = spawn(process.execPath, [tsxCli, join(ROOT, 'test/src/cli/policy-gc-worker.ts'), storeDir, workerDir, redis.url, '2000'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+    const worker = spawn(process.execPath, [...childArgs(join(ROOT, 'test/src/cli/policy-gc-worker.ts')), storeDir, workerDir, redis.url, '2000'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
     const lines = createInterface({ input: worker.stdout! })[Symbol.asyncIterator]();
     const next = async (): Promise<string> => {
       const { value, done } = await lines.next();

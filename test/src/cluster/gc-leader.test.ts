@@ -18,6 +18,7 @@ import { GC_LEADER_KEY, RedisLeaderLock } from '../../../src/cluster/index.ts';
 import type { RedisServer } from '../../helpers/redis-server.ts';
 import { tempDir } from '../kvtier/fixtures.ts';
 import { redisForSuite } from '../../helpers/suite-fixture.ts';
+import { childArgs } from '../../helpers/ts-child.ts';
 
 const CHILD = new URL('./gc-child.ts', import.meta.url).pathname;
 
@@ -31,7 +32,7 @@ interface Child {
 
 function startChild(args: string[]): Child {
   // `node --import tsx`, not the tsx CLI: the CLI runs the script in a child process, and a SIGKILL to it would not reach the GC.
-  const child = spawn(process.execPath, ['--import', 'tsx', CHILD, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...childArgs(CHILD), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   const lines: Record<string, unknown>[] = [];
   const waiters: Array<{ match: (line: Record<string, unknown>) => boolean; resolve: (line: Record<string, unknown>) => void }> = [];
   let stderr = '';

@@ -20,6 +20,7 @@ import { RedisMetadataPlane } from '../../../src/kvtier/metadata/index.ts';
 import { startRedisCluster } from '../../helpers/redis-cluster.ts';
 import { keyOf } from '../kvtier/metadata/plane-conformance.ts';
 import { suiteFixture } from '../../helpers/suite-fixture.ts';
+import { childArgs } from '../../helpers/ts-child.ts';
 
 const CHILD = new URL('./sharded-gc-child.ts', import.meta.url).pathname;
 const T0 = Date.UTC(2026, 0, 1);
@@ -46,7 +47,7 @@ describe('GC runners taking plane shards under one lease each', () => {
       const keysOfShard = (shard: number) => records.map((r) => r.key).filter((key) => shardOf(key) === shard);
 
       // Runner process A takes two shards and then holds their leases.
-      const child = spawn(process.execPath, ['--import', 'tsx', CHILD, cluster().address, keyPrefix, join(dir, 'blocks'), join(dir, 'child'), String(now), 'runner-a', '2'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, [...childArgs(CHILD), cluster().address, keyPrefix, join(dir, 'blocks'), join(dir, 'child'), String(now), 'runner-a', '2'], { stdio: ['ignore', 'pipe', 'pipe'] });
       let stderr = '';
       child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
       const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

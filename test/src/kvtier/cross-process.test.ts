@@ -7,12 +7,13 @@ import { describe, expect, it } from 'vitest';
 import { FsBlobStore } from '../../../storage-adapters/index.ts';
 import { KvTier } from '../../../src/kvtier/index.ts';
 import { LAYOUT, captureLogger, payloadFor, tempDir, tokensOf } from './fixtures.ts';
+import { childArgs } from '../../helpers/ts-child.ts';
 
 const run = promisify(execFile);
 const child = join(import.meta.dirname, 'kv-tier-child.ts');
 
 async function inChild(...args: string[]): Promise<Record<string, unknown>> {
-  const { stdout } = await run(process.execPath, ['--import', 'tsx', child, ...args], { cwd: process.cwd(), timeout: 60_000 });
+  const { stdout } = await run(process.execPath, [...childArgs(child), ...args], { cwd: process.cwd(), timeout: 60_000 });
   return JSON.parse(stdout) as Record<string, unknown>;
 }
 
