@@ -5,12 +5,15 @@ import type { BlobStore } from './blob-store.ts';
 import { StorageBadUrlError } from './errors.ts';
 import { FsBlobStore, type FsBlobStoreOptions } from './fs-blob-store.ts';
 import { S3BlobStore, type S3BlobStoreOptions } from './s3-blob-store.ts';
+import { SegmentBlobStore, type SegmentBlobStoreOptions } from './segment-blob-store.ts';
 
 export interface OpenBlobStoreOptions {
   /** Defaults for the fs adapter; options in the URL win. */
   fs?: Partial<Omit<FsBlobStoreOptions, 'dir'>>;
   /** Defaults for the s3 adapter (timeouts, retries, credentials); options in the URL win. */
   s3?: Partial<S3BlobStoreOptions>;
+  /** Defaults for the segment adapter; options in the URL win. */
+  segment?: Partial<Omit<SegmentBlobStoreOptions, 'dir'>>;
 }
 
 /**
@@ -18,6 +21,8 @@ export interface OpenBlobStoreOptions {
  *
  * - `fs:<dir>[?fsync=true&concurrency=64]`, `file:///abs/dir`, or a plain path
  *   (`./data/blocks`, `/mnt/3fs/kv`; taken literally, no options).
+ * - `segment:<dir>[?fsync=true&segmentBytes=67108864]`: values packed into
+ *   append-only segment files (segment-blob-store.ts).
  * - `s3://bucket[/prefix][?endpoint=http://127.0.0.1:7480&region=us-east-1
  *   &forcePathStyle=true&createBucket=true&concurrency=32
  *   &accessKeyId=…&secretAccessKey=…]` — credentials default to
@@ -28,12 +33,14 @@ export interface OpenBlobStoreOptions {
 export async function openBlobStore(url: string, options: OpenBlobStoreOptions = {}): Promise<BlobStore> {
   const spec = parseBlobStoreUrl(url);
   if (spec.kind === 's3') return S3BlobStore.open({ ...options.s3, ...spec.options });
+  if (spec.kind === 'segment') return SegmentBlobStore.open({ ...options.segment, ...spec.options });
   return FsBlobStore.open({ ...options.fs, ...spec.options });
 }
 
 export type BlobStoreSpec =
   | { kind: 'fs'; options: FsBlobStoreOptions }
-  | { kind: 's3'; options: S3BlobStoreOptions };
+  | { kind: 's3'; options: S3BlobStoreOptions }
+  | { kind: 'segment'; options: SegmentBlobStoreOptions };
 
 /** Parses without touching the backend (for config validation and `kvtier config check`). */
 export function parseBlobStoreUrl(url: string): BlobStoreSpec {
@@ -46,6 +53,7 @@ export function parseBlobStoreUrl(url: string): BlobStoreSpec {
   }
   if (scheme === 'fs') return parseFsUrl(url);
   if (scheme === 's3') return parseS3Url(url);
+  if (scheme === 'segment') return parseSegmentUrl(url);
   if (scheme === 'file') {
     try {
       return { kind: 'fs', options: { dir: fileURLToPath(url) } };
@@ -53,7 +61,7 @@ export function parseBlobStoreUrl(url: string): BlobStoreSpec {
       throw new StorageBadUrlError('path', `cannot read a path from ${url}: ${(error as Error).message}; use file:///absolute/dir`);
     }
   }
-  throw new StorageBadUrlError('scheme', `unknown storage scheme "${scheme}:" in ${redact(url)}; use fs:<dir> or s3://bucket/prefix?endpoint=…`);
+  throw new StorageBadUrlError('scheme', `unknown storage scheme "${scheme}:" in ${redact(url)}; use fs:<dir>, segment:<dir> or s3://bucket/prefix?endpoint=…`);
 }
 
 function parseFsUrl(url: string): BlobStoreSpec {
@@ -69,6 +77,21 @@ function parseFsUrl(url: string): BlobStoreSpec {
     else throw new StorageBadUrlError(name, `unknown fs option "${name}" in ${url}; known: fsync, concurrency`);
   }
   return { kind: 'fs', options };
+}
+
+function parseSegmentUrl(url: string): BlobStoreSpec {
+  const body = url.slice('segment:'.length).replace(/^\/\/(?=\/)/, '');
+  const queryAt = body.indexOf('?');
+  const path = queryAt === -1 ? body : body.slice(0, queryAt);
+  if (path === '') throw new StorageBadUrlError('path', `${url} names no directory; use segment:/mnt/3fs/kv or segment:./data/segments`);
+  const options: SegmentBlobStoreOptions = { dir: isAbsolute(path) ? path : resolve(path) };
+  const params = new URLSearchParams(queryAt === -1 ? '' : body.slice(queryAt + 1));
+  for (const [name, value] of params) {
+    if (name === 'fsync') options.fsync = parseBoolean(name, value);
+    else if (name === 'segmentBytes') options.segmentBytes = parsePositiveInt(name, value);
+    else throw new StorageBadUrlError(name, `unknown segment option "${name}" in ${url}; known: fsync, segmentBytes`);
+  }
+  return { kind: 'segment', options };
 }
 
 function parseS3Url(url: string): BlobStoreSpec {
