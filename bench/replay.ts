@@ -1,19 +1,21 @@
 /**
  * `npm run bench -- replay`: the shared Mooncake traces through kvtier.
  *
- *   replay_requests_per_s   the conversation trace through the real tier (fs on the
- *                           disk under tmpdir + LMDB, simulated prefill, time compressed),
- *                           best of KVTIER_BENCH_REPLAY_ROUNDS (default 2) alternating with
- *                           the baseline in the same command: replay_baseline_requests_per_s,
- *                           the tier writing each block through node:fs alone
- *                           (fsBatchWrites false) and recording it in its own index
- *                           transaction and plane call (recordBatchMax 1), and the ratio
- *                           replay_speedup_vs_baseline (batched = record batches and
- *                           fsBatchWrites true); the same with the store on tmpfs
- *                           (/dev/shm; KVTIER_BENCH_REPLAY_TMPFS=0 skips it):
- *                           replay_tmpfs_*; CPU µs per written block for each run (the
+ *   replay_requests_per_s   the conversation trace through the real tier (a segment store,
+ *                           `segment:<dir>` on the disk under tmpdir, + LMDB index and plane,
+ *                           simulated prefill, time compressed), best of
+ *                           KVTIER_BENCH_REPLAY_ROUNDS (default 2) alternating in the same
+ *                           command with: replay_baseline_requests_per_s, the fs store writing
+ *                           each block through node:fs alone (fsBatchWrites false) and recording
+ *                           it in its own index transaction and plane call (recordBatchMax 1);
+ *                           replay_fs_batched_requests_per_s, the fs store with record batches and
+ *                           native batched file writes (the headline before segments); the ratios
+ *                           replay_speedup_vs_baseline and replay_speedup_vs_fs_batched; the same
+ *                           with the store on tmpfs (/dev/shm; KVTIER_BENCH_REPLAY_TMPFS=0 skips
+ *                           it): replay_tmpfs_*; CPU µs per written block for each run (the
  *                           process's user + system, all threads); KVTIER_BENCH_REPLAY_LIMIT
- *                           replays only the first N requests (default: all 12,031)
+ *                           replays only the first N requests (default: all 12,031);
+ *                           KVTIER_BENCH_REPLAY_MODES=segment,… runs only those modes
  *   hit table               per TTL (1m, 5m, 1h, 24h, none) and trace: hit tokens and
  *                           ratio by the definition (IdealCache with a TTL; the tier equals
  *                           it request by request: test/src/replay/)
@@ -75,16 +77,21 @@ export async function run(): Promise<Record<string, number | string | boolean>> 
   const trace = readTrace(paths.conversation, { limit });
   const places: Array<[string, string]> = [['disk', tmpdir()]];
   if (existsSync('/dev/shm') && process.env.KVTIER_BENCH_REPLAY_TMPFS !== '0') places.push(['tmpfs', '/dev/shm']);
-  const modes = [
+  const allModes = [
     ['baseline', { recordBatchMax: 1, fsBatchWrites: false }],
-    ['batched', { fsBatchWrites: true }],
+    ['fs_batched', { fsBatchWrites: true }],
+    ['segment', { segment: true }],
   ] as const;
+  const only = process.env.KVTIER_BENCH_REPLAY_MODES?.split(',');
+  const modes = allModes.filter(([name]) => only === undefined || only.includes(name));
   const bestPerS: Record<string, number> = {};
   for (let round = 0; round < replayRounds; round++) {
     for (const [place, base] of places) {
       for (const [name, tierOptions] of modes) {
         const dataDir = mkdtempSync(join(base, 'kvtier-bench-replay-'));
-        const target = await TierTarget.open({ dataDir, blockTokens: 512, ttlMs: 3650 * 86_400_000, classes: ['chat'], ...tierOptions });
+        const { segment, ...rest } = { segment: false, ...tierOptions };
+        const storage = segment ? { storage: `segment:${join(dataDir, 'segments')}` } : {};
+        const target = await TierTarget.open({ dataDir, blockTokens: 512, ttlMs: 3650 * 86_400_000, classes: ['chat'], ...rest, ...storage });
         try {
           const cpu = process.cpuUsage();
           const outcome = await runReplay(trace, target, { sampleEveryMs: 0 });
@@ -106,13 +113,13 @@ export async function run(): Promise<Record<string, number | string | boolean>> 
     }
   }
   out.replay_hit_equals_ideal ??= true;
-  out.replay_requests_per_s = Math.round(bestPerS.disk_batched);
-  out.replay_baseline_requests_per_s = Math.round(bestPerS.disk_baseline);
-  out.replay_speedup_vs_baseline = Number((bestPerS.disk_batched / bestPerS.disk_baseline).toFixed(3));
-  if (bestPerS.tmpfs_batched !== undefined) {
-    out.replay_tmpfs_requests_per_s = Math.round(bestPerS.tmpfs_batched);
-    out.replay_tmpfs_baseline_requests_per_s = Math.round(bestPerS.tmpfs_baseline);
-    out.replay_tmpfs_speedup_vs_baseline = Number((bestPerS.tmpfs_batched / bestPerS.tmpfs_baseline).toFixed(3));
+  for (const [place, prefix] of [['disk', 'replay_'], ['tmpfs', 'replay_tmpfs_']] as const) {
+    const best = (name: string) => bestPerS[`${place}_${name}`];
+    if (best('segment') !== undefined) out[`${prefix}requests_per_s`] = Math.round(best('segment'));
+    if (best('baseline') !== undefined) out[`${prefix}baseline_requests_per_s`] = Math.round(best('baseline'));
+    if (best('fs_batched') !== undefined) out[`${prefix}fs_batched_requests_per_s`] = Math.round(best('fs_batched'));
+    if (best('segment') !== undefined && best('baseline') !== undefined) out[`${prefix}speedup_vs_baseline`] = Number((best('segment') / best('baseline')).toFixed(3));
+    if (best('segment') !== undefined && best('fs_batched') !== undefined) out[`${prefix}speedup_vs_fs_batched`] = Number((best('segment') / best('fs_batched')).toFixed(3));
   }
   out.load_after = loadavg()[0].toFixed(1);
   return out;

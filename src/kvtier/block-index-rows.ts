@@ -1,6 +1,6 @@
 /**
- * The block index's secondary rows (byExpiry, byUse) and their sortable key
- * bytes; the layout is drawn on BlockIndex.
+ * The block index's secondary row (byExpiry), its sortable key bytes, and
+ * the scope tags its counters use; the layout is drawn on BlockIndex.
  */
 import type { Database } from 'lmdb';
 
@@ -22,16 +22,6 @@ export function expiryRow(expiresAt: number, keyBytes: Uint8Array): Buffer {
   const row = Buffer.allocUnsafe(8 + KEY_BYTES);
   writeU64BE(row, 0, expiresAt);
   row.set(keyBytes, 8);
-  return row;
-}
-
-export function useRow(scope: string, lastUse: number, depth: number, keyBytes: Uint8Array): Buffer {
-  const tag = Buffer.from(`${scope}\0`);
-  const row = Buffer.allocUnsafe(tag.length + 12 + KEY_BYTES);
-  tag.copy(row, 0);
-  writeU64BE(row, tag.length, lastUse);
-  row.writeUInt32BE(0xffffffff - Math.min(depth, 0xffffffff), tag.length + 8);
-  row.set(keyBytes, tag.length + 12);
   return row;
 }
 
@@ -59,21 +49,6 @@ export function expiredKeys(byExpiry: Rows, now: number, limit: number, after?: 
   for (const row of byExpiry.getKeys({ start: after === undefined ? Buffer.alloc(0) : successor(after), end, limit, snapshot: false })) {
     const rowKey = Buffer.from(row);
     keys.push(rowKey.subarray(8));
-    cursor = rowKey;
-  }
-  return { keys, cursor };
-}
-
-/** byUse: least recently used keys of `scope`, oldest (and deepest) first, after the cursor `after`. */
-export function oldestKeys(byUse: Rows, scope: QuotaScope, limit: number, after?: Buffer): { keys: Buffer[]; cursor: Buffer | undefined } {
-  const tag = Buffer.from(`${scopeTag(scope)}\0`);
-  const start = after === undefined ? tag : successor(after);
-  const end = Buffer.from(`${scopeTag(scope)}\x01`);
-  const keys: Buffer[] = [];
-  let cursor: Buffer | undefined;
-  for (const row of byUse.getKeys({ start, end, limit, snapshot: false })) {
-    const rowKey = Buffer.from(row);
-    keys.push(rowKey.subarray(rowKey.length - KEY_BYTES));
     cursor = rowKey;
   }
   return { keys, cursor };

@@ -4,7 +4,7 @@ import { open as openLmdb, type Database, type RootDatabase } from 'lmdb';
 
 import { adoptedEntry, decodeNames, decodeRecord, encodeRecord, mirroredEntry, PROBE_ABSENT, PROBE_EXPIRED, ttlOf, writtenEntry, type AdoptedRecord, type IndexEntry, type IndexWrite } from './block-index-records.ts';
 import { IndexMeta } from './block-index-meta.ts';
-import { EMPTY, expiredKeys, expiryRow, oldestKeys, scopesOf, useRow } from './block-index-rows.ts';
+import { EMPTY, expiredKeys, expiryRow } from './block-index-rows.ts';
 import { KvTierError } from './errors.ts';
 import { TAIL_TAG } from './metadata/metadata-plane.ts';
 import { hexToKeyBytes } from './prefix-hasher.ts';
@@ -18,31 +18,31 @@ export { TAIL_TAG };
  *
  * ```
  * entries   key16                                     → record (below)
- * byExpiry  u64be expiresAt ‖ key16                   → ∅      (GC: expired first)
- * byUse     scope ‖ 0x00 ‖ u64be lastUse ‖ u32be ~depth ‖ key16 → ∅ (GC: LRU per scope)
+ * byExpiry  u64be expiresAt ‖ key16                   → ∅      (GC: this node's expired entries, pruneLocalIndex)
  * meta      "bytes|<scope>", "count|<scope>", "policyVersion" → number
  *
- * scope: "g" (all), "c:<class>", "t:<tenant>" — each entry has one byUse row per scope.
+ * scope: "g" (all), "c:<class>", "t:<tenant>" — each entry counts in all three.
  * record: f64 expiresAt, f64 lastUse, f64 created, f64 size, u32 hits, u32 depth,
  *         u16 classLen, u16 tenantLen, class utf8, tenant utf8 [, f64 ttlCapMs]   (little-endian)
  * ```
  *
- * Invariant: every entry has exactly one byExpiry row and three byUse rows
- * matching its record, and the meta counters equal the sums over entries.
- * Every write below keeps it inside one LMDB transaction, so a crash or a
- * concurrent process never sees a half-moved entry. Reads (probe, iteration)
- * are lock-free snapshots.
+ * Invariant: every entry has exactly one byExpiry row matching its record,
+ * and the meta counters equal the sums over entries. Every write below keeps
+ * it inside one LMDB transaction, so a crash or a concurrent process never
+ * sees a half-moved entry; counters move once per transaction (IndexMeta.batched).
+ * Reads (probe, iteration) are lock-free snapshots.
  *
- * `~depth` (0xffffffff − depth) orders deeper blocks of the same last use
- * first, so LRU eviction trims prompts from their tail and keeps the cached
- * prefix contiguous.
+ * No LRU ordering here: eviction judges by the metadata plane's last-use
+ * index (one for the cluster, gc-evict.ts). The three per-scope byUse rows
+ * this index kept until #29 were read by nothing but their own tests and
+ * cost 3 of the 5 rows a write put and 6 of the 10 a hit moved; an index
+ * that still has them drops the table once at open.
  */
 export class BlockIndex {
   private constructor(
     private readonly env: RootDatabase,
     private readonly entries: Database<Uint8Array, Uint8Array>,
     private readonly byExpiry: Database<Uint8Array, Uint8Array>,
-    private readonly byUse: Database<Uint8Array, Uint8Array>,
     private readonly meta: IndexMeta,
     readonly path: string,
   ) {}
@@ -61,11 +61,12 @@ export class BlockIndex {
       });
     }
     const binary = { keyEncoding: 'binary', encoding: 'binary' } as const;
+    const legacyByUse = env.openDB<Uint8Array, Uint8Array>({ name: 'byUse', ...binary });
+    if (legacyByUse.getKeysCount({ limit: 1 }) > 0) legacyByUse.clearSync();
     return new BlockIndex(
       env,
       env.openDB<Uint8Array, Uint8Array>({ name: 'entries', ...binary }),
       env.openDB<Uint8Array, Uint8Array>({ name: 'byExpiry', ...binary }),
-      env.openDB<Uint8Array, Uint8Array>({ name: 'byUse', ...binary }),
       new IndexMeta(env.openDB<number, string>({ name: 'meta' })),
       options.path,
     );
@@ -113,7 +114,7 @@ export class BlockIndex {
 
   /** Adds blocks found on storage but unknown here (written by another node). Size is learnt on first load. */
   adopt(writes: readonly Omit<IndexWrite, 'sizeBytes'>[], now: number, policy: RetentionPolicy): Promise<number> {
-    return this.entries.transaction(() => {
+    return this.entries.transaction(() => this.meta.batched(() => {
       let added = 0;
       for (const write of writes) {
         if (this.entries.getBinaryFast(write.keyBytes) !== undefined) continue;
@@ -122,7 +123,7 @@ export class BlockIndex {
         added++;
       }
       return added;
-    });
+    }));
   }
 
   /**
@@ -131,7 +132,7 @@ export class BlockIndex {
    * Last use only moves forward; class, tenant, size and cap come from the record.
    */
   adoptRecords(records: readonly AdoptedRecord[], policy: RetentionPolicy): Promise<number> {
-    return this.entries.transaction(() => {
+    return this.entries.transaction(() => this.meta.batched(() => {
       let changed = 0;
       for (const record of records) {
         const existing = this.readEntry(record.keyBytes);
@@ -140,12 +141,13 @@ export class BlockIndex {
         changed++;
       }
       return changed;
-    });
+    }));
   }
 
   /** A hit: last use = now, hits + 1, expiry slides. Missing keys are skipped. */
   touch(keys: readonly Uint8Array[], now: number, policy: RetentionPolicy): Promise<void> {
-    return this.entries.transaction(() => {
+    // batched: a touch moves no counter (the deltas cancel), so none is read or written.
+    return this.entries.transaction(() => this.meta.batched(() => {
       for (const keyBytes of keys) {
         const existing = this.readEntry(keyBytes);
         if (existing === undefined) continue;
@@ -157,23 +159,23 @@ export class BlockIndex {
           expiresAt: lastUseAt + ttlOf(existing, policy),
         });
       }
-    });
+    }));
   }
 
   /** Records the real size of blocks read from storage (adopted entries start at 0). */
   noteSizes(sizes: readonly { keyBytes: Uint8Array; sizeBytes: number }[]): Promise<void> {
-    return this.entries.transaction(() => {
+    return this.entries.transaction(() => this.meta.batched(() => {
       for (const { keyBytes, sizeBytes } of sizes) {
         const existing = this.readEntry(keyBytes);
         if (existing === undefined || existing.sizeBytes === sizeBytes) continue;
         this.replace(keyBytes, existing, { ...existing, sizeBytes });
       }
-    });
+    }));
   }
 
   /** Removes entries; returns the removed ones (for reports). */
   remove(keys: readonly Uint8Array[]): Promise<IndexEntry[]> {
-    return this.entries.transaction(() => {
+    return this.entries.transaction(() => this.meta.batched(() => {
       const removed: IndexEntry[] = [];
       for (const keyBytes of keys) {
         const existing = this.readEntry(keyBytes);
@@ -182,7 +184,7 @@ export class BlockIndex {
         removed.push(existing);
       }
       return removed;
-    });
+    }));
   }
 
   /**
@@ -226,11 +228,6 @@ export class BlockIndex {
     return expiredKeys(this.byExpiry, now, limit, after);
   }
 
-  /** Least recently used keys of `scope`, oldest (and deepest) first, after `after`. */
-  oldestBatch(scope: QuotaScope, limit: number, after?: Buffer): { keys: Buffer[]; cursor: Buffer | undefined } {
-    return oldestKeys(this.byUse, scope, limit, after);
-  }
-
   bytesIn(scope: QuotaScope): number {
     return this.meta.bytesIn(scope);
   }
@@ -262,7 +259,6 @@ export class BlockIndex {
   private replace(keyBytes: Uint8Array, before: IndexEntry | undefined, after: IndexEntry | undefined): void {
     if (before !== undefined) {
       this.byExpiry.remove(expiryRow(before.expiresAt, keyBytes));
-      for (const scope of scopesOf(before)) this.byUse.remove(useRow(scope, before.lastUseAt, before.depth, keyBytes));
       this.meta.count(before, -1);
     }
     if (after === undefined) {
@@ -271,7 +267,6 @@ export class BlockIndex {
     }
     this.entries.put(keyBytes, encodeRecord(after));
     this.byExpiry.put(expiryRow(after.expiresAt, keyBytes), EMPTY);
-    for (const scope of scopesOf(after)) this.byUse.put(useRow(scope, after.lastUseAt, after.depth, keyBytes), EMPTY);
     this.meta.count(after, 1);
   }
 }

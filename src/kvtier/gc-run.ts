@@ -30,6 +30,8 @@ export class GcRun {
       byClass: {},
       rebasedEntries: 0,
       tempFilesRemoved: 0,
+      segmentsCompacted: 0,
+      segmentBytesReclaimed: 0,
       rebuiltRecords: 0,
       orphansSwept: 0,
       orphansPending: 0,

@@ -30,6 +30,8 @@ export interface GcOptions {
   signal?: AbortSignal;
   /** Age beyond which a crashed writer's temp file is swept (fs stores). Default 1 h. */
   staleTempFileMs?: number;
+  /** A segment store's segments whose live bytes are below this fraction of their size are compacted. Default 0.5. */
+  segmentLiveFraction?: number;
   /** A blob with no record is deleted once it has been seen orphaned for this long. Default 1 h. */
   orphanGraceMs?: number;
   /**
@@ -56,6 +58,9 @@ export interface GcReport {
   /** Entries of this node's index whose expiry was recomputed because the policy changed since its last GC (the plane needs none: it keeps last use and judges under the current policy). */
   rebasedEntries: number;
   tempFilesRemoved: number;
+  /** A segment store (storage-adapters/segment-compact.ts): segments rewritten and unlinked, and the bytes that came back. */
+  segmentsCompacted: number;
+  segmentBytesReclaimed: number;
   /** Records written from the storage listing because the plane had lost its data (that run deletes nothing). */
   rebuiltRecords: number;
   /** Blobs without a record deleted after the grace period. */

@@ -1,4 +1,4 @@
-import { FsBlobStore } from '../../storage-adapters/index.ts';
+import { FsBlobStore, SegmentBlobStore } from '../../storage-adapters/index.ts';
 
 import { PlaneError } from './errors.ts';
 import { evictShard } from './gc-evict.ts';
@@ -151,9 +151,21 @@ function coveredBy(passes: ShardPass[]): (key: string) => boolean {
   return (key) => prefixes.some((prefix) => key.startsWith(prefix));
 }
 
-/** Step 4: temp files of writers that died mid-put. */
+/** Step 4: temp files of writers that died mid-put (fs); the space of deleted blocks (segment store: compaction, after this run's deletes). */
 async function sweepTempFiles(run: GcRun): Promise<void> {
   const { store } = run.deps;
+  if (store instanceof SegmentBlobStore && !run.dryRun && !run.aborted()) {
+    run.progress.phase = 'sweep';
+    try {
+      const compacted = await store.compact({ maxLiveFraction: run.options.segmentLiveFraction, signal: run.options.signal });
+      run.report.segmentsCompacted = compacted.segmentsRemoved;
+      run.report.segmentBytesReclaimed = compacted.bytesReclaimed;
+    } catch (error) {
+      run.fail(error, 'segment compaction failed');
+    }
+    run.emit();
+    return;
+  }
   if (run.dryRun || run.aborted() || !(store instanceof FsBlobStore) || !(run.options.sweepOrphans ?? true)) return;
   run.progress.phase = 'sweep';
   try {
@@ -181,7 +193,7 @@ export function mergeGcReports(reports: readonly GcReport[]): GcReport {
         into[reason].bytes += tally[reason].bytes;
       }
     }
-    for (const field of ['rebasedEntries', 'tempFilesRemoved', 'rebuiltRecords', 'orphansSwept', 'orphansPending'] as const) merged[field] += report[field];
+    for (const field of ['rebasedEntries', 'tempFilesRemoved', 'segmentsCompacted', 'segmentBytesReclaimed', 'rebuiltRecords', 'orphansSwept', 'orphansPending'] as const) merged[field] += report[field];
     merged.plane.generation += `.${report.plane.generation}`;
     merged.plane.trusted &&= report.plane.trusted;
     merged.shards.collected.push(...report.shards.collected);

@@ -27,7 +27,7 @@ const WRITE_BEHIND_BYTES = 1024 * 1024 * 1024;
 export interface TierTargetOptions {
   /** This replay node's directory (LMDB index, embedded plane and policy). */
   dataDir: string;
-  /** `fs:<dir>` or `s3://…`; default fs under dataDir. */
+  /** `fs:<dir>`, `segment:<dir>` (packed segments) or `s3://…`; default fs under dataDir. */
   storage?: string;
   /** Redis for the metadata plane and the policy; absent = embedded LMDB. */
   redisUrl?: string;

@@ -34,8 +34,8 @@ describe('BlockIndex', () => {
     for (const cls of ['chat', 'agent']) {
       expect(index.bytesIn({ kind: 'class', name: cls })).toBe(entries.filter((e) => e.trafficClass === cls).reduce((sum, e) => sum + e.sizeBytes, 0));
     }
-    const lru = index.oldestBatch({ kind: 'global' }, 10_000).keys.map((k) => Buffer.from(k).toString('hex'));
-    expect(lru.sort()).toEqual(entries.map((e) => e.key).sort());
+    const all = index.expiredBatch(Number.MAX_SAFE_INTEGER, 10_000).keys.map((k) => Buffer.from(k).toString('hex'));
+    expect(all.sort()).toEqual(entries.map((e) => e.key).sort());
     const expiredNow = index.expiredBatch(now, 10_000).keys.map((k) => Buffer.from(k).toString('hex'));
     expect(expiredNow.sort()).toEqual(entries.filter((e) => e.expiresAt <= now).map((e) => e.key).sort());
   }
@@ -83,30 +83,47 @@ describe('BlockIndex', () => {
     expectConsistent(T0 + 3 * DAY_MS);
   });
 
-  it('moves an entry in both orderings when it is touched, in one transaction', async () => {
+  it('moves an entry in the expiry ordering when it is touched, counters unchanged', async () => {
     const writes = [1, 2, 3].map((n) => ({ keyBytes: key(n), sizeBytes: 10 * n, trafficClass: 'chat', tenant: 'a', depth: n }));
     for (const [i, write] of writes.entries()) await index.recordWrites([write], T0 + i * 1000, policy);
-    expect(index.oldestBatch({ kind: 'global' }, 10).keys.map((k) => Buffer.from(k).toString('hex'))).toEqual([hex(1), hex(2), hex(3)]);
+    const expiring = (at: number) => index.expiredBatch(at, 10).keys.map((k) => Buffer.from(k).toString('hex'));
+    expect(expiring(T0 + 2000 + 7 * DAY_MS)).toEqual([hex(1), hex(2), hex(3)]);
     await index.touch([key(1)], T0 + 5000, policy);
-    expect(index.oldestBatch({ kind: 'global' }, 10).keys.map((k) => Buffer.from(k).toString('hex'))).toEqual([hex(2), hex(3), hex(1)]);
+    expect(expiring(T0 + 5000 + 7 * DAY_MS)).toEqual([hex(2), hex(3), hex(1)]);
+    expect(index.usage()).toMatchObject({ blocks: { g: 3, 'c:chat': 3, 't:a': 3 }, bytes: { g: 60, 'c:chat': 60, 't:a': 60 } });
     expect(index.get(hex(1))).toMatchObject({ hits: 1, lastUseAt: T0 + 5000, expiresAt: T0 + 5000 + 7 * DAY_MS });
     // Expiry ordering follows: key 2 expires first now.
     expect(index.expiredBatch(T0 + 1000 + 7 * DAY_MS, 10).keys.map((k) => Buffer.from(k).toString('hex'))).toEqual([hex(2)]);
     expectConsistent(T0 + 7 * DAY_MS + 2000);
   });
 
-  it('orders deeper blocks first among equal last use, and pages with a cursor', async () => {
+  it('pages expired keys with a cursor', async () => {
     await index.recordWrites(
-      [0, 1, 2, 3].map((depth) => ({ keyBytes: key(10 + depth), sizeBytes: 1, trafficClass: 'chat', tenant: 'a', depth })),
+      [0, 1, 2, 3].map((depth) => ({ keyBytes: key(10 + depth), sizeBytes: 1, trafficClass: 'chat', tenant: 'a', depth, at: T0 + depth })),
       T0,
       policy,
     );
-    const first = index.oldestBatch({ kind: 'global' }, 2);
-    const second = index.oldestBatch({ kind: 'global' }, 2, first.cursor);
-    expect([...first.keys, ...second.keys].map((k) => Buffer.from(k).toString('hex'))).toEqual([hex(13), hex(12), hex(11), hex(10)]);
-    expect(index.oldestBatch({ kind: 'global' }, 2, second.cursor).keys).toHaveLength(0);
-    expect(index.oldestBatch({ kind: 'tenant', name: 'a' }, 10).keys).toHaveLength(4);
-    expect(index.oldestBatch({ kind: 'tenant', name: 'b' }, 10).keys).toHaveLength(0);
+    const end = T0 + 7 * DAY_MS + 10;
+    const first = index.expiredBatch(end, 2);
+    const second = index.expiredBatch(end, 2, first.cursor);
+    expect([...first.keys, ...second.keys].map((k) => Buffer.from(k).toString('hex'))).toEqual([hex(10), hex(11), hex(12), hex(13)]);
+    expect(index.expiredBatch(end, 2, second.cursor).keys).toHaveLength(0);
+  });
+
+  it('drops the LRU rows an index written before #29 kept (byUse), once, at open', async () => {
+    await index.recordWrites([{ keyBytes: key(1), sizeBytes: 5, trafficClass: 'chat', tenant: 'a', depth: 0 }], T0, policy);
+    await index.close();
+    const { open } = await import('lmdb');
+    const env = open({ path: join(dir.path, 'index'), maxDbs: 8 });
+    const byUse = env.openDB<Uint8Array, Uint8Array>({ name: 'byUse', keyEncoding: 'binary', encoding: 'binary' });
+    await byUse.put(Buffer.from('g\0old-row'), new Uint8Array(0));
+    expect(byUse.getKeysCount()).toBe(1);
+    await env.close();
+    index = BlockIndex.open({ path: join(dir.path, 'index') });
+    const again = open({ path: join(dir.path, 'index'), maxDbs: 8 });
+    expect(again.openDB({ name: 'byUse', keyEncoding: 'binary', encoding: 'binary' }).getKeysCount()).toBe(0);
+    await again.close();
+    expect(index.get(hex(1))).toMatchObject({ sizeBytes: 5 });
   });
 
   it('adopts only unknown keys, learns sizes later, removes with counters', async () => {
