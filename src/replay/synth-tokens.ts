@@ -35,26 +35,30 @@ const CACHED_BLOCKS = 8192;
  * a simple bound keeps the hit rate and needs no LRU bookkeeping).
  */
 export class BlockTokenCache {
-  private readonly blocks = new Map<number, Uint32Array>();
+  /** Block id → its slot in `slab` (one allocation for every kept block: no 2 KiB buffer per new block). */
+  private readonly slots = new Map<number, number>();
+  private readonly slab: Uint32Array;
 
   constructor(
     private readonly blockTokens: number,
     private readonly vocab?: number,
     private readonly capacity = CACHED_BLOCKS,
-  ) {}
+  ) {
+    this.slab = new Uint32Array(capacity * blockTokens);
+  }
 
   tokensFor(blocks: Uint32Array): Uint32Array {
-    const { blockTokens } = this;
+    const { blockTokens, slab, slots } = this;
     const out = new Uint32Array(blocks.length * blockTokens);
     for (let i = 0; i < blocks.length; i++) {
-      let block = this.blocks.get(blocks[i]);
-      if (block === undefined) {
-        if (this.blocks.size >= this.capacity) this.blocks.clear();
-        block = new Uint32Array(blockTokens);
-        fillBlockTokens(block, 0, blocks[i], blockTokens, this.vocab);
-        this.blocks.set(blocks[i], block);
+      let slot = slots.get(blocks[i]);
+      if (slot === undefined) {
+        if (slots.size >= this.capacity) slots.clear();
+        slot = slots.size;
+        fillBlockTokens(slab, slot * blockTokens, blocks[i], blockTokens, this.vocab);
+        slots.set(blocks[i], slot);
       }
-      out.set(block, i * blockTokens);
+      out.set(slab.subarray(slot * blockTokens, (slot + 1) * blockTokens), i * blockTokens);
     }
     return out;
   }
