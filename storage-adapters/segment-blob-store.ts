@@ -58,7 +58,9 @@ const ABANDONED_MS = 60 * 60 * 1000;
  * Guarantees, as the contract asks: a put is atomic (a record is visible
  * only whole: header CRC, length within the file, value CRC on every read);
  * the last put wins (the higher version: ms × 4096 + counter, so across
- * nodes it is the later clock, as the fs store's last rename); a corrupt
+ * nodes it is the later clock, as the fs store's last rename; a put or
+ * delete of a key this store knows always outranks the record it knows,
+ * whatever the clocks say); a corrupt
  * value is KVT_ERR_STORAGE_IO (kvtier: a miss), never other bytes. `fill`
  * is never called (values are not files).
  */
@@ -107,7 +109,7 @@ export class SegmentBlobStore implements BlobStore {
   put(key: string, bytes: Uint8Array): Promise<void> {
     return this.track(() => {
       assertValidKey(key);
-      return this.writer.append(KIND_PUT, key, bytes).catch((error) => Promise.reject(fsStorageError(error, 'put', this.dir)));
+      return this.writer.append(KIND_PUT, key, bytes, this.writer.nextVersion(this.catalog.entries.get(key)?.version)).catch((error) => Promise.reject(fsStorageError(error, 'put', this.dir)));
     });
   }
 
@@ -140,7 +142,7 @@ export class SegmentBlobStore implements BlobStore {
       if (keys.some((key) => this.catalog.live(key) === undefined)) await this.refreshed();
       const live = [...new Set(keys)].filter((key) => this.catalog.live(key) !== undefined);
       try {
-        await Promise.all(live.map((key) => this.writer.append(KIND_TOMBSTONE, key, null)));
+        await Promise.all(live.map((key) => this.writer.append(KIND_TOMBSTONE, key, null, this.writer.nextVersion(this.catalog.entries.get(key)?.version))));
       } catch (error) {
         throw fsStorageError(error, 'delete', this.dir);
       }

@@ -64,9 +64,13 @@ export class SegmentWriter {
     private readonly options: SegmentWriterOptions,
   ) {}
 
-  /** A version above every one this writer gave (ms × 4096 + a counter). */
-  nextVersion(): number {
-    const version = Math.max(Date.now() * 4096, this.lastVersion + 1);
+  /**
+   * A version above every one this writer gave (ms × 4096 + a counter) and
+   * above `over` (the version a put or delete supersedes: another node's
+   * clock may run ahead of ours, and a delete must still win over the put).
+   */
+  nextVersion(over = 0): number {
+    const version = Math.max(Date.now() * 4096, this.lastVersion + 1, Math.floor(over) + 1);
     this.lastVersion = version;
     return version;
   }
