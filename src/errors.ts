@@ -106,7 +106,7 @@ const AREA_SPECS: Array<[prefix: string, spec: ErrorSpec]> = [
   ['KVT_ERR_FINGERPRINT_', { status: 500, type: 'api_error', hint: 'the model cannot be fingerprinted for the cache; check the model file and KVTIER_KV_DTYPE' }],
   ['KVT_ERR_SYNTHETIC_', { status: 500, type: 'api_error', hint: 'fix the synthetic model name (synthetic:<tiny|small|1b|deepseek-…>[:type])' }],
   ['KVT_ERR_OTHER_', { status: 500, type: 'api_error', hint: 'a lower layer failed with a foreign error code; see the server log' }],
-  ['KVT_ERR_STORAGE_BAD_', { status: 500, type: 'api_error', hint: 'fix KVTIER_STORAGE (fs:<dir> or s3://bucket/prefix?endpoint=…)' }],
+  ['KVT_ERR_STORAGE_BAD_', { status: 500, type: 'api_error', hint: 'fix KVTIER_STORAGE (fs:<dir>, segment:<dir> or s3://bucket/prefix?endpoint=…)' }],
   ['KVT_ERR_STORAGE_', { status: 503, type: 'overloaded_error', hint: 'the block store failed; requests fall back to full prefill, check the storage backend', retryAfterS: 1 }],
   ['KVT_ERR_BLOCK_', { status: 500, type: 'api_error', hint: 'a cached block failed verification and was treated as a miss; check the storage for corruption' }],
   ['KVT_ERR_PLANE_', { status: 503, type: 'overloaded_error', hint: 'the cluster metadata plane (Redis at REDIS_URL, or <dataDir>/plane) failed; retry, and check it is reachable', retryAfterS: 2 }],
