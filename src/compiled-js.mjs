@@ -44,7 +44,12 @@ const OUT_DIR = join(CHECKOUT, '.kvtier-js');
 /** Builds unused this long are removed when a new build is made (a running process keeps touching its own). */
 const STALE_MS = 24 * 3600_000;
 
-/** @type {Map<boolean, { root: string | null, why: string }>} */
+/**
+ * Per process, the last answer and the sizes and times of the files it hashed: a later call (another
+ * thread started by a long-lived process, a vitest watch run after an edit) hashes again only when a file
+ * changed, so it never starts a thread on a build of sources that are no longer there.
+ * @type {Map<boolean, { stamp: string, result: { root: string | null, why: string } }>}
+ */
 const memo = new Map();
 
 /** The source files: .ts (compiled) and .mjs (copied), outside the linked and build directories. */
@@ -109,6 +114,17 @@ function buildInto(files, esbuild, into) {
   }
 }
 
+/** Marks a build as in use for removeStale; best effort: a read-only checkout (a build baked into an image) cannot be marked, and needs no cleaning. */
+function touch(/** @type {string} */ root) {
+  try {
+    const now = new Date();
+    utimesSync(root, now, now);
+  } catch (error) {
+    const code = /** @type {NodeJS.ErrnoException} */ (error).code;
+    if (code !== 'EROFS' && code !== 'EACCES' && code !== 'EPERM') throw error;
+  }
+}
+
 function removeStale(/** @type {string} */ keep) {
   const now = Date.now();
   for (const name of readdirSync(OUT_DIR)) {
@@ -124,24 +140,32 @@ function removeStale(/** @type {string} */ keep) {
 
 /** The build for the sources as they are now (made if missing), or null and why; `withTests`: test/ too. */
 export function compiledRoot(withTests = false) {
+  if (process.env.KVTIER_JS === '0') return { root: null, why: '' };
+  let files;
+  try {
+    files = sourceFiles(withTests ? WITH_TESTS : SOURCE_DIRS);
+  } catch (error) {
+    return { root: null, why: error instanceof Error ? error.message : String(error) };
+  }
+  const stamp = files.map((file) => {
+    const stat = statSync(join(CHECKOUT, file));
+    return `${file}\0${stat.size}\0${stat.mtimeMs}`;
+  }).join('\n');
   const known = memo.get(withTests);
-  if (known) return known;
-  const result = build(withTests ? WITH_TESTS : SOURCE_DIRS);
-  memo.set(withTests, result);
+  if (known && known.stamp === stamp) return known.result;
+  const result = build(files);
+  memo.set(withTests, { stamp, result });
   return result;
 }
 
-function build(/** @type {readonly string[]} */ dirs) {
-  if (process.env.KVTIER_JS === '0') return { root: null, why: '' };
+function build(/** @type {string[]} */ files) {
   try {
     const require = createRequire(import.meta.url);
     const esbuildVersion = JSON.parse(readFileSync(require.resolve('esbuild/package.json'), 'utf8')).version;
-    const files = sourceFiles(dirs);
     const key = keyOf(files, esbuildVersion);
     const root = join(OUT_DIR, key);
     if (existsSync(root)) {
-      const now = new Date();
-      utimesSync(root, now, now);
+      touch(root);
       return { root, why: '' };
     }
     const scratch = join(OUT_DIR, `.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`);

@@ -59,6 +59,19 @@ describe('the JavaScript build of the sources', () => {
     expect(after.built).not.toBe(before.built);
   });
 
+  it('a long-lived process asked again after an edit gets the new build, not the one it found first', async () => {
+    const script = `import { writeFileSync } from 'node:fs';
+import { compiledModule } from './src/compiled-js.mjs';
+const a = new URL('./src/a.ts', import.meta.url);
+const first = compiledModule(a);
+const before = (await import(first.href)).answer;
+writeFileSync(new URL('./src/b.ts', import.meta.url), 'export const base: number = 1000;\\n');
+const second = compiledModule(a);
+console.log(JSON.stringify({ same: first.href === second.href, before, after: (await import(second.href)).answer }));`;
+    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: checkout });
+    expect(JSON.parse(stdout)).toEqual({ same: false, before: 100, after: 1001 });
+  });
+
   it('processes that build at once all get the same whole build, and leave no scratch copy', async () => {
     writeFileSync(join(checkout, 'src/b.ts'), 'export const base: number = 6;\n');
     const racers = await Promise.all(Array.from({ length: 4 }, () => answer()));
