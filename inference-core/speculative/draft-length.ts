@@ -15,23 +15,21 @@
  * running acceptance per match length (longer matches are likelier to
  * continue), a Beta prior centred on the request's overall acceptance; a draft
  * model's token uses its own probability, blended with the request's running
- * acceptance (draft models are over-confident on text they copy badly).
+ * acceptance (draft models are over-confident on text they copy badly). A
+ * model drafter's request starts from what the drafter's earlier requests
+ * judged (drafter-memory.ts) when there were any.
  * A drafting step may also pay a fixed setup σ before its first draft (the MTP
  * block keys the window rows fed since it last drafted): starting to draft is
- * worth it only when the first token's α beats β + γ + σ.
- * β, γ and σ are measured online from the step times. β is the slope of the
- * fastest recent verification per row count: on a shared machine a forward's
- * time swings by several × with the load, and a least-squares line through
- * such times gave slopes anywhere from 0.04 to 0.9 on the same model; the
- * minimum of a window is what the rows themselves cost.
+ * worth it only when the first token's α beats β + γ + σ. β, γ and σ are
+ * measured online (draft-costs.ts).
  */
+import { DraftCosts } from './draft-costs.ts';
+import type { DrafterMemory } from './drafter-memory.ts';
 
 export type DraftLengthMode = 'fixed' | 'adaptive';
 
 export const DEFAULT_FIXED_DRAFT = 5;
 export const DEFAULT_MAX_DRAFT = 12;
-/** Marginal verify-row cost before any step was timed (CPU, small batch). */
-const DEFAULT_ROW_COST = 0.15;
 /** Pseudo-counts of the Beta prior of each match length's acceptance. */
 const PRIOR_WEIGHT = 2;
 /** After this many steps without drafting, one 1-token probe refreshes the statistics. */
@@ -45,8 +43,9 @@ const PROBE_AFTER = 64;
  * (the target's own next token), so a failing probe costs its draft step and
  * setup, not a second verified row (on CPU ~0.7 of a target step for the MTP
  * block's trunk, as much as the draft itself). The first draft of a request
- * is such a probe too (nothing is known of the drafter yet); a miss there does
- * not double the gap. The first gap is β + γ + σ (in target steps) over
+ * is such a probe too when nothing is known of the drafter yet (no memory of
+ * it from earlier requests, drafter-memory.ts); a miss there does not double
+ * the gap. The first gap is β + γ + σ (in target steps) over
  * PROBE_BUDGET, within [MODEL_PROBE_AFTER, MODEL_PROBE_FIRST_MAX]. A probe no
  * longer pays β, but β stays in the gap: σ is the setup measured at the last
  * draft, and the MTP block's setup grows with the gap (it keys every row fed
@@ -59,11 +58,6 @@ const MODEL_PROBE_AFTER = 16;
 const MODEL_PROBE_FIRST_MAX = 64;
 const PROBE_BUDGET = 0.01;
 const MODEL_PROBE_MAX = 1024;
-const EMA = 0.1;
-/** Verification timings kept per row count (the fastest of them stands for that row count). */
-const TIME_WINDOW = 16;
-/** Pseudo-samples of DEFAULT_ROW_COST in the measured row cost. */
-const ROW_COST_PRIOR = 2;
 
 export interface DraftLengthOptions {
   mode: DraftLengthMode;
@@ -74,15 +68,22 @@ export interface DraftLengthOptions {
   draftCost?: number;
   /** Fixed setup cost of a drafting step (tests); absent: measured (0 until observed). */
   setupCost?: number;
+  /**
+   * Model drafts: the drafter's memory across requests (drafter-memory.ts). One that knows the drafter
+   * replaces the first-step probe and is kept up to date; null or absent: none (the first draft probes).
+   */
+  memory?: DrafterMemory | null;
 }
 
 export class DraftLengthPolicy {
   readonly mode: DraftLengthMode;
   readonly fixed: number;
   readonly maxDraft: number;
-  private readonly fixedRowCost: number | undefined;
-  private readonly fixedDraftCost: number | undefined;
-  private readonly fixedSetupCost: number | undefined;
+  private readonly costs: DraftCosts;
+  private readonly memory: DrafterMemory | null;
+  /** The drafter's remembered judgements (decayed counts): the acceptance prior beside the request's own. */
+  private readonly priorProposed: number;
+  private readonly priorAccepted: number;
   /** Per n-gram match length: positions tried and accepted. */
   private readonly tries = new Map<number, number>();
   private readonly hits = new Map<number, number>();
@@ -99,63 +100,38 @@ export class DraftLengthPolicy {
   get isProbe(): boolean {
     return this.probing;
   }
-  /** No model draft of this request was checked yet: the next one is a probe. */
+  /** Nothing is known of the drafter (no model draft of this request nor, in the memory, of earlier ones was judged): the next draft is a probe. */
   private unprobed = true;
-  /** The last TIME_WINDOW verification times (ms) by row count. */
-  private readonly times = new Map<number, number[]>();
-  private stepMs1 = 0;
-  /** The last TIME_WINDOW draft step times (ms): the fastest stands for a draft step (a first, cold one is not its cost). */
-  private readonly draftTimes: number[] = [];
-  private setupMs = 0;
 
   constructor(o: DraftLengthOptions) {
     this.mode = o.mode;
     this.fixed = o.fixed ?? DEFAULT_FIXED_DRAFT;
     this.maxDraft = Math.max(this.fixed, o.maxDraft ?? DEFAULT_MAX_DRAFT);
-    this.fixedRowCost = o.rowCost;
-    this.fixedDraftCost = o.draftCost;
-    this.fixedSetupCost = o.setupCost;
+    this.memory = o.memory ?? null;
+    const known = this.memory?.known === true;
+    this.costs = new DraftCosts(o, known ? this.memory!.times : undefined);
+    // a drafter whose drafts were judged before: what they did stands in for this request's first-step probe
+    if (known) this.unprobed = false;
+    this.priorProposed = known ? this.memory!.proposed : 0;
+    this.priorAccepted = known ? this.memory!.accepted : 0;
   }
 
-  /** Running acceptance of the request (proposed drafts that were accepted), with a weak optimistic prior. */
+  /** Running acceptance of the request (proposed drafts that were accepted; the drafter's memory's before them), with a weak optimistic prior. */
   get acceptanceRate(): number {
-    return (this.accepted + 1) / (this.proposed + 2);
+    return (this.accepted + this.priorAccepted + 1) / (this.proposed + this.priorProposed + 2);
   }
 
   get rowCost(): number {
-    if (this.fixedRowCost !== undefined) return this.fixedRowCost;
-    const one = this.fastest(1);
-    if (one === undefined || one <= 0) return DEFAULT_ROW_COST;
-    // Relative slope from 1 row to each other row count seen, weighted by how often it was seen,
-    // with ROW_COST_PRIOR pseudo-samples of the default (one slow sample must not end drafting).
-    let sum = ROW_COST_PRIOR * DEFAULT_ROW_COST;
-    let weight = ROW_COST_PRIOR;
-    for (const [rows, ts] of this.times) {
-      if (rows === 1) continue;
-      sum += (ts.length * Math.min(1, Math.max(0.01, (Math.min(...ts) - one) / (rows - 1) / one)));
-      weight += ts.length;
-    }
-    return sum / weight;
+    return this.costs.rowCost;
   }
 
   get draftCost(): number {
-    if (this.fixedDraftCost !== undefined) return this.fixedDraftCost;
-    const step = this.targetStepMs;
-    if (step <= 0 || this.draftTimes.length === 0) return 0.1;
-    return Math.min(1, Math.max(0.005, Math.min(...this.draftTimes) / step));
+    return this.costs.draftCost;
   }
 
   /** σ: a drafting step's setup (before its first draft step) over a target decode step. */
   get setupCost(): number {
-    if (this.fixedSetupCost !== undefined) return this.fixedSetupCost;
-    const step = this.targetStepMs;
-    if (step <= 0 || this.setupMs <= 0) return 0;
-    return Math.min(4, this.setupMs / step);
-  }
-
-  /** A target decode step (ms): the fastest recent 1-row forward, else the running estimate. */
-  private get targetStepMs(): number {
-    return this.fastest(1) ?? this.stepMs1;
+    return this.costs.setupCost;
   }
 
   /** Steps without drafting before the next 1-token probe (see MODEL_PROBE_AFTER). */
@@ -252,6 +228,8 @@ export class DraftLengthPolicy {
     if (proposed > 0) this.unprobed = false;
     this.probing = false;
     if (proposed === 0) return;
+    // n-gram drafts have no memory: they depend on the request's own text
+    if (matchN === 0) this.memory?.noteJudged(proposed, accepted);
     this.verifications++;
     this.proposed += proposed;
     this.accepted += accepted;
@@ -264,27 +242,23 @@ export class DraftLengthPolicy {
 
   /** Times of a target forward of `rows` rows for one sequence, with its acceptance (ms). */
   observeVerify(rows: number, ms: number): void {
-    if (rows === 1) this.stepMs1 = ema(this.stepMs1, ms);
-    let ts = this.times.get(rows);
-    if (ts === undefined) this.times.set(rows, (ts = []));
-    ts.push(ms);
-    if (ts.length > TIME_WINDOW) ts.shift();
-    if (this.stepMs1 === 0) this.stepMs1 = Math.max(1e-6, ms / (1 + this.rowCost * (rows - 1)));
-  }
-
-  private fastest(rows: number): number | undefined {
-    const ts = this.times.get(rows);
-    return ts && ts.length > 0 ? Math.min(...ts) : undefined;
+    this.costs.observeVerify(rows, ms);
+    this.remember();
   }
 
   observeDraftStep(ms: number): void {
-    this.draftTimes.push(ms);
-    if (this.draftTimes.length > TIME_WINDOW) this.draftTimes.shift();
+    this.costs.observeDraftStep(ms);
+    this.remember();
   }
 
   /** Times a drafting step's setup before its first draft step (the MTP block keying its window), ms. */
   observeDraftSetup(ms: number): void {
-    this.setupMs = ema(this.setupMs, ms);
+    this.costs.observeDraftSetup(ms);
+    this.remember();
+  }
+
+  private remember(): void {
+    this.memory?.noteTimes(this.costs.remembered());
   }
 
   private probe(k: number): number {
@@ -314,8 +288,4 @@ export function bestLength(max: number, alpha: (i: number) => number, cost: numb
     }
   }
   return best;
-}
-
-function ema(prev: number, x: number): number {
-  return prev === 0 ? x : prev + EMA * (x - prev);
 }

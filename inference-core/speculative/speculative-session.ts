@@ -26,6 +26,7 @@ import { EngineError } from '../engine/engine-errors.ts';
 import { Prng, type SamplingOptions } from '../sampling/sampler.ts';
 import { acceptGreedy, acceptSampled, logitRow } from './acceptance.ts';
 import { DraftLengthPolicy, type DraftLengthOptions } from './draft-length.ts';
+import { drafterMemory } from './drafter-memory.ts';
 import { NgramIndex } from './ngram-draft.ts';
 import type { TokenConstraint } from './grammar-cursor.ts';
 import { ModelDraft, type ModelDraftResult } from './model-draft.ts';
@@ -42,6 +43,7 @@ export interface SpeculativeSessionOptions {
   mode: SpeculativeMode;
   /** mode 'draft': an engine with the same vocabulary (e.g. a lower-bit copy of the target). */
   draftEngine?: Engine;
+  /** Draft lengths; `memory` absent: a model drafter's shared memory (drafter-memory.ts), null: none. */
   length: DraftLengthOptions;
   /**
    * Constrained reply: the grammar after the context (the first token was
@@ -108,7 +110,10 @@ export class SpeculativeSession {
     this.greedy = (o.sampling.temperature ?? 0) === 0;
     this.stops = new Set(o.sampling.stopTokens ?? []);
     this.prng = new Prng((o.sampling.seed ?? 0) ^ 0x5bec);
-    this.policy = new DraftLengthPolicy(o.length);
+    // model drafts (adaptive) start from what the drafter's earlier requests judged, unless the caller says otherwise
+    const drafter = o.mode === 'mtp' ? o.target.host : o.mode === 'draft' ? o.draftEngine! : null;
+    const memory = o.length.memory !== undefined || !drafter || o.length.mode !== 'adaptive' ? o.length.memory : drafterMemory(o.target.host, drafter);
+    this.policy = new DraftLengthPolicy({ ...o.length, memory });
     this.ngram = o.mode === 'ngram' ? new NgramIndex() : null;
     this.ngram?.append(this.ctx);
     this.draftEngine = o.mode === 'draft' ? o.draftEngine! : null;

@@ -123,6 +123,32 @@ describe('deepseek4 MTP drafting', () => {
     }
   }, 120_000);
 
+  it("the engine remembers its drafter: a fresh engine's first request probes at its first step, the next one does not; output unchanged", async () => {
+    const file = ensureDeepseek4Model('deepseek4-tiny', { dataDir: TEST_DATA_DIR, weightType: 'f32' });
+    const fresh = await loadEngine(file, { dataDir: TEST_DATA_DIR, threads: 1, maxBatch: 8, mtp: true });
+    try {
+      const prompt = randomPrompt(60);
+      const want = greedy(plain, prompt, 30);
+      const firstSteps: SpeculativeSession['stats'][] = [];
+      for (let request = 0; request < 2; request++) {
+        const seq = fresh.createSequence();
+        const first = argmax(seq.prefill(prompt));
+        const session = new SpeculativeSession({ target: seq, context: [...prompt, first], sampling: { temperature: 0 }, mode: 'mtp', length: { mode: 'adaptive', maxDraft: 7 } });
+        const got = [first, ...session.next()];
+        firstSteps.push({ ...session.stats });
+        while (got.length < want.length) got.push(...session.next(want.length - got.length));
+        expect(got).toEqual(want);
+        seq.free();
+      }
+      // the first request's first step checked a drafted token (nothing was known of the drafter); the second
+      // request's first step drafted nothing: the engine knew its drafts fail (random weights)
+      expect(firstSteps[0]!.checked).toBe(1);
+      expect(firstSteps[1]!.checked + firstSteps[1]!.verifications).toBe(0);
+    } finally {
+      fresh.destroy();
+    }
+  }, 120_000);
+
   it('a rejected draft is rolled back exactly: state bytes equal a run that never drafted', () => {
     // P = 126: the verified rows 126..129 cross position 127, where every HCA layer finishes its first entry
     const prompt = randomPrompt(127);
@@ -234,7 +260,8 @@ describe('deepseek4 MTP drafting', () => {
     const counts = new Array<number>(bins.length + 1).fill(0);
     let hits = 0;
     for (let trial = 0; trial < TRIALS; trial++) {
-      const session = new SpeculativeSession({ target: seq, context, sampling: { ...sampling, seed: trial }, mode: 'mtp', length: { mode: 'adaptive', maxDraft: 7 } });
+      // no drafter memory: each trial is a request nothing is known of the drafter for (its first draft probes)
+      const session = new SpeculativeSession({ target: seq, context, sampling: { ...sampling, seed: trial }, mode: 'mtp', length: { mode: 'adaptive', maxDraft: 7, memory: null } });
       const emitted = session.next();
       expect(emitted.length).toBe(1);
       expect(session.stats.checked).toBe(1);

@@ -1,0 +1,73 @@
+/**
+ * What a drafter's drafts did lately, across the requests it drafted for.
+ *
+ * Acceptance is a property of the model and the traffic more than of one
+ * request, so a request on an engine whose drafts keep failing should not pay
+ * a probe at its first step to learn that again (on deepseek4-small's MTP
+ * block on CPU that probe cost ~4 ms, ~1 % of a 128-token reply). A memory
+ * holds:
+ *   - the drafts judged (verified, or checked against a plain step's row) and
+ *     how many were taken, decayed so that about the last RECENT weigh: a new
+ *     request's acceptance prior;
+ *   - the drafter's times (a target step, a draft step, a drafting step's
+ *     setup): a new request's stand-ins until its own steps are timed.
+ *
+ * A request on a drafter with a memory skips the first-step probe and decides
+ * as a request that already knows the acceptance (draft-length.ts): it drafts,
+ * verified, from its first step when the remembered acceptance pays for the
+ * drafting, else it starts with drafting off and probes on the normal schedule
+ * (its first probe gap, ≤ MODEL_PROBE_FIRST_MAX steps). A drafter nothing was
+ * judged on yet has no memory, so its first request probes at once. Probes
+ * stay per request, so drafts that start paying are seen within a request's
+ * first gap, and the hit raises the memory again.
+ *
+ * Output never depends on the memory: it only picks how many tokens to draft,
+ * and every draft is verified or checked exactly (greedy output unchanged,
+ * the sampled law kept; rollback as without it).
+ *
+ * Keyed by (target engine, drafter engine); for MTP both are the target.
+ * Weak maps: an engine's memory goes with the engine.
+ */
+import type { RememberedTimes } from './draft-costs.ts';
+
+/** Judged drafts that weigh in the memory's acceptance (older ones decay by 1 − 1/RECENT per new one). */
+const RECENT = 8;
+const DECAY = 1 - 1 / RECENT;
+
+export class DrafterMemory {
+  /** Judged drafts and the taken ones, decayed (see RECENT). */
+  proposed = 0;
+  accepted = 0;
+  times: RememberedTimes = { stepMs: 0, draftMs: 0, setupMs: 0 };
+
+  /** Whether any draft of this drafter was judged: a request may then skip its first-step probe. */
+  get known(): boolean {
+    return this.proposed > 0;
+  }
+
+  /** One judgement: `proposed` drafts of which `accepted` were taken. */
+  noteJudged(proposed: number, accepted: number): void {
+    this.proposed = this.proposed * DECAY + proposed;
+    this.accepted = this.accepted * DECAY + accepted;
+  }
+
+  /** The drafter's latest measured times (0 where not measured: the older figure stays). */
+  noteTimes(t: RememberedTimes): void {
+    this.times = {
+      stepMs: t.stepMs > 0 ? t.stepMs : this.times.stepMs,
+      draftMs: t.draftMs > 0 ? t.draftMs : this.times.draftMs,
+      setupMs: t.setupMs > 0 ? t.setupMs : this.times.setupMs,
+    };
+  }
+}
+
+const memories = new WeakMap<object, WeakMap<object, DrafterMemory>>();
+
+/** The memory of `drafter` drafting for `target` (made empty on first use). */
+export function drafterMemory(target: object, drafter: object): DrafterMemory {
+  let byDrafter = memories.get(target);
+  if (!byDrafter) memories.set(target, (byDrafter = new WeakMap()));
+  let m = byDrafter.get(drafter);
+  if (!m) byDrafter.set(drafter, (m = new DrafterMemory()));
+  return m;
+}
