@@ -149,7 +149,7 @@ function mtpStream(engine: Engine, prompt: number[], stats: Stats): Stream {
   return s;
 }
 
-const STAT_KEYS = ['verifications', 'accepted', 'checkHits', 'emitted', 'steps'] as const;
+const STAT_KEYS = ['verifications', 'accepted', 'checked', 'checkHits', 'emitted', 'steps'] as const;
 type Stats = Record<(typeof STAT_KEYS)[number], number>;
 
 /**
@@ -179,7 +179,12 @@ async function loadAll(modelPath: string, threads: number, load: number): Promis
   return got as { off: Engine; off2: Engine; on: Engine };
 }
 
-/** Untimed: first touches of each engine's weights, and the MTP step's code (a session's first step is a probe). */
+/**
+ * Untimed: first touches of each engine's weights, and the MTP step's code. The drafting session here is the MTP
+ * engine's first request, so it probes at its first step and the engine's drafter memory
+ * (inference-core/speculative/drafter-memory.ts) knows its drafts from then on: the timed requests run on an
+ * engine that has served before, as a deployed one has.
+ */
 function warmUp(e: { off: Engine; off2: Engine; on: Engine }, prompt: number[]): void {
   const short = prompt.slice(0, 64);
   for (const engine of [e.off, e.off2, e.on]) {
@@ -188,7 +193,7 @@ function warmUp(e: { off: Engine; off2: Engine; on: Engine }, prompt: number[]):
     st.advance(8);
     st.finish(0);
   }
-  const m = mtpStream(e.on, short, { verifications: 0, accepted: 0, checkHits: 0, emitted: 0, steps: 0 });
+  const m = mtpStream(e.on, short, { verifications: 0, accepted: 0, checked: 0, checkHits: 0, emitted: 0, steps: 0 });
   m.prefill();
   m.advance(8);
   m.finish(0);
@@ -199,7 +204,7 @@ export async function measureMtp(modelPath: string, promptOf: number[] | ((vocab
   const ratios = { wall: emptyBy<number[]>(() => []), cpu: emptyBy<number[]>(() => []), onOverPlain: [] as number[], prefill: [] as number[] };
   const bestTps = emptyBy(() => 0);
   const bestCpuTps = emptyBy(() => 0);
-  const stats: Stats = { verifications: 0, accepted: 0, checkHits: 0, emitted: 0, steps: 0 };
+  const stats: Stats = { verifications: 0, accepted: 0, checked: 0, checkHits: 0, emitted: 0, steps: 0 };
   let same = true;
   const N = o.decodeTokens;
   for (let load = 0; load < o.loads; load++) {
@@ -237,6 +242,9 @@ export async function measureMtp(modelPath: string, promptOf: number[] | ((vocab
       e.on.destroy();
     }
   }
+  // where drafting's cost goes on random weights: the drafted tokens checked (probes) and verified, per timed request
+  const requests = o.loads * o.rounds;
+  process.stderr.write(`bench engine-deepseek4: mtp per request: ${(stats.checked / requests).toFixed(2)} probes, ${(stats.verifications / requests).toFixed(2)} verifications\n`);
   return {
     wall: emptyBy((k) => quartiles(ratios.wall[k])),
     cpu: emptyBy((k) => quartiles(ratios.cpu[k])),

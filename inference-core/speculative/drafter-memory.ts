@@ -21,6 +21,12 @@
  * stay per request, so drafts that start paying are seen within a request's
  * first gap, and the hit raises the memory again.
  *
+ * A request reads the memory once, when it starts (its policy copies the
+ * counts and times), and writes every judgement and timing to it. So a
+ * request's draft lengths do not depend on how its steps interleave with
+ * other requests' (batched in one step or not), only on what had been judged
+ * before it started.
+ *
  * Output never depends on the memory: it only picks how many tokens to draft,
  * and every draft is verified or checked exactly (greedy output unchanged,
  * the sampled law kept; rollback as without it).

@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { grammarOf, masksOf, vocabOf } from '../../inference-core/grammar/index.ts';
 import type { LoadedEngine, StepItem } from '../../inference-core/engine/index.ts';
 import { Sampler, type SamplingOptions } from '../../inference-core/sampling/sampler.ts';
-import { GrammarCursor, planSpeculativeBatch, SpeculativeSession, type DraftLengthOptions } from '../../inference-core/speculative/index.ts';
+import { DrafterMemory, GrammarCursor, planSpeculativeBatch, SpeculativeSession, type DraftLengthOptions } from '../../inference-core/speculative/index.ts';
 import { draftPairForSuite } from '../helpers/suite-fixture.ts';
 import { randomTokens } from './engine-fixtures.ts';
 
@@ -32,6 +32,9 @@ interface Reply {
 
 /** Sessions after each one's first token (constrained: sampled under the grammar, which the session then carries). */
 function start(prompts: number[][], sampling: SamplingOptions, length: DraftLengthOptions, constrained: boolean) {
+  // each run's sessions share a drafter memory of their own, empty at the start (as a fresh engine's): the one the
+  // engines keep would carry the first run's drafts into the second's first decisions
+  const memory = new DrafterMemory();
   return prompts.map((p, i) => {
     const seq = target.createSequence();
     const s = { ...sampling, seed: (sampling.seed ?? 0) + i, stopTokens: constrained ? stops : [] };
@@ -39,7 +42,7 @@ function start(prompts: number[][], sampling: SamplingOptions, length: DraftLeng
     let cursor = constrained ? GrammarCursor.start(masksOf(grammarOf({ kind: 'json_schema', schema: SCHEMA }), vocabOf(target.tokenizer)), GEN, stops) : null;
     const first = sampler.sample(seq.prefill(p), cursor?.mask());
     cursor = cursor?.advance(first) ?? null;
-    const session = new SpeculativeSession({ target: seq, context: [...p, first], sampling: s, mode: 'draft', draftEngine: draft, length, ...(cursor ? { constraint: cursor } : {}) });
+    const session = new SpeculativeSession({ target: seq, context: [...p, first], sampling: s, mode: 'draft', draftEngine: draft, length: { ...length, memory }, ...(cursor ? { constraint: cursor } : {}) });
     return { seq, session, out: [first] };
   });
 }
