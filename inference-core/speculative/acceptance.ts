@@ -44,13 +44,14 @@ export type RowMask = (row: number) => Uint32Array | null;
 const NO_MASK: RowMask = () => null;
 
 export function acceptGreedy(rows: Float32Array, vocab: number, draft: readonly number[], o: SamplingOptions, history: readonly number[], maskOf: RowMask = NO_MASK): AcceptResult {
-  const h = history.slice();
+  // the history grows by the accepted drafts: copied only when there are drafts (a plain step reads it as it is)
+  const h = draft.length > 0 ? history.slice() : null;
   for (let i = 0; i < draft.length; i++) {
-    const want = greedyToken(logitRow(rows, vocab, i), o, h, maskOf(i));
+    const want = greedyToken(logitRow(rows, vocab, i), o, h!, maskOf(i));
     if (want !== draft[i]) return { accepted: i, next: want };
-    h.push(draft[i]);
+    h!.push(draft[i]);
   }
-  return { accepted: draft.length, next: greedyToken(logitRow(rows, vocab, draft.length), o, h, maskOf(draft.length)) };
+  return { accepted: draft.length, next: greedyToken(logitRow(rows, vocab, draft.length), o, h ?? history, maskOf(draft.length)) };
 }
 
 /**

@@ -47,6 +47,12 @@ export class DraftCosts {
   /** The last TIME_WINDOW draft step times (ms). */
   private readonly draftTimes: number[] = [];
   private setupMs = 0;
+  /**
+   * The derived figures, computed once per new timing: a decode step that drafts nothing asks for them several
+   * times (whether to draft, the probe gap) and must not pay a scan of the windows each time (~0.1 ms of session
+   * work per step was 2–3 % of a deepseek4-small step).
+   */
+  private cache: { rowCost: number; draftCost: number; setupCost: number; stepMs: number; draftMs: number } | null = null;
 
   constructor(
     private readonly fixed: FixedCosts,
@@ -62,7 +68,64 @@ export class DraftCosts {
 
   /** β: the marginal cost of one more verified row, over a target decode step. */
   get rowCost(): number {
-    if (this.fixed.rowCost !== undefined) return this.fixed.rowCost;
+    return this.fixed.rowCost ?? this.derived().rowCost;
+  }
+
+  /** γ: a draft step over a target decode step. */
+  get draftCost(): number {
+    return this.fixed.draftCost ?? this.derived().draftCost;
+  }
+
+  /** σ: a drafting step's setup (before its first draft step) over a target decode step. */
+  get setupCost(): number {
+    return this.fixed.setupCost ?? this.derived().setupCost;
+  }
+
+  /** A target decode step (ms): the fastest recent 1-row forward, else the running estimate. */
+  get targetStepMs(): number {
+    return this.derived().stepMs;
+  }
+
+  /** What a later request on the same drafter may start from. */
+  remembered(): RememberedTimes {
+    const d = this.derived();
+    return { stepMs: d.stepMs, draftMs: d.draftMs, setupMs: this.setupMs };
+  }
+
+  /** Times a target forward of `rows` rows for one sequence, with its acceptance (ms). */
+  observeVerify(rows: number, ms: number): void {
+    this.cache = null;
+    if (rows === 1) this.stepMs1 = ema(this.stepMs1, ms);
+    let ts = this.times.get(rows);
+    if (ts === undefined) this.times.set(rows, (ts = []));
+    ts.push(ms);
+    if (ts.length > TIME_WINDOW) ts.shift();
+    if (this.stepMs1 === 0) this.stepMs1 = Math.max(1e-6, ms / (1 + this.rowCost * (rows - 1)));
+    this.cache = null;
+  }
+
+  observeDraftStep(ms: number): void {
+    this.cache = null;
+    this.draftTimes.push(ms);
+    if (this.draftTimes.length > TIME_WINDOW) this.draftTimes.shift();
+  }
+
+  observeDraftSetup(ms: number): void {
+    this.cache = null;
+    this.setupMs = ema(this.setupMs, ms);
+  }
+
+  private derived(): NonNullable<DraftCosts['cache']> {
+    if (this.cache) return this.cache;
+    const stepMs = this.fastest(1) ?? this.stepMs1;
+    const draftMs = this.draftTimes.length > 0 ? Math.min(...this.draftTimes) : 0;
+    const rowCost = this.measuredRowCost();
+    const draftCost = stepMs <= 0 || this.draftTimes.length === 0 ? DEFAULT_DRAFT_COST : Math.min(1, Math.max(0.005, draftMs / stepMs));
+    const setupCost = stepMs <= 0 || this.setupMs <= 0 ? 0 : Math.min(4, this.setupMs / stepMs);
+    return (this.cache = { rowCost, draftCost, setupCost, stepMs, draftMs });
+  }
+
+  private measuredRowCost(): number {
     const one = this.fastest(1);
     if (one === undefined || one <= 0) return DEFAULT_ROW_COST;
     // Relative slope from 1 row to each other row count seen, weighted by how often it was seen,
@@ -75,51 +138,6 @@ export class DraftCosts {
       weight += ts.length;
     }
     return sum / weight;
-  }
-
-  /** γ: a draft step over a target decode step. */
-  get draftCost(): number {
-    if (this.fixed.draftCost !== undefined) return this.fixed.draftCost;
-    const step = this.targetStepMs;
-    if (step <= 0 || this.draftTimes.length === 0) return DEFAULT_DRAFT_COST;
-    return Math.min(1, Math.max(0.005, Math.min(...this.draftTimes) / step));
-  }
-
-  /** σ: a drafting step's setup (before its first draft step) over a target decode step. */
-  get setupCost(): number {
-    if (this.fixed.setupCost !== undefined) return this.fixed.setupCost;
-    const step = this.targetStepMs;
-    if (step <= 0 || this.setupMs <= 0) return 0;
-    return Math.min(4, this.setupMs / step);
-  }
-
-  /** A target decode step (ms): the fastest recent 1-row forward, else the running estimate. */
-  get targetStepMs(): number {
-    return this.fastest(1) ?? this.stepMs1;
-  }
-
-  /** What a later request on the same drafter may start from. */
-  remembered(): RememberedTimes {
-    return { stepMs: this.targetStepMs, draftMs: this.draftTimes.length > 0 ? Math.min(...this.draftTimes) : 0, setupMs: this.setupMs };
-  }
-
-  /** Times a target forward of `rows` rows for one sequence, with its acceptance (ms). */
-  observeVerify(rows: number, ms: number): void {
-    if (rows === 1) this.stepMs1 = ema(this.stepMs1, ms);
-    let ts = this.times.get(rows);
-    if (ts === undefined) this.times.set(rows, (ts = []));
-    ts.push(ms);
-    if (ts.length > TIME_WINDOW) ts.shift();
-    if (this.stepMs1 === 0) this.stepMs1 = Math.max(1e-6, ms / (1 + this.rowCost * (rows - 1)));
-  }
-
-  observeDraftStep(ms: number): void {
-    this.draftTimes.push(ms);
-    if (this.draftTimes.length > TIME_WINDOW) this.draftTimes.shift();
-  }
-
-  observeDraftSetup(ms: number): void {
-    this.setupMs = ema(this.setupMs, ms);
   }
 
   private fastest(rows: number): number | undefined {

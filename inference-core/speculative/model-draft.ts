@@ -53,12 +53,13 @@ export class ModelDraft {
     private readonly prng: Prng,
     constraint: TokenConstraint | null,
   ) {
-    this.history = context.slice();
     // Drafts fed by a plan that was never verified (a step that failed and is planned again) are dropped.
     if (seq.length > context.length) seq.truncate(context.length);
     this.cursors = constraint ? [constraint] : null;
     // Nothing to draft: not even the context is fed (it will be next time, with what it lacks then).
     this.toFeed = room > 0 && policy.startDrafting() ? context.slice(seq.length) : null;
+    // the drafts' penalty history, copied only for a step that drafts (most steps of a drafter that does not pay)
+    this.history = this.toFeed ? context.slice() : [];
   }
 
   /** Tokens the draft sequence is fed next (its logits go to take()), or null when drafting is over. */
