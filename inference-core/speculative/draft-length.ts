@@ -110,6 +110,7 @@ export class DraftLengthPolicy {
     this.memory = o.memory ?? null;
     const known = this.memory?.known === true;
     this.costs = new DraftCosts(o, known ? this.memory!.times : undefined);
+    this.memory?.follow(this.costs);
     // a drafter whose drafts were judged before: what they did stands in for this request's first-step probe
     if (known) this.unprobed = false;
     this.priorProposed = known ? this.memory!.proposed : 0;
@@ -243,22 +244,15 @@ export class DraftLengthPolicy {
   /** Times of a target forward of `rows` rows for one sequence, with its acceptance (ms). */
   observeVerify(rows: number, ms: number): void {
     this.costs.observeVerify(rows, ms);
-    this.remember();
   }
 
   observeDraftStep(ms: number): void {
     this.costs.observeDraftStep(ms);
-    this.remember();
   }
 
   /** Times a drafting step's setup before its first draft step (the MTP block keying its window), ms. */
   observeDraftSetup(ms: number): void {
     this.costs.observeDraftSetup(ms);
-    this.remember();
-  }
-
-  private remember(): void {
-    this.memory?.noteTimes(this.costs.remembered());
   }
 
   private probe(k: number): number {
