@@ -8,23 +8,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DraftLengthPolicy, DrafterMemory, drafterMemory } from '../../inference-core/speculative/index.ts';
+import { draftingSteps } from './draft-steps.ts';
 
 const COSTS = { rowCost: 0.3, draftCost: 0.15, setupCost: 0.05 };
-
-/** Steps (1-based) at which `policy` drafts over `steps` steps (probes included), each judged as `accepted(step)`. */
-function draftingSteps(policy: DraftLengthPolicy, steps: number, accepted: (step: number) => boolean): number[] {
-  const out: number[] = [];
-  for (let s = 1; s <= steps; s++) {
-    if (!policy.startDrafting()) {
-      policy.record(0, 0);
-      continue;
-    }
-    out.push(s);
-    const k = Math.max(1, policy.draftModelLength([0.9, 0.9, 0.9]));
-    policy.record(k, accepted(s) ? k : 0);
-  }
-  return out;
-}
 
 describe('drafter memory', () => {
   it("a request on a drafter whose drafts failed skips the first-step probe and probes at its first gap; a fresh drafter's request probes at once", () => {

@@ -10,21 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index.ts';
 import { DraftLengthPolicy, SpeculativeSession } from '../../inference-core/speculative/index.ts';
 import { TEST_DATA_DIR, argmax, greedyFrom, randomTokens } from './engine-fixtures.ts';
-
-/** Steps (1-based) at which `policy` starts a draft over `steps` steps, each draft recorded as `accepted(step)`. */
-function draftingSteps(policy: DraftLengthPolicy, steps: number, accepted: (step: number) => boolean): number[] {
-  const out: number[] = [];
-  for (let s = 1; s <= steps; s++) {
-    if (!policy.startDrafting()) {
-      policy.record(0, 0);
-      continue;
-    }
-    out.push(s);
-    const k = Math.max(1, policy.draftModelLength([0.9, 0.9, 0.9]));
-    policy.record(k, accepted(s) ? k : 0);
-  }
-  return out;
-}
+import { draftingSteps } from './draft-steps.ts';
 
 describe('draft-model probes', () => {
   it('after rejections: 1-token probes with a doubling gap while they fail; accepted probes bring drafting back', () => {
