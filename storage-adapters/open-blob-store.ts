@@ -64,13 +64,18 @@ export function parseBlobStoreUrl(url: string): BlobStoreSpec {
   throw new StorageBadUrlError('scheme', `unknown storage scheme "${scheme}:" in ${redact(url)}; use fs:<dir>, segment:<dir> or s3://bucket/prefix?endpoint=…`);
 }
 
-function parseFsUrl(url: string): BlobStoreSpec {
-  const body = url.slice('fs:'.length).replace(/^\/\/(?=\/)/, ''); // fs:///abs → /abs
+/** `<scheme>:<dir>[?name=value…]` (fs and segment): the directory, absolute, and the query's options. */
+function splitDirUrl(url: string, scheme: 'fs' | 'segment'): { dir: string; params: URLSearchParams } {
+  const body = url.slice(scheme.length + 1).replace(/^\/\/(?=\/)/, ''); // fs:///abs → /abs
   const queryAt = body.indexOf('?');
   const path = queryAt === -1 ? body : body.slice(0, queryAt);
-  if (path === '') throw new StorageBadUrlError('path', `${url} names no directory; use fs:/mnt/3fs/kv or fs:./data/blocks`);
-  const options: FsBlobStoreOptions = { dir: isAbsolute(path) ? path : resolve(path) };
-  const params = new URLSearchParams(queryAt === -1 ? '' : body.slice(queryAt + 1));
+  if (path === '') throw new StorageBadUrlError('path', `${url} names no directory; use ${scheme}:/mnt/3fs/kv or ${scheme}:./data/${scheme === 'fs' ? 'blocks' : 'segments'}`);
+  return { dir: isAbsolute(path) ? path : resolve(path), params: new URLSearchParams(queryAt === -1 ? '' : body.slice(queryAt + 1)) };
+}
+
+function parseFsUrl(url: string): BlobStoreSpec {
+  const { dir, params } = splitDirUrl(url, 'fs');
+  const options: FsBlobStoreOptions = { dir };
   for (const [name, value] of params) {
     if (name === 'fsync') options.fsync = parseBoolean(name, value);
     else if (name === 'concurrency') options.concurrency = parsePositiveInt(name, value);
@@ -80,12 +85,8 @@ function parseFsUrl(url: string): BlobStoreSpec {
 }
 
 function parseSegmentUrl(url: string): BlobStoreSpec {
-  const body = url.slice('segment:'.length).replace(/^\/\/(?=\/)/, '');
-  const queryAt = body.indexOf('?');
-  const path = queryAt === -1 ? body : body.slice(0, queryAt);
-  if (path === '') throw new StorageBadUrlError('path', `${url} names no directory; use segment:/mnt/3fs/kv or segment:./data/segments`);
-  const options: SegmentBlobStoreOptions = { dir: isAbsolute(path) ? path : resolve(path) };
-  const params = new URLSearchParams(queryAt === -1 ? '' : body.slice(queryAt + 1));
+  const { dir, params } = splitDirUrl(url, 'segment');
+  const options: SegmentBlobStoreOptions = { dir };
   for (const [name, value] of params) {
     if (name === 'fsync') options.fsync = parseBoolean(name, value);
     else if (name === 'segmentBytes') options.segmentBytes = parsePositiveInt(name, value);
