@@ -27,7 +27,7 @@
  * Plain JavaScript because it runs before any TypeScript loader exists.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -104,7 +104,7 @@ function buildInto(files, esbuild, into) {
   }
   for (const file of files.filter((f) => f.endsWith('.mjs'))) {
     mkdirSync(dirname(join(into, file)), { recursive: true });
-    writeFileSync(join(into, file), readFileSync(join(CHECKOUT, file)));
+    copyFileSync(join(CHECKOUT, file), join(into, file));
   }
   for (const dir of LINKED_DIRS) {
     if (!existsSync(join(CHECKOUT, dir))) continue;
