@@ -3,7 +3,6 @@
  * by llamacpp-server.mjs, one request at a time, in the one llama.cpp process
  * a test process keeps (llamacpp-server.ts).
  *
- *   { op: 'tokenize', modelPath, text }                       → { tokens }
  *   { op: 'logits',   modelPath, tokens, threads?, kvType? }   → { logprobs, vocab }
  *   { op: 'logitsMany', modelPath, prompts: tokens[], threads?, kvType? }
  *                                                             → { logprobs: per prompt, vocab }
@@ -90,12 +89,6 @@ export async function runReference(llama, req) {
 
 async function runOne(llama, req) {
   {
-    if (req.op === 'tokenize') {
-      const model = await llama.loadModel({ modelPath: req.modelPath, gpuLayers: 0 });
-      const tokens = model.tokenize(req.text, false);
-      await model.dispose();
-      return { tokens: Array.from(tokens) };
-    }
     if (req.op === 'logitsMany') {
       const prompts = req.prompts;
       if (!Array.isArray(prompts) || prompts.length === 0 || prompts.some((p) => !Array.isArray(p) || p.length === 0)) {

@@ -17,10 +17,6 @@ function call<T>(request: object, timeoutMs = 600_000): Promise<T> {
   return llamaCall<T>('reference', request, timeoutMs);
 }
 
-export async function llamaTokenize(modelPath: string, text: string): Promise<number[]> {
-  return (await call<{ tokens: number[] }>({ op: 'tokenize', modelPath, text })).tokens;
-}
-
 /**
  * Last-position log-probabilities (raw logits minus their logsumexp), one per
  * vocab entry; `null` where llama.cpp's f32 probability underflowed to 0.
