@@ -13,7 +13,7 @@
  * as wanted), polled on loopback, with a deadline; nothing sleeps a fixed time.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -69,6 +69,8 @@ export interface RedisClusterOptions {
   /** cluster-node-timeout (ms): how soon a dead primary is failed over; default 1500. */
   nodeTimeoutMs?: number;
   startTimeoutMs?: number;
+  /** Ports to try first (a test of the start's recovery); a node that cannot bind one moves to a fresh port. */
+  ports?: number[];
 }
 
 async function portPairFree(port: number): Promise<boolean> {
@@ -81,10 +83,17 @@ async function portPairFree(port: number): Promise<boolean> {
   return (await tryListen(port)) && (await tryListen(port + 10_000));
 }
 
-/** A port whose cluster bus port (+10000) is free too. */
+/**
+ * A port whose cluster bus port (+10000) is free too, both below the kernel's ephemeral range: a port
+ * in that range can be taken between this check and redis-server's bind by any outgoing connection
+ * or `listen(0)` on the machine (CI saw a node never answer PING). Another fixture picking the same
+ * port at once is still possible; startRedisCluster moves a node that exits before answering.
+ */
 async function clusterPort(taken: Set<number>): Promise<number> {
+  const ephemeralLow = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || 32_768;
+  const high = Math.max(11_000, ephemeralLow - 10_001);
   for (;;) {
-    const port = 20_000 + Math.floor(Math.random() * 30_000);
+    const port = 10_000 + Math.floor(Math.random() * (high - 10_000));
     if (!taken.has(port) && (await portPairFree(port))) {
       taken.add(port);
       return port;
@@ -106,10 +115,11 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
   const replicas = options.replicas ?? 1;
   const timeoutMs = options.startTimeoutMs ?? 30_000;
   const dir = mkdtempSync(join(tmpdir(), 'kvtier-rcluster-'));
-  const taken = new Set<number>();
-  const ports: number[] = [];
-  for (let i = 0; i < primaries * (1 + replicas); i++) ports.push(await clusterPort(taken));
+  const taken = new Set<number>(options.ports);
+  const ports: number[] = [...(options.ports ?? [])];
+  while (ports.length < primaries * (1 + replicas)) ports.push(await clusterPort(taken));
   const nodes = new Map<number, ClusterNode>();
+  const logs = new Map<number, string[]>();
   const dead = new Set<number>();
 
   const launch = (port: number): ClusterNode => {
@@ -120,8 +130,16 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
       '--appendonly', options.aof ? 'yes' : 'no', '--appendfilename', `aof-${port}.aof`, '--appenddirname', `aof-${port}`,
       '--appendfsync', 'always', '--dbfilename', `dump-${port}.rdb`,
     ];
-    const child = spawn('redis-server', args, { stdio: 'ignore' });
+    const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const log: string[] = [];
+    const keep = (chunk: Buffer) => {
+      log.push(chunk.toString());
+      if (log.length > 20) log.shift();
+    };
+    child.stdout!.on('data', keep);
+    child.stderr!.on('data', keep);
     child.once('error', () => dead.add(port));
+    logs.set(port, log);
     const node = { port, child };
     nodes.set(port, node);
     dead.delete(port);
@@ -193,7 +211,24 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
 
   try {
     for (const port of ports) launch(port);
-    await until('every node answers PING', async () => (await Promise.all(ports.map(ping))).every(Boolean), timeoutMs);
+    // A node that exited before answering (its port or bus port was taken after clusterPort checked)
+    // is started again on a fresh port; the cluster is only created once all of them answer.
+    const exited = (port: number) => nodes.get(port)!.child.exitCode !== null || nodes.get(port)!.child.signalCode !== null;
+    let moved = 0;
+    await until(
+      'every node answers PING',
+      async () => {
+        for (let i = 0; i < ports.length; i++) {
+          if (!exited(ports[i])) continue;
+          if (++moved > 2 * ports.length) throw new Error(`redis cluster: nodes keep exiting at start; the last said:\n${(logs.get(ports[i]) ?? []).join('')}`);
+          nodes.delete(ports[i]);
+          ports[i] = await clusterPort(taken);
+          launch(ports[i]);
+        }
+        return (await Promise.all(ports.map(ping))).every(Boolean);
+      },
+      timeoutMs,
+    );
     const create = spawnSync('redis-cli', ['--cluster', 'create', ...ports.map((port) => `127.0.0.1:${port}`), '--cluster-replicas', String(replicas), '--cluster-yes'], {
       encoding: 'utf8',
       timeout: timeoutMs,
