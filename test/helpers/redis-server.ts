@@ -15,8 +15,21 @@ export interface RedisServer {
   stop(): Promise<void>;
 }
 
+/**
+ * freePort's port can be taken by another process before redis-server binds it; such a start is
+ * tried again on a fresh port (a few times), any other failure is thrown at once.
+ */
 export async function startRedis(options: { startTimeoutMs?: number } = {}): Promise<RedisServer> {
-  const port = await freePort();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startRedisOnce(await freePort(), options);
+    } catch (error) {
+      if (attempt >= 4 || !(error instanceof Error && /Address already in use/i.test(error.message))) throw error;
+    }
+  }
+}
+
+async function startRedisOnce(port: number, options: { startTimeoutMs?: number }): Promise<RedisServer> {
   const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
