@@ -7,7 +7,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { freePort, type WorkerProcess } from '../workers/processes.ts';
+import { type WorkerProcess } from '../workers/processes.ts';
 
 const ROOT = new URL('../../../', import.meta.url).pathname;
 export const ADMIN_TOKEN = 'cluster-test-admin';
@@ -19,13 +19,13 @@ export interface ServeProcess {
   stop(): Promise<void>;
 }
 
+/** A `kvtier serve` process on a port it binds itself (PORT=0, read back from its ready line), so no other process can take it first. */
 export async function startServe(env: Record<string, string>): Promise<ServeProcess> {
-  const port = await freePort();
   const child = spawn(process.execPath, [join(ROOT, 'bin/kvtier.js'), 'serve'], {
     cwd: ROOT,
     env: {
       ...process.env,
-      PORT: String(port),
+      PORT: '0',
       HOST: '127.0.0.1',
       KVTIER_THREADS: '1',
       // The tiny test model prefills a block faster than a loaded machine reads one, so the default
@@ -40,19 +40,20 @@ export async function startServe(env: Record<string, string>): Promise<ServeProc
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
-  await new Promise<void>((resolve, reject) => {
+  const url = await new Promise<string>((resolve, reject) => {
     // An upper bound only (the ready line ends the wait): several processes may start at once on a loaded machine.
     const timer = setTimeout(() => reject(new Error(`kvtier serve not ready in 180 s:\n${output}`)), 180_000);
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
-      if (/kvtier serving /.test(output)) clearTimeout(timer), resolve();
+      const ready = /kvtier serving .* on (http:\/\/\S+) \(/.exec(output);
+      if (ready) clearTimeout(timer), resolve(ready[1]);
     };
     child.stdout!.on('data', onData);
     child.stderr!.on('data', onData);
     child.once('exit', (code) => (clearTimeout(timer), reject(new Error(`kvtier serve exited (${code}):\n${output}`))));
   });
   return {
-    url: `http://127.0.0.1:${port}`,
+    url,
     child,
     output: () => output,
     stop: () =>

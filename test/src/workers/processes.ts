@@ -12,16 +12,36 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../../..');
 
 export class RedisProcess {
   private child: ChildProcess | null = null;
-  constructor(readonly port: number) {}
+  private started = false;
+  constructor(private currentPort: number) {}
 
-  get url(): string {
-    return `redis://127.0.0.1:${this.port}`;
+  /** The port given, or a fresh one if that was taken before the first start bound it. */
+  get port(): number {
+    return this.currentPort;
   }
 
+  get url(): string {
+    return `redis://127.0.0.1:${this.currentPort}`;
+  }
+
+  /**
+   * The constructor's port was free when freePort() checked it; another process can bind it before
+   * redis-server does. The first start then moves to a fresh port (read `url` after start); a restart
+   * keeps its port, as a restarted server must.
+   */
   async start(): Promise<void> {
-    const child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    this.child = child;
-    await waitForLine(child, /Ready to accept connections/, 10_000, 'redis-server');
+    for (let attempt = 1; ; attempt++) {
+      const child = spawn('redis-server', ['--port', String(this.currentPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      this.child = child;
+      try {
+        await waitForLine(child, /Ready to accept connections/, 10_000, 'redis-server');
+        this.started = true;
+        return;
+      } catch (error) {
+        if (this.started || attempt >= 4 || !/Address already in use/i.test((error as Error).message)) throw error;
+        this.currentPort = await freePort();
+      }
+    }
   }
 
   async stop(): Promise<void> {
