@@ -25,6 +25,9 @@ export default defineConfig({
     maxWorkers: 3,
     isolate: false,
     testTimeout: 60_000,
+    // A test file that leaves an ioredis client open fails (with isolate: false it would reconnect
+    // for the rest of its fork): test/helpers/open-redis-clients.ts.
+    setupFiles: ['test/helpers/open-redis-clients.ts'],
     hookTimeout: 120_000,
     env: {
       KVTIER_SYNTHETIC_CACHE: process.env.KVTIER_SYNTHETIC_CACHE ?? path.join(os.tmpdir(), 'kvtier-test-synthetic'),

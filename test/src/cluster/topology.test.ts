@@ -108,6 +108,7 @@ describe.each(['s3', 'fs'] as const)('API + 3 workers on shared %s storage', (ba
     while (!ready()) await once(seen, event);
   };
   let replies: Redis;
+  let eventsConnection: Redis | undefined;
   let env: Record<string, string>;
 
   beforeAll(async () => {
@@ -124,7 +125,8 @@ describe.each(['s3', 'fs'] as const)('API + 3 workers on shared %s storage', (ba
       env = { KVTIER_STORAGE: `fs:${mkdtempSync(join(tmpdir(), 'kvtier-topology-blocks-'))}` };
     }
     env.REDIS_URL = redis.url;
-    const eventsConnection = new Redis(redis.url, { maxRetriesPerRequest: null });
+    // BullMQ duplicates a caller-owned connection for its blocking reads and leaves this one open: disconnected in afterAll.
+    eventsConnection = new Redis(redis.url, { maxRetriesPerRequest: null });
     // Reconnect noise once redis-server stops in afterAll; anything before that is a real problem.
     eventsConnection.on('error', (error: Error) => console.warn(`queue events connection: ${error.message}`));
     // From the stream's start: with the default ('$', "from now") events that land before the first
@@ -171,6 +173,7 @@ describe.each(['s3', 'fs'] as const)('API + 3 workers on shared %s storage', (ba
   afterAll(async () => {
     await stopProcesses([api], workers);
     await events?.close();
+    eventsConnection?.disconnect();
     replies?.disconnect();
     await redis?.stop();
     await ceph?.stop();

@@ -66,10 +66,12 @@ describe('ReplyMemory over Redis', () => {
     expect(written).toBeGreaterThan(0);
     expect(written).toBeLessThanOrEqual(REPLY_TTL_MS);
     await probe.pexpire(key, 5_000);
-    await new ReplyMemory(undefined, new RedisReplyMemory(redis.url, quiet)).load('alice', ['renewed']);
+    const reader = new ReplyMemory(undefined, new RedisReplyMemory(redis.url, quiet));
+    await reader.load('alice', ['renewed']);
     expect(await probe.pttl(key)).toBeGreaterThan(5_000);
     probe.disconnect();
     await memory.close();
+    await reader.close();
   });
 
   it('with Redis gone, share and load resolve: the reply is remembered locally and another process re-encodes it', async () => {

@@ -60,7 +60,9 @@ describe('a streaming client that disconnects (BullMQ runner, kvtier worker)', (
   it('a cancel that reaches the worker before it submits the job ends the job there, unrun', async () => {
     const publisher = new Redis(redis.url);
     const subscriber = new Redis(redis.url);
-    const queue = new Queue(QUEUE_NAME, { connection: new Redis(redis.url, { maxRetriesPerRequest: null }) });
+    // BullMQ leaves a caller-owned connection open: disconnected below (else it reconnects for the rest of the fork).
+    const queueConnection = new Redis(redis.url, { maxRetriesPerRequest: null });
+    const queue = new Queue(QUEUE_NAME, { connection: queueConnection });
     try {
       const replyChannel = `kvtier:events:test-early-cancel`;
       const events: PublishedEvent[] = [];
@@ -92,6 +94,7 @@ describe('a streaming client that disconnects (BullMQ runner, kvtier worker)', (
       expect(events.some((e) => e.event?.type === 'tokens')).toBe(false);
     } finally {
       await queue.close();
+      queueConnection.disconnect();
       publisher.disconnect();
       subscriber.disconnect();
     }

@@ -40,8 +40,10 @@ describe('a job lost from the shared queue by a Redis fault', () => {
       if (/added again/.test(message)) readded();
     });
     const admin = new Redis(url);
-    const queue = new Queue(QUEUE_NAME, { connection: new Redis(url, { maxRetriesPerRequest: null }) });
-    const queueEvents = new QueueEvents(QUEUE_NAME, { connection: new Redis(url, { maxRetriesPerRequest: null }) });
+    // BullMQ leaves caller-owned connections open (a blocking one it duplicates): disconnected below.
+    const connections = [new Redis(url, { maxRetriesPerRequest: null }), new Redis(url, { maxRetriesPerRequest: null })];
+    const queue = new Queue(QUEUE_NAME, { connection: connections[0] });
+    const queueEvents = new QueueEvents(QUEUE_NAME, { connection: connections[1] });
     try {
       await queueEvents.waitUntilReady();
       const job = schedulerJob('lost-1', Array.from({ length: 80 }, (_, i) => 1 + ((i * 7) % 400)), {}, 4);
@@ -66,6 +68,7 @@ describe('a job lost from the shared queue by a Redis fault', () => {
       await runner.close();
       await queueEvents.close();
       await queue.close();
+      for (const connection of connections) connection.disconnect();
       admin.disconnect();
     }
   });

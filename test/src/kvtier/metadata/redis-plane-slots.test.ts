@@ -42,7 +42,9 @@ describe('Redis plane keys and Redis Cluster slots', () => {
   it('every key a plane command or script touches maps to one slot', async () => {
     const keyPrefix = 'slots:plane:';
     const plane = await RedisMetadataPlane.open({ url: server().url, keyPrefix, bucketBits: 12 });
-    const monitor = await new Redis(server().url).monitor();
+    // monitor() opens a duplicate in MONITOR mode; the client it was called on stays open until disconnected.
+    const monitorBase = new Redis(server().url);
+    const monitor = await monitorBase.monitor();
     const admin = new Redis(server().url);
     const touched = new Set<string>();
     let sawMarker = false;
@@ -93,6 +95,7 @@ describe('Redis plane keys and Redis Cluster slots', () => {
       expect(slots).toEqual(new Set([keySlot(`${keyPrefix}{0}:gen`)]));
     } finally {
       monitor.disconnect();
+      monitorBase.disconnect();
       admin.disconnect();
       await plane.close();
     }

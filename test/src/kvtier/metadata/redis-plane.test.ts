@@ -90,7 +90,9 @@ describe('RedisMetadataPlane pending-delete journal', () => {
   it('clearing a killed run’s batches in other chunks reads the journal’s batches once, not once per chunk', async () => {
     const keyPrefix = `t${run++}:plane:`;
     const plane = await RedisMetadataPlane.open({ url: server.url, keyPrefix });
-    const monitor = await new Redis(server.url).monitor();
+    // monitor() opens a duplicate in MONITOR mode; the client it was called on stays open until disconnected.
+    const monitorBase = new Redis(server.url);
+    const monitor = await monitorBase.monitor();
     const admin = new Redis(server.url);
     try {
       const records = Array.from({ length: 200 }, (_, n) => recordOf(n, { trafficClass: 'agent', lastUseAt: Date.UTC(2026, 0, 1) + n }));
@@ -121,6 +123,7 @@ describe('RedisMetadataPlane pending-delete journal', () => {
       expect(journalReads).toBeLessThanOrEqual(3);
     } finally {
       monitor.disconnect();
+      monitorBase.disconnect();
       admin.disconnect();
       await plane.close();
     }
