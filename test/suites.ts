@@ -64,6 +64,7 @@ export const SLOW = [
   'test/src/cli/model-inspect-gptoss.test.ts', // 10 s, two CLI runs on the harmony GGUF
   'test/src/kvtier/gc-renewal-race.test.ts', // starts a Redis Cluster
   'test/helpers/redis-cluster.test.ts', // starts a Redis Cluster
+  'test/helpers/ceph-s3.test.ts', // starts a Ceph cluster twice
   'test/src/cluster/gc-leader.test.ts',
   'test/src/cluster/sharded-gc.test.ts', // starts a Redis Cluster and a runner process
   'test/src/cluster/purge-stats.test.ts',

@@ -19,11 +19,11 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promises as fsp, rmSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { S3BlobStore, type S3BlobStoreOptions } from '../../storage-adapters/index.ts';
+import { daemonLogTails, freePorts, waitForHttp, waitForPort } from './ceph-s3-start.ts';
 
 export interface CephS3 {
   /** `http://127.0.0.1:<port>` — the radosgw S3 endpoint (path-style addressing). */
@@ -66,13 +66,31 @@ export interface StartCephS3Options {
   memstoreBytes?: number;
   /** Progress lines (default: silent). */
   log?: (line: string) => void;
+  /** The mon's and radosgw's ports for the first try (a test of the retry); default: free ones. */
+  ports?: [number, number];
 }
 
 const live = new Set<ChildProcess>();
 const liveDirs = new Set<string>();
 let exitHookInstalled = false;
 
+/**
+ * The mon's and radosgw's ports were free when freePorts() checked them; another process can bind
+ * one before the daemon does, which then exits. Such a start is made again on fresh ports (each try
+ * with the whole timeout); any other failure is thrown at once.
+ */
 export async function startCephS3(options: StartCephS3Options = {}): Promise<CephS3> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startCephS3Once(attempt === 1 ? options : { ...options, ports: undefined });
+    } catch (error) {
+      if (attempt >= 3 || !/Address already in use|\(98\)|not as radosgw/i.test((error as Error).message)) throw error;
+      (options.log ?? (() => undefined))(`ceph: a port was taken before its daemon bound it; starting again on fresh ports`);
+    }
+  }
+}
+
+async function startCephS3Once(options: StartCephS3Options): Promise<CephS3> {
   const timeoutMs = options.timeoutMs ?? 60_000;
   const log = options.log ?? (() => undefined);
   const deadline = Date.now() + timeoutMs;
@@ -91,7 +109,7 @@ export async function startCephS3(options: StartCephS3Options = {}): Promise<Cep
 
   try {
     installExitHook();
-    const [monPort, rgwPort] = await freePorts(2);
+    const [monPort, rgwPort] = options.ports ?? (await freePorts(2));
     const fsid = randomUUID();
     const conf = join(dir, 'ceph.conf');
     await fsp.writeFile(conf, cephConf({ dir, fsid, monPort, rgwPort, memstoreBytes: options.memstoreBytes ?? 4 * 1024 ** 3 }));
@@ -252,60 +270,3 @@ function runTool(command: string, args: string[], deadline: number, cwd: string)
  * Until `ready()` answers true, failing at once, with its exit code, if a daemon exited (a mon refusing
  * to start would otherwise show only as the next step's time-out), and at the deadline.
  */
-async function waitUntil(what: string, ready: () => Promise<boolean>, deadline: number, daemons: ChildProcess[], dir: string): Promise<void> {
-  for (;;) {
-    const dead = daemons.find((daemon) => daemon.exitCode !== null || daemon.signalCode !== null);
-    if (dead) throw new Error(`${dead.spawnargs[0]} exited (${dead.exitCode ?? dead.signalCode}) during start-up; logs in ${dir}`);
-    if (await ready()) return;
-    if (Date.now() > deadline) throw new Error(`${what} in time; logs in ${dir}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
-function waitForPort(port: number, deadline: number, daemons: ChildProcess[], dir: string): Promise<void> {
-  const accepts = () =>
-    new Promise<boolean>((resolve) => {
-      const socket = connect({ port, host: '127.0.0.1' });
-      socket.once('connect', () => (socket.destroy(), resolve(true)));
-      socket.once('error', () => (socket.destroy(), resolve(false)));
-    });
-  return waitUntil(`nothing accepted on 127.0.0.1:${port}`, accepts, deadline, daemons, dir);
-}
-
-function waitForHttp(endpoint: string, deadline: number, daemons: ChildProcess[], dir: string): Promise<void> {
-  const answers = async () => {
-    try {
-      const response = await fetch(endpoint, { signal: AbortSignal.timeout(2000) });
-      await response.arrayBuffer();
-      return true;
-    } catch {
-      return false; // not listening yet (or still creating its pools)
-    }
-  };
-  return waitUntil(`radosgw did not answer on ${endpoint}`, answers, deadline, daemons, dir);
-}
-
-async function freePorts(count: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from({ length: count }, () =>
-      new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
-        const server = createServer();
-        server.once('error', reject);
-        server.listen(0, '127.0.0.1', () => resolve(server));
-      }),
-    ),
-  );
-  const ports = servers.map((server) => (server.address() as { port: number }).port);
-  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
-  return ports;
-}
-
-async function daemonLogTails(dir: string): Promise<string> {
-  const names = await fsp.readdir(dir).catch(() => [] as string[]);
-  const tails: string[] = [];
-  for (const name of names.filter((n) => n.endsWith('.log'))) {
-    const text = await fsp.readFile(join(dir, name), 'utf8').catch(() => '');
-    tails.push(`--- ${name} (last lines)\n${text.split('\n').slice(-15).join('\n')}`);
-  }
-  return tails.join('\n');
-}
