@@ -8,12 +8,17 @@ import { createServer, type Server } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { startRedisCluster, type RedisClusterFixture } from './redis-cluster.ts';
+import { startRedis, type RedisServer } from './redis-server.ts';
 
 describe('startRedisCluster', () => {
   const held: Server[] = [];
   let cluster: RedisClusterFixture | undefined;
+  let second: RedisClusterFixture | undefined;
+  let foreign: RedisServer | undefined;
   afterAll(async () => {
     await cluster?.stop();
+    await second?.stop();
+    await foreign?.stop();
     await Promise.all(held.map((server) => new Promise((resolve) => server.close(resolve))));
   });
 
@@ -37,5 +42,12 @@ describe('startRedisCluster', () => {
     expect(cluster.ports).toHaveLength(3);
     expect(cluster.ports).not.toContain(taken);
     expect(cluster.cli(cluster.ports[0], 'CLUSTER', 'INFO')).toMatch(/cluster_state:ok/);
+  });
+
+  it('does not take another redis-server on one of its ports for its node (it answers PING too)', async () => {
+    foreign = await startRedis();
+    second = await startRedisCluster({ primaries: 3, replicas: 0, ports: [foreign.port], startTimeoutMs: 20_000 });
+    expect(second.ports).not.toContain(foreign.port);
+    expect(second.cli(second.ports[0], 'CLUSTER', 'INFO')).toMatch(/cluster_state:ok/);
   });
 });

@@ -18,7 +18,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { ping } from './redis-server.ts';
+import { ping, serverPid } from './redis-server.ts';
 
 export interface ClusterNode {
   port: number;
@@ -211,21 +211,31 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
 
   try {
     for (const port of ports) launch(port);
-    // A node that exited before answering (its port or bus port was taken after clusterPort checked)
-    // is started again on a fresh port; the cluster is only created once all of them answer.
+    // A node that exited before answering (its port or bus port was taken after clusterPort checked),
+    // or whose port another redis-server answers on, is started again on a fresh port; the cluster is
+    // only created once every port answers as the node started for it.
+    const ownPid = (port: number) => nodes.get(port)!.child.pid;
     const exited = (port: number) => nodes.get(port)!.child.exitCode !== null || nodes.get(port)!.child.signalCode !== null;
     let moved = 0;
     await until(
       'every node answers PING',
       async () => {
+        const pids = await Promise.all(ports.map(serverPid));
+        let ready = true;
         for (let i = 0; i < ports.length; i++) {
-          if (!exited(ports[i])) continue;
+          const foreign = pids[i] !== null && pids[i] !== ownPid(ports[i]);
+          if (!exited(ports[i]) && !foreign) {
+            ready &&= pids[i] !== null;
+            continue;
+          }
           if (++moved > 2 * ports.length) throw new Error(`redis cluster: nodes keep exiting at start; the last said:\n${(logs.get(ports[i]) ?? []).join('')}`);
+          nodes.get(ports[i])!.child.kill('SIGKILL');
           nodes.delete(ports[i]);
           ports[i] = await clusterPort(taken);
           launch(ports[i]);
+          ready = false;
         }
-        return (await Promise.all(ports.map(ping))).every(Boolean);
+        return ready;
       },
       timeoutMs,
     );

@@ -44,7 +44,7 @@ async function startRedisOnce(port: number, options: { startTimeoutMs?: number }
   });
   const deadline = Date.now() + (options.startTimeoutMs ?? 10_000);
   try {
-    await Promise.race([waitForPong(port, deadline), spawnError]);
+    await Promise.race([waitForOwnServer(port, child.pid!, deadline), spawnError]);
   } catch (error) {
     child.kill('SIGKILL');
     throw error;
@@ -53,12 +53,39 @@ async function startRedisOnce(port: number, options: { startTimeoutMs?: number }
   return { url: `redis://127.0.0.1:${port}`, port, stop: () => stopChild(child) };
 }
 
-async function waitForPong(port: number, deadline: number): Promise<void> {
+/**
+ * Waits until the server on `port` is the one this call started (INFO's process_id): another test's
+ * redis-server that bound the port first answers PING too, and would be handed out as this one.
+ */
+async function waitForOwnServer(port: number, pid: number, deadline: number): Promise<void> {
   for (;;) {
-    if (await ping(port)) return;
+    const answering = await serverPid(port);
+    if (answering === pid) return;
+    if (answering !== null) throw new Error(`Address already in use: port ${port} is served by another redis-server (pid ${answering})`);
     if (Date.now() > deadline) throw new Error(`redis-server on port ${port} did not answer PING in time`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+}
+
+/** The process id of the redis-server answering on `port` (INFO server over a raw socket), or null if none answers within 500 ms. */
+export function serverPid(port: number): Promise<number | null> {
+  return new Promise((resolve) => {
+    const socket = new Socket();
+    let answer = '';
+    const done = (pid: number | null) => {
+      socket.destroy();
+      resolve(pid);
+    };
+    socket.setTimeout(500, () => done(null));
+    socket.once('error', () => done(null));
+    socket.on('data', (chunk) => {
+      answer += chunk.toString();
+      const found = /process_id:(\d+)/.exec(answer);
+      if (found) done(Number(found[1]));
+      else if (answer.startsWith('-')) done(null);
+    });
+    socket.connect(port, '127.0.0.1', () => socket.write('INFO server\r\n'));
+  });
 }
 
 /** One PING over a raw socket: true when the server answers +PONG within 500 ms. */
