@@ -67,44 +67,42 @@ async function waitForOwnServer(port: number, pid: number, deadline: number): Pr
   }
 }
 
-/** The process id of the redis-server answering on `port` (INFO server over a raw socket), or null if none answers within 500 ms. */
-export function serverPid(port: number): Promise<number | null> {
+/**
+ * One inline command over a raw socket (no client library: these probes run before a server is
+ * known to be up): `read` is given the answer so far and returns the result once it can tell, or
+ * undefined to wait for more; null when nothing answers within 500 ms.
+ */
+function ask<T>(port: number, command: string, read: (answer: string) => T | undefined): Promise<T | null> {
   return new Promise((resolve) => {
     const socket = new Socket();
     let answer = '';
-    const done = (pid: number | null) => {
+    const done = (result: T | null) => {
       socket.destroy();
-      resolve(pid);
+      resolve(result);
     };
     socket.setTimeout(500, () => done(null));
     socket.once('error', () => done(null));
     socket.on('data', (chunk) => {
       answer += chunk.toString();
-      const found = /process_id:(\d+)/.exec(answer);
-      if (found) done(Number(found[1]));
-      else if (answer.startsWith('-')) done(null);
+      const result = read(answer);
+      if (result !== undefined) done(result);
     });
-    socket.connect(port, '127.0.0.1', () => socket.write('INFO server\r\n'));
+    socket.connect(port, '127.0.0.1', () => socket.write(`${command}\r\n`));
   });
 }
 
-/** One PING over a raw socket: true when the server answers +PONG within 500 ms. */
-export function ping(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = new Socket();
-    let answer = '';
-    const done = (ok: boolean) => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.setTimeout(500, () => done(false));
-    socket.once('error', () => done(false));
-    socket.on('data', (chunk) => {
-      answer += chunk.toString();
-      if (answer.includes('\r\n')) done(answer.startsWith('+PONG'));
-    });
-    socket.connect(port, '127.0.0.1', () => socket.write('PING\r\n'));
+/** The process id of the redis-server answering on `port` (INFO server), or null if none answers. */
+export function serverPid(port: number): Promise<number | null> {
+  return ask(port, 'INFO server', (answer) => {
+    const found = /process_id:(\d+)/.exec(answer);
+    if (found) return Number(found[1]);
+    return answer.startsWith('-') ? null : undefined;
   });
+}
+
+/** One PING: true when the server answers +PONG within 500 ms. */
+export async function ping(port: number): Promise<boolean> {
+  return (await ask(port, 'PING', (answer) => (answer.includes('\r\n') ? answer.startsWith('+PONG') : undefined))) === true;
 }
 
 function stopChild(child: ChildProcess): Promise<void> {
