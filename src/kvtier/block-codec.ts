@@ -160,8 +160,12 @@ export class BlockCodec {
     });
     const tokensOffset = align(FIXED_HEADER_BYTES + fingerprint.length, 4);
     const payloadOffset = align(tokensOffset + tokens.length * 4, PAYLOAD_ALIGNMENT);
-    // Own ArrayBuffer, zero-filled (padding is covered by the checksum).
-    const bytes = new Uint8Array(payloadOffset + body.byteLength);
+    // Own ArrayBuffer (a view at offset 0 that nothing else shares: readers
+    // view `bytes.buffer` and lease by buffer identity), not zero-filled: every
+    // byte is written below, the padding and the reserved bytes explicitly
+    // zeroed (the meta checksum covers them). Zeroing the whole block first
+    // cost a second pass over it on the write path.
+    const bytes = new Uint8Array(Buffer.allocUnsafeSlow(payloadOffset + body.byteLength).buffer, 0, payloadOffset + body.byteLength);
     const view = new DataView(bytes.buffer);
     view.setUint32(0, BLOCK_MAGIC, true);
     view.setUint16(4, BLOCK_FORMAT_VERSION, true);
@@ -179,9 +183,13 @@ export class BlockCodec {
     view.setUint8(72, KV_DTYPES.indexOf(layout.dtype));
     view.setUint8(73, KV_LAYOUT_KINDS.indexOf(layout.kind ?? 'kv'));
     view.setUint8(74, stored === null ? 0 : codecId(codec));
+    bytes.fill(0, 75, 80);
     view.setBigUint64(80, BigInt(body.byteLength), true);
+    bytes.fill(0, 88, FIXED_HEADER_BYTES);
     bytes.set(fingerprint, FIXED_HEADER_BYTES);
+    bytes.fill(0, FIXED_HEADER_BYTES + fingerprint.length, tokensOffset);
     bytes.set(new Uint8Array(tokens.buffer, tokens.byteOffset, tokens.length * 4), tokensOffset);
+    bytes.fill(0, tokensOffset + tokens.length * 4, payloadOffset);
     bytes.set(body, payloadOffset);
     writeChecksums(this.xxh, bytes, view, payloadOffset);
     return bytes;

@@ -44,8 +44,10 @@ export function align(value: number, to: number): number {
 }
 
 /** The model fingerprint as utf8; `bad` refuses one outside 1..MAX_FINGERPRINT_BYTES bytes. */
+const utf8 = new TextEncoder();
+
 export function encodeFingerprint(text: string, bad: Malformed): Uint8Array {
-  const fingerprint = new TextEncoder().encode(text);
+  const fingerprint = utf8.encode(text);
   if (fingerprint.length === 0 || fingerprint.length > MAX_FINGERPRINT_BYTES) bad(`model fingerprint must be 1..${MAX_FINGERPRINT_BYTES} bytes of utf8`);
   return fingerprint;
 }

@@ -8,7 +8,7 @@
  * trace minute, after the target expired what its policy expires.
  */
 import { IdealCache } from './ideal.ts';
-import { BlockTokenCache } from './synth-tokens.ts';
+import { BlockTokenBuffer } from './synth-tokens.ts';
 import type { ReplayRequest, Trace } from './trace.ts';
 
 export interface ReplayTarget {
@@ -19,6 +19,7 @@ export interface ReplayTarget {
   settle(): Promise<void>;
   /** Whether enough writes are queued that the loop should settle before the next request (bounds memory, never drops a write). */
   backlogged(): boolean;
+  /** `tokens` is the replay's buffer, rewritten for the next request: valid until the returned promise settles (copy what is kept). */
   serve(request: ReplayRequest, tokens: Uint32Array): Promise<number>;
   stored(): Promise<{ bytes: number; blocks: number }>;
 }
@@ -81,7 +82,7 @@ export async function runReplay(trace: Trace, target: ReplayTarget, options: Rep
   const byClass: Record<string, Tally> = {};
   const byHour: Tally[] = [];
   const hitBlocks = new Uint32Array(requests.length);
-  const synth = new BlockTokenCache(blockTokens, target.vocab);
+  const synth = new BlockTokenBuffer(blockTokens, target.vocab);
   const origin = requests[0].atMs;
   let peakBytes = 0;
   let peakBlocks = 0;

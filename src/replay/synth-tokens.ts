@@ -23,43 +23,32 @@ export function tokensForBlocks(blocks: Uint32Array, blockTokens: number, vocab?
   return out;
 }
 
-/** Blocks kept by a BlockTokenCache: 8,192 × 512 tokens × 4 bytes = 16 MiB. */
-const CACHED_BLOCKS = 8192;
-
 /**
- * tokensForBlocks with each block id's tokens kept once made: a trace's turns
- * resend the whole conversation, so most blocks of a request were synthesised
- * for an earlier turn (the replay spent 20–40 µs of main-thread time per
- * written block redoing them, bench/RESULTS.md "replay (#29), overhead").
- * Same output; cleared whole when full (ids recur within a conversation, so
- * a simple bound keeps the hit rate and needs no LRU bookkeeping).
+ * tokensForBlocks into one buffer reused across calls: the replay asks for
+ * every request's tokens, most of them blocks never seen before (the
+ * conversation trace's first 3,000 requests hold 77,626 blocks of 52,317
+ * distinct ids), so a per-id cache mostly missed and then thrashed (an
+ * 8,192-block cache cleared itself every few hundred requests: ~10 µs of
+ * main-thread time per written block, bench/RESULTS.md "replay (#29): the
+ * segment store and a two-row index"), while making a block's tokens again
+ * is ~1.5 µs. What cost was the cache's copies and a fresh array per request.
+ * The returned view is valid until the next call (runReplay awaits each
+ * request before the next; ReplayTarget.serve says a target must not keep it).
  */
-export class BlockTokenCache {
-  /** Block id → its slot in `slab` (one allocation for every kept block: no 2 KiB buffer per new block). */
-  private readonly slots = new Map<number, number>();
-  private readonly slab: Uint32Array;
+export class BlockTokenBuffer {
+  private buffer = new Uint32Array(0);
 
   constructor(
     private readonly blockTokens: number,
     private readonly vocab?: number,
-    private readonly capacity = CACHED_BLOCKS,
-  ) {
-    this.slab = new Uint32Array(capacity * blockTokens);
-  }
+  ) {}
 
   tokensFor(blocks: Uint32Array): Uint32Array {
-    const { blockTokens, slab, slots } = this;
-    const out = new Uint32Array(blocks.length * blockTokens);
-    for (let i = 0; i < blocks.length; i++) {
-      let slot = slots.get(blocks[i]);
-      if (slot === undefined) {
-        if (slots.size >= this.capacity) slots.clear();
-        slot = slots.size;
-        fillBlockTokens(slab, slot * blockTokens, blocks[i], blockTokens, this.vocab);
-        slots.set(blocks[i], slot);
-      }
-      out.set(slab.subarray(slot * blockTokens, (slot + 1) * blockTokens), i * blockTokens);
-    }
+    const { blockTokens } = this;
+    const length = blocks.length * blockTokens;
+    if (this.buffer.length < length) this.buffer = new Uint32Array(Math.max(length, this.buffer.length * 2));
+    const out = this.buffer.subarray(0, length);
+    for (let i = 0; i < blocks.length; i++) fillBlockTokens(out, i * blockTokens, blocks[i], blockTokens, this.vocab);
     return out;
   }
 }

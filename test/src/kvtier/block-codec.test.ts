@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { BlockCodec, BlockError, PAYLOAD_ALIGNMENT, PrefixHasher, type BlockToEncode } from '../../../src/kvtier/index.ts';
-import { LAYOUT, payloadFor, tokensOf } from './fixtures.ts';
+import { BLOCK_PAYLOAD_BYTES, LAYOUT, payloadFor, tokensOf } from './fixtures.ts';
 
 async function sampleBlock(): Promise<{ codec: BlockCodec; block: BlockToEncode; bytes: Uint8Array }> {
   const codec = await BlockCodec.create();
@@ -45,6 +45,28 @@ describe('BlockCodec', () => {
     expect(decoded.payload.buffer).toBe(bytes.buffer);
     expect(decoded.tokens.buffer).toBe(bytes.buffer);
     expect(bytes.byteLength).toBe(decoded.payload.byteOffset + decoded.payload.byteLength);
+  });
+
+  it('zeroes its padding and reserved bytes whatever memory it got, in a buffer of its own', async () => {
+    const { codec, block } = await sampleBlock();
+    // 13 fingerprint bytes and 61 tokens: both pads are non-empty.
+    const odd: BlockToEncode = { ...block, modelFingerprint: 'model-fp-1234', tokens: block.tokens.subarray(0, 61), layout: { ...LAYOUT, tokensPerBlock: 64 }, payload: payloadFor(1, 1, (BLOCK_PAYLOAD_BYTES / 64) * 61) };
+    const first = codec.encode(odd);
+    for (let round = 0; round < 200; round++) {
+      // Freed, dirty memory of the block's size for the allocator to hand out again.
+      Buffer.allocUnsafeSlow(first.byteLength).fill(0xa5);
+      const bytes = codec.encode(odd);
+      expect(bytes.byteOffset).toBe(0);
+      expect(bytes.buffer.byteLength).toBe(bytes.byteLength);
+      expect(Buffer.from(bytes).equals(Buffer.from(first))).toBe(true);
+    }
+    const view = new DataView(first.buffer);
+    const tokensOffset = view.getUint32(12, true);
+    const payloadOffset = view.getUint32(16, true);
+    const zeroed = [...first.subarray(75, 80), ...first.subarray(104 + 13, tokensOffset), ...first.subarray(tokensOffset + 61 * 4, payloadOffset)];
+    expect(zeroed.length).toBeGreaterThan(5);
+    expect(zeroed.every((b) => b === 0)).toBe(true);
+    expect(codec.decode(first).tokens).toEqual(odd.tokens);
   });
 
   it('supports every dtype with the right payload size', async () => {

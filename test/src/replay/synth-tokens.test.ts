@@ -1,33 +1,49 @@
 /**
- * The replay's block token cache against its plain twin, tokensForBlocks:
- * the same tokens for every request, whether a block was cached, made anew,
- * or made again after the cache was cleared for space.
+ * The replay's token buffer against its plain twin, tokensForBlocks: the
+ * same tokens for every request, whether the buffer grew, shrank its view or
+ * was rewritten by the request before; and fillBlockTokens against the
+ * definition written out with BigInt (a faster fill must not change a token).
  */
 import { describe, expect, it } from 'vitest';
 
-import { BlockTokenCache, tokensForBlocks } from '../../../src/replay/index.ts';
+import { BlockTokenBuffer, fillBlockTokens, tokensForBlocks } from '../../../src/replay/index.ts';
 
-describe('BlockTokenCache', () => {
-  it('gives tokensForBlocks exactly, across hits, misses and clears', () => {
-    // Conversation-like requests: each resends a growing prefix of ids, so most blocks repeat.
+/** The token definition, in exact integer arithmetic. */
+function referenceToken(id: number, j: number, vocab: number): number {
+  const M = 0xffffffffn;
+  const mul = (a: bigint, b: bigint) => (a * b) & M;
+  let x = mul(BigInt(id + 1), 0x9e3779b1n) ^ mul(BigInt(j + 1), 0x85ebca77n);
+  x = mul(x ^ (x >> 16n), 0x7feb352dn);
+  x = mul(x ^ (x >> 15n), 0x846ca68bn);
+  x ^= x >> 16n;
+  return Number(x % BigInt(vocab));
+}
+
+describe('BlockTokenBuffer', () => {
+  it('gives tokensForBlocks exactly across requests of growing and shrinking size', () => {
+    // Conversation-like requests: each resends a growing prefix of ids, interleaved across conversations.
     const requests: Uint32Array[] = [];
-    for (let conversation = 0; conversation < 6; conversation++) {
-      const ids: number[] = [];
-      for (let turn = 0; turn < 5; turn++) {
-        for (let k = 0; k < 3; k++) ids.push(conversation * 1000 + turn * 10 + k);
+    for (let turn = 0; turn < 5; turn++) {
+      for (let conversation = 0; conversation < 6; conversation++) {
+        const ids: number[] = [];
+        for (let t = 0; t <= turn; t++) for (let k = 0; k < 3; k++) ids.push(conversation * 1000 + t * 10 + k);
         requests.push(Uint32Array.from(ids));
       }
     }
+    requests.push(Uint32Array.of(7), Uint32Array.of());
     for (const vocab of [undefined, 32_000]) {
-      const cache = new BlockTokenCache(16, vocab, 7); // capacity below one request's blocks: clears mid-request
-      for (const blocks of requests) expect(cache.tokensFor(blocks)).toEqual(tokensForBlocks(blocks, 16, vocab));
+      const buffer = new BlockTokenBuffer(16, vocab);
+      for (const blocks of requests) expect(buffer.tokensFor(blocks)).toEqual(tokensForBlocks(blocks, 16, vocab));
     }
   });
 
-  it('returns a fresh array each call (a caller may keep or change it)', () => {
-    const cache = new BlockTokenCache(8);
-    const first = cache.tokensFor(Uint32Array.of(1, 2));
-    first.fill(0);
-    expect(cache.tokensFor(Uint32Array.of(1, 2))).toEqual(tokensForBlocks(Uint32Array.of(1, 2), 8));
+  it('fillBlockTokens is the definition, token for token', () => {
+    const out = new Uint32Array(64);
+    for (const vocab of [0x7fffffff, 32_000, 151_936, 2]) {
+      for (const id of [0, 1, 41, 65_535, 0x7ffffffe, 0xfffffffe]) {
+        fillBlockTokens(out, 0, id, 64, vocab);
+        for (let j = 0; j < 64; j++) expect(out[j]).toBe(referenceToken(id, j, vocab));
+      }
+    }
   });
 });
