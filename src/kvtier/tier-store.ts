@@ -110,7 +110,8 @@ export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt 
       });
       encoded = bytes;
       const keyBytes = chain.keyBytes(i).slice();
-      run = async () => writeBlock(core, key, keyBytes, await compressForStore(core, bytes, storeCodec), i, request, now);
+      // Under codec none the job is the write alone (no async step in between: one promise less per block).
+      run = storeCodec === 'none' ? () => writeBlock(core, key, keyBytes, bytes, i, request, now) : async () => writeBlock(core, key, keyBytes, await compressForStore(core, bytes, storeCodec), i, request, now);
     }
     const outcome = core.writes.offer({ key, bytes: estimate, run });
     if (outcome === 'queued') {

@@ -19,42 +19,45 @@ export interface LandedWrite {
   at: number;
 }
 
+/** The writes gathered for one batch, and the one promise all of them wait on. */
+interface PendingBatch {
+  writes: LandedWrite[];
+  done: Promise<void>;
+  resolve: () => void;
+}
+
 export class WriteRecords {
-  private pending: LandedWrite[] = [];
-  private waiters: Array<() => void> = [];
-  private scheduled = false;
+  private pending: PendingBatch | null = null;
 
   constructor(
     private readonly core: TierCore,
     private readonly maxBatch: number,
   ) {}
 
+  /** Resolves once `write` is in the index and the plane (or its failure was noted); never rejects. */
   record(write: LandedWrite): Promise<void> {
     if (this.maxBatch <= 1) return this.recordBatch([write]);
-    return new Promise<void>((resolve) => {
-      this.pending.push(write);
-      this.waiters.push(resolve);
-      if (this.pending.length >= this.maxBatch) this.flushPending();
-      else if (!this.scheduled) {
-        this.scheduled = true;
-        setImmediate(() => {
-          this.scheduled = false;
-          this.flushPending();
-        });
-      }
-    });
+    let batch = this.pending;
+    if (batch === null) {
+      // One promise per batch, not one per block: the writes of a batch are recorded together, so they settle together.
+      let resolve!: () => void;
+      const done = new Promise<void>((r) => (resolve = r));
+      batch = this.pending = { writes: [], done, resolve };
+      setImmediate(() => {
+        if (this.pending === batch) this.flushPending();
+      });
+    }
+    batch.writes.push(write);
+    if (batch.writes.length >= this.maxBatch) this.flushPending();
+    return batch.done;
   }
 
   private flushPending(): void {
-    if (this.pending.length === 0) return;
     const batch = this.pending;
-    const waiters = this.waiters;
-    this.pending = [];
-    this.waiters = [];
+    if (batch === null) return;
+    this.pending = null;
     // recordBatch notes its failures and never rejects.
-    void this.recordBatch(batch).then(() => {
-      for (const resolve of waiters) resolve();
-    });
+    void this.recordBatch(batch.writes).then(batch.resolve);
   }
 
   private async recordBatch(batch: readonly LandedWrite[]): Promise<void> {
