@@ -102,3 +102,14 @@ export function acceptSampled(
   const p = targetDistribution(logitRow(rows, vocab, draft.length), o, h, maskOf(draft.length));
   return { accepted: draft.length, next: drawFrom(p, prng.nextFloat()) };
 }
+
+/**
+ * Whether the rejection rule would have accepted a checked draft `check` (a
+ * probe's token, not verified) against `row0`, the step's own row: its own
+ * draw, after the emitted token's (that token's law is the plain step's).
+ */
+export function checkSampled(row0: Float32Array, check: { token: number; dist: TokenDistribution | null }, o: SamplingOptions, history: readonly number[], mask: Uint32Array | null, prng: Prng): boolean {
+  const p = targetDistribution(row0, o, history, mask);
+  const q = check.dist ? probabilityOf(check.dist, check.token) : 1;
+  return q > 0 && prng.nextFloat() < Math.min(1, probabilityOf(p, check.token) / q);
+}

@@ -52,7 +52,13 @@ const PROBE_AFTER = 64;
  * since its last draft, ~0.06 ms a row here), so a gap from γ + σ alone would
  * shrink until keying alone passed the budget. A drafter that starts matching
  * waits at most MODEL_PROBE_FIRST_MAX steps (a cheap draft model probes after
- * 16 steps; deepseek4's MTP block on CPU after 60–64).
+ * 16 steps; deepseek4's MTP block on CPU after 60–64) once the gap was reset
+ * by a hit; while probes keep failing it waits at most MODEL_PROBE_MAX.
+ *
+ * PROBES ACROSS REQUESTS: with a drafter memory a request goes on with the
+ * drafter's schedule (its failed probes in a row, its steps since its last
+ * draft), so short requests share probes; the bound on how late drafts that
+ * start paying are seen is stated in drafter-memory.ts (MODEL_PROBE_MAX).
  */
 const MODEL_PROBE_AFTER = 16;
 const MODEL_PROBE_FIRST_MAX = 64;
@@ -92,6 +98,12 @@ export class DraftLengthPolicy {
   verifications = 0;
   private idle = 0;
   private modelIdle = 0;
+  /**
+   * Steps left of a run that does not draft, decided at its first step: up to the probe that ends it, where the
+   * costs and the acceptance are weighed again. Nothing judged changes within such a run (it drafts nothing), so
+   * only drifting step times could have changed a decision in it, and a step inside it asks nothing.
+   */
+  private plainLeft = 0;
   /** The last probe was accepted (probe again next step); else failed probes since the last accepted one. */
   private probeHit = false;
   private failedProbes = 0;
@@ -113,6 +125,11 @@ export class DraftLengthPolicy {
     this.memory?.follow(this.costs);
     // a drafter whose drafts were judged before: what they did stands in for this request's first-step probe
     if (known) this.unprobed = false;
+    // the probe schedule goes on from the drafter's earlier requests (see PROBES ACROSS REQUESTS)
+    if (known) {
+      this.failedProbes = this.memory!.failedProbes;
+      this.modelIdle = this.memory!.idleSteps;
+    }
     this.priorProposed = known ? this.memory!.proposed : 0;
     this.priorAccepted = known ? this.memory!.accepted : 0;
   }
@@ -183,17 +200,29 @@ export class DraftLengthPolicy {
    */
   startDrafting(): boolean {
     this.probing = false;
-    if (this.unprobed && this.mode === 'adaptive' && this.maxDraft > 0) {
-      this.probing = true;
-      return true;
+    if (this.plainLeft > 0) {
+      this.plainLeft--;
+      return this.idleStep();
     }
-    if (this.continueDrafting(0, 1, 1)) {
-      this.modelIdle = 0;
-      return true;
-    }
-    if (this.mode === 'fixed' || this.maxDraft === 0 || ++this.modelIdle < this.probeGap) return false;
+    if (this.unprobed && this.mode === 'adaptive' && this.maxDraft > 0) return this.drafts(true);
+    if (this.continueDrafting(0, 1, 1)) return this.drafts(false);
+    if (this.mode === 'fixed' || this.maxDraft === 0) return false;
+    const gap = this.probeGap;
+    if (this.modelIdle + 1 >= gap) return this.drafts(true);
+    this.plainLeft = gap - this.modelIdle - 2;
+    return this.idleStep();
+  }
+
+  private idleStep(): false {
+    this.modelIdle++;
+    if (this.memory) this.memory.idleSteps++;
+    return false;
+  }
+
+  private drafts(probe: boolean): true {
     this.modelIdle = 0;
-    this.probing = true;
+    if (this.memory) this.memory.idleSteps = 0;
+    this.probing = probe;
     return true;
   }
 
@@ -224,6 +253,7 @@ export class DraftLengthPolicy {
       // probe), but not for the request's first draft, which only stood in for the unknown acceptance
       if (accepted > 0) this.failedProbes = 0;
       else if (!this.probeHit && !this.unprobed) this.failedProbes++;
+      if (accepted > 0 || (!this.probeHit && !this.unprobed)) this.memory?.noteProbe(accepted > 0);
       this.probeHit = accepted > 0;
     }
     if (proposed > 0) this.unprobed = false;

@@ -12,14 +12,24 @@
  *   - the drafter's times (a target step, a draft step, a drafting step's
  *     setup): a new request's stand-ins until its own steps are timed.
  *
+ *   - the probe schedule: probes that failed in a row (a hit resets it) and
+ *     the decode steps its requests ran without drafting since its last draft
+ *     (summed over them).
+ *
  * A request on a drafter with a memory skips the first-step probe and decides
  * as a request that already knows the acceptance (draft-length.ts): it drafts,
  * verified, from its first step when the remembered acceptance pays for the
- * drafting, else it starts with drafting off and probes on the normal schedule
- * (its first probe gap, ≤ MODEL_PROBE_FIRST_MAX steps). A drafter nothing was
- * judged on yet has no memory, so its first request probes at once. Probes
- * stay per request, so drafts that start paying are seen within a request's
- * first gap, and the hit raises the memory again.
+ * drafting, else it starts with drafting off and goes on with the drafter's
+ * probe schedule: its gap doubles with the failed probes of earlier requests
+ * too, and the steps they ran since the last probe count towards it. So on
+ * a drafter whose drafts keep failing, short requests share one probe instead
+ * of paying one each. The bound: the gap is at most MODEL_PROBE_MAX steps, so
+ * once the drafter's requests have run that many steps without a draft, the
+ * next request to start probes at its first step, and any request probes
+ * within its own first MODEL_PROBE_MAX steps; a hit resets the schedule
+ * (probe again the next step, then the first gap) and raises the acceptance.
+ * A drafter nothing was judged on yet has no memory, so its first request
+ * probes at once.
  *
  * A request reads the memory once, when it starts (its policy copies the
  * counts and times), writes every judgement to it, and its timings become
@@ -40,6 +50,8 @@ import type { RememberedTimes } from './draft-costs.ts';
 /** Judged drafts that weigh in the memory's acceptance (older ones decay by 1 − 1/RECENT per new one). */
 const RECENT = 8;
 const DECAY = 1 - 1 / RECENT;
+/** More doublings than any gap needs to reach MODEL_PROBE_MAX (draft-length.ts), which bounds it. */
+const MAX_DOUBLINGS = 20;
 
 /** Where a memory reads the drafter's latest times: the costs of the last request that started on it. */
 export interface TimesSource {
@@ -50,6 +62,10 @@ export class DrafterMemory {
   /** Judged drafts and the taken ones, decayed (see RECENT). */
   proposed = 0;
   accepted = 0;
+  /** Probes judged failed in a row, over requests (a hit resets it): the probe gap's doublings. */
+  failedProbes = 0;
+  /** Decode steps of the drafter's requests since its last draft or probe, summed over them. */
+  idleSteps = 0;
   private kept: RememberedTimes = { stepMs: 0, draftMs: 0, setupMs: 0 };
   /**
    * The times are read from the latest request's costs when a request starts, not written at every step: a
@@ -78,6 +94,11 @@ export class DrafterMemory {
   noteJudged(proposed: number, accepted: number): void {
     this.proposed = this.proposed * DECAY + proposed;
     this.accepted = this.accepted * DECAY + accepted;
+  }
+
+  /** A probe judged: a hit resets the schedule, a failure doubles the next gap (bounded: see the file comment). */
+  noteProbe(hit: boolean): void {
+    this.failedProbes = hit ? 0 : Math.min(MAX_DOUBLINGS, this.failedProbes + 1);
   }
 
   /** The drafter's latest measured times (0 where not measured: the older figure stays). */

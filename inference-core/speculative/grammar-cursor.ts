@@ -96,3 +96,20 @@ export class GrammarCursor implements TokenConstraint {
 function deadEnd(detail: string): GrammarError {
   return new GrammarError('KVT_ERR_GRAMMAR_DEAD_END', `${detail}; the vocabulary cannot spell what the grammar needs — report the schema and model`);
 }
+
+/**
+ * An n-gram draft cut before the first token the grammar rejects (and after a
+ * stop token, which ends the reply), with the grammar at each position.
+ */
+export function cutToGrammar(tokens: readonly number[], start: TokenConstraint, stops: ReadonlySet<number>): { tokens: number[]; cursors: TokenConstraint[] } {
+  const cursors = [start];
+  const kept: number[] = [];
+  for (const t of tokens) {
+    const at = cursors[cursors.length - 1];
+    if (!maskHas(at.mask(), t)) break;
+    kept.push(t);
+    cursors.push(at.advance(t));
+    if (stops.has(t)) break;
+  }
+  return { tokens: kept, cursors };
+}

@@ -56,9 +56,8 @@ export class ModelDraft {
     // Drafts fed by a plan that was never verified (a step that failed and is planned again) are dropped.
     if (seq.length > context.length) seq.truncate(context.length);
     this.cursors = constraint ? [constraint] : null;
-    // Nothing to draft: not even the context is fed (it will be next time, with what it lacks then).
-    this.toFeed = room > 0 && policy.startDrafting() ? context.slice(seq.length) : null;
-    // the drafts' penalty history, copied only for a step that drafts (most steps of a drafter that does not pay)
+    // made for a step the policy drafts (a step that does not is planned without one: SpeculativeSession)
+    this.toFeed = room > 0 ? context.slice(seq.length) : null;
     this.history = this.toFeed ? context.slice() : [];
   }
 

@@ -24,13 +24,13 @@ import type { Engine } from '../engine/engine.ts';
 import type { Sequence } from '../engine/sequence.ts';
 import { EngineError } from '../engine/engine-errors.ts';
 import { Prng, type SamplingOptions } from '../sampling/sampler.ts';
-import { acceptGreedy, acceptSampled, logitRow } from './acceptance.ts';
+import { acceptGreedy, acceptSampled, checkSampled, logitRow } from './acceptance.ts';
 import { DraftLengthPolicy, type DraftLengthOptions } from './draft-length.ts';
 import { drafterMemory } from './drafter-memory.ts';
 import { NgramIndex } from './ngram-draft.ts';
-import type { TokenConstraint } from './grammar-cursor.ts';
+import { cutToGrammar, type TokenConstraint } from './grammar-cursor.ts';
 import { ModelDraft, type ModelDraftResult } from './model-draft.ts';
-import { probabilityOf, targetDistribution, type TokenDistribution } from './target-distribution.ts';
+import { drawFrom, greedyToken, targetDistribution, type TokenDistribution } from './target-distribution.ts';
 
 /** ngram: the context's own n-grams; draft: a draft model; mtp: the target's own MTP block (deepseek4, engine loaded with mtp). */
 export type SpeculativeMode = 'ngram' | 'draft' | 'mtp';
@@ -83,9 +83,11 @@ export class SpeculativeSession {
   private readonly prng: Prng;
   private readonly draftEngine: Engine | null;
   private readonly mtp: boolean;
+  /** Drafts come from a model (a draft engine, or the target's MTP block): the length policy decides each step. */
+  private readonly modelDrafter: boolean;
   /** Constrained replies: the grammar after the context (its last token included). */
   private constraint: TokenConstraint | null;
-  private pending: { draft: number[]; dists: (TokenDistribution | null)[]; matchN: number; cursors: TokenConstraint[] | null; check: ModelDraftResult['check'] } | null = null;
+  private pending: { draft: readonly number[]; dists: readonly (TokenDistribution | null)[]; matchN: number; cursors: TokenConstraint[] | null; check: ModelDraftResult['check'] } | null = null;
   readonly stats: SpeculativeStats = { verifications: 0, proposed: 0, accepted: 0, emitted: 0, steps: 0, checked: 0, checkHits: 0 };
 
   constructor(o: SpeculativeSessionOptions) {
@@ -119,6 +121,7 @@ export class SpeculativeSession {
     this.draftEngine = o.mode === 'draft' ? o.draftEngine! : null;
     this.draftSeq = this.draftEngine ? this.draftEngine.createSequence() : null;
     this.mtp = o.mode === 'mtp';
+    this.modelDrafter = this.mtp || this.draftSeq !== null;
     this.constraint = o.constraint ?? null;
   }
 
@@ -139,21 +142,8 @@ export class SpeculativeSession {
    * batched with other sequences' (draft-batch.ts) — then given to endPlan().
    */
   beginPlan(limit: number): ModelDraft | null {
-    const room = Math.max(0, Math.min(limit - 1, this.target.host.contextLength - this.ctx.length));
-    if (room > 0 && this.draftSeq) return new ModelDraft(this.draftEngine!, this.draftSeq, this.ctx, room, this.policy, this.sampling, this.stops, this.prng, this.constraint);
-    if (room > 0 && this.mtp) {
-      // The MTP block drafts right here (one row per step, on its own copy of its window): nothing for a batch to share.
-      const md = new ModelDraft(this.target.host as Engine, this.target, this.ctx, room, this.policy, this.sampling, this.stops, this.prng, this.constraint);
-      // the drafter (which keys the MTP window) only when the policy drafts this step; its making is the step's setup
-      const t0 = performance.now();
-      const stepper = md.feed() ? this.target.host.mtpDrafter!(this.target) : null;
-      if (stepper) {
-        this.policy.observeDraftSetup(performance.now() - t0);
-        md.runWith((token) => stepper.step(token));
-      }
-      this.pending = { ...md.result(), matchN: 0 };
-      return null;
-    }
+    const room = this.room(limit);
+    if (this.modelDrafter) return this.beginModelPlan(room, room > 0 && this.policy.startDrafting());
     let draft: number[] = [];
     let cursors: TokenConstraint[] | null = this.constraint ? [this.constraint] : null;
     let matchN = 0;
@@ -176,6 +166,32 @@ export class SpeculativeSession {
     return { tokens: [this.ctx[this.ctx.length - 1], ...this.pending!.draft] };
   }
 
+  /** Drafts this step may hold (so that one verification emits at most `limit` tokens and the context fits). */
+  private room(limit: number): number {
+    return Math.max(0, Math.min(limit - 1, this.target.host.contextLength - this.ctx.length));
+  }
+
+  /** A model drafter's plan once the policy decided whether this step drafts (`drafting`, with `room` > 0). */
+  private beginModelPlan(room: number, drafting: boolean): ModelDraft | null {
+    if (!drafting) {
+      // nothing drafted: no draft object, no copies (complete() takes the plain step's path)
+      this.pending = { draft: NO_DRAFT, dists: NO_DISTS, matchN: 0, cursors: this.constraint ? [this.constraint] : null, check: null };
+      return null;
+    }
+    if (this.draftSeq) return new ModelDraft(this.draftEngine!, this.draftSeq, this.ctx, room, this.policy, this.sampling, this.stops, this.prng, this.constraint);
+    // The MTP block drafts right here (one row per step, on its own copy of its window): nothing for a batch to share.
+    const md = new ModelDraft(this.target.host as Engine, this.target, this.ctx, room, this.policy, this.sampling, this.stops, this.prng, this.constraint);
+    // the drafter (which keys the MTP window) only now that the policy drafts this step; its making is the step's setup
+    const t0 = performance.now();
+    const stepper = this.target.host.mtpDrafter!(this.target);
+    if (stepper) {
+      this.policy.observeDraftSetup(performance.now() - t0);
+      md.runWith((token) => stepper.step(token));
+    }
+    this.pending = { ...md.result(), matchN: 0 };
+    return null;
+  }
+
   /**
    * Takes the target's logits of the planned tokens ([k+1][vocab]; the
    * sequence has advanced by k+1), rolls back the rejected tail, returns the
@@ -187,6 +203,11 @@ export class SpeculativeSession {
     if (!p) throw new EngineError('KVT_ERR_ENGINE_SEQUENCE_STATE', 'complete() without plan(); call plan() first');
     this.pending = null;
     const vocab = this.target.host.vocabSize;
+    // nothing drafted nor checked: the plain step's pick, without the acceptance's bookkeeping
+    if (p.draft.length === 0 && p.check === null && rows.length === vocab) {
+      this.policy.record(0, 0, p.matchN);
+      return this.emitOne(rows, p.cursors ? p.cursors[0] : null);
+    }
     const cursors = p.cursors;
     // A row after a drafted stop token has no grammar left (and its token is dropped below): unmasked.
     const maskOf = (row: number) => (cursors && !cursors[row].finished ? cursors[row].mask() : null);
@@ -197,7 +218,7 @@ export class SpeculativeSession {
     let next = r.next;
     if (p.check) {
       // the row that made `next` is the one a verification of the check token would have weighed it by
-      const hit = this.greedy ? next === p.check.token : this.checkSampled(rows, p.check, maskOf(0));
+      const hit = this.greedy ? next === p.check.token : checkSampled(logitRow(rows, vocab, 0), p.check, this.sampling, this.ctx, maskOf(0), this.prng);
       this.policy.record(1, hit ? 1 : 0);
       this.stats.checked++;
       this.stats.proposed++;
@@ -234,7 +255,18 @@ export class SpeculativeSession {
 
   /** One speculative step on this sequence alone. */
   next(limit = Number.MAX_SAFE_INTEGER): number[] {
-    const { tokens } = this.plan(limit);
+    if (this.modelDrafter) {
+      const room = this.room(limit);
+      // a step that drafts nothing is a plain decode step: the decode, the pick, and the step's time for the policy
+      if (room === 0 || !this.policy.startDrafting()) return this.plainStep();
+      const modelDraft = this.beginModelPlan(room, true);
+      modelDraft?.runAlone();
+      return this.verify(this.endPlan(modelDraft).tokens);
+    }
+    return this.verify(this.plan(limit).tokens);
+  }
+
+  private verify(tokens: number[]): number[] {
     const t0 = performance.now();
     const rows = this.target.prefill(tokens, { allLogits: true });
     const emitted = this.complete(rows);
@@ -243,15 +275,29 @@ export class SpeculativeSession {
     return emitted;
   }
 
+  private plainStep(): number[] {
+    const t0 = performance.now();
+    const row = this.target.decode(this.ctx[this.ctx.length - 1]);
+    const emitted = this.emitOne(row, this.constraint);
+    this.policy.observeVerify(1, performance.now() - t0);
+    return emitted;
+  }
+
   /**
-   * Whether the rejection rule would have accepted the check token against
-   * row 0 (its own draw, after the emitted token's: that token's law is the
-   * plain step's).
+   * The step's token from its one row (`cursor`: the grammar after the context), as complete() picks it with
+   * no drafts: the same argmax, or the same draw from the same law on the same PRNG stream.
    */
-  private checkSampled(rows: Float32Array, check: NonNullable<ModelDraftResult['check']>, mask: Uint32Array | null): boolean {
-    const p = targetDistribution(logitRow(rows, this.target.host.vocabSize, 0), this.sampling, this.ctx, mask);
-    const q = check.dist ? probabilityOf(check.dist, check.token) : 1;
-    return q > 0 && this.prng.nextFloat() < Math.min(1, probabilityOf(p, check.token) / q);
+  private emitOne(row: Float32Array, cursor: TokenConstraint | null): number[] {
+    const mask = cursor && !cursor.finished ? cursor.mask() : null;
+    const next = this.greedy ? greedyToken(row, this.sampling, this.ctx, mask) : drawFrom(targetDistribution(row, this.sampling, this.ctx, mask), this.prng.nextFloat());
+    // a draft model's sequence may hold drafts of a plan that was never completed (a failed step): not context
+    if (this.draftSeq && this.draftSeq.length > this.ctx.length) this.draftSeq.truncate(this.ctx.length);
+    if (cursor) this.constraint = cursor.advance(next);
+    this.ctx.push(next);
+    this.ngram?.append([next]);
+    this.stats.steps++;
+    this.stats.emitted++;
+    return [next];
   }
 
   /** Frees the draft model's sequence (the target sequence belongs to the caller). */
@@ -260,23 +306,6 @@ export class SpeculativeSession {
   }
 }
 
-/**
- * An n-gram draft cut before the first token the grammar rejects (and after a
- * stop token, which ends the reply), with the grammar at each position.
- */
-function cutToGrammar(tokens: readonly number[], start: TokenConstraint, stops: ReadonlySet<number>): { tokens: number[]; cursors: TokenConstraint[] } {
-  const cursors = [start];
-  const kept: number[] = [];
-  for (const t of tokens) {
-    const at = cursors[cursors.length - 1];
-    if (!maskHas(at.mask(), t)) break;
-    kept.push(t);
-    cursors.push(at.advance(t));
-    if (stops.has(t)) break;
-  }
-  return { tokens: kept, cursors };
-}
-
-function maskHas(bits: Uint32Array, id: number): boolean {
-  return (bits[id >>> 5] & (1 << (id & 31))) !== 0;
-}
+/** The plan of a step that drafts nothing (shared: a plan's arrays are only read). */
+const NO_DRAFT: readonly number[] = Object.freeze([]);
+const NO_DISTS: readonly (TokenDistribution | null)[] = Object.freeze([]);

@@ -70,6 +70,25 @@ describe('draft-model probes', () => {
     expect(p.continueDrafting(0, 1, 1)).toBe(true);
   });
 
+  it('a run of steps that draft nothing is decided at its first step: step times observed in it are weighed at the probe that ends it', () => {
+    // acceptance 0.25 (two rejected drafts), β + γ = 0.2: the setup σ = setup time / step time decides
+    const p = new DraftLengthPolicy({ mode: 'adaptive', rowCost: 0.1, draftCost: 0.1 });
+    p.record(1, 0);
+    p.record(1, 0);
+    p.observeDraftSetup(10);
+    p.observeVerify(1, 10);
+    // σ = 1: no drafting; the run lasts up to the first probe gap (β + γ + σ = 1.2 over 1 %: capped at 64)
+    expect(p.startDrafting()).toBe(false);
+    expect(p.probeGap).toBe(64);
+    // slower steps make σ small enough to draft (0.01), but inside the run nothing is asked again
+    for (let i = 0; i < 16; i++) p.observeVerify(1, 1000);
+    expect(p.continueDrafting(0, 1, 1)).toBe(true);
+    for (let s = 2; s < 64; s++) expect(p.startDrafting()).toBe(false);
+    // the run's last step weighs the costs again: it drafts, verified (not a probe)
+    expect(p.startDrafting()).toBe(true);
+    expect(p.isProbe).toBe(false);
+  });
+
   it("a drafting step's setup counts in starting to draft; measured costs: the fastest recent draft step, the setup's running mean", () => {
     // acceptance 0.5 (prior): β + γ = 0.45 drafts, with σ = 0.1 on top it does not
     expect(new DraftLengthPolicy({ mode: 'adaptive', rowCost: 0.3, draftCost: 0.15 }).continueDrafting(0, 1, 1)).toBe(true);
