@@ -21,7 +21,7 @@ import { loadEngine, type LoadedEngine, type Sequence } from '../../inference-co
 import { argmax } from '../../inference-core/index.ts';
 import type { Deepseek4Graph } from '../../inference-core/engine/deepseek4-graph.ts';
 import type { Deepseek4LayerState, Deepseek4State } from '../../inference-core/engine/deepseek4-state.ts';
-import { SpeculativeSession } from '../../inference-core/speculative/index.ts';
+import { DrafterMemory, SpeculativeSession } from '../../inference-core/speculative/index.ts';
 import { targetDistribution } from '../../inference-core/speculative/target-distribution.ts';
 import { ensureDeepseek4Model, Xoshiro128 } from '../../inference-core/synthetic/index.ts';
 import { TEST_DATA_DIR } from './engine-fixtures.ts';
@@ -280,6 +280,36 @@ describe('deepseek4 MTP drafting', () => {
     // the checks' hit count is binomial(TRIALS, Σ min(p, q)): within 4.5 standard deviations
     const sd = Math.sqrt(TRIALS * overlap * (1 - overlap));
     expect(Math.abs(hits - TRIALS * overlap)).toBeLessThan(4.5 * sd + 1);
+  }, 300_000);
+
+  it('temperature 1, a step that drafts nothing (a drafter remembered failing): the token follows the target law through next() and plan()/complete() alike', () => {
+    const TRIALS = 2000;
+    const sampling = { temperature: 1, topK: 0 };
+    const { context, seq, p } = firstStepLaws(sampling);
+    const bins = [...p.ids].map((id, i) => ({ id, pr: p.probs[i]! })).sort((x, y) => y.pr - x.pr).slice(0, 6).map((x) => x.id);
+    const want = bins.map((id) => p.probs[[...p.ids].indexOf(id)]!);
+    want.push(1 - want.reduce((s, x) => s + x, 0));
+    for (const path of ['next', 'plan'] as const) {
+      const counts = new Array<number>(bins.length + 1).fill(0);
+      for (let trial = 0; trial < TRIALS; trial++) {
+        // a drafter whose drafts kept failing, its last probe just made: this request's first step drafts nothing
+        const memory = new DrafterMemory();
+        for (let i = 0; i < 20; i++) memory.noteJudged(1, 0);
+        const session = new SpeculativeSession({ target: seq, context, sampling: { ...sampling, seed: trial }, mode: 'mtp', length: { mode: 'adaptive', maxDraft: 7, memory } });
+        let emitted: number[];
+        if (path === 'next') emitted = session.next();
+        else emitted = session.complete(seq.prefill(session.plan(8).tokens, { allLogits: true }));
+        expect(emitted.length).toBe(1);
+        expect(session.stats.checked + session.stats.verifications).toBe(0);
+        const b = bins.indexOf(emitted[0]!);
+        counts[b < 0 ? bins.length : b]++;
+        seq.truncate(context.length - 1);
+      }
+      let chi = 0;
+      want.forEach((pr, i) => (chi += (counts[i]! - pr * TRIALS) ** 2 / (pr * TRIALS)));
+      expect(chi).toBeLessThan(22.46); // chi-square 0.999, 6 degrees of freedom
+    }
+    seq.free();
   }, 300_000);
 
   it('mode mtp is refused without an MTP engine; loading mtp for a model without the block is a typed error', async () => {
