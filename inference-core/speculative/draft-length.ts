@@ -25,6 +25,7 @@
  */
 import { DraftCosts } from './draft-costs.ts';
 import type { DrafterMemory } from './drafter-memory.ts';
+import { modelProbeGap } from './probe-schedule.ts';
 
 export type DraftLengthMode = 'fixed' | 'adaptive';
 
@@ -34,37 +35,6 @@ export const DEFAULT_MAX_DRAFT = 12;
 const PRIOR_WEIGHT = 2;
 /** After this many steps without drafting, one 1-token probe refreshes the statistics. */
 const PROBE_AFTER = 64;
-/**
- * Draft models (and MTP): steps without drafting before the first 1-token
- * probe; each failed probe doubles the gap up to the longest, an accepted one
- * probes again the next step, so drafting comes back once the acceptance
- * (a drafter whose text started to match) pays for it again. A probe is not
- * verified: its token is checked against the row the step computes anyway
- * (the target's own next token), so a failing probe costs its draft step and
- * setup, not a second verified row (on CPU ~0.7 of a target step for the MTP
- * block's trunk, as much as the draft itself). The first draft of a request
- * is such a probe too when nothing is known of the drafter yet (no memory of
- * it from earlier requests, drafter-memory.ts); a miss there does not double
- * the gap. The first gap is β + γ + σ (in target steps) over
- * PROBE_BUDGET, within [MODEL_PROBE_AFTER, MODEL_PROBE_FIRST_MAX]. A probe no
- * longer pays β, but β stays in the gap: σ is the setup measured at the last
- * draft, and the MTP block's setup grows with the gap (it keys every row fed
- * since its last draft, ~0.06 ms a row here), so a gap from γ + σ alone would
- * shrink until keying alone passed the budget. A drafter that starts matching
- * waits at most MODEL_PROBE_FIRST_MAX steps (a cheap draft model probes after
- * 16 steps; deepseek4's MTP block on CPU after 60–64) once the gap was reset
- * by a hit; while probes keep failing it waits at most MODEL_PROBE_MAX.
- *
- * PROBES ACROSS REQUESTS: with a drafter memory a request goes on with the
- * drafter's schedule (its failed probes in a row, its steps since its last
- * draft), so short requests share probes; the bound on how late drafts that
- * start paying are seen is stated in drafter-memory.ts (MODEL_PROBE_MAX).
- */
-const MODEL_PROBE_AFTER = 16;
-const MODEL_PROBE_FIRST_MAX = 64;
-const PROBE_BUDGET = 0.01;
-const MODEL_PROBE_MAX = 1024;
-
 export interface DraftLengthOptions {
   mode: DraftLengthMode;
   fixed?: number;
@@ -125,7 +95,7 @@ export class DraftLengthPolicy {
     this.memory?.follow(this.costs);
     // a drafter whose drafts were judged before: what they did stands in for this request's first-step probe
     if (known) this.unprobed = false;
-    // the probe schedule goes on from the drafter's earlier requests (see PROBES ACROSS REQUESTS)
+    // the probe schedule goes on from the drafter's earlier requests (probe-schedule.ts: probes across requests)
     if (known) {
       this.failedProbes = this.memory!.failedProbes;
       this.modelIdle = this.memory!.idleSteps;
@@ -152,12 +122,9 @@ export class DraftLengthPolicy {
     return this.costs.setupCost;
   }
 
-  /** Steps without drafting before the next 1-token probe (see MODEL_PROBE_AFTER). */
+  /** Steps without drafting before the next 1-token probe (probe-schedule.ts). */
   get probeGap(): number {
-    if (this.probeHit) return 1;
-    const cost = this.rowCost + this.draftCost + this.setupCost;
-    const first = Math.min(MODEL_PROBE_FIRST_MAX, Math.max(MODEL_PROBE_AFTER, Math.ceil(cost / PROBE_BUDGET)));
-    return Math.min(MODEL_PROBE_MAX, first * 2 ** Math.min(this.failedProbes, 20));
+    return modelProbeGap(this.probeHit, this.rowCost + this.draftCost + this.setupCost, this.failedProbes);
   }
 
   /** Acceptance estimate of one n-gram draft position for a suffix match of length n. */

@@ -23,7 +23,7 @@
  * probe schedule: its gap doubles with the failed probes of earlier requests
  * too, and the steps they ran since the last probe count towards it. So on
  * a drafter whose drafts keep failing, short requests share one probe instead
- * of paying one each. The bound: the gap is at most MODEL_PROBE_MAX steps, so
+ * of paying one each. The bound: the gap is at most MODEL_PROBE_MAX steps (probe-schedule.ts), so
  * once the drafter's requests have run that many steps without a draft, the
  * next request to start probes at its first step, and any request probes
  * within its own first MODEL_PROBE_MAX steps; a hit resets the schedule
@@ -46,12 +46,11 @@
  * Weak maps: an engine's memory goes with the engine.
  */
 import type { RememberedTimes } from './draft-costs.ts';
+import { MAX_PROBE_DOUBLINGS } from './probe-schedule.ts';
 
 /** Judged drafts that weigh in the memory's acceptance (older ones decay by 1 − 1/RECENT per new one). */
 const RECENT = 8;
 const DECAY = 1 - 1 / RECENT;
-/** More doublings than any gap needs to reach MODEL_PROBE_MAX (draft-length.ts), which bounds it. */
-const MAX_DOUBLINGS = 20;
 
 /** Where a memory reads the drafter's latest times: the costs of the last request that started on it. */
 export interface TimesSource {
@@ -98,7 +97,7 @@ export class DrafterMemory {
 
   /** A probe judged: a hit resets the schedule, a failure doubles the next gap (bounded: see the file comment). */
   noteProbe(hit: boolean): void {
-    this.failedProbes = hit ? 0 : Math.min(MAX_DOUBLINGS, this.failedProbes + 1);
+    this.failedProbes = hit ? 0 : Math.min(MAX_PROBE_DOUBLINGS, this.failedProbes + 1);
   }
 
   /** The drafter's latest measured times (0 where not measured: the older figure stays). */
