@@ -285,9 +285,7 @@ export class Engine<Tok = unknown, Cfg = unknown> implements SequenceHost {
       this.backend.free(h);
     };
     if (w) {
-      free(w.tokenEmbd);
-      free(w.output);
-      free(w.outputNorm);
+      for (const h of [w.tokenEmbd, w.output, w.outputNorm]) free(h);
       for (const l of w.layers) for (const h of [l.attnNorm, l.wq, l.wk, l.wv, l.wo, l.ffnNorm, l.wGate, l.wUp, l.wDown]) free(h);
     }
     for (const h of this.owned) free(h);
