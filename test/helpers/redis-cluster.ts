@@ -275,8 +275,9 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
       await stopNode(nodes.get(port)!, 'SIGKILL');
     },
     async restart(port) {
-      launch(port);
-      await until(`node ${port} answers PING`, () => ping(port), timeoutMs);
+      const node = launch(port);
+      // The restarted process itself, not whatever else may have bound the killed node's port meanwhile.
+      await until(`node ${port} answers PING`, async () => (await serverPid(port)) === node.child.pid, timeoutMs);
     },
     waitHealthy,
     waitRole,
