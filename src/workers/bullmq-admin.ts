@@ -4,11 +4,11 @@
  * process: stats from the workers' heartbeats, the policy in Redis, a purge
  * through the cluster's purge log, GC as a job on the shared queue.
  */
-import type { Queue, QueueEvents } from 'bullmq';
+import { QueueEvents, type Queue } from 'bullmq';
 
 import { appendPurge, awaitPurgeAcks, PURGE_CHANNEL } from '../cluster/index.ts';
 import { describeError, KvtError } from '../errors.ts';
-import { CodecGate, keysOnEveryPrimary, type RedisClient as Redis, type RedisPolicyStore } from '../kvtier/index.ts';
+import { CodecGate, createRedisClient, keysOnEveryPrimary, type RedisClient as Redis, type RedisConnectOptions, type RedisPolicyStore } from '../kvtier/index.ts';
 import type { AdminCall } from './job-runner.ts';
 import { failureCode, WORKER_STATS_PREFIX, type WorkerHeartbeat } from './bullmq-protocol.ts';
 import { patchPolicyDoc } from '../scheduler/index.ts';
@@ -17,14 +17,16 @@ export interface ClusterAdminDeps {
   connection: Redis;
   /** The shared queue and its events (GC runs as a job there). */
   queue: Queue;
-  queueEvents: QueueEvents;
+  /** Where the GC job's QueueEvents connect (opened per GC call: the API reads no job events otherwise). */
+  redisUrl: string;
+  redisOptions: RedisConnectOptions;
   /** Null when Redis was unreachable at start. */
   policy: RedisPolicyStore | null;
   replyChannel: string;
 }
 
 export async function clusterAdminCall(call: AdminCall, deps: ClusterAdminDeps): Promise<unknown> {
-  const { connection, queue, queueEvents, replyChannel } = deps;
+  const { connection, queue, replyChannel } = deps;
   switch (call.op) {
     case 'stats': {
       const keys = await keysOnEveryPrimary(connection, `${WORKER_STATS_PREFIX}*`);
@@ -63,14 +65,24 @@ export async function clusterAdminCall(call: AdminCall, deps: ClusterAdminDeps):
     case 'gc': {
       // Kept a while after completion: waitUntilFinished polls the job once after subscribing, and a
       // quick GC already removed on completion would read as missing there, i.e. as a failure.
-      const job = await queue.add('gc', { replyChannel }, { removeOnComplete: { age: 300 }, removeOnFail: { age: 3600 } });
+      // Subscribed before the job is added, so its end cannot come before the subscription.
+      const client = createRedisClient(deps.redisUrl, deps.redisOptions);
+      client.on('error', () => undefined); // a fault shows as the wait's failure below
+      const events = new QueueEvents(queue.name, { connection: client, prefix: queue.opts.prefix });
       try {
-        const result: unknown = await job.waitUntilFinished(queueEvents, 60_000);
-        return result;
-      } catch (error) {
-        const reason = describeError(error).message;
-        const code = /timed out before finishing/.test(reason) ? 'KVT_ERR_WORKER_TIMEOUT' : failureCode(reason);
-        throw new KvtError(code, `GC job ${job.id}: ${reason}`, { cause: error });
+        await events.waitUntilReady();
+        const job = await queue.add('gc', { replyChannel }, { removeOnComplete: { age: 300 }, removeOnFail: { age: 3600 } });
+        try {
+          const result: unknown = await job.waitUntilFinished(events, 60_000);
+          return result;
+        } catch (error) {
+          const reason = describeError(error).message;
+          const code = /timed out before finishing/.test(reason) ? 'KVT_ERR_WORKER_TIMEOUT' : failureCode(reason);
+          throw new KvtError(code, `GC job ${job.id}: ${reason}`, { cause: error });
+        }
+      } finally {
+        await events.close();
+        client.disconnect();
       }
     }
     default:

@@ -31,6 +31,8 @@ export interface PendingJob {
   /** Watchdog checks in a row that found the job's lock gone. */
   lockMisses: number;
   moving: boolean;
+  /** When the watchdog last looked for the job in its queue's failed set (0: not yet). */
+  failCheckedAt: number;
 }
 
 export interface RunOrder {

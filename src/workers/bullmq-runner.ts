@@ -13,7 +13,8 @@
  *   hands the job to another worker, which runs it again from the start
  *   (new runId). Sampling is seeded and the cache is exact, so the re-run
  *   yields the same tokens: the tokens this API already forwarded are skipped.
- *   A job stalled twice fails (QueueEvents 'failed') → 503 KVT_ERR_WORKER_LOST.
+ *   A job stalled twice fails → 503 KVT_ERR_WORKER_LOST (the watchdog finds it
+ *   in the queue's failed set: bullmq-watchdog.ts).
  * - no worker takes the job within queueWaitTimeoutMs → the job is removed, 503.
  * - Redis unreachable → 503 KVT_ERR_QUEUE_UNAVAILABLE at once; ioredis
  *   reconnects by itself and requests succeed again when Redis is back.
@@ -27,7 +28,7 @@
  */
 import { randomUUID } from 'node:crypto';
 
-import { Queue, QueueEvents } from 'bullmq';
+import { Queue } from 'bullmq';
 
 import { CacheAwareRouter, type WorkerRole } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
@@ -57,7 +58,6 @@ export class BullmqRunner implements JobRunner {
   /** The watchdog looks for jobs a failover lost only after a fault (bullmq-watchdog.ts). */
   private lastRedisFaultAt = 0;
   private readonly queues: QueueHandles;
-  private readonly roleEvents: QueueEvents[] = [];
   private readonly dispatch: JobDispatch;
   private readonly watchdog: RoutedJobWatchdog;
 
@@ -66,7 +66,6 @@ export class BullmqRunner implements JobRunner {
     private readonly connection: Redis,
     private readonly subscriber: Redis,
     private readonly queue: Queue,
-    private readonly queueEvents: QueueEvents,
     private readonly policyStore: RedisPolicyStore | null,
     private readonly log: (level: 'info' | 'warn' | 'error', message: string) => void,
     /** Clients handed to BullMQ: it leaves caller-owned connections open, so close() ends them. */
@@ -81,22 +80,6 @@ export class BullmqRunner implements JobRunner {
       this.subscribed = false;
       this.subscribe();
     });
-    const onFailed = (queueName: string) => ({ jobId, failedReason }: { jobId: string; failedReason: string }) => {
-      const pending = this.pending.get(jobId);
-      if (pending && pending.queueName === queueName) this.settle(jobId, new KvtError(failureCode(failedReason), `the job failed on its worker: ${failedReason}`));
-    };
-    queueEvents.on('failed', onFailed(QUEUE_NAME));
-    // The split halves' queues: their stalled checks run on their workers; a job stalled twice there fails like on the shared queue.
-    for (const role of ['prefill', 'decode'] as const) {
-      const name = roleQueueName(role);
-      const client = createRedisClient(config.redisUrl!, REDIS_OPTIONS);
-      client.on('error', (error: Error) => log('warn', `redis (queue events ${name}): ${error.message}`));
-      queueClients.push(client);
-      const events = new QueueEvents(name, { connection: client, prefix: bullmqPrefix(config.redisUrl!) });
-      events.on('error', (error: Error) => log('warn', `queue events ${name}: ${error.message}`));
-      events.on('failed', onFailed(name));
-      this.roleEvents.push(events);
-    }
     // A fault: a connection lost, or (a Cluster client) a node erroring or leaving the slot map.
     const fault = () => (this.lastRedisFaultAt = Date.now());
     for (const client of [connection, subscriber, ...queueClients]) for (const event of ['error', 'close', 'node error', '-node']) client.on(event, fault);
@@ -105,26 +88,24 @@ export class BullmqRunner implements JobRunner {
     const queueFor = (name: string) => this.queueFor(name);
     const router = new CacheAwareRouter(connection, { ttlMs: LIVE_TTL_MS });
     this.dispatch = new JobDispatch({ config, router, log, queueFor, localWaiting: (name) => this.localWaiting(name) });
-    this.watchdog = new RoutedJobWatchdog({ config, connection, pending: this.pending, queueFor, add: (name, queued) => this.add(name, queued), lastRedisFaultAt: () => this.lastRedisFaultAt, log });
+    this.watchdog = new RoutedJobWatchdog({ config, connection, pending: this.pending, queueFor, add: (name, queued) => this.add(name, queued), settle: (jobId, error) => this.settle(jobId, error), lastRedisFaultAt: () => this.lastRedisFaultAt, log });
   }
 
   static async connect(config: Config, log: (level: 'info' | 'warn' | 'error', message: string) => void): Promise<BullmqRunner> {
     const url = config.redisUrl!;
     const connection = createRedisClient(url, REDIS_OPTIONS);
     const subscriber = createRedisClient(url, { ...REDIS_OPTIONS, shardedSubscribers: isClusterAddress(url) });
-    const queueClients = [createRedisClient(url, REDIS_OPTIONS), createRedisClient(url, REDIS_OPTIONS)];
+    const queueClients = [createRedisClient(url, REDIS_OPTIONS)];
     for (const client of queueClients) client.on('error', (error: Error) => log('warn', `redis (queue): ${error.message}`));
     const queue = new Queue(QUEUE_NAME, { connection: queueClients[0], prefix: bullmqPrefix(url) });
-    const queueEvents = new QueueEvents(QUEUE_NAME, { connection: queueClients[1], prefix: bullmqPrefix(url) });
     queue.on('error', (error: Error) => log('warn', `queue: ${error.message}`));
-    queueEvents.on('error', (error: Error) => log('warn', `queue events: ${error.message}`));
     let policy: RedisPolicyStore | null = null;
     try {
       policy = await RedisPolicyStore.open({ url });
     } catch (error) {
       log('warn', `policy store unavailable for now: ${describeError(error).message}`);
     }
-    const runner = new BullmqRunner(config, connection, subscriber, queue, queueEvents, policy, log, queueClients);
+    const runner = new BullmqRunner(config, connection, subscriber, queue, policy, log, queueClients);
     await runner.whenSubscribed(10_000);
     // Cluster GC: a repeatable `gc` job any worker runs under the cluster lease (gc-schedule.ts).
     await scheduleClusterGc(queue, config.gcIntervalMs, config.planeShards).catch((error: Error) => log('warn', `scheduling cluster GC failed (GC runs on request only): ${error.message}`));
@@ -189,7 +170,7 @@ export class BullmqRunner implements JobRunner {
   /** One job on one queue, to its end; the events go to `onEvent` (a re-run's repeats skipped). */
   private async runJob(job: RequestSpec, role: WorkerRole, onEvent: (event: JobEvent) => void, signal: AbortSignal): Promise<void> {
     const done = new Promise<void>((resolve, reject) => {
-      this.pending.set(job.id, { onEvent, resolve, reject, runId: null, forwarded: 0, seenByRun: new Map(), orderByRun: new Map(), started: false, prefilledSent: false, waitTimer: null, queueName: QUEUE_NAME, queued: null, addedAt: Date.now(), lockMisses: 0, moving: false });
+      this.pending.set(job.id, { onEvent, resolve, reject, runId: null, forwarded: 0, seenByRun: new Map(), orderByRun: new Map(), started: false, prefilledSent: false, waitTimer: null, queueName: QUEUE_NAME, queued: null, addedAt: Date.now(), lockMisses: 0, moving: false, failCheckedAt: 0 });
     });
     const onAbort = () => {
       const queueName = this.pending.get(job.id)?.queueName ?? QUEUE_NAME;
@@ -271,7 +252,7 @@ export class BullmqRunner implements JobRunner {
 
   async admin(call: AdminCall): Promise<unknown> {
     if (!this.redisReady()) throw new KvtError('KVT_ERR_QUEUE_UNAVAILABLE', 'Redis is unreachable');
-    return clusterAdminCall(call, { connection: this.connection, queue: this.queue, queueEvents: this.queueEvents, policy: this.policyStore, replyChannel: this.replyChannel });
+    return clusterAdminCall(call, { connection: this.connection, queue: this.queue, policy: this.policyStore, replyChannel: this.replyChannel, redisUrl: this.config.redisUrl!, redisOptions: REDIS_OPTIONS });
   }
 
   async close(): Promise<void> {
@@ -279,10 +260,8 @@ export class BullmqRunner implements JobRunner {
     for (const jobId of [...this.pending.keys()]) this.settle(jobId, new KvtError('KVT_ERR_SERVER_SHUTTING_DOWN', 'the API process is stopping'));
     await Promise.allSettled([
       this.queue.close(),
-      this.queueEvents.close(),
       this.policyStore?.close(),
       this.queues.close(),
-      ...this.roleEvents.map((events) => events.close()),
     ]);
     this.subscriber.disconnect();
     this.connection.disconnect();

@@ -1,19 +1,31 @@
 /**
- * The API side's watch over jobs it routed off the shared queue (a worker's
- * own queue, a split half's role queue): a worker that died or never takes
- * them must not strand them. See bullmq-runner.ts for the whole flow.
+ * The API side's watch over the jobs it waits on: one routed off the shared
+ * queue (a worker's own queue, a split half's role queue) whose worker died
+ * or never takes it must not strand it, and one that failed with no worker
+ * left to say so (stalled twice) must end its request. See bullmq-runner.ts
+ * for the whole flow.
  */
 import type { Queue } from 'bullmq';
 import type { RedisClient as Redis } from '../kvtier/index.ts';
 
 import type { Config } from '../config.ts';
 import { describeError } from '../errors.ts';
-import { QUEUE_NAME, type QueuedJob } from './bullmq-protocol.ts';
+import { failureCode, QUEUE_NAME, type QueuedJob } from './bullmq-protocol.ts';
+import { KvtError } from '../errors.ts';
 import type { PendingJob } from './bullmq-pending.ts';
 
 const WATCHDOG_MS = 250;
 /** A job added this long before a Redis fault may still have been lost by it (replication lag, acknowledged but unreplicated). */
 const LOST_ADD_MS = 5000;
+/**
+ * A job waited on this long is looked for in its queue's failed set, then again every as long. A job
+ * fails there without a word to this process only when BullMQ's stalled check gives it up (its
+ * workers died twice, which takes two stall intervals), or a worker died between taking it and
+ * reporting a failure; every other failure comes as the job's error event at once. So a failure
+ * is seen within about a second, without this process reading every job's event stream (the
+ * QueueEvents it used before woke it several times per job, on the path of every request).
+ */
+const FAILED_CHECK_MS = 1000;
 
 export interface WatchdogDeps {
   config: Config;
@@ -22,6 +34,8 @@ export interface WatchdogDeps {
   pending: Map<string, PendingJob>;
   queueFor(name: string): Queue;
   add(queueName: string, queued: QueuedJob): Promise<unknown>;
+  /** Ends the job's request (with `error`). */
+  settle(jobId: string, error: KvtError): void;
   /** When this process last saw a Redis connection fault (0: never). */
   lastRedisFaultAt(): number;
   log: (level: 'info' | 'warn' | 'error', message: string) => void;
@@ -59,6 +73,10 @@ export class RoutedJobWatchdog {
     const faultAt = this.deps.lastRedisFaultAt();
     for (const [jobId, pending] of this.deps.pending) {
       if (pending.moving || !pending.queued) continue;
+      if (now - pending.addedAt >= FAILED_CHECK_MS && now - pending.failCheckedAt >= FAILED_CHECK_MS) {
+        pending.failCheckedAt = now;
+        if (await this.endIfFailed(jobId, pending)) continue;
+      }
       if (pending.queueName === QUEUE_NAME) {
         // A fault since shortly before it was added: only then can a failover have lost it (one EXISTS).
         if (!pending.started && faultAt > pending.addedAt - LOST_ADD_MS && now - pending.addedAt >= routedWaitMs && this.checkedAfter.get(pending) !== faultAt) {
@@ -80,6 +98,21 @@ export class RoutedJobWatchdog {
       } catch (error) {
         this.deps.log('warn', `watching job ${jobId} on ${pending.queueName} failed: ${describeError(error).message}`);
       }
+    }
+  }
+
+  /** True when the job is in its queue's failed set: its request then ends with the failure's code. */
+  private async endIfFailed(jobId: string, pending: PendingJob): Promise<boolean> {
+    const queue = this.deps.queueFor(pending.queueName);
+    try {
+      if ((await this.deps.connection.zscore(queue.toKey('failed'), jobId)) === null) return false;
+      const reason = (await queue.getJob(jobId))?.failedReason ?? 'failed';
+      if (this.deps.pending.get(jobId) !== pending) return true;
+      this.deps.settle(jobId, new KvtError(failureCode(reason), `the job failed on its worker: ${reason}`));
+      return true;
+    } catch (error) {
+      this.deps.log('warn', `looking for job ${jobId} among the failed jobs of ${pending.queueName} failed: ${describeError(error).message}`);
+      return false;
     }
   }
 

@@ -111,9 +111,6 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
     }
     const queued: QueuedJob = job.data;
     const data = fromQueued(queued);
-    if (data.model !== modelIdOf(config.model)) {
-      throw new UnrecoverableError(`KVT_ERR_WORKER_FAILED: this worker serves ${config.model}, the job asks for ${data.model}`);
-    }
     const runId = randomUUID();
     // In order, re-sent until the API hears it: a failover must not lose a token or the end (reply-outbox.ts).
     const outbox = new ReplyOutbox((message) => publishReply(publisher, data.replyChannel, message), (message) => log('warn', message));
@@ -123,6 +120,13 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
       if (message.event?.type === 'done' || message.event?.type === 'error') void outbox.flushed().then(() => outboxes.delete(outbox));
     };
     const started: ReplyMessage = { jobId: data.id, runId, started: { workerId, queue: queueName } };
+    if (data.model !== modelIdOf(config.model)) {
+      // Said on the reply channel first: the API ends the request now, not when its watchdog finds the failed job.
+      const message = `this worker serves ${config.model}, the job asks for ${data.model}`;
+      publish(started);
+      publish({ jobId: data.id, runId, event: { type: 'error', code: 'KVT_ERR_WORKER_FAILED', message } });
+      throw new UnrecoverableError(`KVT_ERR_WORKER_FAILED: ${message}`);
+    }
     if (earlyCancels.delete(data.id)) {
       publish(started);
       const event: JobEvent = { type: 'done', finishReason: 'cancelled', completionTokens: 0, workerMs: 0, decodeTokens: 0, prefillTokens: 0 };

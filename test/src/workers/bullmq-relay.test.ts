@@ -11,7 +11,7 @@ import { relayPublished, type PendingJob } from '../../../src/workers/bullmq-pen
 import type { JobEvent } from '../../../src/scheduler/job.ts';
 
 function pendingJob(onEvent: (event: JobEvent) => void): PendingJob {
-  return { onEvent, resolve: () => undefined, reject: () => undefined, runId: null, forwarded: 0, seenByRun: new Map(), orderByRun: new Map(), started: false, prefilledSent: false, waitTimer: null, queueName: 'kvtier-prefill', queued: null, addedAt: 0, lockMisses: 0, moving: false };
+  return { onEvent, resolve: () => undefined, reject: () => undefined, runId: null, forwarded: 0, seenByRun: new Map(), orderByRun: new Map(), started: false, prefilledSent: false, waitTimer: null, queueName: 'kvtier-prefill', queued: null, addedAt: 0, lockMisses: 0, moving: false, failCheckedAt: 0 };
 }
 
 const reply = [11, 12, 13, 14, 15, 16, 17, 18];

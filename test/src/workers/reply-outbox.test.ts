@@ -48,7 +48,7 @@ describe('ReplyOutbox on a real Redis', () => {
       // The API side: its relay (bullmq-pending.ts) over whatever arrives, single messages or batches.
       const ids: number[] = [];
       const relayed: JobEvent[] = [];
-      const pending = { onEvent: (event: JobEvent) => (relayed.push(event), event.type === 'tokens' && ids.push(...event.ids)), resolve: () => undefined, reject: () => undefined, runId: null, forwarded: 0, seenByRun: new Map(), orderByRun: new Map(), started: false, prefilledSent: false, waitTimer: null, queueName: 'q', queued: null, addedAt: 0, lockMisses: 0, moving: false };
+      const pending = { onEvent: (event: JobEvent) => (relayed.push(event), event.type === 'tokens' && ids.push(...event.ids)), resolve: () => undefined, reject: () => undefined, runId: null, forwarded: 0, seenByRun: new Map(), orderByRun: new Map(), started: false, prefilledSent: false, waitTimer: null, queueName: 'q', queued: null, addedAt: 0, lockMisses: 0, moving: false, failCheckedAt: 0 };
       const ended = deferred();
       subscriber.on('message', (_channel: string, message: string) => {
         const parsed = JSON.parse(message) as PublishedEvent | PublishedEvent[];
