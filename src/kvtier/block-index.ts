@@ -251,7 +251,8 @@ export class BlockIndex {
   }
 
   private readEntry(keyBytes: Uint8Array): IndexEntry | undefined {
-    const record = this.entries.getBinary(keyBytes);
+    // The fast get's buffer is valid until the next get: decodeRecord copies every field out of it first.
+    const record = this.entries.getBinaryFast(keyBytes);
     return record === undefined ? undefined : decodeRecord(keyBytes, record);
   }
 

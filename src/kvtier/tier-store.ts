@@ -169,9 +169,8 @@ async function writeBlockNow(core: TierCore, key: string, keyBytes: Uint8Array, 
   const usedAt = Math.max(storedAt, core.flights.lastUseWhileWriting(key));
   await core.writeRecords.record({
     key,
-    index: { keyBytes, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlCapMs: request.ttlMs },
-    plane: { key, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlMs: request.ttlMs },
-    at: usedAt,
+    index: { keyBytes, key, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlCapMs: request.ttlMs, at: usedAt },
+    plane: { key, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlMs: request.ttlMs, at: usedAt },
   });
   if (core.hotCache.budgetBytes > 0) {
     try {
