@@ -6,6 +6,9 @@
 import { KvTierError } from './errors.ts';
 import { bytesToHex } from './hex.ts';
 import type { RetentionPolicy } from './retention-policy.ts';
+import { Utf8Cache } from './utf8-cache.ts';
+
+const names = new Utf8Cache();
 
 /** One block as this node's index knows it. Times are ms since the epoch. */
 export interface IndexEntry {
@@ -37,6 +40,8 @@ export interface IndexWrite {
   /** Its last use, when a batch records writes of different times; default the call's `now`. */
   at?: number;
   kind?: 'tail';
+  /** keyBytes as hex when the caller has it (spares the entry's key a conversion per write). */
+  key?: string;
 }
 
 /** A cluster record to mirror into this node's index (see `adoptRecords`). */
@@ -58,7 +63,7 @@ export const PROBE_EXPIRED = -2;
 /** An entry after its block was put on storage; `existing` is what the index held for it. */
 export function writtenEntry(write: IndexWrite, existing: IndexEntry | undefined, now: number, policy: RetentionPolicy): IndexEntry {
   const next: IndexEntry = {
-    key: bytesToHex(write.keyBytes),
+    key: write.key ?? bytesToHex(write.keyBytes),
     sizeBytes: write.sizeBytes,
     trafficClass: existing?.trafficClass ?? write.trafficClass,
     tenant: existing?.tenant ?? write.tenant,
@@ -123,8 +128,8 @@ export function ttlOf(entry: Pick<IndexEntry, 'trafficClass' | 'tenant' | 'ttlCa
  * when an odd number is left. Records written before the kind byte read as blocks.
  */
 export function encodeRecord(entry: IndexEntry): Buffer {
-  const trafficClass = Buffer.from(entry.trafficClass);
-  const tenant = Buffer.from(entry.tenant);
+  const trafficClass = names.of(entry.trafficClass);
+  const tenant = names.of(entry.tenant);
   const cap = entry.ttlCapMs !== undefined && entry.ttlCapMs > 0 ? entry.ttlCapMs : 0;
   const tail = entry.kind === 'tail';
   const record = Buffer.allocUnsafe(44 + trafficClass.length + tenant.length + (cap > 0 ? 8 : 0) + (tail ? 1 : 0));

@@ -146,20 +146,27 @@ export class BlockIndex {
 
   /** A hit: last use = now, hits + 1, expiry slides. Missing keys are skipped. */
   touch(keys: readonly Uint8Array[], now: number, policy: RetentionPolicy): Promise<void> {
-    // batched: a touch moves no counter (the deltas cancel), so none is read or written.
-    return this.entries.transaction(() => this.meta.batched(() => {
+    // A touch moves no counter, so the record is patched in place (last use, hits, expiry) and its
+    // expiry row moved: no entry decoded and re-encoded per hit (#29's replay renews every block it hits).
+    return this.entries.transaction(() => {
       for (const keyBytes of keys) {
-        const existing = this.readEntry(keyBytes);
-        if (existing === undefined) continue;
-        const lastUseAt = Math.max(existing.lastUseAt, now);
-        this.replace(keyBytes, existing, {
-          ...existing,
-          lastUseAt,
-          hits: existing.hits + 1,
-          expiresAt: lastUseAt + ttlOf(existing, policy),
-        });
+        // getBinary's copy (never the fast get's shared buffer, nor the map): it is patched and put back.
+        const record = this.entries.getBinary(keyBytes);
+        if (record === undefined) continue;
+        const { trafficClass, tenant } = decodeNames(record);
+        const capOffset = 44 + record.readUInt16LE(40) + record.readUInt16LE(42);
+        const cap = record.length >= capOffset + 8 ? record.readDoubleLE(capOffset) : 0;
+        const expiresBefore = record.readDoubleLE(0);
+        const lastUseAt = Math.max(record.readDoubleLE(8), now);
+        const expiresAt = lastUseAt + ttlOf({ trafficClass, tenant, ttlCapMs: cap > 0 ? cap : undefined }, policy);
+        record.writeDoubleLE(expiresAt, 0);
+        record.writeDoubleLE(lastUseAt, 8);
+        record.writeUInt32LE(Math.min(record.readUInt32LE(32) + 1, 0xffffffff), 32);
+        this.byExpiry.remove(expiryRow(expiresBefore, keyBytes));
+        this.byExpiry.put(expiryRow(expiresAt, keyBytes), EMPTY);
+        this.entries.put(keyBytes, record);
       }
-    }));
+    });
   }
 
   /** Records the real size of blocks read from storage (adopted entries start at 0). */
@@ -251,7 +258,8 @@ export class BlockIndex {
   }
 
   private readEntry(keyBytes: Uint8Array): IndexEntry | undefined {
-    const record = this.entries.getBinary(keyBytes);
+    // The fast get's buffer is valid until the next get: decodeRecord copies every field out of it first.
+    const record = this.entries.getBinaryFast(keyBytes);
     return record === undefined ? undefined : decodeRecord(keyBytes, record);
   }
 

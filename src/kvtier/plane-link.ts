@@ -66,7 +66,9 @@ export class PlaneLink {
   /** Windowed plane reads (8, 32, 128, … keys) from block `from`; adopts the live run into the index and renews it. */
   async probe(chain: PrefixChain, from: number, now: number, policy: RetentionPolicy): Promise<PlaneProbe> {
     const trusted = await this.isTrusted();
-    let window = this.probeWindow;
+    // Windows save round trips to a remote plane; the embedded one answers in-process, so it starts at one key
+    // (most probes end at their first key, a miss, which read a whole window of absent records).
+    let window = this.plane.kind === 'lmdb' ? 1 : this.probeWindow;
     let position = from;
     const live: { record: BlockRecord; depth: number; keyBytes: Uint8Array }[] = [];
     while (position < chain.blockCount) {

@@ -136,9 +136,38 @@ export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt 
  * clock gets exactly the definition's expiry).
  */
 async function writeBlock(core: TierCore, key: string, keyBytes: Uint8Array, bytes: Uint8Array, depth: number, request: StoreRequest, usedAt: number): Promise<void> {
+  // One async step per block (the put, then the records): the write and its records were two nested async functions, a promise more per block.
   let recordedAt = -1;
   try {
-    recordedAt = await writeBlockNow(core, key, keyBytes, bytes, depth, request, usedAt);
+    const { counters, options } = core;
+    let stored = bytes;
+    let put = true;
+    try {
+      if (options.seal !== undefined) stored = options.seal.seal(bytes, keyBytes, request.namespace.tenantSalt);
+      await core.blobStore.put(key, stored);
+    } catch (error) {
+      core.noteError(error, 'block write failed; block not stored');
+      put = false;
+    }
+    if (put) {
+      counters.bytesWritten += stored.byteLength;
+      counters.blocksWritten++;
+      const at = Math.max(usedAt, core.flights.lastUseWhileWriting(key));
+      await core.writeRecords.record({
+        key,
+        index: { keyBytes, key, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlCapMs: request.ttlMs, at },
+        plane: { key, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlMs: request.ttlMs, at },
+      });
+      if (core.hotCache.budgetBytes > 0) {
+        try {
+          core.hotCache.put(core.codec.decode(bytes));
+        } catch (error) {
+          core.noteError(error, 'a block we just encoded does not decode');
+        }
+      }
+      // The last use recorded for the block (its store call, or a later use while it was being written).
+      recordedAt = at;
+    }
   } finally {
     // A hit or store while the records were being written renewed only the flight: carry it over before the flight goes.
     const lastUse = core.flights.lastUseWhileWriting(key);
@@ -151,36 +180,6 @@ async function writeBlock(core: TierCore, key: string, keyBytes: Uint8Array, byt
       core.planeLink.renew([key], lastUse, [depth]);
     }
   }
-}
-
-/** Returns the last use recorded for the block (its store call, or a later use while it was being written), or -1 when it was not stored. */
-async function writeBlockNow(core: TierCore, key: string, keyBytes: Uint8Array, bytes: Uint8Array, depth: number, request: StoreRequest, storedAt: number): Promise<number> {
-  const { counters, options } = core;
-  let stored = bytes;
-  try {
-    if (options.seal !== undefined) stored = options.seal.seal(bytes, keyBytes, request.namespace.tenantSalt);
-    await core.blobStore.put(key, stored);
-  } catch (error) {
-    core.noteError(error, 'block write failed; block not stored');
-    return -1;
-  }
-  counters.bytesWritten += stored.byteLength;
-  counters.blocksWritten++;
-  const usedAt = Math.max(storedAt, core.flights.lastUseWhileWriting(key));
-  await core.writeRecords.record({
-    key,
-    index: { keyBytes, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlCapMs: request.ttlMs },
-    plane: { key, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlMs: request.ttlMs },
-    at: usedAt,
-  });
-  if (core.hotCache.budgetBytes > 0) {
-    try {
-      core.hotCache.put(core.codec.decode(bytes));
-    } catch (error) {
-      core.noteError(error, 'a block we just encoded does not decode');
-    }
-  }
-  return usedAt;
 }
 
 /**

@@ -13,10 +13,9 @@ import type { TierCore } from './tier-core.ts';
 
 export interface LandedWrite {
   key: string;
-  index: IndexWrite;
-  plane: PlaneWrite;
-  /** The block's last use (its store call's time, or a later hit's while it was written). */
-  at: number;
+  /** `at` set on both: the block's last use (its store call's time, or a later hit's while it was written). */
+  index: IndexWrite & { at: number };
+  plane: PlaneWrite & { at: number };
 }
 
 /** The writes gathered for one batch, and the one promise all of them wait on. */
@@ -64,8 +63,8 @@ export class WriteRecords {
     const core = this.core;
     try {
       await core.index.recordWrites(
-        batch.map((write) => ({ ...write.index, at: write.at })),
-        batch[0].at,
+        batch.map((write) => write.index),
+        batch[0].index.at,
         core.policy.current(),
       );
       for (const write of batch) core.liveEntries.forget(write.key);
@@ -73,6 +72,6 @@ export class WriteRecords {
       // The blobs are on storage; a later lookup adopts them.
       core.noteError(error, 'index update after a block write failed');
     }
-    await core.planeLink.recordWrites(batch.map((write) => ({ ...write.plane, at: write.at })));
+    await core.planeLink.recordWrites(batch.map((write) => write.plane));
   }
 }

@@ -23,6 +23,15 @@ import type { ReplayRequest } from './trace.ts';
 /** Blocks queued between two settles: far below the write-behind budget (WRITE_BEHIND_BYTES), so no write is ever dropped. */
 const SETTLE_AFTER_BLOCKS = 8192;
 const WRITE_BEHIND_BYTES = 1024 * 1024 * 1024;
+/**
+ * Block writes in flight. The replay writes far faster than a served node, so
+ * the write path's batches (one segment append per event-loop turn, one index
+ * and plane transaction per record batch) are as large as this lets them be:
+ * 256 against 64 gave 787-838 requests/s against 635-689 on the first 3,000
+ * conversation requests, 512 and 1,024 no better (bench/RESULTS.md, "replay
+ * (#29): fewer allocations per block, a wider write-behind").
+ */
+const WRITE_CONCURRENCY = 256;
 
 export interface TierTargetOptions {
   /** This replay node's directory (LMDB index, embedded plane and policy). */
@@ -88,7 +97,7 @@ export class TierTarget {
         touchIntervalMs: 0,
         hotCacheBytes: 0,
         readPoolBytes: 0,
-        writeConcurrency: 64,
+        writeConcurrency: WRITE_CONCURRENCY,
         writeBehindMaxBytes: WRITE_BEHIND_BYTES,
         ...(options.recordBatchMax !== undefined ? { recordBatchMax: options.recordBatchMax } : {}),
         ...(options.fsBatchWrites !== undefined ? { fsBatchWrites: options.fsBatchWrites } : {}),

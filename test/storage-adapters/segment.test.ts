@@ -58,6 +58,22 @@ describe('SegmentBlobStore', () => {
     await store.close();
   });
 
+  it('batches one after another, large then small then large, each read back whole (the batch buffer is reused)', async () => {
+    const dir = join(await scratchDir(), 's');
+    const store = await SegmentBlobStore.open({ dir });
+    const written = new Map<string, Uint8Array>();
+    for (const [batch, count] of [40, 3, 25, 1].entries()) {
+      const values = Array.from({ length: count }, (_, i) => [`b${batch}-${i}`, randomBytes(1000 + ((i * 977) % 3000))] as const);
+      await Promise.all(values.map(([key, bytes]) => store.put(key, bytes)));
+      for (const [key, bytes] of values) written.set(key, bytes);
+    }
+    for (const [key, bytes] of written) expectSameBytes(await store.get(key), bytes);
+    await store.close();
+    const reopened = await SegmentBlobStore.open({ dir });
+    for (const [key, bytes] of written) expectSameBytes(await reopened.get(key), bytes);
+    await reopened.close();
+  });
+
   it('a value damaged on storage is a KVT_ERR_STORAGE_IO error, never other bytes', async () => {
     const dir = join(await scratchDir(), 's');
     const store = await SegmentBlobStore.open({ dir });

@@ -142,11 +142,12 @@ export class LmdbMetadataPlane implements MetadataPlane {
         const keyBytes = hexToKeyBytes(record.key);
         const existing = this.mover.read(record.key, keyBytes);
         if (existing !== undefined && options.ifAbsent) continue;
-        this.mover.replace(keyBytes, existing, {
-          ...record,
-          createdAt: existing?.createdAt ?? record.createdAt,
-          lastUseAt: Math.max(existing?.lastUseAt ?? 0, record.lastUseAt),
-        });
+        // A new record is written as given (no copy per block: the common case of a write).
+        const next =
+          existing === undefined && record.lastUseAt >= 0
+            ? record
+            : { ...record, createdAt: existing?.createdAt ?? record.createdAt, lastUseAt: Math.max(existing?.lastUseAt ?? 0, record.lastUseAt) };
+        this.mover.replace(keyBytes, existing, next);
       }
       this.mover.writeCounters();
     });

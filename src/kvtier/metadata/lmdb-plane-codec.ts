@@ -5,31 +5,49 @@
  */
 import { PlaneError } from '../errors.ts';
 import { KEY_BYTES } from '../prefix-hasher.ts';
+import { Utf8Cache } from '../utf8-cache.ts';
 import type { BlockRecord } from './metadata-plane.ts';
 
+/** Class, tenant and writer bytes, made once per string: every record and row of a write repeats them. */
+const names = new Utf8Cache();
+
 export function classPrefix(trafficClass: string): Buffer {
-  const name = Buffer.from(trafficClass);
+  const name = names.of(trafficClass);
   return Buffer.concat([Buffer.from([name.length]), name]);
 }
 
+/** classPrefix ‖ useRow in one buffer (a row per write and two per renewal: one allocation each, not six). */
 export function classUseRow(trafficClass: string, lastUse: number, depth: number, keyBytes: Uint8Array): Buffer {
-  return Buffer.concat([classPrefix(trafficClass), useRow(lastUse, depth, keyBytes)]);
+  const name = names.of(trafficClass);
+  const row = Buffer.allocUnsafe(1 + name.length + 12 + KEY_BYTES);
+  row[0] = name.length;
+  name.copy(row, 1);
+  writeUseRow(row, 1 + name.length, lastUse, depth, keyBytes);
+  return row;
 }
 
 export function u64be(value: number): Buffer {
   const out = Buffer.allocUnsafe(8);
-  const ms = Math.max(0, Math.floor(value));
-  out.writeUInt32BE(Math.floor(ms / 2 ** 32), 0);
-  out.writeUInt32BE(ms % 2 ** 32, 4);
+  writeU64be(out, 0, value);
   return out;
+}
+
+function writeU64be(out: Buffer, at: number, value: number): void {
+  const ms = Math.max(0, Math.floor(value));
+  out.writeUInt32BE(Math.floor(ms / 2 ** 32), at);
+  out.writeUInt32BE(ms % 2 ** 32, at + 4);
 }
 
 export function useRow(lastUse: number, depth: number, keyBytes: Uint8Array): Buffer {
   const row = Buffer.allocUnsafe(12 + KEY_BYTES);
-  u64be(lastUse).copy(row, 0);
-  row.writeUInt32BE(0xffffffff - Math.min(Math.max(depth, 0), 0xffffffff), 8);
-  row.set(keyBytes, 12);
+  writeUseRow(row, 0, lastUse, depth, keyBytes);
   return row;
+}
+
+function writeUseRow(row: Buffer, at: number, lastUse: number, depth: number, keyBytes: Uint8Array): void {
+  writeU64be(row, at, lastUse);
+  row.writeUInt32BE(0xffffffff - Math.min(Math.max(depth, 0), 0xffffffff), at + 8);
+  row.set(keyBytes, at + 12);
 }
 
 export const FIXED = 40;
@@ -39,9 +57,9 @@ const FLAGS_AT = 39;
 const FLAG_TAIL = 1;
 
 export function encodeRecord(record: BlockRecord): Buffer {
-  const trafficClass = Buffer.from(record.trafficClass);
-  const tenant = Buffer.from(record.tenant);
-  const writer = Buffer.from(record.writer);
+  const trafficClass = names.of(record.trafficClass);
+  const tenant = names.of(record.tenant);
+  const writer = names.of(record.writer);
   if (trafficClass.length > 255 || tenant.length > 255 || writer.length > 255) {
     throw new PlaneError('KVT_ERR_PLANE_BAD_RECORD', `class, tenant and writer must be ≤ 255 bytes each (block ${record.key})`);
   }

@@ -12,6 +12,7 @@ const EMPTY = new Uint8Array(0);
 
 export class LmdbRecordMover {
   private readonly deltas = new Map<string, number>();
+  private lastNames: { trafficClass: string; tenant: string; tail: boolean; names: string[] } | null = null;
 
   constructor(
     private readonly records: Database<Uint8Array, Uint8Array>,
@@ -26,7 +27,8 @@ export class LmdbRecordMover {
   }
 
   read(key: string, keyBytes: Uint8Array): BlockRecord | undefined {
-    const value = this.records.getBinary(keyBytes);
+    // The fast get's buffer lives until the next get: decodeRecord copies every field out of it first.
+    const value = this.records.getBinaryFast(keyBytes);
     return value === undefined ? undefined : decodeRecord(key, value);
   }
 
@@ -35,9 +37,10 @@ export class LmdbRecordMover {
     if (before !== undefined) {
       this.byUse.remove(classUseRow(before.trafficClass, before.lastUseAt, before.depth, keyBytes));
       if (before.ttlMs > 0) this.capped.remove(useRow(before.lastUseAt, before.depth, keyBytes));
-      for (const tag of scopeTagsOf(before)) {
-        this.addCounter(`b|${tag}`, -before.sizeBytes);
-        this.addCounter(`n|${tag}`, -1);
+      const names = this.counterNames(before);
+      for (let i = 0; i < names.length; i += 2) {
+        this.addCounter(names[i], -before.sizeBytes);
+        this.addCounter(names[i + 1], -1);
       }
     }
     if (after === undefined) {
@@ -47,10 +50,21 @@ export class LmdbRecordMover {
     this.records.put(keyBytes, encodeRecord(after));
     this.byUse.put(classUseRow(after.trafficClass, after.lastUseAt, after.depth, keyBytes), EMPTY);
     if (after.ttlMs > 0) this.capped.put(useRow(after.lastUseAt, after.depth, keyBytes), EMPTY);
-    for (const tag of scopeTagsOf(after)) {
-      this.addCounter(`b|${tag}`, after.sizeBytes);
-      this.addCounter(`n|${tag}`, 1);
+    const names = this.counterNames(after);
+    for (let i = 0; i < names.length; i += 2) {
+      this.addCounter(names[i], after.sizeBytes);
+      this.addCounter(names[i + 1], 1);
     }
+  }
+
+  /** "b|<tag>", "n|<tag>" per scope tag of `record`; the last answer is kept (a batch's records mostly share class and tenant). */
+  private counterNames(record: BlockRecord): readonly string[] {
+    const tail = record.kind === 'tail';
+    const memo = this.lastNames;
+    if (memo !== null && memo.trafficClass === record.trafficClass && memo.tenant === record.tenant && memo.tail === tail) return memo.names;
+    const names = scopeTagsOf(record).flatMap((tag) => [`b|${tag}`, `n|${tag}`]);
+    this.lastNames = { trafficClass: record.trafficClass, tenant: record.tenant, tail, names };
+    return names;
   }
 
   /** What this transaction's moves took away, per scope tag (a removal batch's tally). */
