@@ -148,6 +148,23 @@ export function encodeRecord(entry: IndexEntry): Buffer {
   return record;
 }
 
+/**
+ * A hit on an encoded record, in place (the layout above): last use = max(last use, now), hits + 1,
+ * expiry = last use + the TTL. Returns the expiry before and after (the caller moves its expiry row).
+ */
+export function touchRecord(record: Buffer, now: number, policy: RetentionPolicy): { expiresBefore: number; expiresAt: number } {
+  const { trafficClass, tenant } = decodeNames(record);
+  const capOffset = 44 + record.readUInt16LE(40) + record.readUInt16LE(42);
+  const cap = record.length >= capOffset + 8 ? record.readDoubleLE(capOffset) : 0;
+  const expiresBefore = record.readDoubleLE(0);
+  const lastUseAt = Math.max(record.readDoubleLE(8), now);
+  const expiresAt = lastUseAt + ttlOf({ trafficClass, tenant, ttlCapMs: cap > 0 ? cap : undefined }, policy);
+  record.writeDoubleLE(expiresAt, 0);
+  record.writeDoubleLE(lastUseAt, 8);
+  record.writeUInt32LE(Math.min(record.readUInt32LE(32) + 1, 0xffffffff), 32);
+  return { expiresBefore, expiresAt };
+}
+
 export function decodeNames(record: Buffer): { trafficClass: string; tenant: string } {
   if (record.length < 44) throw new KvTierError('KVT_ERR_INDEX_BAD_VALUE', 'index record shorter than 44 bytes; delete the index dir to rebuild it from storage');
   const classLength = record.readUInt16LE(40);

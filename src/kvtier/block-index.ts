@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 
 import { open as openLmdb, type Database, type RootDatabase } from 'lmdb';
 
-import { adoptedEntry, decodeNames, decodeRecord, encodeRecord, mirroredEntry, PROBE_ABSENT, PROBE_EXPIRED, ttlOf, writtenEntry, type AdoptedRecord, type IndexEntry, type IndexWrite } from './block-index-records.ts';
+import { adoptedEntry, decodeNames, decodeRecord, encodeRecord, mirroredEntry, PROBE_ABSENT, PROBE_EXPIRED, touchRecord, ttlOf, writtenEntry, type AdoptedRecord, type IndexEntry, type IndexWrite } from './block-index-records.ts';
 import { IndexMeta } from './block-index-meta.ts';
 import { EMPTY, expiredKeys, expiryRow } from './block-index-rows.ts';
 import { KvTierError } from './errors.ts';
@@ -153,15 +153,7 @@ export class BlockIndex {
         // getBinary's copy (never the fast get's shared buffer, nor the map): it is patched and put back.
         const record = this.entries.getBinary(keyBytes);
         if (record === undefined) continue;
-        const { trafficClass, tenant } = decodeNames(record);
-        const capOffset = 44 + record.readUInt16LE(40) + record.readUInt16LE(42);
-        const cap = record.length >= capOffset + 8 ? record.readDoubleLE(capOffset) : 0;
-        const expiresBefore = record.readDoubleLE(0);
-        const lastUseAt = Math.max(record.readDoubleLE(8), now);
-        const expiresAt = lastUseAt + ttlOf({ trafficClass, tenant, ttlCapMs: cap > 0 ? cap : undefined }, policy);
-        record.writeDoubleLE(expiresAt, 0);
-        record.writeDoubleLE(lastUseAt, 8);
-        record.writeUInt32LE(Math.min(record.readUInt32LE(32) + 1, 0xffffffff), 32);
+        const { expiresBefore, expiresAt } = touchRecord(record, now, policy);
         this.byExpiry.remove(expiryRow(expiresBefore, keyBytes));
         this.byExpiry.put(expiryRow(expiresAt, keyBytes), EMPTY);
         this.entries.put(keyBytes, record);
