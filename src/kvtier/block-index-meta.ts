@@ -7,40 +7,24 @@
 import type { Database } from 'lmdb';
 
 import type { IndexEntry } from './block-index-records.ts';
-import { scopesOf, scopeTag } from './block-index-rows.ts';
-import { TAIL_TAG } from './metadata/metadata-plane.ts';
+import { scopeTag } from './block-index-rows.ts';
+import { ScopeCounterNames } from './metadata/scope-counter-names.ts';
 import type { QuotaScope } from './retention-policy.ts';
 
 export class IndexMeta {
   /** Set while a batch collects its counter moves (see batched). */
   private deltas: Map<string, number> | null = null;
-  private lastNames: { trafficClass: string; tenant: string; tail: boolean; names: string[] } | null = null;
+  private readonly counterNames = new ScopeCounterNames('bytes', 'count');
 
   constructor(private readonly db: Database<number, string>) {}
 
   /** Counts `entry` into (sign 1) or out of (sign -1) its scopes, and the tails' tag for a unit tail. */
   count(entry: IndexEntry, sign: 1 | -1): void {
-    const names = this.counterNames(entry);
+    const names = this.counterNames.of(entry);
     for (let i = 0; i < names.length; i += 2) {
       this.add(names[i], sign * entry.sizeBytes);
       this.add(names[i + 1], sign);
     }
-  }
-
-  /**
-   * "bytes|<tag>", "count|<tag>" for each of the entry's scope tags. The last
-   * answer is kept: the entries of a batch mostly share class and tenant, and
-   * making six strings per entry was a visible part of a write (#29's replay).
-   */
-  private counterNames(entry: IndexEntry): readonly string[] {
-    const tail = entry.kind === 'tail';
-    const memo = this.lastNames;
-    if (memo !== null && memo.trafficClass === entry.trafficClass && memo.tenant === entry.tenant && memo.tail === tail) return memo.names;
-    const tags = scopesOf(entry);
-    if (tail) tags.push(TAIL_TAG);
-    const names = tags.flatMap((tag) => [`bytes|${tag}`, `count|${tag}`]);
-    this.lastNames = { trafficClass: entry.trafficClass, tenant: entry.tenant, tail, names };
-    return names;
   }
 
   /** Runs `body` with the counters moved once at its end, not once per entry (six reads and puts each). Inside a transaction only. */

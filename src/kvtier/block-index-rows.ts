@@ -6,16 +6,11 @@ import type { Database } from 'lmdb';
 
 import { KEY_BYTES } from './prefix-hasher.ts';
 import type { QuotaScope } from './retention-policy.ts';
-import type { IndexEntry } from './block-index-records.ts';
 
 export const EMPTY = new Uint8Array(0);
 
 export function scopeTag(scope: QuotaScope): string {
   return scope.kind === 'global' ? 'g' : scope.kind === 'class' ? `c:${scope.name}` : `t:${scope.name}`;
-}
-
-export function scopesOf(entry: IndexEntry): string[] {
-  return ['g', `c:${entry.trafficClass}`, `t:${entry.tenant}`];
 }
 
 export function expiryRow(expiresAt: number, keyBytes: Uint8Array): Buffer {

@@ -3,6 +3,7 @@
  * (bit 0: unit tail), then class, tenant and writer) and the last-use index rows (big-endian last use, inverted depth, key: byte
  * order is walk order), prefixed by the class in the per-class index.
  */
+import { writeU64BE } from '../block-index-rows.ts';
 import { PlaneError } from '../errors.ts';
 import { KEY_BYTES } from '../prefix-hasher.ts';
 import { Utf8Cache } from '../utf8-cache.ts';
@@ -28,14 +29,8 @@ export function classUseRow(trafficClass: string, lastUse: number, depth: number
 
 export function u64be(value: number): Buffer {
   const out = Buffer.allocUnsafe(8);
-  writeU64be(out, 0, value);
+  writeU64BE(out, 0, value);
   return out;
-}
-
-function writeU64be(out: Buffer, at: number, value: number): void {
-  const ms = Math.max(0, Math.floor(value));
-  out.writeUInt32BE(Math.floor(ms / 2 ** 32), at);
-  out.writeUInt32BE(ms % 2 ** 32, at + 4);
 }
 
 export function useRow(lastUse: number, depth: number, keyBytes: Uint8Array): Buffer {
@@ -45,7 +40,7 @@ export function useRow(lastUse: number, depth: number, keyBytes: Uint8Array): Bu
 }
 
 function writeUseRow(row: Buffer, at: number, lastUse: number, depth: number, keyBytes: Uint8Array): void {
-  writeU64be(row, at, lastUse);
+  writeU64BE(row, at, lastUse);
   row.writeUInt32BE(0xffffffff - Math.min(Math.max(depth, 0), 0xffffffff), at + 8);
   row.set(keyBytes, at + 12);
 }

@@ -6,13 +6,14 @@
 import type { Database } from 'lmdb';
 
 import { classUseRow, decodeRecord, encodeRecord, useRow } from './lmdb-plane-codec.ts';
-import { scopeTagsOf, type BlockRecord, type PlaneUsage } from './metadata-plane.ts';
+import { type BlockRecord, type PlaneUsage } from './metadata-plane.ts';
+import { ScopeCounterNames } from './scope-counter-names.ts';
 
 const EMPTY = new Uint8Array(0);
 
 export class LmdbRecordMover {
   private readonly deltas = new Map<string, number>();
-  private lastNames: { trafficClass: string; tenant: string; tail: boolean; names: string[] } | null = null;
+  private readonly counterNames = new ScopeCounterNames('b', 'n');
 
   constructor(
     private readonly records: Database<Uint8Array, Uint8Array>,
@@ -37,7 +38,7 @@ export class LmdbRecordMover {
     if (before !== undefined) {
       this.byUse.remove(classUseRow(before.trafficClass, before.lastUseAt, before.depth, keyBytes));
       if (before.ttlMs > 0) this.capped.remove(useRow(before.lastUseAt, before.depth, keyBytes));
-      const names = this.counterNames(before);
+      const names = this.counterNames.of(before);
       for (let i = 0; i < names.length; i += 2) {
         this.addCounter(names[i], -before.sizeBytes);
         this.addCounter(names[i + 1], -1);
@@ -50,21 +51,11 @@ export class LmdbRecordMover {
     this.records.put(keyBytes, encodeRecord(after));
     this.byUse.put(classUseRow(after.trafficClass, after.lastUseAt, after.depth, keyBytes), EMPTY);
     if (after.ttlMs > 0) this.capped.put(useRow(after.lastUseAt, after.depth, keyBytes), EMPTY);
-    const names = this.counterNames(after);
+    const names = this.counterNames.of(after);
     for (let i = 0; i < names.length; i += 2) {
       this.addCounter(names[i], after.sizeBytes);
       this.addCounter(names[i + 1], 1);
     }
-  }
-
-  /** "b|<tag>", "n|<tag>" per scope tag of `record`; the last answer is kept (a batch's records mostly share class and tenant). */
-  private counterNames(record: BlockRecord): readonly string[] {
-    const tail = record.kind === 'tail';
-    const memo = this.lastNames;
-    if (memo !== null && memo.trafficClass === record.trafficClass && memo.tenant === record.tenant && memo.tail === tail) return memo.names;
-    const names = scopeTagsOf(record).flatMap((tag) => [`b|${tag}`, `n|${tag}`]);
-    this.lastNames = { trafficClass: record.trafficClass, tenant: record.tenant, tail, names };
-    return names;
   }
 
   /** What this transaction's moves took away, per scope tag (a removal batch's tally). */
