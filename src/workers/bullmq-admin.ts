@@ -15,9 +15,9 @@ import { patchPolicyDoc } from '../scheduler/index.ts';
 
 export interface ClusterAdminDeps {
   connection: Redis;
-  /** The shared queue and its events (GC runs as a job there). */
+  /** The shared queue (GC runs as a job there). */
   queue: Queue;
-  /** Where the GC job's QueueEvents connect (opened per GC call: the API reads no job events otherwise). */
+  /** Where a GC call's QueueEvents connect (opened per call: the API reads no job events otherwise). */
   redisUrl: string;
   redisOptions: RedisConnectOptions;
   /** Null when Redis was unreachable at start. */
@@ -63,14 +63,14 @@ export async function clusterAdminCall(call: AdminCall, deps: ClusterAdminDeps):
       return { gen, workers: acks };
     }
     case 'gc': {
-      // Kept a while after completion: waitUntilFinished polls the job once after subscribing, and a
-      // quick GC already removed on completion would read as missing there, i.e. as a failure.
       // Subscribed before the job is added, so its end cannot come before the subscription.
       const client = createRedisClient(deps.redisUrl, deps.redisOptions);
       client.on('error', () => undefined); // a fault shows as the wait's failure below
       const events = new QueueEvents(queue.name, { connection: client, prefix: queue.opts.prefix });
       try {
         await events.waitUntilReady();
+        // Kept a while after completion: waitUntilFinished polls the job once after subscribing, and a
+        // quick GC already removed on completion would read as missing there, i.e. as a failure.
         const job = await queue.add('gc', { replyChannel }, { removeOnComplete: { age: 300 }, removeOnFail: { age: 3600 } });
         try {
           const result: unknown = await job.waitUntilFinished(events, 60_000);

@@ -9,9 +9,8 @@ import type { Queue } from 'bullmq';
 import type { RedisClient as Redis } from '../kvtier/index.ts';
 
 import type { Config } from '../config.ts';
-import { describeError } from '../errors.ts';
+import { describeError, KvtError } from '../errors.ts';
 import { failureCode, QUEUE_NAME, type QueuedJob } from './bullmq-protocol.ts';
-import { KvtError } from '../errors.ts';
 import type { PendingJob } from './bullmq-pending.ts';
 
 const WATCHDOG_MS = 250;
