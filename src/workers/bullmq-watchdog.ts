@@ -70,12 +70,12 @@ export class RoutedJobWatchdog {
     const routedWaitMs = Math.min(2000, Math.max(WATCHDOG_MS, Math.floor(this.deps.config.queueWaitTimeoutMs / 4)));
     const now = Date.now();
     const faultAt = this.deps.lastRedisFaultAt();
+    // The failed-set lookups of every job due one, sent together (one round trip, however many long jobs run).
+    const due = [...this.deps.pending].filter(([, p]) => !p.moving && p.queued && now - p.addedAt >= FAILED_CHECK_MS && now - p.failCheckedAt >= FAILED_CHECK_MS);
+    for (const [, pending] of due) pending.failCheckedAt = now;
+    await Promise.all(due.map(([jobId, pending]) => this.endIfFailed(jobId, pending)));
     for (const [jobId, pending] of this.deps.pending) {
       if (pending.moving || !pending.queued) continue;
-      if (now - pending.addedAt >= FAILED_CHECK_MS && now - pending.failCheckedAt >= FAILED_CHECK_MS) {
-        pending.failCheckedAt = now;
-        if (await this.endIfFailed(jobId, pending)) continue;
-      }
       if (pending.queueName === QUEUE_NAME) {
         // A fault since shortly before it was added: only then can a failover have lost it (one EXISTS).
         if (!pending.started && faultAt > pending.addedAt - LOST_ADD_MS && now - pending.addedAt >= routedWaitMs && this.checkedAfter.get(pending) !== faultAt) {
@@ -100,18 +100,15 @@ export class RoutedJobWatchdog {
     }
   }
 
-  /** True when the job is in its queue's failed set: its request then ends with the failure's code. */
-  private async endIfFailed(jobId: string, pending: PendingJob): Promise<boolean> {
+  /** A job in its queue's failed set: its request ends with the failure's code. */
+  private async endIfFailed(jobId: string, pending: PendingJob): Promise<void> {
     const queue = this.deps.queueFor(pending.queueName);
     try {
-      if ((await this.deps.connection.zscore(queue.toKey('failed'), jobId)) === null) return false;
+      if ((await this.deps.connection.zscore(queue.toKey('failed'), jobId)) === null) return;
       const reason = (await queue.getJob(jobId))?.failedReason ?? 'failed';
-      if (this.deps.pending.get(jobId) !== pending) return true;
-      this.deps.settle(jobId, new KvtError(failureCode(reason), `the job failed on its worker: ${reason}`));
-      return true;
+      if (this.deps.pending.get(jobId) === pending) this.deps.settle(jobId, new KvtError(failureCode(reason), `the job failed on its worker: ${reason}`));
     } catch (error) {
       this.deps.log('warn', `looking for job ${jobId} among the failed jobs of ${pending.queueName} failed: ${describeError(error).message}`);
-      return false;
     }
   }
 
