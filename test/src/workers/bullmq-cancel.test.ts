@@ -68,9 +68,12 @@ describe('a streaming client that disconnects (BullMQ runner, kvtier worker)', (
       const events: PublishedEvent[] = [];
       const done = new Promise<void>((resolve) => {
         subscriber.on('message', (_channel: string, message: string) => {
-          const published = JSON.parse(message) as PublishedEvent;
-          events.push(published);
-          if (published.event?.type === 'done' || published.event?.type === 'error') resolve();
+          // One message, or a tick's messages as an array (reply-outbox.ts).
+          const parsed = JSON.parse(message) as PublishedEvent | PublishedEvent[];
+          for (const published of Array.isArray(parsed) ? parsed : [parsed]) {
+            events.push(published);
+            if (published.event?.type === 'done' || published.event?.type === 'error') resolve();
+          }
         });
       });
       await subscriber.subscribe(replyChannel);
