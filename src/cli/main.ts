@@ -78,8 +78,12 @@ async function worker(argv: string[]): Promise<void> {
   const config = loadConfig(process.env, argv);
   if (await refuseUnrunnableModel(config.model)) return;
   const { startBullmqWorker } = await import('../workers/index.ts');
+  const { promptCodecFromGgufFile, sharedReplyRecords } = await import('../recipe/index.ts');
+  const { resolveModelPath } = await import('../../inference-core/index.ts');
   const log = (level: string, message: string) => process.stderr.write(`[kvtier worker] ${level}: ${message}\n`);
-  const running = await startBullmqWorker(config, log);
+  // The reply memory's records are written here, ahead of each job's `done` (bullmq-worker.ts), with the API's own codec.
+  const codec = promptCodecFromGgufFile(resolveModelPath(config.model, { dataDir: config.dataDir }));
+  const running = await startBullmqWorker(config, log, { replyRecords: (job, ids) => sharedReplyRecords(codec, job, ids) });
   process.stderr.write(`kvtier worker ${running.id} ready\n`);
   const stop = async () => {
     await running.close();

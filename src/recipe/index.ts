@@ -1,5 +1,7 @@
 export * from './types.ts';
 export { ReplyMemory, type SharedReplies } from './reply-memory.ts';
+export { REPLY_TTL_MS, replyIdsBytes, replyIdsOf, replyKey, sharedReplyRecords } from './shared-reply-record.ts';
+export { replyFormOf, replySplitter, sampledReplies, sampledRepliesOfIds, type FinishedReply, type ReplyForm, type SampledReply } from './sampled-replies.ts';
 export { ChatPromptBuilder, draftChatPrompt, finishChatPrompt, encodeCompletionPrompt, checkPromptLength, type ChatPrompt, type ChatPromptDraft, type PromptLimits } from './chat-prompt.ts';
 export { ChatPromptBuilderReference } from './chat-prompt-reference.ts';
 export * from './tool-calls.ts';

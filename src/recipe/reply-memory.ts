@@ -47,12 +47,13 @@ export class ReplyMemory {
 
   /**
    * Replies this process generated: remembered here and, with a shared store, there
-   * (awaited, so a next turn sent anywhere after the reply was delivered finds it). Never rejects.
+   * (awaited, so a next turn sent anywhere after the reply was delivered finds it), unless
+   * `sharedAlready`: the worker that sampled them wrote them there before it said the job was done. Never rejects.
    */
-  async share(tenantScope: string, replies: ReadonlyArray<{ text: string; ids: ArrayLike<number> }>): Promise<void> {
+  async share(tenantScope: string, replies: ReadonlyArray<{ text: string; ids: ArrayLike<number> }>, sharedAlready = false): Promise<void> {
     const kept = replies.filter((reply) => reply.text !== '' && reply.ids.length > 0 && reply.ids.length <= this.maxTokens);
     for (const reply of kept) this.remember(tenantScope, reply.text, reply.ids);
-    if (this.shared !== null && kept.length > 0) await this.shared.save(tenantScope, kept);
+    if (this.shared !== null && kept.length > 0 && !sharedAlready) await this.shared.save(tenantScope, kept);
   }
 
   /** Brings the replies among `texts` this process does not hold from the shared store, if any. Never rejects. */

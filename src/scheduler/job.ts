@@ -35,6 +35,8 @@ export type JobEvent =
       prefillTokens: number;
       /** Speculative decoding: drafted tokens verified, and accepted. */
       speculative?: { proposed: number; accepted: number };
+      /** Set by `kvtier worker`: it wrote the reply's shared reply-memory records ahead of this event (the API then keeps them locally only). */
+      repliesShared?: boolean;
     }
   | { type: 'error'; code: string; message: string };
 

@@ -10,12 +10,14 @@
  *   finish()  ─▶ the tail text, then end (content, tool calls, finish reason, usage); metrics counted once
  */
 import {
-  contentIdsOf,
   HarmonySplitter,
-  promptOpensHarmony,
-  promptOpensThinking,
   ReasoningSplitter,
+  replyFormOf,
+  replySplitter,
+  sampledReplies,
   StopStringMatcher,
+  type ReplyForm,
+  type SampledReply,
   ToolCallStreamSplitter,
   type CacheUsage,
   type FinishReason,
@@ -31,15 +33,12 @@ export type GenerateEvent =
   /** Thinking text of templates with a think block (recipe/reasoning.ts), apart from the content. */
   | { type: 'reasoning'; text: string }
   /** reasoning: null when the reply had no think block. */
-  | { type: 'end'; content: string; reasoning: string | null; reasoningTokens: number; sampled: SampledReply[]; toolCalls: ToolCall[]; finishReason: FinishReason; stopSequence: string | null; usage: CacheUsage; workerMs: number; queueMs: number };
+  /** sampled: what the reply memory keeps; sharedByWorker: the worker wrote its shared records already (JobEvent done). */
+  | { type: 'end'; content: string; reasoning: string | null; reasoningTokens: number; sampled: SampledReply[]; sharedByWorker: boolean; toolCalls: ToolCall[]; finishReason: FinishReason; stopSequence: string | null; usage: CacheUsage; workerMs: number; queueMs: number };
 
 export type EndEvent = Extract<GenerateEvent, { type: 'end' }>;
 
-/** A reply text and the ids it was sampled as (what the reply memory keeps for the next turn). */
-export interface SampledReply {
-  text: string;
-  ids: number[];
-}
+export type { SampledReply };
 
 /** What the route decides about a generation beyond its spec. */
 export interface GenerateOptions {
@@ -58,6 +57,7 @@ export class Generation {
   private readonly detokenizer: { push(id: number): string; flush(): string };
   private readonly stops: StopStringMatcher;
   private readonly splitter: ToolCallStreamSplitter;
+  private readonly form: ReplyForm;
   /** `<think>` blocks, or harmony's channels (gpt-oss: the prompt ends in `<|start|>assistant`). */
   private readonly thinking: ReasoningSplitter | HarmonySplitter;
   private readonly harmony: HarmonySplitter | null;
@@ -81,14 +81,12 @@ export class Generation {
     this.stopIds = new Set(codec.stopTokenIds);
     this.detokenizer = codec.createDetokenizer();
     this.stops = new StopStringMatcher(spec.sampling.stopStrings ?? []);
-    const tail = codec.decode(spec.tokens.slice(-8));
-    // harmony (gpt-oss): channels carry reasoning, content and tool calls (recipe/harmony.ts); a grammar-held reply is plain content
-    const harmonyCall = spec.constraint?.kind === 'tool_call' && spec.constraint.format === 'harmony';
-    this.harmony = options.splitReasoning !== false && (spec.constraint === undefined || harmonyCall) && promptOpensHarmony(tail) ? new HarmonySplitter() : null;
+    // harmony (gpt-oss): channels carry reasoning, content and tool calls (recipe/harmony.ts); a prompt ending in
+    // `<think>` starts the reply inside the reasoning; a grammar-held reply is plain content (recipe/sampled-replies.ts)
+    this.form = replyFormOf(codec, spec, options.splitReasoning !== false);
+    this.thinking = replySplitter(this.form);
+    this.harmony = this.thinking instanceof HarmonySplitter ? this.thinking : null;
     this.splitter = new ToolCallStreamSplitter(options.parseToolCalls && this.harmony === null);
-    // A prompt ending in `<think>` (the generation prompt opened it) starts the reply inside the reasoning,
-    // unless a grammar holds the reply: then it is the constrained content from its first token.
-    this.thinking = this.harmony ?? new ReasoningSplitter(options.splitReasoning === false ? 'off' : spec.constraint === undefined && promptOpensThinking(tail));
     const promptTokens = spec.tokens.length;
     this.usage = { promptTokens, cachedTokens: 0, computedTokens: promptTokens, storedPromptTokens: 0, completionTokens: 0 };
   }
@@ -174,22 +172,14 @@ export class Generation {
     }
     const content = rest.toolCalls.length > 0 && this.harmony === null ? splitterContent(thinking.content) : thinking.content;
     const reasoningTokens = thinking.opened ? (thinking.inReasoning ? usage.completionTokens : this.reasoningTokens) : 0;
-    out.push({ type: 'end', content, reasoning: thinking.opened ? thinking.reasoning : null, reasoningTokens, sampled, toolCalls: rest.toolCalls, finishReason, stopSequence: this.stopSequence, usage, workerMs, queueMs: this.queueMs });
+    out.push({ type: 'end', content, reasoning: thinking.opened ? thinking.reasoning : null, reasoningTokens, sampled, sharedByWorker: done?.repliesShared === true, toolCalls: rest.toolCalls, finishReason, stopSequence: this.stopSequence, usage, workerMs, queueMs: this.queueMs });
     return out;
   }
 
   /** The reply's exact ids, when they decode to exactly what is returned: the next turn sends the reply back. */
   private sampledReplies(): SampledReply[] {
-    const { replyIds, rawText, thinking, codec } = this;
-    if (this.stopSequence !== null || replyIds.length === 0 || rawText === '' || codec.decode(replyIds) !== rawText) return [];
-    const sampled: SampledReply[] = [{ text: rawText, ids: replyIds }];
-    // The next turn sends back the content alone (templates drop earlier reasoning): remember its own ids too.
-    const contentIds = thinking.opened ? contentIdsOf(codec, thinking.content, replyIds) : null;
-    if (contentIds) sampled.push({ text: thinking.content, ids: contentIds });
-    // harmony: a reply that ended on <|call|> comes back as a call message closed by <|call|> (OpenAI's template, gptoss-template.ts)
-    const call = codec.harmony?.callTokenId;
-    if (this.harmony && call !== undefined && this.stopId === call) sampled.push({ text: rawText + '<|call|>', ids: [...replyIds, call] });
-    return sampled;
+    if (this.stopSequence !== null) return [];
+    return sampledReplies(this.codec, this.form, { ids: this.replyIds, rawText: this.rawText, stopId: this.stopId, thinking: this.thinking });
   }
 }
 

@@ -78,8 +78,8 @@ export class InferenceService {
     }
     for (const event of generation.finish()) {
       if (event.type === 'end') {
-        // Shared before the client sees the end: its next turn, sent to any API process, finds these ids.
-        if (event.sampled.length > 0) await this.options.memory.share(spec.tenantSalt, event.sampled);
+        // Shared before the client sees the end (by the worker, or here): its next turn, sent to any API process, finds these ids.
+        if (event.sampled.length > 0) await this.options.memory.share(spec.tenantSalt, event.sampled, event.sharedByWorker);
         for (const listener of this.endListeners) listener(spec, event);
       }
       yield event;

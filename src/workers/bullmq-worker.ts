@@ -34,13 +34,24 @@ import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import { TokenIds } from '../../inference-core/index.ts';
 import { CacheAwareRouter, gcUnderShardLeases, PURGE_CHANNEL, PurgeFollower, routeKeys } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
-import { isKvtCoded, KvtError } from '../errors.ts';
-import { createRedisClient, type RedisClient as Redis } from '../kvtier/index.ts';
+import { describeError, isKvtCoded, KvtError } from '../errors.ts';
+import { createRedisClient, isClusterAddress, type RedisClient as Redis } from '../kvtier/index.ts';
 import { EngineHost, type EngineLog } from './engine-host.ts';
 import { bullmqPrefix, CANCEL_CHANNEL, LIVE_TTL_MS, publishReply, QUEUE_NAME, roleQueueName, routeScope, WORKER_STATS_PREFIX, workerQueueName, fromQueued, type QueuedJob } from './bullmq-protocol.ts';
 import { ReplyOutbox, type ReplyMessage } from './reply-outbox.ts';
 import { startWorkerStats } from './worker-stats.ts';
-import { engineThreadInit, modelIdOf, type JobEvent } from '../scheduler/index.ts';
+import { engineThreadInit, modelIdOf, type JobEvent, type RequestSpec } from '../scheduler/index.ts';
+
+/**
+ * The reply memory's shared records of a finished job (`kvtier worker` composes them from the
+ * recipe: src/recipe/sampled-replies.ts, shared-reply-record.ts). Written on the connection that
+ * then publishes the job's `done`, so Redis applies them first and the API need not write its own.
+ */
+export type ReplyRecords = (job: RequestSpec, completionIds: readonly number[]) => ReadonlyArray<{ key: string; value: Buffer; ttlMs: number }>;
+
+export interface BullmqWorkerOptions {
+  replyRecords?: ReplyRecords;
+}
 
 export interface RunningWorker {
   id: string;
@@ -55,7 +66,7 @@ const FETCH_RETRY_MS = 1000;
 /** Cancels of jobs this worker does not run (yet): remembered this many at most. */
 const MAX_EARLY_CANCELS = 1024;
 
-export async function startBullmqWorker(config: Config, log: EngineLog): Promise<RunningWorker> {
+export async function startBullmqWorker(config: Config, log: EngineLog, workerOptions: BullmqWorkerOptions = {}): Promise<RunningWorker> {
   if (!config.redisUrl) throw new KvtError('KVT_ERR_CONFIG_INVALID', 'kvtier worker needs REDIS_URL (or --redis-url)');
   // BullMQ queue names may not contain ':' (the worker id names its own queue).
   const workerId = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`.replace(/[^A-Za-z0-9._-]/g, '_');
@@ -97,6 +108,25 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
   const announce = (keys: string[]): void => {
     if (withdrawn) return;
     router.announce(workerId, keys, Date.now(), role, hotBlocks).catch((error: Error) => log('warn', `announcing hot blocks failed (routing only): ${error.message}`));
+  };
+
+  /**
+   * The reply's shared reply-memory records, sent ahead of the `done` on the same connection (true: the
+   * API skips its own write). Not on a Redis Cluster, where the record's node is not the channel's (no
+   * order between them), nor with stop strings, which cut the reply on the API side.
+   */
+  const replyRecords = isClusterAddress(config.redisUrl) ? undefined : workerOptions.replyRecords;
+  const writeReplies = (job: RequestSpec, completionIds: Uint32Array): boolean => {
+    if (!replyRecords || job.prefillOnly || (job.sampling.stopStrings?.length ?? 0) > 0) return false;
+    try {
+      for (const record of replyRecords(job, Array.from(completionIds))) {
+        publisher.set(record.key, record.value, 'PX', record.ttlMs).catch((error: Error) => log('warn', `reply memory write failed (the next turn re-encodes this reply): ${error.message}`));
+      }
+      return true;
+    } catch (error) {
+      log('warn', `reply memory records of job ${job.id} not made (the API writes them): ${describeError(error).message}`);
+      return false;
+    }
   };
 
   const processJob = async (job: Job, queueName: string): Promise<unknown> => {
@@ -144,6 +174,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog): Promise
           // No full block: nothing to route the next turn by, and the heartbeat keeps this worker live, so the
           // `done` below is not queued behind an announce MULTI (0.5 ms of a short request's path, bench/RESULTS.md).
           if (keys.length > 0) announce(keys);
+          if (writeReplies(data, conversation.view.subarray(data.tokens.length))) event = { ...event, repliesShared: true };
         }
         publish({ jobId: data.id, runId, event });
         if (event.type === 'done') {

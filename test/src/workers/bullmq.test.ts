@@ -7,6 +7,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+import { Redis } from 'ioredis';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -66,6 +67,36 @@ describe('BullMQ workers', () => {
     expect(warm.usage!.prompt_tokens_details!.cached_tokens).toBeGreaterThan(0);
     expect(warm.choices[0].message.content).toBe(cold.choices[0].message.content);
     expect(second.child.exitCode).toBeNull();
+  });
+
+  it("the worker writes the reply's reply-memory record ahead of its done: one SET, on the connection that then publishes the done", async () => {
+    if (!workers.some((w) => w.child.exitCode === null)) await spawnWorker('c');
+    const watcher = new Redis(redis.url);
+    const monitor = await watcher.monitor();
+    const seen: Array<{ command: string; key: string; source: string; done: boolean }> = [];
+    const heardDone = new Promise<void>((resolve) => {
+      monitor.on('monitor', (_time: string, args: string[], source: string) => {
+        const command = args[0].toLowerCase();
+        if (command === 'set' && args[1].startsWith('kvtier:reply:')) seen.push({ command, key: args[1], source, done: false });
+        if (command === 'publish' && args[1].startsWith('kvtier:events:') && args[2].includes('"type":"done"')) {
+          seen.push({ command, key: args[1], source, done: true });
+          resolve();
+        }
+      });
+    });
+    try {
+      const reply = await ask('Write my reply memory, please.');
+      expect(reply.choices[0].message.content).not.toBe('');
+      await heardDone;
+      const sets = seen.filter((c) => c.command === 'set');
+      const done = seen.findIndex((c) => c.done);
+      expect(sets).toHaveLength(1);
+      expect(seen.indexOf(sets[0])).toBeLessThan(done);
+      expect(sets[0].source).toBe(seen[done].source);
+    } finally {
+      monitor.disconnect();
+      watcher.disconnect();
+    }
   });
 
   it('POST /admin/gc answers with the run\'s report every time, also when the job finishes before the API starts waiting', async () => {
