@@ -8,11 +8,15 @@
  * (bench/RESULTS.md, "e2e overhead, seventh look"). Gathered, the burst leaves
  * as one message at the first microtask checkpoint.
  *
- * Invariant: no event waits behind an engine forward. The loop awaits
- * (yieldToIo) between every step's postprocess and the next step, and that
- * await is a microtask checkpoint; events emitted outside the loop (a submit
- * while closing, a cancel of a waiting job) leave when their message handler
- * returns. Order is kept: a burst is sent in emission order, bursts in turn.
+ * Invariants:
+ * - a job's end (`done`, `error`) leaves at once, with what was gathered
+ *   before it: postprocess emits `done` first and only then does the work off
+ *   the reply's path (the last token fed, blocks stored, the KV retained);
+ * - no event waits behind an engine forward: the loop awaits (yieldToIo)
+ *   between every step's postprocess and the next step, and that await is a
+ *   microtask checkpoint; events emitted outside the loop (a submit while
+ *   closing, a cancel of a waiting job) leave when their handler returns;
+ * - order is kept: a burst is sent in emission order, bursts in turn.
  */
 import type { JobEvent } from './job.ts';
 
@@ -29,6 +33,7 @@ export class EventBurst {
   readonly emit = (jobId: string, event: JobEvent): void => {
     if (this.burst.length === 0) queueMicrotask(this.flush);
     this.burst.push({ jobId, event });
+    if (event.type === 'done' || event.type === 'error') this.flush();
   };
 
   private readonly flush = (): void => {

@@ -13,9 +13,19 @@ describe('EventBurst', () => {
     expect(posted).toEqual([]);
     await Promise.resolve();
     expect(posted.map((burst) => burst.map((e) => `${e.jobId}:${e.event.type}`))).toEqual([['a:prefilled', 'a:tokens', 'b:tokens']]);
-    emit('a', { type: 'done', finishReason: 'stop', completionTokens: 1, workerMs: 1, decodeTokens: 0, prefillTokens: 3 });
+    emit('b', { type: 'tokens', ids: [7] });
     await new Promise((resolve) => setImmediate(resolve));
     expect(posted).toHaveLength(2);
-    expect(posted[1].map((e) => e.event.type)).toEqual(['done']);
+    expect(posted[1].map((e) => `${e.jobId}:${e.event.type}`)).toEqual(['b:tokens']);
+  });
+
+  it("a job's end leaves at once, with what was gathered before it, not after the work that follows it", () => {
+    const posted: JobEventOf[][] = [];
+    const { emit } = new EventBurst((events) => posted.push(events));
+    emit('a', { type: 'tokens', ids: [5] });
+    emit('a', { type: 'done', finishReason: 'stop', completionTokens: 1, workerMs: 1, decodeTokens: 0, prefillTokens: 3 });
+    expect(posted.map((burst) => burst.map((e) => e.event.type))).toEqual([['tokens', 'done']]);
+    emit('b', { type: 'error', code: 'KVT_ERR_INTERNAL', message: 'x' });
+    expect(posted).toHaveLength(2);
   });
 });
