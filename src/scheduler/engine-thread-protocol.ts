@@ -2,8 +2,7 @@
 import type { Config } from '../config.ts';
 import type { GcReport, KvTierStats, PurgeResult, RetentionPolicyDoc, SealKeyringSpec } from '../kvtier/index.ts';
 import type { PolicyPatch } from './policy-patch.ts';
-import type { JobEventOf } from './event-burst.ts';
-import type { RequestSpec } from './job.ts';
+import type { JobEvent, RequestSpec } from './job.ts';
 
 /** A cache tier admin operation, answered by the thread that owns the tier (tier-admin.ts) or, in cluster mode, through Redis. */
 export interface AdminCall {
@@ -97,8 +96,7 @@ export type FromEngineThread =
   /** policy: the tier's retention policy (absent without a tier); `policy` messages follow each change of it. */
   | { type: 'ready'; fingerprint: string; contextLength: number; modelPath: string; cacheProblem?: string; policy?: RetentionPolicyDoc }
   | { type: 'policy'; doc: RetentionPolicyDoc }
-  /** A burst of job events, in the order emitted (event-burst.ts). */
-  | { type: 'events'; events: JobEventOf[] }
+  | { type: 'event'; jobId: string; event: JobEvent }
   | { type: 'adminResult'; requestId: number; ok: true; reply: AdminReply }
   | { type: 'adminResult'; requestId: number; ok: false; error: { code: string; message: string } }
   | { type: 'log'; level: 'info' | 'warn' | 'error'; message: string }

@@ -17,7 +17,6 @@ import { parkThreads } from '../../native/index.ts';
 import { BlockSealer, CodecGate, KvTier, RedisPolicyStore, type PolicyStore } from '../kvtier/index.ts';
 import { KvTierCache } from './cache-adapter.ts';
 import { engineDecoders } from './engine-decoders.ts';
-import { EventBurst } from './event-burst.ts';
 import { wireError, type EngineThreadInit, type FromEngineThread, type ToEngineThread } from './engine-thread-protocol.ts';
 import { PrefillScheduler } from './prefill-scheduler.ts';
 import type { EngineModel } from './ports.ts';
@@ -88,7 +87,7 @@ async function main(init: EngineThreadInit): Promise<void> {
     units,
     blockTokens: init.blockTokens,
     maxBatch: init.maxBatch,
-    emit: new EventBurst((events) => send({ type: 'events', events })).emit,
+    emit: (jobId, event) => send({ type: 'event', jobId, event }),
     decoders: engineDecoders(engine, { speculative, draftEngine, maxRows: SPEC_ROWS }),
     onStorageError: (phase, error) => {
       storageFaults[phase] = (storageFaults[phase] ?? 0) + 1;

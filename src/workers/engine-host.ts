@@ -129,13 +129,12 @@ export class EngineHost {
 
   private onMessage(message: FromEngineThread): void {
     switch (message.type) {
-      case 'events':
-        for (const { jobId, event } of message.events) {
-          const handler = this.handlers.get(jobId);
-          if (event.type === 'done' || event.type === 'error') this.handlers.delete(jobId);
-          handler?.(event);
-        }
+      case 'event': {
+        const handler = this.handlers.get(message.jobId);
+        if (message.event.type === 'done' || message.event.type === 'error') this.handlers.delete(message.jobId);
+        handler?.(message.event);
         return;
+      }
       case 'adminResult': {
         const waiter = this.adminWaiters.get(message.requestId);
         this.adminWaiters.delete(message.requestId);
