@@ -4,15 +4,11 @@
  * published while the API's (sharded) subscription moves to a promoted
  * replica reaches nobody, and PUBLISH says so by its receiver count.
  *
- *   push(e) ──▶ seq n; the tick's pushes as one PUBLISH (pipelined, as plain pub/sub) ──▶ ≥ 1 receiver: done
- *                                                                            └──▶ error, or 0 receivers:
+ *   push(e) ──▶ seq n, PUBLISH at once (pipelined, as plain pub/sub) ──▶ ≥ 1 receiver: done
+ *                                                                 └──▶ error, or 0 receivers:
  *   recovery: every unheard message, in seq order, as one PUBLISH ──▶ ≥ 1 receiver: all heard
  *                ▲ (what is pushed meanwhile joins the next batch)  └──▶ not heard: again after
  *                └────────────────────── a pause (100 ms doubling to 1 s) ─────────┘
- *
- * One PUBLISH per tick, not per push: the engine thread hands over a step's
- * events together (a one-token job's prefilled, tokens and done), and each
- * PUBLISH is a write here, a command in Redis and a wake-up of the API.
  *
  * Invariants:
  * - every message carries the run's next `seq` (0 is `started`) and keeps it
@@ -35,8 +31,6 @@ export type ReplyMessage = Omit<PublishedEvent, 'seq'>;
 export class ReplyOutbox {
   /** Sent (or being sent) but not yet heard, in seq order. */
   private readonly unheard: PublishedEvent[] = [];
-  /** Pushed this tick, not sent yet (also in `unheard`). */
-  private tick: PublishedEvent[] = [];
   private nextSeq = 0;
   private inFlight = 0;
   private recovering = false;
@@ -55,29 +49,15 @@ export class ReplyOutbox {
     const numbered: PublishedEvent = { ...message, seq: this.nextSeq++ };
     this.unheard.push(numbered);
     if (this.recovering) return;
-    if (this.tick.length === 0) {
-      this.inFlight++;
-      queueMicrotask(this.sendTick);
-    }
-    this.tick.push(numbered);
-  }
-
-  private readonly sendTick = (): void => {
-    const batch = this.tick;
-    this.tick = [];
-    // Closed, or a recovery began this tick: its batches carry whatever is still unheard, these too.
-    if (this.closed || this.recovering) {
-      this.inFlight--;
-      return this.wakeIfIdle();
-    }
-    this.send(JSON.stringify(batch.length === 1 ? batch[0] : batch)).then(
-      (receivers) => (receivers > 0 ? this.heardAll(batch) : this.recover()),
+    this.inFlight++;
+    this.send(JSON.stringify(numbered)).then(
+      (receivers) => (receivers > 0 ? this.heard(numbered) : this.recover()),
       () => this.recover(),
     ).finally(() => {
       this.inFlight--;
       this.wakeIfIdle();
     });
-  };
+  }
 
   /** Nothing more leaves (the worker is shutting down). */
   close(): void {
@@ -98,6 +78,11 @@ export class ReplyOutbox {
 
   private wakeIfIdle(): void {
     if (this.idle) for (const resolve of this.waiters.splice(0)) resolve();
+  }
+
+  private heard(message: PublishedEvent): void {
+    const at = this.unheard.indexOf(message);
+    if (at >= 0) this.unheard.splice(at, 1);
   }
 
   /** A whole batch heard: one pass (a failover's batch can hold a long stream's every token event). */
