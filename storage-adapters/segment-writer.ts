@@ -76,11 +76,11 @@ export class SegmentWriter {
     return version;
   }
 
-  /** Queues one record; resolves once it is written and in the catalog. */
-  append(kind: number, key: string, value: Uint8Array | null, version = this.nextVersion()): Promise<void> {
+  /** Queues one record; resolves once it is written and in the catalog; rejects with `failure(error)` when the write fails. */
+  append(kind: number, key: string, value: Uint8Array | null, version = this.nextVersion(), failure: (error: unknown) => unknown = (error) => error): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       const size = recordBytes(key.length, value?.byteLength ?? 0);
-      this.pending.push({ kind, key, value, version, size, crc: 0, resolve, reject });
+      this.pending.push({ kind, key, value, version, size, crc: 0, resolve, reject: (error) => reject(failure(error)) });
       this.pendingBytes += size;
       if (this.pendingBytes >= BATCH_BYTES) this.flush();
       else if (!this.scheduled) {
