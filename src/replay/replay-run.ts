@@ -58,10 +58,6 @@ export interface ReplayRunOptions {
   now?: () => number;
 }
 
-function nextTurn(): Promise<void> {
-  return new Promise<void>((resolve) => setImmediate(resolve));
-}
-
 export function emptyTally(): Tally {
   return { requests: 0, inputTokens: 0, outputTokens: 0, cacheableTokens: 0, hitTokens: 0, idealHitTokens: 0 };
 }
@@ -106,11 +102,6 @@ export async function runReplay(trace: Trace, target: ReplayTarget, options: Rep
     const request = requests[r];
     // Bounds the writes in flight (each block keeps its request's time as its last use, or a later hit's, whenever it lands).
     if (target.backlogged()) await target.settle();
-    // Each request starts in its own event-loop turn, as a served request does: a target's background work (the tier's
-    // write-behind: segment appends, index and plane commits on their own threads) goes on beside the next requests.
-    // Awaiting a target that answers without I/O is only microtasks, so without this nothing it queued moved until the
-    // next settle, which then waited on every commit in turn (idle 16 µs per written block; bench/RESULTS.md).
-    else await nextTurn();
     if (request.atMs !== currentAt) {
       while (sampleEvery > 0 && request.atMs >= nextSample) {
         target.setTime(nextSample - origin);
