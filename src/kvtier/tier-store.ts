@@ -81,14 +81,14 @@ export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt 
       continue;
     }
     const ownTokens = tokens.subarray(i * blockTokens, (i + 1) * blockTokens);
-    let run: () => Promise<void>;
+    let run: (putLanded: () => void) => Promise<void>;
     let encoded: Uint8Array | undefined;
     if (typeof payloads === 'function') {
       // The callback form reads the caller's tokens later: keep our own copy of this block's.
       const tokensCopy = ownTokens.slice();
       const keyBytes = chain.keyBytes(i).slice();
       const parentKeyBytes = chain.parentKeyBytes(i).slice();
-      run = async () => {
+      run = async (putLanded) => {
         let bytes: Uint8Array;
         try {
           const payload = await payloads(i);
@@ -97,7 +97,7 @@ export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt 
           core.noteError(error, `payload callback for block ${i} failed; block not stored`);
           return;
         }
-        await writeBlock(core, key, keyBytes, bytes, i, request, now);
+        await writeBlock(core, key, keyBytes, bytes, i, request, now, putLanded);
       };
     } else {
       const bytes = core.codec.encode({
@@ -111,7 +111,10 @@ export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt 
       encoded = bytes;
       const keyBytes = chain.keyBytes(i).slice();
       // Under codec none the job is the write alone (no async step in between: one promise less per block).
-      run = storeCodec === 'none' ? () => writeBlock(core, key, keyBytes, bytes, i, request, now) : async () => writeBlock(core, key, keyBytes, await compressForStore(core, bytes, storeCodec), i, request, now);
+      run =
+        storeCodec === 'none'
+          ? (putLanded) => writeBlock(core, key, keyBytes, bytes, i, request, now, putLanded)
+          : async (putLanded) => writeBlock(core, key, keyBytes, await compressForStore(core, bytes, storeCodec), i, request, now, putLanded);
     }
     const outcome = core.writes.offer({ key, bytes: estimate, run });
     if (outcome === 'queued') {
@@ -135,7 +138,7 @@ export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt 
  * lands later does not lengthen the block's life (a replay with an injected
  * clock gets exactly the definition's expiry).
  */
-async function writeBlock(core: TierCore, key: string, keyBytes: Uint8Array, bytes: Uint8Array, depth: number, request: StoreRequest, usedAt: number): Promise<void> {
+async function writeBlock(core: TierCore, key: string, keyBytes: Uint8Array, bytes: Uint8Array, depth: number, request: StoreRequest, usedAt: number, putLanded: () => void): Promise<void> {
   // One async step per block (the put, then the records): the write and its records were two nested async functions, a promise more per block.
   let recordedAt = -1;
   try {
@@ -149,6 +152,8 @@ async function writeBlock(core: TierCore, key: string, keyBytes: Uint8Array, byt
       core.noteError(error, 'block write failed; block not stored');
       put = false;
     }
+    // The next block's put may start while this one is recorded (write-behind-queue.ts); this job still holds its key.
+    putLanded();
     if (put) {
       counters.bytesWritten += stored.byteLength;
       counters.blocksWritten++;
