@@ -107,7 +107,7 @@ export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt 
         tokens: ownTokens,
         layout,
         payload: payloads[i - fromBlock],
-      });
+      }, 'none', core.encodePool.allocate);
       encoded = bytes;
       const keyBytes = chain.keyBytes(i).slice();
       // Under codec none the job is the write alone (no async step in between: one promise less per block).
@@ -141,6 +141,8 @@ export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt 
 async function writeBlock(core: TierCore, key: string, keyBytes: Uint8Array, bytes: Uint8Array, depth: number, request: StoreRequest, usedAt: number, putLanded: () => void): Promise<void> {
   // One async step per block (the put, then the records): the write and its records were two nested async functions, a promise more per block.
   let recordedAt = -1;
+  // Whether `bytes` go back to the encode pool at the end (its ownership rule: encode-buffer-pool.ts).
+  let reusable = false;
   try {
     const { counters, options } = core;
     let stored = bytes;
@@ -163,7 +165,9 @@ async function writeBlock(core: TierCore, key: string, keyBytes: Uint8Array, byt
         index: { keyBytes, key, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlCapMs: request.ttlMs, at },
         plane: { key, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlMs: request.ttlMs, at },
       });
-      if (core.hotCache.budgetBytes > 0) {
+      // The hot tier keeps views into the bytes; otherwise nobody but a load from the flight can have seen them.
+      reusable = core.hotCache.budgetBytes === 0;
+      if (!reusable) {
         try {
           core.hotCache.put(core.codec.decode(bytes));
         } catch (error) {
@@ -192,7 +196,8 @@ async function writeBlock(core: TierCore, key: string, keyBytes: Uint8Array, byt
       lastUse = core.flights.lastUseWhileWriting(key);
     }
     // Only now that the index knows it (or the write failed).
-    core.flights.written(key);
+    const lent = core.flights.written(key);
+    if (reusable && !lent) core.encodePool.give(bytes);
   }
 }
 
