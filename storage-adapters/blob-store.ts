@@ -10,7 +10,11 @@ export interface BlobStore {
   readonly kind: string;
   /** Human-readable location (directory, bucket/prefix) for logs. */
   readonly location: string;
-  /** Atomic: a concurrent reader sees the old value, the new one, or none — never a partial one. */
+  /**
+   * Atomic: a concurrent reader sees the old value, the new one, or none — never a partial one. The adapter keeps no
+   * reference to `bytes` once the promise resolved (the tier reuses the buffer then; never after a rejection: an
+   * S3 request may still be reading it).
+   */
   put(key: string, bytes: Uint8Array): Promise<void>;
   /**
    * The stored bytes, or null when the key does not exist. With

@@ -107,10 +107,15 @@ export class SegmentBlobStore implements BlobStore {
   }
 
   put(key: string, bytes: Uint8Array): Promise<void> {
-    return this.track(() => {
+    if (this.closed) return Promise.reject(new StorageClosedError(this.location));
+    try {
       assertValidKey(key);
-      return this.writer.append(KIND_PUT, key, bytes, this.writer.nextVersion(this.catalog.entries.get(key)?.version)).catch((error) => Promise.reject(fsStorageError(error, 'put', this.dir)));
-    });
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    // One promise per put, not three (a catch and the in-flight set's): close() need not track puts one by one,
+    // as it ends with the writer's close, which writes every append queued before it seals the segment.
+    return this.writer.append(KIND_PUT, key, bytes, this.writer.nextVersion(this.catalog.entries.get(key)?.version), (error) => fsStorageError(error, 'put', this.dir));
   }
 
   get(key: string, options?: GetOptions): Promise<Uint8Array | null> {

@@ -38,6 +38,8 @@ interface Pending {
   crc: number;
   resolve: () => void;
   reject: (error: unknown) => void;
+  /** What a failed write rejects with (the store maps it to its StorageError). */
+  failure: (error: unknown) => unknown;
 }
 
 interface Active {
@@ -76,11 +78,11 @@ export class SegmentWriter {
     return version;
   }
 
-  /** Queues one record; resolves once it is written and in the catalog. */
-  append(kind: number, key: string, value: Uint8Array | null, version = this.nextVersion()): Promise<void> {
+  /** Queues one record; resolves once it is written and in the catalog; rejects with `failure(error)` when the write fails. */
+  append(kind: number, key: string, value: Uint8Array | null, version = this.nextVersion(), failure: (error: unknown) => unknown = asIs): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       const size = recordBytes(key.length, value?.byteLength ?? 0);
-      this.pending.push({ kind, key, value, version, size, crc: 0, resolve, reject });
+      this.pending.push({ kind, key, value, version, size, crc: 0, resolve, reject, failure });
       this.pendingBytes += size;
       if (this.pendingBytes >= BATCH_BYTES) this.flush();
       else if (!this.scheduled) {
@@ -142,7 +144,7 @@ export class SegmentWriter {
       if (this.options.fsync) await new Promise<void>((resolve, reject) => fs.fdatasync(active.fd, (error) => (error ? reject(error) : resolve())));
     } catch (error) {
       await this.abandon();
-      for (const record of batch) record.reject(error);
+      for (const record of batch) record.reject(record.failure(error));
       return;
     }
     let offset = active.size;
@@ -205,6 +207,10 @@ export class SegmentWriter {
     active.segment.sealed = true;
     fs.close(active.fd, () => {});
   }
+}
+
+function asIs(error: unknown): unknown {
+  return error;
 }
 
 function writeAt(fd: number, bytes: Uint8Array, position: number): Promise<void> {

@@ -116,6 +116,11 @@ export interface DecodeOptions {
   authenticatedBy?: 'aes-256-gcm';
 }
 
+/** A block's own unzeroed buffer (encode writes every byte). */
+function ownBuffer(size: number): Uint8Array {
+  return new Uint8Array(Buffer.allocUnsafeSlow(size).buffer, 0, size);
+}
+
 export class BlockCodec {
   private constructor(private readonly xxh: BlockChecksum) {}
 
@@ -133,7 +138,7 @@ export class BlockCodec {
    * once, or compressed under `codec` (none when the codec does not apply to
    * the layout's dtype or a value is not finite: the header says which).
    */
-  encode(block: BlockToEncode, codec: BlockCodecName = 'none'): Uint8Array {
+  encode(block: BlockToEncode, codec: BlockCodecName = 'none', allocate: (size: number) => Uint8Array = ownBuffer): Uint8Array {
     const { key, parentKey, tokens, layout, payload } = block;
     assertValidLayout(layout);
     if (!(key instanceof Uint8Array) || key.length !== KEY_BYTES || !(parentKey instanceof Uint8Array) || parentKey.length !== KEY_BYTES) {
@@ -161,11 +166,16 @@ export class BlockCodec {
     const tokensOffset = align(FIXED_HEADER_BYTES + fingerprint.length, 4);
     const payloadOffset = align(tokensOffset + tokens.length * 4, PAYLOAD_ALIGNMENT);
     // Own ArrayBuffer (a view at offset 0 that nothing else shares: readers
-    // view `bytes.buffer` and lease by buffer identity), not zero-filled: every
-    // byte is written below, the padding and the reserved bytes explicitly
-    // zeroed (the meta checksum covers them). Zeroing the whole block first
-    // cost a second pass over it on the write path.
-    const bytes = new Uint8Array(Buffer.allocUnsafeSlow(payloadOffset + body.byteLength).buffer, 0, payloadOffset + body.byteLength);
+    // view `bytes.buffer` and lease by buffer identity; `allocate` must give
+    // one too, e.g. a recycled one: encode-buffer-pool.ts), not zero-filled:
+    // every byte is written below, the padding and the reserved bytes
+    // explicitly zeroed (the meta checksum covers them). Zeroing the whole
+    // block first cost a second pass over it on the write path.
+    const size = payloadOffset + body.byteLength;
+    const bytes = allocate(size);
+    if (bytes.byteLength !== size || bytes.byteOffset !== 0 || bytes.buffer.byteLength !== size) {
+      throw new BlockError('KVT_ERR_BLOCK_MALFORMED', `encode's allocator gave ${bytes.byteLength} bytes at offset ${bytes.byteOffset} of ${bytes.buffer.byteLength}; a block needs ${size} in a buffer of its own`);
+    }
     const view = new DataView(bytes.buffer);
     view.setUint32(0, BLOCK_MAGIC, true);
     view.setUint16(4, BLOCK_FORMAT_VERSION, true);

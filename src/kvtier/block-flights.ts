@@ -43,6 +43,8 @@ interface Flight {
   storedTick: number;
   /** The encoded block while its write is in flight. */
   bytes: Uint8Array | undefined;
+  /** `bytes` were handed to a reader (bytesOf): someone may hold views into them after the write. */
+  lent: boolean;
   /** While writing: the block's last use (its store call, or a later hit or store), ms; -1 when unknown. */
   lastUseAt: number;
   /** While writing: the TTL it was stored under, ms (expired for a lookup once lastUseAt + ttlMs <= now). */
@@ -78,7 +80,7 @@ export class BlockFlights {
   /** `owner` computes `key` unless an earlier unfinished claimant does. */
   claim(key: string, owner: object): void {
     const flight = this.flights.get(key);
-    if (!flight) this.flights.set(key, { owner, storedTick: 0, bytes: undefined, lastUseAt: -1, ttlMs: 0 });
+    if (!flight) this.flights.set(key, { owner, storedTick: 0, bytes: undefined, lent: false, lastUseAt: -1, ttlMs: 0 });
     else flight.owner ??= owner;
   }
 
@@ -103,9 +105,10 @@ export class BlockFlights {
   stored(key: string, tick: number, bytes?: Uint8Array, use?: { at: number; ttlMs: number }): void {
     let flight = this.flights.get(key);
     if (flight) flight.storedTick = tick;
-    else if (bytes !== undefined) this.flights.set(key, (flight = { owner: null, storedTick: 0, bytes, lastUseAt: -1, ttlMs: 0 }));
+    else if (bytes !== undefined) this.flights.set(key, (flight = { owner: null, storedTick: 0, bytes, lent: false, lastUseAt: -1, ttlMs: 0 }));
     if (flight !== undefined && bytes !== undefined) {
       flight.bytes = bytes;
+      flight.lent = false;
       flight.lastUseAt = use?.at ?? -1;
       flight.ttlMs = use?.ttlMs ?? Number.POSITIVE_INFINITY;
     }
@@ -137,13 +140,19 @@ export class BlockFlights {
     return flight?.bytes !== undefined ? flight.lastUseAt : -1;
   }
 
-  /** The write of `key` ended (its index entry is committed, or it failed): the bytes go. */
-  written(key: string): void {
+  /**
+   * The write of `key` ended (its index entry is committed, or it failed): the bytes go. Returns whether they were
+   * handed to a reader while in flight (the writer may reuse its buffer only when not: encode-buffer-pool.ts).
+   */
+  written(key: string): boolean {
     const flight = this.flights.get(key);
-    if (!flight) return;
+    if (!flight) return false;
+    const lent = flight.lent;
+    flight.lent = false;
     flight.bytes = undefined;
     flight.lastUseAt = -1;
     if (flight.owner === null && flight.storedTick === 0) this.flights.delete(key);
+    return lent;
   }
 
   /** Whether `key`'s encoded block is held while its write is in flight (a lookup counts it as a hit). */
@@ -153,7 +162,10 @@ export class BlockFlights {
 
   /** The encoded block of `key` while its write is in flight. */
   bytesOf(key: string): Uint8Array | undefined {
-    return this.flights.get(key)?.bytes;
+    const flight = this.flights.get(key);
+    if (flight?.bytes === undefined) return undefined;
+    flight.lent = true;
+    return flight.bytes;
   }
 
   /** `owner` ended: it computes none of `keys` any more. */

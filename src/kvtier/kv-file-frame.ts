@@ -16,6 +16,7 @@
  * the payload does. Why a payload out of a verified AES-GCM envelope skips
  * its XXH64 (and the header's never does): the checksum rule in block-codec.ts.
  */
+import { Utf8Cache } from './utf8-cache.ts';
 import type { BlockChecksum } from './block-checksum.ts';
 import { BlockError } from './errors.ts';
 import { bytesToHex } from './hex.ts';
@@ -44,10 +45,11 @@ export function align(value: number, to: number): number {
 }
 
 /** The model fingerprint as utf8; `bad` refuses one outside 1..MAX_FINGERPRINT_BYTES bytes. */
-const utf8 = new TextEncoder();
+const fingerprints = new Utf8Cache(64);
 
 export function encodeFingerprint(text: string, bad: Malformed): Uint8Array {
-  const fingerprint = utf8.encode(text);
+  // Every block a model writes repeats one fingerprint: its bytes are made once (shared: callers copy out of them).
+  const fingerprint = fingerprints.of(text);
   if (fingerprint.length === 0 || fingerprint.length > MAX_FINGERPRINT_BYTES) bad(`model fingerprint must be 1..${MAX_FINGERPRINT_BYTES} bytes of utf8`);
   return fingerprint;
 }

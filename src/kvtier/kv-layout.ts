@@ -52,20 +52,24 @@ function rowBytes(layout: KvLayout): number {
 const U16 = 0xffff;
 
 /** Throws KVT_ERR_BLOCK_BAD_LAYOUT unless every field is in range. */
+const SIZE_FIELDS = ['layers', 'kvHeads', 'headDim', 'tokensPerBlock'] as const;
+
+/** Module-level (assertValidLayout runs per block encoded: no closure per call, which tsx would also name by a helper call). */
+function badLayout(layout: unknown, what: string): never {
+  throw new BlockError('KVT_ERR_BLOCK_BAD_LAYOUT', `invalid KV layout: ${what} (got ${JSON.stringify(layout)})`);
+}
+
 export function assertValidLayout(layout: KvLayout): void {
-  const bad = (what: string) => {
-    throw new BlockError('KVT_ERR_BLOCK_BAD_LAYOUT', `invalid KV layout: ${what} (got ${JSON.stringify(layout)})`);
-  };
-  if (typeof layout !== 'object' || layout === null) bad('layout must be an object {layers, kvHeads, headDim, dtype, tokensPerBlock}');
-  for (const field of ['layers', 'kvHeads', 'headDim', 'tokensPerBlock'] as const) {
+  if (typeof layout !== 'object' || layout === null) badLayout(layout, 'layout must be an object {layers, kvHeads, headDim, dtype, tokensPerBlock}');
+  for (const field of SIZE_FIELDS) {
     const value = layout[field];
-    if (!Number.isInteger(value) || value < 1 || value > U16 * 16) bad(`${field} must be a positive integer`);
+    if (!Number.isInteger(value) || value < 1 || value > U16 * 16) badLayout(layout, `${field} must be a positive integer`);
   }
-  if (!KV_DTYPES.includes(layout.dtype)) bad(`dtype must be one of ${KV_DTYPES.join(', ')}`);
-  if (layout.kind !== undefined && !KV_LAYOUT_KINDS.includes(layout.kind)) bad(`kind must be one of ${KV_LAYOUT_KINDS.join(', ')} (or absent for kv)`);
-  if (layout.dtype === 'q8_0' && layout.headDim % 32 !== 0) bad('q8_0 needs headDim to be a multiple of 32');
+  if (!KV_DTYPES.includes(layout.dtype)) badLayout(layout, `dtype must be one of ${KV_DTYPES.join(', ')}`);
+  if (layout.kind !== undefined && !KV_LAYOUT_KINDS.includes(layout.kind)) badLayout(layout, `kind must be one of ${KV_LAYOUT_KINDS.join(', ')} (or absent for kv)`);
+  if (layout.dtype === 'q8_0' && layout.headDim % 32 !== 0) badLayout(layout, 'q8_0 needs headDim to be a multiple of 32');
   // One latent row per token and layer: the native codecs and the engine's pages size an mla block by layers alone.
-  if (layout.kind === 'mla' && layout.kvHeads !== 1) bad('mla layouts have kvHeads 1 (one latent row per token and layer)');
+  if (layout.kind === 'mla' && layout.kvHeads !== 1) badLayout(layout, 'mla layouts have kvHeads 1 (one latent row per token and layer)');
 }
 
 export function sameLayout(a: KvLayout, b: KvLayout): boolean {

@@ -23,7 +23,7 @@ export interface KvTierOptions {
   hotCacheBytes?: number;
   /** Most bytes of pending block writes held in memory; beyond it new blocks are dropped (and counted). Default 256 MiB. */
   writeBehindMaxBytes?: number;
-  /** Block writes in flight; default 4. */
+  /** Block puts in flight (a write gives its slot up once its put landed, while it is recorded); default 4. */
   writeConcurrency?: number;
   /** Most landed block writes recorded in one index transaction and plane call (write-records.ts); default 256, 1 = one per block. */
   recordBatchMax?: number;

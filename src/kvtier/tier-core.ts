@@ -5,6 +5,7 @@ import { BlockFlights } from './block-flights.ts';
 import type { BlockIndex } from './block-index.ts';
 import type { Clock } from './clock.ts';
 import { errorCodeOf, KvTierConfigError } from './errors.ts';
+import { EncodeBufferPool } from './encode-buffer-pool.ts';
 import { HotBlockCache } from './hot-block-cache.ts';
 import type { KvTierOptions, KvTierStats, RequestScope, UnitCounters } from './kv-tier-types.ts';
 import { LiveEntryCache } from './live-entry-cache.ts';
@@ -20,6 +21,8 @@ import { WriteBehindQueue } from './write-behind-queue.ts';
 import { WriteRecords } from './write-records.ts';
 
 const MIB = 1024 * 1024;
+/** Free encode buffers kept: ~10,000 blocks of the #29 replay's 3.2 KB, or a few blocks of a large model. */
+const ENCODE_POOL_BYTES = 32 * MIB;
 
 /**
  * What the KvTier's paths share (lookup in tier-lookup.ts, load in
@@ -35,6 +38,8 @@ export class TierCore {
   readonly hotCache: HotBlockCache;
   readonly readPool: ReadBufferPool;
   readonly liveEntries: LiveEntryCache;
+  /** Encoded blocks' buffers, reused after their write (encode-buffer-pool.ts: who may give one back). */
+  readonly encodePool = new EncodeBufferPool(ENCODE_POOL_BYTES);
   readonly writes: WriteBehindQueue;
   readonly background = new Set<Promise<unknown>>();
   /**

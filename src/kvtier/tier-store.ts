@@ -81,14 +81,14 @@ export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt 
       continue;
     }
     const ownTokens = tokens.subarray(i * blockTokens, (i + 1) * blockTokens);
-    let run: () => Promise<void>;
+    let run: (putLanded: () => void) => Promise<void>;
     let encoded: Uint8Array | undefined;
     if (typeof payloads === 'function') {
       // The callback form reads the caller's tokens later: keep our own copy of this block's.
       const tokensCopy = ownTokens.slice();
       const keyBytes = chain.keyBytes(i).slice();
       const parentKeyBytes = chain.parentKeyBytes(i).slice();
-      run = async () => {
+      run = async (putLanded) => {
         let bytes: Uint8Array;
         try {
           const payload = await payloads(i);
@@ -97,7 +97,7 @@ export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt 
           core.noteError(error, `payload callback for block ${i} failed; block not stored`);
           return;
         }
-        await writeBlock(core, key, keyBytes, bytes, i, request, now);
+        await writeBlock(core, key, keyBytes, bytes, i, request, now, putLanded);
       };
     } else {
       const bytes = core.codec.encode({
@@ -107,11 +107,14 @@ export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt 
         tokens: ownTokens,
         layout,
         payload: payloads[i - fromBlock],
-      });
+      }, 'none', core.encodePool.allocate);
       encoded = bytes;
       const keyBytes = chain.keyBytes(i).slice();
       // Under codec none the job is the write alone (no async step in between: one promise less per block).
-      run = storeCodec === 'none' ? () => writeBlock(core, key, keyBytes, bytes, i, request, now) : async () => writeBlock(core, key, keyBytes, await compressForStore(core, bytes, storeCodec), i, request, now);
+      run =
+        storeCodec === 'none'
+          ? (putLanded) => writeBlock(core, key, keyBytes, bytes, i, request, now, putLanded)
+          : async (putLanded) => writeBlock(core, key, keyBytes, await compressForStore(core, bytes, storeCodec), i, request, now, putLanded);
     }
     const outcome = core.writes.offer({ key, bytes: estimate, run });
     if (outcome === 'queued') {
@@ -135,9 +138,11 @@ export function queueStore(core: TierCore, request: StoreRequest): StoreReceipt 
  * lands later does not lengthen the block's life (a replay with an injected
  * clock gets exactly the definition's expiry).
  */
-async function writeBlock(core: TierCore, key: string, keyBytes: Uint8Array, bytes: Uint8Array, depth: number, request: StoreRequest, usedAt: number): Promise<void> {
+async function writeBlock(core: TierCore, key: string, keyBytes: Uint8Array, bytes: Uint8Array, depth: number, request: StoreRequest, usedAt: number, putLanded: () => void): Promise<void> {
   // One async step per block (the put, then the records): the write and its records were two nested async functions, a promise more per block.
   let recordedAt = -1;
+  // Whether `bytes` go back to the encode pool at the end (its ownership rule: encode-buffer-pool.ts).
+  let reusable = false;
   try {
     const { counters, options } = core;
     let stored = bytes;
@@ -149,6 +154,8 @@ async function writeBlock(core: TierCore, key: string, keyBytes: Uint8Array, byt
       core.noteError(error, 'block write failed; block not stored');
       put = false;
     }
+    // The next block's put may start while this one is recorded (write-behind-queue.ts); this job still holds its key.
+    putLanded();
     if (put) {
       counters.bytesWritten += stored.byteLength;
       counters.blocksWritten++;
@@ -158,7 +165,9 @@ async function writeBlock(core: TierCore, key: string, keyBytes: Uint8Array, byt
         index: { keyBytes, key, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlCapMs: request.ttlMs, at },
         plane: { key, sizeBytes: stored.byteLength, trafficClass: request.trafficClass, tenant: request.tenant, depth, ttlMs: request.ttlMs, at },
       });
-      if (core.hotCache.budgetBytes > 0) {
+      // The hot tier keeps views into the bytes; otherwise nobody but a load from the flight can have seen them.
+      reusable = core.hotCache.budgetBytes === 0;
+      if (!reusable) {
         try {
           core.hotCache.put(core.codec.decode(bytes));
         } catch (error) {
@@ -169,16 +178,26 @@ async function writeBlock(core: TierCore, key: string, keyBytes: Uint8Array, byt
       recordedAt = at;
     }
   } finally {
-    // A hit or store while the records were being written renewed only the flight: carry it over before the flight goes.
-    const lastUse = core.flights.lastUseWhileWriting(key);
-    // Only now that the index knows it (or the write failed).
-    core.flights.written(key);
-    if (recordedAt >= 0 && lastUse > recordedAt) {
-      const policy = core.policy.current();
-      core.track(core.index.touch([keyBytes], lastUse, policy), 'index touch failed');
+    // A hit or store while the records were being written renewed only the flight: carry it over before the flight
+    // goes. The flight keeps answering lookups until the renewal is committed: a lookup in between read the index's
+    // older last use, a false miss under a short TTL (seen once requests ran between commits; bench/RESULTS.md).
+    let lastUse = core.flights.lastUseWhileWriting(key);
+    while (recordedAt >= 0 && lastUse > recordedAt) {
+      try {
+        await core.index.touch([keyBytes], lastUse, core.policy.current());
+      } catch (error) {
+        core.noteError(error, 'index touch failed');
+        break;
+      }
       core.liveEntries.renewed(key, lastUse);
       core.planeLink.renew([key], lastUse, [depth]);
+      recordedAt = lastUse;
+      // A use that came while the touch was committed renewed the flight again.
+      lastUse = core.flights.lastUseWhileWriting(key);
     }
+    // Only now that the index knows it (or the write failed).
+    const lent = core.flights.written(key);
+    if (reusable && !lent) core.encodePool.give(bytes);
   }
 }
 

@@ -2,7 +2,12 @@
 export interface WriteJob {
   key: string;
   bytes: number;
-  run: () => Promise<void>;
+  /**
+   * The write. It may call `putLanded` once its blob is on storage: its slot
+   * goes to the next job then, while it records the block (index, plane) as
+   * a job still held (its key and bytes count until it settles).
+   */
+  run: (putLanded: () => void) => Promise<void>;
 }
 
 export type OfferOutcome = 'queued' | 'duplicate' | 'dropped';
@@ -11,16 +16,22 @@ export type OfferOutcome = 'queued' | 'duplicate' | 'dropped';
  * Bounded write-behind: `offer` never waits. A job is refused ('dropped')
  * when its bytes would push the queued + in-flight total over `maxBytes`, and
  * ('duplicate') when the same key is already queued or being written. Jobs
- * run FIFO with at most `concurrency` in flight. `run` must not throw (the
- * caller counts its own failures); a throw is caught and reported to
- * `onUnexpected`.
+ * start FIFO with at most `concurrency` puts in flight: a job that reports its
+ * put landed gives its slot up while it records the block, so the next puts
+ * go to storage while the last ones are committed to the index (they had
+ * waited for every commit in turn: idle time on the #29 replay). `drain`
+ * waits for whole jobs. `run` must not throw (the caller counts its own
+ * failures); a throw is caught and reported to `onUnexpected`.
  */
 export class WriteBehindQueue {
   // A started job's slot is cleared at once: its closure holds the block bytes (and its request's payloads).
   private readonly pending: (WriteJob | undefined)[] = [];
   private pendingHead = 0;
   private readonly keys = new Set<string>();
+  /** Jobs holding a slot (put not landed yet). */
   private inFlight = 0;
+  /** Jobs started and not settled (with or without a slot). */
+  private running = 0;
   private heldBytes = 0;
   private idleWaiters: (() => void)[] = [];
 
@@ -56,7 +67,7 @@ export class WriteBehindQueue {
   }
 
   get queuedJobs(): number {
-    return this.pending.length - this.pendingHead + this.inFlight;
+    return this.pending.length - this.pendingHead + this.running;
   }
 
   get queuedBytes(): number {
@@ -64,11 +75,19 @@ export class WriteBehindQueue {
   }
 
   private isIdle(): boolean {
-    return this.inFlight === 0 && this.pendingHead === this.pending.length;
+    return this.running === 0 && this.pendingHead === this.pending.length;
   }
 
-  private finished(job: WriteJob): void {
+  private freeSlot(slot: { held: boolean }): void {
+    if (!slot.held) return;
+    slot.held = false;
     this.inFlight--;
+    this.pump();
+  }
+
+  private finished(job: WriteJob, slot: { held: boolean }): void {
+    this.freeSlot(slot);
+    this.running--;
     this.heldBytes -= job.bytes;
     this.keys.delete(job.key);
     this.pump();
@@ -84,14 +103,17 @@ export class WriteBehindQueue {
         this.pendingHead = 0;
       }
       this.inFlight++;
+      this.running++;
+      // A plain object and unnamed arrows: a named closure per job is also a naming helper call under tsx.
+      const slot = { held: true };
       // One reaction per job, not a catch and a finally (a promise less per block written).
-      job.run().then(
-        () => this.finished(job),
+      job.run(() => this.freeSlot(slot)).then(
+        () => this.finished(job, slot),
         (error: unknown) => {
           try {
             this.onUnexpected(error);
           } finally {
-            this.finished(job);
+            this.finished(job, slot);
           }
         },
       );

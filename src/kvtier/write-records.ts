@@ -1,11 +1,12 @@
 /**
  * The index and plane records of landed block writes, batched: blocks whose
- * blob puts finish in the same turn of the event loop are recorded in one
- * index transaction (scope counters moved once) and one plane call, instead
- * of one of each per block. A write's promise resolves once its batch is
- * recorded, so "written" still means "in the index and the plane" for
- * `flush`, lookups and GC. `recordBatchMax` 1 records each block alone (the
- * old path; the replay bench's baseline).
+ * blob puts finish in the same turn of the event loop, or while the previous
+ * batch is being recorded, are recorded in one index transaction (scope
+ * counters moved once) and one plane call, instead of one of each per block.
+ * A write's promise resolves once its batch is recorded, so "written" still
+ * means "in the index and the plane" for `flush`, lookups and GC.
+ * `recordBatchMax` 1 records each block alone (the old path; the replay
+ * bench's baseline).
  */
 import type { IndexWrite } from './block-index-records.ts';
 import type { PlaneWrite } from './plane-link.ts';
@@ -27,6 +28,8 @@ interface PendingBatch {
 
 export class WriteRecords {
   private pending: PendingBatch | null = null;
+  /** Batches handed to the index and the plane and not yet recorded. */
+  private recording = 0;
 
   constructor(
     private readonly core: TierCore,
@@ -42,9 +45,13 @@ export class WriteRecords {
       let resolve!: () => void;
       const done = new Promise<void>((r) => (resolve = r));
       batch = this.pending = { writes: [], done, resolve };
-      setImmediate(() => {
-        if (this.pending === batch) this.flushPending();
-      });
+      // Group commit: while a batch is being recorded, writes that land gather for the next one, sent when it is done
+      // (or full), instead of one transaction per event-loop turn each (a served node's turns hold a request's blocks).
+      if (this.recording === 0) {
+        setImmediate(() => {
+          if (this.pending === batch && this.recording === 0) this.flushPending();
+        });
+      }
     }
     batch.writes.push(write);
     if (batch.writes.length >= this.maxBatch) this.flushPending();
@@ -55,8 +62,12 @@ export class WriteRecords {
     const batch = this.pending;
     if (batch === null) return;
     this.pending = null;
+    this.recording++;
     // recordBatch notes its failures and never rejects.
-    void this.recordBatch(batch.writes).then(batch.resolve);
+    void this.recordBatch(batch.writes).then(() => {
+      batch.resolve();
+      if (--this.recording === 0) this.flushPending();
+    });
   }
 
   private async recordBatch(batch: readonly LandedWrite[]): Promise<void> {

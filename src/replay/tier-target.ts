@@ -24,12 +24,14 @@ import type { ReplayRequest } from './trace.ts';
 const SETTLE_AFTER_BLOCKS = 8192;
 const WRITE_BEHIND_BYTES = 1024 * 1024 * 1024;
 /**
- * Block writes in flight. The replay writes far faster than a served node, so
- * the write path's batches (one segment append per event-loop turn, one index
+ * Block puts in flight (a write gives its slot up once its put landed, while
+ * it is recorded). The replay writes far faster than a served node, so the
+ * write path's batches (one segment append per event-loop turn, one index
  * and plane transaction per record batch) are as large as this lets them be:
  * 256 against 64 gave 787-838 requests/s against 635-689 on the first 3,000
  * conversation requests, 512 and 1,024 no better (bench/RESULTS.md, "replay
- * (#29): fewer allocations per block, a wider write-behind").
+ * (#29): fewer allocations per block, a wider write-behind"); with the slot
+ * given up at the put, 64 to 1,024 were within this box's noise (replay3).
  */
 const WRITE_CONCURRENCY = 256;
 

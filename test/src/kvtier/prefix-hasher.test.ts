@@ -1,7 +1,7 @@
 import xxhash from 'xxhash-wasm';
 import { describe, expect, it } from 'vitest';
 
-import { KEY_BYTES, PrefixHasher, type Hash128 } from '../../../src/kvtier/index.ts';
+import { hexToKeyBytes, KEY_BYTES, PrefixHasher, type Hash128 } from '../../../src/kvtier/index.ts';
 import { tokensOf } from './fixtures.ts';
 
 const spec = { modelFingerprint: 'llama-test-f16', tenantSalt: 'tenant-a' };
@@ -105,5 +105,20 @@ describe('PrefixHasher', () => {
       expect.objectContaining({ code: 'KVT_ERR_HASH_BAD_INPUT' }),
     );
     await expect(PrefixHasher.create({ blockTokens: 0 })).rejects.toMatchObject({ code: 'KVT_ERR_HASH_BAD_INPUT' });
+  });
+
+  it('hexToKeyBytes: the 16 bytes of a lowercase key in a buffer of their own; anything else is KVT_ERR_HASH_BAD_INPUT', () => {
+    for (let i = 0; i < 2000; i++) {
+      const bytes = Uint8Array.from({ length: KEY_BYTES }, (_, j) => (i * 37 + j * 101) & 0xff);
+      const key = Buffer.from(bytes).toString('hex');
+      const out = hexToKeyBytes(key);
+      expect(out).toEqual(bytes);
+      expect(out.byteOffset).toBe(0);
+      expect(out.buffer.byteLength).toBe(KEY_BYTES);
+    }
+    const good = '0123456789abcdef'.repeat(2);
+    for (const bad of [good.toUpperCase(), good.slice(1), `${good}0`, `${good.slice(1)}g`, `${good.slice(1)}:`, `${good.slice(1)}\u00b0`, `${good.slice(1)}\u0130`, '', 42 as unknown as string]) {
+      expect(() => hexToKeyBytes(bad), JSON.stringify(bad)).toThrow(expect.objectContaining({ code: 'KVT_ERR_HASH_BAD_INPUT' }));
+    }
   });
 });

@@ -53,4 +53,62 @@ describe('WriteBehindQueue', () => {
     expect(maxInFlight).toBe(3);
     expect(queue.queuedBytes).toBe(0);
   });
+
+  it('a job that reports its put landed frees its slot for the next, and stays held (key, bytes, drain) until it settles', async () => {
+    const queue = new WriteBehindQueue(1 << 30, 1, (error) => {
+      throw error;
+    });
+    let recorded!: () => void;
+    const records = new Promise<void>((resolve) => (recorded = resolve));
+    const started: string[] = [];
+    queue.offer({
+      key: 'a',
+      bytes: 10,
+      run: async (putLanded) => {
+        started.push('a');
+        await Promise.resolve();
+        putLanded();
+        putLanded(); // twice is once
+        await records;
+      },
+    });
+    queue.offer({ key: 'b', bytes: 20, run: async () => void started.push('b') });
+    queue.offer({ key: 'c', bytes: 30, run: async () => void started.push('c') });
+    for (let i = 0; i < 5; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+    // b and c ran one at a time in the freed slot while a is still recording.
+    expect(started).toEqual(['a', 'b', 'c']);
+    expect(queue.has('a')).toBe(true);
+    expect(queue.offer({ key: 'a', bytes: 10, run: async () => {} })).toBe('duplicate');
+    expect(queue.queuedBytes).toBe(10);
+    expect(queue.queuedJobs).toBe(1);
+    let drained = false;
+    const drain = queue.drain().then(() => (drained = true));
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    expect(drained).toBe(false);
+    recorded();
+    await drain;
+    expect(queue.has('a')).toBe(false);
+    expect(queue.queuedBytes).toBe(0);
+  });
+
+  it('without a landed put a job holds its slot to the end (the bound is on whole jobs then)', async () => {
+    const queue = new WriteBehindQueue(1 << 30, 2, (error) => {
+      throw error;
+    });
+    let inFlight = 0;
+    let maxInFlight = 0;
+    for (let i = 0; i < 50; i++) {
+      queue.offer({
+        key: `k${i}`,
+        bytes: 1,
+        run: async () => {
+          maxInFlight = Math.max(maxInFlight, ++inFlight);
+          await new Promise<void>((resolve) => setImmediate(resolve));
+          inFlight--;
+        },
+      });
+    }
+    await queue.drain();
+    expect(maxInFlight).toBe(2);
+  });
 });
