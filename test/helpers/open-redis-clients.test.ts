@@ -38,6 +38,16 @@ describe('a test file that leaves a Redis client open', () => {
     expect(run.stdout + run.stderr).toMatch(/case\.test\.mjs:\d+/);
   });
 
+  it("ioredis's slot refresher still waiting on its reply at the file's end is awaited, not called a leak; one that never ends is", async () => {
+    const port = await freePort();
+    // As ioredis does: its refresher ends itself once CLUSTER SLOTS answers (here: a moment after the file's last test).
+    const ends = runFile(`it('refreshes', () => { const client = new Redis(${port}, { lazyConnect: false, connectionName: 'ioredis-cluster(refresher)' }); client.on('error', () => {}); setTimeout(() => client.disconnect(), 300); });`);
+    expect(ends.status, ends.stdout + ends.stderr).toBe(0);
+    const never = runFile(`it('refreshes', () => { const client = new Redis(${port}, { lazyConnect: false, connectionName: 'ioredis-cluster(refresher)' }); client.on('error', () => {}); });`);
+    expect(never.status, never.stdout + never.stderr).not.toBe(0);
+    expect(never.stdout + never.stderr).toMatch(/1 Redis client\(s\) left open by this file/);
+  });
+
   it('passes when the file disconnects it', async () => {
     const port = await freePort();
     const run = runFile(`it('closes', () => { const client = new Redis(${port}, { lazyConnect: false }); client.on('error', () => {}); client.disconnect(); });`);

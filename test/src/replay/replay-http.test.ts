@@ -10,7 +10,7 @@
  *   - bad input (no server, wrong key, flags that cannot go together) is
  *     one line naming what to do, and a non-zero exit.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -62,6 +62,7 @@ describe('kvtier replay --url (a running server)', () => {
       embeddedHits = Array.from((await runReplay(trace, embedded, { sampleEveryMs: 0 })).hitBlocks);
     } finally {
       await embedded.close();
+      rmSync(dataDir, { recursive: true, force: true });
     }
     expect(embeddedHits).toEqual(expected);
 
@@ -112,7 +113,12 @@ describe('kvtier replay --engine (a measured prefill rate)', () => {
     const slice = writeSlice();
     const dataDir = mkdtempSync(join(tmpdir(), 'kvtier-replay-engine-'));
     const { out, err, io } = captureIo();
-    const code = await runReplayCommand([slice.path, '--block-tokens', String(BLOCK), '--data-dir', dataDir, '--engine', 'synthetic:tiny', '--engine-sample', '3', '--json'], io);
+    let code: number;
+    try {
+      code = await runReplayCommand([slice.path, '--block-tokens', String(BLOCK), '--data-dir', dataDir, '--engine', 'synthetic:tiny', '--engine-sample', '3', '--json'], io);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
     expect(code, err.join('')).toBe(0);
     const report = JSON.parse(out.join('')) as ReplayReport;
     expect(report.prefill.source).toMatch(/^measured: synthetic:tiny, 3 requests, \d+ tokens in /);

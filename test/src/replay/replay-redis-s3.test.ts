@@ -5,7 +5,7 @@
  * (every 80th conversation request, so the run spans the hour).
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -33,7 +33,8 @@ it('S3 + Redis, time compressed: TTLs 5 min and 1 h give exactly the definition\
   for (const ttlMs of [300_000, 3_600_000]) {
     const run = randomUUID().slice(0, 8);
     const storage = `s3://kvtier-replay/${run}?endpoint=${encodeURIComponent(s3.endpoint)}&region=${s3.region}&forcePathStyle=true&createBucket=true&accessKeyId=${s3.accessKeyId}&secretAccessKey=${s3.secretAccessKey}`;
-    const target = await TierTarget.open({ dataDir: mkdtempSync(join(tmpdir(), 'kvtier-replay-node-')), storage, redisUrl: redis.url, redisKeyPrefix: `replay-${run}:`, blockTokens: 512, ttlMs, classes: ['chat', 'agent'] });
+    const dataDir = mkdtempSync(join(tmpdir(), 'kvtier-replay-node-'));
+    const target = await TierTarget.open({ dataDir, storage, redisUrl: redis.url, redisKeyPrefix: `replay-${run}:`, blockTokens: 512, ttlMs, classes: ['chat', 'agent'] });
     try {
       const outcome = await runReplay(trace, target, { sampleEveryMs: 0 });
       const expected = definitionHits(requests, ttlMs);
@@ -41,6 +42,7 @@ it('S3 + Redis, time compressed: TTLs 5 min and 1 h give exactly the definition\
       expect(outcome.total.hitTokens).toBe(expected.reduce((a, b) => a + b, 0) * 512);
     } finally {
       await target.close();
+      rmSync(dataDir, { recursive: true, force: true });
     }
   }
 }, 900_000);

@@ -12,7 +12,7 @@
  *     sweep is monotone;
  *   - the CLI prints the same figures with --json.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -33,6 +33,7 @@ async function replayThroughTier(path: string, ttlMs: number | undefined, limit?
     return { hits: Array.from(outcome.hitBlocks), hitTokens: outcome.total.hitTokens, idealHitTokens: outcome.total.idealHitTokens, byClass: outcome.byClass };
   } finally {
     await target.close();
+    rmSync(dataDir, { recursive: true, force: true });
   }
 }
 
