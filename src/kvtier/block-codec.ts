@@ -116,8 +116,8 @@ export interface DecodeOptions {
   authenticatedBy?: 'aes-256-gcm';
 }
 
-/** A block's own unzeroed buffer (encode writes every byte). */
-function ownBuffer(size: number): Uint8Array {
+/** A block's own unzeroed buffer (encode writes every byte): an ArrayBuffer of exactly `size`, at offset 0. */
+export function ownBuffer(size: number): Uint8Array {
   return new Uint8Array(Buffer.allocUnsafeSlow(size).buffer, 0, size);
 }
 

@@ -17,6 +17,8 @@
  * Free buffers are kept per exact size (a tier writes blocks of one or a
  * few layouts), most recently returned first, up to `maxBytes` in all.
  */
+import { ownBuffer } from './block-codec.ts';
+
 export class EncodeBufferPool {
   private readonly free = new Map<number, Uint8Array[]>();
   private freeBytes = 0;
@@ -34,7 +36,7 @@ export class EncodeBufferPool {
       this.freeBytes -= size;
       return reused;
     }
-    return new Uint8Array(Buffer.allocUnsafeSlow(size).buffer, 0, size);
+    return ownBuffer(size);
   }
 
   /** Takes `bytes` back for a later `take` (the caller holds the only reference); over the budget, or a view, it is dropped. */

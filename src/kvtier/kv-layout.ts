@@ -51,7 +51,6 @@ function rowBytes(layout: KvLayout): number {
 
 const U16 = 0xffff;
 
-/** Throws KVT_ERR_BLOCK_BAD_LAYOUT unless every field is in range. */
 const SIZE_FIELDS = ['layers', 'kvHeads', 'headDim', 'tokensPerBlock'] as const;
 
 /** Module-level (assertValidLayout runs per block encoded: no closure per call, which tsx would also name by a helper call). */
@@ -59,6 +58,7 @@ function badLayout(layout: unknown, what: string): never {
   throw new BlockError('KVT_ERR_BLOCK_BAD_LAYOUT', `invalid KV layout: ${what} (got ${JSON.stringify(layout)})`);
 }
 
+/** Throws KVT_ERR_BLOCK_BAD_LAYOUT unless every field is in range. */
 export function assertValidLayout(layout: KvLayout): void {
   if (typeof layout !== 'object' || layout === null) badLayout(layout, 'layout must be an object {layers, kvHeads, headDim, dtype, tokensPerBlock}');
   for (const field of SIZE_FIELDS) {

@@ -86,7 +86,11 @@ export class WriteBehindQueue {
   }
 
   private finished(job: WriteJob, slot: { held: boolean }): void {
-    this.freeSlot(slot);
+    // Its slot too, if it never reported its put (one pump below for both).
+    if (slot.held) {
+      slot.held = false;
+      this.inFlight--;
+    }
     this.running--;
     this.heldBytes -= job.bytes;
     this.keys.delete(job.key);

@@ -78,7 +78,7 @@ export function sampledReplies(codec: Pick<PromptCodec, 'decode' | 'harmony'>, f
  * own write whatever the route. Not for a request with stop strings: those
  * cut the text on the API side, which the worker does not see.
  */
-export function sampledRepliesOfIds(codec: Pick<PromptCodec, 'decode' | 'harmony' | 'stopTokenIds' | 'createDetokenizer'>, spec: Pick<RequestSpec, 'tokens' | 'constraint'>, completionIds: readonly number[]): SampledReply[] {
+export function sampledRepliesOfIds(codec: Pick<PromptCodec, 'decode' | 'harmony' | 'stopTokenIds' | 'createDetokenizer'>, spec: Pick<RequestSpec, 'tokens' | 'constraint'>, completionIds: Iterable<number>): SampledReply[] {
   const stops = new Set(codec.stopTokenIds);
   const ids: number[] = [];
   let stopId: number | null = null;

@@ -41,7 +41,7 @@ export function replyIdsOf(bytes: Buffer | null): Uint32Array | undefined {
 export function sharedReplyRecords(
   codec: Parameters<typeof sampledRepliesOfIds>[0],
   job: Parameters<typeof sampledRepliesOfIds>[1] & { tenantSalt: string },
-  completionIds: readonly number[],
+  completionIds: Iterable<number>,
 ): Array<{ key: string; value: Buffer; ttlMs: number }> {
   return sampledRepliesOfIds(codec, job, completionIds).map((reply) => ({ key: replyKey(job.tenantSalt, reply.text), value: replyIdsBytes(reply.ids), ttlMs: REPLY_TTL_MS }));
 }

@@ -10,8 +10,6 @@
 import { createRedisClient, type RedisClient } from '../kvtier/index.ts';
 import { REPLY_TTL_MS, replyIdsBytes, replyIdsOf, replyKey, type SharedReplies } from '../recipe/index.ts';
 
-export { REPLY_TTL_MS, replyKey };
-
 /** The longest a prompt waits on the shared memory before it goes on without it. */
 const REDIS_WAIT_MS = 1000;
 

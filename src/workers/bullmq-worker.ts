@@ -47,7 +47,7 @@ import { engineThreadInit, modelIdOf, type JobEvent, type RequestSpec } from '..
  * recipe: src/recipe/sampled-replies.ts, shared-reply-record.ts). Written on the connection that
  * then publishes the job's `done`, so Redis applies them first and the API need not write its own.
  */
-export type ReplyRecords = (job: RequestSpec, completionIds: readonly number[]) => ReadonlyArray<{ key: string; value: Buffer; ttlMs: number }>;
+export type ReplyRecords = (job: RequestSpec, completionIds: Iterable<number>) => ReadonlyArray<{ key: string; value: Buffer; ttlMs: number }>;
 
 export interface BullmqWorkerOptions {
   replyRecords?: ReplyRecords;
@@ -119,7 +119,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog, workerOp
   const writeReplies = (job: RequestSpec, completionIds: Uint32Array): boolean => {
     if (!replyRecords || job.prefillOnly || (job.sampling.stopStrings?.length ?? 0) > 0) return false;
     try {
-      for (const record of replyRecords(job, Array.from(completionIds))) {
+      for (const record of replyRecords(job, completionIds)) {
         publisher.set(record.key, record.value, 'PX', record.ttlMs).catch((error: Error) => log('warn', `reply memory write failed (the next turn re-encodes this reply): ${error.message}`));
       }
       return true;

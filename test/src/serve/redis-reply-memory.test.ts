@@ -7,7 +7,8 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { ReplyMemory } from '../../../src/recipe/index.ts';
-import { RedisReplyMemory, REPLY_TTL_MS, replyKey } from '../../../src/serve/redis-reply-memory.ts';
+import { REPLY_TTL_MS, replyKey } from '../../../src/recipe/index.ts';
+import { RedisReplyMemory } from '../../../src/serve/redis-reply-memory.ts';
 import { startRedis, type RedisServer } from '../../helpers/redis-server.ts';
 
 let redis: RedisServer;
