@@ -56,6 +56,12 @@ export interface Config {
    * (the baseline cache-aware routers are measured against).
    */
   dispatch: 'aware' | 'shared' | 'roundrobin';
+  /**
+   * BullMQ mode: a job bound for the shared queue is handed to an idle worker
+   * directly (`direct`: one Redis list pop, src/workers/direct-handoff.ts) while
+   * a worker takes hand-offs, or always added to the shared BullMQ queue (`queue`).
+   */
+  handoff: 'direct' | 'queue';
   /** `kvtier worker`: whole jobs (`both`), or one half of a prefill/decode split. */
   role: 'both' | 'prefill' | 'decode';
   /**
@@ -125,6 +131,7 @@ const FIELDS: Array<{ env: string; key: keyof Config; parse: (raw: string, env: 
   { env: 'KVTIER_HEARTBEAT_MS', key: 'heartbeatMs', parse: (v, e) => intIn(v, e, 100, 5_000) },
   { env: 'KVTIER_WORKER_CONCURRENCY', key: 'workerConcurrency', parse: (v, e) => intIn(v, e, 1, 1024) },
   { env: 'KVTIER_DISPATCH', key: 'dispatch', parse: (v, e) => oneOf(v, e, ['aware', 'shared', 'roundrobin']) },
+  { env: 'KVTIER_HANDOFF', key: 'handoff', parse: (v, e) => oneOf(v, e, ['direct', 'queue']) },
   { env: 'KVTIER_ROLE', key: 'role', parse: (v, e) => oneOf(v, e, ['both', 'prefill', 'decode']) },
   { env: 'KVTIER_SPLIT_MIN_PREFILL_TOKENS', key: 'splitMinPrefillTokens', parse: (v, e) => intIn(v, e, 0, 16_777_216) },
   { env: 'KVTIER_STEP_TOKENS', key: 'stepTokens', parse: (v, e) => intIn(v, e, 16, 65536) },
@@ -168,6 +175,7 @@ export function defaultConfig(): Config {
     heartbeatMs: 2_000,
     workerConcurrency: 4,
     dispatch: 'aware',
+    handoff: 'direct',
     role: 'both',
     splitMinPrefillTokens: 256,
     stepTokens: 128,

@@ -27,12 +27,23 @@ export interface PendingJob {
   queueName: string;
   /** The job as added (re-added unchanged when it moves). */
   queued: QueuedJob | null;
+  /** While handed off directly (direct-handoff.ts): the list entry as pushed, to take it back. */
+  handoff: string | null;
+  /** When a hand-off was found taken, though its taker has not said `started` yet (0: not so). */
+  takenAt: number;
+  /** The worker running the job's latest run (from its `started`). */
+  workerId: string | null;
   addedAt: number;
   /** Watchdog checks in a row that found the job's lock gone. */
   lockMisses: number;
   moving: boolean;
   /** When the watchdog last looked for the job in its queue's failed set (0: not yet). */
   failCheckedAt: number;
+}
+
+/** A job's record before it is queued anywhere. */
+export function newPendingJob(ends: Pick<PendingJob, 'onEvent' | 'resolve' | 'reject'>, queueName: string): PendingJob {
+  return { ...ends, runId: null, forwarded: 0, seenByRun: new Map(), orderByRun: new Map(), started: false, prefilledSent: false, waitTimer: null, queueName, queued: null, handoff: null, takenAt: 0, workerId: null, addedAt: Date.now(), lockMisses: 0, moving: false, failCheckedAt: 0 };
 }
 
 export interface RunOrder {
@@ -78,7 +89,10 @@ function relayInOrder(pending: PendingJob, published: PublishedEvent): { error: 
     pending.seenByRun.set(published.runId, 0);
     pending.lockMisses = 0;
     // Its worker says which queue it took the job from (it may have moved meanwhile).
-    if (published.started) pending.queueName = published.started.queue;
+    if (published.started) {
+      pending.queueName = published.started.queue;
+      pending.workerId = published.started.workerId;
+    }
   }
   if (!pending.started) {
     pending.started = true;

@@ -37,7 +37,8 @@ import { modelFingerprint, readGguf } from '../../inference-core/index.ts';
 import { createRedisClient, isClusterAddress, redactAddress, RedisPolicyStore, type RedisClient as Redis, type RetentionPolicyDoc } from '../kvtier/index.ts';
 import { clusterAdminCall } from './bullmq-admin.ts';
 import { JobDispatch, runHalves } from './bullmq-dispatch.ts';
-import { relayPublished, type PendingJob } from './bullmq-pending.ts';
+import { newPendingJob, relayPublished, type PendingJob } from './bullmq-pending.ts';
+import { DIRECT_QUEUE, DirectHandoff } from './direct-handoff.ts';
 import { withTimeout } from '../with-timeout.ts';
 import { bullmqPrefix, CANCEL_CHANNEL, failureCode, LIVE_TTL_MS, QUEUE_NAME, replyChannelName, roleQueueName, toQueued, type PublishedEvent, type QueuedJob } from './bullmq-protocol.ts';
 import { QueueHandles } from './bullmq-queues.ts';
@@ -60,6 +61,8 @@ export class BullmqRunner implements JobRunner {
   private readonly queues: QueueHandles;
   private readonly dispatch: JobDispatch;
   private readonly watchdog: RoutedJobWatchdog;
+  /** KVTIER_HANDOFF=direct: jobs for the shared queue handed to an idle worker (null: always BullMQ). */
+  private readonly handoff: DirectHandoff | null;
 
   private constructor(
     private readonly config: Config,
@@ -88,7 +91,8 @@ export class BullmqRunner implements JobRunner {
     const queueFor = (name: string) => this.queueFor(name);
     const router = new CacheAwareRouter(connection, { ttlMs: LIVE_TTL_MS });
     this.dispatch = new JobDispatch({ config, router, log, queueFor, localWaiting: (name) => this.localWaiting(name) });
-    this.watchdog = new RoutedJobWatchdog({ config, connection, pending: this.pending, queueFor, add: (name, queued) => this.add(name, queued), settle: (jobId, error) => this.settle(jobId, error), lastRedisFaultAt: () => this.lastRedisFaultAt, log });
+    this.handoff = config.handoff === 'direct' ? new DirectHandoff(connection, log) : null;
+    this.watchdog = new RoutedJobWatchdog({ config, connection, pending: this.pending, queueFor, handoff: this.handoff, add: (name, queued) => this.add(name, queued), settle: (jobId, error) => this.settle(jobId, error), lastRedisFaultAt: () => this.lastRedisFaultAt, log });
   }
 
   static async connect(config: Config, log: (level: 'info' | 'warn' | 'error', message: string) => void): Promise<BullmqRunner> {
@@ -170,12 +174,12 @@ export class BullmqRunner implements JobRunner {
   /** One job on one queue, to its end; the events go to `onEvent` (a re-run's repeats skipped). */
   private async runJob(job: RequestSpec, role: WorkerRole, onEvent: (event: JobEvent) => void, signal: AbortSignal): Promise<void> {
     const done = new Promise<void>((resolve, reject) => {
-      this.pending.set(job.id, { onEvent, resolve, reject, runId: null, forwarded: 0, seenByRun: new Map(), orderByRun: new Map(), started: false, prefilledSent: false, waitTimer: null, queueName: QUEUE_NAME, queued: null, addedAt: Date.now(), lockMisses: 0, moving: false, failCheckedAt: 0 });
+      this.pending.set(job.id, newPendingJob({ onEvent, resolve, reject }, QUEUE_NAME));
     });
     const onAbort = () => {
-      const queueName = this.pending.get(job.id)?.queueName ?? QUEUE_NAME;
+      const pending = this.pending.get(job.id);
       void this.connection.publish(CANCEL_CHANNEL, job.id).catch(() => undefined);
-      void this.queueFor(queueName).remove(job.id).catch(() => undefined);
+      if (pending) void this.withdraw(job.id, pending).catch(() => undefined);
       this.settle(job.id, signal.reason ?? new KvtError('KVT_ERR_INTERNAL', 'aborted'));
     };
     if (signal.aborted) onAbort();
@@ -183,14 +187,22 @@ export class BullmqRunner implements JobRunner {
     try {
       const queueName = await this.dispatch.chooseQueue(job, role, this.pending.get(job.id));
       const queued = toQueued(job, this.replyChannel);
+      // A whole job for the shared queue goes to an idle worker directly while one takes hand-offs (direct-handoff.ts).
+      const direct = role === 'both' && queueName === QUEUE_NAME && this.handoff !== null && (await this.handoff.available());
       const pending = this.pending.get(job.id);
-      if (pending) Object.assign(pending, { queueName, queued, addedAt: Date.now() });
-      if (pending) await this.add(queueName, queued);
+      if (pending && direct) {
+        const handoff = JSON.stringify(queued);
+        Object.assign(pending, { queueName: DIRECT_QUEUE, queued, handoff, addedAt: Date.now() });
+        await this.handoff!.push(handoff);
+      } else if (pending) {
+        Object.assign(pending, { queueName, queued, addedAt: Date.now() });
+        await this.add(queueName, queued);
+      }
       if (pending && !pending.started && this.pending.get(job.id) === pending) {
         pending.waitTimer = setTimeout(() => {
           const still = this.pending.get(job.id);
           if (!still || still.started) return;
-          void this.queueFor(still.queueName).remove(job.id).catch(() => undefined);
+          void this.withdraw(job.id, still).catch(() => undefined);
           this.settle(job.id, new KvtError('KVT_ERR_QUEUE_NO_WORKERS', `no worker took the job within ${this.config.queueWaitTimeoutMs} ms; start \`kvtier worker\` processes on REDIS_URL`));
         }, this.config.queueWaitTimeoutMs);
       }
@@ -202,6 +214,11 @@ export class BullmqRunner implements JobRunner {
     } finally {
       signal.removeEventListener('abort', onAbort);
     }
+  }
+
+  /** Takes a job that no worker may run any more off its queue or the hand-off list (if it is still there). */
+  private withdraw(jobId: string, pending: PendingJob): Promise<unknown> {
+    return pending.handoff !== null ? this.handoff!.takeBack(pending.handoff) : this.queueFor(pending.queueName).remove(jobId);
   }
 
   private add(queueName: string, queued: QueuedJob): Promise<unknown> {

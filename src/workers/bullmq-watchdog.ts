@@ -12,6 +12,7 @@ import type { Config } from '../config.ts';
 import { describeError, KvtError } from '../errors.ts';
 import { failureCode, QUEUE_NAME, type QueuedJob } from './bullmq-protocol.ts';
 import type { PendingJob } from './bullmq-pending.ts';
+import { DIRECT_QUEUE, type DirectHandoff } from './direct-handoff.ts';
 
 const WATCHDOG_MS = 250;
 /** A job added this long before a Redis fault may still have been lost by it (replication lag, acknowledged but unreplicated). */
@@ -32,6 +33,8 @@ export interface WatchdogDeps {
   /** The jobs this process waits on, by id (the runner's own map). */
   pending: Map<string, PendingJob>;
   queueFor(name: string): Queue;
+  /** The direct hand-off, when on (its jobs are watched here too). */
+  handoff: DirectHandoff | null;
   add(queueName: string, queued: QueuedJob): Promise<unknown>;
   /** Ends the job's request (with `error`). */
   settle(jobId: string, error: KvtError): void;
@@ -71,11 +74,16 @@ export class RoutedJobWatchdog {
     const now = Date.now();
     const faultAt = this.deps.lastRedisFaultAt();
     // The failed-set lookups of every job due one, sent together (one round trip, however many long jobs run).
-    const due = [...this.deps.pending].filter(([, p]) => !p.moving && p.queued && now - p.addedAt >= FAILED_CHECK_MS && now - p.failCheckedAt >= FAILED_CHECK_MS);
+    // A hand-off has no failed set: its taker's error event says it, and a dead taker's lease lapses.
+    const due = [...this.deps.pending].filter(([, p]) => !p.moving && p.queued && p.queueName !== DIRECT_QUEUE && now - p.addedAt >= FAILED_CHECK_MS && now - p.failCheckedAt >= FAILED_CHECK_MS);
     for (const [, pending] of due) pending.failCheckedAt = now;
     await Promise.all(due.map(([jobId, pending]) => this.endIfFailed(jobId, pending)));
     for (const [jobId, pending] of this.deps.pending) {
       if (pending.moving || !pending.queued) continue;
+      if (pending.queueName === DIRECT_QUEUE) {
+        await this.watchHandoff(jobId, pending, now, routedWaitMs);
+        continue;
+      }
       if (pending.queueName === QUEUE_NAME) {
         // A fault since shortly before it was added: only then can a failover have lost it (one EXISTS).
         if (!pending.started && faultAt > pending.addedAt - LOST_ADD_MS && now - pending.addedAt >= routedWaitMs && this.checkedAfter.get(pending) !== faultAt) {
@@ -97,6 +105,48 @@ export class RoutedJobWatchdog {
       } catch (error) {
         this.deps.log('warn', `watching job ${jobId} on ${pending.queueName} failed: ${describeError(error).message}`);
       }
+    }
+  }
+
+  /**
+   * A direct hand-off (direct-handoff.ts) must not be stranded either:
+   *   not started, waiting ≥ routedWaitMs → taken back → shared queue;
+   *                                         already taken: its taker gets another routedWaitMs to say `started`
+   *                                         (it died between the pop and the word) → shared queue
+   *   started, its taker's lease lapsed on two checks in a row → shared queue (a re-run)
+   */
+  private async watchHandoff(jobId: string, pending: PendingJob, now: number, routedWaitMs: number): Promise<void> {
+    const handoff = this.deps.handoff!;
+    try {
+      if (!pending.started) {
+        if (now - pending.addedAt < routedWaitMs) return;
+        if (pending.takenAt === 0) {
+          if (await handoff.takeBack(pending.handoff!)) return await this.handoffToShared(jobId, pending, `no worker took the hand-off within ${routedWaitMs} ms`);
+          pending.takenAt = now;
+        } else if (now - pending.takenAt >= routedWaitMs) {
+          await this.handoffToShared(jobId, pending, `the worker that took it said nothing within ${routedWaitMs} ms`);
+        }
+        return;
+      }
+      const alive = pending.workerId !== null && (await handoff.takerAlive(pending.workerId));
+      pending.lockMisses = alive ? 0 : pending.lockMisses + 1;
+      if (pending.lockMisses >= 2) await this.handoffToShared(jobId, pending, `its worker ${pending.workerId}'s hand-off lease lapsed`);
+    } catch (error) {
+      this.deps.log('warn', `watching the hand-off of job ${jobId} failed: ${describeError(error).message}`);
+    }
+  }
+
+  private async handoffToShared(jobId: string, pending: PendingJob, why: string): Promise<void> {
+    if (this.deps.pending.get(jobId) !== pending) return;
+    pending.moving = true;
+    try {
+      Object.assign(pending, { queueName: QUEUE_NAME, handoff: null, takenAt: 0, lockMisses: 0, addedAt: Date.now() });
+      // Its takers may be gone: the next jobs ask Redis again before handing off.
+      this.deps.handoff!.distrust();
+      await this.deps.add(QUEUE_NAME, pending.queued!);
+      this.deps.log('warn', `job ${jobId} moved from the direct hand-off to the shared queue: ${why}`);
+    } finally {
+      pending.moving = false;
     }
   }
 

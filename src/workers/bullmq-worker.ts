@@ -38,6 +38,8 @@ import { describeError, isKvtCoded, KvtError } from '../errors.ts';
 import { createRedisClient, isClusterAddress, type RedisClient as Redis } from '../kvtier/index.ts';
 import { EngineHost, type EngineLog } from './engine-host.ts';
 import { bullmqPrefix, CANCEL_CHANNEL, LIVE_TTL_MS, publishReply, QUEUE_NAME, roleQueueName, routeScope, WORKER_STATS_PREFIX, workerQueueName, fromQueued, type QueuedJob } from './bullmq-protocol.ts';
+import { DIRECT_QUEUE } from './direct-handoff.ts';
+import { HandoffTaker } from './handoff-taker.ts';
 import { ReplyOutbox, type ReplyMessage } from './reply-outbox.ts';
 import { startWorkerStats } from './worker-stats.ts';
 import { engineThreadInit, modelIdOf, type JobEvent, type RequestSpec } from '../scheduler/index.ts';
@@ -129,7 +131,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog, workerOp
     }
   };
 
-  const processJob = async (job: Job, queueName: string): Promise<unknown> => {
+  const processJob = async (job: Pick<Job, 'name' | 'data'>, queueName: string): Promise<unknown> => {
     // One GC per plane shard at a time across the cluster (a per-shard job names its shard): while other nodes hold the leases this job fails with KVT_ERR_CLUSTER_GC_BUSY naming them.
     if (job.name === 'gc') {
       const only = typeof job.data?.shard === 'number' ? [job.data.shard as number] : undefined;
@@ -191,7 +193,25 @@ export async function startBullmqWorker(config: Config, log: EngineLog, workerOp
   };
 
   const queueNames = [...(role === 'both' ? [] : [roleQueueName(role)]), workerQueueName(workerId), QUEUE_NAME];
-  const active = new Map<string, number>(queueNames.map((name) => [name, 0]));
+  const active = new Map<string, number>([...queueNames, DIRECT_QUEUE].map((name) => [name, 0]));
+  /** Runs one job taken from `queueName`, counted in the concurrency budget while it runs. */
+  const runCounted = async (job: Pick<Job, 'name' | 'data'>, name: string): Promise<unknown> => {
+    active.set(name, (active.get(name) ?? 0) + 1);
+    // The job is on its way to the engine before the router's report (a Redis write it need not wait for).
+    const processed = processJob(job, name);
+    rebalance();
+    try {
+      return await processed;
+    } finally {
+      active.set(name, (active.get(name) ?? 1) - 1);
+      rebalance();
+    }
+  };
+  // Whole jobs bound for the shared queue, handed over directly (direct-handoff.ts); split halves use their role queues.
+  const handoffs =
+    role === 'both' && config.handoff === 'direct'
+      ? new HandoffTaker({ redisUrl: config.redisUrl, redisOptions: options, workerId, publisher, leaseMs: config.jobLockMs, hasRoom: () => running() < config.workerConcurrency, run: (queued) => runCounted({ name: 'prefill', data: queued }, DIRECT_QUEUE), log })
+      : null;
   const workers: Worker[] = [];
   const ownQueue = workerQueueName(workerId);
   const running = (): number => [...active.values()].reduce((a, b) => a + b, 0);
@@ -205,6 +225,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog, workerOp
    */
   const rebalance = (): void => {
     const total = running();
+    handoffs?.roomChanged();
     for (const worker of workers) {
       if (worker.name !== ownQueue) worker.concurrency = Math.max(1, config.workerConcurrency - (total - (active.get(worker.name) ?? 0)));
     }
@@ -219,18 +240,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog, workerOp
     workerClients.push(client);
     const worker = new Worker(
       name,
-      async (job: Job) => {
-        active.set(name, (active.get(name) ?? 0) + 1);
-        // The job is on its way to the engine before the router's report (a Redis write it need not wait for).
-        const processed = processJob(job, name);
-        rebalance();
-        try {
-          return await processed;
-        } finally {
-          active.set(name, (active.get(name) ?? 1) - 1);
-          rebalance();
-        }
-      },
+      (job: Job) => runCounted(job, name),
       {
         connection: client,
         prefix: bullmqPrefix(config.redisUrl),
@@ -266,9 +276,10 @@ export async function startBullmqWorker(config: Config, log: EngineLog, workerOp
   const heartbeatTimer = setInterval(heartbeat, config.heartbeatMs);
   heartbeatTimer.unref();
   await Promise.all(workers.map((w) => w.waitUntilReady()));
+  await handoffs?.start();
   // Live (and, for split roles, counted) only once every queue is consumed.
   await router.announce(workerId, [], Date.now(), role, hotBlocks);
-  log('info', `kvtier worker ${workerId} (role ${role}) consuming ${queueNames.join(', ')} (model ${config.model}, storage ${config.storage}, concurrency ${config.workerConcurrency})`);
+  log('info', `kvtier worker ${workerId} (role ${role}) consuming ${[...queueNames, ...(handoffs ? ['direct hand-offs'] : [])].join(', ')} (model ${config.model}, storage ${config.storage}, concurrency ${config.workerConcurrency})`);
 
   return {
     id: workerId,
@@ -280,7 +291,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog, workerOp
       // to the shared queue by the API once they have waited past its deadline.
       withdrawn = true;
       await router.withdraw(workerId).catch((error: Error) => log('warn', `withdrawing from the router failed: ${error.message}`));
-      await Promise.all(workers.map((w) => w.close()));
+      await Promise.all([...workers.map((w) => w.close()), handoffs?.close()]);
       await stats.close();
       await host.close();
       for (const outbox of outboxes) outbox.close();

@@ -5,7 +5,9 @@
  * `kvtier serve` (no Redis) on the same prompts.
  *
  * Which worker ran a job is read from BullMQ's completed events of the shared
- * queue and of every worker's own queue (the worker returns its id).
+ * queue and of every worker's own queue (the worker returns its id), so the
+ * API sends shared-queue jobs through BullMQ (KVTIER_HANDOFF=queue); the
+ * direct hand-off has its own test (test/src/workers/direct-handoff.test.ts).
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -92,7 +94,7 @@ beforeAll(async () => {
   await listen(QUEUE_NAME);
   [embedded, api] = await Promise.all([
     startEmbedded,
-    startServe({ REDIS_URL: redis.url, KVTIER_STORAGE: `fs:${blocksDir}`, KVTIER_DISPATCH: 'aware', KVTIER_REQUEST_TIMEOUT_MS: '120000', KVTIER_QUEUE_WAIT_TIMEOUT_MS: '60000' }),
+    startServe({ REDIS_URL: redis.url, KVTIER_STORAGE: `fs:${blocksDir}`, KVTIER_DISPATCH: 'aware', KVTIER_HANDOFF: 'queue', KVTIER_REQUEST_TIMEOUT_MS: '120000', KVTIER_QUEUE_WAIT_TIMEOUT_MS: '60000' }),
     ...[0, 1, 2].map((w) => addWorker(`w${w}`)),
   ]);
 }, 240_000);

@@ -11,6 +11,10 @@
  * - a worker SIGKILLed while it holds jobs: BullMQ's stalled check moves them
  *   to the other workers; every request completes, with the embedded reply.
  *
+ * The API sends jobs through BullMQ (KVTIER_HANDOFF=queue): the stalled check
+ * and the completed events are BullMQ's. The direct hand-off's own faults are
+ * test/src/workers/direct-handoff.test.ts.
+ *
  * Every wait here is on an event (a QueueEvents event, a worker's `started` /
  * `done` message on the API's reply channel), never on a fixed time: the
  * kill is triggered by the worker's own `started` message for the last job,
@@ -166,7 +170,7 @@ describe.each(['s3', 'fs'] as const)('API + 3 workers on shared %s storage', (ba
         }),
       ),
     );
-    api = await startServe({ ...env, KVTIER_DISPATCH: 'shared', KVTIER_REQUEST_TIMEOUT_MS: '120000', KVTIER_QUEUE_WAIT_TIMEOUT_MS: '60000' });
+    api = await startServe({ ...env, KVTIER_DISPATCH: 'shared', KVTIER_HANDOFF: 'queue', KVTIER_REQUEST_TIMEOUT_MS: '120000', KVTIER_QUEUE_WAIT_TIMEOUT_MS: '60000' });
     workers.push(...(await startWorkers));
   }, 240_000);
 

@@ -7,11 +7,11 @@
  */
 import { describe, expect, it } from 'vitest';
 
-import { relayPublished, type PendingJob } from '../../../src/workers/bullmq-pending.ts';
+import { newPendingJob, relayPublished, type PendingJob } from '../../../src/workers/bullmq-pending.ts';
 import type { JobEvent } from '../../../src/scheduler/job.ts';
 
 function pendingJob(onEvent: (event: JobEvent) => void): PendingJob {
-  return { onEvent, resolve: () => undefined, reject: () => undefined, runId: null, forwarded: 0, seenByRun: new Map(), orderByRun: new Map(), started: false, prefilledSent: false, waitTimer: null, queueName: 'kvtier-prefill', queued: null, addedAt: 0, lockMisses: 0, moving: false, failCheckedAt: 0 };
+  return newPendingJob({ onEvent, resolve: () => undefined, reject: () => undefined }, 'kvtier-prefill');
 }
 
 const reply = [11, 12, 13, 14, 15, 16, 17, 18];

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 
 import type { JobEvent } from '../../../src/scheduler/job.ts';
 import type { PublishedEvent } from '../../../src/workers/bullmq-protocol.ts';
-import { relayPublished } from '../../../src/workers/bullmq-pending.ts';
+import { newPendingJob, relayPublished } from '../../../src/workers/bullmq-pending.ts';
 import { ReplyOutbox } from '../../../src/workers/reply-outbox.ts';
 import { startRedis } from '../../helpers/redis-server.ts';
 import { suiteFixture } from '../../helpers/suite-fixture.ts';
@@ -48,7 +48,11 @@ describe('ReplyOutbox on a real Redis', () => {
       // The API side: its relay (bullmq-pending.ts) over whatever arrives, single messages or batches.
       const ids: number[] = [];
       const relayed: JobEvent[] = [];
-      const pending = { onEvent: (event: JobEvent) => (relayed.push(event), event.type === 'tokens' && ids.push(...event.ids)), resolve: () => undefined, reject: () => undefined, runId: null, forwarded: 0, seenByRun: new Map(), orderByRun: new Map(), started: false, prefilledSent: false, waitTimer: null, queueName: 'q', queued: null, addedAt: 0, lockMisses: 0, moving: false, failCheckedAt: 0 };
+      const onEvent = (event: JobEvent): void => {
+        relayed.push(event);
+        if (event.type === 'tokens') ids.push(...event.ids);
+      };
+      const pending = newPendingJob({ onEvent, resolve: () => undefined, reject: () => undefined }, 'q');
       const ended = deferred();
       subscriber.on('message', (_channel: string, message: string) => {
         const parsed = JSON.parse(message) as PublishedEvent | PublishedEvent[];
