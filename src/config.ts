@@ -8,8 +8,9 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
 
-import { describeError, KvtError } from './errors.ts';
-import { clusterAddress, keyringFromSecret, parseKeyringJson, type SealKeyringSpec } from './kvtier/index.ts';
+import { flagNames, intIn, keyring, oneOf, parseFlags, powerOfTwo, redisCluster, redisUrl } from './config-parse.ts';
+import { KvtError } from './errors.ts';
+import { keyringFromSecret, parseKeyringJson, type SealKeyringSpec } from './kvtier/index.ts';
 
 export interface Config {
   host: string;
@@ -229,77 +230,4 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
     throw new KvtError('KVT_ERR_CONFIG_INVALID', 'KVTIER_SPECULATIVE=draft needs KVTIER_DRAFT_MODEL (a GGUF with the model\'s vocabulary); or use KVTIER_SPECULATIVE=ngram', { param: 'KVTIER_DRAFT_MODEL' });
   }
   return config;
-}
-
-/** `KVTIER_DATA_DIR` → [`data-dir`, `kvtier-data-dir`]; `PORT` → [`port`]. */
-function flagNames(envName: string): string[] {
-  const kebab = envName.toLowerCase().replace(/_/g, '-');
-  return kebab.startsWith('kvtier-') ? [kebab.slice('kvtier-'.length), kebab] : [kebab];
-}
-
-function parseFlags(argv: readonly string[]): Array<[string, string]> {
-  const out: Array<[string, string]> = [];
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    if (!arg.startsWith('--')) throw new KvtError('KVT_ERR_CONFIG_INVALID', `unexpected argument "${arg}"; flags look like --port 8080`, { param: arg });
-    const eq = arg.indexOf('=');
-    if (eq !== -1) {
-      out.push([arg.slice(2, eq), arg.slice(eq + 1)]);
-      continue;
-    }
-    const value = argv[i + 1];
-    if (value === undefined || value.startsWith('--')) throw new KvtError('KVT_ERR_CONFIG_INVALID', `flag ${arg} needs a value`, { param: arg.slice(2) });
-    out.push([arg.slice(2), value]);
-    i++;
-  }
-  return out;
-}
-
-function intIn(raw: string, source: string, min: number, max: number): number {
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max) {
-    throw new KvtError('KVT_ERR_CONFIG_INVALID', `${source}=${raw} is not an integer in [${min}, ${max}]`, { param: source });
-  }
-  return value;
-}
-
-function oneOf(raw: string, source: string, allowed: string[]): string {
-  if (!allowed.includes(raw)) throw new KvtError('KVT_ERR_CONFIG_INVALID', `${source}=${raw}: use one of ${allowed.join(', ')}`, { param: source });
-  return raw;
-}
-
-/** The seal keyring's own errors (too short a secret, unknown current id, bad JSON, unreadable file), named after the variable. */
-function keyring(parse: () => SealKeyringSpec, source: string): SealKeyringSpec {
-  try {
-    return parse();
-  } catch (error) {
-    throw new KvtError('KVT_ERR_CONFIG_INVALID', `${source}: ${describeError(error).message}`, { param: source });
-  }
-}
-
-function powerOfTwo(raw: string, source: string, max: number): number {
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 1 || value > max || (value & (value - 1)) !== 0) {
-    throw new KvtError('KVT_ERR_CONFIG_INVALID', `${source}=${raw}: use a power of two 1..${max}`, { param: source });
-  }
-  return value;
-}
-
-/** `host:port,host:port…` → the cluster address every component takes (`redis-cluster://…`, src/kvtier/redis-connection.ts). */
-function redisCluster(raw: string, source: string): string {
-  try {
-    return clusterAddress(raw);
-  } catch (error) {
-    throw new KvtError('KVT_ERR_CONFIG_INVALID', `${source}=${raw}: ${describeError(error).message}; use host:port,host:port,… (any nodes of the Redis Cluster)`, { param: source });
-  }
-}
-
-function redisUrl(raw: string, source: string): string {
-  try {
-    const url = new URL(raw);
-    if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new Error('scheme');
-  } catch {
-    throw new KvtError('KVT_ERR_CONFIG_INVALID', `${source}=${raw} is not a redis URL; use redis://host:6379[/db]`, { param: source });
-  }
-  return raw;
 }

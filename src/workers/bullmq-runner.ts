@@ -40,7 +40,7 @@ import { JobDispatch, runHalves } from './bullmq-dispatch.ts';
 import { newPendingJob, relayPublished, type PendingJob } from './bullmq-pending.ts';
 import { DIRECT_QUEUE, DirectHandoff } from './direct-handoff.ts';
 import { withTimeout } from '../with-timeout.ts';
-import { bullmqPrefix, CANCEL_CHANNEL, failureCode, LIVE_TTL_MS, QUEUE_NAME, replyChannelName, roleQueueName, toQueued, type PublishedEvent, type QueuedJob } from './bullmq-protocol.ts';
+import { bullmqPrefix, CANCEL_CHANNEL, LIVE_TTL_MS, QUEUE_NAME, replyChannelName, toQueued, type PublishedEvent, type QueuedJob } from './bullmq-protocol.ts';
 import { QueueHandles } from './bullmq-queues.ts';
 import { RoutedJobWatchdog } from './bullmq-watchdog.ts';
 import { scheduleClusterGc } from './gc-schedule.ts';

@@ -34,22 +34,16 @@ import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import { TokenIds } from '../../inference-core/index.ts';
 import { CacheAwareRouter, gcUnderShardLeases, PURGE_CHANNEL, PurgeFollower, routeKeys } from '../cluster/index.ts';
 import type { Config } from '../config.ts';
-import { describeError, isKvtCoded, KvtError } from '../errors.ts';
-import { createRedisClient, isClusterAddress, type RedisClient as Redis } from '../kvtier/index.ts';
+import { isKvtCoded, KvtError } from '../errors.ts';
+import { createRedisClient, type RedisClient as Redis } from '../kvtier/index.ts';
 import { EngineHost, type EngineLog } from './engine-host.ts';
 import { bullmqPrefix, CANCEL_CHANNEL, LIVE_TTL_MS, publishReply, QUEUE_NAME, roleQueueName, routeScope, WORKER_STATS_PREFIX, workerQueueName, fromQueued, type QueuedJob } from './bullmq-protocol.ts';
 import { DIRECT_QUEUE } from './direct-handoff.ts';
 import { HandoffTaker } from './handoff-taker.ts';
 import { ReplyOutbox, type ReplyMessage } from './reply-outbox.ts';
+import { replyRecordsWriter, type ReplyRecords } from './reply-records-writer.ts';
 import { startWorkerStats } from './worker-stats.ts';
-import { engineThreadInit, modelIdOf, type JobEvent, type RequestSpec } from '../scheduler/index.ts';
-
-/**
- * The reply memory's shared records of a finished job (`kvtier worker` composes them from the
- * recipe: src/recipe/sampled-replies.ts, shared-reply-record.ts). Written on the connection that
- * then publishes the job's `done`, so Redis applies them first and the API need not write its own.
- */
-export type ReplyRecords = (job: RequestSpec, completionIds: Iterable<number>) => ReadonlyArray<{ key: string; value: Buffer; ttlMs: number }>;
+import { engineThreadInit, modelIdOf, type JobEvent } from '../scheduler/index.ts';
 
 export interface BullmqWorkerOptions {
   replyRecords?: ReplyRecords;
@@ -112,24 +106,7 @@ export async function startBullmqWorker(config: Config, log: EngineLog, workerOp
     router.announce(workerId, keys, Date.now(), role, hotBlocks).catch((error: Error) => log('warn', `announcing hot blocks failed (routing only): ${error.message}`));
   };
 
-  /**
-   * The reply's shared reply-memory records, sent ahead of the `done` on the same connection (true: the
-   * API skips its own write). Not on a Redis Cluster, where the record's node is not the channel's (no
-   * order between them), nor with stop strings, which cut the reply on the API side.
-   */
-  const replyRecords = isClusterAddress(config.redisUrl) ? undefined : workerOptions.replyRecords;
-  const writeReplies = (job: RequestSpec, completionIds: Uint32Array): boolean => {
-    if (!replyRecords || job.prefillOnly || (job.sampling.stopStrings?.length ?? 0) > 0) return false;
-    try {
-      for (const record of replyRecords(job, completionIds)) {
-        publisher.set(record.key, record.value, 'PX', record.ttlMs).catch((error: Error) => log('warn', `reply memory write failed (the next turn re-encodes this reply): ${error.message}`));
-      }
-      return true;
-    } catch (error) {
-      log('warn', `reply memory records of job ${job.id} not made (the API writes them): ${describeError(error).message}`);
-      return false;
-    }
-  };
+  const writeReplies = replyRecordsWriter(config.redisUrl, publisher, workerOptions.replyRecords, log);
 
   const processJob = async (job: Pick<Job, 'name' | 'data'>, queueName: string): Promise<unknown> => {
     // One GC per plane shard at a time across the cluster (a per-shard job names its shard): while other nodes hold the leases this job fails with KVT_ERR_CLUSTER_GC_BUSY naming them.

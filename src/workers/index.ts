@@ -5,4 +5,5 @@ export { tsWorker } from './ts-worker.ts';
 export { InprocRunner } from './inproc-runner.ts';
 export { BullmqRunner } from './bullmq-runner.ts';
 export { CANCEL_CHANNEL, QUEUE_NAME, roleQueueName, workerQueueName, type QueuedJob, type PublishedEvent } from './bullmq-protocol.ts';
-export { startBullmqWorker, type BullmqWorkerOptions, type ReplyRecords, type RunningWorker } from './bullmq-worker.ts';
+export { startBullmqWorker, type BullmqWorkerOptions, type RunningWorker } from './bullmq-worker.ts';
+export type { ReplyRecords } from './reply-records-writer.ts';
