@@ -114,6 +114,7 @@ export const SLOW = [
   'test/src/workers/bullmq-cancel.test.ts',
   'test/src/workers/bullmq.test.ts',
   'test/src/workers/bullmq-lost-job.test.ts',
+  'test/src/workers/direct-handoff.test.ts',
   'test/src/workers/gc-schedule.test.ts',
   'test/src/workers/reply-outbox.test.ts',
   'test/src/replay/replay.test.ts',
