@@ -22,7 +22,11 @@
  *                    non-streamed requests one at a time: HTTP + auth + recipe + queue/transport,
  *                    sent by a keep-alive node:http client; overhead_*_fetch_p50_ms the same requests
  *                    sent by undici's fetch, whose own per-request cost (~1 ms here) lands on the
- *                    server's event loop too (this figure's only client until 2026-12-06)
+ *                    server's event loop too (this figure's only client until 2026-12-06).
+ *                    overhead_bullmq_*: one redis-server and one `kvtier worker`, shared-queue jobs
+ *                    handed to the idle worker directly (KVTIER_HANDOFF=direct, the default);
+ *                    overhead_bullmq_queue_p50_ms the same requests through BullMQ's shared queue
+ *                    (KVTIER_HANDOFF=queue), alternated with them, and their ratio
  *
  * KVT_BENCH_SESSIONS / KVT_BENCH_TURNS / KVT_BENCH_MODEL shrink it for a smoke run;
  * KVT_BENCH_OVERHEAD_REQUESTS sets the overhead sample: that many requests per client, twice (default 20).
@@ -223,8 +227,8 @@ async function measure(dataDir: string): Promise<Record<string, number | string>
   ).flat();
   await built.close();
 
-  say('BullMQ overhead: redis-server + one kvtier worker');
-  const overheadBullmq = await bullmqOverhead(dataDir);
+  say('BullMQ overhead: redis-server + one kvtier worker, the direct hand-off and the shared queue alternated');
+  const { direct: overheadBullmq, queue: overheadQueue } = await bullmqOverhead(dataDir);
 
   const cachedTtft = later.map((r) => r.ttftMs);
   return {
@@ -252,6 +256,9 @@ async function measure(dataDir: string): Promise<Record<string, number | string>
     overhead_bullmq_p50_ms: round(percentile(overheadBullmq.http, 50), 3),
     overhead_inproc_fetch_p50_ms: round(percentile(overheadInproc.fetch, 50), 3),
     overhead_bullmq_fetch_p50_ms: round(percentile(overheadBullmq.fetch, 50), 3),
+    // The baseline in the same run: every job through BullMQ's shared queue (KVTIER_HANDOFF=queue).
+    overhead_bullmq_queue_p50_ms: round(percentile(overheadQueue.http, 50), 3),
+    overhead_bullmq_over_queue_p50: round(percentile(overheadBullmq.http, 50) / percentile(overheadQueue.http, 50), 4),
   };
 }
 
@@ -266,7 +273,7 @@ function pickSamples(later: TurnRecord[], count: number): TurnRecord[] {
   return picked;
 }
 
-async function bullmqOverhead(dataDir: string): Promise<Record<OverheadClient, number[]>> {
+async function bullmqOverhead(dataDir: string): Promise<Record<'direct' | 'queue', Record<OverheadClient, number[]>>> {
   const redis = await startRedis();
   const worker = spawn(process.execPath, [join(ROOT, 'bin/kvtier.js'), 'worker'], {
     cwd: ROOT,
@@ -282,12 +289,24 @@ async function bullmqOverhead(dataDir: string): Promise<Record<OverheadClient, n
       });
       worker.once('exit', (code) => reject(new Error(`kvtier worker exited with ${code}:\n${seen}`)));
     });
-    const built = await buildApp(baseConfig(dataDir, { redisUrl: redis.url, storage: `fs:${join(dataDir, 'blocks')}` }), { logger: false });
-    const url = await built.app.listen({ host: '127.0.0.1', port: 0 });
+    // Two APIs on the same Redis and worker: the default (a shared-queue job handed to the idle worker
+    // directly) and the baseline (KVTIER_HANDOFF=queue: every job through BullMQ's shared queue),
+    // measured in alternated halves so neither gets only the quieter stretch.
+    const apis = await Promise.all(
+      (['direct', 'queue'] as const).map(async (handoff) => {
+        const built = await buildApp(baseConfig(dataDir, { redisUrl: redis.url, storage: `fs:${join(dataDir, 'blocks')}`, handoff }), { logger: false });
+        return { handoff, built, url: await built.app.listen({ host: '127.0.0.1', port: 0 }) };
+      }),
+    );
+    const samples: Record<'direct' | 'queue', Record<OverheadClient, number[]>> = { direct: { http: [], fetch: [] }, queue: { http: [], fetch: [] } };
     try {
-      return await measureOverheads(url, 'anonymous', MODEL, OVERHEAD_REQUESTS);
+      for (const api of [apis[0], apis[1], apis[1], apis[0]]) {
+        const got = await measureOverheads(api.url, 'anonymous', MODEL, Math.ceil(OVERHEAD_REQUESTS / 2));
+        for (const client of ['http', 'fetch'] as const) samples[api.handoff][client].push(...got[client]);
+      }
+      return samples;
     } finally {
-      await built.close();
+      await Promise.all(apis.map((api) => api.built.close()));
     }
   } finally {
     worker.kill('SIGTERM');
