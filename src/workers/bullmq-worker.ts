@@ -11,7 +11,10 @@
  *   role decode    kvtier-prefill-decode  (decode halves)  + shared + kvtier-prefill-w-<id>
  *
  * Split-role workers take the shared queue too, so a cluster that lost all
- * workers of one role still serves whole jobs. Each queue has its own BullMQ
+ * workers of one role still serves whole jobs. With KVTIER_HANDOFF=direct
+ * (the default) every worker also takes whole jobs handed over directly
+ * while it has room (handoff-taker.ts), which the API prefers to the shared
+ * queue while some worker takes them. Each queue has its own BullMQ
  * Worker; together they keep about KVTIER_WORKER_CONCURRENCY jobs running (see
  * rebalance()).
  *
@@ -184,9 +187,10 @@ export async function startBullmqWorker(config: Config, log: EngineLog, workerOp
       rebalance();
     }
   };
-  // Whole jobs bound for the shared queue, handed over directly (direct-handoff.ts); split halves use their role queues.
+  // Whole jobs bound for the shared queue, handed over directly (direct-handoff.ts): every worker that
+  // consumes the shared queue takes them, split roles too; split halves keep to their role queues.
   const handoffs =
-    role === 'both' && config.handoff === 'direct'
+    config.handoff === 'direct'
       ? new HandoffTaker({ redisUrl: config.redisUrl, redisOptions: options, workerId, publisher, leaseMs: config.jobLockMs, hasRoom: () => running() < config.workerConcurrency, run: (queued) => runCounted({ name: 'prefill', data: queued }, DIRECT_QUEUE), log })
       : null;
   const workers: Worker[] = [];
