@@ -217,8 +217,11 @@ export class BullmqRunner implements JobRunner {
   }
 
   /** Takes a job that no worker may run any more off its queue or the hand-off list (if it is still there). */
-  private withdraw(jobId: string, pending: PendingJob): Promise<unknown> {
-    return pending.handoff !== null ? this.handoff!.takeBack(pending.handoff) : this.queueFor(pending.queueName).remove(jobId);
+  private async withdraw(jobId: string, pending: PendingJob): Promise<unknown> {
+    if (pending.handoff !== null) return this.handoff!.takeBack(pending.handoff);
+    // A run that a worker took as a hand-off after the job had moved: no queue holds it (the cancel ends it).
+    if (pending.queueName === DIRECT_QUEUE) return;
+    return this.queueFor(pending.queueName).remove(jobId);
   }
 
   private add(queueName: string, queued: QueuedJob): Promise<unknown> {

@@ -78,10 +78,11 @@ export class RoutedJobWatchdog {
     const due = [...this.deps.pending].filter(([, p]) => !p.moving && p.queued && p.queueName !== DIRECT_QUEUE && now - p.addedAt >= FAILED_CHECK_MS && now - p.failCheckedAt >= FAILED_CHECK_MS);
     for (const [, pending] of due) pending.failCheckedAt = now;
     await Promise.all(due.map(([jobId, pending]) => this.endIfFailed(jobId, pending)));
+    const liveTakers = await this.liveTakers(now);
     for (const [jobId, pending] of this.deps.pending) {
       if (pending.moving || !pending.queued) continue;
       if (pending.queueName === DIRECT_QUEUE) {
-        await this.watchHandoff(jobId, pending, now, routedWaitMs);
+        await this.watchHandoff(jobId, pending, now, routedWaitMs, liveTakers);
         continue;
       }
       if (pending.queueName === QUEUE_NAME) {
@@ -115,7 +116,7 @@ export class RoutedJobWatchdog {
    *                                         (it died between the pop and the word) → shared queue
    *   started, its taker's lease lapsed on two checks in a row → shared queue (a re-run)
    */
-  private async watchHandoff(jobId: string, pending: PendingJob, now: number, routedWaitMs: number): Promise<void> {
+  private async watchHandoff(jobId: string, pending: PendingJob, now: number, routedWaitMs: number, liveTakers: ReadonlySet<string> | null): Promise<void> {
     const handoff = this.deps.handoff!;
     try {
       if (!pending.started) {
@@ -128,11 +129,24 @@ export class RoutedJobWatchdog {
         }
         return;
       }
-      const alive = pending.workerId !== null && (await handoff.takerAlive(pending.workerId));
+      if (liveTakers === null) return; // the leases could not be read: no judgement this tick
+      const alive = pending.workerId !== null && liveTakers.has(pending.workerId);
       pending.lockMisses = alive ? 0 : pending.lockMisses + 1;
       if (pending.lockMisses >= 2) await this.handoffToShared(jobId, pending, `its worker ${pending.workerId}'s hand-off lease lapsed`);
     } catch (error) {
       this.deps.log('warn', `watching the hand-off of job ${jobId} failed: ${describeError(error).message}`);
+    }
+  }
+
+  /** The live takers, read once per tick when a started hand-off is watched (null: none is, or the read failed). */
+  private async liveTakers(now: number): Promise<Set<string> | null> {
+    const handoff = this.deps.handoff;
+    if (!handoff || ![...this.deps.pending.values()].some((p) => p.queueName === DIRECT_QUEUE && p.started && !p.moving)) return null;
+    try {
+      return await handoff.liveTakers(now);
+    } catch (error) {
+      this.deps.log('warn', `reading the hand-off leases failed: ${describeError(error).message}`);
+      return null;
     }
   }
 

@@ -84,9 +84,8 @@ export class DirectHandoff {
     return (await this.redis.lrem(HANDOFF_JOBS_KEY, 1, payload)) === 1;
   }
 
-  /** Whether `workerId`'s lease is current. */
-  async takerAlive(workerId: string, now = Date.now()): Promise<boolean> {
-    const leaseEnd = await this.redis.zscore(HANDOFF_LEASES_KEY, workerId);
-    return leaseEnd !== null && Number(leaseEnd) >= now;
+  /** The workers whose lease is current (one read for all the hand-offs being watched). */
+  async liveTakers(now = Date.now()): Promise<Set<string>> {
+    return new Set(await this.redis.zrangebyscore(HANDOFF_LEASES_KEY, now, '+inf'));
   }
 }
