@@ -20,7 +20,8 @@ const USAGE = `usage: kvtier <serve|worker> [--port N] [--host H] [--model synth
                 [--admin-token T] [--threads N]   (flags mirror the env variables PORT, KVTIER_MODEL, …)
        serve:   [--dispatch aware|shared|roundrobin]   with --redis-url: to the worker holding the prefix, the shared queue, or each worker in turn
                 [--split-min-prefill-tokens N]      with prefill and decode workers: split a request only for N+ uncached prompt tokens (0 = always)
-       worker:  [--role both|prefill|decode]  whole jobs, or one half of a prefill/decode split`;
+       worker:  [--role both|prefill|decode]  whole jobs, or one half of a prefill/decode split
+       both:    [--handoff direct|queue]   with --redis-url: shared-queue jobs handed to an idle worker directly, or always through BullMQ`;
 
 const REPLAY_USAGE = `replay: kvtier replay TRACE.jsonl[.gz] [--ttl 5m|1h|none] [--speed 0|1|N] [--limit N] [--json]   a trace through the cache (kvtier replay --help)`;
 

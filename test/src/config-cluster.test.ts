@@ -1,4 +1,4 @@
-/** KVTIER_DISPATCH and KVTIER_ROLE: defaults, env and flags, and a bad value stopping the process at start. */
+/** KVTIER_DISPATCH, KVTIER_HANDOFF and KVTIER_ROLE: defaults, env and flags, and a bad value stopping the process at start. */
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 
@@ -18,6 +18,9 @@ describe('cluster settings', () => {
     expect(loadConfig({ KVTIER_ROLE: 'decode' }, ['--role', 'prefill']).role).toBe('prefill');
     expect(loadConfig({}, ['--kvtier-dispatch=shared']).dispatch).toBe('shared');
     expect(loadConfig({ KVTIER_DISPATCH: 'roundrobin' }).dispatch).toBe('roundrobin');
+    expect(config.handoff).toBe('direct');
+    expect(loadConfig({ KVTIER_HANDOFF: 'queue' }).handoff).toBe('queue');
+    expect(loadConfig({}, ['--handoff', 'queue']).handoff).toBe('queue');
   });
 
   it('KVTIER_REDIS_CLUSTER is the cluster form of the Redis address; with REDIS_URL too, or malformed, it is KVT_ERR_CONFIG_INVALID', () => {
@@ -35,6 +38,7 @@ describe('cluster settings', () => {
   it('a bad value is KVT_ERR_CONFIG_INVALID naming the variable and the choices', () => {
     expect(() => loadConfig({ KVTIER_DISPATCH: 'random' })).toThrow(expect.objectContaining({ code: 'KVT_ERR_CONFIG_INVALID', param: 'KVTIER_DISPATCH', message: expect.stringContaining('aware, shared, roundrobin') }));
     expect(() => loadConfig({ KVTIER_ROLE: 'Decode' })).toThrow(expect.objectContaining({ code: 'KVT_ERR_CONFIG_INVALID', param: 'KVTIER_ROLE', message: expect.stringContaining('both, prefill, decode') }));
+    expect(() => loadConfig({ KVTIER_HANDOFF: 'Direct' })).toThrow(expect.objectContaining({ code: 'KVT_ERR_CONFIG_INVALID', param: 'KVTIER_HANDOFF', message: expect.stringContaining('direct, queue') }));
     expect(() => loadConfig({}, ['--role', 'sideways'])).toThrow(expect.objectContaining({ code: 'KVT_ERR_CONFIG_INVALID', param: '--role' }));
   });
 
