@@ -114,7 +114,8 @@ export async function startBullmqWorker(config: Config, log: EngineLog, workerOp
   const processJob = async (job: Pick<Job, 'name' | 'data'>, queueName: string): Promise<unknown> => {
     // One GC per plane shard at a time across the cluster (a per-shard job names its shard): while other nodes hold the leases this job fails with KVT_ERR_CLUSTER_GC_BUSY naming them.
     if (job.name === 'gc') {
-      const only = typeof job.data?.shard === 'number' ? [job.data.shard as number] : undefined;
+      const shard: unknown = job.data?.shard;
+      const only = typeof shard === 'number' ? [shard] : undefined;
       return gcUnderShardLeases(publisher, workerId, config.planeShards, only, async (shards) => {
         const reply = await host.admin({ op: 'gc', shards });
         if (reply.op !== 'gc') throw new KvtError('KVT_ERR_INTERNAL', `the engine thread answered a gc call with ${reply.op}`);

@@ -20,6 +20,7 @@
  *   longer than a failover): everything unheard is dropped and logged, nothing
  *   more leaves; the request ends by its own timeout.
  */
+import { describeError } from '../errors.ts';
 import type { PublishedEvent } from './bullmq-protocol.ts';
 
 const FIRST_PAUSE_MS = 100;
@@ -116,7 +117,7 @@ export class ReplyOutbox {
         }
         why = 'no API process is subscribed to the reply channel';
       } catch (error) {
-        why = (error as Error).message;
+        why = describeError(error).message;
       }
       if (Date.now() - since >= this.retryWindowMs) {
         this.warn(`job ${batch[0].jobId}: ${batch.length} of its events were not delivered for ${this.retryWindowMs} ms (${why}); dropped, the request ends by its own timeout`);
