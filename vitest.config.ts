@@ -27,7 +27,8 @@ export default defineConfig({
     testTimeout: 60_000,
     // A test file that leaves an ioredis client open fails (with isolate: false it would reconnect
     // for the rest of its fork): test/helpers/open-redis-clients.ts.
-    setupFiles: ['test/helpers/open-redis-clients.ts'],
+    // The fixtures' data dirs go with their test file: test/helpers/fixture-dirs.ts.
+    setupFiles: ['test/helpers/open-redis-clients.ts', 'test/helpers/fixture-dirs-setup.ts'],
     hookTimeout: 120_000,
     env: {
       KVTIER_SYNTHETIC_CACHE: process.env.KVTIER_SYNTHETIC_CACHE ?? path.join(os.tmpdir(), 'kvtier-test-synthetic'),

@@ -3,10 +3,9 @@
  * with REDIS_URL) and a chat client that plays agent sessions against it.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+import { fixtureDir } from '../../helpers/fixture-dirs.ts';
 import { type WorkerProcess } from '../workers/processes.ts';
 
 const ROOT = new URL('../../../', import.meta.url).pathname;
@@ -34,7 +33,7 @@ export async function startServe(env: Record<string, string>): Promise<ServeProc
       KVTIER_MODEL: 'synthetic:tiny',
       KVTIER_ADMIN_TOKEN: ADMIN_TOKEN,
       KVTIER_LOG_LEVEL: 'warn',
-      KVTIER_DATA_DIR: mkdtempSync(join(tmpdir(), 'kvtier-serve-')),
+      KVTIER_DATA_DIR: fixtureDir('kvtier-serve-'),
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -3,11 +3,11 @@
  * default (engine thread, fs storage, LMDB index) on synthetic:tiny, or the
  * BullMQ runner when `redisUrl` is given.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { loadConfig, type Config } from '../../../src/config.ts';
+import { fixtureDir } from '../../helpers/fixture-dirs.ts';
 import { buildApp, type BuildAppOptions, type BuiltApp } from '../../../src/serve/index.ts';
 
 export interface TestServer {
@@ -38,7 +38,7 @@ export async function startTestServer(overrides: Partial<Config> = {}, options: 
 }
 
 async function start(overrides: Partial<Config>, options: Pick<BuildAppOptions, 'now'>): Promise<TestServer> {
-  const dataDir = overrides.dataDir ?? mkdtempSync(join(tmpdir(), 'kvtier-serve-'));
+  const dataDir = overrides.dataDir ?? fixtureDir('kvtier-serve-');
   const keysFile = join(dataDir, 'keys.txt');
   writeFileSync(keysFile, `# test keys\n${KEYS.alice} alice\n${KEYS.bob} bob\n${KEYS.sharedOne} team-one shared\n${KEYS.sharedTwo} team-two shared\n`);
   const config = loadConfig({}, [], {
