@@ -78,19 +78,21 @@ export class WriteBehindQueue {
     return this.running === 0 && this.pendingHead === this.pending.length;
   }
 
-  private freeSlot(slot: { held: boolean }): void {
-    if (!slot.held) return;
+  /** Gives the job's write slot back, once: true when this call did. */
+  private releaseSlot(slot: { held: boolean }): boolean {
+    if (!slot.held) return false;
     slot.held = false;
     this.inFlight--;
-    this.pump();
+    return true;
+  }
+
+  private freeSlot(slot: { held: boolean }): void {
+    if (this.releaseSlot(slot)) this.pump();
   }
 
   private finished(job: WriteJob, slot: { held: boolean }): void {
     // Its slot too, if it never reported its put (one pump below for both).
-    if (slot.held) {
-      slot.held = false;
-      this.inFlight--;
-    }
+    this.releaseSlot(slot);
     this.running--;
     this.heldBytes -= job.bytes;
     this.keys.delete(job.key);

@@ -193,7 +193,7 @@ export class BullmqRunner implements JobRunner {
       if (pending && direct) {
         const handoff = JSON.stringify(queued);
         Object.assign(pending, { queueName: DIRECT_QUEUE, queued, handoff, addedAt: Date.now() });
-        await this.handoff!.push(handoff);
+        await this.accepted(this.handoff!.push(handoff));
       } else if (pending) {
         Object.assign(pending, { queueName, queued, addedAt: Date.now() });
         await this.add(queueName, queued);
@@ -225,8 +225,12 @@ export class BullmqRunner implements JobRunner {
   }
 
   private add(queueName: string, queued: QueuedJob): Promise<unknown> {
-    const added = this.queueFor(queueName).add('prefill', queued, { jobId: queued.id, attempts: 1, removeOnComplete: true, removeOnFail: { age: 3600 } });
-    return withTimeout(added, 3000, () => new KvtError('KVT_ERR_QUEUE_UNAVAILABLE', 'the job queue (Redis) did not accept the job within 3 s; retry shortly'));
+    return this.accepted(this.queueFor(queueName).add('prefill', queued, { jobId: queued.id, attempts: 1, removeOnComplete: true, removeOnFail: { age: 3600 } }));
+  }
+
+  /** A job's add or hand-off, bounded: Redis must take it within 3 s. */
+  private accepted<T>(sent: Promise<T>): Promise<T> {
+    return withTimeout(sent, 3000, () => new KvtError('KVT_ERR_QUEUE_UNAVAILABLE', 'the job queue (Redis) did not accept the job within 3 s; retry shortly'));
   }
 
   /** One message, or a run's consecutive messages as an array (reply-outbox.ts). */

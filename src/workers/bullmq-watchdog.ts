@@ -78,11 +78,11 @@ export class RoutedJobWatchdog {
     const due = [...this.deps.pending].filter(([, p]) => !p.moving && p.queued && p.queueName !== DIRECT_QUEUE && now - p.addedAt >= FAILED_CHECK_MS && now - p.failCheckedAt >= FAILED_CHECK_MS);
     for (const [, pending] of due) pending.failCheckedAt = now;
     await Promise.all(due.map(([jobId, pending]) => this.endIfFailed(jobId, pending)));
-    const liveTakers = await this.liveTakers(now);
+    const liveLeases = await this.liveLeases(now);
     for (const [jobId, pending] of this.deps.pending) {
       if (pending.moving || !pending.queued) continue;
       if (pending.queueName === DIRECT_QUEUE) {
-        await this.watchHandoff(jobId, pending, now, routedWaitMs, liveTakers);
+        await this.watchHandoff(jobId, pending, now, routedWaitMs, liveLeases);
         continue;
       }
       if (pending.queueName === QUEUE_NAME) {
@@ -116,7 +116,7 @@ export class RoutedJobWatchdog {
    *                                         (it died between the pop and the word) → shared queue
    *   started, its taker's lease lapsed on two checks in a row → shared queue (a re-run)
    */
-  private async watchHandoff(jobId: string, pending: PendingJob, now: number, routedWaitMs: number, liveTakers: ReadonlySet<string> | null): Promise<void> {
+  private async watchHandoff(jobId: string, pending: PendingJob, now: number, routedWaitMs: number, liveLeases: ReadonlySet<string> | null): Promise<void> {
     const handoff = this.deps.handoff!;
     try {
       if (!pending.started) {
@@ -129,8 +129,8 @@ export class RoutedJobWatchdog {
         }
         return;
       }
-      if (liveTakers === null) return; // the leases could not be read: no judgement this tick
-      const alive = pending.workerId !== null && liveTakers.has(pending.workerId);
+      if (liveLeases === null) return; // the leases could not be read: no judgement this tick
+      const alive = pending.workerId !== null && liveLeases.has(pending.workerId);
       pending.lockMisses = alive ? 0 : pending.lockMisses + 1;
       if (pending.lockMisses >= 2) await this.handoffToShared(jobId, pending, `its worker ${pending.workerId}'s hand-off lease lapsed`);
     } catch (error) {
@@ -138,12 +138,12 @@ export class RoutedJobWatchdog {
     }
   }
 
-  /** The live takers, read once per tick when a started hand-off is watched (null: none is, or the read failed). */
-  private async liveTakers(now: number): Promise<Set<string> | null> {
+  /** The workers with a current lease, read once per tick when a started hand-off is watched (null: none is, or the read failed). */
+  private async liveLeases(now: number): Promise<Set<string> | null> {
     const handoff = this.deps.handoff;
     if (!handoff || ![...this.deps.pending.values()].some((p) => p.queueName === DIRECT_QUEUE && p.started && !p.moving)) return null;
     try {
-      return await handoff.liveTakers(now);
+      return await handoff.liveLeases(now);
     } catch (error) {
       this.deps.log('warn', `reading the hand-off leases failed: ${describeError(error).message}`);
       return null;

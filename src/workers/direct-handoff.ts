@@ -21,8 +21,6 @@
  * The keys share one hash tag: one slot on a Redis Cluster.
  */
 import type { RedisClient as Redis } from '../kvtier/index.ts';
-import { withTimeout } from '../with-timeout.ts';
-import { KvtError } from '../errors.ts';
 
 /** The hand-offs waiting for a worker, newest first (LPUSH / BRPOP). */
 export const HANDOFF_JOBS_KEY = 'kvtier:{handoff}:jobs';
@@ -35,7 +33,6 @@ export const DIRECT_QUEUE = 'kvtier-direct';
 
 /** How long the API trusts its count of live takers before reading it again. */
 const TAKERS_READ_MS = 1000;
-const PUSH_TIMEOUT_MS = 3000;
 
 /** The API side: whether to hand off, the push, and taking a hand-off back. */
 export class DirectHandoff {
@@ -48,7 +45,7 @@ export class DirectHandoff {
   ) {}
 
   /**
-   * Whether some worker's lease is current (read at most once a second). No taker, or a fault
+   * Whether some worker takes hand-offs now (read at most once a second). No taker, or a fault
    * reading it: the job goes to BullMQ, where a worker that comes up later still finds it.
    */
   async available(now = Date.now()): Promise<boolean> {
@@ -75,8 +72,8 @@ export class DirectHandoff {
     this.takers = { at: 0, live: false };
   }
 
-  push(payload: string): Promise<unknown> {
-    return withTimeout(this.redis.lpush(HANDOFF_JOBS_KEY, payload), PUSH_TIMEOUT_MS, () => new KvtError('KVT_ERR_QUEUE_UNAVAILABLE', 'the job queue (Redis) did not accept the job within 3 s; retry shortly'));
+  push(payload: string): Promise<number> {
+    return this.redis.lpush(HANDOFF_JOBS_KEY, payload);
   }
 
   /** True: the hand-off was still waiting and is removed (nobody will run it); false: a worker took it. */
@@ -85,7 +82,7 @@ export class DirectHandoff {
   }
 
   /** The workers whose lease is current (one read for all the hand-offs being watched). */
-  async liveTakers(now = Date.now()): Promise<Set<string>> {
+  async liveLeases(now = Date.now()): Promise<Set<string>> {
     return new Set(await this.redis.zrangebyscore(HANDOFF_LEASES_KEY, now, '+inf'));
   }
 }

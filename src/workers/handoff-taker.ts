@@ -36,7 +36,7 @@ export interface HandoffTakerOptions {
 
 export class HandoffTaker {
   private readonly blocking: Redis;
-  private readonly leaseTimer: NodeJS.Timeout;
+  private leaseTimer: NodeJS.Timeout | null = null;
   private readonly running = new Set<Promise<unknown>>();
   private closing = false;
   private wake: (() => void) | null = null;
@@ -45,13 +45,13 @@ export class HandoffTaker {
   constructor(private readonly options: HandoffTakerOptions) {
     this.blocking = createRedisClient(options.redisUrl, options.redisOptions);
     this.blocking.on('error', (error: Error) => options.log('warn', `redis (hand-offs): ${error.message}`));
-    this.leaseTimer = setInterval(() => void this.renew(), Math.max(100, Math.floor(options.leaseMs / 3)));
-    this.leaseTimer.unref();
   }
 
-  /** Takes hand-offs from now on (the lease is written first, so the API sends none before). */
+  /** Takes hand-offs from now on (the lease is written first and renewed from then on, so the API sends none before). */
   async start(): Promise<void> {
     await this.renew(true);
+    this.leaseTimer = setInterval(() => void this.renew(), Math.max(100, Math.floor(this.options.leaseMs / 3)));
+    this.leaseTimer.unref();
     this.loop = this.take();
   }
 
@@ -117,7 +117,7 @@ export class HandoffTaker {
     this.blocking.disconnect();
     await this.loop;
     await Promise.allSettled([...this.running]);
-    clearInterval(this.leaseTimer);
+    if (this.leaseTimer !== null) clearInterval(this.leaseTimer);
     // The taking again too: a renewal that was under way when closing began may have written it back.
     await this.options.publisher.multi().zrem(HANDOFF_LEASES_KEY, this.options.workerId).zrem(HANDOFF_TAKERS_KEY, this.options.workerId).exec().catch(withdrawn('lease'));
   }
