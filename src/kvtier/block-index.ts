@@ -4,6 +4,7 @@ import { open as openLmdb, type Database, type RootDatabase } from 'lmdb';
 
 import { adoptedEntry, decodeNames, decodeRecord, encodeRecord, mirroredEntry, PROBE_ABSENT, PROBE_EXPIRED, touchRecord, ttlOf, writtenEntry, type AdoptedRecord, type IndexEntry, type IndexWrite } from './block-index-records.ts';
 import { IndexMeta } from './block-index-meta.ts';
+import type { NodeIndex } from './node-index.ts';
 import { EMPTY, expiredKeys, expiryRow } from './block-index-rows.ts';
 import { KvTierError } from './errors.ts';
 import { TAIL_TAG } from './metadata/metadata-plane.ts';
@@ -38,7 +39,7 @@ export { TAIL_TAG };
  * cost 3 of the 5 rows a write put and 6 of the 10 a hit moved; an index
  * that still has them drops the table once at open.
  */
-export class BlockIndex {
+export class BlockIndex implements NodeIndex {
   private constructor(
     private readonly env: RootDatabase,
     private readonly entries: Database<Uint8Array, Uint8Array>,

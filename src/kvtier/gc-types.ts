@@ -1,6 +1,6 @@
 import type { BlobStore } from '../../storage-adapters/index.ts';
 
-import type { BlockIndex } from './block-index.ts';
+import type { NodeIndex } from './node-index.ts';
 import type { Clock } from './clock.ts';
 import type { MetadataPlane } from './metadata/metadata-plane.ts';
 import type { RetentionPolicy } from './retention-policy.ts';
@@ -80,7 +80,7 @@ export interface GcDeps {
   /** The cluster's records: GC judges by them, whatever node ran it. */
   plane: MetadataPlane;
   /** This node's index: class/tenant hints when records are rebuilt. */
-  index: BlockIndex;
+  index: NodeIndex;
   store: BlobStore;
   policy: RetentionPolicy;
   clock: Clock;

@@ -55,6 +55,13 @@ export interface KvTierOptions {
   metadataPlane?: MetadataPlane;
   /** Redis of the default plane when `metadataPlane` is not given: default `REDIS_URL`; '' = the embedded LMDB plane. */
   metadataRedisUrl?: string;
+  /**
+   * This node's index (node-index.ts): 'lmdb' (default), an LMDB environment
+   * at `<dataDir>/index` in front of the plane; 'plane', the embedded LMDB
+   * plane's records read directly (one record per block instead of two; the
+   * plane must be the LMDB one, and its records then carry no hit counts).
+   */
+  nodeIndex?: 'lmdb' | 'plane';
   /** This node's name in plane records (`writer`); default `<hostname>:<pid>`. */
   nodeId?: string;
   /** Tests only: replace the 128-bit hash to force collisions. */

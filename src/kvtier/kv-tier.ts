@@ -14,7 +14,10 @@ import { KvTierConfigError, KvTierError } from './errors.ts';
 import type { GcOptions, GcReport } from './gc.ts';
 import type { KvNamespace, KvTierOptions, KvTierStats, LoadedBlocks, LookupResult, RequestScope, StoreReceipt, StoreRequest } from './kv-tier-types.ts';
 import type { MetadataPlane } from './metadata/metadata-plane.ts';
+import { LmdbMetadataPlane } from './metadata/lmdb-metadata-plane.ts';
 import { openMetadataPlane } from './metadata/open-metadata-plane.ts';
+import type { NodeIndex } from './node-index.ts';
+import { PlaneIndex } from './plane-index.ts';
 import { PlaneLink } from './plane-link.ts';
 import { stderrLogger, type KvTierLogger } from './logger.ts';
 import { LmdbPolicyStore, type PolicyStore } from './policy-store.ts';
@@ -61,7 +64,7 @@ export class KvTier {
     hasher: PrefixHasher,
     codec: BlockCodec,
     tailCodec: TailCodec,
-    private readonly index: BlockIndex,
+    private readonly index: NodeIndex,
     policy: PolicyStore,
     private readonly ownsPolicy: boolean,
     private readonly clock: Clock,
@@ -105,23 +108,31 @@ export class KvTier {
     const tailCodec = await TailCodec.create();
     const clock = options.clock ?? systemClock;
     const logger = options.logger ?? stderrLogger;
-    const index = BlockIndex.open({ path: join(options.dataDir, 'index') });
+    const onPlane = options.nodeIndex === 'plane';
+    if (options.nodeIndex !== undefined && !onPlane && options.nodeIndex !== 'lmdb') throw new KvTierConfigError('nodeIndex', `nodeIndex must be 'lmdb' or 'plane', got ${String(options.nodeIndex)}`);
+    // The node's own LMDB index opens first (a bad data dir fails before anything else opens); on the plane, after it.
+    let index: NodeIndex | undefined = onPlane ? undefined : BlockIndex.open({ path: join(options.dataDir, 'index') });
     let policy = options.policyStore;
     const ownsPolicy = policy === undefined;
-    try {
-      policy ??= await LmdbPolicyStore.open({ path: join(options.dataDir, 'policy'), clock, logger });
-    } catch (error) {
-      await index.close();
-      throw error;
-    }
     let plane = options.metadataPlane;
     try {
+      policy ??= await LmdbPolicyStore.open({ path: join(options.dataDir, 'policy'), clock, logger });
       plane ??= await openMetadataPlane({ dataDir: options.dataDir, redisUrl: options.metadataRedisUrl, logger });
+      if (onPlane) {
+        if (!(plane instanceof LmdbMetadataPlane)) {
+          throw new KvTierConfigError('nodeIndex', `nodeIndex 'plane' reads the embedded LMDB plane's records, but this tier's plane is ${plane.kind}; use nodeIndex 'lmdb' with a Redis plane`);
+        }
+        const planeOfIndex = plane;
+        const policyOfIndex = policy;
+        index = new PlaneIndex(planeOfIndex, () => policyOfIndex.current());
+      }
     } catch (error) {
-      if (ownsPolicy) await policy.close();
-      await index.close();
+      if (options.metadataPlane === undefined) await plane?.close();
+      if (ownsPolicy) await policy?.close();
+      await index?.close();
       throw error;
     }
+    if (index === undefined) throw new KvTierConfigError('nodeIndex', 'no node index was opened');
     const tier = new KvTier(options, hasher, codec, tailCodec, index, policy, ownsPolicy, clock, logger);
     tier.attachPlane(plane, options.metadataPlane === undefined);
     return tier;

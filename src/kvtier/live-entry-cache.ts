@@ -1,10 +1,10 @@
-import type { BlockIndex } from './block-index.ts';
+import type { NodeIndex } from './node-index.ts';
 import type { PrefixChain } from './prefix-hasher.ts';
 import type { RetentionPolicy } from './retention-policy.ts';
 
 /**
  * A bounded memo of "this key is live in the local index until T", in
- * front of `BlockIndex.probe`.
+ * front of `NodeIndex.probe`.
  *
  * Why: an LMDB get from JS costs ≈0.7 µs (a native call), so probing the
  * 2048 blocks of a 128k-token prompt took ≈1.5 ms on its own; a Map hit is
@@ -23,11 +23,11 @@ export class LiveEntryCache {
   private readonly scratch = new Float64Array(1);
 
   constructor(
-    private readonly index: BlockIndex,
+    private readonly index: NodeIndex,
     private readonly maxEntries: number,
   ) {}
 
-  /** Block i of `chain`: same answers as `BlockIndex.probe` (last use when live, else PROBE_ABSENT / PROBE_EXPIRED). */
+  /** Block i of `chain`: same answers as `NodeIndex.probe` (last use when live, else PROBE_ABSENT / PROBE_EXPIRED). */
   probeBlock(chain: PrefixChain, i: number, now: number, policy: RetentionPolicy): number {
     if (policy.version === this.policyVersion) {
       const known = this.entries.get(chain.keyHex(i));
@@ -37,7 +37,7 @@ export class LiveEntryCache {
     return this.probe(chain.keyHex(i), chain.keyBytes(i), now, policy);
   }
 
-  /** Same answers as `BlockIndex.probe`: last use when live, else PROBE_ABSENT / PROBE_EXPIRED. */
+  /** Same answers as `NodeIndex.probe`: last use when live, else PROBE_ABSENT / PROBE_EXPIRED. */
   probe(key: string, keyBytes: Uint8Array, now: number, policy: RetentionPolicy): number {
     if (policy.version !== this.policyVersion) {
       this.entries.clear();
@@ -45,8 +45,8 @@ export class LiveEntryCache {
     }
     const known = this.entries.get(key);
     if (known !== undefined && known.expiresAt > now) return known.lastUse;
-    if (this.maxEntries === 0) return this.index.probe(keyBytes, now, policy);
-    const lastUse = this.index.probe(keyBytes, now, policy, this.scratch);
+    if (this.maxEntries === 0) return this.index.probe(keyBytes, now, policy, undefined, key);
+    const lastUse = this.index.probe(keyBytes, now, policy, this.scratch, key);
     if (lastUse < 0) {
       if (known !== undefined) this.entries.delete(key);
       return lastUse;

@@ -1,4 +1,4 @@
-import type { BlockIndex } from './block-index.ts';
+import type { NodeIndex } from './node-index.ts';
 import type { AdoptedRecord } from './block-index-records.ts';
 import { effectiveTtlMs, type BlockRecord, type MetadataPlane } from './metadata/metadata-plane.ts';
 import type { PrefixChain } from './prefix-hasher.ts';
@@ -40,7 +40,7 @@ export class PlaneLink {
     readonly plane: MetadataPlane,
     readonly owned: boolean,
     private readonly nodeId: string,
-    private readonly index: BlockIndex,
+    private readonly index: NodeIndex,
     private readonly noteError: (error: unknown, what: string) => void,
     private readonly probeWindow: number,
   ) {}

@@ -5,7 +5,7 @@ import { TAIL_FIXED_HEADER_BYTES, TAIL_MAGIC } from './tail-codec.ts';
 import { errorCodeOf } from './errors.ts';
 import { looksSealed, sealedContent } from './seal/index.ts';
 import { MAX_BLOCK_READ_BYTES } from './read-buffer-pool.ts';
-import type { BlockIndex } from './block-index.ts';
+import type { NodeIndex } from './node-index.ts';
 import type { BlockRecord, MetadataPlane } from './metadata/metadata-plane.ts';
 import type { RetentionPolicy } from './retention-policy.ts';
 
@@ -16,7 +16,7 @@ export interface RebuildOptions {
   plane: MetadataPlane;
   store: BlobStore;
   /** This node's index: class, tenant, size and depth of the blocks it knows. */
-  index: BlockIndex;
+  index: NodeIndex;
   policy: RetentionPolicy;
   now: number;
   batchSize: number;

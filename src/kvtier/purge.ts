@@ -14,7 +14,7 @@
  */
 import type { BlobStore } from '../../storage-adapters/index.ts';
 
-import type { BlockIndex } from './block-index.ts';
+import type { NodeIndex } from './node-index.ts';
 import type { IndexEntry } from './block-index-records.ts';
 import { errorCodeOf } from './errors.ts';
 import type { BlockRecord, MetadataPlane } from './metadata/metadata-plane.ts';
@@ -108,7 +108,7 @@ async function removeInBatches<T extends { key: string; sizeBytes: number }>(
  * still make them hits.
  */
 export async function purgeIndex(
-  deps: { index: BlockIndex; store: BlobStore; forget?: (keys: string[]) => void; forgetRecords?: (keys: string[]) => Promise<void> },
+  deps: { index: NodeIndex; store: BlobStore; forget?: (keys: string[]) => void; forgetRecords?: (keys: string[]) => Promise<void> },
   filter: PurgeFilter,
   at: number,
   onProgress: (progress: PurgeProgress) => void = () => undefined,

@@ -2,7 +2,7 @@ import type { BlobStore } from '../../storage-adapters/index.ts';
 
 import type { BlockCodec } from './block-codec.ts';
 import { BlockFlights } from './block-flights.ts';
-import type { BlockIndex } from './block-index.ts';
+import type { NodeIndex } from './node-index.ts';
 import type { Clock } from './clock.ts';
 import { errorCodeOf, KvTierConfigError } from './errors.ts';
 import { EncodeBufferPool } from './encode-buffer-pool.ts';
@@ -63,7 +63,7 @@ export class TierCore {
     readonly hasher: PrefixHasher,
     readonly codec: BlockCodec,
     readonly tailCodec: TailCodec,
-    readonly index: BlockIndex,
+    readonly index: NodeIndex,
     readonly policy: PolicyStore,
     readonly clock: Clock,
     private readonly logger: KvTierLogger,

@@ -6,7 +6,7 @@
  */
 import type { BlobStore } from '../../storage-adapters/index.ts';
 
-import type { BlockIndex } from './block-index.ts';
+import type { NodeIndex } from './node-index.ts';
 import type { Clock } from './clock.ts';
 import { runGc, type GcOptions, type GcReport } from './gc.ts';
 import type { PolicyStore } from './policy-store.ts';
@@ -14,7 +14,7 @@ import type { TierCore } from './tier-core.ts';
 
 /** What GC reads and removes beside the shared core: this node's index, the blobs, the policy, and the hook that drops removed blocks here. */
 export interface TierGcSide {
-  index: BlockIndex;
+  index: NodeIndex;
   store: BlobStore;
   policy: PolicyStore;
   clock: Clock;

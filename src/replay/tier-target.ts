@@ -54,6 +54,8 @@ export interface TierTargetOptions {
   payloadHeadDim?: number;
   /** The tier's `recordBatchMax` (1 = one index transaction and plane call per block; the bench's baseline). */
   recordBatchMax?: number;
+  /** The tier's `nodeIndex` (absent = the tier's default, its own LMDB index); 'plane' needs the embedded plane (no redisUrl). */
+  nodeIndex?: 'lmdb' | 'plane';
   /** The tier's `fsBatchWrites` (true = native batched file writes; absent = the tier's default, node:fs one file at a time). */
   fsBatchWrites?: boolean;
 }
@@ -103,6 +105,7 @@ export class TierTarget {
         writeBehindMaxBytes: WRITE_BEHIND_BYTES,
         ...(options.recordBatchMax !== undefined ? { recordBatchMax: options.recordBatchMax } : {}),
         ...(options.fsBatchWrites !== undefined ? { fsBatchWrites: options.fsBatchWrites } : {}),
+        ...(options.nodeIndex !== undefined ? { nodeIndex: options.nodeIndex } : {}),
         metadataPlane: plane,
         ...(policyStore !== null ? { policyStore } : {}),
       });

@@ -53,6 +53,8 @@ export class LmdbMetadataPlane implements MetadataPlane {
   /** The databases the last-use index code reads and moves (lmdb-plane-index.ts). */
   private readonly indexDbs: LmdbIndexDbs;
   private readonly mover: LmdbRecordMover;
+  /** The environment's directory. */
+  readonly path: string;
 
   private constructor(
     private readonly env: RootDatabase,
@@ -65,6 +67,7 @@ export class LmdbMetadataPlane implements MetadataPlane {
     private readonly meta: Database<string | number, string>,
     options: LmdbMetadataPlaneOptions,
   ) {
+    this.path = options.path;
     this.indexDbs = { records, byUse, capped, meta };
     this.mover = new LmdbRecordMover(records, byUse, capped, meta);
     this.renewals = new RenewalBuffer(
@@ -112,6 +115,33 @@ export class LmdbMetadataPlane implements MetadataPlane {
     return plane;
   }
 
+  /** The stored record of `keyBytes` (lmdb-plane-codec.ts layout), valid until the next read; renewals still buffered are not in it (`renewalAt`). */
+  recordBytes(keyBytes: Uint8Array): Buffer | undefined {
+    return this.records.getBinaryFast(keyBytes);
+  }
+
+  /** The latest renewal of `key` not yet in its record (buffered, or being written), or -1. */
+  renewalAt(key: string): number {
+    return this.renewals.holding ? this.renewals.pendingAt(key) : -1;
+  }
+
+  /** Whether any renewal is not yet in the records (a reader with only key bytes can skip the hex then). */
+  get renewalsHeld(): boolean {
+    return this.renewals.holding;
+  }
+
+  /** A usage counter ("b|<tag>" bytes, "n|<tag>" records), read now. */
+  counter(name: string): number {
+    this.assertOpen();
+    return Number(this.meta.get(name) ?? 0);
+  }
+
+  /** Every record (admin views, purge); a full scan. */
+  *allRecords(): Generator<BlockRecord> {
+    this.assertOpen();
+    for (const { key, value } of this.records.getRange({ snapshot: false })) yield decodeRecord(bytesToHex(key), value);
+  }
+
   async state(): Promise<PlaneState> {
     this.assertOpen();
     return { generation: String(this.meta.get('generation')), trusted: this.meta.get('trusted') === 1 };
@@ -127,6 +157,11 @@ export class LmdbMetadataPlane implements MetadataPlane {
   }
 
   async get(keys: readonly string[]): Promise<(BlockRecord | null)[]> {
+    return this.readRecords(keys);
+  }
+
+  /** get(), read now. */
+  readRecords(keys: readonly string[]): (BlockRecord | null)[] {
     this.assertOpen();
     return keys.map((key) => {
       const value = this.records.getBinary(hexToKeyBytes(key));
@@ -233,6 +268,11 @@ export class LmdbMetadataPlane implements MetadataPlane {
   }
 
   async usage(): Promise<PlaneUsage> {
+    return this.usageNow();
+  }
+
+  /** usage(), read now. */
+  usageNow(): PlaneUsage {
     this.assertOpen();
     const bytes: Record<string, number> = {};
     const blocks: Record<string, number> = {};

@@ -12,6 +12,8 @@ export interface PendingRenewal {
 
 export class RenewalBuffer {
   private pending = new Map<string, PendingRenewal>();
+  /** Batches handed to `write` and not yet written (oldest first): still pending to a reader (`pendingAt`). */
+  private writing: Map<string, PendingRenewal>[] = [];
   private timer: NodeJS.Timeout | undefined;
   private inFlight: Promise<void> = Promise.resolve();
 
@@ -24,6 +26,18 @@ export class RenewalBuffer {
 
   get size(): number {
     return this.pending.size;
+  }
+
+  /** Whether any renewal is buffered or being written (a reader then asks `pendingAt`). */
+  get holding(): boolean {
+    return this.pending.size > 0 || this.writing.length > 0;
+  }
+
+  /** The latest buffered (or being written) renewal of `key`, or -1: a reader of the plane's records adds it to what it read. */
+  pendingAt(key: string): number {
+    let at = this.pending.get(key)?.at ?? -1;
+    for (const batch of this.writing) at = Math.max(at, batch.get(key)?.at ?? -1);
+    return at;
   }
 
   add(keys: readonly string[], at: number, depths?: readonly number[]): void {
@@ -50,7 +64,11 @@ export class RenewalBuffer {
     }
     const batch = this.pending;
     this.pending = new Map();
-    const run = this.inFlight.then(() => (batch.size > 0 ? this.write(batch) : undefined));
+    if (batch.size === 0) return this.inFlight;
+    this.writing.push(batch);
+    const run = this.inFlight.then(() => this.write(batch)).finally(() => {
+      this.writing.splice(this.writing.indexOf(batch), 1);
+    });
     this.inFlight = run.catch(() => undefined);
     return run;
   }
