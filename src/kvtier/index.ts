@@ -36,6 +36,8 @@ export { TailCodec, TAIL_MAGIC, TAIL_FORMAT_VERSION, TAIL_FIXED_HEADER_BYTES, ty
 export { TAIL_SECTION_KINDS, type TailSectionRecord, type TailSectionKind as TailRecordKind } from './tail-sections.ts';
 export { KV_DTYPES, assertValidLayout, kvBytesPerToken, payloadBytesFor, sameLayout, type KvDtype, type KvLayout } from './kv-layout.ts';
 export { BlockIndex, TAIL_TAG } from './block-index.ts';
+export type { NodeIndex } from './node-index.ts';
+export { PlaneIndex } from './plane-index.ts';
 export { PROBE_ABSENT, PROBE_EXPIRED, type IndexEntry, type IndexWrite } from './block-index-records.ts';
 export { scopeTag } from './block-index-rows.ts';
 export {

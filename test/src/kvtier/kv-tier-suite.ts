@@ -19,7 +19,8 @@ export interface StoreFixture {
 
 const FINGERPRINT = 'test-model-fp';
 
-export function runKvTierSuite(name: string, makeFixture: () => Promise<StoreFixture>): void {
+/** `tierOptions`: given to every tier the suite opens (a node index kind, say). */
+export function runKvTierSuite(name: string, makeFixture: () => Promise<StoreFixture>, tierOptions: Partial<KvTierOptions> = {}): void {
   describe(`KvTier over ${name}`, () => {
     let fixture: StoreFixture;
     let dir: { path: string; remove: () => Promise<void> };
@@ -29,7 +30,7 @@ export function runKvTierSuite(name: string, makeFixture: () => Promise<StoreFix
     let logger: ReturnType<typeof captureLogger>;
 
     const openTier = async (node = 'node-a', extra: Partial<KvTierOptions> = {}): Promise<KvTier> => {
-      const tier = await KvTier.open({ dataDir: join(dir.path, node), store, clock, logger, touchIntervalMs: 0, ...extra });
+      const tier = await KvTier.open({ dataDir: join(dir.path, node), store, clock, logger, touchIntervalMs: 0, ...tierOptions, ...extra });
       tiers.push(tier);
       return tier;
     };
