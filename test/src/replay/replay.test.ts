@@ -24,10 +24,17 @@ import { CONVERSATION, definitionHits, fullBlocks, rawTrace, writeGenericSubsamp
 
 const sum = (xs: ArrayLike<number>) => Array.from(xs).reduce((a, b) => a + b, 0);
 
-async function replayThroughTier(path: string, ttlMs: number | undefined, limit?: number): Promise<{ hits: number[]; hitTokens: number; idealHitTokens: number; byClass: Record<string, { hitTokens: number }> }> {
+async function replayThroughTier(
+  path: string,
+  ttlMs: number | undefined,
+  limit?: number,
+  nodeIndex?: 'lmdb' | 'plane',
+): Promise<{ hits: number[]; hitTokens: number; idealHitTokens: number; byClass: Record<string, { hitTokens: number }> }> {
   const trace = readTrace(path, { limit });
   const dataDir = mkdtempSync(join(tmpdir(), 'kvtier-replay-test-'));
-  const target = await TierTarget.open({ dataDir, blockTokens: 512, ttlMs, classes: [...new Set(trace.requests.map((r) => r.trafficClass))] });
+  // The plane-index runs keep blocks in a segment store (the bench's headline setup); the others one file per block.
+  const storage = nodeIndex === 'plane' ? `segment:${join(dataDir, 'segments')}` : undefined;
+  const target = await TierTarget.open({ dataDir, storage, blockTokens: 512, ttlMs, classes: [...new Set(trace.requests.map((r) => r.trafficClass))], nodeIndex });
   try {
     const outcome = await runReplay(trace, target, { sampleEveryMs: 0 });
     return { hits: Array.from(outcome.hitBlocks), hitTokens: outcome.total.hitTokens, idealHitTokens: outcome.total.idealHitTokens, byClass: outcome.byClass };
@@ -49,23 +56,25 @@ describe('replay against the definition', () => {
     expect(sum(expected)).toBeGreaterThan(0);
   });
 
-  it('no TTL limit, through fs + LMDB: hit tokens equal the ideal exactly (first 1,500 conversation requests)', async () => {
+  // Both node index kinds (node-index.ts): the tier's own LMDB index, and the embedded plane's records read directly.
+  for (const nodeIndex of ['lmdb', 'plane'] as const) {
+  it(`no TTL limit, through fs + LMDB (node index: ${nodeIndex}): hit tokens equal the ideal exactly (first 1,500 conversation requests)`, async () => {
     const limit = 1500;
     const raw = rawTrace(CONVERSATION).slice(0, limit);
     const expected = definitionHits(raw.map((r) => ({ at: r.timestamp, blocks: fullBlocks(r) })));
-    const run = await replayThroughTier(CONVERSATION, 3650 * 86_400_000, limit);
+    const run = await replayThroughTier(CONVERSATION, 3650 * 86_400_000, limit, nodeIndex);
     expect(run.hits).toEqual(expected);
     expect(run.hitTokens).toBe(sum(expected) * 512);
     expect(run.hitTokens).toBe(run.idealHitTokens);
   }, 600_000);
 
-  it('TTLs 1 min, 5 min, 1 h, none over the hour (every 20th request, generic form, two classes): each equals the definition; the sweep is monotone', async () => {
+  it(`TTLs 1 min, 5 min, 1 h, none over the hour (node index: ${nodeIndex}; every 20th request, generic form, two classes): each equals the definition; the sweep is monotone`, async () => {
     const path = join(mkdtempSync(join(tmpdir(), 'kvtier-replay-generic-')), 'sub.jsonl');
     const requests = writeGenericSubsample(CONVERSATION, 20, path);
     const totals: number[] = [];
     for (const ttlMs of [60_000, 300_000, 3_600_000, 3650 * 86_400_000]) {
       const expected = definitionHits(requests, ttlMs);
-      const run = await replayThroughTier(path, ttlMs);
+      const run = await replayThroughTier(path, ttlMs, undefined, nodeIndex);
       expect(run.hits, `TTL ${ttlMs} ms`).toEqual(expected);
       // Per class too: each request's hit counts in its own class.
       const chat = expected.reduce((acc, hit, i) => acc + (requests[i].trafficClass === 'chat' ? hit : 0), 0);
@@ -77,6 +86,7 @@ describe('replay against the definition', () => {
     // The TTLs matter on this trace: 1 min keeps less than 1 h.
     expect(totals[0]).toBeLessThan(totals[2]);
   }, 900_000);
+  }
 });
 
 describe('kvtier replay (the command)', () => {
