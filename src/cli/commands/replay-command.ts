@@ -38,6 +38,7 @@ export const REPLAY: CommandSpec = {
     { name: 'class', kind: 'string', value: 'NAME', help: 'traffic class of requests that name none (default chat)' },
     { name: 'tenant', kind: 'string', value: 'ID', help: 'tenant of requests that name none (default replay)' },
     { name: 'storage', kind: 'string', value: 'URL', help: 'block storage: fs:DIR or s3://bucket/prefix?endpoint=… (default fs under the data dir)' },
+    { name: 'node-index', kind: 'string', value: 'lmdb|plane', help: 'the tier\'s node index: plane = the embedded plane\'s records (default without --redis-url); lmdb = its own LMDB index beside the plane (the only one with --redis-url)' },
     { name: 'prefill-tokens-per-s', kind: 'string', value: 'N', help: 'prefill rate for GPU-seconds saved (default 10000, an assumption; measure your engine\'s)' },
     { name: 'kv-bytes-per-token', kind: 'string', value: 'N', help: 'KV bytes per token to scale stored bytes to (default 70272: DeepSeek-V3 MLA, f16)' },
     { name: 'api-key', kind: 'string', value: 'KEY', help: 'with --url: the API key requests are sent with (default $KVTIER_API_KEY); one key = one tenant, so the trace must have one' },
@@ -140,7 +141,10 @@ export async function runReplayCommand(argv: readonly string[], io: CliIo): Prom
 
     const storage = stringFlag(args, 'storage');
     const redisUrl = stringFlag(args, 'redis-url') ?? (io.env.REDIS_URL || undefined);
-    const target = await TierTarget.open({ dataDir, storage, redisUrl, blockTokens, ttlMs, classes });
+    const nodeIndex = stringFlag(args, 'node-index') ?? (redisUrl === undefined ? 'plane' : 'lmdb');
+    if (nodeIndex !== 'lmdb' && nodeIndex !== 'plane') throw new CliError('KVT_ERR_CLI_BAD_VALUE', `kvtier replay: --node-index ${nodeIndex} is not lmdb or plane`);
+    if (nodeIndex === 'plane' && redisUrl !== undefined) throw new CliError('KVT_ERR_CLI_BAD_VALUE', 'kvtier replay: --node-index plane reads the embedded plane; with --redis-url use --node-index lmdb');
+    const target = await TierTarget.open({ dataDir, storage, redisUrl, blockTokens, ttlMs, classes, nodeIndex });
     // The data dir's stats store gets the replay's requests and the tier's counters (the what-if's histogram among them):
     // `kvtier stats [--what-if] --data-dir DIR` reads them as it reads a server's.
     const statsStore = await openStatsStore({ dataDir, redisUrl });

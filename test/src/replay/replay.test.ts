@@ -113,9 +113,18 @@ describe('kvtier replay (the command)', () => {
     expect(report.byHour[0].hitTokens).toBe(expected);
     expect(report.stored.peakBytes).toBeGreaterThan(0);
 
-    const bad: string[] = [];
-    const badCode = await runReplayCommand([CONVERSATION, '--ttl', 'soon'], { ...io, err: (t: string) => void bad.push(t) });
-    expect(badCode).toBe(2);
-    expect(bad.join('').trim().split('\n')).toHaveLength(1);
+    // The default node index here is the embedded plane's records; the tier's own LMDB index gives the same report.
+    out.length = 0;
+    expect(await runReplayCommand([CONVERSATION, '--limit', '300', '--ttl', '5m', '--json', '--prefill-tokens-per-s', '5000', '--node-index', 'lmdb'], io), err.join('')).toBe(0);
+    const onLmdb = JSON.parse(out.join('')) as ReplayReport;
+    expect(onLmdb.total).toEqual(report.total);
+    expect(onLmdb.stored).toEqual(report.stored);
+
+    for (const badArgs of [['--ttl', 'soon'], ['--node-index', 'memory']]) {
+      const bad: string[] = [];
+      const badCode = await runReplayCommand([CONVERSATION, ...badArgs], { ...io, err: (t: string) => void bad.push(t) });
+      expect(badCode, badArgs.join(' ')).toBe(2);
+      expect(bad.join('').trim().split('\n')).toHaveLength(1);
+    }
   }, 300_000);
 });
