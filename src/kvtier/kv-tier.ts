@@ -14,10 +14,9 @@ import { KvTierConfigError, KvTierError } from './errors.ts';
 import type { GcOptions, GcReport } from './gc.ts';
 import type { KvNamespace, KvTierOptions, KvTierStats, LoadedBlocks, LookupResult, RequestScope, StoreReceipt, StoreRequest } from './kv-tier-types.ts';
 import type { MetadataPlane } from './metadata/metadata-plane.ts';
-import { LmdbMetadataPlane } from './metadata/lmdb-metadata-plane.ts';
 import { openMetadataPlane } from './metadata/open-metadata-plane.ts';
 import type { NodeIndex } from './node-index.ts';
-import { PlaneIndex } from './plane-index.ts';
+import { nodeIndexKind, planeIndexOf } from './plane-index.ts';
 import { PlaneLink } from './plane-link.ts';
 import { stderrLogger, type KvTierLogger } from './logger.ts';
 import { LmdbPolicyStore, type PolicyStore } from './policy-store.ts';
@@ -108,8 +107,7 @@ export class KvTier {
     const tailCodec = await TailCodec.create();
     const clock = options.clock ?? systemClock;
     const logger = options.logger ?? stderrLogger;
-    const onPlane = options.nodeIndex === 'plane';
-    if (options.nodeIndex !== undefined && !onPlane && options.nodeIndex !== 'lmdb') throw new KvTierConfigError('nodeIndex', `nodeIndex must be 'lmdb' or 'plane', got ${String(options.nodeIndex)}`);
+    const onPlane = nodeIndexKind(options.nodeIndex) === 'plane';
     // The node's own LMDB index opens first (a bad data dir fails before anything else opens); on the plane, after it.
     let index: NodeIndex | undefined = onPlane ? undefined : BlockIndex.open({ path: join(options.dataDir, 'index') });
     let policy = options.policyStore;
@@ -118,14 +116,8 @@ export class KvTier {
     try {
       policy ??= await LmdbPolicyStore.open({ path: join(options.dataDir, 'policy'), clock, logger });
       plane ??= await openMetadataPlane({ dataDir: options.dataDir, redisUrl: options.metadataRedisUrl, logger });
-      if (onPlane) {
-        if (!(plane instanceof LmdbMetadataPlane)) {
-          throw new KvTierConfigError('nodeIndex', `nodeIndex 'plane' reads the embedded LMDB plane's records, but this tier's plane is ${plane.kind}; use nodeIndex 'lmdb' with a Redis plane`);
-        }
-        const planeOfIndex = plane;
-        const policyOfIndex = policy;
-        index = new PlaneIndex(planeOfIndex, () => policyOfIndex.current());
-      }
+      const policyOfIndex = policy;
+      if (onPlane) index = planeIndexOf(plane, () => policyOfIndex.current());
     } catch (error) {
       if (options.metadataPlane === undefined) await plane?.close();
       if (ownsPolicy) await policy?.close();

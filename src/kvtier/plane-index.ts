@@ -1,9 +1,10 @@
 import { PROBE_ABSENT, PROBE_EXPIRED, type AdoptedRecord, type IndexEntry, type IndexWrite } from './block-index-records.ts';
 import { scopeTag } from './block-index-rows.ts';
+import { KvTierConfigError } from './errors.ts';
 import { bytesToHex } from './hex.ts';
 import { FIXED } from './metadata/lmdb-plane-codec.ts';
-import type { LmdbMetadataPlane } from './metadata/lmdb-metadata-plane.ts';
-import { effectiveTtlMs, type BlockRecord } from './metadata/metadata-plane.ts';
+import { LmdbMetadataPlane } from './metadata/lmdb-metadata-plane.ts';
+import { effectiveTtlMs, type BlockRecord, type MetadataPlane } from './metadata/metadata-plane.ts';
 import type { NodeIndex } from './node-index.ts';
 import type { QuotaScope, RetentionPolicy } from './retention-policy.ts';
 
@@ -171,4 +172,18 @@ export class PlaneIndex implements NodeIndex {
     if (record.kind === 'tail') entry.kind = 'tail';
     return entry;
   }
+}
+
+/** `KvTierOptions.nodeIndex`, checked: 'lmdb' (the default) or 'plane'. */
+export function nodeIndexKind(kind: unknown): 'lmdb' | 'plane' {
+  if (kind === undefined || kind === 'lmdb' || kind === 'plane') return kind ?? 'lmdb';
+  throw new KvTierConfigError('nodeIndex', `nodeIndex must be 'lmdb' or 'plane', got ${String(kind)}`);
+}
+
+/** The node index over `plane`'s records; only the embedded LMDB plane has records in this process to read. */
+export function planeIndexOf(plane: MetadataPlane, policy: () => RetentionPolicy): PlaneIndex {
+  if (!(plane instanceof LmdbMetadataPlane)) {
+    throw new KvTierConfigError('nodeIndex', `nodeIndex 'plane' reads the embedded LMDB plane's records, but this tier's plane is ${plane.kind}; use nodeIndex 'lmdb' with a Redis plane`);
+  }
+  return new PlaneIndex(plane, policy);
 }

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 
 import { open as openLmdb, type Database, type RootDatabase } from 'lmdb';
@@ -6,8 +5,8 @@ import { open as openLmdb, type Database, type RootDatabase } from 'lmdb';
 import { PlaneError } from '../errors.ts';
 import { bytesToHex } from '../hex.ts';
 import { hexToKeyBytes } from '../prefix-hasher.ts';
-import { classPrefix, decodeRecord, u64be } from './lmdb-plane-codec.ts';
-import { reindexByClass, scanByLastUse, writeRenewals, type LmdbIndexDbs } from './lmdb-plane-index.ts';
+import { decodeRecord } from './lmdb-plane-codec.ts';
+import { initMeta, scanByLastUse, writeRenewals, type LmdbIndexDbs } from './lmdb-plane-index.ts';
 import { forgetKeys, journalKeys, noteOrphans, orphanSightings } from './lmdb-plane-side-tables.ts';
 import { LmdbRecordMover } from './lmdb-plane-record-mover.ts';
 import { type BlockRecord, type MetadataPlane, type PlaneState, type PlaneUsage, type RemovedBatch, type RemoveOptions, type ScanOptions, type ScanPage } from './metadata-plane.ts';
@@ -59,9 +58,9 @@ export class LmdbMetadataPlane implements MetadataPlane {
   private constructor(
     private readonly env: RootDatabase,
     private readonly records: Database<Uint8Array, Uint8Array>,
-    private readonly byUse: Database<Uint8Array, Uint8Array>,
+    byUse: Database<Uint8Array, Uint8Array>,
     private readonly legacyByUse: Database<Uint8Array, Uint8Array>,
-    private readonly capped: Database<Uint8Array, Uint8Array>,
+    capped: Database<Uint8Array, Uint8Array>,
     private readonly orphans: Database<number, Uint8Array>,
     private readonly pending: Database<Uint8Array, Uint8Array>,
     private readonly meta: Database<string | number, string>,
@@ -102,16 +101,7 @@ export class LmdbMetadataPlane implements MetadataPlane {
       env.openDB<string | number, string>({ name: 'meta' }),
       options,
     );
-    await plane.meta.transaction(() => {
-      if (plane.meta.get('generation') === undefined) {
-        plane.meta.put('generation', randomBytes(8).toString('hex'));
-        plane.meta.put('trusted', 0);
-      }
-      if (plane.meta.get('layout') !== LAYOUT) {
-        reindexByClass(plane.indexDbs, plane.legacyByUse);
-        plane.meta.put('layout', LAYOUT);
-      }
-    });
+    await plane.meta.transaction(() => initMeta(plane.indexDbs, plane.legacyByUse));
     return plane;
   }
 
@@ -227,27 +217,7 @@ export class LmdbMetadataPlane implements MetadataPlane {
 
   async removeByLastUse(options: { trafficClass: string; maxLastUseAt: number; limit: number; journal?: boolean }): Promise<RemovedBatch> {
     this.assertOpen();
-    const prefix = classPrefix(options.trafficClass);
-    const end = Buffer.concat([prefix, u64be(Math.floor(options.maxLastUseAt) + 1)]);
-    const { keys, freed, rows } = await this.records.transaction(() => {
-      this.mover.begin();
-      const removed: string[] = [];
-      const taken = [...this.byUse.getKeys({ start: prefix, end, limit: options.limit, snapshot: false })].map((row) => Buffer.from(row));
-      for (const row of taken) {
-        const keyBytes = row.subarray(prefix.length + 12);
-        const key = bytesToHex(keyBytes);
-        const existing = this.mover.read(key, keyBytes);
-        if (existing === undefined) this.byUse.remove(row);
-        else {
-          this.mover.replace(keyBytes, existing, undefined);
-          if (options.journal) this.pending.put(keyBytes, EMPTY);
-          removed.push(key);
-        }
-      }
-      const freed = this.mover.freed();
-      this.mover.writeCounters();
-      return { keys: removed, freed, rows: taken.length };
-    });
+    const { keys, freed, rows } = await this.records.transaction(() => this.mover.takeByLastUse(options, options.journal ? this.pending : undefined));
     if (keys.length > 0) for (const listener of this.listeners) listener(keys);
     return { keys, freed, more: rows === options.limit };
   }
@@ -323,5 +293,3 @@ export class LmdbMetadataPlane implements MetadataPlane {
 }
 
 const EMPTY = new Uint8Array(0);
-/** meta "layout": 2 = last-use index per class (byClassUse). */
-const LAYOUT = 2;

@@ -3,6 +3,8 @@
  * merged into one last-use order), renewals moving rows forward, and the one-time re-index of a
  * plane written before the per-class index. Callers check the plane is open.
  */
+import { randomBytes } from 'node:crypto';
+
 import type { Database } from 'lmdb';
 
 import { bytesToHex } from '../hex.ts';
@@ -94,4 +96,22 @@ export async function writeRenewals(dbs: LmdbIndexDbs, batch: Map<string, Pendin
       dbs.records.put(keyBytes, next);
     }
   });
+}
+
+/** meta "layout": 2 = last-use index per class (byClassUse). */
+const LAYOUT = 2;
+
+/**
+ * A plane's meta at open, inside a write transaction: a new directory gets a generation (untrusted until
+ * GC rebuilds it from storage); a plane written before the per-class index is re-indexed from its records once.
+ */
+export function initMeta(dbs: LmdbIndexDbs, legacyByUse: Database<Uint8Array, Uint8Array>): void {
+  if (dbs.meta.get('generation') === undefined) {
+    dbs.meta.put('generation', randomBytes(8).toString('hex'));
+    dbs.meta.put('trusted', 0);
+  }
+  if (dbs.meta.get('layout') !== LAYOUT) {
+    reindexByClass(dbs, legacyByUse);
+    dbs.meta.put('layout', LAYOUT);
+  }
 }

@@ -5,7 +5,8 @@
  */
 import type { Database } from 'lmdb';
 
-import { classUseRow, decodeRecord, encodeRecord, useRow } from './lmdb-plane-codec.ts';
+import { bytesToHex } from '../hex.ts';
+import { classPrefix, classUseRow, decodeRecord, encodeRecord, u64be, useRow } from './lmdb-plane-codec.ts';
 import { type BlockRecord, type PlaneUsage } from './metadata-plane.ts';
 import { ScopeCounterNames } from './scope-counter-names.ts';
 
@@ -56,6 +57,36 @@ export class LmdbRecordMover {
       this.addCounter(names[i], after.sizeBytes);
       this.addCounter(names[i + 1], 1);
     }
+  }
+
+  /**
+   * GC's expire walk of one class: removes up to `limit` records whose last-use row is at or before
+   * `maxLastUseAt` (a row left by a removed record goes too), journaled in `pending` when given.
+   * Inside a write transaction; moves the counters.
+   */
+  takeByLastUse(
+    options: { trafficClass: string; maxLastUseAt: number; limit: number },
+    pending: Database<Uint8Array, Uint8Array> | undefined,
+  ): { keys: string[]; freed: PlaneUsage; rows: number } {
+    this.begin();
+    const prefix = classPrefix(options.trafficClass);
+    const end = Buffer.concat([prefix, u64be(Math.floor(options.maxLastUseAt) + 1)]);
+    const removed: string[] = [];
+    const taken = [...this.byUse.getKeys({ start: prefix, end, limit: options.limit, snapshot: false })].map((row) => Buffer.from(row));
+    for (const row of taken) {
+      const keyBytes = row.subarray(prefix.length + 12);
+      const key = bytesToHex(keyBytes);
+      const existing = this.read(key, keyBytes);
+      if (existing === undefined) this.byUse.remove(row);
+      else {
+        this.replace(keyBytes, existing, undefined);
+        pending?.put(keyBytes, EMPTY);
+        removed.push(key);
+      }
+    }
+    const freed = this.freed();
+    this.writeCounters();
+    return { keys: removed, freed, rows: taken.length };
   }
 
   /** What this transaction's moves took away, per scope tag (a removal batch's tally). */

@@ -18,7 +18,6 @@ import {
   schedulerJob,
   startScheduler,
   tokensOf,
-  type SchedulerRig,
 } from '../scheduler/scheduler-fixtures.ts';
 import { suiteFixture } from '../../helpers/suite-fixture.ts';
 

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { RedisMetadataPlane, type MetadataPlane } from '../../../../src/kvtier/metadata/index.ts';
+import { RedisMetadataPlane } from '../../../../src/kvtier/metadata/index.ts';
 import { keySlot, startRedisCluster, type RedisClusterFixture } from '../../../helpers/redis-cluster.ts';
 import { keyOf, planeFixture, recordOf, runPlaneConformance } from './plane-conformance.ts';
 
