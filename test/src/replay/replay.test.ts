@@ -54,7 +54,8 @@ describe('replay against the definition', () => {
     const got = trace.requests.map((r) => ideal.serve(r));
     expect(got).toEqual(expected);
     expect(sum(expected)).toBeGreaterThan(0);
-  });
+    // CPU alone (~10 s quiet); the bound only catches a hang: beside the full suite on 2 cores it took 66 s.
+  }, 300_000);
 
   // Both node index kinds (node-index.ts): the tier's own LMDB index, and the embedded plane's records read directly.
   for (const nodeIndex of ['lmdb', 'plane'] as const) {
