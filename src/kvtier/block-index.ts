@@ -52,16 +52,12 @@ export class BlockIndex implements NodeIndex {
     let env: RootDatabase;
     try {
       mkdirSync(options.path, { recursive: true });
-      // noSync: the index is a cache of what storage holds; a process that
-      // dies loses nothing (its pages are in the OS page cache). A system
-      // crash may lose recent entries, which lookups re-adopt from storage,
-      // or (LMDB's documented risk of noSync, with or without writemap) leave
-      // the file unreadable: then delete <dataDir>/index and restart.
-      // useWritemap: a write transaction changes the map's pages in place
-      // instead of copying each page it dirties and writing the copies out at
-      // commit; a random-key put costs about half (bench/RESULTS.md, "replay
-      // (#29): writemap"). Neither flag changes what a reader sees.
-      env = openLmdb({ path: options.path, noSync: true, useWritemap: true, maxDbs: 8 });
+      // noSync: the index is a cache of what storage holds; after a power
+      // loss LMDB stays consistent and at worst forgets recent entries, which
+      // lookups re-adopt from storage. Not useWritemap (a put costs about
+      // half with it): a process that opens the environment while another
+      // writes it died of SIGBUS (test/src/cluster/gc-leader.test.ts).
+      env = openLmdb({ path: options.path, noSync: true, maxDbs: 8 });
     } catch (error) {
       throw new KvTierError('KVT_ERR_INDEX_OPEN', `cannot open the LMDB index at ${options.path}: ${(error as Error).message}; check the data dir is writable`, {
         cause: error,

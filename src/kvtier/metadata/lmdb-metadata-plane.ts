@@ -81,9 +81,10 @@ export class LmdbMetadataPlane implements MetadataPlane {
     let env: RootDatabase;
     try {
       mkdirSync(options.path, { recursive: true });
-      // noSync and useWritemap like the node index (block-index.ts): a system crash may lose the last
-      // renewals (a block then lives a little shorter than hit, never longer than written).
-      env = openLmdb({ path: options.path, noSync: true, useWritemap: true, maxDbs: 8 });
+      // noSync like the node index: after a power loss LMDB stays consistent and at worst misses the
+      // last renewals (a block then lives a little shorter than hit, never longer than written). No
+      // writemap, as there (block-index.ts): every process of a host opens this environment.
+      env = openLmdb({ path: options.path, noSync: true, maxDbs: 8 });
     } catch (error) {
       throw new PlaneError('KVT_ERR_PLANE_OPEN', `cannot open the LMDB metadata plane at ${options.path}: ${(error as Error).message}; check the directory is writable`, {
         cause: error,
