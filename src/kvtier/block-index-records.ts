@@ -60,6 +60,14 @@ export interface AdoptedRecord {
 export const PROBE_ABSENT = -1;
 export const PROBE_EXPIRED = -2;
 
+/** A node index probe's answer for a stored block: its last use while live (expiry[0] = its expiry, when given), else PROBE_EXPIRED. `cap` 0 = none. */
+export function probeAnswer(lastUse: number, cap: number, policyTtlMs: number, now: number, expiry?: Float64Array): number {
+  const expiresAt = lastUse + (cap > 0 && cap < policyTtlMs ? cap : policyTtlMs);
+  if (expiresAt <= now) return PROBE_EXPIRED;
+  if (expiry !== undefined) expiry[0] = expiresAt;
+  return lastUse;
+}
+
 /** An entry after its block was put on storage; `existing` is what the index held for it. */
 export function writtenEntry(write: IndexWrite, existing: IndexEntry | undefined, now: number, policy: RetentionPolicy): IndexEntry {
   const next: IndexEntry = {

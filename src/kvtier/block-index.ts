@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 
 import { open as openLmdb, type Database, type RootDatabase } from 'lmdb';
 
-import { adoptedEntry, decodeNames, decodeRecord, encodeRecord, mirroredEntry, PROBE_ABSENT, PROBE_EXPIRED, touchRecord, ttlOf, writtenEntry, type AdoptedRecord, type IndexEntry, type IndexWrite } from './block-index-records.ts';
+import { adoptedEntry, decodeNames, decodeRecord, encodeRecord, mirroredEntry, PROBE_ABSENT, probeAnswer, touchRecord, ttlOf, writtenEntry, type AdoptedRecord, type IndexEntry, type IndexWrite } from './block-index-records.ts';
 import { IndexMeta } from './block-index-meta.ts';
 import type { NodeIndex } from './node-index.ts';
 import { EMPTY, expiredKeys, expiryRow } from './block-index-rows.ts';
@@ -89,11 +89,7 @@ export class BlockIndex implements NodeIndex {
     const cap = record.length >= capOffset + 8 ? record.readDoubleLE(capOffset) : 0;
     if (expiry === undefined && cap === 0 && now - lastUse < policy.minTtlMs) return lastUse;
     const { trafficClass, tenant } = decodeNames(record);
-    const ttl = policy.ttlMs(trafficClass, tenant);
-    const expiresAt = lastUse + (cap > 0 && cap < ttl ? cap : ttl);
-    if (expiresAt <= now) return PROBE_EXPIRED;
-    if (expiry !== undefined) expiry[0] = expiresAt;
-    return lastUse;
+    return probeAnswer(lastUse, cap, policy.ttlMs(trafficClass, tenant), now, expiry);
   }
 
   get(key: string | Uint8Array): IndexEntry | undefined {

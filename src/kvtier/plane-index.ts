@@ -1,4 +1,4 @@
-import { PROBE_ABSENT, PROBE_EXPIRED, type AdoptedRecord, type IndexEntry, type IndexWrite } from './block-index-records.ts';
+import { PROBE_ABSENT, probeAnswer, type AdoptedRecord, type IndexEntry, type IndexWrite } from './block-index-records.ts';
 import { scopeTag } from './block-index-rows.ts';
 import { KvTierConfigError } from './errors.ts';
 import { bytesToHex } from './hex.ts';
@@ -53,11 +53,7 @@ export class PlaneIndex implements NodeIndex {
     if (expiry === undefined && cap === 0 && now - lastUse < policy.minTtlMs) return lastUse;
     const trafficClass = record.toString('utf8', FIXED, FIXED + classLength);
     const tenant = record.toString('utf8', FIXED + classLength, FIXED + classLength + tenantLength);
-    const ttl = policy.ttlMs(trafficClass, tenant);
-    const expiresAt = lastUse + (cap > 0 && cap < ttl ? cap : ttl);
-    if (expiresAt <= now) return PROBE_EXPIRED;
-    if (expiry !== undefined) expiry[0] = expiresAt;
-    return lastUse;
+    return probeAnswer(lastUse, cap, policy.ttlMs(trafficClass, tenant), now, expiry);
   }
 
   get(key: string | Uint8Array): IndexEntry | undefined {
