@@ -270,7 +270,10 @@
     // The last interval is the one in progress: it ends after `until`, so the window ends with it
     // (same span) or its point would sit outside the plot and be clipped away.
     var end = Math.max(until / 1000, s.t.length ? s.t[s.t.length - 1] : 0);
-    xWindow = [end - (until - since) / 1000, end];
+    // Half-open at its start: `end` is the last interval's end, a multiple of the interval (4 min for 24 h),
+    // so at 20:57 the 24 h window ran from 21:00 to 21:00 and both ends were labelled "21:00" (the timeline
+    // test failed so in a run just before 21:00). A tick exactly one span before `end` belongs to the window before.
+    xWindow = [end - (until - since) / 1000 + 0.25, end];
     setData('chart-hitrate', [s.t, s.hitRateTokens, s.hitRateRequests]);
     setData('chart-tokens', [s.t, s.hitTokens, s.missTokens, s.outputTokens]);
     setData('chart-cost', [s.t, s.costUsd, s.withoutCacheUsd]);
