@@ -21,7 +21,7 @@
  * Progress goes to stderr; the result object is what bench/main.ts prints.
  */
 import * as os from 'node:os';
-import { GgmlType, argmax, loadEngine, readGguf, resolveModelPath, type LoadedEngine } from '../inference-core/index.ts';
+import { GgmlType, argmax, loadEngine, readGguf, resolveModelPath } from '../inference-core/index.ts';
 import { nativeAddon } from '../native/index.ts';
 import { randomTokens as promptOf } from '../test/inference-core/engine-fixtures.ts';
 import { bestLlamaCppRates, bestOurRates, comparisonFields, prefillVsImport } from './engine-timing.ts';

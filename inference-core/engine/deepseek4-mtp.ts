@@ -20,7 +20,7 @@
  * sequence's state never holds a draft.
  */
 import { EngineError } from './engine-errors.ts';
-import { attentionKv, deepseek4Attention, pushWindow, type Deepseek4Stats } from './deepseek4-attention.ts';
+import { attentionKv, deepseek4Attention, type Deepseek4Stats } from './deepseek4-attention.ts';
 import { deepseek4Ffn } from './deepseek4-ffn.ts';
 import type { Deepseek4Model } from './deepseek4-forward.ts';
 import { ROLLBACK_ROWS } from './deepseek4-marks.ts';

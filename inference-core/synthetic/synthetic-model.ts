@@ -17,7 +17,7 @@
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { GgmlType, GgufWriter, gv, quantize, type GgufValue } from '../gguf/index.ts';
+import { GgufWriter, gv, quantize, type GgufValue } from '../gguf/index.ts';
 import type { PreTokenizerName } from '../tokenizer/index.ts';
 import { Xoshiro128, seedFromString } from './prng.ts';
 import { SYNTHETIC_SPECS, type SyntheticArch, type SyntheticName, type SyntheticSpec, type SyntheticTokenizerKind, type SyntheticWeightType } from './synthetic-specs.ts';

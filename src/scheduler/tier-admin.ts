@@ -6,7 +6,7 @@
 import { CodecGate, type KvTier } from '../kvtier/index.ts';
 import { KvtError } from '../errors.ts';
 import type { AdminCall, AdminReply } from './engine-thread-protocol.ts';
-import { patchPolicyDoc, type PolicyPatch } from './policy-patch.ts';
+import { patchPolicyDoc } from './policy-patch.ts';
 
 export async function adminCall(tier: KvTier | null, call: AdminCall, extra: Record<string, unknown> = {}, codecGate: CodecGate = new CodecGate()): Promise<AdminReply> {
   if (!tier) {
