@@ -117,14 +117,13 @@ export class KvTier {
       policy ??= await LmdbPolicyStore.open({ path: join(options.dataDir, 'policy'), clock, logger });
       plane ??= await openMetadataPlane({ dataDir: options.dataDir, redisUrl: options.metadataRedisUrl, logger });
       const policyOfIndex = policy;
-      if (onPlane) index = planeIndexOf(plane, () => policyOfIndex.current());
+      index ??= planeIndexOf(plane, () => policyOfIndex.current());
     } catch (error) {
       if (options.metadataPlane === undefined) await plane?.close();
       if (ownsPolicy) await policy?.close();
       await index?.close();
       throw error;
     }
-    if (index === undefined) throw new KvTierConfigError('nodeIndex', 'no node index was opened');
     const tier = new KvTier(options, hasher, codec, tailCodec, index, policy, ownsPolicy, clock, logger);
     tier.attachPlane(plane, options.metadataPlane === undefined);
     return tier;

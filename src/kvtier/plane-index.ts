@@ -2,7 +2,7 @@ import { PROBE_ABSENT, probeAnswer, type AdoptedRecord, type IndexEntry, type In
 import { scopeTag } from './block-index-rows.ts';
 import { KvTierConfigError } from './errors.ts';
 import { bytesToHex } from './hex.ts';
-import { FIXED } from './metadata/lmdb-plane-codec.ts';
+import { recordClass, recordLastUseAt, recordTenant, recordTtlMs } from './metadata/lmdb-plane-codec.ts';
 import { LmdbMetadataPlane } from './metadata/lmdb-metadata-plane.ts';
 import { effectiveTtlMs, type BlockRecord, type MetadataPlane } from './metadata/metadata-plane.ts';
 import type { NodeIndex } from './node-index.ts';
@@ -44,16 +44,12 @@ export class PlaneIndex implements NodeIndex {
   probe(keyBytes: Uint8Array, now: number, policy: RetentionPolicy, expiry?: Float64Array, key?: string): number {
     const record = this.plane.recordBytes(keyBytes);
     if (record === undefined) return PROBE_ABSENT;
-    // The record's bytes are valid until the next read: every field is taken first.
-    let lastUse = record.readDoubleLE(0);
-    const cap = record.readDoubleLE(24);
-    const classLength = record[36];
-    const tenantLength = record[37];
+    // The record's bytes are valid until the next LMDB read; renewalAt reads none.
+    let lastUse = recordLastUseAt(record);
+    const cap = recordTtlMs(record);
     if (this.plane.renewalsHeld) lastUse = Math.max(lastUse, this.plane.renewalAt(key ?? bytesToHex(keyBytes)));
     if (expiry === undefined && cap === 0 && now - lastUse < policy.minTtlMs) return lastUse;
-    const trafficClass = record.toString('utf8', FIXED, FIXED + classLength);
-    const tenant = record.toString('utf8', FIXED + classLength, FIXED + classLength + tenantLength);
-    return probeAnswer(lastUse, cap, policy.ttlMs(trafficClass, tenant), now, expiry);
+    return probeAnswer(lastUse, cap, policy.ttlMs(recordClass(record), recordTenant(record)), now, expiry);
   }
 
   get(key: string | Uint8Array): IndexEntry | undefined {
@@ -108,7 +104,11 @@ export class PlaneIndex implements NodeIndex {
     if (changed.length > 0) await this.plane.upsert(changed);
   }
 
-  /** Removes the blocks' plane records (a missing blob, a purge); the plane tells every listener, this node's caches included. */
+  /**
+   * Removes the blocks' plane records (a missing blob, a purge); the plane tells every listener, this node's caches included.
+   * Keys without a record are left out first: the tier calls this after every plane removal (dropLocal), when the
+   * records are already gone, and a read costs less than a write transaction that finds nothing.
+   */
   async remove(keys: readonly Uint8Array[]): Promise<IndexEntry[]> {
     const present = keys.filter((keyBytes) => this.plane.recordBytes(keyBytes) !== undefined).map((keyBytes) => bytesToHex(keyBytes));
     if (present.length === 0) return [];

@@ -113,7 +113,7 @@ export class LmdbMetadataPlane implements MetadataPlane {
 
   /** The latest renewal of `key` not yet in its record (buffered, or being written), or -1. */
   renewalAt(key: string): number {
-    return this.renewals.holding ? this.renewals.pendingAt(key) : -1;
+    return this.renewals.pendingAt(key);
   }
 
   /** Whether any renewal is not yet in the records (a reader with only key bytes can skip the hex then). */

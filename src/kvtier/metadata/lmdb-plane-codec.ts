@@ -47,6 +47,28 @@ function writeUseRow(row: Buffer, at: number, lastUse: number, depth: number, ke
 
 export const FIXED = 40;
 
+/** A stored record's last use, read in place (a probe or a renewal takes a few fields without decoding the record). */
+export function recordLastUseAt(buf: Buffer): number {
+  return buf.readDoubleLE(0);
+}
+
+/** A stored record's client TTL cap, read in place; 0 = none. */
+export function recordTtlMs(buf: Buffer): number {
+  return buf.readDoubleLE(24);
+}
+
+export function recordDepth(buf: Buffer): number {
+  return buf.readUInt32LE(32);
+}
+
+export function recordClass(buf: Buffer): string {
+  return buf.toString('utf8', FIXED, FIXED + buf[36]);
+}
+
+export function recordTenant(buf: Buffer): string {
+  return buf.toString('utf8', FIXED + buf[36], FIXED + buf[36] + buf[37]);
+}
+
 /** Byte 39 of a record: flags (bit 0: a unit tail); 0 in records written before the kind, which read as blocks. */
 const FLAGS_AT = 39;
 const FLAG_TAIL = 1;

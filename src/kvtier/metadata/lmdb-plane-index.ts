@@ -10,7 +10,7 @@ import type { Database } from 'lmdb';
 import { bytesToHex } from '../hex.ts';
 import { hexToKeyBytes } from '../prefix-hasher.ts';
 import { mergeClassPages, type ClassScanPage } from './class-scan-merge.ts';
-import { classPrefix, classUseRow, decodeRecord, FIXED, u64be, useRow } from './lmdb-plane-codec.ts';
+import { classPrefix, classUseRow, decodeRecord, recordClass, recordDepth, recordLastUseAt, recordTtlMs, u64be, useRow } from './lmdb-plane-codec.ts';
 import type { BlockRecord, ScanOptions, ScanPage } from './metadata-plane.ts';
 import type { PendingRenewal } from './renewal-buffer.ts';
 
@@ -80,11 +80,11 @@ export async function writeRenewals(dbs: LmdbIndexDbs, batch: Map<string, Pendin
       const keyBytes = hexToKeyBytes(key);
       const value = dbs.records.getBinary(keyBytes);
       if (value === undefined) continue;
-      const lastUseAt = value.readDoubleLE(0);
+      const lastUseAt = recordLastUseAt(value);
       if (lastUseAt >= at) continue;
-      const depth = value.readUInt32LE(32);
-      const capped = value.readDoubleLE(24) > 0;
-      const trafficClass = Buffer.from(value.buffer, value.byteOffset + FIXED, value.readUInt8(36)).toString('utf8');
+      const depth = recordDepth(value);
+      const capped = recordTtlMs(value) > 0;
+      const trafficClass = recordClass(value);
       dbs.byUse.remove(classUseRow(trafficClass, lastUseAt, depth, keyBytes));
       dbs.byUse.put(classUseRow(trafficClass, at, depth, keyBytes), EMPTY);
       if (capped) {
