@@ -204,6 +204,19 @@ export class KvTier {
     return loadUnit(this.core, hit);
   }
 
+  /**
+   * Waits until at most `blocks` block writes are queued or being written (a writer's backpressure:
+   * the rest go on meanwhile). Renewals are not flushed: `flush` waits for everything.
+   */
+  async writesBelow(blocks: number): Promise<void> {
+    await this.core.writes.below(blocks);
+  }
+
+  /** Block writes queued or being written now. */
+  get queuedWrites(): number {
+    return this.core.writes.queuedJobs;
+  }
+
   /** Waits until every queued write and index update has finished. */
   async flush(): Promise<void> {
     await this.core.writes.drain();

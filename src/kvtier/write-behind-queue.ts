@@ -34,6 +34,8 @@ export class WriteBehindQueue {
   private running = 0;
   private heldBytes = 0;
   private idleWaiters: (() => void)[] = [];
+  /** Waiters of `below`, each with its bound. */
+  private belowWaiters: { jobs: number; resolve: () => void }[] = [];
 
   constructor(
     private readonly maxBytes: number,
@@ -64,6 +66,12 @@ export class WriteBehindQueue {
   drain(): Promise<void> {
     if (this.isIdle()) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** Resolves once at most `jobs` jobs are queued or in flight (backpressure that keeps the rest going). */
+  below(jobs: number): Promise<void> {
+    if (this.queuedJobs <= jobs) return Promise.resolve();
+    return new Promise((resolve) => this.belowWaiters.push({ jobs, resolve }));
   }
 
   get queuedJobs(): number {
@@ -98,6 +106,10 @@ export class WriteBehindQueue {
     this.keys.delete(job.key);
     this.pump();
     if (this.isIdle()) for (const resolve of this.idleWaiters.splice(0)) resolve();
+    if (this.belowWaiters.length > 0) {
+      const queued = this.queuedJobs;
+      this.belowWaiters = this.belowWaiters.filter((waiter) => (waiter.jobs < queued ? true : (waiter.resolve(), false)));
+    }
   }
 
   private pump(): void {

@@ -17,8 +17,10 @@ export interface ReplayTarget {
   setTime(atMs: number): void;
   /** Waits for the writes queued so far. */
   settle(): Promise<void>;
-  /** Whether enough writes are queued that the loop should settle before the next request (bounds memory, never drops a write). */
+  /** Whether enough writes are queued that the loop should wait before the next request (bounds memory, never drops a write). */
   backlogged(): boolean;
+  /** Waits until the backlog is below its bound again; absent = `settle`. */
+  relieve?(): Promise<void>;
   /** `tokens` is the replay's buffer, rewritten for the next request: valid until the returned promise settles (copy what is kept). */
   serve(request: ReplayRequest, tokens: Uint32Array): Promise<number>;
   stored(): Promise<{ bytes: number; blocks: number }>;
@@ -101,7 +103,7 @@ export async function runReplay(trace: Trace, target: ReplayTarget, options: Rep
   for (let r = 0; r < requests.length; r++) {
     const request = requests[r];
     // Bounds the writes in flight (each block keeps its request's time as its last use, or a later hit's, whenever it lands).
-    if (target.backlogged()) await target.settle();
+    if (target.backlogged()) await (target.relieve?.() ?? target.settle());
     if (request.atMs !== currentAt) {
       while (sampleEvery > 0 && request.atMs >= nextSample) {
         target.setTime(nextSample - origin);

@@ -5,18 +5,23 @@
  * sequences agree. Deterministic across runs and processes.
  */
 
-/** Fills `out[offset .. offset+blockTokens)` with block `id`'s tokens (a 32-bit mix of id and position, below `vocab`). */
+/**
+ * Fills `out[offset .. offset+blockTokens)` with block `id`'s tokens: a 32-bit LCG (full period:
+ * multiplier ≡ 1 mod 4, odd increment) started at a mix of the id, each state reduced below
+ * `vocab`. Distinct ids start at distinct states (the mix is a bijection), and an LCG step is a
+ * bijection too, so two ids' states differ at every position (below a vocabulary, each state
+ * is mixed first: its low bits alone repeat soon). One multiply per token: the
+ * murmur finalizer per token it replaces was most of a replay request's own time (#29).
+ */
 export function fillBlockTokens(out: Uint32Array, offset: number, id: number, blockTokens: number, vocab = 0x7fffffff): void {
-  // The same tokens as `mix(id, j) % vocab` on the unsigned mix, computed without a float remainder
-  // (V8 calls fmod for `%` on numbers past 2^31: it was most of a fill, ~3 µs of a block's ~4.5).
-  const seed = Math.imul(id + 1, 0x9e3779b1);
+  let x = Math.imul(id + 1, 0x9e3779b1);
+  x = Math.imul(x ^ (x >>> 16), 0x7feb352d);
+  x = Math.imul(x ^ (x >>> 15), 0x846ca68b);
+  x ^= x >>> 16;
   if (vocab === 0x7fffffff) {
     for (let j = 0; j < blockTokens; j++) {
-      let x = seed ^ Math.imul(j + 1, 0x85ebca77);
-      x = Math.imul(x ^ (x >>> 16), 0x7feb352d);
-      x = Math.imul(x ^ (x >>> 15), 0x846ca68b);
-      x ^= x >>> 16;
-      // 2^31 ≡ 1 (mod 2^31 − 1): the high bit adds 1 to the low 31 bits; all int32.
+      x = (Math.imul(x, LCG_MUL) + LCG_ADD) | 0;
+      // 2^31 ≡ 1 (mod 2^31 − 1): the high bit adds 1 to the low 31 bits (no float remainder: V8 calls fmod past 2^31).
       let r = (x & 0x7fffffff) + (x >>> 31);
       if (r >= 0x7fffffff) r -= 0x7fffffff;
       out[offset + j] = r;
@@ -24,14 +29,18 @@ export function fillBlockTokens(out: Uint32Array, offset: number, id: number, bl
     return;
   }
   for (let j = 0; j < blockTokens; j++) {
-    let x = seed ^ Math.imul(j + 1, 0x85ebca77);
-    x = Math.imul(x ^ (x >>> 16), 0x7feb352d);
-    x = Math.imul(x ^ (x >>> 15), 0x846ca68b);
-    const u = (x ^ (x >>> 16)) >>> 0;
+    x = (Math.imul(x, LCG_MUL) + LCG_ADD) | 0;
+    // An LCG's low bits have short periods (bit k: 2^(k+1)) and a vocabulary of 2^k reads only them: every bit is mixed down first.
+    let t = Math.imul(x ^ (x >>> 16), 0x45d9f3b);
+    t ^= t >>> 16;
+    const u = t >>> 0;
     // u < 2^32 and vocab < 2^31: the float quotient is within u·2^-53 < 1/vocab of the true one, so its floor is exact.
     out[offset + j] = u - Math.floor(u / vocab) * vocab;
   }
 }
+
+const LCG_MUL = 0x2c9277b5;
+const LCG_ADD = 0x3c6ef35f;
 
 /** The prompt tokens of a request's cacheable blocks. */
 export function tokensForBlocks(blocks: Uint32Array, blockTokens: number, vocab?: number): Uint32Array {

@@ -64,7 +64,6 @@ export class TierTarget {
   readonly clock: ManualClock;
   private readonly namespaces = new Map<string, KvNamespace>();
   private readonly payload: Uint8Array;
-  private queuedSinceSettle = 0;
   readonly layout: KvLayout;
 
   private constructor(
@@ -138,11 +137,15 @@ export class TierTarget {
   /** Waits for the writes queued so far (each records its store call's time, or a later hit's, as its last use). */
   async settle(): Promise<void> {
     await this.tier.flush();
-    this.queuedSinceSettle = 0;
   }
 
   backlogged(): boolean {
-    return this.queuedSinceSettle >= SETTLE_AFTER_BLOCKS;
+    return this.tier.queuedWrites >= SETTLE_AFTER_BLOCKS;
+  }
+
+  /** Waits until half the backlog bound is left queued: the writes keep going while the replay waits. */
+  async relieve(): Promise<void> {
+    await this.tier.writesBelow(SETTLE_AFTER_BLOCKS / 2);
   }
 
   setTime(atMs: number): void {
@@ -162,7 +165,6 @@ export class TierTarget {
     const full = request.blocks.length;
     if (hit.hitBlocks < full) {
       const receipt = this.tier.store({ namespace, tokens, fromBlock: hit.hitBlocks, payloads: new Array<Uint8Array>(full - hit.hitBlocks).fill(this.payload), layout: this.layout, chain: hit.chain, ...scope });
-      this.queuedSinceSettle += receipt.queued;
       if (receipt.dropped > 0) throw new Error(`the write-behind queue dropped ${receipt.dropped} blocks: the replay would not be the definition's; settle more often`);
     }
     return hit.hitBlocks;

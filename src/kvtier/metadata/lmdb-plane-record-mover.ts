@@ -34,16 +34,39 @@ export class LmdbRecordMover {
     return value === undefined ? undefined : decodeRecord(key, value);
   }
 
+  /**
+   * Queues `record`'s insert as instructions LMDB's writer thread runs (no JavaScript inside the
+   * write transaction): the record and its rows are put only if no record of the key exists then.
+   * The counters are not moved: the caller counts the insert (`count`) in a transaction callback
+   * queued in the same event-loop turn, which lmdb-js commits in the same transaction, and takes
+   * the count back for an insert that resolved false (the key had a record).
+   */
+  queueInsert(keyBytes: Uint8Array, record: BlockRecord): Promise<boolean> {
+    const value = encodeRecord(record);
+    const row = classUseRow(record.trafficClass, record.lastUseAt, record.depth, keyBytes);
+    const cappedRow = record.ttlMs > 0 ? useRow(record.lastUseAt, record.depth, keyBytes) : null;
+    return this.records.ifNoExists(keyBytes, () => {
+      this.records.put(keyBytes, value);
+      this.byUse.put(row, EMPTY);
+      if (cappedRow !== null) this.capped.put(cappedRow, EMPTY);
+    });
+  }
+
+  /** Adds (`sign` 1) or takes back (−1) one record's bytes and count in this transaction's counter deltas. */
+  count(record: Pick<BlockRecord, 'trafficClass' | 'tenant' | 'kind' | 'sizeBytes'>, sign: 1 | -1): void {
+    const names = this.counterNames.of(record);
+    for (let i = 0; i < names.length; i += 2) {
+      this.addCounter(names[i], sign * record.sizeBytes);
+      this.addCounter(names[i + 1], sign);
+    }
+  }
+
   /** Moves one record (either side may be absent) with its rows and counters. */
   replace(keyBytes: Uint8Array, before: BlockRecord | undefined, after: BlockRecord | undefined): void {
     if (before !== undefined) {
       this.byUse.remove(classUseRow(before.trafficClass, before.lastUseAt, before.depth, keyBytes));
       if (before.ttlMs > 0) this.capped.remove(useRow(before.lastUseAt, before.depth, keyBytes));
-      const names = this.counterNames.of(before);
-      for (let i = 0; i < names.length; i += 2) {
-        this.addCounter(names[i], -before.sizeBytes);
-        this.addCounter(names[i + 1], -1);
-      }
+      this.count(before, -1);
     }
     if (after === undefined) {
       this.records.remove(keyBytes);
@@ -52,11 +75,7 @@ export class LmdbRecordMover {
     this.records.put(keyBytes, encodeRecord(after));
     this.byUse.put(classUseRow(after.trafficClass, after.lastUseAt, after.depth, keyBytes), EMPTY);
     if (after.ttlMs > 0) this.capped.put(useRow(after.lastUseAt, after.depth, keyBytes), EMPTY);
-    const names = this.counterNames.of(after);
-    for (let i = 0; i < names.length; i += 2) {
-      this.addCounter(names[i], after.sizeBytes);
-      this.addCounter(names[i + 1], 1);
-    }
+    this.count(after, 1);
   }
 
   /**

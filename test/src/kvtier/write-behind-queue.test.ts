@@ -28,6 +28,32 @@ describe('WriteBehindQueue', () => {
     expect(refs.filter((ref) => ref.deref() !== undefined).length).toBe(0);
   });
 
+  it('below(n) resolves once at most n jobs are left, while the rest still run', async () => {
+    const queue = new WriteBehindQueue(1 << 30, 2, (error) => {
+      throw error;
+    });
+    const gates: (() => void)[] = [];
+    for (let i = 0; i < 6; i++) queue.offer({ key: `k${i}`, bytes: 1, run: () => new Promise<void>((resolve) => gates.push(resolve)) });
+    await expect(queue.below(6)).resolves.toBeUndefined();
+    let below = false;
+    const waiting = queue.below(3).then(() => (below = true));
+    // Two jobs finish: four are left, above the bound.
+    gates[0]();
+    gates[1]();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(below).toBe(false);
+    expect(queue.queuedJobs).toBe(4);
+    gates[2]();
+    await waiting;
+    expect(queue.queuedJobs).toBe(3);
+    for (let i = 3; i < 6; i++) {
+      while (gates.length <= i) await new Promise((resolve) => setImmediate(resolve));
+      gates[i]();
+    }
+    await queue.drain();
+    expect(queue.queuedJobs).toBe(0);
+  });
+
   it('still runs every job FIFO with the concurrency bound after the array is compacted', async () => {
     const queue = new WriteBehindQueue(1 << 30, 3, (error) => {
       throw error;

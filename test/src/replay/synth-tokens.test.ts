@@ -8,15 +8,25 @@ import { describe, expect, it } from 'vitest';
 
 import { BlockTokenBuffer, fillBlockTokens, tokensForBlocks } from '../../../src/replay/index.ts';
 
-/** The token definition, in exact integer arithmetic. */
-function referenceToken(id: number, j: number, vocab: number): number {
+/** The token definition, in exact integer arithmetic: the LCG from the mixed id, each state mod vocab. */
+function referenceTokens(id: number, count: number, vocab: number): number[] {
   const M = 0xffffffffn;
   const mul = (a: bigint, b: bigint) => (a * b) & M;
-  let x = mul(BigInt(id + 1), 0x9e3779b1n) ^ mul(BigInt(j + 1), 0x85ebca77n);
+  let x = mul(BigInt(id + 1), 0x9e3779b1n);
   x = mul(x ^ (x >> 16n), 0x7feb352dn);
   x = mul(x ^ (x >> 15n), 0x846ca68bn);
   x ^= x >> 16n;
-  return Number(x % BigInt(vocab));
+  const out: number[] = [];
+  for (let j = 0; j < count; j++) {
+    x = (x * 0x2c9277b5n + 0x3c6ef35fn) & M;
+    let t = x;
+    if (vocab !== 0x7fffffff) {
+      t = mul(x ^ (x >> 16n), 0x45d9f3bn);
+      t ^= t >> 16n;
+    }
+    out.push(Number(t % BigInt(vocab)));
+  }
+  return out;
 }
 
 describe('BlockTokenBuffer', () => {
@@ -42,8 +52,20 @@ describe('BlockTokenBuffer', () => {
     for (const vocab of [0x7fffffff, 32_000, 151_936, 2]) {
       for (const id of [0, 1, 41, 65_535, 0x7ffffffe, 0xfffffffe]) {
         fillBlockTokens(out, 0, id, 64, vocab);
-        for (let j = 0; j < 64; j++) expect(out[j]).toBe(referenceToken(id, j, vocab));
+        expect([...out]).toEqual(referenceTokens(id, 64, vocab));
       }
+    }
+  });
+
+  it('gives distinct ids distinct tokens, under any vocabulary (100,000 ids; a 256-token one: a power of two)', () => {
+    for (const [vocab, tokens] of [[0x7fffffff, 4], [32_000, 4], [256, 8]]) {
+      const out = new Uint32Array(tokens);
+      const seen = new Set<string>();
+      for (let id = 0; id < 100_000; id++) {
+        fillBlockTokens(out, 0, id, tokens, vocab);
+        seen.add(out.join(','));
+      }
+      expect(seen.size).toBe(100_000);
     }
   });
 });

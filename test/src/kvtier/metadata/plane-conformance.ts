@@ -75,6 +75,35 @@ export function runPlaneConformance(name: string, makeFixture: () => Promise<Pla
         expect(added?.sizeBytes).toBe(1003);
       }));
 
+    it('one upsert of new keys, present keys and a key twice: each record counted once, each walked once at its last use', () =>
+      withPlane(async (plane) => {
+        await plane.upsert([recordOf(1, { lastUseAt: T0 + 5 }), recordOf(2, { trafficClass: 'agent', lastUseAt: T0 + 6 })]);
+        await plane.upsert([
+          recordOf(1, { lastUseAt: T0 + 20, createdAt: T0 + 20, sizeBytes: 7000 }),
+          recordOf(3, { lastUseAt: T0 + 21 }),
+          recordOf(2, { trafficClass: 'agent', lastUseAt: T0 + 2, createdAt: T0 + 2 }),
+          recordOf(3, { lastUseAt: T0 + 30, sizeBytes: 9000 }),
+          recordOf(4, { trafficClass: 'agent', lastUseAt: T0 + 1 }),
+        ]);
+        const records = await plane.get([keyOf(1), keyOf(2), keyOf(3), keyOf(4)]);
+        expect(records.map((record) => [record?.lastUseAt, record?.createdAt, record?.sizeBytes])).toEqual([
+          [T0 + 20, T0, 7000],
+          [T0 + 6, T0, 1002],
+          [T0 + 30, T0, 9000],
+          [T0 + 1, T0, 1004],
+        ]);
+        const usage = await plane.usage();
+        expect(usage.blocks).toEqual({ g: 4, 'c:chat': 2, 'c:agent': 2, 't:acme': 4 });
+        expect(usage.bytes).toEqual({ g: 7000 + 1002 + 9000 + 1004, 'c:chat': 16_000, 'c:agent': 2006, 't:acme': 7000 + 1002 + 9000 + 1004 });
+        const walked = await plane.scanByLastUse({ limit: 100 });
+        expect(walked.records.map((record) => [record.key, record.lastUseAt])).toEqual([
+          [keyOf(4), T0 + 1],
+          [keyOf(2), T0 + 6],
+          [keyOf(1), T0 + 20],
+          [keyOf(3), T0 + 30],
+        ]);
+      }));
+
     it('records a unit tail\'s kind: get, scan and remove return it, usage counts tails under k:tail, rewrites and removals keep the count exact', () =>
       withPlane(async (plane, fixture) => {
         await plane.upsert([recordOf(1, { kind: 'tail', depth: 3, ttlMs: 60_000 }), recordOf(2), recordOf(3, { kind: 'tail', trafficClass: 'agent' })]);
