@@ -11,8 +11,10 @@
  * report scales stored bytes to a real model by `kvBytesPerToken`.
  *
  * Exactness: expiry is judged at lookup from each block's last use; hits
- * renew every block they touch (touchIntervalMs 0); writes are settled before
- * the clock moves on, so a stored block's last use is its request's time.
+ * renew every block they touch (touchIntervalMs 0); a stored block's last use
+ * is its store call's time, or a later hit's while it was written (the tier's
+ * write flights), however late its write lands, so the clock may move on
+ * while writes are queued: the replay waits only when MAX_QUEUED_BLOCKS are.
  */
 import { join } from 'node:path';
 
@@ -20,8 +22,12 @@ import { openBlobStore, type BlobStore } from '../../storage-adapters/index.ts';
 import { KvTier, ManualClock, PrefixHasher, RedisPolicyStore, openMetadataPlane, type KvLayout, type KvNamespace, type MetadataPlane, type PolicyStore, type RetentionPolicyDoc } from '../kvtier/index.ts';
 import type { ReplayRequest } from './trace.ts';
 
-/** Blocks queued between two settles: far below the write-behind budget (WRITE_BEHIND_BYTES), so no write is ever dropped. */
-const SETTLE_AFTER_BLOCKS = 8192;
+/**
+ * Block writes queued before the replay waits (for half of them: `relieve`), far below the
+ * write-behind budget (WRITE_BEHIND_BYTES), so no write is ever dropped. Waiting for all of them
+ * (a flush every 8,192 blocks) left the main thread idle while the last writes landed.
+ */
+const MAX_QUEUED_BLOCKS = 8192;
 const WRITE_BEHIND_BYTES = 1024 * 1024 * 1024;
 /**
  * Block puts in flight (a write gives its slot up once its put landed, while
@@ -140,12 +146,12 @@ export class TierTarget {
   }
 
   backlogged(): boolean {
-    return this.tier.queuedWrites >= SETTLE_AFTER_BLOCKS;
+    return this.tier.queuedWrites >= MAX_QUEUED_BLOCKS;
   }
 
   /** Waits until half the backlog bound is left queued: the writes keep going while the replay waits. */
   async relieve(): Promise<void> {
-    await this.tier.writesBelow(SETTLE_AFTER_BLOCKS / 2);
+    await this.tier.writesBelow(MAX_QUEUED_BLOCKS / 2);
   }
 
   setTime(atMs: number): void {
@@ -165,7 +171,7 @@ export class TierTarget {
     const full = request.blocks.length;
     if (hit.hitBlocks < full) {
       const receipt = this.tier.store({ namespace, tokens, fromBlock: hit.hitBlocks, payloads: new Array<Uint8Array>(full - hit.hitBlocks).fill(this.payload), layout: this.layout, chain: hit.chain, ...scope });
-      if (receipt.dropped > 0) throw new Error(`the write-behind queue dropped ${receipt.dropped} blocks: the replay would not be the definition's; settle more often`);
+      if (receipt.dropped > 0) throw new Error(`the write-behind queue dropped ${receipt.dropped} blocks: the replay would not be the definition's; lower MAX_QUEUED_BLOCKS`);
     }
     return hit.hitBlocks;
   }
