@@ -6,12 +6,18 @@
  * `ttlMs` before this request); then all its blocks count as used now.
  *
  * Prefixes are nodes of a trie (parent node, block id) → node, so a prefix is
- * named by one number however long it is.
+ * named by one number however long it is. The edges live in an open-addressed
+ * table of typed arrays: a Map keyed by the pair (a number past 2^31, boxed)
+ * cost ~0.5 µs per block, a tenth of the replay's time per request.
  */
 import type { ReplayRequest } from './trace.ts';
 
 export class IdealCache {
-  private readonly nodes = new Map<number, number>();
+  /** Per slot: the edge's parent node, block id and child node (0 = an empty slot). */
+  private parents = new Uint32Array(1 << 16);
+  private ids = new Uint32Array(1 << 16);
+  private children = new Uint32Array(1 << 16);
+  private edges = 0;
   private lastUse = new Float64Array(1 << 16);
   private nextNode = 1;
 
@@ -24,19 +30,7 @@ export class IdealCache {
     let hit = 0;
     let missed = false;
     for (let i = 0; i < request.blocks.length; i++) {
-      // Parent node ids stay below 2^21 for traces of a few million blocks; the pair is exact in a double.
-      const edge = parent * 4_294_967_296 + request.blocks[i];
-      let node = this.nodes.get(edge);
-      if (node === undefined) {
-        node = this.nextNode++;
-        this.nodes.set(edge, node);
-        if (node >= this.lastUse.length) {
-          const grown = new Float64Array(this.lastUse.length * 2);
-          grown.set(this.lastUse);
-          this.lastUse = grown;
-        }
-        this.lastUse[node] = Number.NEGATIVE_INFINITY;
-      }
+      const node = this.child(parent, request.blocks[i]);
       if (!missed && now - this.lastUse[node] < this.ttlMs) hit++;
       else missed = true;
       this.lastUse[node] = now;
@@ -44,4 +38,53 @@ export class IdealCache {
     }
     return hit;
   }
+
+  /** The node of edge (parent, id), made (never used: last use −∞) if new. */
+  private child(parent: number, id: number): number {
+    const mask = this.children.length - 1;
+    let slot = slotOf(parent, id) & mask;
+    for (;;) {
+      const node = this.children[slot];
+      if (node === 0) break;
+      if (this.parents[slot] === parent && this.ids[slot] === id) return node;
+      slot = (slot + 1) & mask;
+    }
+    const node = this.nextNode++;
+    this.parents[slot] = parent;
+    this.ids[slot] = id;
+    this.children[slot] = node;
+    if (node >= this.lastUse.length) {
+      const grown = new Float64Array(this.lastUse.length * 2);
+      grown.set(this.lastUse);
+      this.lastUse = grown;
+    }
+    this.lastUse[node] = Number.NEGATIVE_INFINITY;
+    // At most half full: linear probing stays short.
+    if (++this.edges * 2 > this.children.length) this.grow();
+    return node;
+  }
+
+  private grow(): void {
+    const { parents, ids, children } = this;
+    const size = children.length * 2;
+    this.parents = new Uint32Array(size);
+    this.ids = new Uint32Array(size);
+    this.children = new Uint32Array(size);
+    const mask = size - 1;
+    for (let old = 0; old < children.length; old++) {
+      if (children[old] === 0) continue;
+      let slot = slotOf(parents[old], ids[old]) & mask;
+      while (this.children[slot] !== 0) slot = (slot + 1) & mask;
+      this.parents[slot] = parents[old];
+      this.ids[slot] = ids[old];
+      this.children[slot] = children[old];
+    }
+  }
+}
+
+function slotOf(parent: number, id: number): number {
+  let h = Math.imul(parent, 0x9e3779b1) ^ Math.imul(id, 0x85ebca77);
+  h ^= h >>> 15;
+  h = Math.imul(h, 0x2c1b3c6d);
+  return h ^ (h >>> 12);
 }
