@@ -78,10 +78,8 @@ export async function writeRenewals(dbs: LmdbIndexDbs, batch: Map<string, Pendin
     for (const [key, { at }] of batch) {
       // A renewal moves only the LRU rows and the record's last use: class, tenant and size (the counters) stay.
       const keyBytes = hexToKeyBytes(key);
-      // One copy of the record (the fast get's buffer lives until the next read): the renewed record is written from it.
-      const found = dbs.records.getBinaryFast(keyBytes);
-      if (found === undefined) continue;
-      const value = Buffer.from(found);
+      const value = dbs.records.getBinary(keyBytes);
+      if (value === undefined) continue;
       const lastUseAt = recordLastUseAt(value);
       if (lastUseAt >= at) continue;
       const depth = recordDepth(value);
@@ -93,8 +91,9 @@ export async function writeRenewals(dbs: LmdbIndexDbs, batch: Map<string, Pendin
         dbs.capped.remove(useRow(lastUseAt, depth, keyBytes));
         dbs.capped.put(useRow(at, depth, keyBytes), EMPTY);
       }
-      value.writeDoubleLE(at, 0);
-      dbs.records.put(keyBytes, value);
+      const next = Buffer.from(value);
+      next.writeDoubleLE(at, 0);
+      dbs.records.put(keyBytes, next);
     }
   });
 }
