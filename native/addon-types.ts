@@ -107,6 +107,8 @@ export interface NativeAddon {
   sampleMaskedRef(logits: Float32Array, mask: Uint32Array | null, invTemp: number, topK: number, topP: number, uHi: number, uLo: number): number;
   /** XXH64 of the bytes where they are (src/xxh64-napi.cc); kvtier's block checksums. */
   xxh64(bytes: Uint8Array, seed: bigint): bigint;
+  /** kvtier's prefix chain of `blockCount` blocks into `out` (16 bytes a block: XXH64 under seedHi, then seedLo, big-endian), src/xxh64-napi.cc. */
+  xxh64Chain(root: Uint8Array, tokens: Uint32Array, blockTokens: number, blockCount: number, seedHi: bigint, seedLo: bigint, out: Uint8Array): void;
   /**
    * AES-256-GCM decryption of `data` in place on libuv's thread pool (src/aes-gcm-napi.cc: 512-bit VAES code, or OpenSSL EVP from the node binary; see aesGcmOpenPath).
    * true = the tag verified; false = it did not and `data` is zeroed. Do not touch `data` until it settles.

@@ -36,10 +36,59 @@ Napi::Value Xxh64(const Napi::CallbackInfo& info) {
   return Napi::BigInt::New(env, xxh64(data, ta.ByteLength(), seed));
 }
 
+void put_u64_be(uint8_t* out, uint64_t v) {
+  for (int i = 7; i >= 0; --i, v >>= 8) out[i] = static_cast<uint8_t>(v);
+}
+
+// kvtier's prefix chain (src/kvtier/prefix-hasher.ts, chainInWasm is the twin):
+//   key_i = XXH64(parent ‖ tokens_i, seedHi) ‖ XXH64(parent ‖ tokens_i, seedLo), each big-endian,
+//   parent = key_{i-1} (root for i = 0), tokens_i = blockTokens u32 little-endian.
+//   xxh64Chain(root: Uint8Array(16), tokens: Uint32Array, blockTokens, blockCount, seedHi, seedLo, out: Uint8Array(16 × blockCount))
+// One call per request: the wasm path copies every token into wasm memory and crosses into wasm twice a block.
+Napi::Value Xxh64Chain(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* usage = "xxh64Chain(root: Uint8Array(16), tokens: Uint32Array, blockTokens, blockCount, seedHi: bigint, seedLo: bigint, out: Uint8Array)";
+  if (info.Length() != 7 || !info[0].IsTypedArray() || !info[1].IsTypedArray() || !info[2].IsNumber() || !info[3].IsNumber() || !info[4].IsBigInt() ||
+      !info[5].IsBigInt() || !info[6].IsTypedArray()) {
+    throw_code(env, "KVT_ERR_NATIVE_ARG", usage);
+    return env.Undefined();
+  }
+  auto root = info[0].As<Napi::TypedArray>();
+  auto tokens = info[1].As<Napi::TypedArray>();
+  auto out = info[6].As<Napi::TypedArray>();
+  const int64_t blockTokens = info[2].As<Napi::Number>().Int64Value();
+  const int64_t blockCount = info[3].As<Napi::Number>().Int64Value();
+  if (root.ByteLength() != 16 || tokens.TypedArrayType() != napi_uint32_array || blockTokens < 1 || blockCount < 0 ||
+      static_cast<uint64_t>(blockTokens * blockCount) > tokens.ElementLength() || out.ByteLength() < static_cast<size_t>(blockCount) * 16) {
+    throw_code(env, "KVT_ERR_NATIVE_ARG", usage);
+    return env.Undefined();
+  }
+  bool lossless = true;
+  const uint64_t seedHi = info[4].As<Napi::BigInt>().Uint64Value(&lossless);
+  const uint64_t seedLo = info[5].As<Napi::BigInt>().Uint64Value(&lossless);
+  const uint8_t* parent = static_cast<const uint8_t*>(root.ArrayBuffer().Data()) + root.ByteOffset();
+  const uint8_t* block = static_cast<const uint8_t*>(tokens.ArrayBuffer().Data()) + tokens.ByteOffset();
+  uint8_t* key = static_cast<uint8_t*>(out.ArrayBuffer().Data()) + out.ByteOffset();
+  const size_t blockBytes = static_cast<size_t>(blockTokens) * 4;
+  for (int64_t i = 0; i < blockCount; ++i, block += blockBytes, key += 16) {
+    Xxh64Stream hi(seedHi);
+    Xxh64Stream lo(seedLo);
+    hi.update(parent, 16);
+    hi.update(block, blockBytes);
+    lo.update(parent, 16);
+    lo.update(block, blockBytes);
+    put_u64_be(key, hi.digest());
+    put_u64_be(key + 8, lo.digest());
+    parent = key;
+  }
+  return env.Undefined();
+}
+
 }  // namespace
 
 void register_xxh64(Napi::Env env, Napi::Object exports) {
   exports.Set("xxh64", Napi::Function::New(env, Xxh64));
+  exports.Set("xxh64Chain", Napi::Function::New(env, Xxh64Chain));
 }
 
 }  // namespace kvt

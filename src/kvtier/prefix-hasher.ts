@@ -1,3 +1,4 @@
+import { loadAddon, type NativeAddon } from '../../native/index.ts';
 import { KvTierError } from './errors.ts';
 import { bytesToHex } from './hex.ts';
 import { loadXxhash, type RawXxh64, type XxhashRuntime } from './xxhash-runtime.ts';
@@ -93,10 +94,16 @@ export class PrefixHasher {
   readonly blockTokens: number;
   private readonly hash128: Hash128;
   private readonly raw: RawXxh64 | null;
+  /** The native addon's chain (xxh64-napi.cc), when built and no hash is injected: the same keys as chainInWasm, in place. */
+  private readonly nativeChain: NativeAddon['xxh64Chain'] | null;
+  /** Which path `chain` takes: the addon's, wasm (addon not built, or KVTIER_PREFIX_HASH=wasm), or per block (an injected hash). */
+  readonly chainKind: 'native' | 'wasm' | 'generic';
 
   private constructor(blockTokens: number, runtime: XxhashRuntime, hash128: Hash128 | undefined) {
     this.blockTokens = blockTokens;
     this.raw = hash128 === undefined ? runtime.raw : null;
+    this.nativeChain = hash128 === undefined ? nativeChainOrNull() : null;
+    this.chainKind = this.nativeChain !== null ? 'native' : this.raw !== null ? 'wasm' : 'generic';
     const { api } = runtime;
     this.hash128 =
       hash128 ??
@@ -164,7 +171,8 @@ export class PrefixHasher {
     this.hash128(ns, rootKey, 0);
     const keys = new Uint8Array(blockCount * KEY_BYTES);
     if (blockCount > 0) {
-      if (this.raw !== null) this.chainInWasm(this.raw, rootKey, tokens, blockCount, keys);
+      if (this.nativeChain !== null) this.nativeChain(rootKey, tokens, this.blockTokens, blockCount, SEED_HI, SEED_LO, keys);
+      else if (this.raw !== null) this.chainInWasm(this.raw, rootKey, tokens, blockCount, keys);
       else this.chainGeneric(rootKey, tokens, blockCount, keys);
     }
     return new PrefixChain(rootKey, keys, blockCount, this.blockTokens);
@@ -254,6 +262,21 @@ export class PrefixHasher {
       scratch.set(tokenBytes.subarray(i * blockBytes, (i + 1) * blockBytes), KEY_BYTES);
       this.hash128(scratch, keys, i * KEY_BYTES);
     }
+  }
+}
+
+/**
+ * The addon's chain, unless KVTIER_PREFIX_HASH=wasm or the addon is not built (or predates it): then the
+ * wasm chain gives the same keys, ~2× slower (#29's replay hashes every block of every request).
+ */
+function nativeChainOrNull(): NativeAddon['xxh64Chain'] | null {
+  if (process.env.KVTIER_PREFIX_HASH === 'wasm') return null;
+  try {
+    const addon = loadAddon();
+    return typeof addon.xxh64Chain === 'function' ? addon.xxh64Chain : null;
+  } catch {
+    // Not built: the wasm chain is the same function.
+    return null;
   }
 }
 

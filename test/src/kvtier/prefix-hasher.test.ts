@@ -49,6 +49,43 @@ describe('PrefixHasher', () => {
     }
   });
 
+  it('the addon\'s chain, the wasm chain and the per-block path give the same keys (block sizes 1 to 512, views at an offset)', async () => {
+    const native = await PrefixHasher.create({ blockTokens: 64 });
+    expect(native.chainKind).toBe('native');
+    const api = await xxhash();
+    const sameHash: Hash128 = (input, out, offset) => {
+      const view = new DataView(out.buffer, out.byteOffset + offset, 16);
+      view.setBigUint64(0, api.h64Raw(input, 0x6b76746965722d31n), false);
+      view.setBigUint64(8, api.h64Raw(input, 0x6b76746965722d32n), false);
+    };
+    const previous = process.env.KVTIER_PREFIX_HASH;
+    process.env.KVTIER_PREFIX_HASH = 'wasm';
+    try {
+      for (const blockTokens of [1, 7, 64, 512]) {
+        const hashers = [
+          await PrefixHasher.create({ blockTokens }),
+          await PrefixHasher.create({ blockTokens, hash128: sameHash }),
+        ];
+        delete process.env.KVTIER_PREFIX_HASH;
+        hashers.push(await PrefixHasher.create({ blockTokens }));
+        process.env.KVTIER_PREFIX_HASH = 'wasm';
+        expect(hashers.map((hasher) => hasher.chainKind)).toEqual(['wasm', 'generic', 'native']);
+        const backing = tokensOf(blockTokens * 9 + 5, blockTokens);
+        for (const tokens of [backing, backing.subarray(3)]) {
+          const ns = hashers[0].namespaceKeyBytes(spec);
+          const [wasm, generic, fromAddon] = hashers.map((hasher) => hasher.chain(ns, tokens));
+          expect(fromAddon.blockCount).toBe(Math.floor(tokens.length / blockTokens));
+          expect(Buffer.from(fromAddon.keys).equals(Buffer.from(wasm.keys))).toBe(true);
+          expect(Buffer.from(generic.keys).equals(Buffer.from(wasm.keys))).toBe(true);
+          expect(hashers[2].chain(ns, tokens, 2).keys).toEqual(wasm.keys.subarray(0, 32));
+        }
+      }
+    } finally {
+      if (previous === undefined) delete process.env.KVTIER_PREFIX_HASH;
+      else process.env.KVTIER_PREFIX_HASH = previous;
+    }
+  });
+
   it('has prefix property: a longer prompt extends the same chain; a changed token changes every later key only', async () => {
     const hasher = await PrefixHasher.create();
     const ns = hasher.namespaceKeyBytes(spec);
