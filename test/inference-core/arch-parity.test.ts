@@ -34,7 +34,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index.ts';
 import { ARCH_VARIANTS, ensureArchVariantModel, type ArchVariant, type ArchVariantWeightType } from '../../inference-core/synthetic/arch-variants.ts';
 import { llamaBatch, type LlamaBatchRequest } from '../helpers/llamacpp.ts';
-import { TEST_DATA_DIR, argmax, randomTokens } from './engine-fixtures.ts';
+import { TEST_DATA_DIR, randomTokens } from './engine-fixtures.ts';
 import { itKeepsCacheEquivalence } from './cache-equivalence-check.ts';
 import { expectGreedyParity, lastLogits, relError, type ParityCase } from './logit-parity.ts';
 

@@ -34,7 +34,7 @@ import { loadEngine, type LoadedEngine } from '../../inference-core/engine/index
 import { ensureDeepseekModel, type DeepseekShape, type DeepseekWeightType } from '../../inference-core/synthetic/deepseek-synthetic.ts';
 import type { DeepseekConfig } from '../../inference-core/deepseek-config.ts';
 import { llamaBatch, type LlamaBatchRequest } from '../helpers/llamacpp.ts';
-import { TEST_DATA_DIR, argmax, randomTokens } from './engine-fixtures.ts';
+import { TEST_DATA_DIR, randomTokens } from './engine-fixtures.ts';
 import { itKeepsCacheEquivalence } from './cache-equivalence-check.ts';
 import { expectGreedyParity, lastLogits, relError, type ParityCase } from './logit-parity.ts';
 

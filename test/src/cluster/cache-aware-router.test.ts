@@ -3,14 +3,11 @@ import { Redis } from 'ioredis';
 import { beforeEach, describe, expect, it } from 'vitest';
 
 import { CacheAwareRouter, routeKeys } from '../../../src/cluster/index.ts';
-import type { RedisServer } from '../../helpers/redis-server.ts';
 import { tokensOf } from '../kvtier/fixtures.ts';
 import { redisForSuite } from '../../helpers/suite-fixture.ts';
 
-let redis: RedisServer;
 let client: Redis;
-redisForSuite((server, c) => {
-  redis = server;
+redisForSuite((_server, c) => {
   client = c;
 });
 beforeEach(async () => {

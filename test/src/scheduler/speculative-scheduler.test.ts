@@ -12,8 +12,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { type LoadedEngine, type Sequence } from '../../../inference-core/index.ts';
 import { SpeculativeSession } from '../../../inference-core/speculative/index.ts';
-import { FsBlobStore } from '../../../storage-adapters/index.ts';
-import { KvTier } from '../../../src/kvtier/index.ts';
 import { KvTierCache } from '../../../src/scheduler/cache-adapter.ts';
 import type { JobEvent, RequestSpec } from '../../../src/scheduler/job.ts';
 import { argmax, randomTokens } from '../../inference-core/engine-fixtures.ts';
@@ -21,14 +19,11 @@ import { BLOCK, blocksAlone, engineModel, greedyAlone, openSchedulerRig, runToEn
 
 let rig: SchedulerRig;
 let engine: LoadedEngine;
-let dir: string;
-let tier: KvTier;
-let store: FsBlobStore;
 let cache: KvTierCache;
 
 beforeAll(async () => {
   rig = await openSchedulerRig(64, 'kvtier-spec-sched-');
-  ({ engine, dir, tier, store, cache } = rig);
+  ({ engine, cache } = rig);
 });
 
 afterAll(async () => {
