@@ -52,3 +52,29 @@ describe('LmdbMetadataPlane written before the per-class last-use index', () => 
     }
   });
 });
+
+describe('LmdbMetadataPlane upsert on the writer thread', () => {
+  it('commits the inserts and their counters in one transaction (the lmdb-js batching the upsert relies on)', async () => {
+    const dir = await tempDir('kvtier-plane-txn-');
+    const path = join(dir.path, 'plane');
+    try {
+      const plane = await LmdbMetadataPlane.open({ path });
+      const stats = openLmdb({ path, maxDbs: 8 });
+      try {
+        for (const [from, count] of [[0, 1], [1, 3000]]) {
+          const before = stats.getStats() as { lastTxnId: number };
+          await plane.upsert(Array.from({ length: count }, (_, n) => recordOf(from + n)));
+          const after = stats.getStats() as { lastTxnId: number };
+          // One write transaction: were the counters a transaction of their own, a crash between the two would leave them behind the records.
+          expect(after.lastTxnId - before.lastTxnId).toBe(1);
+        }
+        expect((await plane.usage()).blocks.g).toBe(3001);
+      } finally {
+        await stats.close();
+        await plane.close();
+      }
+    } finally {
+      await dir.remove();
+    }
+  });
+});
