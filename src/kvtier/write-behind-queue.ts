@@ -33,9 +33,8 @@ export class WriteBehindQueue {
   /** Jobs started and not settled (with or without a slot). */
   private running = 0;
   private heldBytes = 0;
-  private idleWaiters: (() => void)[] = [];
-  /** Waiters of `below`, each with its bound. */
-  private belowWaiters: { jobs: number; resolve: () => void }[] = [];
+  /** Waiters of `below` (and `drain`: below 0), each with its bound. */
+  private waiters: { jobs: number; resolve: () => void }[] = [];
 
   constructor(
     private readonly maxBytes: number,
@@ -64,14 +63,13 @@ export class WriteBehindQueue {
 
   /** Resolves once nothing is queued or in flight. */
   drain(): Promise<void> {
-    if (this.isIdle()) return Promise.resolve();
-    return new Promise((resolve) => this.idleWaiters.push(resolve));
+    return this.below(0);
   }
 
   /** Resolves once at most `jobs` jobs are queued or in flight (backpressure that keeps the rest going). */
   below(jobs: number): Promise<void> {
     if (this.queuedJobs <= jobs) return Promise.resolve();
-    return new Promise((resolve) => this.belowWaiters.push({ jobs, resolve }));
+    return new Promise((resolve) => this.waiters.push({ jobs, resolve }));
   }
 
   get queuedJobs(): number {
@@ -80,10 +78,6 @@ export class WriteBehindQueue {
 
   get queuedBytes(): number {
     return this.heldBytes;
-  }
-
-  private isIdle(): boolean {
-    return this.running === 0 && this.pendingHead === this.pending.length;
   }
 
   /** Gives the job's write slot back, once: true when this call did. */
@@ -105,11 +99,17 @@ export class WriteBehindQueue {
     this.heldBytes -= job.bytes;
     this.keys.delete(job.key);
     this.pump();
-    if (this.isIdle()) for (const resolve of this.idleWaiters.splice(0)) resolve();
-    if (this.belowWaiters.length > 0) {
-      const queued = this.queuedJobs;
-      this.belowWaiters = this.belowWaiters.filter((waiter) => (waiter.jobs < queued ? true : (waiter.resolve(), false)));
+    if (this.waiters.length > 0) this.wakeWaiters();
+  }
+
+  private wakeWaiters(): void {
+    const queued = this.queuedJobs;
+    const waiting: typeof this.waiters = [];
+    for (const waiter of this.waiters) {
+      if (queued <= waiter.jobs) waiter.resolve();
+      else waiting.push(waiter);
     }
+    this.waiters = waiting;
   }
 
   private pump(): void {
