@@ -59,7 +59,8 @@ Napi::Value Xxh64Chain(const Napi::CallbackInfo& info) {
   const int64_t blockTokens = info[2].As<Napi::Number>().Int64Value();
   const int64_t blockCount = info[3].As<Napi::Number>().Int64Value();
   if (root.ByteLength() != 16 || tokens.TypedArrayType() != napi_uint32_array || blockTokens < 1 || blockCount < 0 ||
-      static_cast<uint64_t>(blockTokens * blockCount) > tokens.ElementLength() || out.ByteLength() < static_cast<size_t>(blockCount) * 16) {
+      (blockCount > 0 && static_cast<uint64_t>(blockTokens) > tokens.ElementLength() / static_cast<uint64_t>(blockCount)) ||
+      static_cast<uint64_t>(blockCount) > out.ByteLength() / 16) {
     throw_code(env, "KVT_ERR_NATIVE_ARG", usage);
     return env.Undefined();
   }

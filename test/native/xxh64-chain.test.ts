@@ -32,7 +32,7 @@ describe('xxh64Chain', () => {
     }
   });
 
-  it('refuses a short root, too few tokens, a short output or a token array of another type', () => {
+  it('refuses a short root, too few tokens (however many blocks are asked for), a short output or a token array of another type', () => {
     const tokens = new Uint32Array(8);
     const call = (root: Uint8Array, t: Uint32Array | Uint8Array, count: number, out: Uint8Array) => () => addon.xxh64Chain(root, t as Uint32Array, 4, count, 1n, 2n, out);
     for (const bad of [
@@ -40,6 +40,8 @@ describe('xxh64Chain', () => {
       call(new Uint8Array(16), tokens, 3, new Uint8Array(48)),
       call(new Uint8Array(16), tokens, 2, new Uint8Array(31)),
       call(new Uint8Array(16), new Uint8Array(32), 2, new Uint8Array(32)),
+      // 4 × 2^62 blocks wraps a 64-bit product to 0: the bound must not overflow.
+      call(new Uint8Array(16), tokens, 2 ** 62, new Uint8Array(32)),
     ]) {
       expect(bad).toThrow(expect.objectContaining({ code: 'KVT_ERR_NATIVE_ARG' }));
     }
