@@ -9,6 +9,7 @@ import { decodeRecord } from './lmdb-plane-codec.ts';
 import { initMeta, scanByLastUse, writeRenewals, type LmdbIndexDbs } from './lmdb-plane-index.ts';
 import { forgetKeys, journalKeys, noteOrphans, orphanSightings } from './lmdb-plane-side-tables.ts';
 import { LmdbRecordMover } from './lmdb-plane-record-mover.ts';
+import { upsertRecords } from './lmdb-plane-upsert.ts';
 import { type BlockRecord, type MetadataPlane, type PlaneState, type PlaneUsage, type RemovedBatch, type RemoveOptions, type ScanOptions, type ScanPage } from './metadata-plane.ts';
 import { RenewalBuffer } from './renewal-buffer.ts';
 
@@ -160,49 +161,10 @@ export class LmdbMetadataPlane implements MetadataPlane {
     });
   }
 
-  /**
-   * Each record is first queued as an insert that LMDB's writer thread runs when the key has no
-   * record (the common case: a block just written), counted optimistically in the same
-   * transaction. A key that had a record is then merged with it (its creation time kept, the
-   * later last use) in a second transaction, which also takes the optimistic count back; with
-   * `ifAbsent` it is left as it is.
-   *
-   * ```
-   * turn:   ifNoExists(key) { record, rows } × n   ┐ one write transaction
-   *         transaction { counters += n records }  ┘ (queued in one event-loop turn)
-   * then, for each insert that found a record:
-   *         transaction { counters −= it; merge it into the record (replace) }
-   * ```
-   *
-   * A process that dies between the two transactions leaves the counters high by the records
-   * that were present (a race with another writer, or a block rewritten after it expired and
-   * before GC removed it): the counters are usage figures, never read to judge a block.
-   */
+  /** The two-transaction upsert of lmdb-plane-upsert.ts: inserts on LMDB's writer thread, a merge for keys that had a record. */
   async upsert(records: readonly BlockRecord[], options: { ifAbsent?: boolean } = {}): Promise<void> {
     this.assertOpen();
-    if (records.length === 0) return;
-    const given = records.map((record) => (record.lastUseAt >= 0 ? record : { ...record, lastUseAt: 0 }));
-    const inserts = given.map((record) => this.mover.queueInsert(hexToKeyBytes(record.key), record));
-    const counted = this.records.transaction(() => {
-      this.mover.begin();
-      for (const record of given) this.mover.count(record, 1);
-      this.mover.writeCounters();
-    });
-    const [inserted] = await Promise.all([Promise.all(inserts), counted]);
-    const present = given.filter((_, i) => !inserted[i]);
-    if (present.length === 0) return;
-    await this.records.transaction(() => {
-      this.mover.begin();
-      for (const record of present) {
-        this.mover.count(record, -1);
-        const keyBytes = hexToKeyBytes(record.key);
-        const existing = this.mover.read(record.key, keyBytes);
-        if (existing !== undefined && options.ifAbsent) continue;
-        const next = existing === undefined ? record : { ...record, createdAt: existing.createdAt, lastUseAt: Math.max(existing.lastUseAt, record.lastUseAt) };
-        this.mover.replace(keyBytes, existing, next);
-      }
-      this.mover.writeCounters();
-    });
+    await upsertRecords(this.records, this.mover, records, options);
   }
 
   renew(keys: readonly string[], at: number, depths?: readonly number[]): void {
